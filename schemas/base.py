@@ -1,0 +1,41 @@
+"""Shared building blocks for every contract: strictness, bounded numbers, symbol shape."""
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+SCHEMA_VERSION = 1
+
+Symbol = Annotated[str, StringConstraints(pattern=r"^[A-Z][A-Z0-9.\-]{0,9}$")]
+IsoDate = Annotated[str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}$")]
+Price = Annotated[float, Field(gt=0, lt=1e7)]
+NonNegMoney = Annotated[float, Field(ge=0, lt=1e12)]
+Money = Annotated[float, Field(gt=-1e12, lt=1e12)]
+Unit = Annotated[float, Field(ge=0, le=1)]
+Stance = Annotated[float, Field(ge=-1, le=1)]
+Pct = Annotated[float, Field(ge=-1000, le=1000)]
+ShortText = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+Direction = Literal["LONG", "SHORT"]
+Side = Literal["BUY", "SELL"]
+
+STATES = (
+    "SCANNING",
+    "PLANNING",
+    "ANALYZING",
+    "DEBATE",
+    "DECIDING",
+    "VALIDATING",
+    "EXECUTING",
+    "MEMORIZING",
+)
+StateName = Literal[
+    "SCANNING", "PLANNING", "ANALYZING", "DEBATE", "DECIDING", "VALIDATING", "EXECUTING", "MEMORIZING"
+]
+CycleStatus = Literal["completed", "rejected", "failed", "degraded"]
+
+
+class Contract(BaseModel):
+    """Base of every contract: unknown fields are an error, never silently dropped."""
+
+    model_config = ConfigDict(extra="forbid", frozen=False, validate_assignment=True)

@@ -1,0 +1,50 @@
+"""DEBATE's contracts: each side's case, and the research manager's verdict per symbol."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from schemas.base import Contract, Direction, ShortText, Symbol, Unit
+
+
+class DebateCase(Contract):
+    symbol: Symbol
+    side: Literal["bull", "bear"]
+    argument: ShortText
+    supporting_points: list[str] = Field(default_factory=list, max_length=10)
+    risks: list[str] = Field(default_factory=list, max_length=10)
+
+
+class ManagerVerdict(Contract):
+    """What the research manager model answers; calibration happens in code afterwards."""
+
+    symbol: Symbol
+    winner: Direction
+    conviction: Unit
+    manager_rationale: ShortText
+    key_disagreements: list[str] = Field(default_factory=list, max_length=10)
+    falsifiers: list[str] = Field(default_factory=list, max_length=10)
+
+
+class DebateResult(Contract):
+    symbol: Symbol
+    winner: Direction
+    conviction: Unit
+    raw_conviction: Unit
+    opposition_share: Unit
+    manager_rationale: ShortText
+    key_disagreements: list[str] = Field(default_factory=list, max_length=10)
+    falsifiers: list[str] = Field(default_factory=list, max_length=10)
+    rebuttals: list[DebateCase] = Field(default_factory=list, max_length=2)
+    rebuttal_fallbacks: list[Literal["bull", "bear"]] = Field(default_factory=list)
+
+
+class DebateReport(Contract):
+    results: list[DebateResult] = Field(min_length=1, max_length=50)
+
+    def result(self, symbol: str) -> DebateResult:
+        for r in self.results:
+            if r.symbol == symbol:
+                return r
+        raise KeyError(symbol)

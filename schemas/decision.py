@@ -1,0 +1,71 @@
+"""DECIDING's contracts, and the order/execution types shared by standalone runs and episodes."""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field, model_validator
+
+from schemas.base import Contract, Direction, IsoDate, NonNegMoney, Price, ShortText, Side, Symbol, Unit
+
+
+class TradeThesis(Contract):
+    symbol: Symbol
+    direction: Direction
+    conviction: Unit
+    entry: Price
+    target: Price
+    stop: Price
+    horizon_sessions: int = Field(ge=1, le=260)
+    rationale: ShortText
+    invalidation_conditions: list[str] = Field(default_factory=list, max_length=10)
+    key_risks: list[str] = Field(default_factory=list, max_length=10)
+    expected_horizon: str = Field(default="", max_length=200)
+    # who set the three prices: code from ATR anchors, or the model when ATR is sub-tick
+    price_source: Literal["model", "atr_anchor"] = "model"
+    atr14: Optional[float] = Field(default=None, gt=0)
+
+
+class Order(Contract):
+    symbol: Symbol
+    side: Side
+    quantity: float = Field(gt=0, lt=1e10)
+
+
+class Decision(Contract):
+    """What an agent submits; an empty order list is a hold."""
+
+    orders: list[Order] = Field(default_factory=list, max_length=50)
+
+
+class PortfolioDecision(Contract):
+    theses: list[TradeThesis] = Field(default_factory=list, max_length=50)
+    orders: list[Order] = Field(default_factory=list, max_length=50)
+    rationale: ShortText
+
+    def as_decision(self) -> Decision:
+        return Decision(orders=list(self.orders))
+
+
+class ExecutedTrade(Contract):
+    order_index: int = Field(ge=0)
+    symbol: Symbol
+    side: Side
+    quantity: float = Field(gt=0)
+    price: Price
+    fees: NonNegMoney = 0.0
+    notional: NonNegMoney
+    date: IsoDate
+
+
+class DecisionResult(Contract):
+    status: Literal["accepted", "rejected"]
+    message: str = ""
+    executed_trades: list[ExecutedTrade] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _trades_only_when_accepted(self) -> "DecisionResult":
+        if self.status == "rejected" and self.executed_trades:
+            raise ValueError("a rejected decision cannot carry executed trades")
+        if self.status == "rejected" and not self.message:
+            raise ValueError("a rejected decision must say why")
+        return self

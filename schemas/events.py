@@ -1,0 +1,29 @@
+"""StateEvent: one document of the `state_events` audit log."""
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import Field
+
+from schemas.base import SCHEMA_VERSION, Contract
+
+EventKind = Literal[
+    "transition", "llm_request", "llm_response", "tool_call", "tool_result", "contract", "validation", "error"
+]
+EVENT_KINDS: tuple[str, ...] = (
+    "transition", "llm_request", "llm_response", "tool_call", "tool_result", "contract", "validation", "error"
+)
+
+
+class StateEvent(Contract):
+    event_id: str = Field(min_length=1, max_length=200)
+    session_id: str = Field(min_length=1, max_length=200)
+    cycle_id: str = Field(min_length=1, max_length=200)
+    seq: int = Field(ge=1)
+    ts: float = Field(gt=0)
+    state: str = Field(max_length=50)
+    kind: EventKind
+    payload: dict[str, Any]
+    schema_version: int = SCHEMA_VERSION
+    run_id: Optional[str] = None
+    parent_run_id: Optional[str] = None

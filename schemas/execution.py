@@ -1,0 +1,19 @@
+"""EXECUTING's contract."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from schemas.base import Contract
+from schemas.decision import DecisionResult
+from schemas.portfolio import PortfolioSnapshot
+
+
+class ExecutionResult(Contract):
+    cycle_id: str = Field(min_length=1, max_length=200)
+    status: Literal["filled", "rejected", "hold"]
+    result: DecisionResult
+    portfolio_after: PortfolioSnapshot
+    # True when this cycle had already executed and the stored result was returned instead
+    replayed_from_ledger: bool = False

@@ -1,0 +1,95 @@
+"""FeatureBundle: the deterministic evidence attached to every snapshot.
+
+These are the only numbers an agent may cite. A value still in indicator warm-up is
+None, never 0, so "not yet known" can't be mistaken for a real reading.
+"""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field
+
+from schemas.base import Contract, IsoDate, Pct, Price, Stance, Symbol, Unit
+
+EventClass = Literal["earnings", "guidance", "rating", "regulatory", "macro", "other"]
+
+
+class TechnicalFeatures(Contract):
+    close: Price
+    prev_close: Optional[Price] = None
+    rsi14: Optional[float] = Field(default=None, ge=0, le=100)
+    macd: Optional[float] = None
+    macd_signal: Optional[float] = None
+    macd_hist: Optional[float] = None
+    sma20: Optional[Price] = None
+    sma50: Optional[Price] = None
+    sma200: Optional[Price] = None
+    ema20: Optional[Price] = None
+    atr14: Optional[float] = Field(default=None, gt=0)
+    bb_upper: Optional[Price] = None
+    bb_middle: Optional[Price] = None
+    bb_lower: Optional[Price] = None
+    swing_high: Optional[Price] = None
+    swing_low: Optional[Price] = None
+    support: Optional[Price] = None
+    resistance: Optional[Price] = None
+    dist_to_support_pct: Optional[Pct] = None
+    dist_to_resistance_pct: Optional[Pct] = None
+    gap_pct: Optional[Pct] = None
+    volume: Optional[float] = Field(default=None, ge=0)
+    volume_vs_avg20: Optional[float] = Field(default=None, ge=0)
+    bars_available: int = Field(ge=0)
+
+
+class NewsItemFeature(Contract):
+    published_at: str
+    headline: str = Field(max_length=1000)
+    source: str = Field(max_length=200)
+    event_class: EventClass
+    recency_weight: Unit
+    sentiment: Stance
+
+
+class NewsFeatures(Contract):
+    items: list[NewsItemFeature] = Field(default_factory=list, max_length=50)
+    unique_count: int = Field(ge=0)
+    duplicates_removed: int = Field(ge=0)
+    net_sentiment: Stance = 0.0
+
+
+class SentimentFeatures(Contract):
+    news_sentiment: Optional[Stance] = None
+    news_items: int = Field(ge=0)
+    positioning_feed_wired: Literal[False] = False
+
+
+class Fundamentals(Contract):
+    available: bool
+    source: Optional[str] = None
+    as_of: Optional[IsoDate] = None
+    pe: Optional[float] = None
+    pb: Optional[float] = None
+    ev_ebitda: Optional[float] = None
+    revenue_growth_pct: Optional[Pct] = None
+    net_margin_pct: Optional[Pct] = None
+
+
+class PriceForecast(Contract):
+    """Evidence only: by construction this type never reaches sizing or risk."""
+
+    horizon_days: int = Field(ge=1, le=260)
+    expected_move_pct: Pct
+    band_low_pct: Pct
+    band_high_pct: Pct
+    method: str = "drift+vol band"
+
+
+class FeatureBundle(Contract):
+    symbol: Symbol
+    as_of: IsoDate
+    fallback: bool = False
+    technical: TechnicalFeatures
+    news: NewsFeatures
+    sentiment: SentimentFeatures
+    fundamentals: Fundamentals
+    forecast: Optional[PriceForecast] = None

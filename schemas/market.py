@@ -1,0 +1,40 @@
+"""SCANNING's contract: what the market looked like at the cycle's as-of date."""
+from __future__ import annotations
+
+from pydantic import Field
+
+from schemas.base import Contract, IsoDate, Price, Symbol
+from schemas.features import FeatureBundle
+from schemas.portfolio import PortfolioSnapshot
+
+
+class Bar(Contract):
+    date: IsoDate
+    open: Price
+    high: Price
+    low: Price
+    close: Price
+    volume: float = Field(ge=0)
+
+
+class MarketSnapshot(Contract):
+    symbol: Symbol
+    as_of: IsoDate
+    last_bar_date: IsoDate
+    price: Price
+    prev_close: Price | None = None
+    volume: float = Field(ge=0)
+    bundle: FeatureBundle
+
+
+class MarketScan(Contract):
+    as_of: IsoDate
+    universe: list[Symbol] = Field(min_length=1, max_length=50)
+    snapshots: list[MarketSnapshot] = Field(min_length=1, max_length=50)
+    portfolio: PortfolioSnapshot
+
+    def snapshot(self, symbol: str) -> MarketSnapshot:
+        for s in self.snapshots:
+            if s.symbol == symbol:
+                return s
+        raise KeyError(symbol)

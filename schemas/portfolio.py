@@ -1,0 +1,26 @@
+"""Portfolio state: cash and long positions (the paper broker is long-only)."""
+from __future__ import annotations
+
+from pydantic import Field
+
+from schemas.base import Contract, IsoDate, NonNegMoney, Price, Symbol
+
+
+class Position(Contract):
+    symbol: Symbol
+    quantity: float = Field(gt=0, lt=1e10)
+    avg_price: Price
+    # date of the last buy; the cn_a_share profile needs it for T+1
+    opened: IsoDate | None = None
+
+
+class PortfolioSnapshot(Contract):
+    cash: NonNegMoney
+    positions: dict[Symbol, Position] = Field(default_factory=dict)
+    as_of: IsoDate | None = None
+    # realised P&L of the current day; the daily loss cap reads it
+    realized_pnl_today: float = 0.0
+
+    def quantity(self, symbol: str) -> float:
+        pos = self.positions.get(symbol)
+        return pos.quantity if pos else 0.0
