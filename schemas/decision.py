@@ -28,7 +28,8 @@ class TradeThesis(Contract):
 class Order(Contract):
     symbol: Symbol
     side: Side
-    quantity: float = Field(gt=0, lt=1e10)
+    # 0 is representable so that a zero-size order reaches the risk check and the broker, which refuse it
+    quantity: float = Field(ge=0, lt=1e10)
 
 
 class Decision(Contract):

@@ -84,6 +84,15 @@ class PriceForecast(Contract):
     method: str = "drift+vol band"
 
 
+class PriceBar(Contract):
+    date: IsoDate
+    open: Price
+    high: Price
+    low: Price
+    close: Price
+    volume: float = Field(ge=0)
+
+
 class FeatureBundle(Contract):
     symbol: Symbol
     as_of: IsoDate
@@ -93,3 +102,5 @@ class FeatureBundle(Contract):
     sentiment: SentimentFeatures
     fundamentals: Fundamentals
     forecast: Optional[PriceForecast] = None
+    # the last bars up to as_of: the only raw prices a tool may hand a model
+    history: list[PriceBar] = Field(default_factory=list, max_length=60)

@@ -1,0 +1,1 @@
+"""tradegraph agent package: evidence layer, analysts and prompts."""

@@ -1,0 +1,106 @@
+"""ANALYZING: four analysts and the quant, each over one symbol's snapshot, never over each other's notes."""
+from __future__ import annotations
+
+from typing import Optional
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+
+from agent.audit_events import emit
+from agent.calibration import ABSTAIN_MODEL
+from agent.config import AgentConfig
+from agent.passes import structured_pass, tool_pass
+from agent.prompts import fenced_headlines, task_messages
+from schemas.analysis import AnalystNote, AnalystRole, QuantAnswer
+from schemas.market import MarketSnapshot
+
+ABSTAIN_CONFIDENCE = 0.15
+
+
+def analyst_evidence(role: AnalystRole, snap: MarketSnapshot) -> Optional[dict]:
+    """The evidence one analyst sees, or None when it has no real data and must abstain."""
+    b = snap.bundle
+    base = {"symbol": snap.symbol, "as_of": snap.as_of, "price": snap.price, "prev_close": snap.prev_close}
+    if role == "technical":
+        t = b.technical
+        if t.sma20 is None and t.rsi14 is None:
+            return None
+        return {**base, "technical": t.model_dump(), "forecast": b.forecast.model_dump() if b.forecast else None}
+    if role == "news":
+        if b.news.unique_count == 0:
+            return None
+        news = b.news.model_dump(mode="json")
+        news["items"] = fenced_headlines(news["items"])
+        return {**base, "news": news}
+    if role == "sentiment":
+        if b.sentiment.news_items == 0 and not b.sentiment.positioning_feed_wired:
+            return None
+        return {**base, "sentiment": b.sentiment.model_dump()}
+    if role == "fundamental":
+        if not b.fundamentals.available:
+            return None
+        return {**base, "fundamentals": b.fundamentals.model_dump()}
+    raise ValueError(f"unknown analyst role {role!r}")
+
+
+ABSTAIN_REASON = {
+    "technical": "too little price history for indicators",
+    "news": "no news in the look-back window",
+    "sentiment": "no positioning feed wired and no news to derive sentiment from",
+    "fundamental": "no fundamentals source wired for this symbol and date",
+}
+
+
+def abstain(role: AnalystRole, symbol: str) -> AnalystNote:
+    return AnalystNote(symbol=symbol, analyst=role, stance=0.0, confidence=ABSTAIN_CONFIDENCE,
+                       summary=f"Abstaining: {ABSTAIN_REASON[role]}.", key_points=[], subscores={}, evidence=[],
+                       model_used=ABSTAIN_MODEL)
+
+
+def run_analyst(role: AnalystRole, snap: MarketSnapshot, model: BaseChatModel, cfg: AgentConfig,
+                config: RunnableConfig) -> AnalystNote:
+    evidence = analyst_evidence(role, snap)
+    if evidence is None:
+        note = abstain(role, snap.symbol)
+        emit("validation", {"schema": "AnalystNote", "check": "abstention", "ok": True, "symbol": snap.symbol,
+                            "analyst": role, "reason": ABSTAIN_REASON[role]}, config)
+        return note
+
+    def same_role(n: AnalystNote) -> None:
+        if n.analyst != role:
+            raise ValueError(f"analyst must be {role!r}, got {n.analyst!r}")
+
+    model_name = getattr(model, "model_name", "") or ""
+    note = structured_pass(model, task_messages(f"analyst:{role}", evidence), AnalystNote,
+                           max_retries=cfg.max_repair_retries, config=config, method=cfg.structured_method,
+                           expect_symbol=snap.symbol, check=same_role)
+    note = note.model_copy(update={"model_used": model_name})
+    if note.confidence < cfg.self_critique_below:
+        critique_ev = {**evidence, "note": note.model_dump(mode="json")}
+        revised = structured_pass(model, task_messages(f"critique:{role}", critique_ev), AnalystNote,
+                                  max_retries=cfg.max_repair_retries, config=config, method=cfg.structured_method,
+                                  expect_symbol=snap.symbol, check=same_role)
+        note = revised.model_copy(update={"model_used": model_name, "self_critiqued": True})
+    return note
+
+
+def run_quant(question: str, snap: MarketSnapshot, model: BaseChatModel, tools: dict[str, BaseTool],
+              allowed: frozenset[str], cfg: AgentConfig, config: RunnableConfig) -> QuantAnswer:
+    tech = snap.bundle.technical.model_dump()
+    evidence = {"symbol": snap.symbol, "as_of": snap.as_of, "question": question, "technical": tech}
+    messages = task_messages("quant", evidence)
+    messages = tool_pass(model, messages, tools, allowed, state="ANALYZING", max_steps=cfg.max_tool_steps,
+                         config=config)
+
+    def cites_only_bundle(ans: QuantAnswer) -> None:
+        # the anti-hallucination guard: a metric must be a bundle field with the bundle's exact value
+        for name, value in ans.metrics.items():
+            if name not in tech:
+                raise ValueError(f"metric {name!r} is not a computed indicator; cite only: {', '.join(sorted(tech))}")
+            if value != tech[name] and not (value is not None and tech[name] is not None
+                                            and abs(value - tech[name]) <= 1e-9 * max(1.0, abs(tech[name]))):
+                raise ValueError(f"metric {name}={value} differs from the computed value {tech[name]}")
+
+    return structured_pass(model, messages, QuantAnswer, max_retries=cfg.max_repair_retries, config=config,
+                           method=cfg.structured_method, expect_symbol=snap.symbol, check=cites_only_bundle)

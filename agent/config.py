@@ -1,0 +1,117 @@
+"""Agent configuration as a dataclass, overridable from the environment (react-agent style)."""
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+DEFAULT_RISK_FILE = Path(__file__).with_name("risk_limits.toml")
+
+
+class ConfigError(ValueError):
+    """A configuration value that can't be used; the message names it."""
+
+
+@dataclass(frozen=True)
+class RiskLimits:
+    """Deterministic risk-engine limits; defaults are documented in agent/risk_limits.toml."""
+
+    risk_per_trade_pct: float = 1.0
+    daily_loss_cap_pct: float = 2.0
+    max_notional_pct: float = 25.0
+    max_positions: int = 3
+    exposure_cap_pct: float = 80.0
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> "RiskLimits":
+        path = Path(path or os.environ.get("TRADEGRAPH_RISK_LIMITS") or DEFAULT_RISK_FILE)
+        try:
+            raw = tomllib.loads(path.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"risk limits file not found: {path}") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"risk limits file {path} is not valid TOML: {e}") from None
+        table = raw.get("risk", raw)
+        known = {f.name: f.type for f in fields(cls)}
+        unknown = set(table) - set(known)
+        if unknown:
+            raise ConfigError(f"unknown risk limit(s) in {path}: {', '.join(sorted(unknown))}")
+        values = {}
+        for k, v in table.items():
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
+                raise ConfigError(f"risk limit {k}={v!r} in {path} must be a positive number")
+            values[k] = int(v) if k == "max_positions" else float(v)
+        return cls(**values)
+
+
+def _env_int(name: str, default: int, lo: int, hi: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not an integer") from None
+    if not lo <= value <= hi:
+        raise ConfigError(f"{name}={value} is outside {lo}..{hi}")
+    return value
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a number") from None
+    if value < 0:
+        raise ConfigError(f"{name}={value} must not be negative")
+    return value
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Everything a cycle needs to know that isn't market data. Built once per command."""
+
+    provider: str = "offline"  # offline | openai
+    quick_model: str = "offline-quick"
+    deep_model: str = "offline-deep"
+    structured_method: str = "json_schema"  # json_schema | json_mode (for servers without json_schema)
+    max_repair_retries: int = 2
+    max_tool_steps: int = 4
+    starting_cash: float = 100_000.0
+    fees_bps: float = 1.0
+    slippage_bps: float = 2.0
+    market: str = "us_equity"
+    deep_tier_conviction: float = 0.75
+    self_critique_below: float = 0.40
+    risk: RiskLimits = field(default_factory=RiskLimits)
+
+    @classmethod
+    def from_env(cls, **overrides) -> "AgentConfig":
+        env = os.environ
+        provider = (env.get("TRADEGRAPH_LLM") or ("openai" if env.get("OPENAI_API_KEY") else "offline")).lower()
+        if provider not in ("offline", "openai"):
+            raise ConfigError(f"TRADEGRAPH_LLM={provider!r} must be 'offline' or 'openai'")
+        quick_default, deep_default = (
+            ("gpt-4o-mini", "gpt-4o") if provider == "openai" else ("offline-quick", "offline-deep")
+        )
+        method = env.get("TRADEGRAPH_STRUCTURED_METHOD", "json_schema")
+        if method not in ("json_schema", "json_mode"):
+            raise ConfigError(f"TRADEGRAPH_STRUCTURED_METHOD={method!r} must be json_schema or json_mode")
+        values = dict(
+            provider=provider,
+            quick_model=env.get("TRADEGRAPH_QUICK_MODEL", quick_default),
+            deep_model=env.get("TRADEGRAPH_DEEP_MODEL", deep_default),
+            structured_method=method,
+            max_repair_retries=_env_int("TRADEGRAPH_MAX_RETRIES", 2, 0, 10),
+            max_tool_steps=_env_int("TRADEGRAPH_MAX_TOOL_STEPS", 4, 1, 20),
+            starting_cash=_env_float("TRADEGRAPH_STARTING_CASH", 100_000.0),
+            fees_bps=_env_float("TRADEGRAPH_FEES_BPS", 1.0),
+            slippage_bps=_env_float("TRADEGRAPH_SLIPPAGE_BPS", 2.0),
+            risk=RiskLimits.load(),
+        )
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)

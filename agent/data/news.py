@@ -1,0 +1,95 @@
+"""Point-in-time news headlines from a JSONL file.
+
+One JSON object per line: {"symbol", "published_at" (YYYY-MM-DD or ISO datetime), "headline",
+"source"}. A headline is visible at an as-of date only if published on or before the end of
+that day, so a backtest never reads tomorrow's news.
+"""
+from __future__ import annotations
+
+import bisect
+import functools
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from agent.data.market import DataError, DateLike, parse_date
+
+SAMPLE_NEWS = Path(__file__).with_name("sample_news.jsonl")
+_DAY = pd.Timedelta(days=1)
+
+
+def parse_published(value: object) -> pd.Timestamp:
+    """Naive UTC timestamp for a published_at value (date-only means midnight)."""
+    ts = pd.Timestamp(str(value))
+    if ts.tzinfo is not None:
+        ts = ts.tz_convert("UTC").tz_localize(None)
+    return ts
+
+
+class NewsSource:
+    def __init__(self, items: list[dict], source: str = "<memory>") -> None:
+        self.source = source
+        by_symbol: dict[str, list[tuple[pd.Timestamp, str, dict]]] = {}
+        for item in items:
+            ts = parse_published(item["published_at"])
+            rec = {
+                "symbol": str(item["symbol"]).strip().upper(),
+                "published_at": str(item["published_at"]).strip(),
+                "headline": str(item["headline"]),
+                "source": str(item.get("source") or "unknown"),
+            }
+            by_symbol.setdefault(rec["symbol"], []).append((ts, rec["headline"], rec))
+        self._items: dict[str, list[dict]] = {}
+        self._times: dict[str, list[pd.Timestamp]] = {}
+        for symbol, rows in by_symbol.items():
+            rows.sort(key=lambda r: (r[0], r[1]))  # deterministic order for same-time items
+            self._times[symbol] = [r[0] for r in rows]
+            self._items[symbol] = [r[2] for r in rows]
+
+    def symbols(self) -> list[str]:
+        return sorted(self._items)
+
+    def headlines(self, symbol: str, as_of: DateLike, lookback_days: int = 30) -> list[dict]:
+        """Headlines published in [as_of - lookback_days, end of as_of day], oldest first."""
+        times = self._times.get(symbol.upper())
+        if not times:
+            return []
+        day = parse_date(as_of)
+        hi = bisect.bisect_left(times, day + _DAY)  # strictly before the next midnight
+        lo = bisect.bisect_left(times, day - pd.Timedelta(days=int(lookback_days)))
+        return [dict(r) for r in self._items[symbol.upper()][lo:hi]]
+
+
+def load_news(path: str | Path) -> NewsSource:
+    p = Path(path)
+    if not p.exists():
+        raise DataError(f"{p}: file not found")
+    items: list[dict] = []
+    with p.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{p}: line {lineno}: invalid JSON ({exc.msg})") from None
+            if not isinstance(obj, dict):
+                raise DataError(f"{p}: line {lineno}: expected a JSON object")
+            missing = [k for k in ("symbol", "published_at", "headline") if not obj.get(k)]
+            if missing:
+                raise DataError(f"{p}: line {lineno}: missing field(s) {', '.join(missing)}")
+            try:
+                parse_published(obj["published_at"])
+            except (ValueError, TypeError):
+                raise DataError(
+                    f"{p}: line {lineno}: field 'published_at': unparseable date {obj['published_at']!r}"
+                ) from None
+            items.append(obj)
+    return NewsSource(items, source=str(p))
+
+
+@functools.lru_cache(maxsize=1)
+def default_news() -> NewsSource:
+    """The shipped SAMPLE (synthetic) headlines; see agent/data/README.md."""
+    return load_news(SAMPLE_NEWS)

@@ -1,0 +1,128 @@
+"""A deterministic offline chat model that reasons from the evidence in its prompt.
+
+It speaks the same protocol as a real chat model: `bind_tools` (returns tool calls),
+`with_structured_output` (returns JSON text that is parsed and validated like any model's),
+and `usage_metadata` with token estimates, so cost per cycle can be measured offline.
+The decisions come from rules over the numbers in the prompt's <EVIDENCE> block
+(agent/offline_rules.py): the same prompt always gives the same answer.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from operator import itemgetter
+from typing import Any, Optional
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableLambda, RunnableMap, RunnablePassthrough
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import Field, PrivateAttr
+
+from agent import offline_rules
+from agent.prompts import find_evidence
+
+
+def estimate_tokens(text: str) -> int:
+    # ~4 characters per token is the usual rule of thumb for English and JSON
+    return max(1, (len(text) + 3) // 4)
+
+
+def _message_text(m: BaseMessage) -> str:
+    text = m.content if isinstance(m.content, str) else json.dumps(m.content)
+    if isinstance(m, AIMessage) and m.tool_calls:
+        text += json.dumps(m.tool_calls, default=str)
+    return text
+
+
+class OfflineChatModel(BaseChatModel):
+    model_name: str = "offline-quick"
+    # Scripted raw answers, consumed first: {"Plan": ["not json"], "tools:planning": [[{"name":..,"args":..}]]}.
+    # Tests and demos use it to make the model misbehave on purpose (malformed JSON, forbidden tools).
+    script: dict[str, list[Any]] = Field(default_factory=dict)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @property
+    def _llm_type(self) -> str:
+        return "tradegraph-offline"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_name": self.model_name}
+
+    def _scripted(self, key: str) -> Optional[Any]:
+        with self._lock:
+            queue = self.script.get(key)
+            if queue:
+                return queue.pop(0)
+        return None
+
+    def bind_tools(self, tools, *, tool_choice=None, **kwargs):
+        formatted = [convert_to_openai_tool(t) for t in tools]
+        return self.bind(tools=formatted, tool_choice=tool_choice, **kwargs)
+
+    def with_structured_output(self, schema, *, include_raw: bool = False, **kwargs):
+        name = schema.__name__
+        response_format = {
+            "type": "json_schema",
+            "json_schema": {"name": name, "schema": schema.model_json_schema(), "strict": False},
+        }
+        llm = self.bind(response_format=response_format, ls_structured_output_format={"schema": response_format})
+
+        def parse(message: AIMessage):
+            return schema.model_validate_json(message.content)
+
+        parser = RunnableLambda(parse)
+        if not include_raw:
+            return llm | parser
+        assign = RunnablePassthrough.assign(parsed=itemgetter("raw") | parser, parsing_error=lambda _: None)
+        none = RunnablePassthrough.assign(parsed=lambda _: None)
+        return RunnableMap(raw=llm) | assign.with_fallbacks([none], exception_key="parsing_error")
+
+    def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs) -> ChatResult:
+        evidence = find_evidence(messages) or {}
+        task = str(evidence.get("task", ""))
+        response_format = kwargs.get("response_format")
+        tools = kwargs.get("tools") or []
+        if response_format and tools:
+            # the separation rule is ours to keep; a request with both is a bug upstream
+            raise ValueError("a request may not offer tools and ask for structured output at once")
+        if response_format:
+            schema_name = response_format["json_schema"]["name"]
+            raw = self._scripted(schema_name)
+            if raw is None:
+                raw = json.dumps(offline_rules.answer(task, schema_name, evidence), sort_keys=True)
+            message = AIMessage(content=raw)
+        elif tools:
+            message = self._tool_step(task, evidence, messages, [t["function"]["name"] for t in tools])
+        else:
+            message = AIMessage(content=offline_rules.prose(task, evidence))
+        prompt_tokens = sum(estimate_tokens(_message_text(m)) for m in messages)
+        if tools:
+            prompt_tokens += estimate_tokens(json.dumps(tools))
+        if response_format:
+            prompt_tokens += estimate_tokens(json.dumps(response_format))
+        out_tokens = estimate_tokens(_message_text(message))
+        message.usage_metadata = {
+            "input_tokens": prompt_tokens,
+            "output_tokens": out_tokens,
+            "total_tokens": prompt_tokens + out_tokens,
+        }
+        message.response_metadata = {"model_name": self.model_name, "finish_reason": "stop"}
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _tool_step(self, task: str, evidence: dict, messages: list[BaseMessage], offered: list[str]) -> AIMessage:
+        already_called = any(isinstance(m, ToolMessage) for m in messages)
+        if already_called:
+            n = sum(isinstance(m, ToolMessage) for m in messages)
+            return AIMessage(content=f"Reviewed {n} tool result(s); ready to answer.")
+        scripted = self._scripted(f"tools:{task}")
+        calls = scripted if scripted is not None else offline_rules.tool_plan(task, evidence, offered)
+        if not calls:
+            return AIMessage(content="No tool needed; the evidence block is sufficient.")
+        tool_calls = [
+            {"name": c["name"], "args": c.get("args", {}), "id": f"call_{task}_{i}", "type": "tool_call"}
+            for i, c in enumerate(calls)
+        ]
+        return AIMessage(content="", tool_calls=tool_calls)

@@ -1,0 +1,132 @@
+"""The two kinds of LLM call a state may make, kept apart by construction.
+
+`tool_pass` binds only the state's allow-listed tools, runs a bounded loop, executes each
+tool and feeds the result back. `structured_pass` binds no tools, asks for the state's
+contract as JSON, validates it, and on failure sends a repair prompt carrying the validation
+error, a bounded number of times, before failing closed with ContractError.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Optional, TypeVar
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from pydantic import BaseModel
+
+from agent.audit_events import emit
+from agent.prompts import repair_message
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class ContractError(RuntimeError):
+    """A model's answer still did not fit its contract after the bounded repairs."""
+
+    def __init__(self, schema: str, error: str, attempts: int):
+        super().__init__(f"{schema} did not validate after {attempts} attempt(s): {error}")
+        self.schema, self.error, self.attempts = schema, error, attempts
+
+
+class TickerGuardError(ContractError):
+    """A contract named a symbol other than the one asked about: the state fails closed at once."""
+
+
+def tool_pass(
+    model: BaseChatModel,
+    messages: list[BaseMessage],
+    tools: dict[str, BaseTool],
+    allowed: frozenset[str],
+    *,
+    state: str,
+    max_steps: int,
+    config: RunnableConfig,
+) -> list[BaseMessage]:
+    offered = [tools[name] for name in sorted(allowed) if name in tools]
+    bound = model.bind_tools(offered)
+    messages = list(messages)
+    for _ in range(max_steps):
+        ai: AIMessage = bound.invoke(messages, config)
+        messages.append(ai)
+        if not ai.tool_calls:
+            return messages
+        for call in ai.tool_calls:
+            messages.append(_run_tool(call, tools, allowed, state, config))
+    emit("error", {"type": "tool_steps_exhausted", "state": state, "max_steps": max_steps}, config)
+    return messages
+
+
+def _run_tool(call: dict, tools: dict[str, BaseTool], allowed: frozenset[str], state: str,
+              config: RunnableConfig) -> ToolMessage:
+    name = call["name"]
+    if name not in allowed or name not in tools:
+        reason = f"tool {name!r} is not allowed in state {state} (allowed: {', '.join(sorted(allowed)) or 'none'})"
+        emit("error", {"type": "tool_refused", "tool": name, "args": call.get("args", {}), "state": state,
+                       "allowed": sorted(allowed), "reason": reason}, config)
+        return ToolMessage(content=f"REFUSED: {reason}", tool_call_id=call["id"], name=name, status="error")
+    try:
+        result = tools[name].invoke(call.get("args", {}), config)
+    except Exception as e:  # the tool's own error goes back to the model; the callback audited it
+        return ToolMessage(content=f"ERROR: {type(e).__name__}: {e}", tool_call_id=call["id"], name=name,
+                           status="error")
+    return ToolMessage(content=to_json_text(result), tool_call_id=call["id"], name=name)
+
+
+def to_json_text(value: Any) -> str:
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    return json.dumps(value, default=str, sort_keys=True)
+
+
+def structured_pass(
+    model: BaseChatModel,
+    messages: list[BaseMessage],
+    schema: type[T],
+    *,
+    max_retries: int,
+    config: RunnableConfig,
+    method: str = "json_schema",
+    check: Optional[Callable[[T], None]] = None,
+    expect_symbol: Optional[str] = None,
+) -> T:
+    kwargs: dict[str, Any] = {"include_raw": True}
+    if method != "json_schema" or not _is_offline(model):
+        kwargs["method"] = method
+    runnable = model.with_structured_output(schema, **kwargs)
+    messages = list(messages)
+    error = ""
+    for attempt in range(1, max_retries + 2):
+        out = runnable.invoke(messages, config)
+        parsed, parsing_error = out["parsed"], out["parsing_error"]
+        error = _short_error(parsing_error) if parsing_error is not None else ""
+        if parsed is not None and not error:
+            symbol = getattr(parsed, "symbol", None)
+            if expect_symbol is not None and symbol != expect_symbol:
+                message = f"{schema.__name__} names symbol {symbol!r}, but {expect_symbol!r} was asked about"
+                emit("validation", {"schema": schema.__name__, "attempt": attempt, "ok": False,
+                                    "check": "ticker_guard", "error": message}, config)
+                raise TickerGuardError(schema.__name__, message, attempt)
+            try:
+                if check:
+                    check(parsed)
+            except ValueError as e:
+                error = str(e)
+        if not error:
+            emit("validation", {"schema": schema.__name__, "attempt": attempt, "ok": True}, config)
+            return parsed
+        emit("validation", {"schema": schema.__name__, "attempt": attempt, "ok": False, "error": error}, config)
+        raw = out["raw"]
+        messages += [raw if isinstance(raw, AIMessage) else AIMessage(content=str(raw)),
+                     repair_message(schema.__name__, error)]
+    raise ContractError(schema.__name__, error, max_retries + 1)
+
+
+def _is_offline(model: BaseChatModel) -> bool:
+    return getattr(model, "_llm_type", "") == "tradegraph-offline"
+
+
+def _short_error(err: Any) -> str:
+    text = str(err)
+    return text if len(text) <= 1500 else text[:1500] + "…"

@@ -1,0 +1,86 @@
+"""Prompts. Every prompt carries its numbers in one machine-readable <EVIDENCE> block.
+
+The block is the only place numbers enter a prompt, and every number in it comes from a
+contract computed upstream (mostly the FeatureBundle), so a model has nothing to cite that
+code did not compute. Headlines are fenced as untrusted data wherever they appear.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
+from agent.fence import UNTRUSTED_DATA_RULE, fence
+
+EVIDENCE_OPEN, EVIDENCE_CLOSE = "<EVIDENCE>", "</EVIDENCE>"
+_EVIDENCE_RE = re.compile(re.escape(EVIDENCE_OPEN) + r"(.*?)" + re.escape(EVIDENCE_CLOSE), re.S)
+
+BASE_SYSTEM = (
+    "You are part of tradegraph, an audited trading-agent pipeline. "
+    "Use only the numbers given in the <EVIDENCE> block; never restate a value you were not given "
+    "and never invent prices or indicators. " + UNTRUSTED_DATA_RULE
+)
+
+ROLE_INSTRUCTIONS: dict[str, str] = {
+    "planning": "You are the portfolio manager planning this cycle. Look at the portfolio and the market, "
+    "then state the objective, the assets to analyse, one explicit question for the quant, timeframes, "
+    "constraints and the outputs you expect.",
+    "quant": "You are the quant. Answer the plan's quant_question for the one symbol in the evidence, "
+    "from the computed indicators only. Put the figures you rely on in `metrics`, copied exactly.",
+    "analyst:technical": "You are the technical analyst. Read trend (SMA/EMA stack), momentum (RSI, MACD), "
+    "volatility (ATR, Bollinger) and support/resistance into a stance in [-1, 1] with a confidence. "
+    "Cite the indicator behind each point in `evidence`.",
+    "analyst:news": "You are the news analyst. Rate how bullish or bearish the fenced headlines are, by event "
+    "class, using the computed per-item sentiment and recency weights. Cite the headline behind each point.",
+    "analyst:sentiment": "You are the sentiment analyst. Use the news-driven sentiment you are given. "
+    "No positioning feed is wired: do not invent flows; lower your confidence instead.",
+    "analyst:fundamental": "You are the fundamental analyst. Judge valuation, growth and margins from the "
+    "ratios given, citing each figure. Do not invent multiples.",
+    "critique": "Review your own low-confidence note once: what would change your stance, and is the low "
+    "confidence justified? Return the revised note for the same symbol and analyst.",
+    "bull_build": "You are the bull researcher. Build the strongest case for LONG from the bullish notes and "
+    "the panel's key points, and acknowledge the risks.",
+    "bear_build": "You are the bear researcher. Build the strongest case for SHORT from the bearish notes and "
+    "the panel's key points, and acknowledge the upside risks.",
+    "bull_rebuttal": "You are the bull researcher. Sharpen your case so that its points answer the bear's case.",
+    "bear_rebuttal": "You are the bear researcher. Sharpen your case so that its points answer the bull's case.",
+    "manager": "You are the research manager, a neutral judge. Read the panel and both rebutted cases, "
+    "declare the winner (LONG or SHORT), propose a conviction in [0, 1], and list the disagreements and "
+    "the falsifiers that would flip the verdict.",
+    "trader": "You are the trader. Write the thesis for the debate's winner: rationale, invalidation "
+    "conditions, key risks and horizon. Propose prudent entry/stop/target; code re-anchors them to ATR.",
+    "memory": "Summarise this cycle for future runs: what was decided, why, and one or two lessons.",
+}
+
+
+def render_evidence(evidence: dict[str, Any]) -> str:
+    return f"{EVIDENCE_OPEN}\n{json.dumps(evidence, sort_keys=True, default=str)}\n{EVIDENCE_CLOSE}"
+
+
+def find_evidence(messages: list[BaseMessage]) -> dict[str, Any] | None:
+    for m in reversed(messages):
+        content = m.content if isinstance(m.content, str) else ""
+        found = _EVIDENCE_RE.findall(content)
+        if found:
+            return json.loads(found[-1])
+    return None
+
+
+def task_messages(task: str, evidence: dict[str, Any], extra: str = "") -> list[BaseMessage]:
+    role = ROLE_INSTRUCTIONS["critique" if task.startswith("critique:") else task]
+    body = f"TASK: {task}\n{role}\n{extra}\n{render_evidence({**evidence, 'task': task})}".replace("\n\n", "\n")
+    return [SystemMessage(content=BASE_SYSTEM), HumanMessage(content=body)]
+
+
+def repair_message(schema_name: str, error: str) -> HumanMessage:
+    return HumanMessage(
+        content=f"Your previous answer did not validate as {schema_name}: {error}\n"
+        f"Answer again with only a JSON object that fits the {schema_name} schema."
+    )
+
+
+def fenced_headlines(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """News items for a prompt, each headline fenced (the bundle's copy is already neutralised)."""
+    return [{**item, "headline": fence(item["headline"])} for item in items]

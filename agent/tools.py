@@ -1,0 +1,158 @@
+"""The tools, registered once, and each state's allow-list.
+
+A tool reads its cycle's context (as-of date, universe, portfolio, data sources, executor)
+from the run config, so the same registered object serves the graph, the CLI and the tests,
+and no tool can see past the cycle's as-of date.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, tool
+from pydantic import BaseModel, Field
+
+from agent.fence import fence
+from schemas.decision import Decision, DecisionResult, Order
+from schemas.features import FeatureBundle, NewsFeatures
+from schemas.portfolio import PortfolioSnapshot
+
+TOOL_CONTEXT_KEY = "tool_context"
+HISTORY_MAX = 20
+
+
+class ToolError(RuntimeError):
+    pass
+
+
+@dataclass
+class ToolContext:
+    as_of: str
+    universe: list[str]
+    portfolio: PortfolioSnapshot
+    bundle_factory: Callable[[str], FeatureBundle]
+    executor: Optional[Callable[[Decision], DecisionResult]] = None
+    _bundles: dict[str, FeatureBundle] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def bundle(self, symbol: str) -> FeatureBundle:
+        if symbol not in self.universe:
+            raise ToolError(f"symbol {symbol!r} is not in this cycle's universe ({', '.join(self.universe)})")
+        with self._lock:
+            if symbol not in self._bundles:
+                self._bundles[symbol] = self.bundle_factory(symbol)
+            return self._bundles[symbol]
+
+
+def context_of(config: RunnableConfig) -> ToolContext:
+    ctx = (config or {}).get("configurable", {}).get(TOOL_CONTEXT_KEY)
+    if ctx is None:
+        raise ToolError("no tool context in the run config; tools run only inside a cycle")
+    return ctx
+
+
+SNAPSHOT_FIELDS = ("close", "prev_close", "volume", "rsi14", "sma50", "sma200", "atr14")
+
+
+@tool
+def get_portfolio(config: RunnableConfig) -> dict:
+    """Return the current portfolio: cash and open positions."""
+    return context_of(config).portfolio.model_dump(mode="json")
+
+
+class SnapshotArgs(BaseModel):
+    symbols: list[str] = Field(description="symbols of this cycle's universe", min_length=1, max_length=50)
+
+
+@tool(args_schema=SnapshotArgs)
+def get_market_snapshot(symbols: list[str], config: RunnableConfig) -> list[dict]:
+    """Return last close, previous close, volume and headline indicators for each symbol as of the cycle date."""
+    ctx = context_of(config)
+    out = []
+    for s in symbols:
+        b = ctx.bundle(s)
+        t = b.technical.model_dump()
+        out.append({"symbol": s, "as_of": b.as_of, **{k: t[k] for k in SNAPSHOT_FIELDS}})
+    return out
+
+
+class IndicatorArgs(BaseModel):
+    symbol: str
+    names: list[str] = Field(description="indicator names, e.g. rsi14, macd_hist, sma50, atr14", min_length=1)
+
+
+@tool(args_schema=IndicatorArgs)
+def get_indicators(symbol: str, names: list[str], config: RunnableConfig) -> dict:
+    """Return computed indicator values for one symbol as of the cycle date (null while in warm-up)."""
+    tech = context_of(config).bundle(symbol).technical.model_dump()
+    unknown = [n for n in names if n not in tech]
+    if unknown:
+        raise ToolError(f"unknown indicator(s) {', '.join(unknown)}; known: {', '.join(sorted(tech))}")
+    return {n: tech[n] for n in names}
+
+
+class SymbolArgs(BaseModel):
+    symbol: str
+
+
+@tool(args_schema=SymbolArgs)
+def get_news_features(symbol: str, config: RunnableConfig) -> dict:
+    """Return the symbol's news features (event class, recency weight, sentiment); headlines are fenced data."""
+    news: NewsFeatures = context_of(config).bundle(symbol).news
+    data = news.model_dump(mode="json")
+    for item in data["items"]:
+        item["headline"] = fence(item["headline"])
+    return data
+
+
+class HistoryArgs(BaseModel):
+    symbol: str
+    lookback: int = Field(default=10, ge=1, le=HISTORY_MAX)
+
+
+@tool(args_schema=HistoryArgs)
+def get_price_history(symbol: str, lookback: int, config: RunnableConfig) -> list[dict]:
+    """Return the last `lookback` daily bars (split-adjusted) up to the cycle date."""
+    history = context_of(config).bundle(symbol).history
+    return [bar.model_dump(mode="json") for bar in history[-lookback:]]
+
+
+@tool(args_schema=Decision)
+def submit_decision(orders: list[Order], config: RunnableConfig) -> dict:
+    """Submit the validated decision for all-or-nothing execution; returns the DecisionResult."""
+    ctx = context_of(config)
+    if ctx.executor is None:
+        raise ToolError("no executor is wired for this cycle")
+    decision = Decision(orders=[o if isinstance(o, Order) else Order.model_validate(o) for o in orders])
+    return ctx.executor(decision).model_dump(mode="json")
+
+
+REGISTRY: dict[str, BaseTool] = {
+    t.name: t for t in (get_portfolio, get_market_snapshot, get_indicators, get_news_features, get_price_history,
+                        submit_decision)
+}
+
+MARKET_TOOLS = frozenset({"get_portfolio", "get_market_snapshot"})
+QUANT_TOOLS = frozenset({"get_indicators", "get_price_history", "get_news_features"})
+EXECUTION_TOOLS = frozenset({"submit_decision"})
+NO_TOOLS: frozenset[str] = frozenset()
+
+ALLOW_LISTS: dict[str, frozenset[str]] = {
+    "SCANNING": MARKET_TOOLS,
+    "PLANNING": MARKET_TOOLS,
+    "ANALYZING": QUANT_TOOLS,
+    "DEBATE": NO_TOOLS,
+    "DECIDING": NO_TOOLS,
+    "VALIDATING": NO_TOOLS,
+    "EXECUTING": EXECUTION_TOOLS,
+    "MEMORIZING": NO_TOOLS,
+}
+
+
+def invoke_tool(name: str, args: dict[str, Any], *, state: str, config: RunnableConfig) -> Any:
+    """Code-driven tool call (SCANNING, EXECUTING): same registry, same allow-list, same audit."""
+    if name not in ALLOW_LISTS[state]:
+        raise ToolError(f"tool {name!r} is not allowed in state {state}")
+    return REGISTRY[name].invoke(args, config)

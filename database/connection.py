@@ -1,0 +1,132 @@
+"""connect(): one entry point for a real MongoDB, the embedded nx-27017 server, or mongomock."""
+from __future__ import annotations
+
+import os
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from database import embedded
+from database.events import EventStore
+from database.portfolio import ExecutionLedger, PortfolioStore
+
+DEFAULT_DB = "tradegraph"
+
+# mongomock clients shared per URI, so two connect() calls see the same data like a server would
+_mock_clients: dict[str, tuple[Any, threading.Lock]] = {}
+_mock_guard = threading.Lock()
+
+
+class StoreUnavailable(RuntimeError):
+    """The store could not be reached or started; the message names the (redacted) URI and the cause."""
+
+
+def redact(uri: str) -> str:
+    """mongodb://user:secret@host -> mongodb://user:***@host"""
+    return re.sub(r"^([a-z0-9+.-]+://[^:/@]+):[^@/]*@", r"\1:***@", uri, flags=re.I)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    # pymongo's timeout messages append a long topology description after a comma-separated list
+    msg = (text[0] if text else type(exc).__name__).split(", Timeout:")[0]
+    return f"{type(exc).__name__}: {msg[:300]}"
+
+
+@dataclass
+class Store:
+    uri: str
+    client: Any
+    db: Any
+    events: EventStore
+    portfolios: PortfolioStore
+    executions: ExecutionLedger
+    # set when this Store started the embedded server and must stop it on close
+    owned_server_home: Path | None = field(default=None, repr=False)
+    _closed: bool = field(default=False, repr=False)
+
+    def ensure_indexes(self) -> None:
+        self.events.ensure_indexes()
+        self.portfolios.ensure_indexes()
+        self.executions.ensure_indexes()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        # a shared mongomock client is the "server": closing it would drop nothing, but keep it usable
+        if not self.uri.startswith("mongomock://"):
+            self.client.close()
+        if self.owned_server_home is not None:
+            embedded.stop_server(self.owned_server_home)
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _build(uri: str, client: Any, db: Any, *, lock: threading.Lock | None = None,
+           owned: Path | None = None) -> Store:
+    store = Store(
+        uri=uri, client=client, db=db, events=EventStore(db, serialize=lock),
+        portfolios=PortfolioStore(db), executions=ExecutionLedger(db), owned_server_home=owned,
+    )
+    store.ensure_indexes()  # create_index is idempotent: cheap to repeat on every connect
+    return store
+
+
+def _connect_mongomock(uri: str) -> Store:
+    import mongomock
+
+    name = uri[len("mongomock://"):].strip("/").split("/")[-1] or DEFAULT_DB
+    with _mock_guard:
+        if uri not in _mock_clients:
+            _mock_clients[uri] = (mongomock.MongoClient(), threading.Lock())
+        client, lock = _mock_clients[uri]
+    return _build(uri, client, client[name], lock=lock)
+
+
+def _connect_mongodb(uri: str, timeout_s: float, owned: Path | None = None) -> Store:
+    from pymongo import MongoClient
+    from pymongo.errors import PyMongoError
+
+    ms = max(1, int(timeout_s * 1000))
+    client = None
+    try:
+        client = MongoClient(uri, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms, socketTimeoutMS=max(ms, 30000))
+        client.admin.command("ping")
+        db = client.get_default_database(default=DEFAULT_DB)
+        return _build(uri, client, db, owned=owned)
+    except (PyMongoError, ValueError) as exc:
+        if client is not None:
+            client.close()
+        raise StoreUnavailable(f"MongoDB at {redact(uri)} unavailable: {_first_line(exc)}") from None
+
+
+def connect(uri: str | None = None, *, home: str | Path | None = None, timeout_s: float = 5.0) -> Store:
+    """uri -> $MONGODB_URI -> an embedded nx-27017 server under home ($TRADEGRAPH_HOME, ./.tradegraph)."""
+    uri = uri or os.environ.get("MONGODB_URI") or None
+    if uri is None:
+        home_path = Path(home) if home is not None else embedded.default_home()
+        try:
+            port, pid, started = embedded.ensure_server(home_path)
+        except (embedded.EmbeddedServerError, OSError) as exc:
+            raise StoreUnavailable(f"embedded store under {home_path} unavailable: {_first_line(exc)}") from None
+        owned = home_path.expanduser().resolve() if started else None
+        if started:
+            embedded.stop_at_exit(home_path, pid)
+        try:
+            return _connect_mongodb(f"mongodb://{embedded.HOST}:{port}/{DEFAULT_DB}", timeout_s, owned=owned)
+        except StoreUnavailable:
+            if owned is not None:
+                embedded.stop_server(owned)
+            raise
+    if uri.startswith("mongomock://"):
+        return _connect_mongomock(uri)
+    if uri.startswith(("mongodb://", "mongodb+srv://")):
+        return _connect_mongodb(uri, timeout_s)
+    raise StoreUnavailable(f"unsupported store URI {redact(uri)}: expected mongodb://, mongodb+srv:// or mongomock://")

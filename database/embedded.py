@@ -1,0 +1,236 @@
+"""Embedded store: an nx-27017 (MongoDB wire protocol over SQLite) server per TRADEGRAPH_HOME.
+
+Layout under home: data/<db>.db (one SQLite file per logical database, so test databases
+and `drop_database` stay isolated; the single-file mode shares one namespace across
+databases), nx-27017.log, nx-27017.pid, server.json (pid+port of the running server),
+server.lock (fcntl lock serialising start/stop between processes).
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+HOST = "127.0.0.1"
+START_TIMEOUT_S = 10.0
+
+# Popen handles of servers this process started: reaped on stop so a dead server never
+# lingers as a zombie that still looks alive to os.kill(pid, 0)
+_children: dict[int, subprocess.Popen] = {}
+
+
+class EmbeddedServerError(RuntimeError):
+    """The embedded server could not be started or stopped."""
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("TRADEGRAPH_HOME") or ".tradegraph")
+
+
+def _paths(home: str | Path) -> dict[str, Path]:
+    h = Path(home).expanduser().resolve()
+    return {
+        "home": h,
+        "data": h / "data",
+        "log": h / "nx-27017.log",
+        "pid": h / "nx-27017.pid",
+        "state": h / "server.json",
+        "lock": h / "server.lock",
+    }
+
+
+@contextlib.contextmanager
+def _locked(home: str | Path) -> Iterator[dict[str, Path]]:
+    p = _paths(home)
+    p["home"].mkdir(parents=True, exist_ok=True)
+    with open(p["lock"], "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield p
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _server_cmd(p: dict[str, Path], port: int) -> list[str]:
+    exe = Path(sys.executable).parent / "nx-27017"
+    base = [str(exe)] if exe.exists() else [shutil.which("nx-27017") or "nx-27017"]
+    return base + [
+        "--host", HOST, "-p", str(port), "--data-dir", str(p["data"]),
+        "--log-file", str(p["log"]), "--pid-file", str(p["pid"]),
+    ]
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    child = _children.get(pid)
+    if child is not None:
+        return child.poll() is None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie answers kill(0) but serves nothing
+    with contextlib.suppress(OSError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+    return True
+
+
+def _is_our_server(pid: int) -> bool:
+    """Guards against signalling an unrelated process that recycled a stale pid."""
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return _pid_alive(pid)  # no /proc (macOS): trust the state file
+    return b"nx-27017" in cmd or b"nx_27017" in cmd
+
+
+def _ping(port: int, timeout_s: float = 1.0) -> bool:
+    from pymongo import MongoClient
+    from pymongo.errors import PyMongoError
+
+    ms = int(timeout_s * 1000)
+    client = MongoClient(HOST, port, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms, directConnection=True)
+    try:
+        client.admin.command("ping")
+        return True
+    except PyMongoError:
+        return False
+    finally:
+        client.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def _read_state(p: dict[str, Path]) -> dict[str, Any] | None:
+    try:
+        return json.loads(p["state"].read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _status(p: dict[str, Path]) -> dict[str, Any]:
+    state = _read_state(p) or {}
+    pid, port = int(state.get("pid", 0)), int(state.get("port", 0))
+    running = bool(pid and port and _pid_alive(pid) and _is_our_server(pid) and _ping(port))
+    return {
+        "running": running, "pid": pid or None, "port": port or None,
+        "uri": f"mongodb://{HOST}:{port}" if running else None,
+        "home": str(p["home"]), "data_dir": str(p["data"]), "log": str(p["log"]),
+    }
+
+
+def server_status(home: str | Path | None = None) -> dict[str, Any]:
+    """{running, pid, port, uri, home, data_dir, log} of the server recorded for home."""
+    return _status(_paths(home or default_home()))
+
+
+def _log_tail(p: dict[str, Path], n: int = 3) -> str:
+    with contextlib.suppress(OSError):
+        lines = [ln for ln in p["log"].read_text(errors="replace").splitlines() if ln.strip()]
+        return " | ".join(lines[-n:])
+    return "no log"
+
+
+def _spawn(p: dict[str, Path]) -> tuple[int, int]:
+    p["data"].mkdir(parents=True, exist_ok=True)
+    last = "not started"
+    for _ in range(3):  # the free port can be taken between probe and bind: retry on another
+        port = _free_port()
+        with open(p["log"], "ab") as log:
+            # own session: a Ctrl-C in the terminal must not kill a server other processes share
+            proc = subprocess.Popen(
+                _server_cmd(p, port), stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+            )
+        _children[proc.pid] = proc
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                last = f"exited with code {proc.returncode}: {_log_tail(p)}"
+                _children.pop(proc.pid, None)
+                break
+            if _ping(port, 0.3):
+                state = {"pid": proc.pid, "port": port, "started_ts": time.time(), "data_dir": str(p["data"])}
+                p["state"].write_text(json.dumps(state))
+                return port, proc.pid
+            time.sleep(0.05)
+        else:
+            _terminate(proc.pid)
+            raise EmbeddedServerError(f"nx-27017 for {p['home']} did not answer ping within {START_TIMEOUT_S:.0f}s")
+    raise EmbeddedServerError(f"nx-27017 for {p['home']} failed to start ({last})")
+
+
+def _terminate(pid: int, timeout_s: float = 5.0) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while _pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _pid_alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    child = _children.pop(pid, None)
+    if child is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout_s)
+
+
+def ensure_server(home: str | Path | None = None) -> tuple[int, int, bool]:
+    """(port, pid, started_here): reuse a live server for home, else start one."""
+    with _locked(home or default_home()) as p:
+        st = _status(p)
+        if st["running"]:
+            return st["port"], st["pid"], False
+        port, pid = _spawn(p)
+        return port, pid, True
+
+
+def start_server(home: str | Path | None = None) -> tuple[int, int]:
+    """Start (or reuse) a detached server for home; it outlives this process until stop_server."""
+    port, pid, _ = ensure_server(home)
+    return port, pid
+
+
+def stop_server(home: str | Path | None = None) -> bool:
+    """Stop the server recorded for home; False if none was running."""
+    with _locked(home or default_home()) as p:
+        state = _read_state(p) or {}
+        pid = int(state.get("pid", 0))
+        stopped = False
+        if pid and _pid_alive(pid) and _is_our_server(pid):
+            _terminate(pid)
+            stopped = True
+        with contextlib.suppress(FileNotFoundError):
+            p["state"].unlink()
+        return stopped
+
+
+def stop_at_exit(home: str | Path, pid: int) -> None:
+    """Register an atexit stop for a server this process started (no-op if already stopped)."""
+    home = Path(home).expanduser().resolve()
+
+    def _stop() -> None:
+        state = _read_state(_paths(home)) or {}
+        if int(state.get("pid", 0)) == pid:
+            with contextlib.suppress(Exception):
+                stop_server(home)
+
+    atexit.register(_stop)

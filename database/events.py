@@ -1,0 +1,164 @@
+"""The `state_events` audit log: append-only, gap-free per-session seq, idempotent by event_id."""
+from __future__ import annotations
+
+import threading
+from typing import Any, Iterable
+
+from pymongo import ASCENDING, ReturnDocument
+from pymongo.database import Database
+from pymongo.errors import BulkWriteError, DuplicateKeyError
+
+from schemas.events import StateEvent
+
+COLLECTION = "state_events"
+COUNTERS = "counters"
+
+
+class DuplicateEventError(RuntimeError):
+    """A (session_id, seq) collision or an event_id reused with different content."""
+
+
+def _normalise(event: dict[str, Any], seq: int) -> dict[str, Any]:
+    """Validate against StateEvent and return the plain-BSON document that will be stored."""
+    doc = {k: v for k, v in event.items() if k != "_id"}
+    if doc.get("seq") is not None:
+        raise ValueError(f"append() assigns seq itself; event {doc.get('event_id')!r} came with seq={doc['seq']}")
+    doc["seq"] = seq
+    # mode="json" turns tuples/datetimes/enums inside payload into plain BSON types up front
+    return StateEvent.model_validate(doc).model_dump(mode="json")
+
+
+def _content(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k not in ("_id", "seq")}
+
+
+class EventStore:
+    def __init__(self, db: Database, *, serialize: threading.Lock | None = None) -> None:
+        self.db = db
+        self.col = db[COLLECTION]
+        self.counters = db[COUNTERS]
+        # Only set for mongomock: it has no concurrency control (find_one_and_update is a
+        # read-then-write in Python, and finds iterate a dict other threads mutate), so every
+        # append on it is serialised. A real server needs no lock: $inc is atomic there.
+        self._serialize = serialize
+
+    def ensure_indexes(self) -> None:
+        self.col.create_index([("session_id", ASCENDING), ("seq", ASCENDING)], unique=True, name="session_seq")
+        self.col.create_index([("event_id", ASCENDING)], unique=True, name="event_id")
+        self.col.create_index(
+            [("session_id", ASCENDING), ("cycle_id", ASCENDING), ("seq", ASCENDING)], name="session_cycle_seq"
+        )
+        self.col.create_index([("kind", ASCENDING)], name="kind")
+
+    # ---- writes -------------------------------------------------------------------------
+    def append(self, events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        if self._serialize is None:
+            return self._append(list(events))
+        with self._serialize:
+            return self._append(list(events))
+
+    def _append(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if not events:
+            return []
+        # validate everything before any write, so a malformed event writes nothing
+        docs = [_normalise(e, 1) for e in events]
+        fresh: dict[str, dict[str, Any]] = {}
+        for d in docs:
+            seen = fresh.get(d["event_id"])
+            if seen is not None and _content(seen) != _content(d):
+                raise DuplicateEventError(f"event_id {d['event_id']!r} appears twice in one batch with different content")
+            fresh.setdefault(d["event_id"], d)
+        existing = {
+            x["event_id"]: x for x in self.col.find({"event_id": {"$in": list(fresh)}}, {"_id": 0})
+        }
+        for eid, old in existing.items():
+            if _content(old) != _content(fresh[eid]):
+                raise DuplicateEventError(
+                    f"event_id {eid!r} already stored (session {old['session_id']!r}, seq {old['seq']}) with different content"
+                )
+            del fresh[eid]
+        new = list(fresh.values())
+        if not new:
+            return []
+        by_session: dict[str, list[dict[str, Any]]] = {}
+        for d in new:
+            by_session.setdefault(d["session_id"], []).append(d)
+        for session_id, group in by_session.items():
+            counter = self.counters.find_one_and_update(
+                {"_id": session_id}, {"$inc": {"seq": len(group)}}, upsert=True,
+                return_document=ReturnDocument.AFTER,
+            )
+            first = counter["seq"] - len(group) + 1
+            for i, d in enumerate(group):
+                d["seq"] = first + i
+        try:
+            # insert_many adds _id to the dicts it is given: hand it copies, return clean docs
+            self.col.insert_many([dict(d) for d in new], ordered=True)
+        except BulkWriteError as exc:
+            err = (exc.details.get("writeErrors") or [{}])[0]
+            raise DuplicateEventError(
+                f"append stopped at event {err.get('index')} of {len(new)} "
+                f"({exc.details.get('nInserted', 0)} written): {err.get('errmsg', exc)}"
+            ) from exc
+        return new
+
+    def insert_raw(self, doc: dict[str, Any]) -> dict[str, Any]:
+        """Insert a complete event with a caller-chosen seq (tests, repair tools)."""
+        clean = StateEvent.model_validate({k: v for k, v in doc.items() if k != "_id"}).model_dump(mode="json")
+        lock = self._serialize
+        if lock is not None:
+            lock.acquire()
+        try:
+            self.col.insert_one(dict(clean))
+            # keep the counter ahead of raw seqs so later appends don't collide with them
+            self.counters.update_one({"_id": clean["session_id"]}, {"$max": {"seq": clean["seq"]}}, upsert=True)
+        except DuplicateKeyError as exc:
+            raise DuplicateEventError(
+                f"event {clean['event_id']!r} (session {clean['session_id']!r}, seq {clean['seq']}) collides "
+                f"with a stored event: {exc.details.get('errmsg', exc) if exc.details else exc}"
+            ) from exc
+        finally:
+            if lock is not None:
+                lock.release()
+        return clean
+
+    # ---- reads --------------------------------------------------------------------------
+    def read(self, session_id: str, kind: str | None = None, cycle_id: str | None = None) -> list[dict[str, Any]]:
+        query: dict[str, Any] = {"session_id": session_id}
+        if kind is not None:
+            query["kind"] = kind
+        if cycle_id is not None:
+            query["cycle_id"] = cycle_id
+        return list(self.col.find(query, {"_id": 0}).sort("seq", ASCENDING))
+
+    def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
+        """Most recent sessions first: session_id, first_ts, last_ts, events, cycles, last_kind, last_state."""
+        pipeline = [
+            # sorted input makes $last the highest-seq event of each session
+            {"$sort": {"session_id": 1, "seq": 1}},
+            {"$group": {
+                "_id": "$session_id",
+                "first_ts": {"$min": "$ts"},
+                "last_ts": {"$max": "$ts"},
+                "events": {"$sum": 1},
+                "cycle_ids": {"$addToSet": "$cycle_id"},
+                "last_kind": {"$last": "$kind"},
+                "last_state": {"$last": "$state"},
+            }},
+            {"$sort": {"last_ts": -1}},
+            {"$limit": int(limit)},
+        ]
+        out = []
+        for row in self.col.aggregate(pipeline):
+            out.append({
+                "session_id": row["_id"], "first_ts": row["first_ts"], "last_ts": row["last_ts"],
+                "events": row["events"], "cycles": len(row["cycle_ids"]),
+                "last_kind": row["last_kind"], "last_state": row["last_state"],
+            })
+        return out
+
+    def exists(self, session_id: str) -> bool:
+        return self.col.find_one({"session_id": session_id}, {"_id": 1}) is not None
+
+    def count(self, session_id: str) -> int:
+        return self.col.count_documents({"session_id": session_id})

@@ -1,0 +1,134 @@
+"""Buffered, ordered, off-thread writes of audit events."""
+from __future__ import annotations
+
+import collections
+import threading
+from typing import Any
+
+from database.events import EventStore
+
+MAX_BATCH = 1000
+
+
+class WriterClosed(RuntimeError):
+    """put() after close()."""
+
+
+class BufferedEventWriter:
+    """put() is a lock + deque append; a daemon thread appends batches to the EventStore.
+
+    Order: put() order (under one lock) is queue order, and a single drainer takes batches
+    from the head, so events get seqs in the order they were put, across threads.
+    Failure: the first storage error stops writing (later events stay queued rather than
+    get seqs ahead of the lost ones) and is re-raised by every flush()/close().
+    """
+
+    def __init__(
+        self, events: EventStore, *, flush_every: int = 64, background: bool = True, linger_s: float = 0.1
+    ) -> None:
+        self.events = events
+        self.flush_every = max(1, flush_every)
+        self.background = background
+        self.linger_s = linger_s
+        self._queue: collections.deque[dict[str, Any]] = collections.deque()
+        self._cond = threading.Condition(threading.Lock())
+        # held while a batch is taken and stored, so two drainers can't reorder batches
+        self._write_lock = threading.Lock()
+        self._put = 0        # events accepted
+        self._done = 0       # events stored (or given up on after an error)
+        self._flush_wanted = False
+        self._closed = False
+        self._error: BaseException | None = None
+        self.failed_batch: list[dict[str, Any]] = []
+        self._thread: threading.Thread | None = None
+        if background:
+            self._thread = threading.Thread(target=self._run, name="audit-writer", daemon=True)
+            self._thread.start()
+
+    # ---- hot path -----------------------------------------------------------------------
+    def put(self, event: dict[str, Any]) -> None:
+        with self._cond:
+            if self._closed:
+                raise WriterClosed("BufferedEventWriter.put() after close()")
+            self._queue.append(event)
+            self._put += 1
+            full = len(self._queue) >= self.flush_every
+            if full and self.background:
+                self._cond.notify_all()
+        if full and not self.background:
+            self._drain_once()
+
+    # ---- draining -----------------------------------------------------------------------
+    def _drain_once(self) -> bool:
+        """Store one batch from the head of the queue; False if nothing was queued or writing has failed."""
+        with self._write_lock:
+            with self._cond:
+                if self._error is not None or not self._queue:
+                    return False
+                n = min(len(self._queue), MAX_BATCH)
+                batch = [self._queue.popleft() for _ in range(n)]
+            try:
+                self.events.append(batch)
+            except BaseException as exc:  # noqa: BLE001 - handed to flush(), never swallowed
+                with self._cond:
+                    self._error = exc
+                    self.failed_batch = batch
+                    # unblock flushers: they will see the error
+                    self._done = self._put
+                    self._cond.notify_all()
+                return False
+            with self._cond:
+                self._done += n
+                self._cond.notify_all()
+            return True
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                # wait for a full batch, a flush/close, or the linger timeout with something queued
+                self._cond.wait_for(
+                    lambda: self._closed or self._flush_wanted or len(self._queue) >= self.flush_every,
+                    timeout=self.linger_s,
+                )
+                if self._error is not None or (self._closed and not self._queue):
+                    return
+                self._flush_wanted = False
+            # drain everything queued by now: under steady load batches grow toward MAX_BATCH
+            while self._drain_once():
+                pass
+
+    def _raise_error(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def flush(self) -> None:
+        if not self.background:
+            while self._drain_once():
+                pass
+            self._raise_error()
+            return
+        with self._cond:
+            target = self._put
+            self._flush_wanted = True
+            self._cond.notify_all()
+            while self._done < target and self._error is None:
+                if self._thread is not None and not self._thread.is_alive():
+                    raise RuntimeError("audit writer thread died with events pending")
+                self._cond.wait(timeout=0.5)
+        self._raise_error()
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            with self._cond:
+                self._closed = True
+                self._cond.notify_all()
+            if self._thread is not None:
+                self._thread.join(timeout=10)
+
+    def __enter__(self) -> "BufferedEventWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,180 @@
+"""The audit callback: every LLM call, tool call, transition, contract, validation and error of a
+cycle becomes one `state_events` document.
+
+It is a LangChain callback handler, so nodes don't log by hand: LLM and tool calls are seen by
+the callback system, and the states' own events arrive as custom events (agent/audit_events.py).
+Callbacks fire from several threads when analysts run in parallel; `put` on the writer is the
+only shared step and it is thread-safe.
+"""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any, Optional
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import BaseMessage
+from pydantic import BaseModel
+
+from agent.audit_events import AUDIT_EVENT
+from schemas.base import SCHEMA_VERSION
+
+
+def to_plain(value: Any) -> Any:
+    """Plain BSON-safe data: LangChain and Pydantic objects are serialised, never pickled."""
+    if isinstance(value, BaseMessage):
+        out = {"type": value.type, "content": to_plain(value.content)}
+        for attr in ("tool_calls", "tool_call_id", "name"):
+            v = getattr(value, attr, None)
+            if v:
+                out[attr] = to_plain(v)
+        return out
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, type) and issubclass(value, BaseModel):
+        return value.__name__
+    if isinstance(value, dict):
+        return {str(k): to_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_plain(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        if isinstance(value, int) and abs(value) >= 2**63:
+            return str(value)
+        return value
+    return json.loads(json.dumps(value, default=str))
+
+
+def _structured_name(params: dict) -> Optional[str]:
+    rf = params.get("response_format") or params.get("ls_structured_output_format")
+    if rf is None:
+        return None
+    if isinstance(rf, type):
+        return rf.__name__
+    if isinstance(rf, dict):
+        if "json_schema" in rf:
+            return rf["json_schema"].get("name")
+        if rf.get("type") == "json_object":
+            return "json_object"
+        if "schema" in rf:
+            return _structured_name({"response_format": rf["schema"]}) or "schema"
+    return str(rf)
+
+
+def _tool_names(params: dict) -> list[str]:
+    names = []
+    for t in params.get("tools") or []:
+        if isinstance(t, dict):
+            names.append(t.get("function", {}).get("name") or t.get("name") or "?")
+        else:
+            names.append(getattr(t, "name", str(t)))
+    return names
+
+
+class AuditHandler(BaseCallbackHandler):
+    raise_error = True  # an audit that fails must fail the cycle, not vanish
+
+    def __init__(self, writer, session_id: str, cycle_id: str):
+        self.writer = writer
+        self.session_id = session_id
+        self.cycle_id = cycle_id
+        self._started: dict[UUID, float] = {}
+        self._tool_names: dict[UUID, str] = {}
+        # end callbacks carry no metadata: remember each run's state from its start
+        self._states: dict[UUID, str] = {}
+        self.llm_calls = 0
+        self.tokens = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+
+    # -------------------------------------------------------------- plumbing
+    def _put(self, kind: str, payload: dict, metadata: Optional[dict], run_id=None, parent_run_id=None,
+             state: Optional[str] = None) -> None:
+        self.writer.put({
+            "event_id": uuid.uuid4().hex,
+            "session_id": self.session_id,
+            "cycle_id": self.cycle_id,
+            "ts": time.time(),
+            "state": state or (metadata or {}).get("langgraph_node") or "RUNNER",
+            "kind": kind,
+            "payload": to_plain(payload),
+            "schema_version": SCHEMA_VERSION,
+            "run_id": str(run_id) if run_id else None,
+            "parent_run_id": str(parent_run_id) if parent_run_id else None,
+        })
+
+    # -------------------------------------------------------------- LLM calls
+    def on_chat_model_start(self, serialized, messages: list[list[BaseMessage]], *, run_id, parent_run_id=None,
+                            tags=None, metadata=None, **kwargs) -> None:
+        params = kwargs.get("invocation_params") or {}
+        self._started[run_id] = time.perf_counter()
+        self._states[run_id] = (metadata or {}).get("langgraph_node") or "RUNNER"
+        model = params.get("model_name") or params.get("model") or (metadata or {}).get("ls_model_name")
+        self._put("llm_request", {
+            "messages": [to_plain(m) for m in messages[0]],
+            "model": model,
+            "tools": _tool_names(params),
+            "structured_output": _structured_name(params),
+        }, metadata, run_id, parent_run_id)
+
+    def on_llm_end(self, response, *, run_id, parent_run_id=None, **kwargs) -> None:
+        started = self._started.pop(run_id, None)
+        gen = response.generations[0][0] if response.generations and response.generations[0] else None
+        msg = getattr(gen, "message", None)
+        usage = dict(getattr(msg, "usage_metadata", None) or {})
+        for k in self.tokens:
+            self.tokens[k] += int(usage.get(k, 0) or 0)
+        self.llm_calls += 1
+        self._put("llm_response", {
+            "text": to_plain(msg.content) if msg is not None else getattr(gen, "text", None),
+            "tool_calls": to_plain(getattr(msg, "tool_calls", []) or []),
+            "usage": to_plain(usage),
+            "model": (getattr(msg, "response_metadata", {}) or {}).get("model_name"),
+            "latency_ms": round((time.perf_counter() - started) * 1000, 3) if started else None,
+            "error": None,
+        }, kwargs.get("metadata"), run_id, parent_run_id, state=self._states.pop(run_id, None))
+
+    def on_llm_error(self, error: BaseException, *, run_id, parent_run_id=None, **kwargs) -> None:
+        started = self._started.pop(run_id, None)
+        self._put("llm_response", {
+            "text": None, "tool_calls": [], "usage": {},
+            "latency_ms": round((time.perf_counter() - started) * 1000, 3) if started else None,
+            "error": f"{type(error).__name__}: {error}",
+        }, kwargs.get("metadata"), run_id, parent_run_id, state=self._states.pop(run_id, None))
+
+    # -------------------------------------------------------------- tool calls
+    def on_tool_start(self, serialized, input_str, *, run_id, parent_run_id=None, tags=None, metadata=None,
+                      inputs=None, **kwargs) -> None:
+        name = (serialized or {}).get("name") or kwargs.get("name") or "?"
+        self._tool_names[run_id] = name
+        self._started[run_id] = time.perf_counter()
+        self._states[run_id] = (metadata or {}).get("langgraph_node") or "RUNNER"
+        args = inputs if inputs is not None else input_str
+        if isinstance(args, dict):
+            args = {k: v for k, v in args.items() if k != "config"}
+        self._put("tool_call", {"name": name, "args": args}, metadata, run_id, parent_run_id)
+
+    def on_tool_end(self, output, *, run_id, parent_run_id=None, **kwargs) -> None:
+        started = self._started.pop(run_id, None)
+        result = getattr(output, "content", output)
+        if isinstance(result, str):
+            try:
+                result = json.loads(result)
+            except ValueError:
+                pass
+        self._put("tool_result", {
+            "name": self._tool_names.pop(run_id, "?"), "result": result, "error": None,
+            "latency_ms": round((time.perf_counter() - started) * 1000, 3) if started else None,
+        }, kwargs.get("metadata"), run_id, parent_run_id, state=self._states.pop(run_id, None))
+
+    def on_tool_error(self, error: BaseException, *, run_id, parent_run_id=None, **kwargs) -> None:
+        self._started.pop(run_id, None)
+        self._put("tool_result", {"name": self._tool_names.pop(run_id, "?"), "result": None,
+                                  "error": f"{type(error).__name__}: {error}"},
+                  kwargs.get("metadata"), run_id, parent_run_id, state=self._states.pop(run_id, None))
+
+    # -------------------------------------------------------------- the states' own events
+    def on_custom_event(self, name: str, data: Any, *, run_id, tags=None, metadata=None, **kwargs) -> None:
+        if name != AUDIT_EVENT:
+            return
+        self._put(data["kind"], data["payload"], metadata, run_id, kwargs.get("parent_run_id"))
+

@@ -1,0 +1,53 @@
+"""What every node does the same way: announce its transition, emit its contract, fail closed."""
+from __future__ import annotations
+
+import functools
+import traceback
+from typing import Any, Callable, Optional
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END
+from langgraph.types import Command
+from pydantic import BaseModel
+
+from agent.audit_events import emit
+from graph.state import CONTRACT_KEYS, CycleState
+
+
+def state_node(name: str) -> Callable:
+    """Wraps a node body: entry transition first; any exception ends the cycle failed closed, audited."""
+
+    def wrap(body: Callable[[CycleState, RunnableConfig], Command]) -> Callable:
+        @functools.wraps(body)
+        def node(state: CycleState, config: RunnableConfig) -> Command:
+            emit("transition", {"from": state.get("last_state") or "START", "to": name}, config)
+            try:
+                return body(state, config)
+            except Exception as e:  # fail closed: no later state (and so no execution) runs
+                return fail(name, e, config)
+
+        return node
+
+    return wrap
+
+
+def done(name: str, contract: BaseModel, goto: str, config: RunnableConfig,
+         **update: Any) -> Command:
+    data = contract.model_dump(mode="json")
+    emit("contract", {"name": type(contract).__name__, "data": data}, config)
+    if goto == END:
+        emit("transition", {"from": name, "to": "END"}, config)
+    return Command(goto=goto, update={CONTRACT_KEYS[name]: data, "last_state": name, **update})
+
+
+def fail(name: str, error: BaseException, config: RunnableConfig, status: str = "failed",
+         contract: Optional[BaseModel] = None) -> Command:
+    info = {"state": name, "type": type(error).__name__, "message": str(error)}
+    emit("error", {**info, "traceback": traceback.format_exc(limit=6) if status == "failed" else None}, config)
+    update: dict[str, Any] = {"status": status, "error": info, "last_state": name}
+    if contract is not None:
+        data = contract.model_dump(mode="json")
+        emit("contract", {"name": type(contract).__name__, "data": data}, config)
+        update[CONTRACT_KEYS[name]] = data
+    emit("transition", {"from": name, "to": "END"}, config)
+    return Command(goto=END, update=update)

@@ -1,0 +1,35 @@
+"""DECIDING: a thesis per symbol (deep tier at high conviction), prices anchored by code, orders sized."""
+from __future__ import annotations
+
+from typing import Literal
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import Command
+
+from agent.trader import orders_for, run_trader, trader_tier
+from graph.nodes.common import done, state_node
+from graph.runtime import runtime_of
+from graph.state import CycleState
+from schemas.analysis import QuantReport
+from schemas.debate import DebateReport
+from schemas.decision import PortfolioDecision
+from schemas.market import MarketScan
+
+
+@state_node("DECIDING")
+def deciding(state: CycleState, config: RunnableConfig) -> Command[Literal["VALIDATING", "__end__"]]:
+    rt = runtime_of(config)
+    scan = MarketScan.model_validate(state["scan"])
+    report = QuantReport.model_validate(state["quant"])
+    debates = DebateReport.model_validate(state["debate"])
+    theses = []
+    for d in debates.results:
+        model = rt.model(trader_tier(d, rt.config))
+        theses.append(run_trader(d, report.panel(d.symbol), scan.snapshot(d.symbol), model, rt.config, config))
+    prices = {s.symbol: s.price for s in scan.snapshots}
+    orders = orders_for(theses, scan.portfolio, prices, rt.config)
+    summary = "; ".join(f"{t.symbol} {t.direction} (conviction {t.conviction})" for t in theses)
+    rationale = f"{summary}. " + (f"{len(orders)} order(s) implied by the theses and the book."
+                                  if orders else "No position change is implied: hold.")
+    decision = PortfolioDecision(theses=theses, orders=orders, rationale=rationale)
+    return done("DECIDING", decision, "VALIDATING", config)

@@ -1,0 +1,63 @@
+"""EXECUTING: the execution tool, and only it, receives the validated decision. Keyed by cycle id:
+a cycle that already executed returns its recorded result instead of filling twice."""
+from __future__ import annotations
+
+from typing import Literal
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import Command
+
+from agent.tools import ToolContext, invoke_tool
+from graph.nodes.common import done, state_node
+from graph.runtime import runtime_of, with_tools
+from graph.state import CycleState
+from schemas.decision import DecisionResult, PortfolioDecision
+from schemas.execution import ExecutionResult
+from schemas.market import MarketScan
+from schemas.portfolio import PortfolioSnapshot
+from schemas.validation import DecisionValidation
+
+
+class ExecutionRefused(RuntimeError):
+    pass
+
+
+@state_node("EXECUTING")
+def executing(state: CycleState, config: RunnableConfig) -> Command[Literal["MEMORIZING", "__end__"]]:
+    rt = runtime_of(config)
+    validation = DecisionValidation.model_validate(state["validation"])
+    if not validation.passed:  # the router never sends a failed validation here; refuse anyway
+        raise ExecutionRefused("EXECUTING reached with a failed validation")
+    if rt.execution is None:
+        raise ExecutionRefused("no execution backend is wired for this run")
+    scan = MarketScan.model_validate(state["scan"])
+    decision = PortfolioDecision.model_validate(state["decision"])
+    cycle_id, session_id = state["cycle_id"], state["session_id"]
+
+    recorded = rt.execution.lookup(cycle_id)
+    if recorded is not None:
+        result = ExecutionResult.model_validate({**recorded, "replayed_from_ledger": True})
+        return done("EXECUTING", result, "MEMORIZING", config)
+
+    after: dict[str, PortfolioSnapshot] = {}
+
+    def execute(d):
+        res, portfolio = rt.execution.execute(
+            d, cycle_id=cycle_id, session_id=session_id, universe=list(scan.universe),
+            prices={s.symbol: s.price for s in scan.snapshots},
+            prev_closes={s.symbol: s.prev_close for s in scan.snapshots if s.prev_close},
+            portfolio=scan.portfolio, as_of=scan.as_of)
+        after["portfolio"] = portfolio
+        return res
+
+    ctx = ToolContext(as_of=scan.as_of, universe=list(scan.universe), portfolio=scan.portfolio,
+                      bundle_factory=lambda s: scan.snapshot(s).bundle, executor=execute)
+    raw = invoke_tool("submit_decision", decision.as_decision().model_dump(mode="json"), state="EXECUTING",
+                      config=with_tools(config, ctx))
+    res = DecisionResult.model_validate(raw)
+    status = "hold" if not decision.orders else ("filled" if res.status == "accepted" else "rejected")
+    result = ExecutionResult(cycle_id=cycle_id, status=status, result=res,
+                             portfolio_after=after.get("portfolio", scan.portfolio))
+    rt.execution.record(cycle_id, session_id, result.model_dump(mode="json"))
+    return done("EXECUTING", result, "MEMORIZING", config,
+                **({"status": "rejected"} if status == "rejected" else {}))

@@ -1,0 +1,38 @@
+"""SCANNING: validated inputs → point-in-time snapshots with their FeatureBundles (no LLM)."""
+from __future__ import annotations
+
+from typing import Literal
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import Command
+
+from agent.data.market import validate_as_of
+from agent.tools import ToolContext, invoke_tool
+from graph.nodes.common import done, state_node
+from graph.runtime import runtime_of, with_tools
+from graph.state import CycleState
+from schemas.market import MarketScan, MarketSnapshot
+from schemas.portfolio import PortfolioSnapshot
+
+
+@state_node("SCANNING")
+def scanning(state: CycleState, config: RunnableConfig) -> Command[Literal["PLANNING", "__end__"]]:
+    rt = runtime_of(config)
+    symbols, as_of = list(state["symbols"]), state["as_of"]
+    validate_as_of(rt.market, symbols, as_of)
+    portfolio = PortfolioSnapshot.model_validate(state.get("portfolio") or {"cash": rt.config.starting_cash})
+    ctx = ToolContext(as_of=as_of, universe=symbols, portfolio=portfolio,
+                      bundle_factory=lambda s: rt.bundle(s, as_of))
+    cfg = with_tools(config, ctx)
+    # the scan reads the market through the registered tools, so its data access is audited like any other
+    invoke_tool("get_portfolio", {}, state="SCANNING", config=cfg)
+    invoke_tool("get_market_snapshot", {"symbols": symbols}, state="SCANNING", config=cfg)
+    snapshots = []
+    for s in symbols:
+        b = ctx.bundle(s)
+        last = b.history[-1] if b.history else None
+        snapshots.append(MarketSnapshot(symbol=s, as_of=as_of, last_bar_date=last.date if last else b.as_of,
+                                        price=b.technical.close, prev_close=b.technical.prev_close,
+                                        volume=b.technical.volume or 0.0, bundle=b))
+    scan = MarketScan(as_of=as_of, universe=symbols, snapshots=snapshots, portfolio=portfolio)
+    return done("SCANNING", scan, "PLANNING", config)

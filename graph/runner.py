@@ -1,0 +1,118 @@
+"""Runs one audited cycle: the one function the CLI, scripts, tests and benchmarks all call."""
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from agent.data.market import DataError, validate_as_of
+from database.connection import Store
+from database.writer import BufferedEventWriter
+from graph.audit import AuditHandler
+from graph.builder import build_graph
+from graph.execution import PaperExecution
+from graph.runtime import RUNTIME_KEY, CycleRuntime, default_runtime
+from graph.state import CONTRACT_KEYS
+from schemas.base import SCHEMA_VERSION
+from schemas.portfolio import PortfolioSnapshot
+
+
+class InputError(ValueError):
+    """Bad user input: the message names the bad value; the CLI exits 2."""
+
+
+class SessionNotFound(InputError):
+    pass
+
+
+@dataclass
+class CycleOutcome:
+    session_id: str
+    cycle_id: str
+    status: str
+    contracts: dict[str, Any]
+    events: int
+    error: Optional[dict] = None
+    llm_calls: int = 0
+    tokens: dict[str, int] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "cycle_id": self.cycle_id, "status": self.status,
+                "contracts": self.contracts, "events": self.events}
+
+
+_GRAPH = None
+
+
+def compiled_graph():
+    global _GRAPH
+    if _GRAPH is None:
+        _GRAPH = build_graph()
+    return _GRAPH
+
+
+def parse_symbols(raw: str | list[str]) -> list[str]:
+    items = raw.split(",") if isinstance(raw, str) else list(raw)
+    symbols = [s.strip().upper() for s in items if s.strip()]
+    if not symbols:
+        raise InputError(f"no symbols given in {raw!r}")
+    if len(set(symbols)) != len(symbols):
+        raise InputError(f"duplicate symbol in {raw!r}")
+    return symbols
+
+
+def next_cycle_id(store: Store, session_id: str) -> str:
+    n = len(store.events.col.distinct("cycle_id", {"session_id": session_id}))
+    return f"{session_id}:c{n + 1}"
+
+
+def run_cycle(symbols: str | list[str], as_of: str, *, store: Store, session_id: Optional[str] = None,
+              runtime: Optional[CycleRuntime] = None, audit: bool = True, graph=None) -> CycleOutcome:
+    """Validates inputs before anything is written, so bad input leaves no half-written session."""
+    rt = runtime or default_runtime(execution=None)
+    if rt.execution is None:
+        rt.execution = PaperExecution(store, rt.config)
+    symbols = parse_symbols(symbols)
+    try:
+        validate_as_of(rt.market, symbols, as_of)
+    except DataError as e:
+        raise InputError(str(e)) from None
+    if session_id is not None:
+        portfolio = store.portfolios.load(session_id)
+        if portfolio is None and not store.events.exists(session_id):
+            raise SessionNotFound(f"unknown session '{session_id}'")
+    else:
+        session_id = f"s-{uuid.uuid4().hex[:12]}"
+        portfolio = None
+    portfolio = portfolio or PortfolioSnapshot(cash=rt.config.starting_cash)
+    cycle_id = next_cycle_id(store, session_id)
+
+    writer = BufferedEventWriter(store.events) if audit else None
+    handler = AuditHandler(writer, session_id, cycle_id) if audit else None
+    config = {"configurable": {RUNTIME_KEY: rt}, "recursion_limit": 25, "run_name": "tradegraph-cycle",
+              "metadata": {"session_id": session_id, "cycle_id": cycle_id}, "callbacks": [handler] if handler else []}
+    started = time.perf_counter()
+    inputs = {"symbols": symbols, "as_of": as_of, "session_id": session_id, "cycle_id": cycle_id,
+              "portfolio": portfolio.model_dump(mode="json")}
+    try:
+        final = (graph or compiled_graph()).invoke(inputs, config)
+    except BaseException as e:
+        if writer is not None:
+            # the crash itself is audited before it propagates; nothing of the cycle is lost
+            writer.put({"event_id": uuid.uuid4().hex, "session_id": session_id, "cycle_id": cycle_id,
+                        "ts": time.time(), "state": "RUNNER", "kind": "error", "schema_version": SCHEMA_VERSION,
+                        "payload": {"type": type(e).__name__, "message": str(e)}, "run_id": None,
+                        "parent_run_id": None})
+            writer.close()
+        raise
+    if writer is not None:
+        writer.close()
+    elapsed = time.perf_counter() - started
+    contracts = {state: final[key] for state, key in CONTRACT_KEYS.items() if final.get(key) is not None}
+    return CycleOutcome(
+        session_id=session_id, cycle_id=cycle_id, status=final.get("status") or "completed", contracts=contracts,
+        events=store.events.count(session_id) if audit else 0, error=final.get("error"),
+        llm_calls=handler.llm_calls if handler else 0, tokens=dict(handler.tokens) if handler else {},
+        elapsed_s=elapsed)

@@ -1,0 +1,91 @@
+"""What a cycle runs with: configuration, data sources, models and the execution backend.
+
+It travels in `config["configurable"]["runtime"]`; a run without one (LangGraph Studio) gets
+the defaults built from the environment.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Protocol
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
+
+from agent.config import AgentConfig
+from agent.data.fundamentals import FundamentalsSource, default_fundamentals
+from agent.data.market import MarketData, default_market_data
+from agent.data.news import NewsSource, default_news
+from agent.features.bundle import build_bundle, default_cache
+from agent.features.technical import IndicatorCache
+from agent.llm import make_model
+from agent.tools import TOOL_CONTEXT_KEY, ToolContext
+from schemas.decision import Decision, DecisionResult
+from schemas.features import FeatureBundle
+from schemas.portfolio import PortfolioSnapshot
+
+RUNTIME_KEY = "runtime"
+
+
+class ExecutionBackend(Protocol):
+    """Where EXECUTING's submit_decision lands: the paper broker with a store, or a backtest's simulation."""
+
+    def lookup(self, cycle_id: str) -> Optional[dict]: ...
+
+    def execute(self, decision: Decision, *, cycle_id: str, session_id: str, universe: list[str],
+                prices: dict[str, float], prev_closes: dict[str, float], portfolio: PortfolioSnapshot,
+                as_of: str) -> tuple[DecisionResult, PortfolioSnapshot]: ...
+
+    def record(self, cycle_id: str, session_id: str, result: dict) -> bool: ...
+
+
+@dataclass
+class CycleRuntime:
+    config: AgentConfig
+    market: MarketData
+    news: NewsSource
+    fundamentals: FundamentalsSource
+    cache: IndicatorCache
+    execution: Optional[ExecutionBackend] = None
+    model_factory: Callable[[AgentConfig, str], BaseChatModel] = make_model
+    _models: dict[str, BaseChatModel] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def model(self, tier: str = "quick") -> BaseChatModel:
+        with self._lock:
+            if tier not in self._models:
+                self._models[tier] = self.model_factory(self.config, tier)
+            return self._models[tier]
+
+    def bundle(self, symbol: str, as_of: str) -> FeatureBundle:
+        return build_bundle(symbol, as_of, market=self.market, news=self.news, fundamentals=self.fundamentals,
+                            cache=self.cache)
+
+
+def default_runtime(config: Optional[AgentConfig] = None, execution: Optional[ExecutionBackend] = None,
+                    **overrides: Any) -> CycleRuntime:
+    return CycleRuntime(config=config or AgentConfig.from_env(), market=overrides.pop("market", None)
+                        or default_market_data(), news=overrides.pop("news", None) or default_news(),
+                        fundamentals=overrides.pop("fundamentals", None) or default_fundamentals(),
+                        cache=overrides.pop("cache", None) or default_cache(), execution=execution, **overrides)
+
+
+_default: Optional[CycleRuntime] = None
+_default_lock = threading.Lock()
+
+
+def runtime_of(config: RunnableConfig) -> CycleRuntime:
+    """The run's runtime; a run started without one (LangGraph Studio) uses the environment's defaults."""
+    global _default
+    rt = (config or {}).get("configurable", {}).get(RUNTIME_KEY)
+    if rt is not None:
+        return rt
+    with _default_lock:
+        if _default is None:
+            _default = default_runtime()
+        return _default
+
+
+def with_tools(config: RunnableConfig, ctx: ToolContext) -> RunnableConfig:
+    """The node's config plus this cycle's tool context (callbacks and metadata unchanged)."""
+    return {**config, "configurable": {**config.get("configurable", {}), TOOL_CONTEXT_KEY: ctx}}

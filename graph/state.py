@@ -1,0 +1,40 @@
+"""The graph state. Contracts are stored as JSON-ready dicts so checkpoints, Studio and replay all see
+plain data; each node re-validates the contracts it reads."""
+from __future__ import annotations
+
+from typing import Any, Optional, TypedDict
+
+
+class CycleInput(TypedDict, total=False):
+    symbols: list[str]
+    as_of: str
+    session_id: str
+    cycle_id: str
+    portfolio: dict[str, Any]
+
+
+class CycleState(CycleInput, total=False):
+    scan: dict[str, Any]
+    plan: dict[str, Any]
+    quant: dict[str, Any]
+    debate: dict[str, Any]
+    decision: dict[str, Any]
+    validation: dict[str, Any]
+    execution: dict[str, Any]
+    memory: dict[str, Any]
+    status: str
+    error: Optional[dict[str, Any]]
+    last_state: str
+
+
+# which state key holds which state's contract
+CONTRACT_KEYS = {
+    "SCANNING": "scan",
+    "PLANNING": "plan",
+    "ANALYZING": "quant",
+    "DEBATE": "debate",
+    "DECIDING": "decision",
+    "VALIDATING": "validation",
+    "EXECUTING": "execution",
+    "MEMORIZING": "memory",
+}

@@ -1,0 +1,47 @@
+"""Shared fixtures: an embedded nx-27017 server per test session, a Store per backend, a tmp TRADEGRAPH_HOME."""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from database import Store, connect
+from database.embedded import start_server, stop_server
+
+
+@pytest.fixture(scope="session")
+def embedded_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """mongodb:// URI (no database) of ONE nx-27017 server shared by the whole test session."""
+    home = tmp_path_factory.mktemp("nx-27017")
+    port, _pid = start_server(home)
+    try:
+        yield f"mongodb://127.0.0.1:{port}"
+    finally:
+        stop_server(home)
+
+
+@pytest.fixture(params=["mongomock", pytest.param("embedded", marks=pytest.mark.integration)])
+def store(request: pytest.FixtureRequest) -> Iterator[Store]:
+    """A fresh Store on a database of its own, on each backend."""
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    if request.param == "mongomock":
+        uri = f"mongomock://{name}"
+    else:
+        # looked up lazily so `-m "not integration"` never starts a server
+        uri = f"{request.getfixturevalue('embedded_uri')}/{name}"
+    s = connect(uri)
+    try:
+        yield s
+    finally:
+        s.client.drop_database(name)
+        s.close()
+
+
+@pytest.fixture
+def tg_home(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    """TRADEGRAPH_HOME pointed at a tmp dir and MONGODB_URI unset, so connect() goes embedded there."""
+    home = tmp_path / "tg_home"
+    monkeypatch.setenv("TRADEGRAPH_HOME", str(home))
+    monkeypatch.delenv("MONGODB_URI", raising=False)
+    return home

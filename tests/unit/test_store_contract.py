@@ -1,0 +1,215 @@
+"""One contract suite, run unchanged against every backend (mongomock and the embedded server)."""
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pydantic
+import pytest
+
+from database import BufferedEventWriter, DuplicateEventError, Store
+from schemas.portfolio import PortfolioSnapshot, Position
+
+
+def make_event(session: str = "S1", *, cycle: str = "c1", kind: str = "transition", n: int = 0, **extra) -> dict:
+    ev = {
+        "event_id": extra.pop("event_id", f"ev-{uuid.uuid4().hex}"),
+        "session_id": session, "cycle_id": cycle, "ts": 1_700_000_000.0 + n,
+        "state": "SCANNING", "kind": kind, "payload": {"n": n, "nested": {"xs": [1, 2.5, None, True]}},
+    }
+    ev.update(extra)
+    return ev
+
+
+def seqs(store: Store, session: str) -> list[int]:
+    return [e["seq"] for e in store.events.read(session)]
+
+
+def test_append_assigns_seq_in_order(store: Store) -> None:
+    evs = [make_event(n=i) for i in range(5)]
+    stored = store.events.append(evs)
+    assert [d["seq"] for d in stored] == [1, 2, 3, 4, 5]
+    assert [d["event_id"] for d in stored] == [e["event_id"] for e in evs]
+    assert store.events.append([make_event(n=9)])[0]["seq"] == 6
+    read = store.events.read("S1")
+    assert [e["payload"]["n"] for e in read] == [0, 1, 2, 3, 4, 9]
+    assert all("_id" not in e for e in read)
+    assert read[0]["schema_version"] == 1  # defaulted when the caller omits it
+    assert store.events.count("S1") == 6 and store.events.exists("S1") and not store.events.exists("nope")
+
+
+def test_seqs_are_per_session(store: Store) -> None:
+    stored = store.events.append([make_event("A"), make_event("B"), make_event("A"), make_event("B"), make_event("A")])
+    assert [(d["session_id"], d["seq"]) for d in stored] == [("A", 1), ("B", 1), ("A", 2), ("B", 2), ("A", 3)]
+
+
+def test_concurrent_appends_are_gap_free_and_unique(store: Store) -> None:
+    errors: list[BaseException] = []
+
+    def worker(w: int) -> None:
+        try:
+            i = 0
+            while i < 50:
+                k = 1 + (i + w) % 3  # one to three events per call
+                k = min(k, 50 - i)
+                store.events.append([make_event("C", n=w * 100 + i + j) for j in range(k)])
+                i += k
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert seqs(store, "C") == list(range(1, 401))
+    # each thread's own events keep their relative order
+    for w in range(8):
+        mine = [e["payload"]["n"] for e in store.events.read("C") if e["payload"]["n"] // 100 == w]
+        assert mine == sorted(mine) and len(mine) == 50
+
+
+def test_reappending_same_event_is_a_noop(store: Store) -> None:
+    ev = make_event(n=1)
+    assert store.events.append([ev])[0]["seq"] == 1
+    assert store.events.append([ev]) == []
+    # a retried batch: only the new event is stored, and it takes the next seq
+    new = make_event(n=2)
+    stored = store.events.append([ev, new])
+    assert [(d["event_id"], d["seq"]) for d in stored] == [(new["event_id"], 2)]
+    assert store.events.count("S1") == 2
+    assert seqs(store, "S1") == [1, 2]
+
+
+def test_same_event_id_different_content_is_an_error(store: Store) -> None:
+    ev = make_event(n=1)
+    store.events.append([ev])
+    with pytest.raises(DuplicateEventError, match=ev["event_id"]):
+        store.events.append([dict(ev, payload={"n": 999})])
+    assert store.events.read("S1")[0]["payload"]["n"] == 1  # never overwritten
+    with pytest.raises(DuplicateEventError):  # also within one batch
+        store.events.append([make_event(event_id="x", n=1), make_event(event_id="x", n=2)])
+    assert store.events.count("S1") == 1
+    assert store.events.append([make_event(n=3)])[0]["seq"] == 2  # the rejected calls consumed no seq
+
+
+def test_duplicate_seq_is_rejected(store: Store) -> None:
+    store.events.append([make_event(n=1), make_event(n=2)])
+    with pytest.raises(DuplicateEventError, match="seq 2"):
+        store.events.insert_raw(dict(make_event(n=3), seq=2))
+    assert [e["payload"]["n"] for e in store.events.read("S1")] == [1, 2]
+    # a raw insert past the counter moves it, so the next append doesn't collide with it
+    store.events.insert_raw(dict(make_event(n=10), seq=10))
+    assert store.events.append([make_event(n=11)])[0]["seq"] == 11
+
+
+def test_read_sorted_and_filtered(store: Store) -> None:
+    store.events.append([make_event(kind="transition", n=0), make_event(kind="llm_request", n=1, cycle="c2")])
+    store.events.append([make_event(kind="llm_response", n=2, cycle="c2"), make_event(kind="transition", n=3)])
+    assert [e["seq"] for e in store.events.read("S1")] == [1, 2, 3, 4]
+    assert [e["seq"] for e in store.events.read("S1", kind="transition")] == [1, 4]
+    assert [e["kind"] for e in store.events.read("S1", cycle_id="c2")] == ["llm_request", "llm_response"]
+    assert store.events.read("S1", kind="transition", cycle_id="c2") == []
+    assert store.events.read("other") == []
+
+
+def test_malformed_event_rejected_before_write(store: Store) -> None:
+    good = make_event(n=1)
+    with pytest.raises(pydantic.ValidationError):
+        store.events.append([good, make_event(kind="bogus")])
+    with pytest.raises(pydantic.ValidationError):
+        store.events.append([dict(make_event(), unexpected_field=1)])
+    with pytest.raises(ValueError, match="assigns seq"):
+        store.events.append([dict(make_event(), seq=7)])
+    assert store.events.count("S1") == 0  # the good event in the bad batch was not written either
+    assert store.events.append([good])[0]["seq"] == 1
+
+
+def test_sessions_summary(store: Store) -> None:
+    store.events.append([make_event("old", n=0, cycle="a"), make_event("old", n=1, cycle="b", kind="error")])
+    store.events.append([make_event("new", n=5), make_event("new", n=6), make_event("new", n=7, kind="contract")])
+    rows = store.events.sessions()
+    assert [r["session_id"] for r in rows] == ["new", "old"]
+    new, old = rows
+    assert (new["events"], new["cycles"], new["last_kind"]) == (3, 1, "contract")
+    assert (old["events"], old["cycles"], old["last_kind"]) == (2, 2, "error")
+    assert (old["first_ts"], old["last_ts"]) == (1_700_000_000.0, 1_700_000_001.0)
+    assert len(store.events.sessions(limit=1)) == 1
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_buffered_writer_many_threads(store: Store, background: bool) -> None:
+    writer = BufferedEventWriter(store.events, flush_every=16, background=background)
+    order_lock = threading.Lock()
+    put_order: list[str] = []
+
+    def worker(w: int) -> None:
+        for i in range(50):
+            ev = make_event("W", n=w * 100 + i)
+            # the writer keeps put() order; record it under the same kind of lock to compare
+            with order_lock:
+                writer.put(ev)
+                put_order.append(ev["event_id"])
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    writer.flush()
+    read = store.events.read("W")
+    assert [e["seq"] for e in read] == list(range(1, 401))
+    assert [e["event_id"] for e in read] == put_order
+    writer.put(make_event("W", n=999))
+    writer.close()
+    assert store.events.count("W") == 401
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_buffered_writer_surfaces_storage_error(store: Store, background: bool) -> None:
+    ev = make_event(n=1)
+    store.events.append([ev])
+    writer = BufferedEventWriter(store.events, flush_every=4, background=background)
+    writer.put(dict(ev, payload={"changed": True}))  # same event_id, different content
+    with pytest.raises(DuplicateEventError):
+        writer.flush()
+    writer.put(make_event(n=2))
+    with pytest.raises(DuplicateEventError):  # sticky: the writer fails closed, never silently
+        writer.close()
+    assert store.events.count("S1") == 1
+
+
+def test_ledger_records_once(store: Store) -> None:
+    first = {"cycle_id": "c1", "status": "filled", "qty": 10.0}
+    assert store.executions.get("c1") is None
+    assert store.executions.record("c1", "S1", first) is True
+    assert store.executions.record("c1", "S1", {"cycle_id": "c1", "status": "filled", "qty": 20.0}) is False
+    assert store.executions.get("c1") == first
+    assert store.executions.record("c2", "S1", {"x": 1}) is True
+
+
+def test_portfolio_roundtrip(store: Store) -> None:
+    assert store.portfolios.load("S1") is None
+    snap = PortfolioSnapshot(
+        cash=1234.5, positions={"AAPL": Position(symbol="AAPL", quantity=3, avg_price=101.25, opened="2024-01-02")},
+        as_of="2024-01-03", realized_pnl_today=-4.0,
+    )
+    store.portfolios.save("S1", snap, "c1")
+    assert store.portfolios.load("S1") == snap
+    later = snap.model_copy(update={"cash": 10.0, "positions": {}})
+    store.portfolios.save("S1", later, "c2")
+    assert store.portfolios.load("S1") == later
+    assert store.db["portfolios"].count_documents({"session_id": "S1"}) == 1
+    assert store.db["portfolios"].find_one({"session_id": "S1"})["cycle_id"] == "c2"
+
+
+def test_same_mongomock_uri_shares_data() -> None:
+    from database import connect
+
+    uri = f"mongomock://shared_{uuid.uuid4().hex[:8]}"
+    a, b = connect(uri), connect(uri)
+    a.events.append([make_event("X")])
+    assert b.events.count("X") == 1
+    a.close()
+    b.close()
