@@ -89,6 +89,11 @@ class AgentConfig:
     self_critique_below: float = 0.40
     risk: RiskLimits = field(default_factory=RiskLimits)
 
+    @property
+    def parallel_llm(self) -> bool:
+        """Threads pay off only for a model that waits on the network."""
+        return self.provider != "offline"
+
     @classmethod
     def from_env(cls, **overrides) -> "AgentConfig":
         env = os.environ

@@ -3,11 +3,12 @@ code calibrates the manager's conviction against the panel."""
 from __future__ import annotations
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import RunnableConfig, RunnableLambda, RunnableParallel
+from langchain_core.runnables import RunnableConfig
 
 from agent.audit_events import emit
 from agent.calibration import ABSTAIN_MODEL, calibrate
 from agent.config import AgentConfig
+from agent.parallel import run_parallel
 from agent.passes import ContractError, structured_pass
 from agent.prompts import task_messages
 from schemas.analysis import AnalystNote, SymbolPanel
@@ -44,12 +45,12 @@ def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, c
     def bull_points():
         return [p for n in bulls for p in n["key_points"]]
 
-    build = RunnableParallel(
-        bull=RunnableLambda(lambda _: ask("bull_build", {**base, "notes": bulls, "key_points": key_points,
-                                                         "opposing_points": bear_points()}), name=f"bull_build:{sym}"),
-        bear=RunnableLambda(lambda _: ask("bear_build", {**base, "notes": bears, "key_points": key_points,
-                                                         "opposing_points": bull_points()}), name=f"bear_build:{sym}"),
-    ).invoke(None, config)
+    build = run_parallel({
+        "bull": lambda: ask("bull_build", {**base, "notes": bulls, "key_points": key_points,
+                                           "opposing_points": bear_points()}),
+        "bear": lambda: ask("bear_build", {**base, "notes": bears, "key_points": key_points,
+                                           "opposing_points": bull_points()}),
+    }, parallel=cfg.parallel_llm)
     bull, bear = build["bull"], build["bear"]
 
     fallbacks: list[str] = []
@@ -63,10 +64,8 @@ def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, c
             emit("error", {"type": "rebuttal_fallback", "symbol": sym, "side": side, "error": str(e)}, config)
             return own
 
-    rebutted = RunnableParallel(
-        bull=RunnableLambda(lambda _: rebut("bull", bull, bear), name=f"bull_rebuttal:{sym}"),
-        bear=RunnableLambda(lambda _: rebut("bear", bear, bull), name=f"bear_rebuttal:{sym}"),
-    ).invoke(None, config)
+    rebutted = run_parallel({"bull": lambda: rebut("bull", bull, bear), "bear": lambda: rebut("bear", bear, bull)},
+                            parallel=cfg.parallel_llm)
 
     verdict = structured_pass(
         model, task_messages("manager", {**base, "notes": [_brief(n) for n in panel.notes],

@@ -49,6 +49,10 @@ class EventStore:
             [("session_id", ASCENDING), ("cycle_id", ASCENDING), ("seq", ASCENDING)], name="session_cycle_seq"
         )
         self.col.create_index([("kind", ASCENDING)], name="kind")
+        # nx-27017 plans a bare {session_id: x} only off a single-field index (it ignores the
+        # compound prefix), and never uses an index for $in: this keeps the idempotency lookup
+        # scoped to one session instead of scanning the whole collection
+        self.col.create_index([("session_id", ASCENDING)], name="session_id")
 
     # ---- writes -------------------------------------------------------------------------
     def append(self, events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -68,9 +72,16 @@ class EventStore:
             if seen is not None and _content(seen) != _content(d):
                 raise DuplicateEventError(f"event_id {d['event_id']!r} appears twice in one batch with different content")
             fresh.setdefault(d["event_id"], d)
-        existing = {
-            x["event_id"]: x for x in self.col.find({"event_id": {"$in": list(fresh)}}, {"_id": 0})
-        }
+        # An identical earlier copy necessarily has the same session_id, so the lookup is scoped
+        # per session (usually one per batch). An event_id reused from ANOTHER session differs
+        # in content by definition: the unique event_id index rejects it at insert below.
+        existing: dict[str, dict[str, Any]] = {}
+        ids_by_session: dict[str, list[str]] = {}
+        for d in fresh.values():
+            ids_by_session.setdefault(d["session_id"], []).append(d["event_id"])
+        for session_id, ids in ids_by_session.items():
+            for x in self.col.find({"session_id": session_id, "event_id": {"$in": ids}}, {"_id": 0}):
+                existing[x["event_id"]] = x
         for eid, old in existing.items():
             if _content(old) != _content(fresh[eid]):
                 raise DuplicateEventError(
@@ -96,11 +107,25 @@ class EventStore:
             self.col.insert_many([dict(d) for d in new], ordered=True)
         except BulkWriteError as exc:
             err = (exc.details.get("writeErrors") or [{}])[0]
+            self._release_unused(new[int(exc.details.get("nInserted", 0)):])
             raise DuplicateEventError(
                 f"append stopped at event {err.get('index')} of {len(new)} "
                 f"({exc.details.get('nInserted', 0)} written): {err.get('errmsg', exc)}"
             ) from exc
         return new
+
+    def _release_unused(self, unwritten: list[dict[str, Any]]) -> None:
+        """Give back the seqs of events an ordered insert did not write, so a failed append leaves no gap.
+
+        Conditional on the counter still ending at our block: if another writer allocated after
+        us the seqs cannot be returned and the gap stays (the raised error reports the batch).
+        """
+        ends: dict[str, tuple[int, int]] = {}
+        for d in unwritten:  # per session, unwritten events are the tail of its contiguous block
+            n, end = ends.get(d["session_id"], (0, 0))
+            ends[d["session_id"]] = (n + 1, max(end, d["seq"]))
+        for session_id, (n, end) in ends.items():
+            self.counters.update_one({"_id": session_id, "seq": end}, {"$inc": {"seq": -n}})
 
     def insert_raw(self, doc: dict[str, Any]) -> dict[str, Any]:
         """Insert a complete event with a caller-chosen seq (tests, repair tools)."""
@@ -124,7 +149,8 @@ class EventStore:
 
     # ---- reads --------------------------------------------------------------------------
     def read(self, session_id: str, kind: str | None = None, cycle_id: str | None = None) -> list[dict[str, Any]]:
-        query: dict[str, Any] = {"session_id": session_id}
+        # the seq range lets nx-27017 walk the (session_id, seq) index; a no-op filter on MongoDB
+        query: dict[str, Any] = {"session_id": session_id, "seq": {"$gte": 1}}
         if kind is not None:
             query["kind"] = kind
         if cycle_id is not None:

@@ -108,12 +108,6 @@ class MarketData:
     def trading_dates(self, symbol: str, start: DateLike | None = None, end: DateLike | None = None) -> list[pd.Timestamp]:
         return list(self.bars(symbol, start, end).index)
 
-    def closes(self, symbol: str) -> np.ndarray:
-        """Read-only view of the whole close column (used by the feature hot path)."""
-        arr = self._check(symbol)["close"].to_numpy()
-        arr.flags.writeable = False
-        return arr
-
 
 # ---------------------------------------------------------------- loading
 

@@ -11,7 +11,7 @@ import re
 
 import pandas as pd
 
-from agent.data.market import DateLike, parse_date
+from agent.data.market import DataError, DateLike, parse_date
 from agent.data.news import parse_published
 from agent.fence import neutralise
 from schemas.features import NewsFeatures, NewsItemFeature
@@ -115,8 +115,11 @@ def news_features(headlines: list[dict], as_of: DateLike) -> NewsFeatures:
     day = parse_date(as_of)
     cutoff = day + _DAY  # end of the as-of day; later items are not visible yet
     visible = []
-    for h in headlines:
-        ts = parse_published(h["published_at"])
+    for n, h in enumerate(headlines):
+        try:
+            ts = parse_published(h["published_at"])
+        except (KeyError, TypeError, ValueError):
+            raise DataError(f"headline {n}: missing or unparseable published_at") from None
         if ts < cutoff:
             visible.append((ts, h))
     # Chronological: the first report of a story is kept, later repeats are dropped.
@@ -127,8 +130,7 @@ def news_features(headlines: list[dict], as_of: DateLike) -> NewsFeatures:
     for ts, h in visible:
         text = neutralise(str(h.get("headline", "")))[:MAX_HEADLINE]
         if not text:
-            duplicates += 1  # empty after neutralising: nothing to keep
-            continue
+            continue  # nothing left to show after neutralising
         norm = normalise_text(text)
         toks = set(norm.split())
         if any(is_near_duplicate(norm, kn, toks, kt) for kn, kt in kept_keys):

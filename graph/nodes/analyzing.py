@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from langchain_core.runnables import RunnableConfig, RunnableLambda, RunnableParallel
+from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from agent.analysts import run_analyst, run_quant
 from agent.audit_events import emit
+from agent.parallel import run_parallel
 from agent.passes import ContractError, TickerGuardError
 from agent.tools import ALLOW_LISTS, REGISTRY
 from graph.nodes.common import done, fail, state_node
@@ -34,7 +35,7 @@ def analyzing(state: CycleState, config: RunnableConfig) -> Command[Literal["DEB
     model = rt.model("quick")
 
     def analyst(role, snap):
-        def go(_):
+        def go():
             try:
                 return run_analyst(role, snap, model, rt.config, cfg)
             except TickerGuardError:
@@ -43,7 +44,7 @@ def analyzing(state: CycleState, config: RunnableConfig) -> Command[Literal["DEB
                 emit("error", {"type": "analyst_failed", "symbol": snap.symbol, "analyst": role,
                                "message": str(e)}, cfg)
                 return None
-        return RunnableLambda(go, name=f"analyst:{role}:{snap.symbol}")
+        return go
 
     branches = {}
     for snap in scan.snapshots:
@@ -51,10 +52,10 @@ def analyzing(state: CycleState, config: RunnableConfig) -> Command[Literal["DEB
             continue
         for role in ANALYST_ROLES:
             branches[f"{snap.symbol}|{role}"] = analyst(role, snap)
-        branches[f"{snap.symbol}|quant"] = RunnableLambda(
-            lambda _, snap=snap: run_quant(plan.quant_question, snap, model, REGISTRY, ALLOW_LISTS["ANALYZING"],
-                                           rt.config, cfg), name=f"quant:{snap.symbol}")
-    results = RunnableParallel(branches).invoke(None, cfg)
+        branches[f"{snap.symbol}|quant"] = (
+            lambda snap=snap: run_quant(plan.quant_question, snap, model, REGISTRY, ALLOW_LISTS["ANALYZING"],
+                                        rt.config, cfg))
+    results = run_parallel(branches, parallel=rt.config.parallel_llm)
 
     panels = []
     for symbol in plan.assets:

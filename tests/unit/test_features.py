@@ -285,3 +285,8 @@ def test_indicator_columns_complete(market):
     assert tuple(f.columns) == INDICATOR_COLUMNS
     assert len(f) == len(market.bars("GOOG"))
     assert np.isfinite(f.to_numpy(dtype=float)[~np.isnan(f.to_numpy(dtype=float))]).all()
+
+
+def test_news_features_rejects_undated_item():
+    with pytest.raises(DataError, match="headline 0"):
+        news_features([{"symbol": "AAPL", "headline": "no date"}], "2010-01-10")

@@ -18,7 +18,7 @@ from agent.data.market import (
     load_market_data,
     validate_as_of,
 )
-from agent.data.news import NewsSource, default_news, load_news
+from agent.data.news import default_news, load_news
 
 RAW_CSV = Path(__file__).resolve().parents[2] / "agent" / "data" / "stocks.csv.gz"
 

@@ -213,3 +213,15 @@ def test_same_mongomock_uri_shares_data() -> None:
     assert b.events.count("X") == 1
     a.close()
     b.close()
+
+
+def test_event_id_reused_across_sessions_is_rejected_without_a_gap(store: Store) -> None:
+    ev = make_event("A", n=1)
+    store.events.append([ev])
+    first = make_event("B", n=1)
+    with pytest.raises(DuplicateEventError):
+        store.events.append([first, dict(ev, session_id="B")])
+    assert store.events.read("A")[0]["session_id"] == "A"  # not overwritten
+    # the ordered insert wrote `first`; the seq the rejected event took was given back
+    assert seqs(store, "B") == [1]
+    assert store.events.append([make_event("B", n=2)])[0]["seq"] == 2

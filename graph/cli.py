@@ -1,0 +1,191 @@
+"""The `tradegraph` command line. Each command is a thin shell over a library function."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_STORE = 0, 1, 2, 3
+
+# commands that live in their own modules; each exposes register(subparsers)
+COMMAND_MODULES = ("graph.cli_replay", "graph.cli_backtest")
+
+
+class CliError(Exception):
+    def __init__(self, message: str, code: int = EXIT_INPUT):
+        super().__init__(message)
+        self.code = code
+
+
+def open_store(uri: Optional[str]):
+    from database.connection import StoreUnavailable, connect
+
+    try:
+        return connect(uri)
+    except StoreUnavailable as e:
+        raise CliError(str(e), EXIT_STORE) from None
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, default=str, sort_keys=False))
+
+
+# ------------------------------------------------------------------ run
+def cmd_run(args) -> int:
+    from agent.config import AgentConfig, ConfigError
+    from graph.render import print_cycle
+    from graph.runner import InputError, run_cycle
+    from graph.runtime import default_runtime
+
+    try:
+        cfg = AgentConfig.from_env()
+    except ConfigError as e:
+        raise CliError(str(e)) from None
+    store = open_store(args.db)
+    try:
+        try:
+            out = run_cycle(args.symbols, args.as_of, store=store, session_id=args.session,
+                            runtime=default_runtime(cfg))
+        except InputError as e:
+            raise CliError(str(e)) from None
+        if args.json:
+            _print_json(out.summary())
+        else:
+            print_cycle(out)
+    finally:
+        store.close()
+    return EXIT_OK if out.status in ("completed", "rejected") else EXIT_FAILED
+
+
+def cmd_events(args) -> int:
+    store = open_store(args.db)
+    try:
+        if not store.events.exists(args.session_id):
+            raise CliError(f"unknown session '{args.session_id}'")
+        for ev in store.events.read(args.session_id, kind=args.kind):
+            print(json.dumps(ev, default=str))
+    finally:
+        store.close()
+    return EXIT_OK
+
+
+def cmd_sessions(args) -> int:
+    store = open_store(args.db)
+    try:
+        for s in store.events.sessions(limit=args.limit):
+            print(json.dumps(s, default=str))
+    finally:
+        store.close()
+    return EXIT_OK
+
+
+def cmd_schemas(args) -> int:
+    from schemas import ALL_CONTRACTS
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, model in ALL_CONTRACTS.items():
+        (out / f"{name}.schema.json").write_text(json.dumps(model.model_json_schema(), indent=2) + "\n")
+    print(f"wrote {len(ALL_CONTRACTS)} JSON Schemas to {out}")
+    return EXIT_OK
+
+
+def cmd_features(args) -> int:
+    from agent.data.market import DataError, default_market_data, validate_as_of
+    from agent.features.bundle import build_bundle
+    from graph.render import print_bundle
+
+    symbol = args.symbol.strip().upper()
+    try:
+        validate_as_of(default_market_data(), [symbol], args.as_of)
+    except DataError as e:
+        raise CliError(str(e)) from None
+    bundle = build_bundle(symbol, args.as_of)
+    if args.json:
+        print(bundle.model_dump_json())
+    else:
+        print_bundle(bundle)
+    return EXIT_OK
+
+
+def cmd_store(args) -> int:
+    from database import embedded
+
+    if args.action == "start":
+        port, pid = embedded.start_server()
+        print(f"embedded store running on 127.0.0.1:{port} (pid {pid}); later commands reuse it")
+    elif args.action == "stop":
+        print("stopped" if embedded.stop_server() else "no embedded store was running")
+    else:
+        _print_json(embedded.server_status())
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tradegraph", description="Auditable LLM trading-agent cycles on LangGraph")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def db(sp):
+        sp.add_argument("--db", default=None, help="store URI: mongodb://…, mongomock://… (default: $MONGODB_URI, "
+                                                   "else the embedded store under $TRADEGRAPH_HOME)")
+
+    r = sub.add_parser("run", help="run one trading cycle")
+    r.add_argument("--symbols", required=True, help="comma-separated, e.g. AAPL,MSFT")
+    r.add_argument("--as-of", required=True, help="YYYY-MM-DD; only data on or before it is used")
+    r.add_argument("--session", default=None, help="continue this session (its portfolio carries over)")
+    r.add_argument("--json", action="store_true", help="print one JSON object")
+    db(r)
+    r.set_defaults(fn=cmd_run)
+
+    e = sub.add_parser("events", help="print a session's state_events as JSON lines, in seq order")
+    e.add_argument("session_id")
+    e.add_argument("--kind", default=None, choices=["transition", "llm_request", "llm_response", "tool_call",
+                                                    "tool_result", "contract", "validation", "error"])
+    db(e)
+    e.set_defaults(fn=cmd_events)
+
+    s = sub.add_parser("sessions", help="list recent sessions")
+    s.add_argument("--limit", type=int, default=20)
+    db(s)
+    s.set_defaults(fn=cmd_sessions)
+
+    sc = sub.add_parser("schemas", help="write every contract's JSON Schema")
+    sc.add_argument("--out", required=True)
+    sc.set_defaults(fn=cmd_schemas)
+
+    f = sub.add_parser("features", help="print a symbol's FeatureBundle at a date")
+    f.add_argument("symbol")
+    f.add_argument("--as-of", required=True)
+    f.add_argument("--json", action="store_true")
+    f.set_defaults(fn=cmd_features)
+
+    st = sub.add_parser("store", help="manage the embedded store (start keeps it running for later commands)")
+    st.add_argument("action", choices=["start", "stop", "status"])
+    st.set_defaults(fn=cmd_store)
+
+    for name in COMMAND_MODULES:
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name).register(sub)
+    return p
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    fn: Callable[[Any], int] = args.fn
+    try:
+        return fn(args)
+    except CliError as e:
+        print(f"tradegraph: error: {e}", file=sys.stderr)
+        return e.code
+    except KeyboardInterrupt:
+        print("tradegraph: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

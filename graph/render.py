@@ -1,0 +1,121 @@
+"""Human output: the cycle summary as an approval screen, and the feature bundle table."""
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+STATES = ("SCANNING", "PLANNING", "ANALYZING", "DEBATE", "DECIDING", "VALIDATING", "EXECUTING", "MEMORIZING")
+
+
+def _console() -> Console:
+    return Console(width=110, highlight=False)
+
+
+def print_cycle(out, console: Console | None = None) -> None:
+    c = console or _console()
+    k = out.contracts
+    c.print(f"[bold]tradegraph cycle[/bold] {out.cycle_id}  status: [bold]{out.status}[/bold]")
+    states = Table(title="States", show_header=True)
+    states.add_column("state")
+    states.add_column("outcome")
+    for s in STATES:
+        states.add_row(s, _state_outcome(s, k.get(s), out))
+    c.print(states)
+    if "ANALYZING" in k:
+        panel = Table(title="Analyst panel")
+        for col in ("symbol", "analyst", "stance", "confidence", "model", "note"):
+            panel.add_column(col)
+        for p in k["ANALYZING"]["panels"]:
+            for n in p["notes"]:
+                panel.add_row(p["symbol"], n["analyst"], f"{n['stance']:+.2f}", f"{n['confidence']:.2f}",
+                              n["model_used"] + (" (self-critiqued)" if n.get("self_critiqued") else ""),
+                              n["summary"][:60])
+        c.print(panel)
+    if "DEBATE" in k:
+        d = Table(title="Debate")
+        for col in ("symbol", "winner", "conviction (model → calibrated)", "opposition"):
+            d.add_column(col)
+        for r in k["DEBATE"]["results"]:
+            d.add_row(r["symbol"], r["winner"], f"{r['raw_conviction']:.2f} → {r['conviction']:.2f}",
+                      f"{r['opposition_share']:.0%}")
+        c.print(d)
+    if "DECIDING" in k:
+        t = Table(title="Theses (prices set by code)")
+        for col in ("symbol", "direction", "entry", "stop", "target", "ATR14", "source"):
+            t.add_column(col)
+        for th in k["DECIDING"]["theses"]:
+            t.add_row(th["symbol"], th["direction"], f"{th['entry']}", f"{th['stop']}", f"{th['target']}",
+                      f"{th['atr14']}", th["price_source"])
+        c.print(t)
+        orders = k["DECIDING"]["orders"]
+        c.print("Orders: " + (", ".join(f"{o['side']} {o['quantity']:g} {o['symbol']}" for o in orders) or "none (hold)"))
+    if "VALIDATING" in k:
+        v = Table(title="Risk checks")
+        for col in ("", "check", "symbol", "value", "limit", "detail"):
+            v.add_column(col)
+        for ch in k["VALIDATING"]["checks"]:
+            v.add_row("✓" if ch["passed"] else "✗", ch["name"], ch.get("symbol") or "",
+                      "" if ch["value"] is None else f"{ch['value']:g}", "" if ch["limit"] is None else f"{ch['limit']:g}",
+                      ch["detail"][:60])
+        c.print(v)
+    if "EXECUTING" in k:
+        ex = k["EXECUTING"]
+        trades = ex["result"]["executed_trades"]
+        c.print(f"Execution: {ex['status']}" + (f" — {ex['result']['message']}" if ex["result"]["message"] else ""))
+        for tr in trades:
+            c.print(f"  {tr['side']} {tr['quantity']:g} {tr['symbol']} @ {tr['price']:.4f} (fees {tr['fees']:.2f})")
+    if out.error:
+        c.print(f"[red]error in {out.error.get('state')}: {out.error.get('message')}[/red]")
+    tok = out.tokens or {}
+    c.print(f"events: {out.events}  llm calls: {out.llm_calls}  tokens: {tok.get('total_tokens', 0)}  "
+            f"session: {out.session_id}")
+
+
+def _state_outcome(state: str, contract: dict[str, Any] | None, out) -> str:
+    if contract is None:
+        if out.error and out.error.get("state") == state:
+            return f"✗ {out.error['type']}: {out.error['message'][:70]}"
+        return "—"
+    if state == "SCANNING":
+        return ", ".join(f"{s['symbol']} {s['price']}" for s in contract["snapshots"])
+    if state == "PLANNING":
+        return contract["objective"][:90]
+    if state == "ANALYZING":
+        return ", ".join(f"{p['symbol']}: {len(p['notes'])}/4 notes" for p in contract["panels"])
+    if state == "DEBATE":
+        return ", ".join(f"{r['symbol']} {r['winner']} {r['conviction']:.2f}" for r in contract["results"])
+    if state == "DECIDING":
+        return f"{len(contract['orders'])} order(s)"
+    if state == "VALIDATING":
+        failed = sum(not c["passed"] for c in contract["checks"])
+        return "passed" if contract["passed"] else f"rejected ({failed} check(s) failed)"
+    if state == "EXECUTING":
+        return contract["status"]
+    return contract["summary"][:90]
+
+
+def print_bundle(bundle, console: Console | None = None) -> None:
+    c = console or _console()
+    c.print(f"[bold]{bundle.symbol}[/bold] as of {bundle.as_of}" + ("  (fallback bundle)" if bundle.fallback else ""))
+    t = Table(title="Technical")
+    t.add_column("indicator")
+    t.add_column("value", justify="right")
+    for name, value in bundle.technical.model_dump().items():
+        t.add_row(name, "— (warm-up)" if value is None else f"{value:g}")
+    c.print(t)
+    n = bundle.news
+    c.print(f"News: {n.unique_count} unique item(s), {n.duplicates_removed} duplicate(s) removed, "
+            f"net sentiment {n.net_sentiment:+.3f}")
+    for item in n.items[:8]:
+        c.print(f"  {item.published_at[:10]} [{item.event_class}] {item.sentiment:+.2f} w={item.recency_weight:.2f} "
+                f"{item.headline[:70]}")
+    f = bundle.fundamentals
+    c.print("Fundamentals: " + ("unavailable (no source wired)" if not f.available else
+                                f"P/E {f.pe}, P/B {f.pb}, EV/EBITDA {f.ev_ebitda}, growth {f.revenue_growth_pct}%, "
+                                f"margin {f.net_margin_pct}% ({f.source}, {f.as_of})"))
+    if bundle.forecast:
+        fc = bundle.forecast
+        c.print(f"Forecast (evidence only): {fc.expected_move_pct:+.2f}% over {fc.horizon_days} days, "
+                f"band {fc.band_low_pct:+.2f}% .. {fc.band_high_pct:+.2f}%")
