@@ -8,20 +8,26 @@ The decisions come from rules over the numbers in the prompt's <EVIDENCE> block
 """
 from __future__ import annotations
 
+import functools
 import json
 import threading
-from operator import itemgetter
 from typing import Any, Optional
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.runnables import RunnableLambda, RunnableMap, RunnablePassthrough
+from langchain_core.runnables import RunnableLambda
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field, PrivateAttr
 
 from agent import offline_rules
 from agent.prompts import find_evidence
+
+
+@functools.lru_cache(maxsize=64)
+def _response_format(schema: type) -> dict:
+    return {"type": "json_schema",
+            "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema(), "strict": False}}
 
 
 def estimate_tokens(text: str) -> int:
@@ -63,22 +69,19 @@ class OfflineChatModel(BaseChatModel):
         return self.bind(tools=formatted, tool_choice=tool_choice, **kwargs)
 
     def with_structured_output(self, schema, *, include_raw: bool = False, **kwargs):
-        name = schema.__name__
-        response_format = {
-            "type": "json_schema",
-            "json_schema": {"name": name, "schema": schema.model_json_schema(), "strict": False},
-        }
+        response_format = _response_format(schema)
         llm = self.bind(response_format=response_format, ls_structured_output_format={"schema": response_format})
-
-        def parse(message: AIMessage):
-            return schema.model_validate_json(message.content)
-
-        parser = RunnableLambda(parse)
         if not include_raw:
-            return llm | parser
-        assign = RunnablePassthrough.assign(parsed=itemgetter("raw") | parser, parsing_error=lambda _: None)
-        none = RunnablePassthrough.assign(parsed=lambda _: None)
-        return RunnableMap(raw=llm) | assign.with_fallbacks([none], exception_key="parsing_error")
+            return llm | RunnableLambda(lambda m: schema.model_validate_json(m.content))
+
+        # same {raw, parsed, parsing_error} shape as LangChain's include_raw, without a thread-pool map
+        def parse(message: AIMessage) -> dict:
+            try:
+                return {"raw": message, "parsed": schema.model_validate_json(message.content), "parsing_error": None}
+            except ValueError as e:
+                return {"raw": message, "parsed": None, "parsing_error": e}
+
+        return llm | RunnableLambda(parse)
 
     def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs) -> ChatResult:
         evidence = find_evidence(messages) or {}

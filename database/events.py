@@ -187,4 +187,13 @@ class EventStore:
         return self.col.find_one({"session_id": session_id}, {"_id": 1}) is not None
 
     def count(self, session_id: str) -> int:
-        return self.col.count_documents({"session_id": session_id})
+        # seq is gap-free from 1, so the session's counter is its event count; count_documents
+        # is a full scan on nx-27017 (~0.4 s at 7k events) while this is one indexed lookup
+        doc = self.counters.find_one({"_id": session_id})
+        return int(doc["seq"]) if doc else 0
+
+    def next_cycle(self, session_id: str) -> int:
+        """Allocate the session's next cycle number (1, 2, …) atomically."""
+        doc = self.counters.find_one_and_update({"_id": f"{session_id}#cycles"}, {"$inc": {"n": 1}}, upsert=True,
+                                                return_document=ReturnDocument.AFTER)
+        return int(doc["n"])

@@ -64,8 +64,7 @@ def parse_symbols(raw: str | list[str]) -> list[str]:
 
 
 def next_cycle_id(store: Store, session_id: str) -> str:
-    n = len(store.events.col.distinct("cycle_id", {"session_id": session_id}))
-    return f"{session_id}:c{n + 1}"
+    return f"{session_id}:c{store.events.next_cycle(session_id)}"
 
 
 def run_cycle(symbols: str | list[str], as_of: str, *, store: Store, session_id: Optional[str] = None,
@@ -89,7 +88,8 @@ def run_cycle(symbols: str | list[str], as_of: str, *, store: Store, session_id:
     portfolio = portfolio or PortfolioSnapshot(cash=rt.config.starting_cash)
     cycle_id = next_cycle_id(store, session_id)
 
-    writer = BufferedEventWriter(store.events) if audit else None
+    # large batches: a cycle's events reach the store in a few round trips, off the graph's thread
+    writer = BufferedEventWriter(store.events, flush_every=512, linger_s=0.25) if audit else None
     handler = AuditHandler(writer, session_id, cycle_id) if audit else None
     config = {"configurable": {RUNTIME_KEY: rt}, "recursion_limit": 25, "run_name": "tradegraph-cycle",
               "metadata": {"session_id": session_id, "cycle_id": cycle_id}, "callbacks": [handler] if handler else []}
