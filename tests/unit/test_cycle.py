@@ -1,0 +1,161 @@
+"""The graph's behaviour over real cycles with the offline model on mongomock."""
+import json
+
+import pytest
+
+from graph.runner import InputError, SessionNotFound, run_cycle
+from schemas.base import STATES
+from tests.helpers import events_of, mock_store, runtime_with
+
+
+@pytest.fixture(scope="module")
+def full_cycle():
+    store = mock_store()
+    # 2012-06-01 with AAPL and MSFT: both LONG, both pass risk, trades execute (see test below)
+    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    return store, out
+
+
+def test_full_cycle_visits_all_eight_states_in_order(full_cycle):
+    store, out = full_cycle
+    assert out.status == "completed"
+    transitions = [e["payload"] for e in events_of(store, out, "transition")]
+    assert [t["to"] for t in transitions] == list(STATES) + ["END"]
+    assert transitions[0]["from"] == "START"
+    assert set(out.contracts) == set(STATES)
+
+
+def test_llm_states_have_request_and_response_events(full_cycle):
+    store, out = full_cycle
+    evs = events_of(store, out)
+    for state in ("PLANNING", "ANALYZING", "DEBATE", "DECIDING", "MEMORIZING"):
+        kinds = {e["kind"] for e in evs if e["state"] == state}
+        assert {"llm_request", "llm_response"} <= kinds, state
+    requests = [e for e in evs if e["kind"] == "llm_request"]
+    responses = [e for e in evs if e["kind"] == "llm_response"]
+    assert len(requests) == len(responses) == out.llm_calls
+    assert all(r["payload"]["usage"]["total_tokens"] > 0 for r in responses)
+    assert all(isinstance(r["payload"]["latency_ms"], float) for r in responses)
+
+
+def test_no_request_offers_tools_and_asks_for_structured_output(full_cycle):
+    store, out = full_cycle
+    requests = [e["payload"] for e in events_of(store, out, "llm_request")]
+    tool_passes = [r for r in requests if r["tools"]]
+    json_passes = [r for r in requests if r["structured_output"]]
+    assert tool_passes and json_passes  # both kinds really happened
+    assert all(not (r["tools"] and r["structured_output"]) for r in requests)
+
+
+def test_tool_passes_offer_only_the_states_allow_list(full_cycle):
+    store, out = full_cycle
+    for e in events_of(store, out, "llm_request"):
+        tools = set(e["payload"]["tools"])
+        if e["state"] == "PLANNING":
+            assert tools <= {"get_portfolio", "get_market_snapshot"}
+        elif e["state"] == "ANALYZING":
+            assert tools <= {"get_indicators", "get_price_history", "get_news_features"}
+        else:
+            assert not tools, e["state"]
+    calls = events_of(store, out, "tool_call")
+    assert {c["payload"]["name"] for c in calls if c["state"] == "EXECUTING"} == {"submit_decision"}
+    results = events_of(store, out, "tool_result")
+    assert len(results) == len(calls) and all(r["payload"]["error"] is None for r in results)
+
+
+def test_events_are_plain_documents_with_a_gap_free_seq(full_cycle):
+    store, out = full_cycle
+    evs = events_of(store, out)
+    assert [e["seq"] for e in evs] == list(range(1, len(evs) + 1))
+    assert out.events == len(evs)
+    json.dumps(evs)  # plain data, nothing pickled
+    contracts = {e["payload"]["name"] for e in evs if e["kind"] == "contract"}
+    assert {"MarketScan", "Plan", "QuantReport", "DebateReport", "PortfolioDecision", "DecisionValidation",
+            "ExecutionResult", "AgentMemory"} <= contracts
+
+
+def test_forbidden_tool_call_is_refused_and_audited():
+    store = mock_store()
+    script = {"tools:planning": [[{"name": "submit_decision", "args": {"orders": []}},
+                                  {"name": "get_portfolio", "args": {}}]]}
+    out = run_cycle("AAPL", "2012-06-01", store=store, runtime=runtime_with(script))
+    errors = [e["payload"] for e in events_of(store, out, "error")]
+    refused = [e for e in errors if e.get("type") == "tool_refused"]
+    assert refused and refused[0]["tool"] == "submit_decision" and refused[0]["state"] == "PLANNING"
+    executed = [e for e in events_of(store, out, "tool_call") if e["payload"]["name"] == "submit_decision"]
+    assert all(e["state"] == "EXECUTING" for e in executed)
+
+
+def test_malformed_answer_is_repaired_with_the_validation_error():
+    store = mock_store()
+    out = run_cycle("AAPL", "2012-06-01", store=store, runtime=runtime_with({"Plan": ["not json at all"]}))
+    assert out.status in ("completed", "rejected")
+    plan_requests = [e for e in events_of(store, out, "llm_request") if e["payload"]["structured_output"] == "Plan"]
+    assert len(plan_requests) == 2
+    repair = plan_requests[1]["payload"]["messages"][-1]["content"]
+    assert "did not validate as Plan" in repair and "Invalid JSON" in repair
+    vals = [e["payload"] for e in events_of(store, out, "validation") if e["payload"].get("schema") == "Plan"]
+    assert [v["ok"] for v in vals] == [False, True]
+
+
+def test_persistent_bad_answers_fail_closed_with_no_trade():
+    store = mock_store()
+    bad = json.dumps({"symbol": "AAPL", "winner": "SIDEWAYS", "conviction": 0.5, "manager_rationale": "x"})
+    out = run_cycle("AAPL", "2012-06-01", store=store, runtime=runtime_with({"ManagerVerdict": [bad] * 3}))
+    assert out.status == "failed"
+    assert "EXECUTING" not in out.contracts and "DECIDING" not in out.contracts
+    errors = [e for e in events_of(store, out, "error")]
+    assert errors[-1]["state"] == "DEBATE" and "ManagerVerdict did not validate after 3 attempt(s)" in \
+        errors[-1]["payload"]["message"]
+    assert not events_of(store, out, "tool_call") or all(
+        e["payload"]["name"] != "submit_decision" for e in events_of(store, out, "tool_call"))
+    assert store.executions.get(out.cycle_id) is None
+    assert [e["payload"]["to"] for e in events_of(store, out, "transition")][-1] == "END"
+
+
+def test_failed_validation_routes_to_memorizing_without_executing():
+    store = mock_store()
+    # 0.1% max notional: any buy fails max_notional_pct
+    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store,
+                    runtime=runtime_with(risk=__import__("agent.config").config.RiskLimits(max_notional_pct=0.1)))
+    assert out.status == "rejected"
+    assert out.contracts["VALIDATING"]["passed"] is False
+    assert "EXECUTING" not in out.contracts and "MEMORIZING" in out.contracts
+    path = [e["payload"]["to"] for e in events_of(store, out, "transition")]
+    assert path[-3:] == ["VALIDATING", "MEMORIZING", "END"]
+    assert store.executions.get(out.cycle_id) is None
+    assert all(e["payload"]["name"] != "submit_decision" for e in events_of(store, out, "tool_call"))
+
+
+def test_ticker_guard_fails_the_state_closed():
+    store = mock_store()
+    wrong = json.dumps({"symbol": "MSFT", "analyst": "technical", "stance": 0.5, "confidence": 0.9,
+                        "summary": "about another stock"})
+    out = run_cycle("AAPL", "2012-06-01", store=store, runtime=runtime_with({"AnalystNote": [wrong]}))
+    assert out.status == "failed" and out.error["state"] == "ANALYZING"
+    assert "names symbol 'MSFT'" in out.error["message"]
+
+
+@pytest.mark.parametrize("symbols,as_of,needle", [
+    ("AAPL,ZZZZ", "2012-06-01", "ZZZZ"),
+    ("AAPL", "2012-13-01", "2012-13-01"),
+    ("AAPL", "1999-01-04", "1999-01-04"),
+])
+def test_bad_input_is_rejected_before_any_event(symbols, as_of, needle):
+    store = mock_store()
+    with pytest.raises(InputError) as e:
+        run_cycle(symbols, as_of, store=store, runtime=runtime_with())
+    assert needle in str(e.value)
+    assert store.events.sessions() == []
+
+
+def test_unknown_session_is_an_input_error():
+    with pytest.raises(SessionNotFound):
+        run_cycle("AAPL", "2012-06-01", store=mock_store(), session_id="nope", runtime=runtime_with())
+
+
+def test_same_inputs_give_the_same_contracts():
+    a = run_cycle("AAPL,IBM", "2010-03-01", store=mock_store(), runtime=runtime_with())
+    b = run_cycle("AAPL,IBM", "2010-03-01", store=mock_store(), runtime=runtime_with())
+    strip = lambda c: {k: v for k, v in c.items() if k not in ("EXECUTING", "MEMORIZING")}
+    assert strip(a.contracts) == strip(b.contracts)
