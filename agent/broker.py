@@ -45,6 +45,9 @@ def execute_decision(
         if o.symbol not in universe:
             reasons.append(f"{tag}: ticker {o.symbol} not in the cycle's universe ({', '.join(universe)})")
             continue
+        if o.quantity <= 0:
+            reasons.append(f"{tag}: quantity must be above 0")
+            continue
         if not _lot_ok(o.quantity, profile):
             unit = "whole shares" if profile.lot_size == 1 else f"lots of {profile.lot_size}"
             reasons.append(f"{tag}: quantity must be {unit} on {profile.name}")

@@ -18,8 +18,7 @@ class PaperExecution:
         self.profile = get_profile(config.market)
 
     def lookup(self, cycle_id: str) -> Optional[dict]:
-        doc = self.store.executions.get(cycle_id)
-        return doc["result"] if doc else None
+        return self.store.executions.get(cycle_id)
 
     def execute(self, decision: Decision, *, cycle_id: str, session_id: str, universe: list[str],
                 prices: dict[str, float], prev_closes: dict[str, float], portfolio: PortfolioSnapshot,

@@ -48,6 +48,8 @@ class CycleRuntime:
     cache: IndicatorCache
     execution: Optional[ExecutionBackend] = None
     model_factory: Callable[[AgentConfig, str], BaseChatModel] = make_model
+    # replay hook: when set, bundles come from here (a recording) instead of being recomputed from data
+    bundle_source: Optional[Callable[[str, str], FeatureBundle]] = None
     _models: dict[str, BaseChatModel] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -58,6 +60,8 @@ class CycleRuntime:
             return self._models[tier]
 
     def bundle(self, symbol: str, as_of: str) -> FeatureBundle:
+        if self.bundle_source is not None:
+            return self.bundle_source(symbol, as_of)
         return build_bundle(symbol, as_of, market=self.market, news=self.news, fundamentals=self.fundamentals,
                             cache=self.cache)
 

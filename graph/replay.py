@@ -1,0 +1,411 @@
+"""Reconstruct a session from its `state_events`, and verify it by re-executing it.
+
+`load_session` turns the flat, seq-ordered audit log into cycles → states → contracts, LLM calls
+(request and response paired by run_id), tool calls (call and result paired by run_id),
+validations, trades and errors. It reads the log with ONE query and one pass, so it stays
+linear in the session's size. Integrity problems (a seq gap, a cycle that never reached END,
+a schema version this code does not speak) are reported on the Session, never hidden.
+
+`verify_session` re-runs each recorded cycle through the real graph with every LLM answer,
+feature bundle and execution result taken from the recording (graph/replay_model.py), under a
+new session `replay-<orig>-<n>`, and compares the contracts state by state.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+from database.connection import Store
+from graph.runner import SessionNotFound
+from schemas.base import SCHEMA_VERSION, STATES
+
+__all__ = ["SessionNotFound", "Session", "Cycle", "LlmCall", "ToolCall", "load_session", "build_session",
+           "Divergence", "CycleVerdict", "VerifyReport", "SchemaVersionMismatch", "verify_session", "first_diff"]
+
+REPLAY_STATE = "REPLAY"  # state name of the linking events a replay session starts and ends with
+
+
+class SchemaVersionMismatch(ValueError):
+    """The recording was written under another schema version: its contracts can't be compared as-is."""
+
+
+# ---------------------------------------------------------------------------- structure
+@dataclass
+class LlmCall:
+    seq: int
+    state: str
+    run_id: Optional[str]
+    model: Optional[str]
+    messages: list[dict]
+    tools: list[str]
+    structured_output: Optional[str]
+    response_seq: Optional[int] = None
+    text: Any = None
+    tool_calls: list[dict] = field(default_factory=list)
+    usage: dict = field(default_factory=dict)
+    latency_ms: Optional[float] = None
+    error: Optional[str] = None
+    answered: bool = False  # False: the request has no recorded response (cut-off log)
+
+
+@dataclass
+class ToolCall:
+    seq: int
+    state: str
+    run_id: Optional[str]
+    name: str
+    args: Any
+    result: Any = None
+    error: Optional[str] = None
+    latency_ms: Optional[float] = None
+    answered: bool = False
+
+
+@dataclass
+class Cycle:
+    cycle_id: str
+    index: int
+    first_seq: int
+    last_seq: int
+    transitions: list[dict] = field(default_factory=list)
+    states: list[str] = field(default_factory=list)           # states entered, in order
+    contracts: dict[str, dict] = field(default_factory=dict)  # state -> {name, data, seq}
+    llm_calls: list[LlmCall] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    validations: list[dict] = field(default_factory=list)
+    errors: list[dict] = field(default_factory=list)
+    trades: list[dict] = field(default_factory=list)
+    ended: bool = False  # a transition to END was recorded
+    status: str = "unknown"
+    tokens: dict[str, int] = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0,
+                                                             "total_tokens": 0})
+    events: int = 0
+
+    @property
+    def cut_off(self) -> bool:
+        return not self.ended
+
+
+@dataclass
+class Session:
+    session_id: str
+    events: int
+    cycles: list[Cycle]
+    first_ts: Optional[float]
+    last_ts: Optional[float]
+    seq_gaps: list[tuple[int, int]]    # missing (from, to) seq ranges, inclusive
+    schema_versions: list[int]
+    replay_of: Optional[str] = None    # set on a replay session: the session it re-executed
+
+    @property
+    def gap_free(self) -> bool:
+        return not self.seq_gaps
+
+    @property
+    def schema_mismatch(self) -> bool:
+        return any(v != SCHEMA_VERSION for v in self.schema_versions)
+
+    def warnings(self) -> list[str]:
+        out = []
+        for lo, hi in self.seq_gaps:
+            out.append(f"seq gap: event(s) {lo}" + (f"..{hi}" if hi != lo else "") + " missing from the log")
+        for c in self.cycles:
+            if c.cut_off:
+                last = c.states[-1] if c.states else "?"
+                out.append(f"cycle {c.cycle_id} is cut off: no transition to END (last state {last})")
+        if self.schema_mismatch:
+            out.append(f"schema_version {self.schema_versions} recorded; this code speaks {SCHEMA_VERSION}")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["seq_gaps"] = [list(g) for g in self.seq_gaps]
+        d["gap_free"] = self.gap_free
+        d["warnings"] = self.warnings()
+        for c, cd in zip(self.cycles, d["cycles"]):
+            cd["cut_off"] = c.cut_off
+        return d
+
+
+# ---------------------------------------------------------------------------- reconstruct
+def load_session(store: Store, session_id: str) -> Session:
+    """One indexed query for the whole session, then one pass in memory."""
+    events = store.events.read(session_id)
+    if not events:
+        raise SessionNotFound(f"unknown session '{session_id}'")
+    return build_session(session_id, events)
+
+
+def _gaps(seqs: list[int]) -> list[tuple[int, int]]:
+    gaps, expected = [], 1
+    for s in seqs:  # sorted by the query
+        if s > expected:
+            gaps.append((expected, s - 1))
+        expected = max(expected, s + 1)
+    return gaps
+
+
+def build_session(session_id: str, events: list[dict]) -> Session:
+    cycles: dict[str, Cycle] = {}
+    # pairing tables: a response finds its request by run_id (unique per LLM / tool invocation)
+    open_llm: dict[str, LlmCall] = {}
+    open_tool: dict[str, ToolCall] = {}
+    versions: set[int] = set()
+    replay_of = None
+    for ev in events:
+        seq, kind, state, p = ev["seq"], ev["kind"], ev.get("state") or "RUNNER", ev.get("payload") or {}
+        versions.add(int(ev.get("schema_version", SCHEMA_VERSION)))
+        cid = ev["cycle_id"]
+        c = cycles.get(cid)
+        if c is None:
+            c = cycles[cid] = Cycle(cycle_id=cid, index=len(cycles) + 1, first_seq=seq, last_seq=seq)
+        c.last_seq, c.events = seq, c.events + 1
+        rid = ev.get("run_id")
+        if kind == "transition":
+            c.transitions.append({"seq": seq, "from": p.get("from"), "to": p.get("to")})
+            if p.get("to") == "END":
+                c.ended = True
+            elif p.get("to") and p.get("to") not in c.states:
+                c.states.append(p["to"])
+        elif kind == "contract":
+            c.contracts[state] = {"name": p.get("name"), "data": p.get("data"), "seq": seq}
+        elif kind == "llm_request":
+            call = LlmCall(seq=seq, state=state, run_id=rid, model=p.get("model"), messages=p.get("messages") or [],
+                           tools=p.get("tools") or [], structured_output=p.get("structured_output"))
+            c.llm_calls.append(call)
+            if rid:
+                open_llm[rid] = call
+        elif kind == "llm_response":
+            call = open_llm.pop(rid, None) if rid else None
+            if call is None:  # a response without its request: keep it visible rather than drop it
+                call = LlmCall(seq=seq, state=state, run_id=rid, model=p.get("model"), messages=[], tools=[],
+                               structured_output=None)
+                c.llm_calls.append(call)
+            call.response_seq, call.answered = seq, True
+            call.text, call.tool_calls = p.get("text"), p.get("tool_calls") or []
+            call.usage, call.latency_ms, call.error = p.get("usage") or {}, p.get("latency_ms"), p.get("error")
+            for k in c.tokens:
+                c.tokens[k] += int(call.usage.get(k, 0) or 0)
+        elif kind == "tool_call":
+            t = ToolCall(seq=seq, state=state, run_id=rid, name=p.get("name", "?"), args=p.get("args"))
+            c.tool_calls.append(t)
+            if rid:
+                open_tool[rid] = t
+        elif kind == "tool_result":
+            t = open_tool.pop(rid, None) if rid else None
+            if t is None:
+                t = ToolCall(seq=seq, state=state, run_id=rid, name=p.get("name", "?"), args=None)
+                c.tool_calls.append(t)
+            t.answered, t.result, t.error, t.latency_ms = True, p.get("result"), p.get("error"), p.get("latency_ms")
+        elif kind == "validation":
+            c.validations.append({"seq": seq, "state": state, **p})
+            if state == REPLAY_STATE and p.get("replay_of"):
+                replay_of = p["replay_of"]
+        elif kind == "error":
+            c.errors.append({"seq": seq, "state": state, **p})
+    for c in cycles.values():
+        execution = (c.contracts.get("EXECUTING") or {}).get("data") or {}
+        c.trades = list((execution.get("result") or {}).get("executed_trades") or [])
+        c.status = _status(c)
+    return Session(session_id=session_id, events=len(events), cycles=list(cycles.values()),
+                   first_ts=events[0].get("ts"), last_ts=events[-1].get("ts"),
+                   seq_gaps=_gaps([e["seq"] for e in events]), schema_versions=sorted(versions), replay_of=replay_of)
+
+
+def _status(c: Cycle) -> str:
+    if not c.ended:
+        return "cut_off"
+    memory = (c.contracts.get("MEMORIZING") or {}).get("data") or {}
+    if memory.get("status"):
+        return memory["status"]
+    analysis = (c.contracts.get("ANALYZING") or {}).get("data") or {}
+    if analysis.get("degraded"):
+        return "degraded"
+    return "failed" if any(e.get("state") in STATES or e.get("state") == "RUNNER" for e in c.errors
+                           if e.get("type") not in ("analyst_failed", "rebuttal_fallback")) else "completed"
+
+
+# ---------------------------------------------------------------------------- verify
+_MISSING = "<missing>"
+
+
+@dataclass
+class Divergence:
+    cycle_id: str
+    state: str
+    path: str
+    recorded: Any
+    replayed: Any
+
+    def describe(self) -> str:
+        return (f"cycle {self.cycle_id}, state {self.state}, field {self.path or '<contract>'}: "
+                f"recorded {_short(self.recorded)} != replayed {_short(self.replayed)}")
+
+
+@dataclass
+class CycleVerdict:
+    cycle_id: str
+    compared_states: list[str]
+    divergences: list[Divergence]
+    notes: list[str] = field(default_factory=list)
+    skipped: bool = False
+
+    @property
+    def identical(self) -> bool:
+        return not self.divergences
+
+
+@dataclass
+class VerifyReport:
+    session_id: str
+    replay_session_id: str
+    cycles: list[CycleVerdict]
+    warnings: list[str]
+
+    @property
+    def identical(self) -> bool:
+        return all(c.identical for c in self.cycles)
+
+    @property
+    def first_divergence(self) -> Optional[Divergence]:
+        for c in self.cycles:
+            if c.divergences:
+                return c.divergences[0]
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["identical"] = self.identical
+        return d
+
+
+def _short(v: Any, limit: int = 160) -> str:
+    import json
+
+    text = v if v == _MISSING else json.dumps(v, default=str, sort_keys=True)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def first_diff(recorded: Any, replayed: Any, path: str = "") -> Optional[tuple[str, Any, Any]]:
+    """Depth-first, in field order: the first (path, recorded, replayed) that differs, or None."""
+    if isinstance(recorded, dict) and isinstance(replayed, dict):
+        for k in list(recorded) + [k for k in replayed if k not in recorded]:
+            sub = f"{path}.{k}" if path else str(k)
+            if k not in recorded:
+                return sub, _MISSING, replayed[k]
+            if k not in replayed:
+                return sub, recorded[k], _MISSING
+            d = first_diff(recorded[k], replayed[k], sub)
+            if d:
+                return d
+        return None
+    if isinstance(recorded, list) and isinstance(replayed, list):
+        for i, (a, b) in enumerate(zip(recorded, replayed)):
+            d = first_diff(a, b, f"{path}[{i}]")
+            if d:
+                return d
+        if len(recorded) != len(replayed):
+            i = min(len(recorded), len(replayed))
+            return (f"{path}[{i}]", recorded[i] if i < len(recorded) else _MISSING,
+                    replayed[i] if i < len(replayed) else _MISSING)
+        return None
+    # bool is an int in Python: True == 1 must still count as a difference
+    if recorded != replayed or type(recorded) is bool is not type(replayed) is bool:
+        return path, recorded, replayed
+    return None
+
+
+def _replay_session_id(store: Store, session_id: str) -> str:
+    n = 1
+    while store.events.exists(f"replay-{session_id}-{n}"):
+        n += 1
+    return f"replay-{session_id}-{n}"
+
+
+def verify_session(store: Store, session_id: str, *, config=None) -> VerifyReport:
+    """Re-execute every recorded cycle from the recording alone; never writes into `session_id`."""
+    from agent.config import AgentConfig
+    from database.writer import BufferedEventWriter
+    from graph.audit import AuditHandler
+    from graph.replay_model import (RecordedResponses, ReplayChatModel, ReplayExecution, ReplayMismatch,
+                                    recorded_bundles, tier_models)
+    from graph.runner import compiled_graph
+    from graph.runtime import RUNTIME_KEY, default_runtime
+    from graph.state import CONTRACT_KEYS
+
+    session = load_session(store, session_id)
+    if session.schema_mismatch:
+        raise SchemaVersionMismatch(
+            f"session '{session_id}' was recorded with schema_version {session.schema_versions}, but this code "
+            f"speaks schema_version {SCHEMA_VERSION}: its contracts can't be replayed or compared")
+    replay_id = _replay_session_id(store, session_id)
+    # the link to the source, written first (seq 1) so a replay session always says what it replays
+    link = {"event_id": uuid.uuid4().hex, "session_id": replay_id, "cycle_id": f"{replay_id}:link",
+            "ts": time.time(), "state": REPLAY_STATE, "kind": "validation", "schema_version": SCHEMA_VERSION,
+            "payload": {"check": "replay_of", "ok": True, "replay_of": session_id,
+                        "cycles": [c.cycle_id for c in session.cycles]}, "run_id": None, "parent_run_id": None}
+    store.events.append([link])
+
+    verdicts: list[CycleVerdict] = []
+    for cycle in session.cycles:
+        scan = (cycle.contracts.get("SCANNING") or {}).get("data")
+        if scan is None:
+            verdicts.append(CycleVerdict(cycle.cycle_id, [], [], ["no SCANNING contract recorded: nothing to "
+                                                                 "re-execute"], skipped=True))
+            continue
+        quick, deep = tier_models(cycle, config)
+        cfg = config or AgentConfig.from_env(quick_model=quick, deep_model=deep)
+        responses = RecordedResponses(cycle.llm_calls)
+        models = {"quick": ReplayChatModel(model_name=quick, responses=responses),
+                  "deep": ReplayChatModel(model_name=deep, responses=responses)}
+        execution = (cycle.contracts.get("EXECUTING") or {}).get("data")
+        rt = default_runtime(cfg, execution=ReplayExecution(execution),
+                             model_factory=lambda _cfg, tier: models[tier],
+                             bundle_source=recorded_bundles(scan))
+        writer = BufferedEventWriter(store.events, flush_every=512, linger_s=0.25)
+        handler = AuditHandler(writer, replay_id, cycle.cycle_id)
+        run_config = {"configurable": {RUNTIME_KEY: rt}, "recursion_limit": 25, "run_name": "tradegraph-replay",
+                      "metadata": {"session_id": replay_id, "cycle_id": cycle.cycle_id, "replay_of": session_id},
+                      "callbacks": [handler]}
+        # the recorded inputs, same cycle_id and the ORIGINAL session id in the state (prompts and
+        # contracts see exactly what they saw); only the audit handler writes, and it writes to replay_id
+        inputs = {"symbols": list(scan["universe"]), "as_of": scan["as_of"], "session_id": session_id,
+                  "cycle_id": cycle.cycle_id, "portfolio": scan["portfolio"]}
+        notes: list[str] = []
+        try:
+            final = compiled_graph().invoke(inputs, run_config)
+        except Exception as e:  # noqa: BLE001 - a crash is a divergence, reported like one
+            final = {}
+            notes.append(f"replay raised {type(e).__name__}: {e}")
+        finally:
+            writer.close()
+        replayed = {s: final[k] for s, k in CONTRACT_KEYS.items() if final.get(k) is not None}
+        divergences = []
+        # a cut-off recording is compared only as far as it goes
+        states = [s for s in STATES if s in cycle.contracts or (cycle.ended and s in replayed)]
+        for s in states:
+            rec = (cycle.contracts.get(s) or {}).get("data", _MISSING)
+            rep = replayed.get(s, _MISSING)
+            d = first_diff(rec, rep)
+            if d:
+                divergences.append(Divergence(cycle.cycle_id, s, *d))
+        if cycle.cut_off:
+            notes.append(f"recorded cycle is cut off: compared {len(states)} recorded state(s) only")
+        notes += [f"replay asked an unrecorded LLM request in {m}" for m in responses.misses]
+        if responses.unused:
+            notes.append(f"{responses.unused} recorded LLM response(s) were not asked for by the replay")
+        verdicts.append(CycleVerdict(cycle.cycle_id, states, divergences, notes))
+        first = divergences[0] if divergences else None
+        store.events.append([{
+            "event_id": uuid.uuid4().hex, "session_id": replay_id, "cycle_id": cycle.cycle_id, "ts": time.time(),
+            "state": REPLAY_STATE, "kind": "validation", "schema_version": SCHEMA_VERSION, "run_id": None,
+            "parent_run_id": None,
+            "payload": {"check": "replay_verify", "ok": first is None, "replay_of": session_id,
+                        "compared_states": states, "notes": notes,
+                        "first_divergence": None if first is None else
+                        {"state": first.state, "path": first.path, "recorded": _short(first.recorded),
+                         "replayed": _short(first.replayed)}}}])
+    del ReplayMismatch  # imported for callers' isinstance checks via this module's namespace
+    return VerifyReport(session_id, replay_id, verdicts, session.warnings())

@@ -1,0 +1,65 @@
+"""The backtest's ExecutionBackend: EXECUTING's submit_decision lands here during an episode.
+
+Execution is the paper broker's (agent.broker.execute_decision: all-or-nothing, sells first,
+fees/slippage, market profile) with the episode's settings; the simulation, not the store,
+owns the portfolio. Every submit_decision call of a cycle is kept so the loop can apply seed
+004's extraction rules (none -> hold, several -> the last, rejected -> hold).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from agent.broker import execute_decision
+from agent.markets import MarketProfile, get_profile
+from schemas.decision import Decision, DecisionResult
+from schemas.portfolio import PortfolioSnapshot
+
+
+@dataclass
+class SubmitCall:
+    cycle_id: str
+    decision: Decision
+    result: DecisionResult
+    portfolio_before: PortfolioSnapshot
+    portfolio_after: PortfolioSnapshot
+
+
+@dataclass
+class SimulationExecution:
+    profile: MarketProfile
+    fees_bps: float = 0.0
+    slippage_bps: float = 0.0
+    portfolio: Optional[PortfolioSnapshot] = None
+    calls: list[SubmitCall] = field(default_factory=list)
+    ledger: dict[str, dict] = field(default_factory=dict)
+
+    @classmethod
+    def for_market(cls, market: str, *, fees_bps: float, slippage_bps: float,
+                   portfolio: Optional[PortfolioSnapshot] = None) -> "SimulationExecution":
+        return cls(profile=get_profile(market), fees_bps=fees_bps, slippage_bps=slippage_bps, portfolio=portfolio)
+
+    # ------------------------------------------------------------- ExecutionBackend
+    def lookup(self, cycle_id: str) -> Optional[dict]:
+        return self.ledger.get(cycle_id)
+
+    def execute(self, decision: Decision, *, cycle_id: str, session_id: str, universe: list[str],
+                prices: dict[str, float], prev_closes: dict[str, float], portfolio: PortfolioSnapshot,
+                as_of: str) -> tuple[DecisionResult, PortfolioSnapshot]:
+        # the simulation's portfolio is authoritative; the scan's copy must agree with it
+        before = self.portfolio if self.portfolio is not None else portfolio
+        result, after = execute_decision(decision, universe=universe, prices=prices, portfolio=before, as_of=as_of,
+                                         profile=self.profile, fees_bps=self.fees_bps,
+                                         slippage_bps=self.slippage_bps, prev_closes=prev_closes)
+        self.calls.append(SubmitCall(cycle_id, decision, result, before, after))
+        return result, after
+
+    def record(self, cycle_id: str, session_id: str, result: dict) -> bool:
+        if cycle_id in self.ledger:
+            return False
+        self.ledger[cycle_id] = result
+        return True
+
+    # ------------------------------------------------------------- used by the loop
+    def calls_for(self, cycle_id: str) -> list[SubmitCall]:
+        return [c for c in self.calls if c.cycle_id == cycle_id]
