@@ -329,8 +329,8 @@ def verify_session(store: Store, session_id: str, *, config=None) -> VerifyRepor
     from agent.config import AgentConfig
     from database.writer import BufferedEventWriter
     from graph.audit import AuditHandler
-    from graph.replay_model import (RecordedResponses, ReplayChatModel, ReplayExecution, ReplayMismatch,
-                                    recorded_bundles, tier_models)
+    from graph.replay_model import (RecordedResponses, ReplayChatModel, ReplayExecution, recorded_bundles,
+                                    tier_models)
     from graph.runner import compiled_graph
     from graph.runtime import RUNTIME_KEY, default_runtime
     from graph.state import CONTRACT_KEYS
@@ -407,5 +407,4 @@ def verify_session(store: Store, session_id: str, *, config=None) -> VerifyRepor
                         "first_divergence": None if first is None else
                         {"state": first.state, "path": first.path, "recorded": _short(first.recorded),
                          "replayed": _short(first.replayed)}}}])
-    del ReplayMismatch  # imported for callers' isinstance checks via this module's namespace
     return VerifyReport(session_id, replay_id, verdicts, session.warnings())

@@ -1,0 +1,288 @@
+"""The simulation loop (seed 004): one audited graph cycle per decision point.
+
+For each decision point the simulation builds a Case from its own portfolio and point-in-time
+data (bars dated on/before the decision date only), runs ONE graph cycle whose EXECUTING lands
+in a SimulationExecution, extracts the decision (no submit_decision call -> hold, several -> the
+last, rejected -> hold with every reason), marks the portfolio to market at the close and
+appends a DecisionPointLog to experiments/{run_id}/episode_log.jsonl.
+
+A run is resumable: the same run id continues after the last logged decision point, and ends
+with the same trade_history.json bytes as an uninterrupted run.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from agent.config import AgentConfig
+from agent.data.market import MarketData, parse_date
+from agent.metrics import TRADING_DAYS, buy_and_hold_curve, summarize
+from database.connection import Store
+from graph.runner import run_cycle
+from graph.runtime import CycleRuntime, default_runtime
+from graph.sim_execution import SimulationExecution
+from schemas.decision import Decision, DecisionResult, ExecutedTrade
+from schemas.portfolio import PortfolioSnapshot
+from schemas.simulation import (Case, CaseData, CaseMetadata, DecisionPointLog, EpisodeConfig, EpisodeResult,
+                                EquityPoint, IntervalPriceSummary, PricePoint, StockData, TradeHistory)
+
+DEFAULT_EXPERIMENTS = Path("experiments")
+
+
+class BacktestError(ValueError):
+    """Bad backtest input (unknown symbol, dates outside the data, a run id with another config)."""
+
+
+# ---------------------------------------------------------------- calendar and cases
+def decision_dates(market: MarketData, tickers: list[str], start: str, end: str, every: int) -> list[str]:
+    """Every `every`-th trading date in [start, end] on which every ticker has a bar."""
+    common: Optional[set] = None
+    for t in tickers:
+        days = {d.strftime("%Y-%m-%d") for d in market.trading_dates(t, start, end)}
+        common = days if common is None else common & days
+    return sorted(common or ())[::every]
+
+
+def validate_config(config: EpisodeConfig, market: MarketData) -> None:
+    known = set(market.universe())
+    for t in config.tickers:
+        if t not in known:
+            raise BacktestError(f"unknown symbol '{t}' (known: {', '.join(sorted(known))})")
+    for t in config.tickers:
+        first, last = market.date_range(t)
+        for name, value in (("start", config.start), ("end", config.end)):
+            ts = parse_date(value)
+            if ts < first or ts > last:
+                raise BacktestError(f"{name} date {value} is outside the data for {t} "
+                                    f"({first.date()}..{last.date()})")
+    if not decision_dates(market, config.tickers, config.start, config.end, config.every):
+        raise BacktestError(f"no common trading date for {','.join(config.tickers)} in {config.start}..{config.end}")
+
+
+def _bar(ts, row) -> PricePoint:
+    return PricePoint(timestamp=ts.strftime("%Y-%m-%d"), open=float(row.open), high=float(row.high),
+                      low=float(row.low), close=float(row.close), volume=float(row.volume))
+
+
+def build_case(config: EpisodeConfig, market: MarketData, date: str, idx: int, portfolio: PortfolioSnapshot,
+               prev_date: Optional[str]) -> Case:
+    """A Case from point-in-time data only: MarketData.as_of never returns a bar after `date`."""
+    stock: dict[str, StockData] = {}
+    for t in config.tickers:
+        frame = market.as_of(t, date)
+        tail = frame.iloc[-config.bars_in_case:]
+        bars = [_bar(ts, row) for ts, row in zip(tail.index, tail.itertuples())]
+        window = frame if prev_date is None else frame[frame.index > parse_date(prev_date)]
+        window = window if len(window) else frame.iloc[-1:]
+        summary = IntervalPriceSummary(
+            start=window.index[0].strftime("%Y-%m-%d"), end=window.index[-1].strftime("%Y-%m-%d"),
+            open=float(window.open.iloc[0]), high=float(window.high.max()), low=float(window.low.min()),
+            close=float(window.close.iloc[-1]), volume=float(window.volume.sum()))
+        stock[t] = StockData(ticker=t, current_price=float(frame.close.iloc[-1]), daily_bars=bars,
+                             interval_summary=summary)
+    return Case(case_id=f"{config.episode_id}:{idx}", tickers=list(config.tickers), case_data=CaseData(),
+                stock_data=stock, portfolio=portfolio,
+                metadata=CaseMetadata(decision_point_idx=idx, information_cutoff_timestamp=date))
+
+
+def mark_to_market(portfolio: PortfolioSnapshot, prices: dict[str, float]) -> tuple[float, float]:
+    """(equity, invested fraction) at the given closes."""
+    invested = sum(p.quantity * prices[s] for s, p in portfolio.positions.items())
+    equity = portfolio.cash + invested
+    return equity, (invested / equity if equity > 0 else 0.0)
+
+
+# ---------------------------------------------------------------- decision extraction
+def extract(outcome, sim: SimulationExecution, portfolio: PortfolioSnapshot
+            ) -> tuple[str, Decision, DecisionResult, PortfolioSnapshot, dict[str, Any]]:
+    """Seed 004's rules: no submit_decision -> hold; several -> the last; rejected -> hold (every reason)."""
+    calls = sim.calls_for(outcome.cycle_id)
+    deciding = outcome.contracts.get("DECIDING") or {}
+    output: dict[str, Any] = {"cycle_id": outcome.cycle_id, "cycle_status": outcome.status,
+                              "submit_calls": len(calls), "rationale": str(deciding.get("rationale", ""))[:500]}
+    if outcome.error:
+        output["error"] = outcome.error
+    if calls:
+        last = calls[-1]
+        if last.result.status == "accepted":
+            action = "trade" if last.result.executed_trades else "hold"
+            return action, last.decision, last.result, last.portfolio_after, output
+        msg = f"hold: submit_decision rejected: {last.result.message}"
+        return "rejected", last.decision, DecisionResult(status="rejected", message=msg), portfolio, output
+    proposed = Decision(orders=deciding.get("orders") or [])
+    validation = outcome.contracts.get("VALIDATING") or {}
+    if validation and not validation.get("passed", True):
+        reasons = validation.get("reasons") or [c.get("detail", c.get("name")) for c in validation.get("checks", [])
+                                                if not c.get("passed")]
+        msg = "hold: VALIDATING rejected the decision: " + "; ".join(reasons or ["no reason recorded"])
+        return "rejected", proposed, DecisionResult(status="rejected", message=msg), portfolio, output
+    why = f"cycle {outcome.status}" + (f": {outcome.error.get('message', '')}" if outcome.error else "")
+    return "hold", Decision(), DecisionResult(status="accepted", message=f"hold: no submit_decision call ({why})"), \
+        portfolio, output
+
+
+# ---------------------------------------------------------------- files
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def trade_history_json(trades: list[ExecutedTrade]) -> str:
+    return json.dumps(TradeHistory(trades=trades).model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+
+def config_json(config: EpisodeConfig) -> str:
+    return json.dumps(config.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+
+def load_logs(path: Path) -> list[DecisionPointLog]:
+    """The complete lines of an episode log; a torn last line (killed mid-write) is cut off."""
+    if not path.exists():
+        return []
+    logs, good = [], 0
+    raw = path.read_bytes()
+    for line in raw.splitlines(keepends=True):
+        if not line.endswith(b"\n"):
+            break
+        try:
+            logs.append(DecisionPointLog.model_validate_json(line))
+        except ValueError:
+            break
+        good += len(line)
+    if good != len(raw):
+        with open(path, "r+b") as f:
+            f.truncate(good)
+    return logs
+
+
+# ---------------------------------------------------------------- progress
+class _Progress:
+    def __init__(self, total: int, done: int, enabled: bool):
+        self.bar = None
+        if not enabled:
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.bar = Progress(TextColumn("[bold]{task.fields[date]}"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("equity {task.fields[equity]:>14,.2f}"),
+                            TextColumn("trades {task.fields[trades]:>5}"), TextColumn("ETA"),
+                            TimeRemainingColumn(), console=Console(stderr=True), transient=False)
+        self.bar.start()
+        self.task = self.bar.add_task("backtest", total=total, completed=done, date="", equity=0.0, trades=0)
+
+    def update(self, date: str, equity: float, trades: int) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, advance=1, date=date, equity=equity, trades=trades)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+# ---------------------------------------------------------------- the loop
+def episode_runtime(config: EpisodeConfig, runtime: Optional[CycleRuntime], sim: SimulationExecution) -> CycleRuntime:
+    base = runtime or default_runtime(AgentConfig.from_env())
+    agent_cfg = dataclasses.replace(base.config, starting_cash=config.initial_cash, fees_bps=config.fees_bps,
+                                    slippage_bps=config.slippage_bps, market=config.market)
+    return dataclasses.replace(base, config=agent_cfg, execution=sim, _models={}, _lock=threading.Lock())
+
+
+def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, runtime: Optional[CycleRuntime] = None,
+                 out_dir: str | Path = DEFAULT_EXPERIMENTS, run_id: Optional[str] = None,
+                 max_steps: Optional[int] = None,
+                 on_step: Optional[Callable[[DecisionPointLog], None]] = None) -> EpisodeResult:
+    """Run (or resume) an episode; returns its result. `max_steps` stops after that many new decision
+    points (the run stays resumable); `on_step` is called after each logged decision point."""
+    run_id = run_id or config.episode_id
+    run_dir = Path(out_dir) / run_id
+    sim = SimulationExecution.for_market(config.market, fees_bps=config.fees_bps, slippage_bps=config.slippage_bps)
+    rt = episode_runtime(config, runtime, sim)
+    validate_config(config, rt.market)
+    dates = decision_dates(rt.market, config.tickers, config.start, config.end, config.every)
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cfg_path, log_path, th_path = run_dir / "config.json", run_dir / "episode_log.jsonl", run_dir / "trade_history.json"
+    if cfg_path.exists():
+        stored = EpisodeConfig.model_validate_json(cfg_path.read_text())
+        if stored != config:
+            raise BacktestError(f"run id '{run_id}' already exists with a different config ({cfg_path})")
+    else:
+        _write_atomic(cfg_path, config_json(config))
+
+    logs = load_logs(log_path)
+    if len(logs) > len(dates) or any(lg.date != dates[lg.decision_point_idx] for lg in logs):
+        raise BacktestError(f"{log_path} does not match this config's decision dates")
+    portfolio = logs[-1].portfolio_after if logs else PortfolioSnapshot(cash=config.initial_cash)
+    trades: list[ExecutedTrade] = [t for lg in logs for t in lg.execution_result.executed_trades]
+    session_id = f"bt-{run_id}"
+
+    bar = _Progress(len(dates), len(logs), progress and sys.stderr.isatty())
+    steps = 0
+    try:
+        with open(log_path, "a", encoding="utf-8") as log_file:
+            for idx in range(len(logs), len(dates)):
+                if max_steps is not None and steps >= max_steps:
+                    break
+                date = dates[idx]
+                prev = dates[idx - 1] if idx else None
+                case = build_case(config, rt.market, date, idx, portfolio, prev)
+                # the cycle reads its starting portfolio from the store: hand it the simulation's
+                store.portfolios.save(session_id, portfolio, f"{session_id}:pre{idx}")
+                sim.portfolio = portfolio
+                outcome = run_cycle(list(config.tickers), date, store=store, session_id=session_id, runtime=rt)
+                action, decision, result, after, output = extract(outcome, sim, portfolio)
+                prices = {t: sd.current_price for t, sd in case.stock_data.items()}
+                equity, _ = mark_to_market(after, prices)
+                entry = DecisionPointLog(
+                    case_id=case.case_id, decision_point_idx=idx, date=date, action=action, agent_output=output,
+                    extracted_decision=decision, execution_result=result, portfolio_before=portfolio,
+                    portfolio_after=after, prices=prices, equity=round(equity, 6),
+                    steps_remaining=len(dates) - idx - 1)
+                log_file.write(entry.model_dump_json() + "\n")
+                log_file.flush()
+                portfolio = after
+                trades.extend(result.executed_trades)
+                logs.append(entry)
+                _write_atomic(th_path, trade_history_json(trades))
+                steps += 1
+                bar.update(date, equity, len(trades))
+                if on_step is not None:
+                    on_step(entry)
+    finally:
+        bar.close()
+    if not th_path.exists():
+        _write_atomic(th_path, trade_history_json(trades))
+    result = episode_result(config, rt.market, logs, trades, portfolio, len(dates))
+    if len(logs) == len(dates):
+        _write_atomic(run_dir / "result.json", result.model_dump_json(indent=2) + "\n")
+    return result
+
+
+def episode_result(config: EpisodeConfig, market: MarketData, logs: list[DecisionPointLog],
+                   trades: list[ExecutedTrade], portfolio: PortfolioSnapshot, total_points: int) -> EpisodeResult:
+    curve = []
+    for lg in logs:
+        eq, expo = mark_to_market(lg.portfolio_after, lg.prices)
+        curve.append(EquityPoint(date=lg.date, equity=round(eq, 6), cash=lg.portfolio_after.cash, exposure=expo))
+    ppy = TRADING_DAYS / config.every
+    dates = [p.date for p in curve]
+    metrics, bench, bench_curve = {}, {}, []
+    if curve:
+        metrics = summarize(dates, [p.equity for p in curve], trades=trades, exposure=[p.exposure for p in curve],
+                            rf=config.risk_free_rate, periods_per_year=ppy)
+        closes = {t: [lg.prices[t] for lg in logs] for t in config.tickers}
+        bh = buy_and_hold_curve(closes, config.initial_cash)
+        bench_curve = [EquityPoint(date=d, equity=round(v, 6), cash=0.0, exposure=1.0) for d, v in zip(dates, bh)]
+        bench = summarize(dates, bh, trades=[], exposure=[1.0] * len(bh), rf=config.risk_free_rate,
+                          periods_per_year=ppy)
+        bench["num_trades"] = len(config.tickers)
+    return EpisodeResult(episode_id=config.episode_id, decision_points=len(logs),
+                         trade_history=TradeHistory(trades=trades), final_portfolio=portfolio, equity_curve=curve,
+                         benchmark_curve=bench_curve, metrics=metrics, benchmark_metrics=bench)
