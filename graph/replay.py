@@ -342,7 +342,7 @@ def verify_session(store: Store, session_id: str, *, config=None) -> VerifyRepor
             f"speaks schema_version {SCHEMA_VERSION}: its contracts can't be replayed or compared")
     replay_id = _replay_session_id(store, session_id)
     # the link to the source, written first (seq 1) so a replay session always says what it replays
-    link = {"event_id": uuid.uuid4().hex, "session_id": replay_id, "cycle_id": f"{replay_id}:link",
+    link = {"event_id": uuid.uuid4().hex, "session_id": replay_id, "cycle_id": session.cycles[0].cycle_id,
             "ts": time.time(), "state": REPLAY_STATE, "kind": "validation", "schema_version": SCHEMA_VERSION,
             "payload": {"check": "replay_of", "ok": True, "replay_of": session_id,
                         "cycles": [c.cycle_id for c in session.cycles]}, "run_id": None, "parent_run_id": None}

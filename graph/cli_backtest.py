@@ -1,0 +1,120 @@
+"""`tradegraph backtest`: a thin shell over graph.backtest.run_backtest."""
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+METRIC_ROWS = (
+    ("total_return", "Total return", "pct"), ("annualised_return", "Annualised return", "pct"),
+    ("annualised_volatility", "Annualised vol", "pct"), ("sharpe", "Sharpe", "num"), ("sortino", "Sortino", "num"),
+    ("max_drawdown", "Max drawdown", "pct"), ("max_drawdown_peak", "  peak", "str"),
+    ("max_drawdown_trough", "  trough", "str"), ("calmar", "Calmar", "num"), ("hit_rate", "Hit rate", "pct"),
+    ("turnover", "Turnover (x avg equity)", "num"), ("num_trades", "Trades", "str"),
+    ("average_exposure", "Avg exposure", "pct"), ("final_equity", "Final equity", "money"),
+)
+
+
+def _fmt(v: Any, kind: str) -> str:
+    if v is None:
+        return "—"
+    if kind == "pct":
+        return f"{v * 100:+.2f}%" if kind == "pct" else str(v)
+    if kind == "num":
+        return f"{v:.3f}"
+    if kind == "money":
+        return f"{v:,.2f}"
+    return str(v)
+
+
+def metrics_table(result) -> "Any":
+    from rich.table import Table
+
+    t = Table(title=f"backtest {result.episode_id}: {result.decision_points} decision points")
+    t.add_column("metric")
+    t.add_column("agent", justify="right")
+    t.add_column("buy & hold (equal weight)", justify="right")
+    for key, label, kind in METRIC_ROWS:
+        t.add_row(label, _fmt(result.metrics.get(key), kind), _fmt(result.benchmark_metrics.get(key), kind))
+    return t
+
+
+def cmd_backtest(args) -> int:
+    from pydantic import ValidationError
+
+    from agent.data.market import DataError, parse_date
+    from graph.backtest import BacktestError, run_backtest
+    from graph.cli import EXIT_OK, CliError, open_store
+    from graph.runner import InputError, parse_symbols
+    from schemas.simulation import EpisodeConfig
+
+    try:
+        symbols = parse_symbols(args.symbols)
+    except InputError as e:
+        raise CliError(str(e)) from None
+    for name in ("start", "end"):
+        try:
+            parse_date(getattr(args, name))
+        except DataError as e:
+            raise CliError(f"--{name}: {e}") from None
+    if args.start > args.end:
+        raise CliError(f"--start {args.start} is after --end {args.end}")
+    for flag, value in (("--capital", args.capital), ("--fees-bps", args.fees_bps),
+                        ("--slippage-bps", args.slippage_bps)):
+        if value < 0 or (flag == "--capital" and value == 0):
+            raise CliError(f"{flag} {value:g} must be {'positive' if flag == '--capital' else 'non-negative'}")
+    if args.every < 1:
+        raise CliError(f"--every {args.every} must be at least 1")
+    run_id = args.run_id or f"bt-{uuid.uuid4().hex[:8]}"
+    try:
+        config = EpisodeConfig(episode_id=run_id, tickers=symbols, initial_cash=args.capital, start=args.start,
+                               end=args.end, every=args.every, fees_bps=args.fees_bps,
+                               slippage_bps=args.slippage_bps, market=args.market)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise CliError(f"{'.'.join(map(str, err['loc'])) or 'config'}: {err['msg']} "
+                       f"(got {err.get('input')!r})") from None
+    store = open_store(args.db)
+    try:
+        try:
+            result = run_backtest(config, store, progress=not args.json and not args.no_progress,
+                                  out_dir=args.out, run_id=run_id)
+        except (BacktestError, InputError) as e:
+            raise CliError(str(e)) from None
+    finally:
+        store.close()
+    plot = None
+    if args.plot:
+        from graph.plot import plot_result
+
+        plot = str(plot_result(result, args.plot))
+    if args.json:
+        print(json.dumps({"run_id": run_id, "run_dir": f"{args.out}/{run_id}", "decision_points": result.decision_points,
+                          "metrics": result.metrics, "benchmark_metrics": result.benchmark_metrics, "plot": plot},
+                         default=str))
+    else:
+        from rich.console import Console
+
+        c = Console()
+        c.print(metrics_table(result))
+        c.print(f"run id {run_id}: logs in {args.out}/{run_id}/" + (f"; plot {plot}" if plot else ""))
+    return EXIT_OK
+
+
+def register(subparsers) -> None:
+    b = subparsers.add_parser("backtest", help="run (or resume) a backtest episode: one graph cycle per decision point")
+    b.add_argument("--symbols", required=True, help="comma-separated, e.g. AAPL,MSFT,IBM,GOOG")
+    b.add_argument("--start", required=True, help="YYYY-MM-DD")
+    b.add_argument("--end", required=True, help="YYYY-MM-DD")
+    b.add_argument("--every", type=int, default=1, help="decide every N trading days (default 1)")
+    b.add_argument("--capital", type=float, default=100_000.0)
+    b.add_argument("--fees-bps", type=float, default=1.0)
+    b.add_argument("--slippage-bps", type=float, default=2.0)
+    b.add_argument("--market", default="us_equity", choices=["us_equity", "cn_a_share", "crypto"])
+    b.add_argument("--run-id", default=None, help="resume this run if experiments/<id>/ exists")
+    b.add_argument("--out", default="experiments", help="experiments directory (default ./experiments)")
+    b.add_argument("--json", action="store_true", help="print one JSON object")
+    b.add_argument("--plot", default=None, help="write equity curves (agent vs buy & hold) to this PNG")
+    b.add_argument("--no-progress", action="store_true")
+    b.add_argument("--db", default=None, help="store URI (default: $MONGODB_URI, else the embedded store)")
+    b.set_defaults(fn=cmd_backtest)

@@ -1,0 +1,153 @@
+"""`tradegraph replay SESSION_ID`: a recorded session as tables, JSON or one HTML page; `--verify`
+re-executes it from the recording and exits 1 on the first divergence."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from graph.cli import EXIT_FAILED, EXIT_INPUT, EXIT_OK, CliError, open_store
+
+
+def register(subparsers) -> None:
+    r = subparsers.add_parser("replay", help="reconstruct a recorded session (tables, --json, --html) or "
+                                             "--verify it by re-executing it from the recording")
+    r.add_argument("session_id")
+    out = r.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the reconstructed session as one JSON object")
+    out.add_argument("--html", metavar="FILE", default=None, help="write one self-contained HTML page")
+    out.add_argument("--verify", action="store_true",
+                     help="re-run every cycle through the graph with recorded answers; exit 1 on divergence")
+    r.add_argument("--db", default=None, help="store URI (default: $MONGODB_URI, else the embedded store)")
+    r.set_defaults(fn=cmd_replay)
+
+
+def cmd_replay(args) -> int:
+    from graph.replay import SchemaVersionMismatch, SessionNotFound, load_session, verify_session
+
+    store = open_store(args.db)
+    try:
+        try:
+            if args.verify:
+                report = verify_session(store, args.session_id)
+                _print_verify(report)
+                return EXIT_OK if report.identical else EXIT_FAILED
+            session = load_session(store, args.session_id)
+        except SessionNotFound as e:
+            raise CliError(str(e), EXIT_INPUT) from None
+        except SchemaVersionMismatch as e:
+            raise CliError(str(e), EXIT_INPUT) from None
+        if args.json:
+            print(json.dumps(session.to_dict(), default=str))
+        elif args.html:
+            from graph.replay_html import render_html
+
+            Path(args.html).write_text(render_html(session), encoding="utf-8")
+            print(f"wrote {args.html} ({session.events} events, {len(session.cycles)} cycle(s))")
+        else:
+            print_session(session)
+        return EXIT_OK
+    finally:
+        store.close()
+
+
+def _console() -> Console:
+    return Console(width=120, highlight=False)
+
+
+def print_session(session, console: Console | None = None) -> None:
+    c = console or _console()
+    c.print(f"[bold]session[/bold] {session.session_id}  events: {session.events}  cycles: {len(session.cycles)}"
+            + (f"  replay of: {session.replay_of}" if session.replay_of else ""))
+    for w in session.warnings():
+        c.print("[bold red]WARNING[/bold red] " + escape(w))
+    if session.gap_free:
+        c.print(f"seq 1..{session.events}: gap-free")
+    for cy in session.cycles:
+        c.print()
+        c.print(f"[bold]cycle {cy.index}[/bold] {cy.cycle_id}  status: [bold]{cy.status}[/bold]  "
+                f"seq {cy.first_seq}..{cy.last_seq}  tokens: {cy.tokens['total_tokens']}")
+        c.print("path: " + " → ".join(["START"] + [t["to"] for t in cy.transitions if t["to"]]))
+        t = Table(title="states")
+        for col in ("state", "contract", "LLM calls", "tokens", "tool calls", "validations (ok/fail)", "errors"):
+            t.add_column(col)
+        for s in cy.states:
+            llm = [x for x in cy.llm_calls if x.state == s]
+            val = [v for v in cy.validations if v["state"] == s]
+            contract = cy.contracts.get(s)
+            t.add_row(s, contract["name"] if contract else "—", str(len(llm)),
+                      str(sum(int(x.usage.get("total_tokens", 0) or 0) for x in llm)),
+                      str(sum(1 for x in cy.tool_calls if x.state == s)),
+                      f"{sum(bool(v.get('ok')) for v in val)}/{sum(not v.get('ok') for v in val)}",
+                      str(sum(1 for e in cy.errors if e["state"] == s)))
+        c.print(t)
+        if cy.llm_calls:
+            lt = Table(title="LLM calls")
+            for col in ("seq", "state", "model", "asks", "answer", "tokens in/out", "latency ms"):
+                lt.add_column(col)
+            for x in cy.llm_calls:
+                asks = x.structured_output or (("tools: " + ",".join(x.tools)) if x.tools else "prose")
+                if not x.answered:
+                    answer = "[red]NO RESPONSE RECORDED[/red]"
+                elif x.error:
+                    answer = f"[red]{escape(x.error[:50])}[/red]"
+                elif x.tool_calls:
+                    answer = "calls " + ",".join(tc.get("name", "?") for tc in x.tool_calls)
+                else:
+                    answer = escape(str(x.text)[:50])
+                lt.add_row(str(x.seq), x.state, x.model or "?", asks, answer,
+                           f"{x.usage.get('input_tokens', '?')}/{x.usage.get('output_tokens', '?')}",
+                           f"{x.latency_ms:.1f}" if x.latency_ms is not None else "—")
+            c.print(lt)
+        if cy.tool_calls:
+            tt = Table(title="tool calls")
+            for col in ("seq", "state", "tool", "args", "result"):
+                tt.add_column(col)
+            for x in cy.tool_calls:
+                res = f"[red]{escape(x.error)}[/red]" if x.error else ("[red]NO RESULT[/red]" if not x.answered
+                                                             else escape(json.dumps(x.result, default=str)[:50]))
+                tt.add_row(str(x.seq), x.state, x.name, escape(json.dumps(x.args, default=str)[:40]), res)
+            c.print(tt)
+        if cy.trades:
+            tr = Table(title="executed trades")
+            for col in ("symbol", "side", "quantity", "price", "fees", "date"):
+                tr.add_column(col)
+            for x in cy.trades:
+                tr.add_row(str(x.get("symbol")), str(x.get("side")), f"{x.get('quantity', 0):g}",
+                           str(x.get("price")), str(x.get("fees")), str(x.get("date")))
+            c.print(tr)
+        else:
+            c.print("executed trades: none")
+        for e in cy.errors:
+            c.print(f"[red]error[/red] seq {e['seq']} {e['state']}: {e.get('type')}: "
+                    + escape(str(e.get('message') or e.get('reason') or e.get('error') or '')))
+
+
+def _print_verify(report, console: Console | None = None) -> None:
+    c = console or _console()
+    c.print(f"[bold]verify[/bold] {report.session_id} → replayed as {report.replay_session_id}")
+    for w in report.warnings:
+        c.print("[bold red]WARNING[/bold red] " + escape(w))
+    for v in report.cycles:
+        if v.skipped:
+            mark = "[yellow]SKIPPED[/yellow]"
+        else:
+            mark = "[green]IDENTICAL[/green]" if v.identical else "[red]DIVERGED[/red]"
+        c.print(f"cycle {v.cycle_id}: {mark}  ({len(v.compared_states)} state(s) compared)")
+        for n in v.notes:
+            c.print("  note: " + escape(n))
+    first = report.first_divergence
+    if first is None:
+        c.print("[bold green]replay identical to the recording[/bold green]")
+    else:
+        c.print("[bold red]first divergence[/bold red]")
+        c.print(f"  cycle:    {first.cycle_id}")
+        c.print(f"  state:    {first.state}")
+        c.print(f"  field:    {first.path or '<whole contract>'}")
+        from graph.replay import _short
+
+        c.print("  recorded: " + escape(_short(first.recorded, 300)))
+        c.print("  replayed: " + escape(_short(first.replayed, 300)))

@@ -1,0 +1,71 @@
+"""The CLI end to end, in separate processes, on the embedded store (the default path)."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.integration
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def tg(args, home, timeout=120, env_extra=None):
+    env = {k: v for k, v in os.environ.items() if k not in ("MONGODB_URI", "OPENAI_API_KEY", "TRADEGRAPH_LLM")}
+    env.update({"TRADEGRAPH_HOME": str(home), "PYTHONPATH": ROOT, **(env_extra or {})})
+    return subprocess.run([sys.executable, "-m", "graph.cli", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_run_then_events_from_another_process(tmp_path):
+    run = tg(["run", "--symbols", "AAPL,MSFT", "--as-of", "2012-06-01", "--json"], tmp_path)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert out["status"] in ("completed", "rejected") and out["events"] > 50
+    assert set(out["contracts"]) >= {"SCANNING", "PLANNING", "ANALYZING", "DEBATE", "DECIDING", "VALIDATING"}
+    ev = tg(["events", out["session_id"]], tmp_path)
+    assert ev.returncode == 0, ev.stderr
+    lines = [json.loads(l) for l in ev.stdout.splitlines()]
+    assert len(lines) == out["events"] and [e["seq"] for e in lines] == list(range(1, len(lines) + 1))
+    only = tg(["events", out["session_id"], "--kind", "transition"], tmp_path)
+    assert {json.loads(l)["kind"] for l in only.stdout.splitlines()} == {"transition"}
+
+
+def test_script_entry_point_matches_the_cli(tmp_path):
+    r = subprocess.run([sys.executable, "scripts/run_cycle.py", "--symbols", "IBM", "--as-of", "2011-03-01", "--json"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "TRADEGRAPH_HOME": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["contracts"]["SCANNING"]["universe"] == ["IBM"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["run", "--symbols", "AAPL,NOPE", "--as-of", "2012-06-01"], "NOPE"),
+    (["run", "--symbols", "AAPL", "--as-of", "2012-02-30"], "2012-02-30"),
+    (["run", "--symbols", "AAPL", "--as-of", "2020-01-02"], "2020-01-02"),
+    (["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--session", "s-missing"], "s-missing"),
+    (["events", "s-missing"], "s-missing"),
+    (["features", "XYZ", "--as-of", "2012-06-01"], "XYZ"),
+])
+def test_bad_input_exits_2_with_one_line_naming_the_value(tmp_path, args, needle):
+    r = tg(args, tmp_path)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0]
+
+
+def test_unreachable_db_fails_clearly_within_10s(tmp_path):
+    t = time.monotonic()
+    r = tg(["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--db", "mongodb://127.0.0.1:1/x"], tmp_path)
+    assert time.monotonic() - t < 10
+    assert r.returncode == 3 and "mongodb://127.0.0.1:1/x" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_features_command(tmp_path):
+    r = tg(["features", "AAPL", "--as-of", "2012-06-01", "--json"], tmp_path)
+    assert r.returncode == 0
+    b = json.loads(r.stdout)
+    assert b["symbol"] == "AAPL" and b["technical"]["rsi14"] is not None
+    table = tg(["features", "AAPL", "--as-of", "2012-06-01"], tmp_path)
+    assert "rsi14" in table.stdout and str(b["technical"]["rsi14"]) in table.stdout
