@@ -312,7 +312,7 @@ def first_diff(recorded: Any, replayed: Any, path: str = "") -> Optional[tuple[s
                     replayed[i] if i < len(replayed) else _MISSING)
         return None
     # bool is an int in Python: True == 1 must still count as a difference
-    if recorded != replayed or type(recorded) is bool is not type(replayed) is bool:
+    if recorded != replayed or isinstance(recorded, bool) != isinstance(replayed, bool):
         return path, recorded, replayed
     return None
 
