@@ -185,6 +185,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     except KeyboardInterrupt:
         print("tradegraph: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # a crash is one line and a non-zero exit; the cycle's events hold the details
+        if os.environ.get("TRADEGRAPH_DEBUG"):
+            raise
+        print(f"tradegraph: error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":
