@@ -192,6 +192,11 @@ class EventStore:
         doc = self.counters.find_one({"_id": session_id})
         return int(doc["seq"]) if doc else 0
 
+    def cycle_ids(self, session_id: str) -> list[str]:
+        """The session's cycle ids in order (cycle ids are `<session>:c<n>`, numbered by next_cycle)."""
+        doc = self.counters.find_one({"_id": f"{session_id}#cycles"})
+        return [f"{session_id}:c{i}" for i in range(1, int(doc["n"]) + 1)] if doc else []
+
     def next_cycle(self, session_id: str) -> int:
         """Allocate the session's next cycle number (1, 2, …) atomically."""
         doc = self.counters.find_one_and_update({"_id": f"{session_id}#cycles"}, {"$inc": {"n": 1}}, upsert=True,

@@ -50,7 +50,35 @@ def cmd_run(args) -> int:
     try:
         try:
             out = run_cycle(args.symbols, args.as_of, store=store, session_id=args.session,
-                            runtime=default_runtime(cfg))
+                            runtime=default_runtime(cfg), approve=args.approve)
+        except InputError as e:
+            raise CliError(str(e)) from None
+        if args.json:
+            _print_json(out.summary())
+        else:
+            print_cycle(out)
+    finally:
+        store.close()
+    return EXIT_OK if out.status in ("completed", "rejected", "pending_approval") else EXIT_FAILED
+
+
+def cmd_approve(args) -> int:
+    import getpass
+
+    from agent.config import AgentConfig, ConfigError
+    from graph.render import print_cycle
+    from graph.runner import InputError, approve_cycle
+    from graph.runtime import default_runtime
+
+    try:
+        cfg = AgentConfig.from_env()
+    except ConfigError as e:
+        raise CliError(str(e)) from None
+    store = open_store(args.db)
+    try:
+        try:
+            out = approve_cycle(args.session_id, store=store, approved=not args.reject,
+                                by=args.by or getpass.getuser(), runtime=default_runtime(cfg))
         except InputError as e:
             raise CliError(str(e)) from None
         if args.json:
@@ -139,8 +167,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--as-of", required=True, help="YYYY-MM-DD; only data on or before it is used")
     r.add_argument("--session", default=None, help="continue this session (its portfolio carries over)")
     r.add_argument("--json", action="store_true", help="print one JSON object")
+    r.add_argument("--approve", action="store_true",
+                   help="pause before EXECUTING until `tradegraph approve SESSION_ID [--reject]`")
     db(r)
     r.set_defaults(fn=cmd_run)
+
+    a = sub.add_parser("approve", help="approve (or --reject) a session's cycle paused before EXECUTING")
+    a.add_argument("session_id")
+    a.add_argument("--reject", action="store_true")
+    a.add_argument("--by", default=None, help="who decides (default: the OS user); audited")
+    a.add_argument("--json", action="store_true")
+    db(a)
+    a.set_defaults(fn=cmd_approve)
 
     e = sub.add_parser("events", help="print a session's state_events as JSON lines, in seq order")
     e.add_argument("session_id")

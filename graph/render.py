@@ -66,6 +66,9 @@ def print_cycle(out, console: Console | None = None) -> None:
         c.print(f"Execution: {ex['status']}" + (f" — {ex['result']['message']}" if ex["result"]["message"] else ""))
         for tr in trades:
             c.print(f"  {tr['side']} {tr['quantity']:g} {tr['symbol']} @ {tr['price']:.4f} (fees {tr['fees']:.2f})")
+    if out.status == "pending_approval":
+        c.print(f"[bold yellow]Waiting for approval[/bold yellow]: tradegraph approve {out.session_id} "
+                f"(or --reject); nothing has executed")
     if out.error:
         c.print(f"[red]error in {out.error.get('state')}: {out.error.get('message')}[/red]")
     tok = out.tokens or {}

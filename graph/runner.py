@@ -11,6 +11,8 @@ from database.connection import Store
 from database.writer import BufferedEventWriter
 from graph.audit import AuditHandler
 from graph.builder import build_graph
+from database.checkpoint import checkpointer
+from langgraph.types import Command
 from graph.execution import PaperExecution
 from graph.runtime import RUNTIME_KEY, CycleRuntime, default_runtime
 from graph.state import CONTRACT_KEYS
@@ -68,11 +70,14 @@ def next_cycle_id(store: Store, session_id: str) -> str:
 
 
 def run_cycle(symbols: str | list[str], as_of: str, *, store: Store, session_id: Optional[str] = None,
-              runtime: Optional[CycleRuntime] = None, audit: bool = True, graph=None) -> CycleOutcome:
-    """Validates inputs before anything is written, so bad input leaves no half-written session."""
-    rt = runtime or default_runtime(execution=None)
-    if rt.execution is None:
-        rt.execution = PaperExecution(store, rt.config)
+              runtime: Optional[CycleRuntime] = None, audit: bool = True, graph=None,
+              approve: bool = False) -> CycleOutcome:
+    """Validates inputs before anything is written, so bad input leaves no half-written session.
+
+    With approve=True the cycle pauses before EXECUTING (status `pending_approval`), checkpointed
+    in the store, until `approve_cycle` resumes it, from this process or another.
+    """
+    rt = _with_execution(runtime or default_runtime(), store)
     symbols = parse_symbols(symbols)
     try:
         validate_as_of(rt.market, symbols, as_of)
@@ -87,17 +92,51 @@ def run_cycle(symbols: str | list[str], as_of: str, *, store: Store, session_id:
         portfolio = None
     portfolio = portfolio or PortfolioSnapshot(cash=rt.config.starting_cash)
     cycle_id = next_cycle_id(store, session_id)
+    inputs = {"symbols": symbols, "as_of": as_of, "session_id": session_id, "cycle_id": cycle_id,
+              "portfolio": portfolio.model_dump(mode="json"), "approval_required": approve}
+    if approve:
+        graph = graph or build_graph(checkpointer=checkpointer(store))
+    return _invoke(graph or compiled_graph(), inputs, store=store, runtime=rt, session_id=session_id,
+                   cycle_id=cycle_id, audit=audit)
 
+
+class NothingPending(InputError):
+    pass
+
+
+def approve_cycle(session_id: str, *, store: Store, approved: bool, by: str,
+                  runtime: Optional[CycleRuntime] = None) -> CycleOutcome:
+    """Resumes the session's paused cycle. Nothing pending (never paused, or already decided) is an
+    error and executes nothing; the execution ledger would refuse a second fill in any case."""
+    if not store.events.exists(session_id):
+        raise SessionNotFound(f"unknown session '{session_id}'")
+    graph = build_graph(checkpointer=checkpointer(store))
+    for cycle_id in reversed(store.events.cycle_ids(session_id)):
+        snapshot = graph.get_state({"configurable": {"thread_id": cycle_id}})
+        if snapshot.next == ("EXECUTING",) and any(t.interrupts for t in snapshot.tasks):
+            rt = _with_execution(runtime or default_runtime(), store)
+            return _invoke(graph, Command(resume={"approved": approved, "by": by}), store=store, runtime=rt,
+                           session_id=session_id, cycle_id=cycle_id, audit=True)
+    raise NothingPending(f"session '{session_id}' has no cycle waiting for approval")
+
+
+def _with_execution(rt: CycleRuntime, store: Store) -> CycleRuntime:
+    if rt.execution is None:
+        rt.execution = PaperExecution(store, rt.config)
+    return rt
+
+
+def _invoke(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_id: str, cycle_id: str,
+            audit: bool) -> CycleOutcome:
     # large batches: a cycle's events reach the store in a few round trips, off the graph's thread
     writer = BufferedEventWriter(store.events, flush_every=512, linger_s=0.25) if audit else None
     handler = AuditHandler(writer, session_id, cycle_id) if audit else None
-    config = {"configurable": {RUNTIME_KEY: rt}, "recursion_limit": 25, "run_name": "tradegraph-cycle",
-              "metadata": {"session_id": session_id, "cycle_id": cycle_id}, "callbacks": [handler] if handler else []}
+    config = {"configurable": {RUNTIME_KEY: runtime, "thread_id": cycle_id}, "recursion_limit": 25,
+              "run_name": "tradegraph-cycle", "metadata": {"session_id": session_id, "cycle_id": cycle_id},
+              "callbacks": [handler] if handler else []}
     started = time.perf_counter()
-    inputs = {"symbols": symbols, "as_of": as_of, "session_id": session_id, "cycle_id": cycle_id,
-              "portfolio": portfolio.model_dump(mode="json")}
     try:
-        final = (graph or compiled_graph()).invoke(inputs, config)
+        final = graph.invoke(inputs, config)
     except BaseException as e:
         if writer is not None:
             # the crash itself is audited before it propagates; nothing of the cycle is lost
@@ -110,9 +149,11 @@ def run_cycle(symbols: str | list[str], as_of: str, *, store: Store, session_id:
     if writer is not None:
         writer.close()
     elapsed = time.perf_counter() - started
+    pending = final.get("__interrupt__")
     contracts = {state: final[key] for state, key in CONTRACT_KEYS.items() if final.get(key) is not None}
     return CycleOutcome(
-        session_id=session_id, cycle_id=cycle_id, status=final.get("status") or "completed", contracts=contracts,
+        session_id=session_id, cycle_id=cycle_id,
+        status="pending_approval" if pending else final.get("status") or "completed", contracts=contracts,
         events=store.events.count(session_id) if audit else 0, error=final.get("error"),
         llm_calls=handler.llm_calls if handler else 0, tokens=dict(handler.tokens) if handler else {},
         elapsed_s=elapsed)

@@ -11,6 +11,8 @@ class CycleInput(TypedDict, total=False):
     session_id: str
     cycle_id: str
     portfolio: dict[str, Any]
+    # pause before EXECUTING until a person approves or rejects (tradegraph run --approve)
+    approval_required: bool
 
 
 class CycleState(CycleInput, total=False):
@@ -23,6 +25,7 @@ class CycleState(CycleInput, total=False):
     execution: dict[str, Any]
     memory: dict[str, Any]
     status: str
+    approval: Optional[dict[str, Any]]
     error: Optional[dict[str, Any]]
     last_state: str
 

@@ -14,12 +14,21 @@ from agent.audit_events import emit
 from graph.state import CONTRACT_KEYS, CycleState
 
 
-def state_node(name: str) -> Callable:
-    """Wraps a node body: entry transition first; any exception ends the cycle failed closed, audited."""
+def state_node(name: str, gate: Optional[Callable[[CycleState, RunnableConfig], Optional[Command]]] = None) -> Callable:
+    """Wraps a node body: entry transition first; any exception ends the cycle failed closed, audited.
+
+    A gate runs before the state is entered and may send the cycle elsewhere instead; it sits
+    outside the try so that LangGraph's interrupt (an exception by design) reaches the runtime,
+    and before the transition so that a resumed node does not announce itself twice.
+    """
 
     def wrap(body: Callable[[CycleState, RunnableConfig], Command]) -> Callable:
         @functools.wraps(body)
         def node(state: CycleState, config: RunnableConfig) -> Command:
+            if gate is not None:
+                redirect = gate(state, config)
+                if redirect is not None:
+                    return redirect
             emit("transition", {"from": state.get("last_state") or "START", "to": name}, config)
             try:
                 return body(state, config)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Literal
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
+
+from agent.audit_events import emit
 
 from agent.tools import ToolContext, invoke_tool
 from graph.nodes.common import done, state_node
@@ -22,7 +24,20 @@ class ExecutionRefused(RuntimeError):
     pass
 
 
-@state_node("EXECUTING")
+def await_approval(state: CycleState, config: RunnableConfig) -> Command | None:
+    """With approval required, pause here (LangGraph interrupt) until `tradegraph approve` resumes the cycle."""
+    if not state.get("approval_required"):
+        return None
+    answer = interrupt({"cycle_id": state["cycle_id"], "session_id": state["session_id"],
+                        "orders": state["decision"]["orders"], "validation_passed": state["validation"]["passed"]})
+    approved, by = bool(answer.get("approved")), str(answer.get("by") or "unknown")
+    emit("validation", {"schema": "HumanApproval", "check": "human_approval", "ok": approved, "by": by}, config)
+    if approved:
+        return None
+    return Command(goto="MEMORIZING", update={"status": "rejected", "approval": {"approved": False, "by": by}})
+
+
+@state_node("EXECUTING", gate=await_approval)
 def executing(state: CycleState, config: RunnableConfig) -> Command[Literal["MEMORIZING", "__end__"]]:
     rt = runtime_of(config)
     validation = DecisionValidation.model_validate(state["validation"])

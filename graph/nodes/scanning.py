@@ -35,4 +35,16 @@ def scanning(state: CycleState, config: RunnableConfig) -> Command[Literal["PLAN
                                         price=b.technical.close, prev_close=b.technical.prev_close,
                                         volume=b.technical.volume or 0.0, bundle=b))
     scan = MarketScan(as_of=as_of, universe=symbols, snapshots=snapshots, portfolio=portfolio)
-    return done("SCANNING", scan, "PLANNING", config)
+    return done("SCANNING", scan, "PLANNING", config, **_ids(state, config))
+
+
+def _ids(state: CycleState, config: RunnableConfig) -> dict:
+    """A run started outside the runner (LangGraph Studio) names its session and cycle in the config."""
+    conf = (config or {}).get("configurable", {})
+    ids = {}
+    for key in ("session_id", "cycle_id"):
+        if not state.get(key):
+            if not conf.get(key):
+                raise ValueError(f"no {key} in the input or the run config")
+            ids[key] = conf[key]
+    return ids

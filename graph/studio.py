@@ -1,0 +1,107 @@
+"""The graph as `langgraph dev` / LangGraph Studio serves it (langgraph.json → `make_graph`).
+
+The server calls this factory on every `get_graph`: once per run (access context
+"threads.create_run", `configurable["__is_for_execution__"]` true) and also for schema,
+drawing and state reads. Read-only calls get the bare graph. A run gets the same compiled
+graph bound to what `graph.runner.run_cycle` gives a CLI cycle:
+
+* an `AuditHandler` in the callbacks, so every event lands in `state_events` under
+  session `studio-<thread_id>` and cycle `studio-<thread_id>:<run_id>`;
+* `configurable.runtime`: one `CycleRuntime` per server process whose execution backend is the
+  paper broker on the store (`PaperExecution`), and `configurable.session_id/cycle_id`, which
+  SCANNING copies into the state because a Studio input names neither.
+
+The store is `database.connection.connect()` (MONGODB_URI, else the embedded nx-27017 server
+under TRADEGRAPH_HOME), opened once per server process and reused by every run.
+
+The graph is compiled without a checkpointer: the server refuses one and brings its own.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from typing import Any, Optional
+
+from langchain_core.runnables import RunnableConfig
+
+from database.connection import Store, connect
+from database.writer import BufferedEventWriter
+from graph.audit import AuditHandler
+from graph.builder import build_graph
+from graph.execution import PaperExecution
+from graph.runtime import RUNTIME_KEY, CycleRuntime, default_runtime
+
+_lock = threading.Lock()
+_graph = None
+_store: Optional[Store] = None
+_runtime: Optional[CycleRuntime] = None
+
+
+def _compiled():
+    global _graph
+    with _lock:
+        if _graph is None:
+            _graph = build_graph()  # no checkpointer: `langgraph dev` supplies its own
+        return _graph
+
+
+def _resources() -> tuple[Store, CycleRuntime]:
+    """The process's store and runtime, made on the first run (blocking I/O: called off the event loop)."""
+    global _store, _runtime
+    with _lock:
+        if _store is None:
+            _store = connect()
+        if _runtime is None:
+            rt = default_runtime()
+            rt.execution = PaperExecution(_store, rt.config)
+            _runtime = rt
+        return _store, _runtime
+
+
+class WriteThroughWriter:
+    """Each event is stored before `put` returns.
+
+    Why not the runner's background batches: the server gives the factory no hook at the end of
+    a run, so nothing would flush a tail of buffered events before `runs.wait` answers. Writing
+    through costs one round trip per event (~2 ms on nx-27017, about a second per cycle), which
+    is fine for an interactive dev server. The flush after every put re-raises a storage error
+    inside the callback (AuditHandler.raise_error), so a lost audit fails the run instead of
+    vanishing. Puts from parallel analysts are ordered by the writer's lock, as in the runner.
+    """
+
+    def __init__(self, store: Store):
+        self._writer = BufferedEventWriter(store.events, background=False, flush_every=1)
+
+    def put(self, event: dict[str, Any]) -> None:
+        self._writer.put(event)
+        self._writer.flush()
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def ids_for(configurable: dict[str, Any]) -> tuple[str, str]:
+    """(session_id, cycle_id) of a server run: one session per thread, one cycle per run."""
+    thread_id = configurable.get("thread_id") or f"nothread-{uuid.uuid4().hex[:12]}"
+    run_id = configurable.get("run_id") or uuid.uuid4().hex
+    session_id = f"studio-{thread_id}"
+    return session_id, f"{session_id}:{run_id}"
+
+
+async def make_graph(config: RunnableConfig):
+    """Graph factory for `langgraph dev` (see langgraph_api/_factory_utils.py: a one-parameter
+    factory receives the run's RunnableConfig; a coroutine is awaited)."""
+    graph = _compiled()
+    conf = (config or {}).get("configurable", {}) or {}
+    if not conf.get("__is_for_execution__"):
+        return graph  # schema / drawing / state reads: nothing runs, nothing is audited
+    store, runtime = await asyncio.to_thread(_resources)
+    session_id, cycle_id = ids_for(conf)
+    handler = AuditHandler(WriteThroughWriter(store), session_id, cycle_id)
+    return graph.with_config(
+        callbacks=[handler],
+        configurable={RUNTIME_KEY: runtime, "session_id": session_id, "cycle_id": cycle_id},
+        metadata={"session_id": session_id, "cycle_id": cycle_id},
+        recursion_limit=25,
+    )

@@ -1,0 +1,43 @@
+"""Human approval across two processes on the embedded store; approving twice never executes twice."""
+import json
+
+import pytest
+
+from tests.integration.test_cli import tg
+
+pytestmark = pytest.mark.integration
+
+
+def test_approve_in_another_process_then_nothing_pending(tmp_path):
+    run = tg(["run", "--symbols", "AAPL,MSFT", "--as-of", "2012-06-01", "--approve", "--json"], tmp_path)
+    assert run.returncode == 0, run.stderr
+    pending = json.loads(run.stdout)
+    assert pending["status"] == "pending_approval"
+    assert "EXECUTING" not in pending["contracts"] and pending["contracts"]["VALIDATING"]["passed"] is True
+
+    ok = tg(["approve", pending["session_id"], "--by", "alice", "--json"], tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    done = json.loads(ok.stdout)
+    assert done["status"] == "completed" and done["contracts"]["EXECUTING"]["status"] == "filled"
+
+    again = tg(["approve", pending["session_id"]], tmp_path)
+    assert again.returncode == 2 and "no cycle waiting for approval" in again.stderr
+
+    events = [json.loads(l) for l in tg(["events", pending["session_id"]], tmp_path).stdout.splitlines()]
+    approvals = [e["payload"] for e in events if e["payload"].get("check") == "human_approval"]
+    assert approvals == [{"schema": "HumanApproval", "check": "human_approval", "ok": True, "by": "alice"}]
+    fills = [e for e in events if e["kind"] == "tool_call" and e["payload"]["name"] == "submit_decision"]
+    assert len(fills) == 1
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+
+
+def test_reject_executes_nothing(tmp_path):
+    run = tg(["run", "--symbols", "AAPL,MSFT", "--as-of", "2012-06-01", "--approve", "--json"], tmp_path)
+    sid = json.loads(run.stdout)["session_id"]
+    rej = tg(["approve", sid, "--reject", "--by", "bob", "--json"], tmp_path)
+    assert rej.returncode == 0, rej.stderr
+    out = json.loads(rej.stdout)
+    assert out["status"] == "rejected" and "EXECUTING" not in out["contracts"] and "MEMORIZING" in out["contracts"]
+    events = [json.loads(l) for l in tg(["events", sid], tmp_path).stdout.splitlines()]
+    assert not [e for e in events if e["kind"] == "tool_call" and e["payload"]["name"] == "submit_decision"]
+    assert [e["payload"]["by"] for e in events if e["payload"].get("check") == "human_approval"] == ["bob"]
