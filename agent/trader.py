@@ -1,6 +1,8 @@
 """DECIDING: the trader writes the thesis; code sets its prices, validates it, and sizes orders."""
 from __future__ import annotations
 
+import math
+
 from langchain_core.runnables import RunnableConfig
 
 from agent.calibration import ABSTAIN_MODEL
@@ -55,6 +57,9 @@ def orders_for(theses: list[TradeThesis], portfolio: PortfolioSnapshot, prices: 
         held = portfolio.quantity(th.symbol)
         if th.direction == "LONG" and held == 0:
             qty = size_position(capital, cfg.risk.risk_per_trade_pct, th.entry, th.stop)
+            # a tight stop can make the risk-based size exceed the single-position cap; the cap wins,
+            # so a low-volatility name is bought smaller instead of the whole decision being refused
+            qty = min(qty, math.floor(capital * cfg.risk.max_notional_pct / 100 / th.entry))
             orders.append(Order(symbol=th.symbol, side="BUY", quantity=qty))
         elif th.direction == "SHORT" and held > 0:
             orders.append(Order(symbol=th.symbol, side="SELL", quantity=held))

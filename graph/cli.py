@@ -231,4 +231,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # run the imported module's main, so command modules and this one share one CliError class
+    from graph.cli import main as _main
+
+    sys.exit(_main())

@@ -7,11 +7,11 @@ from typing import Any
 
 METRIC_ROWS = (
     ("total_return", "Total return", "pct"), ("annualised_return", "Annualised return", "pct"),
-    ("annualised_volatility", "Annualised vol", "pct"), ("sharpe", "Sharpe", "num"), ("sortino", "Sortino", "num"),
-    ("max_drawdown", "Max drawdown", "pct"), ("max_drawdown_peak", "  peak", "str"),
-    ("max_drawdown_trough", "  trough", "str"), ("calmar", "Calmar", "num"), ("hit_rate", "Hit rate", "pct"),
+    ("annualised_volatility", "Annualised vol", "frac"), ("sharpe", "Sharpe", "num"), ("sortino", "Sortino", "num"),
+    ("max_drawdown", "Max drawdown", "frac"), ("max_drawdown_peak", "  peak", "str"),
+    ("max_drawdown_trough", "  trough", "str"), ("calmar", "Calmar", "num"), ("hit_rate", "Hit rate", "frac"),
     ("turnover", "Turnover (x avg equity)", "num"), ("num_trades", "Trades", "str"),
-    ("average_exposure", "Avg exposure", "pct"), ("final_equity", "Final equity", "money"),
+    ("average_exposure", "Avg exposure", "frac"), ("final_equity", "Final equity", "money"),
 )
 
 
@@ -19,7 +19,9 @@ def _fmt(v: Any, kind: str) -> str:
     if v is None:
         return "—"
     if kind == "pct":
-        return f"{v * 100:+.2f}%" if kind == "pct" else str(v)
+        return f"{v * 100:+.2f}%"
+    if kind == "frac":
+        return f"{v * 100:.2f}%"
     if kind == "num":
         return f"{v:.3f}"
     if kind == "money":

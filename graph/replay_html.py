@@ -22,7 +22,9 @@ details{margin:4px 0}summary{cursor:pointer}pre{white-space:pre-wrap;word-break:
 padding:8px;border-radius:4px;margin:4px 0;max-height:480px;overflow:auto;font-size:12px}
 table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #dde1e7;padding:3px 8px;text-align:left;font-size:12px}
 .msg{margin:4px 0 4px 8px}.role{font-weight:600;text-transform:uppercase;font-size:11px;color:#555}
-button{margin-right:6px}
+button{margin-right:6px}code{font-size:12px;word-break:break-word}
+.overview td,.overview th{font-size:13px}.overview{background:#fff;margin:0 0 16px}
+.trade,.nowrap{white-space:nowrap}.buy{color:#1a7f37;font-weight:600}.sell{color:#c62828;font-weight:600}
 """
 
 _JS = """
@@ -74,7 +76,7 @@ def _state_panel(cycle, state: str) -> str:
     parts += [_llm(c) for c in cycle.llm_calls if c.state == state]
     tools = [t for t in cycle.tool_calls if t.state == state]
     if tools:
-        rows = "".join(f"<tr><td>{t.seq}</td><td>{escape(t.name)}</td><td><pre>{_j(t.args)}</pre></td><td>"
+        rows = "".join(f"<tr><td>{t.seq}</td><td>{escape(t.name)}</td><td><code>{_text(t.args)}</code></td><td>"
                        + (f"<span class=bad>{escape(t.error)}</span>" if t.error else
                           "<span class=bad>no result</span>" if not t.answered else
                           f"<details><summary>result</summary><pre>{_j(t.result)}</pre></details>")
@@ -109,12 +111,38 @@ def _cycle(cycle) -> str:
         trades = (f"<h3>executed trades</h3><table><tr><th>symbol</th><th>side</th><th>qty</th><th>price</th>"
                   f"<th>fees</th></tr>{rows}</table>")
     cut = "<div class=warn>cut off: no transition to END was recorded</div>" if cycle.cut_off else ""
-    return (f"<div class=cycle><h2>cycle {cycle.index}: {escape(cycle.cycle_id)} · status "
+    return (f"<div class=cycle id='cycle-{cycle.index}'><h2>cycle {cycle.index}: {escape(cycle.cycle_id)} · status "
             f"<span class={'bad' if cycle.status in ('failed', 'cut_off') else 'ok'}>{escape(cycle.status)}</span>"
             f"</h2><p class=muted>seq {cycle.first_seq}..{cycle.last_seq} · {cycle.events} events · "
             f"{len(cycle.llm_calls)} LLM calls · {cycle.tokens['total_tokens']} tokens</p>{cut}"
             f"<div class=timeline>{''.join(links)}</div>"
             + "".join(_state_panel(cycle, s) for s in cycle.states) + trades + "</div>")
+
+
+def _trade(x: dict) -> str:
+    side = str(x.get("side") or "").lower()
+    qty = x.get("quantity")
+    qty = f"{qty:g}" if isinstance(qty, (int, float)) else escape(str(qty))
+    return (f"<span class=trade><span class={'buy' if side == 'buy' else 'sell'}>{escape(side.upper())}</span> "
+            f"{qty} {escape(str(x.get('symbol')))} @ {_num(x.get('price'))}</span>")
+
+
+def _num(v) -> str:
+    return f"{v:,.2f}" if isinstance(v, (int, float)) else escape(str(v))
+
+
+def _overview(session) -> str:
+    """One row per cycle: what happened, before the details."""
+    rows = []
+    for c in session.cycles:
+        path = " → ".join(["START"] + [escape(t["to"]) for t in c.transitions if t["to"]])
+        trades = ", ".join(_trade(x) for x in c.trades) or "<span class=muted>none</span>"
+        status_cls = "bad" if c.status in ("failed", "cut_off") else "ok"
+        rows.append(f"<tr><td><a href='#cycle-{c.index}'>{c.index}</a></td><td class=nowrap>{escape(c.cycle_id)}</td>"
+                    f"<td class={status_cls}>{escape(c.status)}</td><td>{path}</td><td>{len(c.llm_calls)}</td>"
+                    f"<td>{c.tokens['total_tokens']}</td><td>{len(c.tool_calls)}</td><td>{trades}</td></tr>")
+    return ("<table class=overview><tr><th>#</th><th>cycle</th><th>status</th><th>path</th><th>LLM calls</th>"
+            "<th>tokens</th><th>tool calls</th><th>executed trades</th></tr>" + "".join(rows) + "</table>")
 
 
 def render_html(session) -> str:
@@ -126,5 +154,5 @@ def render_html(session) -> str:
             f"<div>{session.events} events · {len(session.cycles)} cycle(s) · seq {integrity}"
             + (f" · replay of {escape(session.replay_of)}" if session.replay_of else "") + "</div></header><main>"
             f"<p><button onclick='setAll(true)'>expand all</button><button onclick='setAll(false)'>collapse all"
-            f"</button><input id=filter placeholder='filter states…'></p>{warnings}"
+            f"</button><input id=filter placeholder='filter states…'></p>{warnings}{_overview(session)}"
             + "".join(_cycle(c) for c in session.cycles) + "</main></body></html>")

@@ -78,6 +78,13 @@ _default: Optional[CycleRuntime] = None
 _default_lock = threading.Lock()
 
 
+def set_default_runtime(rt: CycleRuntime) -> None:
+    """The runtime for runs whose config carries none (a LangGraph Studio server's runs)."""
+    global _default
+    with _default_lock:
+        _default = rt
+
+
 def runtime_of(config: RunnableConfig) -> CycleRuntime:
     """The run's runtime; a run started without one (LangGraph Studio) uses the environment's defaults."""
     global _default

@@ -7,12 +7,27 @@ graph bound to what `graph.runner.run_cycle` gives a CLI cycle:
 
 * an `AuditHandler` in the callbacks, so every event lands in `state_events` under
   session `studio-<thread_id>` and cycle `studio-<thread_id>:<run_id>`;
-* `configurable.runtime`: one `CycleRuntime` per server process whose execution backend is the
-  paper broker on the store (`PaperExecution`), and `configurable.session_id/cycle_id`, which
-  SCANNING copies into the state because a Studio input names neither.
+* one `CycleRuntime` per server process whose execution backend is the paper broker on the
+  store (`PaperExecution`), and `configurable.session_id/cycle_id`, which SCANNING copies into
+  the state because a Studio input names neither.
+
+The runtime can NOT travel in `configurable["runtime"]` here: the server's checkpointer copies
+every configurable key not starting with "__" into the checkpoint metadata and pickles it (a
+CycleRuntime holds locks: "cannot pickle '_thread.lock'"), and thread history returns that
+metadata as JSON. So the factory installs it as the process's default runtime, which
+`graph.runtime.runtime_of` falls back to when a run's config names none. A Studio server
+process serves nothing else, so the process default is exactly the Studio runtime.
 
 The store is `database.connection.connect()` (MONGODB_URI, else the embedded nx-27017 server
 under TRADEGRAPH_HOME), opened once per server process and reused by every run.
+
+A Studio thread is one session and each run on it the session's next cycle, like
+`tradegraph run --session`. The server carries a thread's state from run to run, so the graph
+served here wraps SCANNING (same eight nodes, same edges) to start every run as a fresh cycle:
+the previous run's session/cycle ids, last state, status, error and contracts are dropped, and
+the portfolio is the session's stored one (`store.portfolios`), as `run_cycle` does. Without
+this a second run kept run 1's cycle_id, so EXECUTING found run 1's ledger entry and traded
+nothing, and it started from the starting cash.
 
 The graph is compiled without a checkpointer: the server refuses one and brings its own.
 """
@@ -24,13 +39,18 @@ import uuid
 from typing import Any, Optional
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.graph import START, StateGraph
+from langgraph.types import Command
 
 from database.connection import Store, connect
 from database.writer import BufferedEventWriter
 from graph.audit import AuditHandler
-from graph.builder import build_graph
+from graph.builder import NODES
 from graph.execution import PaperExecution
-from graph.runtime import RUNTIME_KEY, CycleRuntime, default_runtime
+import graph.runtime as runtime_mod
+from graph.nodes.scanning import scanning
+from graph.runtime import CycleRuntime, default_runtime
+from graph.state import CONTRACT_KEYS, CycleInput, CycleState
 
 _lock = threading.Lock()
 _graph = None
@@ -38,11 +58,38 @@ _store: Optional[Store] = None
 _runtime: Optional[CycleRuntime] = None
 
 
+# what one cycle leaves in a thread's state that the next run must not inherit
+_CYCLE_KEYS = ("session_id", "cycle_id", "last_state", "status", "error", "approval", *CONTRACT_KEYS.values())
+
+
+def studio_scanning(state: CycleState, config: RunnableConfig) -> Command:
+    """SCANNING for a run on a server thread: a fresh cycle of the thread's session (see module doc)."""
+    conf = (config or {}).get("configurable", {})
+    fresh = {k: v for k, v in state.items() if k not in _CYCLE_KEYS}
+    stored = _store.portfolios.load(conf["session_id"]) if _store is not None and conf.get("session_id") else None
+    if stored is not None:
+        fresh["portfolio"] = stored.model_dump(mode="json")
+    # session_id/cycle_id now come from the run config (graph/nodes/scanning.py `_ids`)
+    cmd = scanning(fresh, config)
+    reset = {k: None for k in _CYCLE_KEYS if k in state}
+    return Command(goto=cmd.goto, update={**reset, **(cmd.update or {})}, graph=cmd.graph, resume=cmd.resume)
+
+
+def build_studio_graph():
+    """graph.builder.build_graph's eight states and edges, SCANNING wrapped; no checkpointer (the
+    server supplies its own)."""
+    builder = StateGraph(CycleState, input_schema=CycleInput)
+    for name, (fn, destinations) in NODES.items():
+        builder.add_node(name, studio_scanning if name == "SCANNING" else fn, destinations=destinations)
+    builder.add_edge(START, "SCANNING")
+    return builder.compile(name="tradegraph")
+
+
 def _compiled():
     global _graph
     with _lock:
         if _graph is None:
-            _graph = build_graph()  # no checkpointer: `langgraph dev` supplies its own
+            _graph = build_studio_graph()
         return _graph
 
 
@@ -56,6 +103,9 @@ def _resources() -> tuple[Store, CycleRuntime]:
             rt = default_runtime()
             rt.execution = PaperExecution(_store, rt.config)
             _runtime = rt
+            # configurable values are pickled into checkpoint metadata by the server: the runtime
+            # (locks, clients) can't travel there, so it becomes the process default instead
+            runtime_mod.set_default_runtime(rt)
         return _store, _runtime
 
 
@@ -96,12 +146,13 @@ async def make_graph(config: RunnableConfig):
     conf = (config or {}).get("configurable", {}) or {}
     if not conf.get("__is_for_execution__"):
         return graph  # schema / drawing / state reads: nothing runs, nothing is audited
-    store, runtime = await asyncio.to_thread(_resources)
+    store, _runtime_installed = await asyncio.to_thread(_resources)
     session_id, cycle_id = ids_for(conf)
     handler = AuditHandler(WriteThroughWriter(store), session_id, cycle_id)
     return graph.with_config(
         callbacks=[handler],
-        configurable={RUNTIME_KEY: runtime, "session_id": session_id, "cycle_id": cycle_id},
+        # plain strings only: configurable is copied into the (pickled, JSON-served) checkpoint metadata
+        configurable={"session_id": session_id, "cycle_id": cycle_id},
         metadata={"session_id": session_id, "cycle_id": cycle_id},
         recursion_limit=25,
     )

@@ -3,6 +3,8 @@ import json
 
 import pytest
 
+from agent.config import RiskLimits
+
 from graph.runner import InputError, SessionNotFound, run_cycle
 from schemas.base import STATES
 from tests.helpers import events_of, mock_store, runtime_with
@@ -115,11 +117,12 @@ def test_persistent_bad_answers_fail_closed_with_no_trade():
 
 def test_failed_validation_routes_to_memorizing_without_executing():
     store = mock_store()
-    # 0.1% max notional: any buy fails max_notional_pct
+    # a 0.1% daily loss cap: any buy sized to risk 1% fails daily_loss_cap
     out = run_cycle("AAPL,MSFT", "2012-06-01", store=store,
-                    runtime=runtime_with(risk=__import__("agent.config").config.RiskLimits(max_notional_pct=0.1)))
+                    runtime=runtime_with(risk=RiskLimits(daily_loss_cap_pct=0.1)))
     assert out.status == "rejected"
     assert out.contracts["VALIDATING"]["passed"] is False
+    assert any(r.startswith("daily_loss_cap") for r in out.contracts["VALIDATING"]["reasons"])
     assert "EXECUTING" not in out.contracts and "MEMORIZING" in out.contracts
     path = [e["payload"]["to"] for e in events_of(store, out, "transition")]
     assert path[-3:] == ["VALIDATING", "MEMORIZING", "END"]
