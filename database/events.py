@@ -155,7 +155,12 @@ class EventStore:
             query["kind"] = kind
         if cycle_id is not None:
             query["cycle_id"] = cycle_id
-        return list(self.col.find(query, {"_id": 0}).sort("seq", ASCENDING))
+        # no server-side projection: nx-27017 applies it in Python (~30% of a 10k-event read); dropping
+        # _id here is cheaper
+        docs = list(self.col.find(query).sort("seq", ASCENDING))
+        for d in docs:
+            d.pop("_id", None)
+        return docs
 
     def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
         """Most recent sessions first: session_id, first_ts, last_ts, events, cycles, last_kind, last_state."""
