@@ -8,26 +8,17 @@ The decisions come from rules over the numbers in the prompt's <EVIDENCE> block
 """
 from __future__ import annotations
 
-import functools
 import json
 import threading
 from typing import Any, Optional
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.runnables import RunnableLambda
-from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field, PrivateAttr
 
 from agent import offline_rules
+from agent.json_chat_model import JsonChatModel
 from agent.prompts import find_evidence
-
-
-@functools.lru_cache(maxsize=64)
-def _response_format(schema: type) -> dict:
-    return {"type": "json_schema",
-            "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema(), "strict": False}}
 
 
 def estimate_tokens(text: str) -> int:
@@ -42,7 +33,7 @@ def _message_text(m: BaseMessage) -> str:
     return text
 
 
-class OfflineChatModel(BaseChatModel):
+class OfflineChatModel(JsonChatModel):
     model_name: str = "offline-quick"
     # Scripted raw answers, consumed first: {"Plan": ["not json"], "tools:planning": [[{"name":..,"args":..}]]}.
     # Tests and demos use it to make the model misbehave on purpose (malformed JSON, forbidden tools).
@@ -63,25 +54,6 @@ class OfflineChatModel(BaseChatModel):
             if queue:
                 return queue.pop(0)
         return None
-
-    def bind_tools(self, tools, *, tool_choice=None, **kwargs):
-        formatted = [convert_to_openai_tool(t) for t in tools]
-        return self.bind(tools=formatted, tool_choice=tool_choice, **kwargs)
-
-    def with_structured_output(self, schema, *, include_raw: bool = False, **kwargs):
-        response_format = _response_format(schema)
-        llm = self.bind(response_format=response_format, ls_structured_output_format={"schema": response_format})
-        if not include_raw:
-            return llm | RunnableLambda(lambda m: schema.model_validate_json(m.content))
-
-        # same {raw, parsed, parsing_error} shape as LangChain's include_raw, without a thread-pool map
-        def parse(message: AIMessage) -> dict:
-            try:
-                return {"raw": message, "parsed": schema.model_validate_json(message.content), "parsing_error": None}
-            except ValueError as e:
-                return {"raw": message, "parsed": None, "parsing_error": e}
-
-        return llm | RunnableLambda(parse)
 
     def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs) -> ChatResult:
         evidence = find_evidence(messages) or {}

@@ -35,22 +35,22 @@ def _print_json(obj: Any) -> None:
     print(json.dumps(obj, default=str, sort_keys=False))
 
 
-# ------------------------------------------------------------------ run
-def cmd_run(args) -> int:
+# ------------------------------------------------------------------ run / approve
+def _cycle_command(args, call) -> int:
+    """Shared shell of `run` and `approve`: config, store, input errors → exit 2, the approval screen."""
     from agent.config import AgentConfig, ConfigError
     from graph.render import print_cycle
-    from graph.runner import InputError, run_cycle
+    from graph.runner import InputError
     from graph.runtime import default_runtime
 
     try:
-        cfg = AgentConfig.from_env()
+        runtime = default_runtime(AgentConfig.from_env())
     except ConfigError as e:
         raise CliError(str(e)) from None
     store = open_store(args.db)
     try:
         try:
-            out = run_cycle(args.symbols, args.as_of, store=store, session_id=args.session,
-                            runtime=default_runtime(cfg), approve=args.approve)
+            out = call(store, runtime)
         except InputError as e:
             raise CliError(str(e)) from None
         if args.json:
@@ -62,32 +62,22 @@ def cmd_run(args) -> int:
     return EXIT_OK if out.status in ("completed", "rejected", "pending_approval") else EXIT_FAILED
 
 
+def cmd_run(args) -> int:
+    from graph.runner import run_cycle
+
+    return _cycle_command(args, lambda store, rt: run_cycle(args.symbols, args.as_of, store=store,
+                                                            session_id=args.session, runtime=rt,
+                                                            approve=args.approve))
+
+
 def cmd_approve(args) -> int:
     import getpass
 
-    from agent.config import AgentConfig, ConfigError
-    from graph.render import print_cycle
-    from graph.runner import InputError, approve_cycle
-    from graph.runtime import default_runtime
+    from graph.runner import approve_cycle
 
-    try:
-        cfg = AgentConfig.from_env()
-    except ConfigError as e:
-        raise CliError(str(e)) from None
-    store = open_store(args.db)
-    try:
-        try:
-            out = approve_cycle(args.session_id, store=store, approved=not args.reject,
-                                by=args.by or getpass.getuser(), runtime=default_runtime(cfg))
-        except InputError as e:
-            raise CliError(str(e)) from None
-        if args.json:
-            _print_json(out.summary())
-        else:
-            print_cycle(out)
-    finally:
-        store.close()
-    return EXIT_OK if out.status in ("completed", "rejected") else EXIT_FAILED
+    return _cycle_command(args, lambda store, rt: approve_cycle(args.session_id, store=store,
+                                                                approved=not args.reject,
+                                                                by=args.by or getpass.getuser(), runtime=rt))
 
 
 def cmd_events(args) -> int:

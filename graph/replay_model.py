@@ -16,13 +16,11 @@ import threading
 from collections import deque
 from typing import Any, Iterable, Optional
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.runnables import RunnableLambda
-from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, PrivateAttr
 
+from agent.json_chat_model import JsonChatModel
 from graph.audit import _structured_name, _tool_names, to_plain
 from schemas.decision import Decision, DecisionResult
 from schemas.features import FeatureBundle
@@ -103,7 +101,7 @@ class RecordedResponses:
 
 
 # ---------------------------------------------------------------------------- the model
-class ReplayChatModel(BaseChatModel):
+class ReplayChatModel(JsonChatModel):
     model_name: str = "replay"
     responses: Any = None  # RecordedResponses, shared by the quick and deep tiers
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -116,31 +114,6 @@ class ReplayChatModel(BaseChatModel):
     @property
     def _identifying_params(self) -> dict[str, Any]:
         return {"model_name": self.model_name}
-
-    def bind_tools(self, tools, *, tool_choice=None, **kwargs):
-        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], tool_choice=tool_choice, **kwargs)
-
-    def with_structured_output(self, schema, *, include_raw: bool = False, method: str = "json_schema", **kwargs):
-        # bound like the recording clients bind it, so the audited request (and its hash) is the same
-        if method == "json_mode":
-            rf: dict = {"type": "json_object"}
-        else:
-            rf = {"type": "json_schema",
-                  "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema(), "strict": False}}
-        llm = self.bind(response_format=rf, ls_structured_output_format={"schema": rf})
-
-        def parse(message: AIMessage) -> dict:
-            text = message.content
-            if not text and message.tool_calls:  # a function-calling recording carries the JSON as args
-                text = json.dumps(message.tool_calls[0].get("args", {}))
-            try:
-                return {"raw": message, "parsed": schema.model_validate_json(text), "parsing_error": None}
-            except ValueError as e:
-                return {"raw": message, "parsed": None, "parsing_error": e}
-
-        if not include_raw:
-            return llm | RunnableLambda(lambda m: schema.model_validate_json(m.content))
-        return llm | RunnableLambda(parse)
 
     def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs) -> ChatResult:
         state = ((run_manager.metadata if run_manager else None) or {}).get("langgraph_node", "?")

@@ -5,8 +5,8 @@ from schemas.debate import DebateCase, DebateReport, DebateResult, ManagerVerdic
 from schemas.decision import Decision, DecisionResult, ExecutedTrade, Order, PortfolioDecision, TradeThesis
 from schemas.events import StateEvent
 from schemas.execution import ExecutionResult
-from schemas.features import FeatureBundle
-from schemas.market import Bar, MarketScan, MarketSnapshot
+from schemas.features import FeatureBundle, PriceBar
+from schemas.market import MarketScan, MarketSnapshot
 from schemas.memory import AgentMemory
 from schemas.plan import Plan
 from schemas.portfolio import PortfolioSnapshot, Position
@@ -28,7 +28,7 @@ STATE_CONTRACTS = {
 ALL_CONTRACTS = {
     m.__name__: m
     for m in (
-        MarketScan, MarketSnapshot, Bar, FeatureBundle, PortfolioSnapshot, Position, Plan, AnalystNote,
+        MarketScan, MarketSnapshot, PriceBar, FeatureBundle, PortfolioSnapshot, Position, Plan, AnalystNote,
         QuantAnswer, SymbolPanel, QuantReport, DebateCase, ManagerVerdict, DebateResult, DebateReport,
         TradeThesis, Order, Decision, PortfolioDecision, ExecutedTrade, DecisionResult, DecisionValidation,
         RiskCheck, ExecutionResult, AgentMemory, StateEvent,

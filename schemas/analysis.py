@@ -1,14 +1,14 @@
 """ANALYZING's contracts: one note per analyst per symbol, a quant answer, and the report."""
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal, Optional, get_args
 
 from pydantic import Field
 
 from schemas.base import Contract, ShortText, Stance, Symbol, Unit
 
 AnalystRole = Literal["news", "sentiment", "technical", "fundamental"]
-ANALYST_ROLES: tuple[AnalystRole, ...] = ("news", "sentiment", "technical", "fundamental")
+ANALYST_ROLES: tuple[AnalystRole, ...] = get_args(AnalystRole)
 
 
 class AnalystNote(Contract):

@@ -1,7 +1,7 @@
 """StateEvent: one document of the `state_events` audit log."""
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, get_args
 
 from pydantic import Field
 
@@ -10,9 +10,7 @@ from schemas.base import SCHEMA_VERSION, Contract
 EventKind = Literal[
     "transition", "llm_request", "llm_response", "tool_call", "tool_result", "contract", "validation", "error"
 ]
-EVENT_KINDS: tuple[str, ...] = (
-    "transition", "llm_request", "llm_response", "tool_call", "tool_result", "contract", "validation", "error"
-)
+EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 
 
 class StateEvent(Contract):

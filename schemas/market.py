@@ -8,15 +8,6 @@ from schemas.features import FeatureBundle
 from schemas.portfolio import PortfolioSnapshot
 
 
-class Bar(Contract):
-    date: IsoDate
-    open: Price
-    high: Price
-    low: Price
-    close: Price
-    volume: float = Field(ge=0)
-
-
 class MarketSnapshot(Contract):
     symbol: Symbol
     as_of: IsoDate

@@ -1,7 +1,7 @@
 """VALIDATING's contract: the deterministic risk engine's verdict, check by check."""
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal, Optional, get_args
 
 from pydantic import Field
 
@@ -16,15 +16,7 @@ RiskCheckName = Literal[
     "max_positions",
     "exposure_cap",
 ]
-RISK_CHECKS: tuple[RiskCheckName, ...] = (
-    "degenerate_thesis",
-    "size_nonzero",
-    "daily_loss_cap",
-    "margin_sufficient",
-    "max_notional_pct",
-    "max_positions",
-    "exposure_cap",
-)
+RISK_CHECKS: tuple[RiskCheckName, ...] = get_args(RiskCheckName)
 
 
 class RiskCheck(Contract):
