@@ -24,21 +24,31 @@ from schemas.base import SCHEMA_VERSION
 
 def to_plain(value: Any) -> Any:
     """Plain BSON-safe data: LangChain and Pydantic objects are serialised, never pickled."""
+    if isinstance(value, (dict, list)):
+        # most payloads are JSON data already: one C-speed round trip instead of a Python walk
+        try:
+            return json.loads(json.dumps(value))
+        except (TypeError, ValueError):
+            pass
+    return _walk(value)
+
+
+def _walk(value: Any) -> Any:
     if isinstance(value, BaseMessage):
-        out = {"type": value.type, "content": to_plain(value.content)}
+        out = {"type": value.type, "content": _walk(value.content)}
         for attr in ("tool_calls", "tool_call_id", "name"):
             v = getattr(value, attr, None)
             if v:
-                out[attr] = to_plain(v)
+                out[attr] = _walk(v)
         return out
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     if isinstance(value, type) and issubclass(value, BaseModel):
         return value.__name__
     if isinstance(value, dict):
-        return {str(k): to_plain(v) for k, v in value.items()}
+        return {str(k): _walk(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [to_plain(v) for v in value]
+        return [_walk(v) for v in value]
     if isinstance(value, (str, int, float, bool)) or value is None:
         if isinstance(value, int) and abs(value) >= 2**63:
             return str(value)
@@ -74,6 +84,9 @@ def _tool_names(params: dict) -> list[str]:
 
 class AuditHandler(BaseCallbackHandler):
     raise_error = True  # an audit that fails must fail the cycle, not vanish
+    # chain and retriever runs carry nothing the audit records; skipping them saves dispatch per runnable
+    ignore_chain = True
+    ignore_retriever = True
 
     def __init__(self, writer, session_id: str, cycle_id: str):
         self.writer = writer
