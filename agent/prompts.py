@@ -18,9 +18,8 @@ EVIDENCE_OPEN, EVIDENCE_CLOSE = "<EVIDENCE>", "</EVIDENCE>"
 _EVIDENCE_RE = re.compile(re.escape(EVIDENCE_OPEN) + r"(.*?)" + re.escape(EVIDENCE_CLOSE), re.S)
 
 BASE_SYSTEM = (
-    "You are part of tradegraph, an audited trading-agent pipeline. "
-    "Use only the numbers given in the <EVIDENCE> block; never restate a value you were not given "
-    "and never invent prices or indicators. " + UNTRUSTED_DATA_RULE
+    "You are part of tradegraph, an audited trading-agent pipeline. Cite only numbers from the <EVIDENCE> "
+    "block; never invent prices or indicators. " + UNTRUSTED_DATA_RULE
 )
 
 ROLE_INSTRUCTIONS: dict[str, str] = {
@@ -56,7 +55,8 @@ ROLE_INSTRUCTIONS: dict[str, str] = {
 
 
 def render_evidence(evidence: dict[str, Any]) -> str:
-    return f"{EVIDENCE_OPEN}\n{json.dumps(evidence, sort_keys=True, default=str)}\n{EVIDENCE_CLOSE}"
+    # compact separators: every prompt is stored in the audit log, so its bytes are paid twice
+    return f"{EVIDENCE_OPEN}\n{json.dumps(evidence, sort_keys=True, default=str, separators=(',', ':'))}\n{EVIDENCE_CLOSE}"
 
 
 def find_evidence(messages: list[BaseMessage]) -> dict[str, Any] | None:

@@ -27,7 +27,7 @@ def test_ten_dates_give_both_winners_and_a_risk_rejection(ten_cycles):
 
 
 INDICATOR = re.compile(r'"(rsi14|macd|macd_hist|macd_signal|sma20|sma50|sma200|ema20|atr14|bb_upper|bb_lower|'
-                       r'bb_middle|support|resistance|close|prev_close)": (-?[0-9.]+(?:e-?\d+)?)')
+                       r'bb_middle|support|resistance|close|prev_close)":\s?(-?[0-9.]+(?:e-?\d+)?)')
 
 
 def test_prompts_cite_only_values_from_the_cycles_bundles(ten_cycles):
