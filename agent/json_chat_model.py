@@ -30,6 +30,18 @@ def _answer_text(message: AIMessage) -> str:
     return message.content
 
 
+def parse_answer(schema: type):
+    """Raw answer → {raw, parsed, parsing_error}, LangChain's include_raw shape; never raises."""
+
+    def parse(message: AIMessage) -> dict:
+        try:
+            return {"raw": message, "parsed": schema.model_validate_json(_answer_text(message)), "parsing_error": None}
+        except ValueError as e:
+            return {"raw": message, "parsed": None, "parsing_error": e}
+
+    return parse
+
+
 class JsonChatModel(BaseChatModel):
     def bind_tools(self, tools, *, tool_choice=None, **kwargs):
         return self.bind(tools=[convert_to_openai_tool(t) for t in tools], tool_choice=tool_choice, **kwargs)
@@ -39,12 +51,4 @@ class JsonChatModel(BaseChatModel):
         llm = self.bind(response_format=rf, ls_structured_output_format={"schema": rf})
         if not include_raw:
             return llm | RunnableLambda(lambda m: schema.model_validate_json(_answer_text(m)))
-
-        def parse(message: AIMessage) -> dict:
-            try:
-                return {"raw": message, "parsed": schema.model_validate_json(_answer_text(message)),
-                        "parsing_error": None}
-            except ValueError as e:
-                return {"raw": message, "parsed": None, "parsing_error": e}
-
-        return llm | RunnableLambda(parse)
+        return llm | RunnableLambda(parse_answer(schema))

@@ -11,12 +11,13 @@ import json
 from typing import Any, Callable, Optional, TypeVar
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 
 from agent.audit_events import emit
+from agent.json_chat_model import parse_answer, response_format
 from agent.prompts import repair_message
 
 T = TypeVar("T", bound=BaseModel)
@@ -91,11 +92,8 @@ def structured_pass(
     check: Optional[Callable[[T], None]] = None,
     expect_symbol: Optional[str] = None,
 ) -> T:
-    kwargs: dict[str, Any] = {"include_raw": True}
-    if method != "json_schema" or not _is_offline(model):
-        kwargs["method"] = method
-    runnable = model.with_structured_output(schema, **kwargs)
-    messages = list(messages)
+    runnable = structured_runnable(model, schema, method)
+    messages = list(messages) + [json_instruction(schema, method)]
     error = ""
     for attempt in range(1, max_retries + 2):
         out = runnable.invoke(messages, config)
@@ -123,8 +121,22 @@ def structured_pass(
     raise ContractError(schema.__name__, error, max_retries + 1)
 
 
-def _is_offline(model: BaseChatModel) -> bool:
-    return getattr(model, "_llm_type", "") == "tradegraph-offline"
+def structured_runnable(model: BaseChatModel, schema: type[BaseModel], method: str):
+    """A JSON-only call for any chat model: `response_format` bound as plain JSON Schema, parsed here.
+
+    Not `with_structured_output`: for ChatOpenAI that hands the schema class to the SDK, which raises
+    on an invalid answer before we see it; the repair prompt needs the raw answer and its error.
+    """
+    rf = response_format(schema, method)
+    return model.bind(response_format=rf, ls_structured_output_format={"kwargs": {"method": method}, "schema": rf}) \
+        | RunnableLambda(parse_answer(schema))
+
+
+def json_instruction(schema: type[BaseModel], method: str) -> HumanMessage:
+    text = f"Reply with only a JSON object for the {schema.__name__} schema."
+    if method == "json_mode":  # no schema travels with json_object requests: state it
+        text += " Schema: " + json.dumps(schema.model_json_schema(), separators=(",", ":"))
+    return HumanMessage(content=text)
 
 
 def _short_error(err: Any) -> str:

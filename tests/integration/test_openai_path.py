@@ -1,0 +1,60 @@
+"""The real ChatOpenAI path, end to end over HTTP against a local OpenAI-compatible server."""
+import pytest
+
+from agent.config import AgentConfig
+from graph.replay import verify_session
+from graph.runner import run_cycle
+from graph.runtime import default_runtime
+from tests.fakes.fake_openai import FakeOpenAI
+from tests.helpers import events_of, mock_store
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    with FakeOpenAI() as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.delenv("TRADEGRAPH_LLM", raising=False)
+        monkeypatch.delenv("TRADEGRAPH_QUICK_MODEL", raising=False)
+        yield server
+
+
+def test_a_key_selects_chatopenai_and_the_wire_keeps_tools_and_json_apart(fake):
+    cfg = AgentConfig.from_env()
+    assert cfg.provider == "openai"
+    store = mock_store()
+    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=default_runtime(cfg))
+    assert out.status in ("completed", "rejected")
+    assert len(fake.requests) == out.llm_calls > 10
+    with_tools = [r for r in fake.requests if r.get("tools")]
+    with_schema = [r for r in fake.requests if r.get("response_format")]
+    assert with_tools and with_schema
+    assert not [r for r in fake.requests if r.get("tools") and r.get("response_format")]
+    assert {r["response_format"]["type"] for r in with_schema} == {"json_schema"}
+    requests = events_of(store, out, "llm_request")
+    assert {e["payload"]["model"] for e in requests} == {"gpt-4o-mini"} | (
+        {"gpt-4o"} if any(r["model"] == "gpt-4o" for r in fake.requests) else set())
+    responses = events_of(store, out, "llm_response")
+    assert sum(e["payload"]["usage"]["total_tokens"] for e in responses) == out.tokens["total_tokens"] > 0
+
+
+def test_a_malformed_provider_answer_is_repaired(fake):
+    fake.model.script = {"Plan": ['{"objective": "missing every other field"}']}
+    store = mock_store()
+    out = run_cycle("AAPL", "2012-06-01", store=store, runtime=default_runtime(AgentConfig.from_env()))
+    vals = [e["payload"] for e in events_of(store, out, "validation") if e["payload"].get("schema") == "Plan"]
+    assert [v["ok"] for v in vals] == [False, True]
+    assert "assets" in vals[0]["error"]
+
+
+def test_an_openai_recorded_session_verifies_without_the_server(fake):
+    store = mock_store()
+    cfg = AgentConfig.from_env()
+    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=default_runtime(cfg))
+    served = len(fake.requests)
+    report = verify_session(store, out.session_id)
+    assert len(fake.requests) == served  # replay never calls the live model
+    assert report.identical, report.first_divergence
+    assert len(report.cycles) == 1 and report.replay_session_id != out.session_id
