@@ -87,6 +87,8 @@ class AgentConfig:
     market: str = "us_equity"
     deep_tier_conviction: float = 0.75
     self_critique_below: float = 0.40
+    # per-cycle cap on LLM tokens (prompt + completion); None = no cap
+    token_budget: int | None = None
     risk: RiskLimits = field(default_factory=RiskLimits)
 
     @property
@@ -116,6 +118,7 @@ class AgentConfig:
             starting_cash=_env_float("TRADEGRAPH_STARTING_CASH", 100_000.0),
             fees_bps=_env_float("TRADEGRAPH_FEES_BPS", 1.0),
             slippage_bps=_env_float("TRADEGRAPH_SLIPPAGE_BPS", 2.0),
+            token_budget=_env_int("TRADEGRAPH_TOKEN_BUDGET", 0, 0, 10**9) or None,
             risk=RiskLimits.load(),
         )
         values.update({k: v for k, v in overrides.items() if v is not None})

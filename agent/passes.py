@@ -17,6 +17,7 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 
 from agent.audit_events import emit
+from agent.budget import budget_of
 from agent.json_chat_model import parse_answer, response_format
 from agent.prompts import repair_message
 
@@ -48,8 +49,13 @@ def tool_pass(
     offered = [tools[name] for name in sorted(allowed) if name in tools]
     bound = model.bind_tools(offered)
     messages = list(messages)
+    budget = budget_of(config)
     for _ in range(max_steps):
+        if budget:
+            budget.check()
         ai: AIMessage = bound.invoke(messages, config)
+        if budget:
+            budget.charge(ai)
         messages.append(ai)
         if not ai.tool_calls:
             return messages
@@ -95,8 +101,13 @@ def structured_pass(
     runnable = structured_runnable(model, schema, method)
     messages = list(messages) + [json_instruction(schema, method)]
     error = ""
+    budget = budget_of(config)
     for attempt in range(1, max_retries + 2):
+        if budget:
+            budget.check()
         out = runnable.invoke(messages, config)
+        if budget:
+            budget.charge(out["raw"])
         parsed, parsing_error = out["parsed"], out["parsing_error"]
         error = _short_error(parsing_error) if parsing_error is not None else ""
         if parsed is not None and not error:

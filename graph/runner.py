@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from agent.budget import BUDGET_KEY, TokenBudget
 from agent.data.market import DataError, validate_as_of
 from database.connection import Store
 from database.writer import BufferedEventWriter
@@ -131,7 +132,10 @@ def _invoke(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_
     # large batches: a cycle's events reach the store in a few round trips, off the graph's thread
     writer = BufferedEventWriter(store.events, flush_every=512, linger_s=0.25) if audit else None
     handler = AuditHandler(writer, session_id, cycle_id) if audit else None
-    config = {"configurable": {RUNTIME_KEY: runtime, "thread_id": cycle_id}, "recursion_limit": 25,
+    configurable = {RUNTIME_KEY: runtime, "thread_id": cycle_id}
+    if runtime.config.token_budget:
+        configurable[BUDGET_KEY] = TokenBudget(runtime.config.token_budget)
+    config = {"configurable": configurable, "recursion_limit": 25,
               "run_name": "tradegraph-cycle", "metadata": {"session_id": session_id, "cycle_id": cycle_id},
               "callbacks": [handler] if handler else []}
     started = time.perf_counter()

@@ -162,3 +162,19 @@ def test_same_inputs_give_the_same_contracts():
     b = run_cycle("AAPL,IBM", "2010-03-01", store=mock_store(), runtime=runtime_with())
     strip = lambda c: {k: v for k, v in c.items() if k not in ("EXECUTING", "MEMORIZING")}
     assert strip(a.contracts) == strip(b.contracts)
+
+
+def test_token_budget_fails_the_cycle_closed():
+    store = mock_store()
+    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(token_budget=6000))
+    assert out.status == "failed"
+    assert "token budget of 6000 used up" in out.error["message"]
+    assert "EXECUTING" not in out.contracts
+    assert store.executions.get(out.cycle_id) is None
+    used = sum(e["payload"]["usage"]["total_tokens"] for e in events_of(store, out, "llm_response")
+               if e["payload"]["usage"])
+    assert used >= 6000  # the call that crossed the cap is on record ...
+    assert used - events_of(store, out, "llm_response")[-1]["payload"]["usage"]["total_tokens"] < 6000  # ... none after
+    assert len(events_of(store, out, "llm_request")) == len(events_of(store, out, "llm_response"))
+    unlimited = run_cycle("AAPL,MSFT", "2012-06-01", store=mock_store(), runtime=runtime_with())
+    assert unlimited.status == "completed" and unlimited.tokens["total_tokens"] > 6000
