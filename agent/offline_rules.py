@@ -218,7 +218,10 @@ def manager(ev: dict) -> dict:
     score = sum(n["stance"] * n["confidence"] for n in taking) / weight if weight else 0.0
     # a flat panel is no reason to buy: ties go SHORT, which a long-only book reads as stay flat or exit
     winner = "LONG" if score > 0 else "SHORT"
-    conviction = _clip(0.35 + 1.2 * abs(score), 0.0, 0.95)
+    # conviction grows with the strength of the lean, how sure its analysts are, and how many took a side
+    mean_conf = weight / len(taking) if taking else 0.0
+    breadth = min(1.0, len(taking) / 3)
+    conviction = _clip(0.3 + 0.55 * abs(score) * mean_conf + 0.1 * breadth, 0.0, 0.95)
     bulls = [n["analyst"] for n in taking if n["stance"] > 0]
     bears = [n["analyst"] for n in taking if n["stance"] < 0]
     disagreements = [f"{', '.join(bulls)} lean long while {', '.join(bears)} lean short"] if bulls and bears else []
