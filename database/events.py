@@ -49,9 +49,8 @@ class EventStore:
             [("session_id", ASCENDING), ("cycle_id", ASCENDING), ("seq", ASCENDING)], name="session_cycle_seq"
         )
         self.col.create_index([("kind", ASCENDING)], name="kind")
-        # nx-27017 plans a bare {session_id: x} only off a single-field index (it ignores the
-        # compound prefix), and never uses an index for $in: this keeps the idempotency lookup
-        # scoped to one session instead of scanning the whole collection
+        # nx-27017 plans a bare {session_id: x} (exists(), sessions()) only off a single-field index:
+        # it ignores the compound prefix
         self.col.create_index([("session_id", ASCENDING)], name="session_id")
 
     # ---- writes -------------------------------------------------------------------------
@@ -72,23 +71,12 @@ class EventStore:
             if seen is not None and _content(seen) != _content(d):
                 raise DuplicateEventError(f"event_id {d['event_id']!r} appears twice in one batch with different content")
             fresh.setdefault(d["event_id"], d)
-        # An identical earlier copy necessarily has the same session_id, so the lookup is scoped
-        # per session (usually one per batch). An event_id reused from ANOTHER session differs
-        # in content by definition: the unique event_id index rejects it at insert below.
-        existing: dict[str, dict[str, Any]] = {}
-        ids_by_session: dict[str, list[str]] = {}
-        for d in fresh.values():
-            ids_by_session.setdefault(d["session_id"], []).append(d["event_id"])
-        for session_id, ids in ids_by_session.items():
-            for x in self.col.find({"session_id": session_id, "event_id": {"$in": ids}}, {"_id": 0}):
-                existing[x["event_id"]] = x
-        for eid, old in existing.items():
-            if _content(old) != _content(fresh[eid]):
-                raise DuplicateEventError(
-                    f"event_id {eid!r} already stored (session {old['session_id']!r}, seq {old['seq']}) with different content"
-                )
-            del fresh[eid]
-        new = list(fresh.values())
+        return self._insert_new(list(fresh.values()))
+
+    def _insert_new(self, new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Insert first, look only on a collision: no query per append, so a long session (a backtest
+        episode holds >100k events) costs the same per append as a short one. nx-27017 scans the whole
+        collection for an `$in` on event_id, but walks the unique index for an equality lookup."""
         if not new:
             return []
         by_session: dict[str, list[dict[str, Any]]] = {}
@@ -106,26 +94,43 @@ class EventStore:
             # insert_many adds _id to the dicts it is given: hand it copies, return clean docs
             self.col.insert_many([dict(d) for d in new], ordered=True)
         except BulkWriteError as exc:
+            written = int(exc.details.get("nInserted", 0))
             err = (exc.details.get("writeErrors") or [{}])[0]
-            self._release_unused(new[int(exc.details.get("nInserted", 0)):])
-            raise DuplicateEventError(
-                f"append stopped at event {err.get('index')} of {len(new)} "
-                f"({exc.details.get('nInserted', 0)} written): {err.get('errmsg', exc)}"
-            ) from exc
+            clash = new[written]
+            if not self._release_unused(new[written:]):
+                raise DuplicateEventError(
+                    f"append stopped at event {written} of {len(new)} ({written} written) and another writer "
+                    f"took seqs meanwhile, so seq {clash['seq']}.. of session {clash['session_id']!r} stay unused: "
+                    f"{err.get('errmsg', exc)}") from exc
+            old = self.col.find_one({"event_id": clash["event_id"]}, {"_id": 0})
+            if old is None:
+                raise DuplicateEventError(
+                    f"seq {clash['seq']} of session {clash['session_id']!r} is already taken "
+                    f"({written} of {len(new)} written): {err.get('errmsg', exc)}") from exc
+            if _content(old) != _content(clash):
+                raise DuplicateEventError(
+                    f"event_id {clash['event_id']!r} already stored (session {old['session_id']!r}, seq "
+                    f"{old['seq']}) with different content") from exc
+            # an identical copy is already stored: appending it again is a no-op; the rest goes on
+            rest = [{k: v for k, v in d.items() if k != "seq"} for d in new[written + 1:]]
+            return new[:written] + self._insert_new(rest)
         return new
 
-    def _release_unused(self, unwritten: list[dict[str, Any]]) -> None:
+    def _release_unused(self, unwritten: list[dict[str, Any]]) -> bool:
         """Give back the seqs of events an ordered insert did not write, so a failed append leaves no gap.
 
-        Conditional on the counter still ending at our block: if another writer allocated after
-        us the seqs cannot be returned and the gap stays (the raised error reports the batch).
+        Conditional on the counter still ending at our block: if another writer allocated after us the
+        seqs cannot be returned; False then (the caller reports the gap).
         """
         ends: dict[str, tuple[int, int]] = {}
         for d in unwritten:  # per session, unwritten events are the tail of its contiguous block
             n, end = ends.get(d["session_id"], (0, 0))
             ends[d["session_id"]] = (n + 1, max(end, d["seq"]))
+        released = True
         for session_id, (n, end) in ends.items():
-            self.counters.update_one({"_id": session_id, "seq": end}, {"$inc": {"seq": -n}})
+            res = self.counters.update_one({"_id": session_id, "seq": end}, {"$inc": {"seq": -n}})
+            released = released and res.modified_count == 1
+        return released
 
     def insert_raw(self, doc: dict[str, Any]) -> dict[str, Any]:
         """Insert a complete event with a caller-chosen seq (tests, repair tools)."""
