@@ -27,15 +27,11 @@ class ManagerVerdict(Contract):
     falsifiers: list[str] = Field(default_factory=list, max_length=10)
 
 
-class DebateResult(Contract):
-    symbol: Symbol
-    winner: Direction
-    conviction: Unit
+class DebateResult(ManagerVerdict):
+    """The verdict after code's calibration: `conviction` is calibrated, `raw_conviction` the model's."""
+
     raw_conviction: Unit
     opposition_share: Unit
-    manager_rationale: ShortText
-    key_disagreements: list[str] = Field(default_factory=list, max_length=10)
-    falsifiers: list[str] = Field(default_factory=list, max_length=10)
     rebuttals: list[DebateCase] = Field(default_factory=list, max_length=2)
     rebuttal_fallbacks: list[Literal["bull", "bear"]] = Field(default_factory=list)
 
