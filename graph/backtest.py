@@ -259,14 +259,14 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
         bar.close()
     if not th_path.exists():
         _write_atomic(th_path, trade_history_json(trades))
-    result = episode_result(config, rt.market, logs, trades, portfolio, len(dates))
+    result = episode_result(config, logs, trades, portfolio)
     if len(logs) == len(dates):
         _write_atomic(run_dir / "result.json", result.model_dump_json(indent=2) + "\n")
     return result
 
 
-def episode_result(config: EpisodeConfig, market: MarketData, logs: list[DecisionPointLog],
-                   trades: list[ExecutedTrade], portfolio: PortfolioSnapshot, total_points: int) -> EpisodeResult:
+def episode_result(config: EpisodeConfig, logs: list[DecisionPointLog],
+                   trades: list[ExecutedTrade], portfolio: PortfolioSnapshot) -> EpisodeResult:
     curve = []
     for lg in logs:
         eq, expo = mark_to_market(lg.portfolio_after, lg.prices)
