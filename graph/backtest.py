@@ -236,7 +236,8 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
                 # the cycle reads its starting portfolio from the store: hand it the simulation's
                 store.portfolios.save(session_id, portfolio, f"{session_id}:pre{idx}")
                 sim.portfolio = portfolio
-                outcome = run_cycle(list(config.tickers), date, store=store, session_id=session_id, runtime=rt)
+                outcome = run_cycle(list(config.tickers), date, store=store, session_id=session_id, runtime=rt,
+                                    case=case.for_agent())
                 action, decision, result, after, output = extract(outcome, sim, portfolio)
                 prices = {t: sd.current_price for t, sd in case.stock_data.items()}
                 equity, _ = mark_to_market(after, prices)

@@ -72,7 +72,7 @@ def next_cycle_id(store: Store, session_id: str) -> str:
 
 def run_cycle(symbols: str | list[str], as_of: str, *, store: Store, session_id: Optional[str] = None,
               runtime: Optional[CycleRuntime] = None, audit: bool = True, graph=None,
-              approve: bool = False) -> CycleOutcome:
+              approve: bool = False, case: Optional[dict] = None) -> CycleOutcome:
     """Validates inputs before anything is written, so bad input leaves no half-written session.
 
     With approve=True the cycle pauses before EXECUTING (status `pending_approval`), checkpointed
@@ -95,6 +95,8 @@ def run_cycle(symbols: str | list[str], as_of: str, *, store: Store, session_id:
     cycle_id = next_cycle_id(store, session_id)
     inputs = {"symbols": symbols, "as_of": as_of, "session_id": session_id, "cycle_id": cycle_id,
               "portfolio": portfolio.model_dump(mode="json"), "approval_required": approve}
+    if case is not None:
+        inputs["case"] = case
     if approve:
         graph = graph or build_graph(checkpointer=checkpointer(store))
     return _invoke(graph or compiled_graph(), inputs, store=store, runtime=rt, session_id=session_id,

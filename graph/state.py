@@ -13,6 +13,8 @@ class CycleInput(TypedDict, total=False):
     portfolio: dict[str, Any]
     # pause before EXECUTING until a person approves or rejects (tradegraph run --approve)
     approval_required: bool
+    # in a backtest: the decision point's Case as the agent may see it (case.for_agent(): no metadata)
+    case: dict[str, Any]
 
 
 class CycleState(CycleInput, total=False):

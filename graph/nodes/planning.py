@@ -6,6 +6,7 @@ from typing import Literal
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
+from agent.fence import fence
 from agent.passes import structured_pass, tool_pass
 from agent.prompts import task_messages
 from agent.tools import ALLOW_LISTS, REGISTRY, ToolContext
@@ -37,6 +38,10 @@ def planning(state: CycleState, config: RunnableConfig) -> Command[Literal["ANAL
         "limits": {"risk_per_trade_pct": rt.config.risk.risk_per_trade_pct,
                    "max_positions": rt.config.risk.max_positions},
     }
+    items = (state.get("case") or {}).get("case_data", {}).get("items", [])
+    if items:  # a backtest Case's own information items: third-party text, fenced like headlines
+        evidence["case_items"] = [{"kind": i["kind"], "timestamp": i.get("timestamp"), "content": fence(i["content"])}
+                                  for i in items]
     model = rt.model("quick")
     messages = tool_pass(model, task_messages("planning", evidence), REGISTRY, ALLOW_LISTS["PLANNING"],
                          state="PLANNING", max_steps=rt.config.max_tool_steps, config=cfg)

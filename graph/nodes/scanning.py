@@ -7,6 +7,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from agent.data.market import validate_as_of
+from agent.features.bundle import round_value
 from agent.tools import ToolContext, invoke_tool
 from graph.nodes.common import done, state_node
 from graph.runtime import runtime_of, with_tools
@@ -34,8 +35,21 @@ def scanning(state: CycleState, config: RunnableConfig) -> Command[Literal["PLAN
         snapshots.append(MarketSnapshot(symbol=s, as_of=as_of, last_bar_date=last.date if last else b.as_of,
                                         price=b.technical.close, prev_close=b.technical.prev_close,
                                         volume=b.technical.volume or 0.0, bundle=b))
+    if state.get("case"):
+        check_case(state["case"], symbols, snapshots)
     scan = MarketScan(as_of=as_of, universe=symbols, snapshots=snapshots, portfolio=portfolio)
     return done("SCANNING", scan, "PLANNING", config, **_ids(state, config))
+
+
+def check_case(case: dict, symbols: list[str], snapshots: list[MarketSnapshot]) -> None:
+    """In a backtest the Case is the given data: the scan must agree with it, or the cycle fails closed."""
+    if sorted(case.get("tickers", [])) != sorted(symbols):
+        raise ValueError(f"case tickers {case.get('tickers')} differ from the cycle's symbols {symbols}")
+    for snap in snapshots:
+        given = case["stock_data"][snap.symbol]["current_price"]
+        if round_value(given) != snap.price:  # bundles carry prices at a fixed precision
+            raise ValueError(f"case price {given} for {snap.symbol} differs from the point-in-time close "
+                             f"{snap.price} on {snap.as_of}")
 
 
 def _ids(state: CycleState, config: RunnableConfig) -> dict:
