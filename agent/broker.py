@@ -10,9 +10,7 @@ from schemas.portfolio import PortfolioSnapshot, Position
 
 
 def _lot_ok(qty: float, profile: MarketProfile) -> bool:
-    if profile.fractional:
-        return qty > 0
-    return float(qty).is_integer() and int(qty) % profile.lot_size == 0
+    return profile.fractional or (float(qty).is_integer() and int(qty) % profile.lot_size == 0)
 
 
 def execute_decision(

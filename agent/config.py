@@ -45,29 +45,17 @@ class RiskLimits:
         return cls(**values)
 
 
-def _env_int(name: str, default: int, lo: int, hi: int) -> int:
+def _env_number(name: str, default, cast=float, lo=0, hi=float("inf")):
+    """A number from the environment; unset or empty is the default, anything unusable is an error naming it."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
     try:
-        value = int(raw)
+        value = cast(raw)
     except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not an integer") from None
+        raise ConfigError(f"{name}={raw!r} is not {'an integer' if cast is int else 'a number'}") from None
     if not lo <= value <= hi:
         raise ConfigError(f"{name}={value} is outside {lo}..{hi}")
-    return value
-
-
-def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not a number") from None
-    if value < 0:
-        raise ConfigError(f"{name}={value} must not be negative")
     return value
 
 
@@ -113,12 +101,12 @@ class AgentConfig:
             quick_model=env.get("TRADEGRAPH_QUICK_MODEL", quick_default),
             deep_model=env.get("TRADEGRAPH_DEEP_MODEL", deep_default),
             structured_method=method,
-            max_repair_retries=_env_int("TRADEGRAPH_MAX_RETRIES", 2, 0, 10),
-            max_tool_steps=_env_int("TRADEGRAPH_MAX_TOOL_STEPS", 4, 1, 20),
-            starting_cash=_env_float("TRADEGRAPH_STARTING_CASH", 100_000.0),
-            fees_bps=_env_float("TRADEGRAPH_FEES_BPS", 1.0),
-            slippage_bps=_env_float("TRADEGRAPH_SLIPPAGE_BPS", 2.0),
-            token_budget=_env_int("TRADEGRAPH_TOKEN_BUDGET", 0, 0, 10**9) or None,
+            max_repair_retries=_env_number("TRADEGRAPH_MAX_RETRIES", 2, int, 0, 10),
+            max_tool_steps=_env_number("TRADEGRAPH_MAX_TOOL_STEPS", 4, int, 1, 20),
+            starting_cash=_env_number("TRADEGRAPH_STARTING_CASH", 100_000.0),
+            fees_bps=_env_number("TRADEGRAPH_FEES_BPS", 1.0),
+            slippage_bps=_env_number("TRADEGRAPH_SLIPPAGE_BPS", 2.0),
+            token_budget=_env_number("TRADEGRAPH_TOKEN_BUDGET", 0, int, 0, 10**9) or None,
             risk=RiskLimits.load(),
         )
         values.update({k: v for k, v in overrides.items() if v is not None})

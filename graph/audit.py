@@ -56,7 +56,7 @@ def _walk(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def _structured_name(params: dict) -> Optional[str]:
+def structured_output_name(params: dict) -> Optional[str]:
     rf = params.get("response_format") or params.get("ls_structured_output_format")
     if rf is None:
         return None
@@ -68,11 +68,11 @@ def _structured_name(params: dict) -> Optional[str]:
         if rf.get("type") == "json_object":
             return "json_object"
         if "schema" in rf:
-            return _structured_name({"response_format": rf["schema"]}) or "schema"
+            return structured_output_name({"response_format": rf["schema"]}) or "schema"
     return str(rf)
 
 
-def _tool_names(params: dict) -> list[str]:
+def offered_tool_names(params: dict) -> list[str]:
     names = []
     for t in params.get("tools") or []:
         if isinstance(t, dict):
@@ -125,8 +125,8 @@ class AuditHandler(BaseCallbackHandler):
         self._put("llm_request", {
             "messages": [to_plain(m) for m in messages[0]],
             "model": model,
-            "tools": _tool_names(params),
-            "structured_output": _structured_name(params),
+            "tools": offered_tool_names(params),
+            "structured_output": structured_output_name(params),
         }, metadata, run_id, parent_run_id)
 
     def on_llm_end(self, response, *, run_id, parent_run_id=None, **kwargs) -> None:

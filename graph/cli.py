@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from schemas.events import EVENT_KINDS
+
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_STORE = 0, 1, 2, 3
 
 # commands that live in their own modules; each exposes register(subparsers)
@@ -172,8 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("events", help="print a session's state_events as JSON lines, in seq order")
     e.add_argument("session_id")
-    e.add_argument("--kind", default=None, choices=["transition", "llm_request", "llm_response", "tool_call",
-                                                    "tool_result", "contract", "validation", "error"])
+    e.add_argument("--kind", default=None, choices=EVENT_KINDS)
     db(e)
     e.set_defaults(fn=cmd_events)
 

@@ -6,7 +6,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-STATES = ("SCANNING", "PLANNING", "ANALYZING", "DEBATE", "DECIDING", "VALIDATING", "EXECUTING", "MEMORIZING")
+from schemas.base import STATES
+
 
 
 def _console() -> Console:

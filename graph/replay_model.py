@@ -21,7 +21,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
 from agent.json_chat_model import JsonChatModel
-from graph.audit import _structured_name, _tool_names, to_plain
+from graph.audit import offered_tool_names, structured_output_name, to_plain
 from schemas.decision import Decision, DecisionResult
 from schemas.features import FeatureBundle
 from schemas.portfolio import PortfolioSnapshot
@@ -117,8 +117,8 @@ class ReplayChatModel(JsonChatModel):
 
     def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs) -> ChatResult:
         state = ((run_manager.metadata if run_manager else None) or {}).get("langgraph_node", "?")
-        call = self.responses.answer([to_plain(m) for m in messages], _tool_names(kwargs),
-                                     _structured_name(kwargs), state)
+        call = self.responses.answer([to_plain(m) for m in messages], offered_tool_names(kwargs),
+                                     structured_output_name(kwargs), state)
         if call.error:
             # the recorded call failed: fail the same way, so the state takes the same error path
             raise RuntimeError(call.error)

@@ -39,18 +39,17 @@ import uuid
 from typing import Any, Optional
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph import START, StateGraph
 from langgraph.types import Command
 
 from database.connection import Store, connect
 from database.writer import BufferedEventWriter
 from graph.audit import AuditHandler
-from graph.builder import NODES
+from graph.builder import build_graph
 from graph.execution import PaperExecution
 import graph.runtime as runtime_mod
 from graph.nodes.scanning import scanning
 from graph.runtime import CycleRuntime, default_runtime
-from graph.state import CONTRACT_KEYS, CycleInput, CycleState
+from graph.state import CONTRACT_KEYS, CycleState
 
 _lock = threading.Lock()
 _graph = None
@@ -76,13 +75,8 @@ def studio_scanning(state: CycleState, config: RunnableConfig) -> Command:
 
 
 def build_studio_graph():
-    """graph.builder.build_graph's eight states and edges, SCANNING wrapped; no checkpointer (the
-    server supplies its own)."""
-    builder = StateGraph(CycleState, input_schema=CycleInput)
-    for name, (fn, destinations) in NODES.items():
-        builder.add_node(name, studio_scanning if name == "SCANNING" else fn, destinations=destinations)
-    builder.add_edge(START, "SCANNING")
-    return builder.compile(name="tradegraph")
+    """The eight states and edges of graph.builder, SCANNING wrapped; no checkpointer (the server supplies its own)."""
+    return build_graph(overrides={"SCANNING": studio_scanning})
 
 
 def _compiled():

@@ -9,8 +9,9 @@ from langgraph.types import Command, interrupt
 
 from agent.audit_events import emit
 
-from agent.tools import ToolContext, invoke_tool
+from agent.tools import invoke_tool
 from graph.nodes.common import done, state_node
+from graph.nodes.planning import scan_context
 from graph.runtime import runtime_of, with_tools
 from graph.state import CycleState
 from schemas.decision import DecisionResult, PortfolioDecision
@@ -65,10 +66,8 @@ def executing(state: CycleState, config: RunnableConfig) -> Command[Literal["MEM
         after["portfolio"] = portfolio
         return res
 
-    ctx = ToolContext(as_of=scan.as_of, universe=list(scan.universe), portfolio=scan.portfolio,
-                      bundle_factory=lambda s: scan.snapshot(s).bundle, executor=execute)
     raw = invoke_tool("submit_decision", decision.as_decision().model_dump(mode="json"), state="EXECUTING",
-                      config=with_tools(config, ctx))
+                      config=with_tools(config, scan_context(scan, executor=execute)))
     res = DecisionResult.model_validate(raw)
     status = "hold" if not decision.orders else ("filled" if res.status == "accepted" else "rejected")
     result = ExecutionResult(cycle_id=cycle_id, status=status, result=res,

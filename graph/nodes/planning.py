@@ -17,10 +17,10 @@ from schemas.market import MarketScan
 from schemas.plan import Plan
 
 
-def scan_context(scan: MarketScan) -> ToolContext:
+def scan_context(scan: MarketScan, executor=None) -> ToolContext:
     """Later states' tools read the bundles SCANNING computed, never fresh data."""
     return ToolContext(as_of=scan.as_of, universe=list(scan.universe), portfolio=scan.portfolio,
-                       bundle_factory=lambda s: scan.snapshot(s).bundle)
+                       bundle_factory=lambda s: scan.snapshot(s).bundle, executor=executor)
 
 
 @state_node("PLANNING")

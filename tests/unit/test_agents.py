@@ -137,8 +137,7 @@ def test_high_conviction_escalates_the_trader_to_the_deep_tier():
 
 def test_rebuttal_failure_falls_back_to_the_first_case():
     store = mock_store()
-    # every DebateCase answer after the two builds is malformed: both rebuttals fail
-    from agent import offline_rules  # noqa: F401  (the builds come from the rules)
+    # the two builds come from the offline rules (None = no script); every later DebateCase answer is malformed
     out = run_cycle("AAPL", "2012-06-01", store=store,
                     runtime=runtime_with({"DebateCase": [None, None] + ["oops"] * 6}, max_repair_retries=2))
     r = out.contracts["DEBATE"]["results"][0]
