@@ -1,10 +1,12 @@
 """The `state_events` audit log: append-only, gap-free per-session seq, idempotent by event_id."""
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from typing import Any, Iterable
 
-from pymongo import ASCENDING, ReturnDocument
+from pymongo import ASCENDING, DESCENDING, ReturnDocument
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
@@ -12,6 +14,8 @@ from schemas.events import StateEvent
 
 COLLECTION = "state_events"
 COUNTERS = "counters"
+MAX_SEQ_RACES = 1000
+GENESIS = "0" * 64
 
 
 class DuplicateEventError(RuntimeError):
@@ -29,7 +33,16 @@ def _normalise(event: dict[str, Any], seq: int) -> dict[str, Any]:
 
 
 def _content(doc: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in doc.items() if k not in ("_id", "seq")}
+    """What makes two copies of an event the same event: everything but where it landed in the log."""
+    return {k: v for k, v in doc.items() if k not in ("_id", "seq", "prev_hash", "hash")}
+
+
+def event_hash(doc: dict[str, Any]) -> str:
+    """sha256 over the canonical JSON of the stored event (with its seq and prev_hash, without its own
+    hash): each event seals its predecessor, so an edited, removed or reordered event breaks the chain."""
+    body = {k: v for k, v in doc.items() if k not in ("_id", "hash")}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+                          .encode()).hexdigest()
 
 
 class EventStore:
@@ -41,6 +54,7 @@ class EventStore:
         # read-then-write in Python, and finds iterate a dict other threads mutate), so every
         # append on it is serialised. A real server needs no lock: $inc is atomic there.
         self._serialize = serialize
+        self._heads: dict[str, tuple[int, str]] = {}
 
     def ensure_indexes(self) -> None:
         self.col.create_index([("session_id", ASCENDING), ("seq", ASCENDING)], unique=True, name="session_seq")
@@ -71,66 +85,70 @@ class EventStore:
             if seen is not None and _content(seen) != _content(d):
                 raise DuplicateEventError(f"event_id {d['event_id']!r} appears twice in one batch with different content")
             fresh.setdefault(d["event_id"], d)
-        return self._insert_new(list(fresh.values()))
-
-    def _insert_new(self, new: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Insert first, look only on a collision: no query per append, so a long session (a backtest
-        episode holds >100k events) costs the same per append as a short one. nx-27017 scans the whole
-        collection for an `$in` on event_id, but walks the unique index for an equality lookup."""
-        if not new:
-            return []
         by_session: dict[str, list[dict[str, Any]]] = {}
-        for d in new:
+        for d in fresh.values():
             by_session.setdefault(d["session_id"], []).append(d)
+        written: list[dict[str, Any]] = []
         for session_id, group in by_session.items():
-            counter = self.counters.find_one_and_update(
-                {"_id": session_id}, {"$inc": {"seq": len(group)}}, upsert=True,
-                return_document=ReturnDocument.AFTER,
-            )
-            first = counter["seq"] - len(group) + 1
-            for i, d in enumerate(group):
-                d["seq"] = first + i
-        try:
-            # insert_many adds _id to the dicts it is given: hand it copies, return clean docs
-            self.col.insert_many([dict(d) for d in new], ordered=True)
-        except BulkWriteError as exc:
-            written = int(exc.details.get("nInserted", 0))
-            err = (exc.details.get("writeErrors") or [{}])[0]
-            clash = new[written]
-            if not self._release_unused(new[written:]):
-                raise DuplicateEventError(
-                    f"append stopped at event {written} of {len(new)} ({written} written) and another writer "
-                    f"took seqs meanwhile, so seq {clash['seq']}.. of session {clash['session_id']!r} stay unused: "
-                    f"{err.get('errmsg', exc)}") from exc
-            old = self.col.find_one({"event_id": clash["event_id"]}, {"_id": 0})
-            if old is None:
-                raise DuplicateEventError(
-                    f"seq {clash['seq']} of session {clash['session_id']!r} is already taken "
-                    f"({written} of {len(new)} written): {err.get('errmsg', exc)}") from exc
-            if _content(old) != _content(clash):
-                raise DuplicateEventError(
-                    f"event_id {clash['event_id']!r} already stored (session {old['session_id']!r}, seq "
-                    f"{old['seq']}) with different content") from exc
-            # an identical copy is already stored: appending it again is a no-op; the rest goes on
-            rest = [{k: v for k, v in d.items() if k != "seq"} for d in new[written + 1:]]
-            return new[:written] + self._insert_new(rest)
-        return new
+            written += self._append_session(session_id, group)
+        order = {event_id: i for i, event_id in enumerate(fresh)}
+        return sorted(written, key=lambda d: order[d["event_id"]])
 
-    def _release_unused(self, unwritten: list[dict[str, Any]]) -> bool:
-        """Give back the seqs of events an ordered insert did not write, so a failed append leaves no gap.
+    def _append_session(self, session_id: str, group: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Seqs are taken by the insert itself, never reserved ahead of it (eventsourcing's
+        originator_version): the unique (session_id, seq) index makes a racing writer's insert fail,
+        and it retries from the new head. An insert that dies half way leaves a contiguous prefix, so a
+        process killed at any instant leaves no gap. An event_id already stored with identical content
+        is a no-op; with other content it is a DuplicateEventError."""
+        written: list[dict[str, Any]] = []
+        pending = group
+        for _ in range(MAX_SEQ_RACES):
+            if not pending:
+                return written
+            seq, prev = self._head(session_id)
+            for d in pending:
+                seq += 1
+                d["seq"], d["prev_hash"] = seq, prev
+                d["hash"] = prev = event_hash(d)
+            try:
+                # insert_many adds _id to the dicts it is given: hand it copies, return clean docs
+                self.col.insert_many([dict(d) for d in pending], ordered=True)
+            except BulkWriteError as exc:
+                n = int(exc.details.get("nInserted", 0))
+                written += pending[:n]
+                if n:
+                    self._heads[session_id] = (pending[n - 1]["seq"], pending[n - 1]["hash"])
+                clash, pending = pending[n], pending[n + 1:]
+                old = self.col.find_one({"event_id": clash["event_id"]}, {"_id": 0})
+                if old is None:  # another writer took this seq: re-read the head and go on from there
+                    self._heads.pop(session_id, None)
+                    pending = [clash] + pending
+                    continue
+                if _content(old) != _content(clash):
+                    raise DuplicateEventError(
+                        f"event_id {clash['event_id']!r} already stored (session {old['session_id']!r}, seq "
+                        f"{old['seq']}) with different content") from exc
+                # an identical copy is already stored (a redelivery): a no-op; the rest goes on
+                if old["session_id"] == session_id and int(old["seq"]) > self._heads.get(session_id, (0, ""))[0]:
+                    self._heads.pop(session_id, None)
+                continue
+            written += pending
+            self._heads[session_id] = (pending[-1]["seq"], pending[-1]["hash"])
+            pending = []
+        if pending:
+            raise DuplicateEventError(f"session {session_id!r}: gave up after {MAX_SEQ_RACES} seq races")
+        return written
 
-        Conditional on the counter still ending at our block: if another writer allocated after us the
-        seqs cannot be returned; False then (the caller reports the gap).
-        """
-        ends: dict[str, tuple[int, int]] = {}
-        for d in unwritten:  # per session, unwritten events are the tail of its contiguous block
-            n, end = ends.get(d["session_id"], (0, 0))
-            ends[d["session_id"]] = (n + 1, max(end, d["seq"]))
-        released = True
-        for session_id, (n, end) in ends.items():
-            res = self.counters.update_one({"_id": session_id, "seq": end}, {"$inc": {"seq": -n}})
-            released = released and res.modified_count == 1
-        return released
+    def _head(self, session_id: str) -> tuple[int, str]:
+        """(last seq, its hash) of a session: cached per process, read from the log when unknown.
+        A stale cache costs one collision and a re-read, never a wrong seq."""
+        head = self._heads.get(session_id)
+        if head is None:
+            last = self.col.find_one({"session_id": session_id, "seq": {"$gte": 1}}, {"_id": 0, "seq": 1, "hash": 1},
+                                     sort=[("seq", DESCENDING)])
+            head = (int(last["seq"]), last.get("hash") or GENESIS) if last else (0, GENESIS)
+            self._heads[session_id] = head
+        return head
 
     def insert_raw(self, doc: dict[str, Any]) -> dict[str, Any]:
         """Insert a complete event with a caller-chosen seq (tests, repair tools)."""
@@ -140,14 +158,13 @@ class EventStore:
             lock.acquire()
         try:
             self.col.insert_one(dict(clean))
-            # keep the counter ahead of raw seqs so later appends don't collide with them
-            self.counters.update_one({"_id": clean["session_id"]}, {"$max": {"seq": clean["seq"]}}, upsert=True)
         except DuplicateKeyError as exc:
             raise DuplicateEventError(
                 f"event {clean['event_id']!r} (session {clean['session_id']!r}, seq {clean['seq']}) collides "
                 f"with a stored event: {exc.details.get('errmsg', exc) if exc.details else exc}"
             ) from exc
         finally:
+            self._heads.pop(clean["session_id"], None)
             if lock is not None:
                 lock.release()
         return clean
@@ -197,10 +214,32 @@ class EventStore:
         return self.col.find_one({"session_id": session_id}, {"_id": 1}) is not None
 
     def count(self, session_id: str) -> int:
-        # seq is gap-free from 1, so the session's counter is its event count; count_documents
-        # is a full scan on nx-27017 (~0.4 s at 7k events) while this is one indexed lookup
-        doc = self.counters.find_one({"_id": session_id})
-        return int(doc["seq"]) if doc else 0
+        # seqs are taken by the inserts themselves, so they are gap-free from 1 and the highest stored
+        # seq is the count; count_documents is a full scan on nx-27017 (~0.4 s at 7k events)
+        last = self.col.find_one({"session_id": session_id, "seq": {"$gte": 1}}, {"_id": 0, "seq": 1},
+                                 sort=[("seq", DESCENDING)])
+        return int(last["seq"]) if last else 0
+
+    def verify_chain(self, session_id: str) -> dict[str, Any]:
+        """Walk the session in seq order: seqs contiguous from 1, each event's hash recomputed, each
+        prev_hash equal to its predecessor's hash. Reports the first broken link."""
+        prev, checked = GENESIS, 0
+        for doc in self.read(session_id):
+            checked += 1
+            seq = int(doc["seq"])
+            reason = None
+            if seq != checked:
+                reason = f"seq {checked} is missing (next stored seq is {seq})"
+            elif doc.get("hash") is None:
+                reason = "event carries no hash (written before the chain existed, or stripped)"
+            elif doc.get("prev_hash") != prev:
+                reason = "prev_hash does not match the hash of the event before it (an event was removed or replaced)"
+            elif event_hash(doc) != doc["hash"]:
+                reason = "content does not match its hash (the event was edited after it was written)"
+            if reason is not None:
+                return {"ok": False, "checked": checked, "first_broken": {"seq": min(seq, checked), "reason": reason}}
+            prev = doc["hash"]
+        return {"ok": True, "checked": checked, "first_broken": None}
 
     def cycle_ids(self, session_id: str) -> list[str]:
         """The session's cycle ids in order (cycle ids are `<session>:c<n>`, numbered by next_cycle)."""

@@ -25,3 +25,6 @@ class StateEvent(Contract):
     schema_version: int = SCHEMA_VERSION
     run_id: Optional[str] = None
     parent_run_id: Optional[str] = None
+    # tamper evidence, set by the store on append: sha256 of the previous event of the session, and of this one
+    prev_hash: Optional[str] = Field(default=None, max_length=64)
+    hash: Optional[str] = Field(default=None, max_length=64)

@@ -225,3 +225,35 @@ def test_event_id_reused_across_sessions_is_rejected_without_a_gap(store: Store)
     # the ordered insert wrote `first`; the seq the rejected event took was given back
     assert seqs(store, "B") == [1]
     assert store.events.append([make_event("B", n=2)])[0]["seq"] == 2
+
+
+def test_hash_chain_verifies_and_names_the_first_broken_link(store: Store) -> None:
+    store.events.append([make_event("H", n=i) for i in range(3)])
+    store.events.append([make_event("H", n=3, payload={"x": 1.0, "y": [2.5, None], "z": "é"})])
+    report = store.events.verify_chain("H")
+    assert report == {"ok": True, "checked": 4, "first_broken": None}
+    # the hash survives the store's own round trip (floats, unicode): recomputed from what was read back
+    read = store.events.read("H")
+    assert read[0]["prev_hash"] == "0" * 64 and all(b["prev_hash"] == a["hash"] for a, b in zip(read, read[1:]))
+    # edit one stored payload behind the store's back
+    store.db["state_events"].update_one({"session_id": "H", "seq": 3}, {"$set": {"payload.n": 99}})
+    report = store.events.verify_chain("H")
+    assert not report["ok"] and report["first_broken"]["seq"] == 3 and "edited" in report["first_broken"]["reason"]
+
+
+def test_hash_chain_detects_a_removed_event(store: Store) -> None:
+    store.events.append([make_event("R", n=i) for i in range(4)])
+    store.db["state_events"].delete_one({"session_id": "R", "seq": 2})
+    report = store.events.verify_chain("R")
+    assert not report["ok"] and report["first_broken"]["seq"] == 2 and "missing" in report["first_broken"]["reason"]
+
+
+def test_appends_from_two_stores_race_without_gaps_and_keep_the_chain(store: Store) -> None:
+    """Two EventStore objects (two processes' worth of head caches) on one session."""
+    from database.events import EventStore
+
+    other = EventStore(store.db, serialize=store.events._serialize)
+    for i in range(10):
+        (store.events if i % 2 else other).append([make_event("T", n=i), make_event("T", n=100 + i)])
+    assert seqs(store, "T") == list(range(1, 21)) and store.events.count("T") == 20
+    assert store.events.verify_chain("T")["ok"]
