@@ -3,13 +3,17 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from database import embedded
+from database.errors import StoreUnavailable
 from database.events import EventStore
+from database.spool import RecoveryReport, pending_files, recover
+from database.writer import BufferedEventWriter
 from database.portfolio import ExecutionLedger, PortfolioStore
 
 DEFAULT_DB = "tradegraph"
@@ -17,10 +21,6 @@ DEFAULT_DB = "tradegraph"
 # mongomock clients shared per URI, so two connect() calls see the same data like a server would
 _mock_clients: dict[str, tuple[Any, threading.Lock]] = {}
 _mock_guard = threading.Lock()
-
-
-class StoreUnavailable(RuntimeError):
-    """The store could not be reached or started; the message names the (redacted) URI and the cause."""
 
 
 def redact(uri: str) -> str:
@@ -45,7 +45,18 @@ class Store:
     executions: ExecutionLedger
     # set when this Store started the embedded server and must stop it on close
     owned_server_home: Path | None = field(default=None, repr=False)
+    # where audit events that this store could not take wait for redelivery, and the name they wait under
+    spool_dir: Path = field(default_factory=lambda: embedded.default_home() / "spool", repr=False)
+    target: str = ""
     _closed: bool = field(default=False, repr=False)
+
+    def writer(self, **options: Any) -> BufferedEventWriter:
+        """A buffered audit writer that spools to local disk if this store stops taking events."""
+        return BufferedEventWriter(self.events, spool_dir=self.spool_dir, target=self.target, **options)
+
+    def recover_spool(self) -> RecoveryReport:
+        """Redeliver spooled events meant for this store (idempotent by event_id)."""
+        return recover(self.events, self.spool_dir, self.target)
 
     def ensure_indexes(self) -> None:
         self.events.ensure_indexes()
@@ -70,12 +81,18 @@ class Store:
 
 
 def _build(uri: str, client: Any, db: Any, *, lock: threading.Lock | None = None,
-           owned: Path | None = None) -> Store:
+           owned: Path | None = None, target: str | None = None) -> Store:
     store = Store(
         uri=uri, client=client, db=db, events=EventStore(db, serialize=lock),
         portfolios=PortfolioStore(db), executions=ExecutionLedger(db), owned_server_home=owned,
+        target=target or f"{redact(uri)}#{db.name}",
     )
     store.ensure_indexes()  # create_index is idempotent: cheap to repeat on every connect
+    if pending_files(store.spool_dir):
+        # events a crashed or cut-off run left on disk are stored before anything new is written
+        report = store.recover_spool()
+        if report.files:
+            print(f"tradegraph: {report.line()}", file=sys.stderr)
     return store
 
 
@@ -90,7 +107,7 @@ def _connect_mongomock(uri: str) -> Store:
     return _build(uri, client, client[name], lock=lock)
 
 
-def _connect_mongodb(uri: str, timeout_s: float, owned: Path | None = None) -> Store:
+def _connect_mongodb(uri: str, timeout_s: float, owned: Path | None = None, target: str | None = None) -> Store:
     from pymongo import MongoClient
     from pymongo.errors import PyMongoError
 
@@ -100,7 +117,7 @@ def _connect_mongodb(uri: str, timeout_s: float, owned: Path | None = None) -> S
         client = MongoClient(uri, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms, socketTimeoutMS=max(ms, 30000))
         client.admin.command("ping")
         db = client.get_default_database(default=DEFAULT_DB)
-        return _build(uri, client, db, owned=owned)
+        return _build(uri, client, db, owned=owned, target=target)
     except (PyMongoError, ValueError) as exc:
         if client is not None:
             client.close()
@@ -120,7 +137,9 @@ def connect(uri: str | None = None, *, home: str | Path | None = None, timeout_s
         if started:
             embedded.stop_at_exit(home_path, pid)
         try:
-            return _connect_mongodb(f"mongodb://{embedded.HOST}:{port}/{DEFAULT_DB}", timeout_s, owned=owned)
+            # the embedded server's port changes per start: its spool target is its home
+            return _connect_mongodb(f"mongodb://{embedded.HOST}:{port}/{DEFAULT_DB}", timeout_s, owned=owned,
+                                    target=f"embedded:{home_path.expanduser().resolve()}#{DEFAULT_DB}")
         except StoreUnavailable:
             if owned is not None:
                 embedded.stop_server(owned)

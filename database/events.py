@@ -6,7 +6,7 @@ import json
 import threading
 from typing import Any, Iterable
 
-from pymongo import ASCENDING, DESCENDING, ReturnDocument
+from pymongo import ASCENDING, DESCENDING, ReturnDocument, WriteConcern
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
@@ -15,6 +15,7 @@ from schemas.events import StateEvent
 COLLECTION = "state_events"
 COUNTERS = "counters"
 MAX_SEQ_RACES = 1000
+DURABLE = WriteConcern(w="majority", j=True)
 GENESIS = "0" * 64
 
 
@@ -48,7 +49,8 @@ def event_hash(doc: dict[str, Any]) -> str:
 class EventStore:
     def __init__(self, db: Database, *, serialize: threading.Lock | None = None) -> None:
         self.db = db
-        self.col = db[COLLECTION]
+        # acknowledged only once journaled on a majority: what EXECUTING's durability barrier waits for
+        self.col = db[COLLECTION] if serialize is not None else db.get_collection(COLLECTION, write_concern=DURABLE)
         self.counters = db[COUNTERS]
         # Only set for mongomock: it has no concurrency control (find_one_and_update is a
         # read-then-write in Python, and finds iterate a dict other threads mutate), so every

@@ -3,9 +3,14 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import Any
+from pathlib import Path
+from typing import Any, Optional
 
+from pymongo.errors import PyMongoError
+
+from database.errors import AuditSpooled
 from database.events import EventStore
+from database.spool import SpoolFile
 
 MAX_BATCH = 1000
 
@@ -19,14 +24,21 @@ class BufferedEventWriter:
 
     Order: put() order (under one lock) is queue order, and a single drainer takes batches
     from the head, so events get seqs in the order they were put, across threads.
-    Failure: the first storage error stops writing (later events stay queued rather than
-    get seqs ahead of the lost ones) and is re-raised by every flush()/close().
+    Failure: the first storage error stops writing to the store (no later event may take a seq
+    ahead of a lost one). If the store itself failed (a PyMongoError: connection cut, timeout,
+    write concern) and a spool directory is given, the failed batch, everything queued and every
+    later put() go to a local spool file, fsynced, and every flush()/close() raises AuditSpooled;
+    otherwise the error is re-raised by put(), flush() and close(): nothing is queued silently.
+    `flush()` is the durability barrier: it returns only once every event put so far is stored.
     """
 
     def __init__(
-        self, events: EventStore, *, flush_every: int = 64, background: bool = True, linger_s: float = 0.1
+        self, events: EventStore, *, flush_every: int = 64, background: bool = True, linger_s: float = 0.1,
+        spool_dir: Optional[Path] = None, target: str = "",
     ) -> None:
         self.events = events
+        self.spool_dir, self.target = spool_dir, target
+        self.spool: Optional[SpoolFile] = None
         self.flush_every = max(1, flush_every)
         self.background = background
         self.linger_s = linger_s
@@ -50,6 +62,11 @@ class BufferedEventWriter:
         with self._cond:
             if self._closed:
                 raise WriterClosed("BufferedEventWriter.put() after close()")
+            if self._error is not None:
+                if self.spool is None:
+                    raise self._error
+                self.spool.write([event])
+                return
             self._queue.append(event)
             self._put += 1
             full = len(self._queue) >= self.flush_every
@@ -73,6 +90,11 @@ class BufferedEventWriter:
                 with self._cond:
                     self._error = exc
                     self.failed_batch = batch
+                    if isinstance(exc, PyMongoError) and self.spool_dir is not None:
+                        # the store is gone, the events are not: keep them, in order, on local disk
+                        self.spool = SpoolFile(self.spool_dir, self.target)
+                        self.spool.write(batch + list(self._queue))
+                        self._queue.clear()
                     # unblock flushers: they will see the error
                     self._done = self._put
                     self._cond.notify_all()
@@ -98,8 +120,15 @@ class BufferedEventWriter:
                 pass
 
     def _raise_error(self) -> None:
-        if self._error is not None:
-            raise self._error
+        if self._error is None:
+            return
+        if self.spool is not None:
+            raise AuditSpooled(
+                f"audit store stopped taking events ({type(self._error).__name__}: "
+                f"{str(self._error).splitlines()[0][:200] if str(self._error) else ''}); {self.spool.count} event(s) "
+                f"kept in {self.spool.path}; `tradegraph store recover` redelivers them",
+                spool_path=str(self.spool.path), spooled=self.spool.count) from self._error
+        raise self._error
 
     def flush(self) -> None:
         if not self.background:
@@ -126,6 +155,8 @@ class BufferedEventWriter:
                 self._cond.notify_all()
             if self._thread is not None:
                 self._thread.join(timeout=10)
+            if self.spool is not None:
+                self.spool.close()
 
     def __enter__(self) -> "BufferedEventWriter":
         return self

@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from database.errors import StoreUnavailable
 from schemas.events import EVENT_KINDS
 
-EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_STORE = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_STORE, EXIT_EXECUTED_WITH_ERRORS = 0, 1, 2, 3, 4
 
 # commands that live in their own modules; each exposes register(subparsers)
 COMMAND_MODULES = ("graph.cli_replay", "graph.cli_backtest")
@@ -61,7 +62,19 @@ def _cycle_command(args, call) -> int:
             print_cycle(out)
     finally:
         store.close()
-    return EXIT_OK if out.status in ("completed", "rejected", "pending_approval") else EXIT_FAILED
+    if out.audit_error:  # the result above stands; its audit waits in the local spool
+        print(f"tradegraph: error: {out.audit_error}", file=sys.stderr)
+        return EXIT_STORE
+    return cycle_exit_code(out.status)
+
+
+def cycle_exit_code(status: str) -> int:
+    from graph.nodes.common import EXECUTED_WITH_ERRORS
+
+    if status in ("completed", "rejected", "pending_approval"):
+        return EXIT_OK
+    # orders may have filled: a distinct code, so a script never re-runs the cycle as if nothing happened
+    return EXIT_EXECUTED_WITH_ERRORS if status == EXECUTED_WITH_ERRORS else EXIT_FAILED
 
 
 def cmd_run(args) -> int:
@@ -141,8 +154,27 @@ def cmd_store(args) -> int:
         print(f"embedded store running on 127.0.0.1:{port} (pid {pid}); later commands reuse it")
     elif args.action == "stop":
         print("stopped" if embedded.stop_server() else "no embedded store was running")
+    elif args.action == "recover":
+        return _store_recover(args)
     else:
         _print_json(embedded.server_status())
+    return EXIT_OK
+
+
+def _store_recover(args) -> int:
+    """Redeliver spooled audit events and finish half-done fills; says what it did."""
+    from database.portfolio import complete_pending
+    from database.spool import pending_files
+
+    store = open_store(args.db)  # connecting already redelivers what it can; report it in full here
+    try:
+        report = store.recover_spool()
+        fills = complete_pending(store.portfolios, store.executions)
+        left = pending_files(store.spool_dir)
+        print(f"{report.line()}; fills completed {fills['committed']}, aborted {fills['aborted']}; "
+              f"{len(left)} spool file(s) left in {store.spool_dir}")
+    finally:
+        store.close()
     return EXIT_OK
 
 
@@ -193,8 +225,10 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--json", action="store_true")
     f.set_defaults(fn=cmd_features)
 
-    st = sub.add_parser("store", help="manage the embedded store (start keeps it running for later commands)")
-    st.add_argument("action", choices=["start", "stop", "status"])
+    st = sub.add_parser("store", help="manage the embedded store (start keeps it running for later commands); "
+                                      "recover redelivers spooled audit events and finishes half-done fills")
+    st.add_argument("action", choices=["start", "stop", "status", "recover"])
+    db(st)
     st.set_defaults(fn=cmd_store)
 
     for name in COMMAND_MODULES:
@@ -211,6 +245,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     except CliError as e:
         print(f"tradegraph: error: {e}", file=sys.stderr)
         return e.code
+    except StoreUnavailable as e:  # the store went away mid-command: one line naming it
+        print(f"tradegraph: error: {str(e).splitlines()[0]}", file=sys.stderr)
+        return EXIT_STORE
     except KeyboardInterrupt:
         print("tradegraph: interrupted", file=sys.stderr)
         return 130

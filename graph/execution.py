@@ -1,4 +1,4 @@
-"""The standalone execution backend: the paper broker, a ledger keyed by cycle id, a stored portfolio."""
+"""The standalone execution backend: the paper broker, a ledger keyed by cycle id, a versioned stored portfolio."""
 from __future__ import annotations
 
 from typing import Optional
@@ -7,6 +7,7 @@ from agent.broker import execute_decision
 from agent.config import AgentConfig
 from agent.markets import get_profile
 from database.connection import Store
+from database.portfolio import commit_fill, complete_pending
 from schemas.decision import Decision, DecisionResult
 from schemas.portfolio import PortfolioSnapshot
 
@@ -18,7 +19,12 @@ class PaperExecution:
         self.profile = get_profile(config.market)
 
     def lookup(self, cycle_id: str) -> Optional[dict]:
+        session_id = cycle_id.rsplit(":c", 1)[0]
+        complete_pending(self.store.portfolios, self.store.executions, session_id)
         return self.store.executions.get(cycle_id)
+
+    def version(self, session_id: str) -> Optional[int]:
+        return self.store.portfolios.load_versioned(session_id)[1]
 
     def execute(self, decision: Decision, *, cycle_id: str, session_id: str, universe: list[str],
                 prices: dict[str, float], prev_closes: dict[str, float], portfolio: PortfolioSnapshot,
@@ -27,10 +33,9 @@ class PaperExecution:
                                 profile=self.profile, fees_bps=self.config.fees_bps,
                                 slippage_bps=self.config.slippage_bps, prev_closes=prev_closes)
 
-    def record(self, cycle_id: str, session_id: str, result: dict) -> bool:
-        """The ledger entry is written first and is unique per cycle: a second execution of the
-        same cycle finds it and never moves the portfolio again."""
-        if not self.store.executions.record(cycle_id, session_id, result):
-            return False
-        self.store.portfolios.save(session_id, PortfolioSnapshot.model_validate(result["portfolio_after"]), cycle_id)
-        return True
+    def record(self, cycle_id: str, session_id: str, result: dict, *, base_version: Optional[int] = None) -> bool:
+        """One outbox commit (database/portfolio.py): the ledger entry is unique per cycle, and the portfolio
+        moves only from the version this cycle read; a lost race raises PortfolioConflict, nothing filled."""
+        if base_version is None:
+            base_version = self.version(session_id) or 0
+        return commit_fill(self.store.portfolios, self.store.executions, cycle_id, session_id, result, base_version)

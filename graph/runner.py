@@ -9,13 +9,16 @@ from typing import Any, Optional
 from agent.budget import BUDGET_KEY, TokenBudget
 from agent.data.market import DataError, validate_as_of
 from database.connection import Store
+from database.errors import AuditSpooled
+from database.portfolio import complete_pending
 from database.writer import BufferedEventWriter
+from pymongo.errors import PyMongoError
 from graph.audit import AuditHandler
 from graph.builder import build_graph
 from database.checkpoint import checkpointer
 from langgraph.types import Command
 from graph.execution import PaperExecution
-from graph.runtime import RUNTIME_KEY, CycleRuntime, default_runtime
+from graph.runtime import AUDIT_WRITER_KEY, RUNTIME_KEY, CycleRuntime, default_runtime
 from graph.state import CONTRACT_KEYS
 from schemas.base import SCHEMA_VERSION
 from schemas.portfolio import PortfolioSnapshot
@@ -40,10 +43,12 @@ class CycleOutcome:
     llm_calls: int = 0
     tokens: dict[str, int] = field(default_factory=dict)
     elapsed_s: float = 0.0
+    # set when the store stopped taking this cycle's events: they wait in a local spool file
+    audit_error: Optional[str] = None
 
     def summary(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "cycle_id": self.cycle_id, "status": self.status,
-                "contracts": self.contracts, "events": self.events}
+                "contracts": self.contracts, "events": self.events, "audit_error": self.audit_error}
 
 
 _GRAPH = None
@@ -85,16 +90,19 @@ def run_cycle(symbols: str | list[str], as_of: str, *, store: Store, session_id:
     except DataError as e:
         raise InputError(str(e)) from None
     if session_id is not None:
-        portfolio = store.portfolios.load(session_id)
+        # a fill a crash left half way is finished (or aborted) before this cycle reads the portfolio
+        complete_pending(store.portfolios, store.executions, session_id)
+        portfolio, version = store.portfolios.load_versioned(session_id)
         if portfolio is None and not store.events.exists(session_id):
             raise SessionNotFound(f"unknown session '{session_id}'")
     else:
         session_id = f"s-{uuid.uuid4().hex[:12]}"
-        portfolio = None
+        portfolio, version = None, 0
     portfolio = portfolio or PortfolioSnapshot(cash=rt.config.starting_cash)
     cycle_id = next_cycle_id(store, session_id)
     inputs = {"symbols": symbols, "as_of": as_of, "session_id": session_id, "cycle_id": cycle_id,
-              "portfolio": portfolio.model_dump(mode="json"), "approval_required": approve}
+              "portfolio": portfolio.model_dump(mode="json"), "portfolio_version": version,
+              "approval_required": approve}
     if case is not None:
         inputs["case"] = case
     if approve:
@@ -107,6 +115,10 @@ class NothingPending(InputError):
     pass
 
 
+class ApprovalConflict(InputError):
+    """The session moved on since the paused cycle read its portfolio: approving it is refused."""
+
+
 def approve_cycle(session_id: str, *, store: Store, approved: bool, by: str,
                   runtime: Optional[CycleRuntime] = None) -> CycleOutcome:
     """Resumes the session's paused cycle. Nothing pending (never paused, or already decided) is an
@@ -117,10 +129,30 @@ def approve_cycle(session_id: str, *, store: Store, approved: bool, by: str,
     for cycle_id in reversed(store.events.cycle_ids(session_id)):
         snapshot = graph.get_state({"configurable": {"thread_id": cycle_id}})
         if snapshot.next == ("EXECUTING",) and any(t.interrupts for t in snapshot.tasks):
+            if approved:
+                _refuse_if_stale(store, session_id, cycle_id, snapshot.values.get("portfolio_version"))
             rt = _with_execution(runtime or default_runtime(), store)
             return _invoke(graph, Command(resume={"approved": approved, "by": by}), store=store, runtime=rt,
                            session_id=session_id, cycle_id=cycle_id, audit=True)
     raise NothingPending(f"session '{session_id}' has no cycle waiting for approval")
+
+
+def _refuse_if_stale(store: Store, session_id: str, cycle_id: str, read_version: Optional[int]) -> None:
+    """Refused, not re-validated: the decision was sized and risk-checked against a portfolio that is gone.
+    The refusal is audited; the cycle stays paused (reject it, or run a new cycle)."""
+    complete_pending(store.portfolios, store.executions, session_id)
+    now = store.portfolios.state(session_id)
+    if read_version is None or int(now.get("version") or 0) == int(read_version):
+        return
+    message = (f"approval of cycle {cycle_id} refused: session '{session_id}' moved on since it was decided "
+               f"(portfolio version {read_version}, now {now.get('version')} after cycle {now.get('cycle_id')}); "
+               f"reject it with `tradegraph approve {session_id} --reject` and run a new cycle")
+    with store.writer(background=False) as writer:
+        writer.put({"event_id": uuid.uuid4().hex, "session_id": session_id, "cycle_id": cycle_id, "ts": time.time(),
+                    "state": "EXECUTING", "kind": "validation", "schema_version": SCHEMA_VERSION,
+                    "payload": {"schema": "HumanApproval", "check": "approval_refused_stale", "ok": False,
+                                "error": message}, "run_id": None, "parent_run_id": None})
+    raise ApprovalConflict(message)
 
 
 def _with_execution(rt: CycleRuntime, store: Store) -> CycleRuntime:
@@ -132,9 +164,9 @@ def _with_execution(rt: CycleRuntime, store: Store) -> CycleRuntime:
 def _invoke(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_id: str, cycle_id: str,
             audit: bool) -> CycleOutcome:
     # large batches: a cycle's events reach the store in a few round trips, off the graph's thread
-    writer = BufferedEventWriter(store.events, flush_every=512, linger_s=0.25) if audit else None
+    writer = store.writer(flush_every=512, linger_s=0.25) if audit else None
     handler = AuditHandler(writer, session_id, cycle_id) if audit else None
-    configurable = {RUNTIME_KEY: runtime, "thread_id": cycle_id}
+    configurable = {RUNTIME_KEY: runtime, "thread_id": cycle_id, AUDIT_WRITER_KEY: writer}
     if runtime.config.token_budget:
         configurable[BUDGET_KEY] = TokenBudget(runtime.config.token_budget)
     config = {"configurable": configurable, "recursion_limit": 25,
@@ -146,20 +178,35 @@ def _invoke(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_
     except BaseException as e:
         if writer is not None:
             # the crash itself is audited before it propagates; nothing of the cycle is lost
-            writer.put({"event_id": uuid.uuid4().hex, "session_id": session_id, "cycle_id": cycle_id,
-                        "ts": time.time(), "state": "RUNNER", "kind": "error", "schema_version": SCHEMA_VERSION,
-                        "payload": {"type": type(e).__name__, "message": str(e)}, "run_id": None,
-                        "parent_run_id": None})
-            writer.close()
+            try:
+                writer.put({"event_id": uuid.uuid4().hex, "session_id": session_id, "cycle_id": cycle_id,
+                            "ts": time.time(), "state": "RUNNER", "kind": "error", "schema_version": SCHEMA_VERSION,
+                            "payload": {"type": type(e).__name__, "message": str(e)}, "run_id": None,
+                            "parent_run_id": None})
+            finally:
+                _close_quietly(writer)
         raise
-    if writer is not None:
-        writer.close()
+    audit_error = _close_quietly(writer) if writer is not None else None
     elapsed = time.perf_counter() - started
     pending = final.get("__interrupt__")
     contracts = {state: final[key] for state, key in CONTRACT_KEYS.items() if final.get(key) is not None}
+    try:
+        events = store.events.count(session_id) if audit else 0
+    except PyMongoError:
+        events = 0
     return CycleOutcome(
         session_id=session_id, cycle_id=cycle_id,
         status="pending_approval" if pending else final.get("status") or "completed", contracts=contracts,
-        events=store.events.count(session_id) if audit else 0, error=final.get("error"),
+        events=events, error=final.get("error"),
         llm_calls=handler.llm_calls if handler else 0, tokens=dict(handler.tokens) if handler else {},
-        elapsed_s=elapsed)
+        elapsed_s=elapsed, audit_error=audit_error)
+
+
+def _close_quietly(writer: BufferedEventWriter) -> Optional[str]:
+    """Close the writer; a store that stopped taking events (they are spooled) comes back as a message
+    for the outcome instead of hiding the cycle's result, which the user must see."""
+    try:
+        writer.close()
+    except AuditSpooled as e:
+        return str(e)
+    return None

@@ -25,6 +25,8 @@ from schemas.features import FeatureBundle
 from schemas.portfolio import PortfolioSnapshot
 
 RUNTIME_KEY = "runtime"
+# the cycle's audit writer: EXECUTING waits on it (the durability barrier) before anything fills
+AUDIT_WRITER_KEY = "audit_writer"
 
 
 class ExecutionBackend(Protocol):
@@ -36,7 +38,11 @@ class ExecutionBackend(Protocol):
                 prices: dict[str, float], prev_closes: dict[str, float], portfolio: PortfolioSnapshot,
                 as_of: str) -> tuple[DecisionResult, PortfolioSnapshot]: ...
 
-    def record(self, cycle_id: str, session_id: str, result: dict) -> bool: ...
+    def version(self, session_id: str) -> Optional[int]:
+        """The stored portfolio's version, or None where there is nothing to compare (a simulation)."""
+
+    def record(self, cycle_id: str, session_id: str, result: dict, *, base_version: Optional[int] = None) -> bool:
+        ...
 
 
 @dataclass
@@ -95,6 +101,14 @@ def runtime_of(config: RunnableConfig) -> CycleRuntime:
         if _default is None:
             _default = default_runtime()
         return _default
+
+
+def audit_barrier(config: RunnableConfig) -> None:
+    """Return only once every audit event of the cycle so far is acknowledged by the store.
+    Raises (AuditSpooled, StoreUnavailable, …) if it cannot be: the caller fails closed."""
+    writer = (config or {}).get("configurable", {}).get(AUDIT_WRITER_KEY)
+    if writer is not None:
+        writer.flush()
 
 
 def with_tools(config: RunnableConfig, ctx: ToolContext) -> RunnableConfig:

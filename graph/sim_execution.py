@@ -54,7 +54,10 @@ class SimulationExecution:
         self.calls.append(SubmitCall(cycle_id, decision, result, before, after))
         return result, after
 
-    def record(self, cycle_id: str, session_id: str, result: dict) -> bool:
+    def version(self, session_id: str) -> Optional[int]:
+        return None  # the simulation is the only writer of its portfolio: nothing to compare against
+
+    def record(self, cycle_id: str, session_id: str, result: dict, *, base_version: Optional[int] = None) -> bool:
         if cycle_id in self.ledger:
             return False
         self.ledger[cycle_id] = result

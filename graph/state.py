@@ -11,6 +11,8 @@ class CycleInput(TypedDict, total=False):
     session_id: str
     cycle_id: str
     portfolio: dict[str, Any]
+    # the stored portfolio's version when the cycle read it: EXECUTING commits only against that version
+    portfolio_version: Optional[int]
     # pause before EXECUTING until a person approves or rejects (tradegraph run --approve)
     approval_required: bool
     # in a backtest: the decision point's Case as the agent may see it (case.for_agent(): no metadata)

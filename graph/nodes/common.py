@@ -33,11 +33,16 @@ def state_node(name: str, gate: Optional[Callable[[CycleState, RunnableConfig], 
             try:
                 return body(state, config)
             except Exception as e:  # fail closed: no later state (and so no execution) runs
-                return fail(name, e, config)
+                # after EXECUTING recorded its result, a failure must not read as "nothing executed"
+                return fail(name, e, config, status=EXECUTED_WITH_ERRORS if state.get("execution") else "failed")
 
         return node
 
     return wrap
+
+
+# a state after EXECUTING failed; the execution (see its contract) stands: never re-run such a cycle
+EXECUTED_WITH_ERRORS = "executed_with_errors"
 
 
 def done(name: str, contract: BaseModel, goto: str, config: RunnableConfig,
@@ -52,7 +57,8 @@ def done(name: str, contract: BaseModel, goto: str, config: RunnableConfig,
 def fail(name: str, error: BaseException, config: RunnableConfig, status: str = "failed",
          contract: Optional[BaseModel] = None) -> Command:
     info = {"state": name, "type": type(error).__name__, "message": str(error)}
-    emit("error", {**info, "traceback": traceback.format_exc(limit=6) if status == "failed" else None}, config)
+    emit("error", {**info, "traceback": traceback.format_exc(limit=6) if status in ("failed", EXECUTED_WITH_ERRORS)
+                   else None}, config)
     update: dict[str, Any] = {"status": status, "error": info, "last_state": name}
     if contract is not None:
         data = contract.model_dump(mode="json")

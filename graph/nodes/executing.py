@@ -12,7 +12,8 @@ from agent.audit_events import emit
 from agent.tools import invoke_tool
 from graph.nodes.common import done, state_node
 from graph.nodes.planning import scan_context
-from graph.runtime import runtime_of, with_tools
+from database.portfolio import PortfolioConflict
+from graph.runtime import audit_barrier, runtime_of, with_tools
 from graph.state import CycleState
 from schemas.decision import DecisionResult, PortfolioDecision
 from schemas.execution import ExecutionResult
@@ -49,11 +50,20 @@ def executing(state: CycleState, config: RunnableConfig) -> Command[Literal["MEM
     scan = MarketScan.model_validate(state["scan"])
     decision = PortfolioDecision.model_validate(state["decision"])
     cycle_id, session_id = state["cycle_id"], state["session_id"]
+    # audit before action: every event so far must be durable in the store, or nothing fills
+    audit_barrier(config)
 
     recorded = rt.execution.lookup(cycle_id)
     if recorded is not None:
         result = ExecutionResult.model_validate({**recorded, "replayed_from_ledger": True})
         return done("EXECUTING", result, "MEMORIZING", config)
+
+    # fill only against the portfolio this cycle read at SCANNING; the commit re-checks it atomically
+    base_version, current = state.get("portfolio_version"), rt.execution.version(session_id)
+    if base_version is not None and current is not None and current != base_version:
+        raise PortfolioConflict(
+            f"portfolio of session '{session_id}' moved on since cycle {cycle_id} read it (version {base_version}, "
+            f"now {current}): nothing filled; run a new cycle on the current portfolio")
 
     after: dict[str, PortfolioSnapshot] = {}
 
@@ -72,6 +82,6 @@ def executing(state: CycleState, config: RunnableConfig) -> Command[Literal["MEM
     status = "hold" if not decision.orders else ("filled" if res.status == "accepted" else "rejected")
     result = ExecutionResult(cycle_id=cycle_id, status=status, result=res,
                              portfolio_after=after.get("portfolio", scan.portfolio))
-    rt.execution.record(cycle_id, session_id, result.model_dump(mode="json"))
+    rt.execution.record(cycle_id, session_id, result.model_dump(mode="json"), base_version=base_version)
     return done("EXECUTING", result, "MEMORIZING", config,
                 **({"status": "rejected"} if status == "rejected" else {}))

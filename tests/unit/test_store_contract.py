@@ -174,8 +174,9 @@ def test_buffered_writer_surfaces_storage_error(store: Store, background: bool) 
     writer.put(dict(ev, payload={"changed": True}))  # same event_id, different content
     with pytest.raises(DuplicateEventError):
         writer.flush()
-    writer.put(make_event(n=2))
-    with pytest.raises(DuplicateEventError):  # sticky: the writer fails closed, never silently
+    with pytest.raises(DuplicateEventError):  # sticky: put() refuses instead of queueing silently
+        writer.put(make_event(n=2))
+    with pytest.raises(DuplicateEventError):  # and the writer fails closed, never silently
         writer.close()
     assert store.events.count("S1") == 1
 
