@@ -3,16 +3,19 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 from pathlib import Path
 from typing import Any, Optional
 
-from pymongo.errors import PyMongoError
+from pymongo.errors import ConnectionFailure, PyMongoError
 
 from database.errors import AuditSpooled
 from database.events import EventStore
 from database.spool import SpoolFile
 
 MAX_BATCH = 1000
+# waits before the retries of an append whose connection dropped (a blip, a failover)
+NETWORK_RETRY_WAITS = (0.05, 0.25)
 
 
 class WriterClosed(RuntimeError):
@@ -85,7 +88,7 @@ class BufferedEventWriter:
                 n = min(len(self._queue), MAX_BATCH)
                 batch = [self._queue.popleft() for _ in range(n)]
             try:
-                self.events.append(batch)
+                self._append_retrying(batch)
             except BaseException as exc:  # noqa: BLE001 - handed to flush(), never swallowed
                 with self._cond:
                     self._error = exc
@@ -103,6 +106,17 @@ class BufferedEventWriter:
                 self._done += n
                 self._cond.notify_all()
             return True
+
+    def _append_retrying(self, batch: list[dict[str, Any]]) -> None:
+        """A dropped connection is retried (appends are idempotent by event_id, so a batch that did land
+        before its reply was lost is not stored twice); anything else, or a store still gone, is final."""
+        for wait in NETWORK_RETRY_WAITS:
+            try:
+                self.events.append(batch)
+                return
+            except ConnectionFailure:
+                time.sleep(wait)
+        self.events.append(batch)
 
     def _run(self) -> None:
         while True:

@@ -65,9 +65,12 @@ def studio_scanning(state: CycleState, config: RunnableConfig) -> Command:
     """SCANNING for a run on a server thread: a fresh cycle of the thread's session (see module doc)."""
     conf = (config or {}).get("configurable", {})
     fresh = {k: v for k, v in state.items() if k not in _CYCLE_KEYS}
-    stored = _store.portfolios.load(conf["session_id"]) if _store is not None and conf.get("session_id") else None
+    stored, version = (_store.portfolios.load_versioned(conf["session_id"])
+                       if _store is not None and conf.get("session_id") else (None, None))
     if stored is not None:
         fresh["portfolio"] = stored.model_dump(mode="json")
+    # EXECUTING commits only against the portfolio version read here
+    fresh["portfolio_version"] = version
     # session_id/cycle_id now come from the run config (graph/nodes/scanning.py `_ids`)
     cmd = scanning(fresh, config)
     reset = {k: None for k in _CYCLE_KEYS if k in state}
