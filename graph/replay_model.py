@@ -176,5 +176,8 @@ class ReplayExecution:
         return (DecisionResult.model_validate(self.recorded["result"]),
                 PortfolioSnapshot.model_validate(self.recorded["portfolio_after"]))
 
-    def record(self, cycle_id: str, session_id: str, result: dict) -> bool:
+    def version(self, session_id: str) -> Optional[int]:
+        return None  # the recording is the truth: no stored portfolio to compare against
+
+    def record(self, cycle_id: str, session_id: str, result: dict, *, base_version: Optional[int] = None) -> bool:
         return True
