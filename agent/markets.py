@@ -1,8 +1,23 @@
-"""Market profiles: the execution rules that differ between markets (seed 002)."""
+"""Market profiles: the execution rules, trading calendar and daily close that differ between markets (seed 002).
+
+The close is the decision time: a cycle dated `day` decides on that day's closing bar, so anything
+published at or after the close (news, a filing) is not yet known and is visible from the next
+trading day on. This module is the one place that rule lives; news and fundamentals both ask `visible`.
+"""
 from __future__ import annotations
 
+import functools
+import warnings
 from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 from typing import Optional
+
+import pandas as pd
+
+DEFAULT_MARKET = "us_equity"
+# exchange_calendars only builds the range it is asked for; this covers any plausible data set
+_CALENDAR_START = "1991-01-02"
+_AFTER = pd.Timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
@@ -13,20 +28,133 @@ class MarketProfile:
     t_plus_one: bool
     price_limit_pct: Optional[float]
     trades_weekends: bool
+    timezone: str
+    # the regular daily close, as local time since midnight (24h = the end of the day)
+    close: timedelta
+    # exchange_calendars code (holidays, early closes); None = every day is a session
+    calendar: Optional[str] = None
 
 
 PROFILES: dict[str, MarketProfile] = {
     "us_equity": MarketProfile("us_equity", fractional=False, lot_size=1, t_plus_one=False, price_limit_pct=None,
-                               trades_weekends=False),
+                               trades_weekends=False, timezone="America/New_York", close=timedelta(hours=16),
+                               calendar="XNYS"),
     "cn_a_share": MarketProfile("cn_a_share", fractional=False, lot_size=100, t_plus_one=True, price_limit_pct=10.0,
-                                trades_weekends=False),
+                                trades_weekends=False, timezone="Asia/Shanghai", close=timedelta(hours=15),
+                                calendar="XSHG"),
+    # a crypto daily bar closes at 00:00 UTC: the decision is taken at the end of the UTC day
     "crypto": MarketProfile("crypto", fractional=True, lot_size=1, t_plus_one=False, price_limit_pct=None,
-                            trades_weekends=True),
+                            trades_weekends=True, timezone="UTC", close=timedelta(hours=24)),
 }
 
 
-def get_profile(name: str) -> MarketProfile:
+def get_profile(name: str | MarketProfile | None) -> MarketProfile:
+    if isinstance(name, MarketProfile):
+        return name
     try:
-        return PROFILES[name]
+        return PROFILES[name or DEFAULT_MARKET]
     except KeyError:
         raise ValueError(f"unknown market profile {name!r} (known: {', '.join(PROFILES)})") from None
+
+
+class CalendarRangeError(ValueError):
+    """A date the market's calendar does not cover: whether it trades is unknown, so it is refused."""
+
+
+@functools.lru_cache(maxsize=None)
+def _calendar(code: str):
+    import exchange_calendars  # ~1 s to import: only commands that check a date pay for it
+
+    with warnings.catch_warnings():
+        # its constructor reads Series.values, which pandas 3.1 deprecates: noise for every caller, not ours to fix
+        warnings.filterwarnings("ignore", message="Series.values returning")
+        return exchange_calendars.get_calendar(code, start=_CALENDAR_START)
+
+
+def _day(value: str | date | datetime | pd.Timestamp) -> pd.Timestamp:
+    ts = pd.Timestamp(value)
+    return (ts.tz_convert("UTC").tz_localize(None) if ts.tzinfo is not None else ts).normalize()
+
+
+def _in_range(cal, day: pd.Timestamp) -> bool:
+    return cal.first_session <= day <= cal.last_session
+
+
+def is_trading_day(profile: str | MarketProfile, day) -> bool:
+    p = get_profile(profile)
+    d = _day(day)
+    if p.calendar is None:
+        return True
+    cal = _calendar(p.calendar)
+    if not _in_range(cal, d):
+        raise CalendarRangeError(f"{d.date()} is outside the {p.name} calendar ({p.calendar}: "
+                                 f"{cal.first_session.date()}..{cal.last_session.date()})")
+    return bool(cal.is_session(d))
+
+
+def nearest_trading_days(profile: str | MarketProfile, day) -> tuple[Optional[pd.Timestamp], Optional[pd.Timestamp]]:
+    """The last trading day strictly before `day` and the first strictly after (None past the calendar's ends)."""
+    p = get_profile(profile)
+    d = _day(day)
+    if p.calendar is None:
+        return d - pd.Timedelta(days=1), d + pd.Timedelta(days=1)
+    cal = _calendar(p.calendar)
+    before = d - pd.Timedelta(days=1)
+    after = d + pd.Timedelta(days=1)
+    prev = cal.date_to_session(before, "previous") if _in_range(cal, before) else None
+    nxt = cal.date_to_session(after, "next") if _in_range(cal, after) else None
+    return prev, nxt
+
+
+def trading_days(profile: str | MarketProfile, start, end) -> list[pd.Timestamp]:
+    """Sessions in [start, end]: the decision points a backtest may use for this market."""
+    p = get_profile(profile)
+    lo, hi = _day(start), _day(end)
+    if p.calendar is None:
+        return list(pd.date_range(lo, hi, freq="D"))
+    cal = _calendar(p.calendar)
+    for d in (lo, hi):
+        if not _in_range(cal, d):
+            is_trading_day(p, d)  # raises the range error with its message
+    return list(cal.sessions_in_range(lo, hi))
+
+
+@functools.lru_cache(maxsize=65536)
+def decision_time(profile: str | MarketProfile, day) -> pd.Timestamp:
+    """The close of `day` in this market, as naive UTC. Early closes (e.g. 13:00 on 2012-07-03) come from
+    the calendar; a day it does not list as a session gets the regular close."""
+    p = get_profile(profile)
+    d = _day(day)
+    if p.calendar is not None:
+        cal = _calendar(p.calendar)
+        if _in_range(cal, d) and cal.is_session(d):
+            return cal.session_close(d).tz_convert("UTC").tz_localize(None)
+    return (d + p.close).tz_localize(p.timezone).tz_convert("UTC").tz_localize(None)
+
+
+def is_date_only(value: object) -> bool:
+    """A stamp with no time of day in it, in any spelling ("2012-07-05", "2012/07/05", a date object)."""
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return True
+    if isinstance(value, datetime):
+        return False
+    text = str(value).strip()
+    ts = pd.Timestamp(text)
+    return ":" not in text and not pd.isna(ts) and ts == ts.normalize()
+
+
+def published_time(value: object, profile: str | MarketProfile | None) -> pd.Timestamp:
+    """When an item became known, as naive UTC. A timestamp without a zone is UTC. A date alone says
+    nothing about the hour, so it counts as published after that day's close: known from the next
+    trading day on."""
+    ts = pd.Timestamp(value.isoformat() if isinstance(value, date) else str(value).strip())
+    if pd.isna(ts):
+        raise ValueError(f"unparseable timestamp {value!r}")
+    if is_date_only(value):
+        return decision_time(profile, ts.tz_localize(None) if ts.tzinfo else ts) + _AFTER
+    return ts.tz_convert("UTC").tz_localize(None) if ts.tzinfo is not None else ts
+
+
+def visible(value: object, day, profile: str | MarketProfile) -> bool:
+    """True when an item stamped `value` was public strictly before the decision on `day`."""
+    return published_time(value, profile) < decision_time(profile, day)

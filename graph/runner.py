@@ -86,7 +86,7 @@ def run_cycle(symbols: str | list[str], as_of: str, *, store: Store, session_id:
     rt = _with_execution(runtime or default_runtime(), store)
     symbols = parse_symbols(symbols)
     try:
-        validate_as_of(rt.market, symbols, as_of)
+        validate_as_of(rt.market, symbols, as_of, rt.config.market)
     except DataError as e:
         raise InputError(str(e)) from None
     if session_id is not None:

@@ -69,7 +69,7 @@ class CycleRuntime:
         if self.bundle_source is not None:
             return self.bundle_source(symbol, as_of)
         return build_bundle(symbol, as_of, market=self.market, news=self.news, fundamentals=self.fundamentals,
-                            cache=self.cache)
+                            cache=self.cache, profile=self.config.market)
 
 
 def default_runtime(config: Optional[AgentConfig] = None, execution: Optional[ExecutionBackend] = None,

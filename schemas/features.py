@@ -5,9 +5,9 @@ None, never 0, so "not yet known" can't be mistaken for a real reading.
 """
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 from schemas.base import Contract, IsoDate, Pct, Price, Stance, Symbol, Unit
 
@@ -63,10 +63,15 @@ class SentimentFeatures(Contract):
     positioning_feed_wired: Literal[False] = False
 
 
+# a date, or an ISO datetime (zone optional)
+IsoStamp = Annotated[str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$")]
+
+
 class Fundamentals(Contract):
     available: bool
     source: Optional[str] = None
-    as_of: Optional[IsoDate] = None
+    as_of: Optional[IsoDate] = None  # the period end the figures describe
+    reported_at: Optional[IsoStamp] = None  # when they became public: the record is visible only after this
     pe: Optional[float] = None
     pb: Optional[float] = None
     ev_ebitda: Optional[float] = None

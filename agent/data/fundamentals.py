@@ -1,11 +1,15 @@
 """Point-in-time fundamentals from a JSON file; absent data is reported, never invented.
 
-Format: {"source": "...", "records": [{"symbol", "as_of": "YYYY-MM-DD", "pe", "pb",
+Format: {"source": "...", "records": [{"symbol", "as_of": "YYYY-MM-DD" (the period end the figures
+describe), "reported_at": YYYY-MM-DD or ISO datetime (when they became public), "pe", "pb",
 "ev_ebitda", "revenue_growth_pct", "net_margin_pct"}, ...]}. Any metric may be null.
+
+A record is visible only once reported (agent.markets.visible: before the decision day's close; a
+date alone counts as after the close). Results come out weeks after the period they describe, so
+keying on the period end would hand a backtest figures nobody had yet: `reported_at` is required.
 """
 from __future__ import annotations
 
-import bisect
 import functools
 import json
 from pathlib import Path
@@ -13,36 +17,68 @@ from pathlib import Path
 import pandas as pd
 
 from agent.data.market import DataError, DateLike, parse_date
+from agent.data.news import parse_published
+from agent.markets import MarketProfile, is_date_only, published_time, visible
 from schemas.features import Fundamentals
 
 SAMPLE_FUNDAMENTALS = Path(__file__).with_name("sample_fundamentals.json")
 METRICS = ("pe", "pb", "ev_ebitda", "revenue_growth_pct", "net_margin_pct")
+_REQUIRED = ("symbol", "as_of", "reported_at")
+# a local close is at most a day past UTC midnight: the margin of the coarse cut before `visible` decides
+_CLOSE_MARGIN = pd.Timedelta(days=2)
+
+
+def _checked(rec: object, n: int, source: str) -> tuple[str, pd.Timestamp, pd.Timestamp, dict]:
+    """(symbol, period end, reported time for ordering, record); a bad record raises naming source and record n."""
+    if not isinstance(rec, dict):
+        raise DataError(f"{source}: record {n}: expected a JSON object")
+    where = f"{source}: record {n}" + (f" ({rec['symbol']}, as_of {rec.get('as_of')})" if rec.get("symbol") else "")
+    missing = [k for k in _REQUIRED if not rec.get(k)]
+    if missing:
+        hint = " (the date the figures became public, e.g. the filing date)" if "reported_at" in missing else ""
+        raise DataError(f"{where}: missing field(s) {', '.join(missing)}{hint}")
+    try:
+        period = parse_date(rec["as_of"])
+    except DataError as exc:
+        raise DataError(f"{where}, field 'as_of': {exc}") from None
+    try:
+        reported = parse_published(rec["reported_at"])
+        published_time(rec["reported_at"], None)
+    except (ValueError, TypeError):
+        raise DataError(f"{where}, field 'reported_at': unparseable date {rec['reported_at']!r}") from None
+    if reported.normalize() < period:
+        raise DataError(f"{where}: reported_at {rec['reported_at']} is before the period end as_of {rec['as_of']}")
+    # one spelling in bundles: the date alone, or the instant in UTC
+    rec = {**rec, "reported_at": str(reported.date()) if is_date_only(rec["reported_at"])
+           else reported.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    for k in METRICS:
+        v = rec.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise DataError(f"{where}, field '{k}': not a number: {v!r}")
+    return str(rec["symbol"]).strip().upper(), period, reported, rec
 
 
 class FundamentalsSource:
-    def __init__(self, records: list[dict], source: str = "sample") -> None:
+    def __init__(self, records: list[dict], source: str = "sample", origin: str | None = None) -> None:
+        """`source` is the label carried into bundles; `origin` (default: source) names the input in errors."""
         self.source = source
-        by_symbol: dict[str, list[tuple[pd.Timestamp, dict]]] = {}
-        for rec in records:
-            by_symbol.setdefault(str(rec["symbol"]).upper(), []).append((parse_date(rec["as_of"]), rec))
-        self._dates: dict[str, list[pd.Timestamp]] = {}
-        self._recs: dict[str, list[dict]] = {}
-        for symbol, rows in by_symbol.items():
-            rows.sort(key=lambda r: r[0])
-            self._dates[symbol] = [r[0] for r in rows]
-            self._recs[symbol] = [r[1] for r in rows]
+        by_symbol: dict[str, list[tuple[pd.Timestamp, pd.Timestamp, dict]]] = {}
+        for n, rec in enumerate(records, start=1):
+            symbol, period, reported, rec = _checked(rec, n, origin or source)
+            by_symbol.setdefault(symbol, []).append((reported, period, rec))
+        self._rows = {s: sorted(rows, key=lambda r: (r[0], r[1])) for s, rows in by_symbol.items()}
 
-    def get(self, symbol: str, as_of: DateLike) -> Fundamentals:
-        """Latest record dated on/before `as_of`, else Fundamentals(available=False)."""
-        dates = self._dates.get(symbol.upper())
-        if not dates:
+    def get(self, symbol: str, as_of: DateLike, profile: str | MarketProfile | None = None) -> Fundamentals:
+        """The latest period among records reported before the close of `as_of`, else available=False."""
+        day = parse_date(as_of)
+        known = [(period, reported, rec) for reported, period, rec in self._rows.get(symbol.upper(), ())
+                 if reported < day + _CLOSE_MARGIN and visible(rec["reported_at"], day, profile)]
+        if not known:
             return Fundamentals(available=False)
-        i = bisect.bisect_right(dates, parse_date(as_of))
-        if i == 0:
-            return Fundamentals(available=False)
-        rec = self._recs[symbol.upper()][i - 1]
+        period, _, rec = max(known, key=lambda r: (r[0], r[1]))  # a restatement of the same period wins
         values = {k: (None if rec.get(k) is None else float(rec[k])) for k in METRICS}
-        return Fundamentals(available=True, source=self.source, as_of=str(dates[i - 1].date()), **values)
+        return Fundamentals(available=True, source=self.source, as_of=str(period.date()),
+                            reported_at=str(rec["reported_at"]).strip(), **values)
 
 
 def load_fundamentals(path: str | Path) -> FundamentalsSource:
@@ -56,19 +92,7 @@ def load_fundamentals(path: str | Path) -> FundamentalsSource:
     records = doc.get("records") if isinstance(doc, dict) else None
     if not isinstance(records, list):
         raise DataError(f"{p}: expected an object with a 'records' list")
-    for n, rec in enumerate(records, start=1):
-        missing = [k for k in ("symbol", "as_of") if not isinstance(rec, dict) or not rec.get(k)]
-        if missing:
-            raise DataError(f"{p}: record {n}: missing field(s) {', '.join(missing)}")
-        try:
-            parse_date(rec["as_of"])
-        except DataError as exc:
-            raise DataError(f"{p}: record {n}, field 'as_of': {exc}") from None
-        for k in METRICS:
-            v = rec.get(k)
-            if v is not None and not isinstance(v, (int, float)):
-                raise DataError(f"{p}: record {n}, field '{k}': not a number: {v!r}")
-    return FundamentalsSource(records, source=str(doc.get("source") or p.name))
+    return FundamentalsSource(records, source=str(doc.get("source") or p.name), origin=str(p))
 
 
 @functools.lru_cache(maxsize=1)

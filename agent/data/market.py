@@ -210,8 +210,17 @@ def default_market_data() -> MarketData:
     return load_market_data(VENDORED_CSV)
 
 
-def validate_as_of(market: MarketData, symbols: list[str], as_of: str) -> pd.Timestamp:
-    """Check a run's inputs up front so a bad flag fails before any agent runs."""
+class NotATradingDayError(DataError):
+    """The market is closed that day, or the data has no bar for it: deciding would use a stale price."""
+
+
+def validate_as_of(market: MarketData, symbols: list[str], as_of: str, profile=None) -> pd.Timestamp:
+    """Check a run's inputs up front so a bad flag fails before any agent runs.
+
+    With a market `profile` (name or MarketProfile) the date must also be a session of that market's
+    calendar and every symbol must have a bar on it: otherwise the cycle would decide, and fill, on
+    the previous day's close stamped with this date.
+    """
     for symbol in symbols:
         market._check(symbol)
     ts = parse_date(as_of)
@@ -221,4 +230,32 @@ def validate_as_of(market: MarketData, symbols: list[str], as_of: str) -> pd.Tim
             raise DateOutOfRangeError(
                 f"as-of date {ts.date()} is outside the data for {symbol} ({first.date()}..{last.date()})"
             )
+    if profile is not None:
+        check_trading_day(market, symbols, ts, profile)
     return ts
+
+
+def check_trading_day(market: MarketData, symbols: list[str], day: pd.Timestamp, profile) -> None:
+    from agent.markets import CalendarRangeError, get_profile, is_trading_day, nearest_trading_days
+
+    p = get_profile(profile)
+    try:
+        open_ = is_trading_day(p, day)
+    except CalendarRangeError as e:
+        raise NotATradingDayError(f"as-of date {day.date()}: {e}") from None
+    if not open_:
+        before, after = nearest_trading_days(p, day)
+        raise NotATradingDayError(f"as-of date {day.date()} ({day.day_name()}) is not a trading day for {p.name}: "
+                                  f"nearest trading days {_d(before)} before, {_d(after)} after")
+    for symbol in symbols:
+        i = market.position_as_of(symbol, day)
+        dates = market._dates[symbol]
+        if i == 0 or dates[i - 1] != day.to_datetime64():
+            after = pd.Timestamp(dates[i]) if i < len(dates) else None
+            before = pd.Timestamp(dates[i - 1]) if i > 0 else None
+            raise NotATradingDayError(f"no {symbol} bar on {day.date()}, a trading day for {p.name}: "
+                                      f"nearest bars {_d(before)} before, {_d(after)} after")
+
+
+def _d(ts: pd.Timestamp | None) -> str:
+    return "none" if ts is None else str(ts.date())

@@ -1,8 +1,9 @@
 """Point-in-time news headlines from a JSONL file.
 
 One JSON object per line: {"symbol", "published_at" (YYYY-MM-DD or ISO datetime), "headline",
-"source"}. A headline is visible at an as-of date only if published on or before the end of
-that day, so a backtest never reads tomorrow's news.
+"source"}. A headline is visible at an as-of date only if published before that day's close in the
+chosen market (agent.markets.visible); a date without a time counts as after the close. So a
+decision taken on the close never reads news that came out after it.
 """
 from __future__ import annotations
 
@@ -14,13 +15,17 @@ from pathlib import Path
 import pandas as pd
 
 from agent.data.market import DataError, DateLike, parse_date
+from agent.markets import MarketProfile, visible
 
 SAMPLE_NEWS = Path(__file__).with_name("sample_news.jsonl")
 _DAY = pd.Timedelta(days=1)
+# a local close is at most a day past UTC midnight: the margin of the coarse window before `visible` decides
+_CLOSE_MARGIN = pd.Timedelta(days=2)
 
 
 def parse_published(value: object) -> pd.Timestamp:
-    """Naive UTC timestamp for a published_at value (date-only means midnight)."""
+    """Naive UTC timestamp for a published_at value (date-only means midnight); for ordering and recency,
+    not for visibility, which `agent.markets.visible` decides."""
     ts = pd.Timestamp(str(value))
     if ts.tzinfo is not None:
         ts = ts.tz_convert("UTC").tz_localize(None)
@@ -50,15 +55,16 @@ class NewsSource:
     def symbols(self) -> list[str]:
         return sorted(self._items)
 
-    def headlines(self, symbol: str, as_of: DateLike, lookback_days: int = 30) -> list[dict]:
-        """Headlines published in [as_of - lookback_days, end of as_of day], oldest first."""
+    def headlines(self, symbol: str, as_of: DateLike, lookback_days: int = 30,
+                  profile: str | MarketProfile | None = None) -> list[dict]:
+        """Headlines published from as_of - lookback_days until before the close of `as_of`, oldest first."""
         times = self._times.get(symbol.upper())
         if not times:
             return []
         day = parse_date(as_of)
-        hi = bisect.bisect_left(times, day + _DAY)  # strictly before the next midnight
+        hi = bisect.bisect_left(times, day + _CLOSE_MARGIN)
         lo = bisect.bisect_left(times, day - pd.Timedelta(days=int(lookback_days)))
-        return [dict(r) for r in self._items[symbol.upper()][lo:hi]]
+        return [dict(r) for r in self._items[symbol.upper()][lo:hi] if visible(r["published_at"], day, profile)]
 
 
 def load_news(path: str | Path) -> NewsSource:

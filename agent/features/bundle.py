@@ -18,6 +18,7 @@ from agent.features.forecast import WINDOW as FORECAST_WINDOW
 from agent.features.forecast import price_forecast
 from agent.features.news import news_features
 from agent.features.technical import CLOSE_ONLY_COLUMNS, INDICATOR_COLUMNS, IndicatorCache, close_indicators
+from agent.markets import MarketProfile
 from schemas.features import (
     FeatureBundle,
     Fundamentals,
@@ -108,8 +109,10 @@ def build_bundle(
     fundamentals: FundamentalsSource | None = None,
     cache: IndicatorCache | None = None,
     history_bars: int = HISTORY_BARS,
+    profile: str | MarketProfile | None = None,
 ) -> FeatureBundle:
-    """The evidence for `symbol` as known at the close of `as_of` (no later bar or headline)."""
+    """The evidence for `symbol` as known at the close of `as_of` in the market `profile` (default US):
+    no later bar, and no headline or filing published at or after that close."""
     market = market if market is not None else default_market_data()
     news = news if news is not None else default_news()
     fundamentals = fundamentals if fundamentals is not None else default_fundamentals()
@@ -125,21 +128,22 @@ def build_bundle(
     technical = technical_from_values(values, i + 1)
 
     closes = entry.arrays["close"][max(0, i - FORECAST_WINDOW): i + 1]
-    nf = news_features(news.headlines(symbol, day, NEWS_LOOKBACK_DAYS), day)
+    nf = news_features(news.headlines(symbol, day, NEWS_LOOKBACK_DAYS, profile), day, profile)
     return FeatureBundle(
         symbol=symbol,
         as_of=str(day.date()),
         technical=technical,
         news=nf,
         sentiment=_sentiment(nf),
-        fundamentals=fundamentals.get(symbol, day),
+        fundamentals=fundamentals.get(symbol, day, profile),
         forecast=price_forecast(closes, FORECAST_HORIZON),
         history=_history(entry, i, history_bars),
     )
 
 
 def fallback_bundle(
-    symbol: str, as_of: DateLike, closes: list[float], headlines: list[dict] | None = None
+    symbol: str, as_of: DateLike, closes: list[float], headlines: list[dict] | None = None,
+    profile: str | MarketProfile | None = None,
 ) -> FeatureBundle:
     """A bundle from recent closes only (plus headlines if the feed has them); fallback=True.
 
@@ -155,7 +159,7 @@ def fallback_bundle(
     cols = close_indicators(series)
     values = {name: float(cols[name].iloc[-1]) for name in CLOSE_ONLY_COLUMNS}
     technical = technical_from_values(values, len(c))
-    nf = news_features(headlines or [], day)
+    nf = news_features(headlines or [], day, profile)
     return FeatureBundle(
         symbol=symbol,
         as_of=str(day.date()),

@@ -14,6 +14,7 @@ import pandas as pd
 from agent.data.market import DataError, DateLike, parse_date
 from agent.data.news import parse_published
 from agent.fence import neutralise
+from agent.markets import MarketProfile, visible
 from schemas.features import NewsFeatures, NewsItemFeature
 
 HALF_LIFE_DAYS = 7.0
@@ -111,23 +112,24 @@ def _r(x: float) -> float:
     return round(x, 4)
 
 
-def news_features(headlines: list[dict], as_of: DateLike) -> NewsFeatures:
+def news_features(headlines: list[dict], as_of: DateLike, profile: str | MarketProfile | None = None) -> NewsFeatures:
+    """Features of the headlines known before the close of `as_of` in the market `profile` (default US)."""
     day = parse_date(as_of)
-    cutoff = day + _DAY  # end of the as-of day; later items are not visible yet
-    visible = []
+    shown = []
     for n, h in enumerate(headlines):
         try:
             ts = parse_published(h["published_at"])
+            known = visible(h["published_at"], day, profile)
         except (KeyError, TypeError, ValueError):
             raise DataError(f"headline {n}: missing or unparseable published_at") from None
-        if ts < cutoff:
-            visible.append((ts, h))
+        if known:
+            shown.append((ts, h))
     # Chronological: the first report of a story is kept, later repeats are dropped.
-    visible.sort(key=lambda p: (p[0], str(p[1].get("headline", ""))))
+    shown.sort(key=lambda p: (p[0], str(p[1].get("headline", ""))))
     kept: list[tuple[pd.Timestamp, dict, str]] = []
     kept_keys: list[tuple[str, set[str]]] = []
     duplicates = 0
-    for ts, h in visible:
+    for ts, h in shown:
         text = neutralise(str(h.get("headline", "")))[:MAX_HEADLINE]
         if not text:
             continue  # nothing left to show after neutralising

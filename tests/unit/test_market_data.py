@@ -80,7 +80,9 @@ def test_trading_dates(market):
 
 
 def test_validate_as_of(market):
+    # without a market profile only symbols, format and range are checked (a Saturday passes)
     assert validate_as_of(market, ["AAPL", "MSFT"], "2012-06-02") == pd.Timestamp("2012-06-02")
+    assert validate_as_of(market, ["AAPL", "MSFT"], "2012-06-01", "us_equity") == pd.Timestamp("2012-06-01")
     with pytest.raises(UnknownSymbolError, match=r"unknown symbol 'XYZ' \(known: AAPL, FB, GOOG, IBM, MSFT\)"):
         validate_as_of(market, ["AAPL", "XYZ"], "2012-06-01")
     with pytest.raises(DataError, match=r"malformed date '2012-13-01' \(expected YYYY-MM-DD\)"):
@@ -161,19 +163,47 @@ def test_missing_file(tmp_path):
 # ------------------------------------------------------------------ news + fundamentals
 
 def test_news_is_point_in_time(tmp_path):
+    # 2010-01-11 is a Monday: the US close is 16:00 EST = 21:00 UTC
     lines = [
         {"symbol": "AAPL", "published_at": "2010-01-04", "headline": "old", "source": "s"},
-        {"symbol": "AAPL", "published_at": "2010-01-10T23:59:00", "headline": "same day late", "source": "s"},
-        {"symbol": "AAPL", "published_at": "2010-01-11T00:00:01", "headline": "tomorrow", "source": "s"},
+        {"symbol": "AAPL", "published_at": "2010-01-11T20:59:00Z", "headline": "before the close", "source": "s"},
+        {"symbol": "AAPL", "published_at": "2010-01-11T21:00:00Z", "headline": "at the close", "source": "s"},
+        {"symbol": "AAPL", "published_at": "2010-01-11T21:30:00Z", "headline": "after the close", "source": "s"},
+        {"symbol": "AAPL", "published_at": "2010-01-11", "headline": "date only", "source": "s"},
+        {"symbol": "AAPL", "published_at": "2010-01-12T00:00:01", "headline": "tomorrow", "source": "s"},
         {"symbol": "AAPL", "published_at": "2009-11-01", "headline": "too old", "source": "s"},
         {"symbol": "MSFT", "published_at": "2010-01-05", "headline": "other symbol", "source": "s"},
     ]
     p = tmp_path / "n.jsonl"
     p.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
-    got = load_news(p).headlines("AAPL", "2010-01-10", lookback_days=30)
-    assert [g["headline"] for g in got] == ["old", "same day late"]
+    news = load_news(p)
+    got = news.headlines("AAPL", "2010-01-11", lookback_days=30)
+    assert [g["headline"] for g in got] == ["old", "before the close"]
     assert set(got[0]) == {"symbol", "published_at", "headline", "source"}
-    assert load_news(p).headlines("IBM", "2010-01-10") == []
+    # the next trading day sees what came after Monday's close, the date-only item included
+    nxt = [g["headline"] for g in news.headlines("AAPL", "2010-01-12", lookback_days=30)]
+    assert nxt == ["old", "date only", "before the close", "at the close", "after the close", "tomorrow"]
+    assert news.headlines("IBM", "2010-01-11") == []
+
+
+def test_news_close_follows_the_market_profile(tmp_path):
+    # 2012-06-01 (Friday): US close 20:00 UTC (EDT), Shanghai close 07:00 UTC, crypto at 24:00 UTC
+    items = [{"symbol": "X", "published_at": f"2012-06-01T{h}:30:00Z", "headline": f"at {h}:30", "source": "s"}
+             for h in ("06", "08", "19", "21", "23")]
+    from agent.data.news import NewsSource
+    news = NewsSource(items)
+    seen = {m: [g["headline"] for g in news.headlines("X", "2012-06-01", profile=m)]
+            for m in ("us_equity", "cn_a_share", "crypto")}
+    assert seen == {"cn_a_share": ["at 06:30"], "us_equity": ["at 06:30", "at 08:30", "at 19:30"],
+                    "crypto": ["at 06:30", "at 08:30", "at 19:30", "at 21:30", "at 23:30"]}
+
+
+def test_early_close_day_uses_the_early_close():
+    from agent.data.news import NewsSource
+    # 2012-07-03 closed at 13:00 EDT (17:00 UTC): a 14:00 EDT headline came after that day's close
+    news = NewsSource([{"symbol": "X", "published_at": "2012-07-03T14:00:00-04:00", "headline": "late", "source": "s"}])
+    assert news.headlines("X", "2012-07-03") == []
+    assert [g["headline"] for g in news.headlines("X", "2012-07-05")] == ["late"]
 
 
 def test_news_malformed_line_names_file_and_line(tmp_path):
@@ -197,15 +227,59 @@ def test_sample_news_has_gaps_and_coverage():
 def test_fundamentals_point_in_time_and_unavailable():
     f = default_fundamentals()
     a = f.get("AAPL", "2012-06-01")
-    assert a.available and a.as_of == "2012-01-03" and a.pe is not None
+    assert a.available and a.as_of == "2011-12-31" and a.reported_at == "2012-02-06T21:10:00Z" and a.pe is not None
     assert not f.get("IBM", "2012-06-01").available
     assert not f.get("AAPL", "2001-01-01").available  # before the first record
-    src = FundamentalsSource([{"symbol": "X", "as_of": "2010-01-01", "pe": 10}])
-    assert src.get("X", "2010-01-01").pe == 10.0 and src.get("X", "2010-01-01").pb is None
+    src = FundamentalsSource([{"symbol": "X", "as_of": "2010-01-01", "reported_at": "2010-02-01", "pe": 10}])
+    assert src.get("X", "2010-02-02").pe == 10.0 and src.get("X", "2010-02-02").pb is None
+
+
+def test_fundamentals_visible_only_once_reported():
+    """Results for a period that ended on 2011-12-31 were filed after the close of 2012-02-06."""
+    f = default_fundamentals()
+    for day, period in (("2012-01-03", "2010-12-31"), ("2012-02-06", "2010-12-31"), ("2012-02-07", "2011-12-31")):
+        assert f.get("AAPL", day).as_of == period, day
+    # a date-only filing counts as after that day's close
+    src = FundamentalsSource([
+        {"symbol": "X", "as_of": "2009-12-31", "reported_at": "2010-02-01", "pe": 1},
+        {"symbol": "X", "as_of": "2010-03-31", "reported_at": "2010-05-03", "pe": 2},
+    ])
+    assert [src.get("X", d).pe for d in ("2010-02-01", "2010-02-02", "2010-05-03", "2010-05-04")] == [None, 1, 1, 2]
+    # a restatement of the same period, reported later, replaces the first report once it is public
+    src = FundamentalsSource([
+        {"symbol": "X", "as_of": "2009-12-31", "reported_at": "2010-02-01", "pe": 1},
+        {"symbol": "X", "as_of": "2009-12-31", "reported_at": "2010-06-01T12:00:00Z", "pe": 9},
+    ])
+    assert src.get("X", "2010-05-28").pe == 1 and src.get("X", "2010-06-01").pe == 9
+
+
+def test_fundamentals_file_without_reported_at_names_file_and_record(tmp_path):
+    p = tmp_path / "mine.json"
+    p.write_text(json.dumps({"records": [
+        {"symbol": "X", "as_of": "2010-03-31", "reported_at": "2010-04-30", "pe": 10},
+        {"symbol": "X", "as_of": "2010-06-30", "pe": 11},
+    ]}))
+    with pytest.raises(DataError) as e:
+        load_fundamentals(p)
+    msg = str(e.value)
+    assert "\n" not in msg and str(p) in msg and "record 2 (X, as_of 2010-06-30)" in msg and "reported_at" in msg
+    p.write_text(json.dumps({"records": [{"symbol": "X", "as_of": "2010-06-30", "reported_at": "2010-05-01"}]}))
+    with pytest.raises(DataError, match=r"record 1 \(X, as_of 2010-06-30\): reported_at 2010-05-01 is before the period end"):
+        load_fundamentals(p)
+    p.write_text(json.dumps({"records": [{"symbol": "X", "as_of": "2010-06-30", "reported_at": "soon"}]}))
+    with pytest.raises(DataError, match=r"record 1 \(X, as_of 2010-06-30\), field 'reported_at': unparseable date 'soon'"):
+        load_fundamentals(p)
+
+
+def test_every_sample_fundamental_is_reported_30_to_45_days_after_its_period():
+    doc = json.loads((RAW_CSV.parent / "sample_fundamentals.json").read_text())
+    for rec in doc["records"]:
+        lag = (pd.Timestamp(rec["reported_at"][:10]) - pd.Timestamp(rec["as_of"])).days
+        assert 30 <= lag <= 46, rec
 
 
 def test_fundamentals_bad_file(tmp_path):
     p = tmp_path / "f.json"
-    p.write_text('{"records": [{"symbol": "X", "as_of": "2010-13-01"}]}')
-    with pytest.raises(DataError, match=r"record 1, field 'as_of'"):
+    p.write_text('{"records": [{"symbol": "X", "as_of": "2010-13-01", "reported_at": "2011-01-01"}]}')
+    with pytest.raises(DataError, match=r"record 1 \(X, as_of 2010-13-01\), field 'as_of'"):
         load_fundamentals(p)
