@@ -60,6 +60,27 @@ def _env_number(name: str, default, cast=float, lo=0, hi=float("inf")):
 
 
 @dataclass(frozen=True)
+class RetryPolicy:
+    """How tradegraph itself retries a failed LLM call (the SDK's own retries are off, so each attempt
+    is audited): 429, 5xx and timeouts, at most `retries` times (seed 002: 3), waiting `backoff_s × 2^(n-1)`
+    less up to `jitter` of it, or what the provider's Retry-After asks; never longer than `max_wait_s`."""
+
+    retries: int = 3
+    backoff_s: float = 1.0
+    jitter: float = 0.5  # fraction of each backoff taken off at random, so parallel callers spread out
+    max_wait_s: float = 60.0
+    timeout_s: float = 60.0  # per HTTP request
+
+    @classmethod
+    def from_env(cls) -> "RetryPolicy":
+        return cls(retries=_env_number("TRADEGRAPH_LLM_RETRIES", 3, int, 0, 10),
+                   backoff_s=_env_number("TRADEGRAPH_LLM_BACKOFF_S", 1.0, float, 0, 60),
+                   jitter=_env_number("TRADEGRAPH_LLM_JITTER", 0.5, float, 0, 1),
+                   max_wait_s=_env_number("TRADEGRAPH_LLM_MAX_WAIT_S", 60.0, float, 0, 3600),
+                   timeout_s=_env_number("TRADEGRAPH_LLM_TIMEOUT", 60.0, float, 0.001, 3600))
+
+
+@dataclass(frozen=True)
 class AgentConfig:
     """Everything a cycle needs to know that isn't market data. Built once per command."""
 
@@ -77,6 +98,8 @@ class AgentConfig:
     self_critique_below: float = 0.40
     # per-cycle cap on LLM tokens (prompt + completion); None = no cap
     token_budget: int | None = None
+    # tradegraph's own retries of failed LLM calls (429/5xx/timeouts) and the per-request timeout
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
     risk: RiskLimits = field(default_factory=RiskLimits)
 
     @property
@@ -107,6 +130,7 @@ class AgentConfig:
             fees_bps=_env_number("TRADEGRAPH_FEES_BPS", 1.0),
             slippage_bps=_env_number("TRADEGRAPH_SLIPPAGE_BPS", 2.0),
             token_budget=_env_number("TRADEGRAPH_TOKEN_BUDGET", 0, int, 0, 10**9) or None,
+            retry=RetryPolicy.from_env(),
             risk=RiskLimits.load(),
         )
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -4,21 +4,27 @@
 tool and feeds the result back. `structured_pass` binds no tools, asks for the state's
 contract as JSON, validates it, and on failure sends a repair prompt carrying the validation
 error, a bounded number of times, before failing closed with ContractError.
+
+Both call the model through `call_model`, the one place a model is called: it checks the token budget
+before each attempt and retries 429, 5xx and timeouts itself (agent/llm.py), each attempt its own audited
+request.
 """
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, Callable, Optional, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 
 from agent.audit_events import emit
 from agent.budget import budget_of
 from agent.json_chat_model import parse_answer, response_format
+from agent.llm import ATTEMPT_KEY, AttemptPlan, call_failed, describe_failure, next_wait, retry_policy_of
 from agent.prompts import repair_message
 
 T = TypeVar("T", bound=BaseModel)
@@ -49,18 +55,15 @@ def tool_pass(
     offered = [tools[name] for name in sorted(allowed) if name in tools]
     bound = model.bind_tools(offered)
     messages = list(messages)
-    budget = budget_of(config)
     for _ in range(max_steps):
-        if budget:
-            budget.check()
-        ai: AIMessage = bound.invoke(messages, config)
-        if budget:
-            budget.charge(ai)
+        ai = call_model(model, bound, messages, config)
         messages.append(ai)
-        if not ai.tool_calls:
+        if not ai.tool_calls and not ai.invalid_tool_calls:
             return messages
         for call in ai.tool_calls:
             messages.append(_run_tool(call, tools, allowed, state, config))
+        for call in ai.invalid_tool_calls:
+            messages.append(_invalid_tool_call(call, ai, state, config))
     emit("error", {"type": "tool_steps_exhausted", "state": state, "max_steps": max_steps}, config)
     return messages
 
@@ -81,6 +84,56 @@ def _run_tool(call: dict, tools: dict[str, BaseTool], allowed: frozenset[str], s
     return ToolMessage(content=to_json_text(result), tool_call_id=call["id"], name=name)
 
 
+def _invalid_tool_call(call: dict, ai: AIMessage, state: str, config: RunnableConfig) -> ToolMessage:
+    """Arguments that are not JSON (often an answer cut off at the length limit): nothing runs, the
+    model is told why, and it may call again within the step bound."""
+    finish = (ai.response_metadata or {}).get("finish_reason")
+    reason = (f"the arguments of your call to {call.get('name')!r} are not valid JSON ({call.get('error')})"
+              + ("; your answer was cut off at the length limit" if finish == "length" else ""))
+    emit("error", {"type": "invalid_tool_call", "tool": call.get("name"), "args": call.get("args"),
+                   "state": state, "finish_reason": finish, "reason": reason}, config)
+    return ToolMessage(content=f"ERROR: {reason}. Call the tool again with a JSON object of arguments.",
+                       tool_call_id=call.get("id") or "", name=call.get("name"), status="error")
+
+
+def call_model(model: BaseChatModel, bound: Runnable, messages: list[BaseMessage],
+               config: RunnableConfig) -> AIMessage:
+    """One model answer. The budget is checked before each attempt, so a retry is never sent past it.
+
+    A 429, 5xx or timeout is retried (at most the policy's retries, waiting its backoff or the provider's
+    Retry-After); anything else from the provider fails closed at once. Each attempt is its own `invoke`,
+    so the audit handler records each one's request and response (or error, status and wait).
+    """
+    policy = retry_policy_of(model)
+    budget = budget_of(config)
+    attempt = 0
+    while True:
+        attempt += 1
+        if budget:
+            budget.check()
+        plan = AttemptPlan.of(policy, attempt)
+        try:
+            ai = bound.invoke(messages, _with_attempt(config, plan))
+        except Exception as e:
+            failure = describe_failure(e)
+            if failure.partial is None:
+                if not failure.provider:
+                    raise  # tradegraph's own error (a replay mismatch, a bug): not the provider's to retry
+                wait = next_wait(failure, plan)
+                if wait is None:
+                    raise call_failed(failure, plan, model) from e
+                time.sleep(wait)
+                continue
+            ai = failure.partial  # a truncated answer the SDK raised on: paid for; the caller repairs it
+        if budget:
+            budget.charge(ai)
+        return ai
+
+
+def _with_attempt(config: RunnableConfig, plan: AttemptPlan) -> RunnableConfig:
+    return {**config, "metadata": {**(config.get("metadata") or {}), ATTEMPT_KEY: plan.as_dict()}}
+
+
 def to_json_text(value: Any) -> str:
     if isinstance(value, BaseModel):
         return value.model_dump_json()
@@ -98,18 +151,19 @@ def structured_pass(
     check: Optional[Callable[[T], None]] = None,
     expect_symbol: Optional[str] = None,
 ) -> T:
-    runnable = structured_runnable(model, schema, method)
+    rf = response_format(schema, method)
+    # plain JSON Schema, parsed here: `with_structured_output` would hand ChatOpenAI's SDK the schema class,
+    # which raises on an invalid answer before the repair prompt can quote the raw answer and its error
+    bound = model.bind(response_format=rf, ls_structured_output_format={"kwargs": {"method": method}, "schema": rf})
+    parse = parse_answer(schema)
     messages = list(messages) + [json_instruction(schema, method)]
     error = ""
-    budget = budget_of(config)
     for attempt in range(1, max_retries + 2):
-        if budget:
-            budget.check()
-        out = runnable.invoke(messages, config)
-        if budget:
-            budget.charge(out["raw"])
+        out = parse(call_model(model, bound, messages, config))
         parsed, parsing_error = out["parsed"], out["parsing_error"]
         error = _short_error(parsing_error) if parsing_error is not None else ""
+        if error and (out["raw"].response_metadata or {}).get("finish_reason") == "length":
+            error = f"the answer was cut off at the length limit (finish_reason=length): reply more briefly. {error}"
         if parsed is not None and not error:
             symbol = getattr(parsed, "symbol", None)
             if expect_symbol is not None and symbol != expect_symbol:
@@ -130,17 +184,6 @@ def structured_pass(
         messages += [raw if isinstance(raw, AIMessage) else AIMessage(content=str(raw)),
                      repair_message(schema.__name__, error)]
     raise ContractError(schema.__name__, error, max_retries + 1)
-
-
-def structured_runnable(model: BaseChatModel, schema: type[BaseModel], method: str):
-    """A JSON-only call for any chat model: `response_format` bound as plain JSON Schema, parsed here.
-
-    Not `with_structured_output`: for ChatOpenAI that hands the schema class to the SDK, which raises
-    on an invalid answer before we see it; the repair prompt needs the raw answer and its error.
-    """
-    rf = response_format(schema, method)
-    return model.bind(response_format=rf, ls_structured_output_format={"kwargs": {"method": method}, "schema": rf}) \
-        | RunnableLambda(parse_answer(schema))
 
 
 def json_instruction(schema: type[BaseModel], method: str) -> HumanMessage:

@@ -19,6 +19,7 @@ from langchain_core.messages import BaseMessage
 from pydantic import BaseModel
 
 from agent.audit_events import AUDIT_EVENT
+from agent.llm import ATTEMPT_KEY, AttemptPlan, describe_failure, next_wait
 from schemas.base import SCHEMA_VERSION
 
 
@@ -96,7 +97,8 @@ class AuditHandler(BaseCallbackHandler):
         self._tool_names: dict[UUID, str] = {}
         # end callbacks carry no metadata: remember each run's state from its start
         self._states: dict[UUID, str] = {}
-        self.llm_calls = 0
+        self._plans: dict[UUID, Optional[AttemptPlan]] = {}
+        self.llm_calls = 0  # attempts, failed ones included: each is a request the provider may bill
         self.tokens = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
 
     # -------------------------------------------------------------- plumbing
@@ -122,37 +124,61 @@ class AuditHandler(BaseCallbackHandler):
         self._started[run_id] = time.perf_counter()
         self._states[run_id] = (metadata or {}).get("langgraph_node") or "RUNNER"
         model = params.get("model_name") or params.get("model") or (metadata or {}).get("ls_model_name")
+        plan = self._plans[run_id] = AttemptPlan.from_dict((metadata or {}).get(ATTEMPT_KEY))
         self._put("llm_request", {
             "messages": [to_plain(m) for m in messages[0]],
             "model": model,
             "tools": offered_tool_names(params),
             "structured_output": structured_output_name(params),
+            "attempt": plan.attempt if plan else 1,
         }, metadata, run_id, parent_run_id)
 
     def on_llm_end(self, response, *, run_id, parent_run_id=None, **kwargs) -> None:
         started = self._started.pop(run_id, None)
+        self._plans.pop(run_id, None)
         gen = response.generations[0][0] if response.generations and response.generations[0] else None
         msg = getattr(gen, "message", None)
-        usage = dict(getattr(msg, "usage_metadata", None) or {})
-        for k in self.tokens:
-            self.tokens[k] += int(usage.get(k, 0) or 0)
-        self.llm_calls += 1
+        usage = self._tally(getattr(msg, "usage_metadata", None))
+        metadata = getattr(msg, "response_metadata", {}) or {}
         self._put("llm_response", {
             "text": to_plain(msg.content) if msg is not None else getattr(gen, "text", None),
             "tool_calls": to_plain(getattr(msg, "tool_calls", []) or []),
+            # arguments that were not JSON: kept raw, so the audit shows what the model really sent
+            "invalid_tool_calls": to_plain(getattr(msg, "invalid_tool_calls", []) or []),
             "usage": to_plain(usage),
-            "model": (getattr(msg, "response_metadata", {}) or {}).get("model_name"),
+            "model": metadata.get("model_name"),
+            "finish_reason": metadata.get("finish_reason"),
+            # the provider's SDK raises on any other status, so a provider's answer came with HTTP 200
+            "http_status": 200 if (response.llm_output or {}).get("model_provider") else None,
             "latency_ms": round((time.perf_counter() - started) * 1000, 3) if started else None,
             "error": None,
         }, kwargs.get("metadata"), run_id, parent_run_id, state=self._states.pop(run_id, None))
 
     def on_llm_error(self, error: BaseException, *, run_id, parent_run_id=None, **kwargs) -> None:
         started = self._started.pop(run_id, None)
+        plan = self._plans.pop(run_id, None)
+        failure = describe_failure(error)
+        partial = failure.partial  # a truncated answer: its text and the tokens it cost are on the record
         self._put("llm_response", {
-            "text": None, "tool_calls": [], "usage": {},
+            "text": partial.content if partial is not None else None, "tool_calls": [], "invalid_tool_calls": [],
+            "usage": to_plain(self._tally(partial.usage_metadata if partial is not None else None)),
+            "finish_reason": partial.response_metadata.get("finish_reason") if partial is not None else None,
             "latency_ms": round((time.perf_counter() - started) * 1000, 3) if started else None,
             "error": f"{type(error).__name__}: {error}",
+            "error_type": failure.error_type,
+            "http_status": failure.http_status,
+            "retryable": failure.retryable,
+            "retry_after_s": failure.retry_after_s,
+            # the wait the retry loop (agent/passes.py) takes before the next attempt; None: no next attempt
+            "retry_in_s": next_wait(failure, plan) if plan is not None and partial is None else None,
         }, kwargs.get("metadata"), run_id, parent_run_id, state=self._states.pop(run_id, None))
+
+    def _tally(self, usage: Optional[dict]) -> dict:
+        usage = dict(usage or {})
+        for k in self.tokens:
+            self.tokens[k] += int(usage.get(k, 0) or 0)
+        self.llm_calls += 1
+        return usage
 
     # -------------------------------------------------------------- tool calls
     def on_tool_start(self, serialized, input_str, *, run_id, parent_run_id=None, tags=None, metadata=None,
