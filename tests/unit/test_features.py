@@ -93,13 +93,20 @@ def test_bundle_warm_up_values_are_none(market):
     assert build_bundle("AAPL", dates[14], market, NO_NEWS, NO_FUND).technical.atr14 > 0
 
 
+FUND = [{"symbol": "AAPL", "as_of": "2009-12-31", "reported_at": "2010-02-08", "pe": 20.0, "net_margin_pct": 19.0}]
+# after the close of t = 2010-06-15 (16:00 EDT = 20:00 UTC), or dated t with no time: known from t+1 on
+LATE_FUND = [{"symbol": "AAPL", "as_of": "2010-03-31", "reported_at": "2010-06-15", "pe": 99.0, "net_margin_pct": -50.0},
+             {"symbol": "AAPL", "as_of": "2010-03-31", "reported_at": "2010-06-15T20:30:00Z", "pe": 98.0}]
+
+
 def test_no_look_ahead_bundle_unchanged_when_future_mutated(market):
+    """Bars after t, news published after the close of t, fundamentals reported after t: none reach t's bundle."""
     t = pd.Timestamp("2010-06-15")
     news = NewsSource([
         {"symbol": "AAPL", "published_at": "2010-06-10", "headline": "Apple profit beats estimates", "source": "s"},
         {"symbol": "AAPL", "published_at": "2010-06-16", "headline": "Apple shares plunge on fraud probe", "source": "s"},
     ])
-    base = build_bundle("AAPL", t, market, news, NO_FUND, IndicatorCache())
+    base = build_bundle("AAPL", t, market, news, FundamentalsSource(FUND), IndicatorCache())
     frames = _frames(market)
     aapl = frames["AAPL"].copy()
     future = aapl.index > t
@@ -112,9 +119,18 @@ def test_no_look_ahead_bundle_unchanged_when_future_mutated(market):
     fresh_news = NewsSource([
         {"symbol": "AAPL", "published_at": "2010-06-10", "headline": "Apple profit beats estimates", "source": "s"},
         {"symbol": "AAPL", "published_at": "2010-06-16", "headline": "something else entirely", "source": "s"},
+        {"symbol": "AAPL", "published_at": "2010-06-15T20:30:00Z", "headline": "Apple plunges after hours", "source": "s"},
+        {"symbol": "AAPL", "published_at": "2010-06-15T16:45:00-04:00", "headline": "Apple CEO resigns", "source": "s"},
+        {"symbol": "AAPL", "published_at": "2010-06-15", "headline": "Apple recalls every phone", "source": "s"},
     ])
-    again = build_bundle("AAPL", t, mutated, fresh_news, NO_FUND, IndicatorCache())
+    late_fund = FundamentalsSource(FUND + LATE_FUND)
+    again = build_bundle("AAPL", t, mutated, fresh_news, late_fund, IndicatorCache())
     assert again.model_dump() == base.model_dump()
+    # and the late items are real: the next day's bundle has all three headlines and the new filing
+    nxt = build_bundle("AAPL", "2010-06-16", mutated, fresh_news, late_fund, IndicatorCache())
+    heads = {i.headline for i in nxt.news.items}
+    assert {"Apple plunges after hours", "Apple CEO resigns", "Apple recalls every phone"} <= heads
+    assert nxt.fundamentals.pe == 98.0 and nxt.fundamentals.as_of == "2010-03-31"
     # and the mutation is real: a later date does differ
     later = pd.Timestamp("2011-01-03")
     assert build_bundle("AAPL", later, mutated, NO_NEWS, NO_FUND).technical.close != \
