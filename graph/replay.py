@@ -48,6 +48,8 @@ class LlmCall:
     latency_ms: Optional[float] = None
     error: Optional[str] = None
     answered: bool = False  # False: the request has no recorded response (cut-off log)
+    invalid_tool_calls: list[dict] = field(default_factory=list)  # arguments that were not JSON, kept raw
+    finish_reason: Optional[str] = None
 
 
 @dataclass
@@ -186,6 +188,7 @@ def build_session(session_id: str, events: list[dict]) -> Session:
             call.response_seq, call.answered = seq, True
             call.text, call.tool_calls = p.get("text"), p.get("tool_calls") or []
             call.usage, call.latency_ms, call.error = p.get("usage") or {}, p.get("latency_ms"), p.get("error")
+            call.invalid_tool_calls, call.finish_reason = p.get("invalid_tool_calls") or [], p.get("finish_reason")
             for k in c.tokens:
                 c.tokens[k] += int(call.usage.get(k, 0) or 0)
         elif kind == "tool_call":

@@ -67,8 +67,16 @@ class RecordedResponses:
         self._lock = threading.Lock()
         self.misses: list[str] = []
         self._entries = []
+        # a failed attempt followed by the same request was retried (agent/passes.py): the replay asks
+        # once and needs only the answer that was used
+        retried, later = set(), set()
+        for call in reversed(calls):
+            key = request_key(call.messages, call.tools, call.structured_output)
+            if call.error and call.finish_reason != "length" and key in later:
+                retried.add(id(call))
+            later.add(key)
         for call in calls:
-            if not call.answered or not call.messages:
+            if not call.answered or not call.messages or id(call) in retried:
                 continue  # a request without an answer can't be replayed; asking for it is a miss
             e = _Entry(call)
             self._entries.append(e)
@@ -119,16 +127,21 @@ class ReplayChatModel(JsonChatModel):
         state = ((run_manager.metadata if run_manager else None) or {}).get("langgraph_node", "?")
         call = self.responses.answer([to_plain(m) for m in messages], offered_tool_names(kwargs),
                                      structured_output_name(kwargs), state)
-        if call.error:
+        if call.error and call.finish_reason != "length":
             # the recorded call failed: fail the same way, so the state takes the same error path
             raise RuntimeError(call.error)
+        # a truncated answer (finish_reason "length") is replayed as the cut-off text it was, for the same repair
         message = AIMessage(content=call.text if call.text is not None else "",
                             tool_calls=[{"name": t["name"], "args": t.get("args", {}), "id": t.get("id"),
-                                         "type": "tool_call"} for t in call.tool_calls])
+                                         "type": "tool_call"} for t in call.tool_calls],
+                            invalid_tool_calls=[{"name": t.get("name"), "args": t.get("args"), "id": t.get("id"),
+                                                 "error": t.get("error"), "type": "invalid_tool_call"}
+                                                for t in call.invalid_tool_calls])
         usage = call.usage or {}
         if all(k in usage for k in ("input_tokens", "output_tokens", "total_tokens")):
             message.usage_metadata = {k: int(usage[k]) for k in ("input_tokens", "output_tokens", "total_tokens")}
-        message.response_metadata = {"model_name": call.model or self.model_name, "replayed": True}
+        message.response_metadata = {"model_name": call.model or self.model_name, "replayed": True,
+                                     "finish_reason": call.finish_reason}
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 

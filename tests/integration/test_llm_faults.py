@@ -222,8 +222,14 @@ def test_a_wrong_ticker_fails_closed_with_no_fill(fake, capfd):
 
 
 # ---------------------------------------------------------------------------- replay of a retried session
-def test_a_session_with_retried_attempts_verifies_without_the_server(fake):
-    fake.faults = [Fault(when="Plan", status=503), Fault(when="tools", status=429, headers={"Retry-After": "0"})]
+@pytest.mark.parametrize("faults", [
+    [Fault(when="Plan", status=503), Fault(when="tools", status=429, headers={"Retry-After": "0"})],
+    [Fault(when="Plan", content=lambda honest: honest[:60], finish_reason="length")],
+    [Fault(when="tools", tool_calls=[{"id": "call_bad", "type": "function",
+                                      "function": {"name": "get_portfolio", "arguments": "{"}}])],
+], ids=["retried", "truncated", "malformed-tool-args"])
+def test_a_session_with_faults_verifies_without_the_server(fake, faults):
+    fake.faults = faults
     store, out = run()
     assert out.status == "completed"
     served = len(fake.requests)
