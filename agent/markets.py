@@ -10,7 +10,7 @@ import functools
 import warnings
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import pandas as pd
 
@@ -71,6 +71,13 @@ def _calendar(code: str):
         return exchange_calendars.get_calendar(code, start=_CALENDAR_START)
 
 
+@functools.lru_cache(maxsize=None)
+def _session_closes(code: str) -> dict[pd.Timestamp, pd.Timestamp]:
+    """Every session of the calendar mapped to its close as naive UTC: one dict lookup per decision time."""
+    closes = _calendar(code).schedule["close"].dt.tz_convert("UTC").dt.tz_localize(None)
+    return dict(zip(closes.index, closes))
+
+
 def _day(value: str | date | datetime | pd.Timestamp) -> pd.Timestamp:
     ts = pd.Timestamp(value)
     return (ts.tz_convert("UTC").tz_localize(None) if ts.tzinfo is not None else ts).normalize()
@@ -120,41 +127,47 @@ def trading_days(profile: str | MarketProfile, start, end) -> list[pd.Timestamp]
 
 
 @functools.lru_cache(maxsize=65536)
-def decision_time(profile: str | MarketProfile, day) -> pd.Timestamp:
+def decision_time(profile: str | MarketProfile | None, day) -> pd.Timestamp:
     """The close of `day` in this market, as naive UTC. Early closes (e.g. 13:00 on 2012-07-03) come from
     the calendar; a day it does not list as a session gets the regular close."""
     p = get_profile(profile)
     d = _day(day)
-    if p.calendar is not None:
-        cal = _calendar(p.calendar)
-        if _in_range(cal, d) and cal.is_session(d):
-            return cal.session_close(d).tz_convert("UTC").tz_localize(None)
+    close = _session_closes(p.calendar).get(d) if p.calendar is not None else None
+    if close is not None:
+        return close
     return (d + p.close).tz_localize(p.timezone).tz_convert("UTC").tz_localize(None)
 
 
-def is_date_only(value: object) -> bool:
-    """A stamp with no time of day in it, in any spelling ("2012-07-05", "2012/07/05", a date object)."""
+class Stamp(NamedTuple):
+    """A parsed publication stamp: the instant as naive UTC (a date alone: its midnight) and whether only a
+    date was given. Parse once per item; `visible` then costs one comparison."""
+    ts: pd.Timestamp
+    date_only: bool
+
+
+def parse_stamp(value: object) -> Stamp:
+    """A date or ISO datetime (no zone = UTC); a date alone is any spelling with no time of day in it."""
+    if isinstance(value, Stamp):
+        return value
     if isinstance(value, date) and not isinstance(value, datetime):
-        return True
-    if isinstance(value, datetime):
-        return False
-    text = str(value).strip()
+        return Stamp(pd.Timestamp(value), True)
+    text = value.isoformat() if isinstance(value, datetime) else str(value).strip()
     ts = pd.Timestamp(text)
-    return ":" not in text and not pd.isna(ts) and ts == ts.normalize()
+    if pd.isna(ts):
+        raise ValueError(f"unparseable timestamp {value!r}")
+    date_only = ":" not in text and ts == ts.normalize()
+    if ts.tzinfo is not None:
+        ts = ts.tz_localize(None) if date_only else ts.tz_convert("UTC").tz_localize(None)
+    return Stamp(ts, date_only)
 
 
 def published_time(value: object, profile: str | MarketProfile | None) -> pd.Timestamp:
-    """When an item became known, as naive UTC. A timestamp without a zone is UTC. A date alone says
-    nothing about the hour, so it counts as published after that day's close: known from the next
-    trading day on."""
-    ts = pd.Timestamp(value.isoformat() if isinstance(value, date) else str(value).strip())
-    if pd.isna(ts):
-        raise ValueError(f"unparseable timestamp {value!r}")
-    if is_date_only(value):
-        return decision_time(profile, ts.tz_localize(None) if ts.tzinfo else ts) + _AFTER
-    return ts.tz_convert("UTC").tz_localize(None) if ts.tzinfo is not None else ts
+    """When an item became known, as naive UTC. A date alone says nothing about the hour, so it counts as
+    published after that day's close: known from the next trading day on."""
+    stamp = parse_stamp(value)
+    return decision_time(profile, stamp.ts) + _AFTER if stamp.date_only else stamp.ts
 
 
-def visible(value: object, day, profile: str | MarketProfile) -> bool:
-    """True when an item stamped `value` was public strictly before the decision on `day`."""
+def visible(value: object, day, profile: str | MarketProfile | None) -> bool:
+    """True when an item stamped `value` (raw or a Stamp) was public strictly before the decision on `day`."""
     return published_time(value, profile) < decision_time(profile, day)

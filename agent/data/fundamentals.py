@@ -17,8 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from agent.data.market import DataError, DateLike, parse_date
-from agent.data.news import parse_published
-from agent.markets import MarketProfile, is_date_only, published_time, visible
+from agent.markets import MarketProfile, Stamp, parse_stamp, visible
 from schemas.features import Fundamentals
 
 SAMPLE_FUNDAMENTALS = Path(__file__).with_name("sample_fundamentals.json")
@@ -28,7 +27,7 @@ _REQUIRED = ("symbol", "as_of", "reported_at")
 _CLOSE_MARGIN = pd.Timedelta(days=2)
 
 
-def _checked(rec: object, n: int, source: str) -> tuple[str, pd.Timestamp, pd.Timestamp, dict]:
+def _checked(rec: object, n: int, source: str) -> tuple[str, pd.Timestamp, Stamp, dict]:
     """(symbol, period end, reported time for ordering, record); a bad record raises naming source and record n."""
     if not isinstance(rec, dict):
         raise DataError(f"{source}: record {n}: expected a JSON object")
@@ -42,15 +41,14 @@ def _checked(rec: object, n: int, source: str) -> tuple[str, pd.Timestamp, pd.Ti
     except DataError as exc:
         raise DataError(f"{where}, field 'as_of': {exc}") from None
     try:
-        reported = parse_published(rec["reported_at"])
-        published_time(rec["reported_at"], None)
+        reported = parse_stamp(rec["reported_at"])
     except (ValueError, TypeError):
         raise DataError(f"{where}, field 'reported_at': unparseable date {rec['reported_at']!r}") from None
-    if reported.normalize() < period:
+    if reported.ts.normalize() < period:
         raise DataError(f"{where}: reported_at {rec['reported_at']} is before the period end as_of {rec['as_of']}")
     # one spelling in bundles: the date alone, or the instant in UTC
-    rec = {**rec, "reported_at": str(reported.date()) if is_date_only(rec["reported_at"])
-           else reported.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    rec = {**rec, "reported_at": str(reported.ts.date()) if reported.date_only
+           else reported.ts.strftime("%Y-%m-%dT%H:%M:%SZ")}
     for k in METRICS:
         v = rec.get(k)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
@@ -62,17 +60,17 @@ class FundamentalsSource:
     def __init__(self, records: list[dict], source: str = "sample", origin: str | None = None) -> None:
         """`source` is the label carried into bundles; `origin` (default: source) names the input in errors."""
         self.source = source
-        by_symbol: dict[str, list[tuple[pd.Timestamp, pd.Timestamp, dict]]] = {}
+        by_symbol: dict[str, list[tuple[Stamp, pd.Timestamp, dict]]] = {}
         for n, rec in enumerate(records, start=1):
             symbol, period, reported, rec = _checked(rec, n, origin or source)
             by_symbol.setdefault(symbol, []).append((reported, period, rec))
-        self._rows = {s: sorted(rows, key=lambda r: (r[0], r[1])) for s, rows in by_symbol.items()}
+        self._rows = {s: sorted(rows, key=lambda r: (r[0].ts, r[1])) for s, rows in by_symbol.items()}
 
     def get(self, symbol: str, as_of: DateLike, profile: str | MarketProfile | None = None) -> Fundamentals:
         """The latest period among records reported before the close of `as_of`, else available=False."""
         day = parse_date(as_of)
-        known = [(period, reported, rec) for reported, period, rec in self._rows.get(symbol.upper(), ())
-                 if reported < day + _CLOSE_MARGIN and visible(rec["reported_at"], day, profile)]
+        known = [(period, reported.ts, rec) for reported, period, rec in self._rows.get(symbol.upper(), ())
+                 if reported.ts < day + _CLOSE_MARGIN and visible(reported, day, profile)]
         if not known:
             return Fundamentals(available=False)
         period, _, rec = max(known, key=lambda r: (r[0], r[1]))  # a restatement of the same period wins

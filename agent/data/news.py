@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from agent.data.market import DataError, DateLike, parse_date
-from agent.markets import MarketProfile, visible
+from agent.markets import MarketProfile, Stamp, parse_stamp, visible
 
 SAMPLE_NEWS = Path(__file__).with_name("sample_news.jsonl")
 _DAY = pd.Timedelta(days=1)
@@ -26,30 +26,29 @@ _CLOSE_MARGIN = pd.Timedelta(days=2)
 def parse_published(value: object) -> pd.Timestamp:
     """Naive UTC timestamp for a published_at value (date-only means midnight); for ordering and recency,
     not for visibility, which `agent.markets.visible` decides."""
-    ts = pd.Timestamp(str(value))
-    if ts.tzinfo is not None:
-        ts = ts.tz_convert("UTC").tz_localize(None)
-    return ts
+    return parse_stamp(value).ts
 
 
 class NewsSource:
     def __init__(self, items: list[dict], source: str = "<memory>") -> None:
         self.source = source
-        by_symbol: dict[str, list[tuple[pd.Timestamp, str, dict]]] = {}
+        by_symbol: dict[str, list[tuple[Stamp, str, dict]]] = {}
         for item in items:
-            ts = parse_published(item["published_at"])
+            stamp = parse_stamp(item["published_at"])
             rec = {
                 "symbol": str(item["symbol"]).strip().upper(),
                 "published_at": str(item["published_at"]).strip(),
                 "headline": str(item["headline"]),
                 "source": str(item.get("source") or "unknown"),
             }
-            by_symbol.setdefault(rec["symbol"], []).append((ts, rec["headline"], rec))
+            by_symbol.setdefault(rec["symbol"], []).append((stamp, rec["headline"], rec))
         self._items: dict[str, list[dict]] = {}
+        self._stamps: dict[str, list[Stamp]] = {}
         self._times: dict[str, list[pd.Timestamp]] = {}
         for symbol, rows in by_symbol.items():
-            rows.sort(key=lambda r: (r[0], r[1]))  # deterministic order for same-time items
-            self._times[symbol] = [r[0] for r in rows]
+            rows.sort(key=lambda r: (r[0].ts, r[1]))  # deterministic order for same-time items
+            self._stamps[symbol] = [r[0] for r in rows]
+            self._times[symbol] = [r[0].ts for r in rows]
             self._items[symbol] = [r[2] for r in rows]
 
     def symbols(self) -> list[str]:
@@ -58,13 +57,14 @@ class NewsSource:
     def headlines(self, symbol: str, as_of: DateLike, lookback_days: int = 30,
                   profile: str | MarketProfile | None = None) -> list[dict]:
         """Headlines published from as_of - lookback_days until before the close of `as_of`, oldest first."""
-        times = self._times.get(symbol.upper())
+        key = symbol.upper()
+        times = self._times.get(key)
         if not times:
             return []
         day = parse_date(as_of)
         hi = bisect.bisect_left(times, day + _CLOSE_MARGIN)
         lo = bisect.bisect_left(times, day - pd.Timedelta(days=int(lookback_days)))
-        return [dict(r) for r in self._items[symbol.upper()][lo:hi] if visible(r["published_at"], day, profile)]
+        return [dict(r) for r, st in zip(self._items[key][lo:hi], self._stamps[key][lo:hi]) if visible(st, day, profile)]
 
 
 def load_news(path: str | Path) -> NewsSource:

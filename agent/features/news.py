@@ -12,9 +12,8 @@ import re
 import pandas as pd
 
 from agent.data.market import DataError, DateLike, parse_date
-from agent.data.news import parse_published
 from agent.fence import neutralise
-from agent.markets import MarketProfile, visible
+from agent.markets import MarketProfile, parse_stamp, visible
 from schemas.features import NewsFeatures, NewsItemFeature
 
 HALF_LIFE_DAYS = 7.0
@@ -118,8 +117,8 @@ def news_features(headlines: list[dict], as_of: DateLike, profile: str | MarketP
     shown = []
     for n, h in enumerate(headlines):
         try:
-            ts = parse_published(h["published_at"])
-            known = visible(h["published_at"], day, profile)
+            stamp = parse_stamp(h["published_at"])
+            ts, known = stamp.ts, visible(stamp, day, profile)
         except (KeyError, TypeError, ValueError):
             raise DataError(f"headline {n}: missing or unparseable published_at") from None
         if known:
