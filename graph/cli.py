@@ -135,10 +135,10 @@ def cmd_features(args) -> int:
 
     symbol = args.symbol.strip().upper()
     try:
-        validate_as_of(default_market_data(), [symbol], args.as_of)
+        validate_as_of(default_market_data(), [symbol], args.as_of, args.market)
     except DataError as e:
         raise CliError(str(e)) from None
-    bundle = build_bundle(symbol, args.as_of)
+    bundle = build_bundle(symbol, args.as_of, profile=args.market)
     if args.json:
         print(bundle.model_dump_json())
     else:
@@ -222,6 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("features", help="print a symbol's FeatureBundle at a date")
     f.add_argument("symbol")
     f.add_argument("--as-of", required=True)
+    f.add_argument("--market", default="us_equity", choices=["us_equity", "cn_a_share", "crypto"],
+                   help="the market whose calendar and close decide what is visible")
     f.add_argument("--json", action="store_true")
     f.set_defaults(fn=cmd_features)
 
