@@ -38,6 +38,9 @@ def test_a_key_selects_chatopenai_and_the_wire_keeps_tools_and_json_apart(fake):
         {"gpt-4o"} if any(r["model"] == "gpt-4o" for r in fake.requests) else set())
     responses = events_of(store, out, "llm_response")
     assert sum(e["payload"]["usage"]["total_tokens"] for e in responses) == out.tokens["total_tokens"] > 0
+    # one HTTP request per attempt: the SDK's own retries are off, and each answer is a provider's 200
+    assert {e["payload"]["attempt"] for e in requests} == {1}
+    assert {e["payload"]["http_status"] for e in responses} == {200}
 
 
 def test_a_malformed_provider_answer_is_repaired(fake):
