@@ -95,7 +95,8 @@ def test_store_cut_when_executing_starts_fails_closed_and_loses_no_event(proxied
     assert sum(e["kind"] == "llm_request" for e in events) == sum(e["kind"] == "llm_response" for e in events) > 0
     assert not list(Path(os.environ["TRADEGRAPH_HOME"], "spool").glob("*.jsonl"))
     FAULTS["store cut at EXECUTING"] = dict(
-        injected=1, events_lost=in_spool - report.redelivered - report.already_stored,
+        injected=1, spooled=in_spool, redelivered=report.redelivered, already_stored=report.already_stored,
+        events_lost=in_spool - report.redelivered - report.already_stored,
         fills_without_audit=int(direct.executions.get(out.cycle_id) is not None), lost_updates=0)
 
 
