@@ -144,7 +144,21 @@ class BufferedEventWriter:
                 spool_path=str(self.spool.path), spooled=self.spool.count) from self._error
         raise self._error
 
-    def flush(self) -> None:
+    def flush(self, *, durable: bool = False) -> None:
+        """Wait until every event put so far is stored; durable=True also waits for the journal."""
+        self._flush()
+        if durable:
+            try:
+                self.events.sync()
+            except PyMongoError as exc:
+                with self._cond:
+                    self._error = exc
+                    if self.spool_dir is not None and self.spool is None:
+                        # stored but maybe not journaled: spool nothing twice, redelivery is idempotent
+                        self.spool = SpoolFile(self.spool_dir, self.target)
+                self._raise_error()
+
+    def _flush(self) -> None:
         if not self.background:
             while self._drain_once():
                 pass
@@ -162,7 +176,7 @@ class BufferedEventWriter:
 
     def close(self) -> None:
         try:
-            self.flush()
+            self.flush(durable=True)
         finally:
             with self._cond:
                 self._closed = True

@@ -108,7 +108,7 @@ def audit_barrier(config: RunnableConfig) -> None:
     Raises (AuditSpooled, StoreUnavailable, …) if it cannot be: the caller fails closed."""
     writer = (config or {}).get("configurable", {}).get(AUDIT_WRITER_KEY)
     if writer is not None:
-        writer.flush()
+        writer.flush(durable=True)
 
 
 def with_tools(config: RunnableConfig, ctx: ToolContext) -> RunnableConfig:
