@@ -6,10 +6,10 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 
 from agent.audit_events import emit
-from agent.calibration import ABSTAIN_MODEL, calibrate
+from agent.calibration import ABSTAIN_MODEL, calibrate, takes_side
 from agent.config import AgentConfig
 from agent.parallel import run_parallel
-from agent.passes import ContractError, structured_pass
+from agent.passes import ContractError, TickerGuardError, structured_pass
 from agent.prompts import task_messages
 from schemas.analysis import AnalystNote, SymbolPanel
 from schemas.debate import DebateCase, DebateResult, ManagerVerdict
@@ -24,6 +24,12 @@ def _brief(n: AnalystNote) -> dict:
 def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, cfg: AgentConfig,
                config: RunnableConfig) -> DebateResult:
     sym = snap.symbol
+    if not any(takes_side(n) for n in panel.notes):
+        # nobody argues either way: a debate would only make a side up out of nothing
+        emit("validation", {"schema": "DebateResult", "check": "no_side_taken", "ok": True, "symbol": sym}, config)
+        return DebateResult(symbol=sym, winner="NONE", conviction=0.0, raw_conviction=0.0, opposition_share=0.0,
+                            manager_rationale="Every analyst abstained or was neutral: no side to debate, hold "
+                                              "(decided in code, no model call).")
     base = {"symbol": sym, "as_of": snap.as_of, "price": snap.price, "prev_close": snap.prev_close}
     key_points = [p for n in panel.notes for p in n.key_points[:2]]
     bulls = [_brief(n) for n in panel.notes if n.stance > 0]
@@ -58,6 +64,8 @@ def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, c
     def rebut(side: str, own: DebateCase, other: DebateCase) -> DebateCase:
         try:
             return ask(f"{side}_rebuttal", {**base, "own_case": own.model_dump(), "other_case": other.model_dump()})
+        except TickerGuardError:
+            raise  # a contract about another symbol fails the state at once, rebuttal or not (PLAN.md)
         except ContractError as e:
             # a failed rebuttal must not sink the debate: that side stands on its first case
             fallbacks.append(side)

@@ -9,11 +9,12 @@ from agent.calibration import ABSTAIN_MODEL
 from agent.config import AgentConfig
 from agent.passes import structured_pass
 from agent.prompts import task_messages
-from agent.risk import equity, size_position
+from agent.markets import get_profile
+from agent.risk import equity, evaluate, risk_input, size_position
 from agent.thesis import anchor_prices, validate_thesis
 from schemas.analysis import SymbolPanel
 from schemas.debate import DebateResult
-from schemas.decision import Order, TradeThesis
+from schemas.decision import Order, PortfolioDecision, TradeThesis
 from schemas.market import MarketSnapshot
 from schemas.portfolio import PortfolioSnapshot
 
@@ -49,18 +50,38 @@ def run_trader(debate: DebateResult, panel: SymbolPanel, snap: MarketSnapshot, m
 
 
 def orders_for(theses: list[TradeThesis], portfolio: PortfolioSnapshot, prices: dict[str, float],
-               cfg: AgentConfig) -> list[Order]:
-    """Long-only book: LONG opens a sized position when flat; SHORT closes a held one; otherwise hold."""
+               cfg: AgentConfig, as_of: str | None = None) -> list[Order]:
+    """Long-only book: LONG opens a sized position when flat; SHORT closes a held one; otherwise hold.
+
+    Sizing stays within every limit the risk engine checks, by asking the engine itself: each buy starts
+    at the risk-based size in whole lots of the market and shrinks to the most lots with which the decision
+    so far still passes, or is left out when not even one lot would (the thesis stays on the record). So
+    the engine never meets an order the sizer knew it must reject, and one such order cannot sink the rest."""
+    lot = 1 if get_profile(cfg.market).fractional else get_profile(cfg.market).lot_size
     capital = equity(portfolio, prices)
-    orders = []
-    for th in theses:
-        held = portfolio.quantity(th.symbol)
-        if th.direction == "LONG" and held == 0:
-            qty = size_position(capital, cfg.risk.risk_per_trade_pct, th.entry, th.stop)
-            # a tight stop can make the risk-based size exceed the single-position cap; the cap wins,
-            # so a low-volatility name is bought smaller instead of the whole decision being refused
-            qty = min(qty, math.floor(capital * cfg.risk.max_notional_pct / 100 / th.entry))
-            orders.append(Order(symbol=th.symbol, side="BUY", quantity=qty))
-        elif th.direction == "SHORT" and held > 0:
-            orders.append(Order(symbol=th.symbol, side="SELL", quantity=held))
+    by_symbol = {t.symbol: t for t in theses}
+    orders = [Order(symbol=t.symbol, side="SELL", quantity=portfolio.quantity(t.symbol))
+              for t in theses if t.direction == "SHORT" and portfolio.quantity(t.symbol) > 0]
+    for th in sorted((t for t in theses if t.direction == "LONG" and portfolio.quantity(t.symbol) == 0),
+                     key=lambda t: -t.conviction):
+        qty = size_position(capital, cfg.risk.risk_per_trade_pct, th.entry, th.stop) // lot * lot
+        # the cap in closed form first (a tight stop can size far past it), then the engine decides
+        qty = min(qty, math.floor(capital * cfg.risk.max_notional_pct / 100 / prices[th.symbol] / lot) * lot)
+        # the largest number of lots the engine accepts (every check is monotone in the quantity)
+        lo, hi = 0, int(qty // lot)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if _passes(orders + [Order(symbol=th.symbol, side="BUY", quantity=mid * lot)], by_symbol, portfolio,
+                       prices, cfg, as_of):
+                lo = mid
+            else:
+                hi = mid - 1
+        if lo:
+            orders.append(Order(symbol=th.symbol, side="BUY", quantity=lo * lot))
     return orders
+
+
+def _passes(orders: list[Order], theses: dict[str, TradeThesis], portfolio: PortfolioSnapshot,
+            prices: dict[str, float], cfg: AgentConfig, as_of: str | None) -> bool:
+    decision = PortfolioDecision(theses=[theses[o.symbol] for o in orders], orders=orders, rationale="sizing")
+    return evaluate(risk_input(decision, portfolio, prices, as_of), cfg.risk).passed

@@ -28,8 +28,10 @@ class ManagerVerdict(Contract):
 
 
 class DebateResult(ManagerVerdict):
-    """The verdict after code's calibration: `conviction` is calibrated, `raw_conviction` the model's."""
+    """The verdict after code's calibration: `conviction` is calibrated, `raw_conviction` the model's.
+    `winner` NONE: no analyst took a side (all abstained or neutral), so code held the debate back: hold."""
 
+    winner: Direction | Literal["NONE"]
     raw_conviction: Unit
     opposition_share: Unit
     rebuttals: list[DebateCase] = Field(default_factory=list, max_length=2)

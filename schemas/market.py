@@ -23,6 +23,12 @@ class MarketScan(Contract):
     universe: list[Symbol] = Field(min_length=1, max_length=50)
     snapshots: list[MarketSnapshot] = Field(min_length=1, max_length=50)
     portfolio: PortfolioSnapshot
+    # point-in-time closes of held symbols outside the universe: the book is valued at market, never at cost
+    marks: dict[Symbol, Price] = Field(default_factory=dict)
+
+    def prices(self) -> dict[str, float]:
+        """A current price for every symbol traded or held."""
+        return {**self.marks, **{s.symbol: s.price for s in self.snapshots}}
 
     def snapshot(self, symbol: str) -> MarketSnapshot:
         for s in self.snapshots:

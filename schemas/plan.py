@@ -1,7 +1,7 @@
 """PLANNING's contract."""
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from schemas.base import Contract, ShortText, Symbol
 
@@ -13,3 +13,12 @@ class Plan(Contract):
     timeframes: list[str] = Field(min_length=1, max_length=5)
     constraints: dict[str, str | float | int | bool]
     expected_outputs: list[str] = Field(min_length=1, max_length=20)
+
+    @field_validator("assets")
+    @classmethod
+    def _each_asset_once(cls, assets: list[str]) -> list[str]:
+        # a repeated asset would get two panels, two theses and two orders: double the position
+        seen = [a for i, a in enumerate(assets) if a in assets[:i]]
+        if seen:
+            raise ValueError(f"assets must be distinct; repeated: {', '.join(sorted(set(seen)))}")
+        return assets

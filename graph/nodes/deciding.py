@@ -24,12 +24,17 @@ def deciding(state: CycleState, config: RunnableConfig) -> Command[Literal["VALI
     debates = DebateReport.model_validate(state["debate"])
     theses = []
     for d in debates.results:
+        if d.winner == "NONE":  # no side was taken: nothing to write a thesis for
+            continue
         model = rt.model(trader_tier(d, rt.config))
         theses.append(run_trader(d, report.panel(d.symbol), scan.snapshot(d.symbol), model, rt.config, config))
-    prices = {s.symbol: s.price for s in scan.snapshots}
-    orders = orders_for(theses, scan.portfolio, prices, rt.config)
+    orders = orders_for(theses, scan.portfolio, scan.prices(), rt.config, scan.as_of)
     summary = "; ".join(f"{t.symbol} {t.direction} (conviction {t.conviction})" for t in theses)
-    rationale = f"{summary}. " + (f"{len(orders)} order(s) implied by the theses and the book."
-                                  if orders else "No position change is implied: hold.")
+    unsized = sorted({t.symbol for t in theses if t.direction == "LONG" and not scan.portfolio.quantity(t.symbol)}
+                     - {o.symbol for o in orders})
+    rationale = (f"{summary}. " if summary else "No analyst took a side. ") + (
+        f"{len(orders)} order(s) implied by the theses and the book." if orders else
+        "No position change is implied: hold.") + (
+        f" Not bought, as no lot fits the risk limits: {', '.join(unsized)}." if unsized else "")
     decision = PortfolioDecision(theses=theses, orders=orders, rationale=rationale)
     return done("DECIDING", decision, "VALIDATING", config)

@@ -20,7 +20,7 @@ from schemas.portfolio import PortfolioSnapshot
 def scanning(state: CycleState, config: RunnableConfig) -> Command[Literal["PLANNING", "__end__"]]:
     rt = runtime_of(config)
     symbols, as_of = list(state["symbols"]), state["as_of"]
-    validate_as_of(rt.market, symbols, as_of)
+    validate_as_of(rt.market, symbols, as_of, rt.config.market)
     portfolio = PortfolioSnapshot.model_validate(state.get("portfolio") or {"cash": rt.config.starting_cash})
     ctx = ToolContext(as_of=as_of, universe=symbols, portfolio=portfolio,
                       bundle_factory=lambda s: rt.bundle(s, as_of))
@@ -37,8 +37,21 @@ def scanning(state: CycleState, config: RunnableConfig) -> Command[Literal["PLAN
                                         volume=b.technical.volume or 0.0, bundle=b))
     if state.get("case"):
         check_case(state["case"], symbols, snapshots)
-    scan = MarketScan(as_of=as_of, universe=symbols, snapshots=snapshots, portfolio=portfolio)
+    scan = MarketScan(as_of=as_of, universe=symbols, snapshots=snapshots, portfolio=portfolio,
+                      marks=marks_outside(rt, portfolio, symbols, as_of))
     return done("SCANNING", scan, "PLANNING", config, **_ids(state, config))
+
+
+def marks_outside(rt, portfolio: PortfolioSnapshot, symbols: list[str], as_of: str) -> dict[str, float]:
+    """Held symbols the cycle does not trade still count in equity and exposure at their as-of close;
+    one with no price at all fails the cycle closed rather than being valued at cost."""
+    marks = {}
+    for sym in sorted(set(portfolio.positions) - set(symbols)):
+        bars = rt.market.as_of(sym, as_of, lookback=1) if sym in rt.market.universe() else None
+        if bars is None or bars.empty:
+            raise ValueError(f"held position {sym} has no price on or before {as_of}: cannot value the book")
+        marks[sym] = round_value(float(bars["close"].iloc[-1]))
+    return marks
 
 
 def check_case(case: dict, symbols: list[str], snapshots: list[MarketSnapshot]) -> None:

@@ -20,8 +20,7 @@ def validating(state: CycleState, config: RunnableConfig) -> Command[Literal["EX
     rt = runtime_of(config)
     scan = MarketScan.model_validate(state["scan"])
     decision = PortfolioDecision.model_validate(state["decision"])
-    prices = {s.symbol: s.price for s in scan.snapshots}
-    validation = evaluate(risk_input(decision, scan.portfolio, prices), rt.config.risk)
+    validation = evaluate(risk_input(decision, scan.portfolio, scan.prices(), scan.as_of), rt.config.risk)
     emit("validation", {"schema": "DecisionValidation", "check": "risk_engine", "ok": validation.passed,
                         "reasons": validation.reasons}, config)
     if validation.passed:

@@ -115,14 +115,34 @@ def test_persistent_bad_answers_fail_closed_with_no_trade():
     assert [e["payload"]["to"] for e in events_of(store, out, "transition")][-1] == "END"
 
 
-def test_failed_validation_routes_to_memorizing_without_executing():
+def test_sizer_stays_within_a_tight_daily_loss_cap():
     store = mock_store()
-    # a 0.1% daily loss cap: any buy sized to risk 1% fails daily_loss_cap
+    # a 0.1% daily loss cap: the sizer buys less (or nothing) instead of proposing what the engine rejects
     out = run_cycle("AAPL,MSFT", "2012-06-01", store=store,
                     runtime=runtime_with(risk=RiskLimits(daily_loss_cap_pct=0.1)))
+    assert out.status == "completed" and out.contracts["VALIDATING"]["passed"]
+    full = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    small = {o["symbol"]: o["quantity"] for o in out.contracts["DECIDING"]["orders"]}
+    usual = {o["symbol"]: o["quantity"] for o in full.contracts["DECIDING"]["orders"]}
+    assert usual and all(small.get(s, 0) < q for s, q in usual.items())
+
+
+def test_failed_validation_routes_to_memorizing_without_executing():
+    from graph.builder import build_graph
+    from graph.nodes.deciding import deciding
+
+    def oversized(state, config):  # a decision the risk engine must refuse: ten times the sized quantity
+        cmd = deciding(state, config)
+        for o in cmd.update["decision"]["orders"]:
+            o["quantity"] *= 10
+        return cmd
+
+    store = mock_store()
+    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(),
+                    graph=build_graph(overrides={"DECIDING": oversized}))
     assert out.status == "rejected"
     assert out.contracts["VALIDATING"]["passed"] is False
-    assert any(r.startswith("daily_loss_cap") for r in out.contracts["VALIDATING"]["reasons"])
+    assert any(r.startswith("max_notional_pct") for r in out.contracts["VALIDATING"]["reasons"])
     assert "EXECUTING" not in out.contracts and "MEMORIZING" in out.contracts
     path = [e["payload"]["to"] for e in events_of(store, out, "transition")]
     assert path[-3:] == ["VALIDATING", "MEMORIZING", "END"]
