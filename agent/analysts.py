@@ -85,6 +85,18 @@ def run_analyst(role: AnalystRole, snap: MarketSnapshot, model: BaseChatModel, c
     return note
 
 
+def cites(value: float | None, computed: float | None, min_decimals: int = 2) -> bool:
+    """True if `value` is `computed`, or `computed` rounded to the decimals `value` is written with
+    (at least `min_decimals`, so 66.4 → 66 is not a citation)."""
+    if value is None or computed is None:
+        return value is computed
+    if abs(value - computed) <= 1e-9 * max(1.0, abs(computed)):
+        return True
+    text = repr(float(value))
+    decimals = len(text.split(".")[1]) if "." in text and "e" not in text else 0
+    return decimals >= min_decimals and abs(round(computed, decimals) - value) <= 10 ** -(decimals + 3)
+
+
 def run_quant(question: str, snap: MarketSnapshot, model: BaseChatModel, tools: dict[str, BaseTool],
               allowed: frozenset[str], cfg: AgentConfig, config: RunnableConfig) -> QuantAnswer:
     tech = snap.bundle.technical.model_dump()
@@ -94,12 +106,12 @@ def run_quant(question: str, snap: MarketSnapshot, model: BaseChatModel, tools: 
                          config=config)
 
     def cites_only_bundle(ans: QuantAnswer) -> None:
-        # the anti-hallucination guard: a metric must be a bundle field with the bundle's exact value
+        # the anti-hallucination guard: a metric must be a bundle field with the bundle's value, as written
+        # or rounded (a real model copies 66.7226 as 66.72); a number that is not the bundle's still fails
         for name, value in ans.metrics.items():
             if name not in tech:
                 raise ValueError(f"metric {name!r} is not a computed indicator; cite only: {', '.join(sorted(tech))}")
-            if value != tech[name] and not (value is not None and tech[name] is not None
-                                            and abs(value - tech[name]) <= 1e-9 * max(1.0, abs(tech[name]))):
+            if not cites(value, tech[name]):
                 raise ValueError(f"metric {name}={value} differs from the computed value {tech[name]}")
 
     return structured_pass(model, messages, QuantAnswer, max_retries=cfg.max_repair_retries, config=config,

@@ -46,15 +46,24 @@ def analyzing(state: CycleState, config: RunnableConfig) -> Command[Literal["DEB
                 return None
         return go
 
+    def quant(snap):
+        def go():
+            try:
+                return run_quant(plan.quant_question, snap, model, REGISTRY, ALLOW_LISTS["ANALYZING"], rt.config, cfg)
+            except TickerGuardError:
+                raise
+            except ContractError as e:  # isolated like an analyst: this symbol loses its quant answer, no more
+                emit("error", {"type": "quant_failed", "symbol": snap.symbol, "message": str(e)}, cfg)
+                return None
+        return go
+
     branches = {}
     for snap in scan.snapshots:
         if snap.symbol not in plan.assets:
             continue
         for role in ANALYST_ROLES:
             branches[f"{snap.symbol}|{role}"] = analyst(role, snap)
-        branches[f"{snap.symbol}|quant"] = (
-            lambda snap=snap: run_quant(plan.quant_question, snap, model, REGISTRY, ALLOW_LISTS["ANALYZING"],
-                                        rt.config, cfg))
+        branches[f"{snap.symbol}|quant"] = quant(snap)
     results = run_parallel(branches, parallel=rt.config.parallel_llm)
 
     panels = []
