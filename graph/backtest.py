@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional
 
 from agent.config import AgentConfig
 from agent.data.market import MarketData, parse_date
+from agent.markets import trading_days
 from agent.metrics import TRADING_DAYS, buy_and_hold_curve, summarize
 from database.connection import Store
 from graph.runner import run_cycle
@@ -32,6 +33,9 @@ from schemas.simulation import (Case, CaseData, CaseMetadata, DecisionPointLog, 
                                 EquityPoint, IntervalPriceSummary, PricePoint, StockData, TradeHistory)
 
 DEFAULT_EXPERIMENTS = Path("experiments")
+FAILED_STATUSES = ("failed", "degraded")
+# below this many decision points a year's worth of annualising is mostly noise (about three months daily)
+SHORT_WINDOW_POINTS = 63
 
 
 class BacktestError(ValueError):
@@ -39,13 +43,14 @@ class BacktestError(ValueError):
 
 
 # ---------------------------------------------------------------- calendar and cases
-def decision_dates(market: MarketData, tickers: list[str], start: str, end: str, every: int) -> list[str]:
-    """Every `every`-th trading date in [start, end] on which every ticker has a bar."""
-    common: Optional[set] = None
+def decision_dates(market: MarketData, tickers: list[str], start: str, end: str, every: int,
+                   profile: str = "us_equity") -> list[str]:
+    """Every `every`-th session of the market's calendar in [start, end] on which every ticker has a bar
+    (a Shanghai holiday is no decision point even where US bars exist)."""
+    common: set = {d.strftime("%Y-%m-%d") for d in trading_days(profile, start, end)}
     for t in tickers:
-        days = {d.strftime("%Y-%m-%d") for d in market.trading_dates(t, start, end)}
-        common = days if common is None else common & days
-    return sorted(common or ())[::every]
+        common &= {d.strftime("%Y-%m-%d") for d in market.trading_dates(t, start, end)}
+    return sorted(common)[::every]
 
 
 def validate_config(config: EpisodeConfig, market: MarketData) -> None:
@@ -60,7 +65,7 @@ def validate_config(config: EpisodeConfig, market: MarketData) -> None:
             if ts < first or ts > last:
                 raise BacktestError(f"{name} date {value} is outside the data for {t} "
                                     f"({first.date()}..{last.date()})")
-    if not decision_dates(market, config.tickers, config.start, config.end, config.every):
+    if not decision_dates(market, config.tickers, config.start, config.end, config.every, config.market):
         raise BacktestError(f"no common trading date for {','.join(config.tickers)} in {config.start}..{config.end}")
 
 
@@ -107,6 +112,11 @@ def extract(outcome, sim: SimulationExecution, portfolio: PortfolioSnapshot
                               "submit_calls": len(calls), "rationale": str(deciding.get("rationale", ""))[:500]}
     if outcome.error:
         output["error"] = outcome.error
+    if outcome.status in FAILED_STATUSES and not calls:
+        # no decision was made: recorded as a failure, never as a hold the agent chose
+        why = (outcome.error or {}).get("message", "") or "no error recorded"
+        return "failed", Decision(), DecisionResult(status="rejected", message=f"cycle {outcome.status}: {why}"), \
+            portfolio, output
     if calls:
         last = calls[-1]
         if last.result.status == "accepted":
@@ -205,7 +215,7 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
     sim = SimulationExecution.for_market(config.market, fees_bps=config.fees_bps, slippage_bps=config.slippage_bps)
     rt = episode_runtime(config, runtime, sim)
     validate_config(config, rt.market)
-    dates = decision_dates(rt.market, config.tickers, config.start, config.end, config.every)
+    dates = decision_dates(rt.market, config.tickers, config.start, config.end, config.every, config.market)
 
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg_path, log_path, th_path = run_dir / "config.json", run_dir / "episode_log.jsonl", run_dir / "trade_history.json"
@@ -284,6 +294,29 @@ def episode_result(config: EpisodeConfig, logs: list[DecisionPointLog],
         bench = summarize(dates, bh, trades=[], exposure=[1.0] * len(bh), rf=config.risk_free_rate,
                           periods_per_year=ppy)
         bench["num_trades"] = len(config.tickers)
+    actions: dict[str, int] = {}
+    statuses: dict[str, int] = {}
+    failed = []
+    for lg in logs:
+        actions[lg.action] = actions.get(lg.action, 0) + 1
+        status = str(lg.agent_output.get("cycle_status") or "unknown")
+        statuses[status] = statuses.get(status, 0) + 1
+        if lg.action == "failed":
+            failed.append({"idx": lg.decision_point_idx, "date": lg.date, "status": status,
+                           "error": (lg.agent_output.get("error") or {}).get("message", lg.execution_result.message)})
+    warnings = []
+    if logs and len(logs) < SHORT_WINDOW_POINTS:
+        warnings.append(f"short window: {len(logs)} decision point(s) ({dates[0]}..{dates[-1]}); annualised "
+                        f"figures (return, volatility, Sharpe, Sortino, Calmar) extrapolate it to a year and are "
+                        f"not meaningful below {SHORT_WINDOW_POINTS}")
+    if failed:
+        warnings.append(f"{len(failed)} of {len(logs)} cycle(s) failed: their decision points made no decision "
+                        f"(first: {failed[0]['date']}: {failed[0]['error']})")
+    benchmark = {"kind": "buy_and_hold", "tickers": list(config.tickers),
+                 "weights": {t: round(1 / len(config.tickers), 6) for t in config.tickers},
+                 "initial_cash": config.initial_cash, "bought_at": "the first decision point's close, fractional shares",
+                 "fees_bps": 0.0, "slippage_bps": 0.0, "rebalanced": False}
     return EpisodeResult(episode_id=config.episode_id, decision_points=len(logs),
                          trade_history=TradeHistory(trades=trades), final_portfolio=portfolio, equity_curve=curve,
-                         benchmark_curve=bench_curve, metrics=metrics, benchmark_metrics=bench)
+                         benchmark_curve=bench_curve, metrics=metrics, benchmark_metrics=bench, benchmark=benchmark,
+                         actions=actions, cycle_statuses=statuses, failed_points=failed, warnings=warnings)

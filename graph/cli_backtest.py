@@ -32,7 +32,11 @@ def _fmt(v: Any, kind: str) -> str:
 def metrics_table(result) -> "Any":
     from rich.table import Table
 
-    t = Table(title=f"backtest {result.episode_id}: {result.decision_points} decision points")
+    a = result.actions
+    failed = a.get("failed", 0)
+    t = Table(title=f"backtest {result.episode_id}: {result.decision_points} decision points — "
+                    f"{a.get('trade', 0)} traded, {a.get('hold', 0)} held, {a.get('rejected', 0)} rejected, "
+                    + (f"[bold red]{failed} FAILED[/]" if failed else "0 failed"))
     t.add_column("metric")
     t.add_column("agent", justify="right")
     t.add_column("buy & hold (equal weight)", justify="right")
@@ -46,7 +50,7 @@ def cmd_backtest(args) -> int:
 
     from agent.data.market import DataError, parse_date
     from graph.backtest import BacktestError, run_backtest
-    from graph.cli import EXIT_OK, CliError, open_store
+    from graph.cli import EXIT_FAILED, EXIT_OK, CliError, open_store
     from graph.runner import InputError, parse_symbols
     from schemas.simulation import EpisodeConfig
 
@@ -67,6 +71,8 @@ def cmd_backtest(args) -> int:
             raise CliError(f"{flag} {value:g} must be {'positive' if flag == '--capital' else 'non-negative'}")
     if args.every < 1:
         raise CliError(f"--every {args.every} must be at least 1")
+    if args.allow_failures < 0:
+        raise CliError(f"--allow-failures {args.allow_failures} must be non-negative")
     run_id = args.run_id or f"bt-{uuid.uuid4().hex[:8]}"
     try:
         config = EpisodeConfig(episode_id=run_id, tickers=symbols, initial_cash=args.capital, start=args.start,
@@ -92,14 +98,26 @@ def cmd_backtest(args) -> int:
         plot = str(plot_result(result, args.plot))
     if args.json:
         print(json.dumps({"run_id": run_id, "run_dir": f"{args.out}/{run_id}", "decision_points": result.decision_points,
-                          "metrics": result.metrics, "benchmark_metrics": result.benchmark_metrics, "plot": plot},
-                         default=str))
+                          "actions": result.actions, "cycle_statuses": result.cycle_statuses,
+                          "failed_points": result.failed_points, "warnings": result.warnings,
+                          "metrics": result.metrics, "benchmark": result.benchmark,
+                          "benchmark_metrics": result.benchmark_metrics, "plot": plot}, default=str))
     else:
         from rich.console import Console
 
         c = Console()
         c.print(metrics_table(result))
+        for w in result.warnings:
+            c.print(f"[yellow]warning:[/] {w}")
         c.print(f"run id {run_id}: logs in {args.out}/{run_id}/" + (f"; plot {plot}" if plot else ""))
+    failed = result.actions.get("failed", 0)
+    if failed > args.allow_failures:
+        import sys
+
+        print(f"tradegraph: error: {failed} of {result.decision_points} cycle(s) failed (allowed: "
+              f"{args.allow_failures}); first at {result.failed_points[0]['date']}: "
+              f"{str(result.failed_points[0]['error']).splitlines()[0][:200]}", file=sys.stderr)
+        return EXIT_FAILED
     return EXIT_OK
 
 
@@ -118,5 +136,7 @@ def register(subparsers) -> None:
     b.add_argument("--json", action="store_true", help="print one JSON object")
     b.add_argument("--plot", default=None, help="write equity curves (agent vs buy & hold) to this PNG")
     b.add_argument("--no-progress", action="store_true")
+    b.add_argument("--allow-failures", type=int, default=0, metavar="N",
+                   help="exit 0 even if up to N cycles failed (default 0: any failed cycle exits 1)")
     b.add_argument("--db", default=None, help="store URI (default: $MONGODB_URI, else the embedded store)")
     b.set_defaults(fn=cmd_backtest)

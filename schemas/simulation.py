@@ -141,6 +141,14 @@ class EpisodeResult(Contract):
     benchmark_curve: list[EquityPoint] = Field(default_factory=list)
     metrics: dict[str, Any] = Field(default_factory=dict)
     benchmark_metrics: dict[str, Any] = Field(default_factory=dict)
+    # what the benchmark is: {"kind", "tickers", "weights", "initial_cash", "fees_bps", "rebalanced"}
+    benchmark: dict[str, Any] = Field(default_factory=dict)
+    # decision points per action (trade/hold/rejected/failed) and per cycle status (completed/failed/degraded/…)
+    actions: dict[str, int] = Field(default_factory=dict)
+    cycle_statuses: dict[str, int] = Field(default_factory=dict)
+    # every decision point whose cycle failed or degraded: {idx, date, status, error}
+    failed_points: list[dict[str, Any]] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
 
 
 # ---------------------------------------------------------------- agents.py
@@ -163,7 +171,8 @@ class DecisionPointLog(Contract):
     case_id: str = Field(pattern=CASE_ID_PATTERN)
     decision_point_idx: int = Field(ge=0)
     date: IsoDate
-    action: Literal["trade", "hold", "rejected"]
+    # failed: the cycle failed or degraded (no decision was made); never counted as a hold
+    action: Literal["trade", "hold", "rejected", "failed"]
     agent_output: dict[str, Any] = Field(default_factory=dict)
     extracted_decision: Decision
     execution_result: DecisionResult

@@ -178,3 +178,25 @@ def test_cli_runs_json_and_plot(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["run_id"] == "clitest" and out["decision_points"] == 4
     assert {"sharpe", "max_drawdown", "hit_rate"} <= set(out["metrics"]) and png.stat().st_size > 1000
+
+
+def test_failed_cycles_are_counted_named_and_fail_the_run(tmp_path, capsys, monkeypatch):
+    """An unreachable model: every cycle fails. Before, the table showed a flat +0.00% agent and exit 0."""
+    monkeypatch.setenv("TRADEGRAPH_LLM", "openai")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing listens on port 9
+    monkeypatch.setenv("TRADEGRAPH_LLM_RETRIES", "0")
+    argv = ["backtest", "--symbols", "AAPL", "--start", "2012-06-04", "--end", "2012-06-11", "--json",
+            "--db", f"mongomock://bt_{uuid.uuid4().hex[:8]}", "--out", str(tmp_path / "exp")]
+    code = cli_main(argv + ["--run-id", "down"])
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert code == 1 and out["decision_points"] == 6
+    assert out["actions"] == {"failed": 6} and out["cycle_statuses"] == {"failed": 6}
+    assert len(out["failed_points"]) == 6 and all(p["error"] for p in out["failed_points"])
+    assert "6 of 6 cycle(s) failed" in captured.err and len(captured.err.strip().splitlines()) == 1
+    assert any(w.startswith("short window") for w in out["warnings"])
+    assert out["benchmark"]["kind"] == "buy_and_hold" and out["benchmark"]["tickers"] == ["AAPL"]
+    # the same run, with failures allowed explicitly: exit 0, still reported
+    assert cli_main(argv + ["--run-id", "down", "--allow-failures", "6"]) == 0
+    assert json.loads(capsys.readouterr().out)["actions"] == {"failed": 6}
