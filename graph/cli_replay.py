@@ -3,6 +3,7 @@ re-executes it from the recording and exits 1 on the first divergence."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -21,6 +22,8 @@ def register(subparsers) -> None:
     out.add_argument("--html", metavar="FILE", default=None, help="write one self-contained HTML page")
     out.add_argument("--verify", action="store_true",
                      help="re-run every cycle through the graph with recorded answers; exit 1 on divergence")
+    out.add_argument("--check-chain", action="store_true",
+                     help="verify the session's hash chain (tamper evidence); exit 1 naming the first broken seq")
     r.add_argument("--db", default=None, help="store URI (default: $MONGODB_URI, else the embedded store)")
     r.set_defaults(fn=cmd_replay)
 
@@ -31,6 +34,17 @@ def cmd_replay(args) -> int:
     store = open_store(args.db)
     try:
         try:
+            if args.check_chain:
+                if not store.events.exists(args.session_id):
+                    raise SessionNotFound(f"unknown session '{args.session_id}'")
+                chain = store.events.verify_chain(args.session_id)
+                if chain["ok"]:
+                    print(f"hash chain intact: {chain['checked']} event(s) of session {args.session_id}")
+                    return EXIT_OK
+                broken = chain["first_broken"]
+                print(f"tradegraph: error: hash chain of session {args.session_id} broken at seq {broken['seq']}: "
+                      f"{broken['reason']}", file=sys.stderr)
+                return EXIT_FAILED
             if args.verify:
                 report = verify_session(store, args.session_id)
                 _print_verify(report)

@@ -12,6 +12,8 @@ new session `replay-<orig>-<n>`, and compares the contracts state by state.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -80,6 +82,8 @@ class Cycle:
     errors: list[dict] = field(default_factory=list)
     trades: list[dict] = field(default_factory=list)
     ended: bool = False  # a transition to END was recorded
+    manifest: Optional[dict] = None  # the cycle's effective configuration, as recorded
+    approval: Optional[dict] = None  # the recorded human decision {approved, by}, if the cycle paused
     status: str = "unknown"
     tokens: dict[str, int] = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0,
                                                              "total_tokens": 0})
@@ -202,8 +206,12 @@ def build_session(session_id: str, events: list[dict]) -> Session:
                 t = ToolCall(seq=seq, state=state, run_id=rid, name=p.get("name", "?"), args=None)
                 c.tool_calls.append(t)
             t.answered, t.result, t.error, t.latency_ms = True, p.get("result"), p.get("error"), p.get("latency_ms")
+        elif kind == "manifest":
+            c.manifest = p
         elif kind == "validation":
             c.validations.append({"seq": seq, "state": state, **p})
+            if p.get("check") == "human_approval":
+                c.approval = {"approved": bool(p.get("ok")), "by": p.get("by")}
             if state == REPLAY_STATE and p.get("replay_of"):
                 replay_of = p["replay_of"]
         elif kind == "error":
@@ -226,8 +234,16 @@ def _status(c: Cycle) -> str:
     analysis = (c.contracts.get("ANALYZING") or {}).get("data") or {}
     if analysis.get("degraded"):
         return "degraded"
-    return "failed" if any(e.get("state") in STATES or e.get("state") == "RUNNER" for e in c.errors
-                           if e.get("type") not in ("analyst_failed", "rebuttal_fallback")) else "completed"
+    failed = any(e.get("state") in STATES or e.get("state") == "RUNNER" for e in c.errors
+                 if e.get("type") not in NON_FATAL_ERRORS)
+    if failed and "EXECUTING" in c.contracts:
+        return "executed_with_errors"
+    return "failed" if failed else "completed"
+
+
+# error events a cycle records and goes on from (a vote lost, a tool call refused and the model told)
+NON_FATAL_ERRORS = ("analyst_failed", "quant_failed", "rebuttal_fallback", "tool_refused", "invalid_tool_call",
+                    "tool_steps_exhausted")
 
 
 # ---------------------------------------------------------------------------- verify
@@ -336,6 +352,7 @@ def verify_session(store: Store, session_id: str, *, config=None) -> VerifyRepor
                                     tier_models)
     from graph.runner import compiled_graph
     from graph.runtime import RUNTIME_KEY, default_runtime
+    from graph.manifest import build_manifest, config_from_manifest, manifest_differences
     from graph.state import CONTRACT_KEYS
 
     session = load_session(store, session_id)
@@ -344,6 +361,7 @@ def verify_session(store: Store, session_id: str, *, config=None) -> VerifyRepor
             f"session '{session_id}' was recorded with schema_version {session.schema_versions}, but this code "
             f"speaks schema_version {SCHEMA_VERSION}: its contracts can't be replayed or compared")
     replay_id = _replay_session_id(store, session_id)
+    today = build_manifest(default_runtime())
     # the link to the source, written first (seq 1) so a replay session always says what it replays
     link = {"event_id": uuid.uuid4().hex, "session_id": replay_id, "cycle_id": session.cycles[0].cycle_id,
             "ts": time.time(), "state": REPLAY_STATE, "kind": "validation", "schema_version": SCHEMA_VERSION,
@@ -359,14 +377,25 @@ def verify_session(store: Store, session_id: str, *, config=None) -> VerifyRepor
                                                                  "re-execute"], skipped=True))
             continue
         quick, deep = tier_models(cycle, config)
-        cfg = config or AgentConfig.from_env(quick_model=quick, deep_model=deep)
+        notes: list[str] = []
+        if cycle.manifest is not None:  # re-execute with what the cycle ran with, and say where today differs
+            cfg = config or dataclasses.replace(config_from_manifest(cycle.manifest), quick_model=quick,
+                                                deep_model=deep)
+            differences = manifest_differences(cycle.manifest, today)
+            notes += [f"today differs from the recording: {d}" for d in differences[:12]]
+            if len(differences) > 12:
+                notes.append(f"today differs from the recording in {len(differences) - 12} more place(s)")
+        else:
+            cfg = config or AgentConfig.from_env(quick_model=quick, deep_model=deep)
+            notes.append("no manifest recorded (an older session): re-executed with today's configuration")
         responses = RecordedResponses(cycle.llm_calls)
         models = {"quick": ReplayChatModel(model_name=quick, responses=responses),
                   "deep": ReplayChatModel(model_name=deep, responses=responses)}
         execution = (cycle.contracts.get("EXECUTING") or {}).get("data")
         rt = default_runtime(cfg, execution=ReplayExecution(execution),
                              model_factory=lambda _cfg, tier: models[tier],
-                             bundle_source=recorded_bundles(scan))
+                             bundle_source=recorded_bundles(scan), recorded_scan=scan,
+                             recorded_approval=cycle.approval)
         writer = BufferedEventWriter(store.events, flush_every=512, linger_s=0.25)
         handler = AuditHandler(writer, replay_id, cycle.cycle_id)
         run_config = {"configurable": {RUNTIME_KEY: rt}, "recursion_limit": 25, "run_name": "tradegraph-replay",
@@ -375,8 +404,8 @@ def verify_session(store: Store, session_id: str, *, config=None) -> VerifyRepor
         # the recorded inputs, same cycle_id and the ORIGINAL session id in the state (prompts and
         # contracts see exactly what they saw); only the audit handler writes, and it writes to replay_id
         inputs = {"symbols": list(scan["universe"]), "as_of": scan["as_of"], "session_id": session_id,
-                  "cycle_id": cycle.cycle_id, "portfolio": scan["portfolio"]}
-        notes: list[str] = []
+                  "cycle_id": cycle.cycle_id, "portfolio": scan["portfolio"],
+                  "approval_required": cycle.approval is not None}
         try:
             final = compiled_graph().invoke(inputs, run_config)
         except Exception as e:  # noqa: BLE001 - a crash is a divergence, reported like one

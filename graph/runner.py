@@ -18,6 +18,7 @@ from graph.builder import build_graph
 from database.checkpoint import checkpointer
 from langgraph.types import Command
 from graph.execution import PaperExecution
+from graph.manifest import build_manifest
 from graph.runtime import AUDIT_WRITER_KEY, RUNTIME_KEY, CycleRuntime, default_runtime
 from graph.state import CONTRACT_KEYS
 from schemas.base import SCHEMA_VERSION
@@ -173,6 +174,10 @@ def _invoke(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_
               "run_name": "tradegraph-cycle", "metadata": {"session_id": session_id, "cycle_id": cycle_id},
               "callbacks": [handler] if handler else []}
     started = time.perf_counter()
+    if writer is not None and not isinstance(inputs, Command):  # a resumed cycle has its manifest already
+        writer.put({"event_id": uuid.uuid4().hex, "session_id": session_id, "cycle_id": cycle_id, "ts": time.time(),
+                    "state": "RUNNER", "kind": "manifest", "schema_version": SCHEMA_VERSION,
+                    "payload": build_manifest(runtime), "run_id": None, "parent_run_id": None})
     try:
         final = graph.invoke(inputs, config)
     except BaseException as e:

@@ -56,6 +56,10 @@ class CycleRuntime:
     model_factory: Callable[[AgentConfig, str], BaseChatModel] = make_model
     # replay hook: when set, bundles come from here (a recording) instead of being recomputed from data
     bundle_source: Optional[Callable[[str, str], FeatureBundle]] = None
+    # replay: the recorded MarketScan (its data is the truth: no re-validation against today's files) and
+    # the recorded human approval decision, answered instead of pausing
+    recorded_scan: Optional[dict] = None
+    recorded_approval: Optional[dict] = None
     _models: dict[str, BaseChatModel] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 

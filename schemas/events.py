@@ -8,7 +8,8 @@ from pydantic import Field
 from schemas.base import SCHEMA_VERSION, Contract
 
 EventKind = Literal[
-    "transition", "llm_request", "llm_response", "tool_call", "tool_result", "contract", "validation", "error"
+    "manifest", "transition", "llm_request", "llm_response", "tool_call", "tool_result", "contract", "validation",
+    "error"
 ]
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 

@@ -30,8 +30,10 @@ def await_approval(state: CycleState, config: RunnableConfig) -> Command | None:
     """With approval required, pause here (LangGraph interrupt) until `tradegraph approve` resumes the cycle."""
     if not state.get("approval_required"):
         return None
-    answer = interrupt({"cycle_id": state["cycle_id"], "session_id": state["session_id"],
-                        "orders": state["decision"]["orders"], "validation_passed": state["validation"]["passed"]})
+    recorded = runtime_of(config).recorded_approval  # a replay answers with the recorded decision
+    answer = recorded if recorded is not None else interrupt(
+        {"cycle_id": state["cycle_id"], "session_id": state["session_id"], "orders": state["decision"]["orders"],
+         "validation_passed": state["validation"]["passed"]})
     approved, by = bool(answer.get("approved")), str(answer.get("by") or "unknown")
     emit("validation", {"schema": "HumanApproval", "check": "human_approval", "ok": approved, "by": by}, config)
     if approved:

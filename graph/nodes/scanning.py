@@ -20,7 +20,8 @@ from schemas.portfolio import PortfolioSnapshot
 def scanning(state: CycleState, config: RunnableConfig) -> Command[Literal["PLANNING", "__end__"]]:
     rt = runtime_of(config)
     symbols, as_of = list(state["symbols"]), state["as_of"]
-    validate_as_of(rt.market, symbols, as_of, rt.config.market)
+    if rt.recorded_scan is None:  # a replay re-reads the recording, not today's (maybe deleted) files
+        validate_as_of(rt.market, symbols, as_of, rt.config.market)
     portfolio = PortfolioSnapshot.model_validate(state.get("portfolio") or {"cash": rt.config.starting_cash})
     ctx = ToolContext(as_of=as_of, universe=symbols, portfolio=portfolio,
                       bundle_factory=lambda s: rt.bundle(s, as_of))
@@ -38,7 +39,8 @@ def scanning(state: CycleState, config: RunnableConfig) -> Command[Literal["PLAN
     if state.get("case"):
         check_case(state["case"], symbols, snapshots)
     scan = MarketScan(as_of=as_of, universe=symbols, snapshots=snapshots, portfolio=portfolio,
-                      marks=marks_outside(rt, portfolio, symbols, as_of))
+                      marks=dict(rt.recorded_scan.get("marks") or {}) if rt.recorded_scan is not None
+                      else marks_outside(rt, portfolio, symbols, as_of))
     return done("SCANNING", scan, "PLANNING", config, **_ids(state, config))
 
 
