@@ -1,5 +1,6 @@
-"""`tradegraph replay SESSION_ID`: a recorded session as tables, JSON or one HTML page; `--verify`
-re-executes it from the recording and exits 1 on the first divergence."""
+"""`tradegraph replay SESSION_ID`: a recorded session as tables, JSON or one HTML page, with its hash
+chain checked; `--verify` re-executes it from the recording and exits 1 on the first divergence or a
+broken chain; `--check-chain` checks the chain alone."""
 from __future__ import annotations
 
 import json
@@ -48,8 +49,8 @@ def cmd_replay(args) -> int:
             if args.verify:
                 report = verify_session(store, args.session_id)
                 _print_verify(report)
-                return EXIT_OK if report.identical else EXIT_FAILED
-            session = load_session(store, args.session_id)
+                return EXIT_OK if report.ok else EXIT_FAILED
+            session = load_session(store, args.session_id, check_chain=True)
         except SessionNotFound as e:
             raise CliError(str(e), EXIT_INPUT) from None
         except SchemaVersionMismatch as e:
@@ -80,11 +81,16 @@ def print_session(session, console: Console | None = None) -> None:
         c.print("[bold red]WARNING[/bold red] " + escape(w))
     if session.gap_free:
         c.print(f"seq 1..{session.events}: gap-free")
+    if session.chain is not None and session.chain["ok"]:
+        c.print(f"hash chain: intact ({session.chain['checked']} events)")
     for cy in session.cycles:
         c.print()
         c.print(f"[bold]cycle {cy.index}[/bold] {cy.cycle_id}  status: [bold]{cy.status}[/bold]  "
                 f"seq {cy.first_seq}..{cy.last_seq}  tokens: {cy.tokens['total_tokens']}")
-        c.print("path: " + " → ".join(["START"] + [t["to"] for t in cy.transitions if t["to"]]))
+        c.print("path: " + " → ".join(["START"] + [t["to"] for t in cy.transitions if t["to"]])
+                + (" ⏸ waiting for approval" if cy.paused else ""))
+        if cy.manifest:
+            c.print("ran with: " + escape(manifest_line(cy.manifest)))
         t = Table(title="states")
         for col in ("state", "contract", "LLM calls", "tokens", "tool calls", "validations (ok/fail)", "errors"):
             t.add_column(col)
@@ -153,8 +159,18 @@ def _print_verify(report, console: Console | None = None) -> None:
         c.print(f"cycle {v.cycle_id}: {mark}  ({len(v.compared_states)} state(s) compared)")
         for n in v.notes:
             c.print("  note: " + escape(n))
+        if v.config_differences:
+            c.print(f"  [yellow]today differs from the recorded manifest in {len(v.config_differences)} place(s); "
+                    f"the replay used the recorded configuration[/yellow]")
+        for d in v.config_differences:
+            c.print("    " + escape(d))
+    if report.chain is not None and report.chain["ok"]:
+        c.print(f"hash chain: intact ({report.chain['checked']} events)")
     first = report.first_divergence
-    if first is None:
+    if first is None and not report.ok:
+        c.print("[bold red]contracts replay identical, but the recording fails its hash chain: not verified"
+                "[/bold red]")
+    elif first is None:
         c.print("[bold green]replay identical to the recording[/bold green]")
     else:
         c.print("[bold red]first divergence[/bold red]")
@@ -165,3 +181,15 @@ def _print_verify(report, console: Console | None = None) -> None:
 
         c.print("  recorded: " + escape(_short(first.recorded, 300)))
         c.print("  replayed: " + escape(_short(first.replayed, 300)))
+
+
+def manifest_line(m: dict) -> str:
+    """The recorded configuration in one line: provider, models, market, the limits that size orders, data."""
+    cfg, risk = m.get("config") or {}, (m.get("config") or {}).get("risk") or {}
+    data = ", ".join(f"{k} {Path(str(v.get('source'))).name}" + (f" ({v['sha256'][:10]})" if v.get("sha256") else "")
+                     for k, v in (m.get("data") or {}).items())
+    return (f"{cfg.get('provider')} {cfg.get('quick_model')}/{cfg.get('deep_model')}"
+            + (f" @ {m['model_endpoint_host']}" if m.get("model_endpoint_host") else "")
+            + f" · market {cfg.get('market')} · fees {cfg.get('fees_bps')} bps, slippage {cfg.get('slippage_bps')} bps"
+            + f" · max_notional {risk.get('max_notional_pct')}%, risk/trade {risk.get('risk_per_trade_pct')}%"
+            + f" · budget {cfg.get('token_budget') or 'none'} · data: {data}")

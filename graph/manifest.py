@@ -1,9 +1,9 @@
-"""The run manifest: a cycle's effective configuration, recorded as its first event.
+"""The run manifest: a cycle's effective configuration and its inputs, recorded as its first event.
 
-Replay re-executes with the recorded configuration, and `--verify` tells the user, key by key, where
-today's code or configuration differs from what the cycle ran with (Temporal's rule: history is the
-truth; a departure from it is reported, never hidden). No secret is ever recorded: of the model's
-endpoint only the host is kept.
+Replay re-executes with the recorded configuration and inputs, and `--verify` tells the user, key by
+key, where today's code or configuration differs from what the cycle ran with (Temporal's rule: history
+is the truth; a departure from it is reported, never hidden). No secret is ever recorded: of the
+model's endpoint only the host is kept.
 """
 from __future__ import annotations
 
@@ -18,9 +18,13 @@ from typing import Any
 from urllib.parse import urlparse
 
 from agent.config import AgentConfig, RetryPolicy, RiskLimits
+from agent.markets import get_profile
 from agent.prompts import BASE_SYSTEM, ROLE_INSTRUCTIONS
 from agent.tools import ALLOW_LISTS, REGISTRY
 
+# the cycle's inputs (symbols, as-of, portfolio, approval_required, a backtest's Case): what replay starts
+# from; not configuration, so never compared with today
+INPUTS = "inputs"
 PACKAGES = ("tradegraph", "langgraph", "langchain-core", "langchain-openai", "pydantic", "pymongo", "ta", "pandas",
             "exchange-calendars")
 
@@ -30,12 +34,14 @@ def _sha(obj: Any) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
-def _file_source(label: str) -> dict[str, Any]:
+def _data_source(source: Any) -> dict[str, Any]:
+    """The file a data source was loaded from and its content hash; in-memory data is named as such."""
+    label = str(getattr(source, "origin", None) or getattr(source, "source", None) or "<unknown>")
     path = Path(label)
     if not path.is_file():
-        return {"source": label}
+        return {"source": label, "sha256": None}
     st = path.stat()
-    return _hashed(str(path.resolve()), st.st_mtime_ns, st.st_size)
+    return dict(_hashed(str(path.resolve()), st.st_mtime_ns, st.st_size))
 
 
 @functools.lru_cache(maxsize=64)
@@ -55,20 +61,28 @@ def _version(package: str) -> str | None:
         return None
 
 
-def build_manifest(runtime) -> dict[str, Any]:
+def _profile(name: str) -> dict[str, Any]:
+    return {k: (str(v) if not isinstance(v, (str, int, float, bool, type(None))) else v)
+            for k, v in dataclasses.asdict(get_profile(name)).items()}
+
+
+def build_manifest(runtime, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
     cfg: AgentConfig = runtime.config
     base_url = os.environ.get("OPENAI_BASE_URL") or ""
-    return {
+    manifest = {
         "config": dataclasses.asdict(cfg),
+        "market_profile": _profile(cfg.market),
         "model_endpoint_host": (urlparse(base_url).hostname if base_url else None) if cfg.provider != "offline" else None,
         "prompts": {"system": _sha(BASE_SYSTEM), **{k: _sha(v) for k, v in sorted(ROLE_INSTRUCTIONS.items())}},
         "tools": {name: _sha(tool.tool_call_schema.model_json_schema()) for name, tool in sorted(REGISTRY.items())},
         "allow_lists": {state: sorted(names) for state, names in sorted(ALLOW_LISTS.items())},
         "versions": {p: _version(p) for p in PACKAGES},
-        "data": {"market": _file_source(getattr(runtime.market, "source", "?")),
-                 "news": _file_source(getattr(runtime.news, "source", "?")),
-                 "fundamentals": _file_source(getattr(runtime.fundamentals, "source", "?"))},
+        "data": {"market": _data_source(runtime.market), "news": _data_source(runtime.news),
+                 "fundamentals": _data_source(runtime.fundamentals)},
     }
+    if inputs is not None:  # ids are on the event itself
+        manifest[INPUTS] = {k: v for k, v in inputs.items() if k not in ("session_id", "cycle_id")}
+    return manifest
 
 
 def config_from_manifest(manifest: dict[str, Any]) -> AgentConfig:
@@ -80,14 +94,38 @@ def config_from_manifest(manifest: dict[str, Any]) -> AgentConfig:
     return AgentConfig(**{k: v for k, v in raw.items() if k in known})
 
 
-def manifest_differences(recorded: dict[str, Any], current: dict[str, Any], path: str = "") -> list[str]:
-    """One line per leaf that differs: 'config.risk.max_notional_pct: recorded 25.0, now 20.0'."""
+# how a difference is named to the user, by the longest matching path prefix
+_LABELS = {"config.risk": "risk limit", "config.retry": "LLM retry", "config": "", "market_profile": "market profile",
+           "prompts": "prompt template", "tools": "tool schema", "allow_lists": "allow-list", "versions": "package",
+           "data": "data source", "model_endpoint_host": "model endpoint host"}
+_HASHED = ("prompts", "tools")
+
+
+def _describe(where: list[str], recorded: Any, now: Any) -> str:
+    for cut in range(len(where), 0, -1):
+        prefix = ".".join(where[:cut])
+        if prefix in _LABELS:
+            name = " ".join(x for x in [_LABELS[prefix], ".".join(where[cut:])] if x)
+            break
+    else:
+        name = ".".join(where)
+    hashed = where[0] in _HASHED or where[-1] == "sha256"
+    if hashed and None not in (recorded, now) and "<absent>" not in (recorded, now):
+        return f"{name}: {'content ' if where[-1] == 'sha256' else ''}hash differs"
+    return f"{name}: recorded {recorded!r}, now {now!r}"
+
+
+def manifest_differences(recorded: dict[str, Any], current: dict[str, Any], path: tuple[str, ...] = ()) -> list[str]:
+    """One plain line per leaf that differs, every one of them: 'risk limit max_notional_pct: recorded 25.0,
+    now 20.0', 'prompt template analyst:news: hash differs'. The recorded inputs are not configuration."""
     out: list[str] = []
     for key in sorted(set(recorded) | set(current)):
-        where = f"{path}.{key}" if path else key
+        if not path and key == INPUTS:
+            continue
+        where = path + (str(key),)
         a, b = recorded.get(key, "<absent>"), current.get(key, "<absent>")
         if isinstance(a, dict) and isinstance(b, dict):
             out += manifest_differences(a, b, where)
         elif a != b:
-            out.append(f"{where}: recorded {a!r}, now {b!r}")
+            out.append(_describe(list(where), a, b))
     return out

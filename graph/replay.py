@@ -6,17 +6,17 @@ validations, trades and errors. It reads the log with ONE query and one pass, so
 linear in the session's size. Integrity problems (a seq gap, a cycle that never reached END,
 a schema version this code does not speak) are reported on the Session, never hidden.
 
-`verify_session` re-runs each recorded cycle through the real graph with every LLM answer,
-feature bundle and execution result taken from the recording (graph/replay_model.py), under a
-new session `replay-<orig>-<n>`, and compares the contracts state by state.
+`verify_session` re-runs each recorded cycle through the real graph from the recording alone: the
+manifest's configuration and inputs (a backtest's Case, approval_required), every LLM answer, feature
+bundle and execution result, and the human approval decision (graph/replay_model.py); under a new
+session `replay-<orig>-<n>`. It compares the contracts state by state and the way a failed cycle
+failed, lists every way today's configuration differs from the manifest, and checks the hash chain.
 """
 from __future__ import annotations
 
-import dataclasses
-
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Optional
 
 from database.connection import Store
@@ -83,6 +83,7 @@ class Cycle:
     trades: list[dict] = field(default_factory=list)
     ended: bool = False  # a transition to END was recorded
     manifest: Optional[dict] = None  # the cycle's effective configuration, as recorded
+    inputs: Optional[dict] = None    # the cycle's recorded inputs (from its manifest)
     approval: Optional[dict] = None  # the recorded human decision {approved, by}, if the cycle paused
     status: str = "unknown"
     tokens: dict[str, int] = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0,
@@ -92,6 +93,11 @@ class Cycle:
     @property
     def cut_off(self) -> bool:
         return not self.ended
+
+    @property
+    def paused(self) -> bool:
+        """Waiting for a human decision before EXECUTING, not broken off."""
+        return self.status == "pending_approval"
 
 
 @dataclass
@@ -104,6 +110,7 @@ class Session:
     seq_gaps: list[tuple[int, int]]    # missing (from, to) seq ranges, inclusive
     schema_versions: list[int]
     replay_of: Optional[str] = None    # set on a replay session: the session it re-executed
+    chain: Optional[dict] = None       # EventStore.verify_chain's answer, when it was asked for
 
     @property
     def gap_free(self) -> bool:
@@ -117,8 +124,11 @@ class Session:
         out = []
         for lo, hi in self.seq_gaps:
             out.append(f"seq gap: event(s) {lo}" + (f"..{hi}" if hi != lo else "") + " missing from the log")
+        if self.chain is not None and not self.chain["ok"]:
+            broken = self.chain["first_broken"]
+            out.append(f"hash chain broken at seq {broken['seq']}: {broken['reason']}")
         for c in self.cycles:
-            if c.cut_off:
+            if c.cut_off and not c.paused:
                 last = c.states[-1] if c.states else "?"
                 out.append(f"cycle {c.cycle_id} is cut off: no transition to END (last state {last})")
         if self.schema_mismatch:
@@ -136,12 +146,16 @@ class Session:
 
 
 # ---------------------------------------------------------------------------- reconstruct
-def load_session(store: Store, session_id: str) -> Session:
-    """One indexed query for the whole session, then one pass in memory."""
+def load_session(store: Store, session_id: str, *, check_chain: bool = False) -> Session:
+    """One indexed query for the whole session, then one pass in memory; the hash chain (a second
+    read) only when asked."""
     events = store.events.read(session_id)
     if not events:
         raise SessionNotFound(f"unknown session '{session_id}'")
-    return build_session(session_id, events)
+    session = build_session(session_id, events)
+    if check_chain:
+        session.chain = store.events.verify_chain(session_id)
+    return session
 
 
 def _gaps(seqs: list[int]) -> list[tuple[int, int]]:
@@ -207,7 +221,7 @@ def build_session(session_id: str, events: list[dict]) -> Session:
                 c.tool_calls.append(t)
             t.answered, t.result, t.error, t.latency_ms = True, p.get("result"), p.get("error"), p.get("latency_ms")
         elif kind == "manifest":
-            c.manifest = p
+            c.manifest, c.inputs = p, p.get("inputs")
         elif kind == "validation":
             c.validations.append({"seq": seq, "state": state, **p})
             if p.get("check") == "human_approval":
@@ -227,6 +241,10 @@ def build_session(session_id: str, events: list[dict]) -> Session:
 
 def _status(c: Cycle) -> str:
     if not c.ended:
+        validation = (c.contracts.get("VALIDATING") or {}).get("data") or {}
+        if ((c.inputs or {}).get("approval_required") and c.approval is None and validation.get("passed")
+                and c.states[-1:] == ["VALIDATING"]):
+            return "pending_approval"  # the runner stops there until `tradegraph approve`
         return "cut_off"
     memory = (c.contracts.get("MEMORIZING") or {}).get("data") or {}
     if memory.get("status"):
@@ -244,6 +262,15 @@ def _status(c: Cycle) -> str:
 # error events a cycle records and goes on from (a vote lost, a tool call refused and the model told)
 NON_FATAL_ERRORS = ("analyst_failed", "quant_failed", "rebuttal_fallback", "tool_refused", "invalid_tool_call",
                     "tool_steps_exhausted")
+
+
+def fatal_error(c: Cycle) -> Optional[dict]:
+    """How the recorded cycle failed: {state, type, message} of its last fatal error event, or None."""
+    fatal = [e for e in c.errors if e.get("type") not in NON_FATAL_ERRORS]
+    if not fatal:
+        return None
+    e = fatal[-1]
+    return {"state": e.get("state"), "type": e.get("type"), "message": e.get("message")}
 
 
 # ---------------------------------------------------------------------------- verify
@@ -270,6 +297,8 @@ class CycleVerdict:
     divergences: list[Divergence]
     notes: list[str] = field(default_factory=list)
     skipped: bool = False
+    # every way today's configuration, prompts, tool schemas, packages or data differ from the manifest
+    config_differences: list[str] = field(default_factory=list)
 
     @property
     def identical(self) -> bool:
@@ -282,10 +311,17 @@ class VerifyReport:
     replay_session_id: str
     cycles: list[CycleVerdict]
     warnings: list[str]
+    chain: Optional[dict] = None  # the recording's hash chain (EventStore.verify_chain)
 
     @property
     def identical(self) -> bool:
+        """The replayed contracts (and failures) equal the recorded ones."""
         return all(c.identical for c in self.cycles)
+
+    @property
+    def ok(self) -> bool:
+        """Identical AND the recording is intact: a tampered log is never vouched for."""
+        return self.identical and (self.chain is None or bool(self.chain["ok"]))
 
     @property
     def first_divergence(self) -> Optional[Divergence]:
@@ -296,7 +332,7 @@ class VerifyReport:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["identical"] = self.identical
+        d["identical"], d["ok"] = self.identical, self.ok
         return d
 
 
@@ -345,17 +381,10 @@ def _replay_session_id(store: Store, session_id: str) -> str:
 
 def verify_session(store: Store, session_id: str, *, config=None) -> VerifyReport:
     """Re-execute every recorded cycle from the recording alone; never writes into `session_id`."""
-    from agent.config import AgentConfig
-    from database.writer import BufferedEventWriter
-    from graph.audit import AuditHandler
-    from graph.replay_model import (RecordedResponses, ReplayChatModel, ReplayExecution, recorded_bundles,
-                                    tier_models)
-    from graph.runner import compiled_graph
-    from graph.runtime import RUNTIME_KEY, default_runtime
-    from graph.manifest import build_manifest, config_from_manifest, manifest_differences
-    from graph.state import CONTRACT_KEYS
+    from graph.manifest import build_manifest
+    from graph.runtime import default_runtime
 
-    session = load_session(store, session_id)
+    session = load_session(store, session_id, check_chain=True)
     if session.schema_mismatch:
         raise SchemaVersionMismatch(
             f"session '{session_id}' was recorded with schema_version {session.schema_versions}, but this code "
@@ -363,80 +392,110 @@ def verify_session(store: Store, session_id: str, *, config=None) -> VerifyRepor
     replay_id = _replay_session_id(store, session_id)
     today = build_manifest(default_runtime())
     # the link to the source, written first (seq 1) so a replay session always says what it replays
-    link = {"event_id": uuid.uuid4().hex, "session_id": replay_id, "cycle_id": session.cycles[0].cycle_id,
-            "ts": time.time(), "state": REPLAY_STATE, "kind": "validation", "schema_version": SCHEMA_VERSION,
-            "payload": {"check": "replay_of", "ok": True, "replay_of": session_id,
-                        "cycles": [c.cycle_id for c in session.cycles]}, "run_id": None, "parent_run_id": None}
-    store.events.append([link])
-
-    verdicts: list[CycleVerdict] = []
+    store.events.append([_replay_event(replay_id, session.cycles[0].cycle_id, {
+        "check": "replay_of", "ok": True, "replay_of": session_id, "cycles": [c.cycle_id for c in session.cycles]})])
+    verdicts = []
     for cycle in session.cycles:
-        scan = (cycle.contracts.get("SCANNING") or {}).get("data")
-        if scan is None:
-            verdicts.append(CycleVerdict(cycle.cycle_id, [], [], ["no SCANNING contract recorded: nothing to "
-                                                                 "re-execute"], skipped=True))
-            continue
-        quick, deep = tier_models(cycle, config)
-        notes: list[str] = []
-        if cycle.manifest is not None:  # re-execute with what the cycle ran with, and say where today differs
-            cfg = config or dataclasses.replace(config_from_manifest(cycle.manifest), quick_model=quick,
-                                                deep_model=deep)
-            differences = manifest_differences(cycle.manifest, today)
-            notes += [f"today differs from the recording: {d}" for d in differences[:12]]
-            if len(differences) > 12:
-                notes.append(f"today differs from the recording in {len(differences) - 12} more place(s)")
-        else:
-            cfg = config or AgentConfig.from_env(quick_model=quick, deep_model=deep)
-            notes.append("no manifest recorded (an older session): re-executed with today's configuration")
-        responses = RecordedResponses(cycle.llm_calls)
-        models = {"quick": ReplayChatModel(model_name=quick, responses=responses),
-                  "deep": ReplayChatModel(model_name=deep, responses=responses)}
-        execution = (cycle.contracts.get("EXECUTING") or {}).get("data")
-        rt = default_runtime(cfg, execution=ReplayExecution(execution),
-                             model_factory=lambda _cfg, tier: models[tier],
-                             bundle_source=recorded_bundles(scan), recorded_scan=scan,
-                             recorded_approval=cycle.approval)
-        writer = BufferedEventWriter(store.events, flush_every=512, linger_s=0.25)
-        handler = AuditHandler(writer, replay_id, cycle.cycle_id)
-        run_config = {"configurable": {RUNTIME_KEY: rt}, "recursion_limit": 25, "run_name": "tradegraph-replay",
-                      "metadata": {"session_id": replay_id, "cycle_id": cycle.cycle_id, "replay_of": session_id},
-                      "callbacks": [handler]}
-        # the recorded inputs, same cycle_id and the ORIGINAL session id in the state (prompts and
-        # contracts see exactly what they saw); only the audit handler writes, and it writes to replay_id
-        inputs = {"symbols": list(scan["universe"]), "as_of": scan["as_of"], "session_id": session_id,
-                  "cycle_id": cycle.cycle_id, "portfolio": scan["portfolio"],
-                  "approval_required": cycle.approval is not None}
-        try:
-            final = compiled_graph().invoke(inputs, run_config)
-        except Exception as e:  # noqa: BLE001 - a crash is a divergence, reported like one
-            final = {}
-            notes.append(f"replay raised {type(e).__name__}: {e}")
-        finally:
-            writer.close()
-        replayed = {s: final[k] for s, k in CONTRACT_KEYS.items() if final.get(k) is not None}
-        divergences = []
-        # a cut-off recording is compared only as far as it goes
-        states = [s for s in STATES if s in cycle.contracts or (cycle.ended and s in replayed)]
-        for s in states:
-            rec = (cycle.contracts.get(s) or {}).get("data", _MISSING)
-            rep = replayed.get(s, _MISSING)
-            d = first_diff(rec, rep)
-            if d:
-                divergences.append(Divergence(cycle.cycle_id, s, *d))
-        if cycle.cut_off:
-            notes.append(f"recorded cycle is cut off: compared {len(states)} recorded state(s) only")
-        notes += [f"replay asked an unrecorded LLM request in {m}" for m in responses.misses]
-        if responses.unused:
-            notes.append(f"{responses.unused} recorded LLM response(s) were not asked for by the replay")
-        verdicts.append(CycleVerdict(cycle.cycle_id, states, divergences, notes))
-        first = divergences[0] if divergences else None
-        store.events.append([{
-            "event_id": uuid.uuid4().hex, "session_id": replay_id, "cycle_id": cycle.cycle_id, "ts": time.time(),
+        v = _verify_cycle(store, session_id, replay_id, cycle, today, config)
+        verdicts.append(v)
+        first = v.divergences[0] if v.divergences else None
+        store.events.append([_replay_event(replay_id, cycle.cycle_id, {
+            "check": "replay_verify", "ok": first is None, "replay_of": session_id,
+            "compared_states": v.compared_states, "notes": v.notes, "config_differences": v.config_differences,
+            "first_divergence": None if first is None else
+            {"state": first.state, "path": first.path, "recorded": _short(first.recorded),
+             "replayed": _short(first.replayed)}})])
+    return VerifyReport(session_id, replay_id, verdicts, session.warnings(), chain=session.chain)
+
+
+def _replay_event(replay_id: str, cycle_id: str, payload: dict) -> dict:
+    return {"event_id": uuid.uuid4().hex, "session_id": replay_id, "cycle_id": cycle_id, "ts": time.time(),
             "state": REPLAY_STATE, "kind": "validation", "schema_version": SCHEMA_VERSION, "run_id": None,
-            "parent_run_id": None,
-            "payload": {"check": "replay_verify", "ok": first is None, "replay_of": session_id,
-                        "compared_states": states, "notes": notes,
-                        "first_divergence": None if first is None else
-                        {"state": first.state, "path": first.path, "recorded": _short(first.recorded),
-                         "replayed": _short(first.replayed)}}}])
-    return VerifyReport(session_id, replay_id, verdicts, session.warnings())
+            "parent_run_id": None, "payload": payload}
+
+
+def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, today: dict, config) -> CycleVerdict:
+    from agent.config import AgentConfig
+    from database.writer import BufferedEventWriter
+    from graph.audit import AuditHandler
+    from graph.manifest import config_from_manifest, manifest_differences
+    from graph.replay_model import (RecordedResponses, ReplayChatModel, ReplayExecution, recorded_bundles,
+                                    tier_models)
+    from graph.runner import compiled_graph, cycle_run_config
+    from graph.runtime import default_runtime
+    from graph.state import CONTRACT_KEYS
+
+    scan = (cycle.contracts.get("SCANNING") or {}).get("data")
+    if scan is None:
+        return CycleVerdict(cycle.cycle_id, [], [], ["no SCANNING contract recorded: nothing to re-execute"],
+                            skipped=True)
+    quick, deep = tier_models(cycle, config)
+    notes: list[str] = []
+    differences: list[str] = []
+    if cycle.manifest is not None:  # re-execute with what the cycle ran with, and say where today differs
+        cfg = config or replace(config_from_manifest(cycle.manifest), quick_model=quick, deep_model=deep)
+        differences = manifest_differences(cycle.manifest, today)
+    else:
+        cfg = config or AgentConfig.from_env(quick_model=quick, deep_model=deep)
+        notes.append("no manifest recorded (an older session): re-executed with today's configuration")
+    responses = RecordedResponses(cycle.llm_calls)
+    models = {"quick": ReplayChatModel(model_name=quick, responses=responses),
+              "deep": ReplayChatModel(model_name=deep, responses=responses)}
+    execution = (cycle.contracts.get("EXECUTING") or {}).get("data")
+    rt = default_runtime(cfg, execution=ReplayExecution(execution), model_factory=lambda _cfg, tier: models[tier],
+                         bundle_source=recorded_bundles(scan), recorded_scan=scan, recorded_approval=cycle.approval)
+    # the recorded inputs (a backtest's Case included), the same cycle_id and the ORIGINAL session id in the
+    # state (prompts and contracts see exactly what they saw); only the audit handler writes, to replay_id
+    recorded_inputs = cycle.inputs or {"symbols": list(scan["universe"]), "as_of": scan["as_of"],
+                                       "approval_required": cycle.approval is not None}
+    inputs = {"portfolio": scan["portfolio"], **recorded_inputs, "session_id": session_id,
+              "cycle_id": cycle.cycle_id}
+    graph = compiled_graph()
+    if inputs.get("approval_required") and cycle.approval is None:
+        # the recording paused for a human who has not decided: the replay pauses at the same gate
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        from graph.builder import build_graph
+
+        graph = build_graph(checkpointer=InMemorySaver())
+    writer = BufferedEventWriter(store.events, flush_every=512, linger_s=0.25)
+    handler = AuditHandler(writer, replay_id, cycle.cycle_id)
+    run_config = cycle_run_config(rt, thread_id=f"{replay_id}:{cycle.cycle_id}", handler=handler, writer=None,
+                                  run_name="tradegraph-replay",
+                                  metadata={"session_id": replay_id, "cycle_id": cycle.cycle_id,
+                                            "replay_of": session_id})
+    if cycle.manifest is not None:  # the replay ran with the recorded manifest: its own log says so first
+        writer.put({"event_id": uuid.uuid4().hex, "session_id": replay_id, "cycle_id": cycle.cycle_id,
+                    "ts": time.time(), "state": "RUNNER", "kind": "manifest", "schema_version": SCHEMA_VERSION,
+                    "payload": cycle.manifest, "run_id": None, "parent_run_id": None})
+    try:
+        final = graph.invoke(inputs, run_config)
+        failure = final.get("error")
+    except Exception as e:  # noqa: BLE001 - a crash is a divergence, reported like one
+        final, failure = {}, {"state": "RUNNER", "type": type(e).__name__, "message": str(e)}
+        notes.append(f"replay raised {type(e).__name__}: {e}")
+    finally:
+        writer.close()
+    replayed = {s: final[k] for s, k in CONTRACT_KEYS.items() if final.get(k) is not None}
+    divergences = []
+    # a cut-off (or paused) recording is compared only as far as it goes
+    states = [s for s in STATES if s in cycle.contracts or (cycle.ended and s in replayed)]
+    for s in states:
+        d = first_diff((cycle.contracts.get(s) or {}).get("data", _MISSING), replayed.get(s, _MISSING))
+        if d:
+            divergences.append(Divergence(cycle.cycle_id, s, *d))
+    recorded_failure = fatal_error(cycle)
+    if cycle.ended and (recorded_failure or failure):  # the same contracts, failed another way, still diverged
+        d = first_diff({k: (recorded_failure or {}).get(k, _MISSING) for k in ("state", "type", "message")},
+                       {k: (failure or {}).get(k, _MISSING) for k in ("state", "type", "message")}, "error")
+        if d:
+            where = (recorded_failure or failure or {}).get("state") or "RUNNER"
+            divergences.append(Divergence(cycle.cycle_id, where, *d))
+    if cycle.paused:
+        notes.append("recorded cycle is waiting for human approval: the replay paused at the same gate")
+    elif cycle.cut_off:
+        notes.append(f"recorded cycle is cut off: compared {len(states)} recorded state(s) only")
+    notes += [f"replay asked an unrecorded LLM request in {m}" for m in responses.misses]
+    if responses.unused:
+        notes.append(f"{responses.unused} recorded LLM response(s) were not asked for by the replay")
+    return CycleVerdict(cycle.cycle_id, states, divergences, notes, config_differences=differences)

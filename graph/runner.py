@@ -162,22 +162,30 @@ def _with_execution(rt: CycleRuntime, store: Store) -> CycleRuntime:
     return rt
 
 
+def cycle_run_config(runtime: CycleRuntime, *, thread_id: str, handler: Optional[AuditHandler],
+                     writer: Optional[BufferedEventWriter], run_name: str, metadata: dict) -> dict:
+    """The run config of one cycle; replay builds its own with this too, so it runs under the same rules
+    (the token budget, recursion limit) as the recording."""
+    configurable = {RUNTIME_KEY: runtime, "thread_id": thread_id, AUDIT_WRITER_KEY: writer}
+    if runtime.config.token_budget:
+        configurable[BUDGET_KEY] = TokenBudget(runtime.config.token_budget)
+    return {"configurable": configurable, "recursion_limit": 25, "run_name": run_name, "metadata": metadata,
+            "callbacks": [handler] if handler else []}
+
+
 def _invoke(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_id: str, cycle_id: str,
             audit: bool) -> CycleOutcome:
     # large batches: a cycle's events reach the store in a few round trips, off the graph's thread
     writer = store.writer(flush_every=512, linger_s=0.25) if audit else None
     handler = AuditHandler(writer, session_id, cycle_id) if audit else None
-    configurable = {RUNTIME_KEY: runtime, "thread_id": cycle_id, AUDIT_WRITER_KEY: writer}
-    if runtime.config.token_budget:
-        configurable[BUDGET_KEY] = TokenBudget(runtime.config.token_budget)
-    config = {"configurable": configurable, "recursion_limit": 25,
-              "run_name": "tradegraph-cycle", "metadata": {"session_id": session_id, "cycle_id": cycle_id},
-              "callbacks": [handler] if handler else []}
+    config = cycle_run_config(runtime, thread_id=cycle_id, handler=handler, writer=writer, run_name="tradegraph-cycle",
+                              metadata={"session_id": session_id, "cycle_id": cycle_id})
     started = time.perf_counter()
     if writer is not None and not isinstance(inputs, Command):  # a resumed cycle has its manifest already
+        # configuration and inputs: replay re-executes from this alone
         writer.put({"event_id": uuid.uuid4().hex, "session_id": session_id, "cycle_id": cycle_id, "ts": time.time(),
                     "state": "RUNNER", "kind": "manifest", "schema_version": SCHEMA_VERSION,
-                    "payload": build_manifest(runtime), "run_id": None, "parent_run_id": None})
+                    "payload": build_manifest(runtime, inputs), "run_id": None, "parent_run_id": None})
     try:
         final = graph.invoke(inputs, config)
     except BaseException as e:

@@ -60,6 +60,7 @@ class FundamentalsSource:
     def __init__(self, records: list[dict], source: str = "sample", origin: str | None = None) -> None:
         """`source` is the label carried into bundles; `origin` (default: source) names the input in errors."""
         self.source = source
+        self.origin = origin or source  # the file it came from: the run manifest hashes it
         by_symbol: dict[str, list[tuple[Stamp, pd.Timestamp, dict]]] = {}
         for n, rec in enumerate(records, start=1):
             symbol, period, reported, rec = _checked(rec, n, origin or source)
