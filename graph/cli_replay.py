@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from graph.cli import EXIT_FAILED, EXIT_INPUT, EXIT_OK, CliError, open_store
+from graph.manifest import summary_line
 
 
 def register(subparsers) -> None:
@@ -90,7 +91,7 @@ def print_session(session, console: Console | None = None) -> None:
         c.print("path: " + " → ".join(["START"] + [t["to"] for t in cy.transitions if t["to"]])
                 + (" ⏸ waiting for approval" if cy.paused else ""))
         if cy.manifest:
-            c.print("ran with: " + escape(manifest_line(cy.manifest)))
+            c.print("ran with: " + escape(summary_line(cy.manifest)))
         t = Table(title="states")
         for col in ("state", "contract", "LLM calls", "tokens", "tool calls", "validations (ok/fail)", "errors"):
             t.add_column(col)
@@ -182,14 +183,3 @@ def _print_verify(report, console: Console | None = None) -> None:
         c.print("  recorded: " + escape(_short(first.recorded, 300)))
         c.print("  replayed: " + escape(_short(first.replayed, 300)))
 
-
-def manifest_line(m: dict) -> str:
-    """The recorded configuration in one line: provider, models, market, the limits that size orders, data."""
-    cfg, risk = m.get("config") or {}, (m.get("config") or {}).get("risk") or {}
-    data = ", ".join(f"{k} {Path(str(v.get('source'))).name}" + (f" ({v['sha256'][:10]})" if v.get("sha256") else "")
-                     for k, v in (m.get("data") or {}).items())
-    return (f"{cfg.get('provider')} {cfg.get('quick_model')}/{cfg.get('deep_model')}"
-            + (f" @ {m['model_endpoint_host']}" if m.get("model_endpoint_host") else "")
-            + f" · market {cfg.get('market')} · fees {cfg.get('fees_bps')} bps, slippage {cfg.get('slippage_bps')} bps"
-            + f" · max_notional {risk.get('max_notional_pct')}%, risk/trade {risk.get('risk_per_trade_pct')}%"
-            + f" · budget {cfg.get('token_budget') or 'none'} · data: {data}")

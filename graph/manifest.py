@@ -129,3 +129,15 @@ def manifest_differences(recorded: dict[str, Any], current: dict[str, Any], path
         elif a != b:
             out.append(_describe(list(where), a, b))
     return out
+
+
+def summary_line(m: dict) -> str:
+    """The recorded configuration in one line: provider, models, market, the limits that size orders, data."""
+    cfg, risk = m.get("config") or {}, (m.get("config") or {}).get("risk") or {}
+    data = ", ".join(f"{k} {Path(str(v.get('source'))).name}" + (f" ({v['sha256'][:10]})" if v.get("sha256") else "")
+                     for k, v in (m.get("data") or {}).items())
+    return (f"{cfg.get('provider')} {cfg.get('quick_model')}/{cfg.get('deep_model')}"
+            + (f" @ {m['model_endpoint_host']}" if m.get("model_endpoint_host") else "")
+            + f" · market {cfg.get('market')} · fees {cfg.get('fees_bps')} bps, slippage {cfg.get('slippage_bps')} bps"
+            + f" · max_notional {risk.get('max_notional_pct')}%, risk/trade {risk.get('risk_per_trade_pct')}%"
+            + f" · budget {cfg.get('token_budget') or 'none'} · data: {data}")

@@ -7,6 +7,8 @@ import json
 from html import escape
 from typing import Any
 
+from graph.manifest import summary_line
+
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1d2330}
 header{background:#1d2330;color:#fff;padding:14px 24px}header h1{margin:0;font-size:20px}
@@ -110,7 +112,11 @@ def _cycle(cycle) -> str:
                        for x in cycle.trades)
         trades = (f"<h3>executed trades</h3><table><tr><th>symbol</th><th>side</th><th>qty</th><th>price</th>"
                   f"<th>fees</th></tr>{rows}</table>")
-    cut = "<div class=warn>cut off: no transition to END was recorded</div>" if cycle.cut_off else ""
+    cut = ("<p class=muted>waiting for human approval before EXECUTING</p>" if cycle.paused else
+           "<div class=warn>cut off: no transition to END was recorded</div>" if cycle.cut_off else "")
+    if cycle.manifest:
+        cut += (f"<details><summary>ran with: {escape(summary_line(cycle.manifest))}</summary>"
+                f"<pre>{_j(cycle.manifest)}</pre></details>")
     return (f"<div class=cycle id='cycle-{cycle.index}'><h2>cycle {cycle.index}: {escape(cycle.cycle_id)} · status "
             f"<span class={'bad' if cycle.status in ('failed', 'cut_off') else 'ok'}>{escape(cycle.status)}</span>"
             f"</h2><p class=muted>seq {cycle.first_seq}..{cycle.last_seq} · {cycle.events} events · "
@@ -148,6 +154,9 @@ def _overview(session) -> str:
 def render_html(session) -> str:
     warnings = "".join(f"<div class=warn>{escape(w)}</div>" for w in session.warnings())
     integrity = ("<span class=ok>gap-free</span>" if session.gap_free else "<span class=bad>seq gaps</span>")
+    if session.chain is not None:
+        integrity += (" · hash chain <span class=ok>intact</span>" if session.chain["ok"] else
+                      f" · hash chain <span class=bad>broken at seq {session.chain['first_broken']['seq']}</span>")
     return (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>tradegraph replay "
             f"{escape(session.session_id)}</title><style>{_CSS}</style><script>{_JS}</script></head><body>"
             f"<header><h1>tradegraph session {escape(session.session_id)}</h1>"

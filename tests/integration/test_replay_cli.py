@@ -33,13 +33,17 @@ def test_tables_json_html(recorded, capsys, tmp_path):
     assert main(["replay", sid, "--db", uri]) == 0
     out = capsys.readouterr().out
     assert "gap-free" in out and f"{sid}:c2" in out and "executed trades" in out
+    assert "hash chain: intact" in out and out.count("ran with: offline offline-quick/offline-deep") == 2
     assert main(["replay", sid, "--db", uri, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert len(data["cycles"]) == 2 and data["gap_free"] and data["cycles"][0]["contracts"]["DEBATE"]
+    assert data["chain"] == {"ok": True, "checked": data["events"], "first_broken": None}
+    assert data["cycles"][1]["inputs"]["as_of"] == "2012-06-04"
     page = tmp_path / "s.html"
     assert main(["replay", sid, "--db", uri, "--html", str(page)]) == 0
     html = page.read_text()
     assert html.startswith("<!DOCTYPE html>") and "<details" in html and "DEBATE" in html
+    assert "hash chain <span class=ok>intact</span>" in html and "ran with: offline" in html
     # self-contained: no external stylesheet, script or link
     assert "src=" not in html and "<link" not in html and "href='http" not in html
 

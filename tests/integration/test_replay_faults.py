@@ -1,0 +1,85 @@
+"""`tradegraph replay --verify` re-executes from the recording alone, in a process that never saw the
+cycle: a rejected approval, a cycle still waiting for one, and a user's price file deleted after the run
+all verify identical on the embedded store; a tampered event fails verify and --check-chain."""
+from __future__ import annotations
+
+import gzip
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from agent.data.market import VENDORED_CSV, load_market_data
+from database.connection import connect
+from graph.runner import run_cycle
+from tests.helpers import runtime_with
+from tests.integration.test_cli import tg
+
+pytestmark = pytest.mark.integration
+
+
+def _events(sid, home, db=()):
+    return [json.loads(line) for line in tg(["events", sid, *db], home).stdout.splitlines()]
+
+
+def test_verify_a_rejected_approval_in_another_process(tmp_path):
+    run = tg(["run", "--symbols", "AAPL,MSFT", "--as-of", "2012-06-01", "--approve", "--json"], tmp_path)
+    assert run.returncode == 0, run.stderr
+    sid = json.loads(run.stdout)["session_id"]
+    paused = tg(["replay", sid, "--verify"], tmp_path)  # before anyone decided: the replay pauses too
+    assert paused.returncode == 0, paused.stdout + paused.stderr
+    assert "waiting for human approval" in paused.stdout and "IDENTICAL" in paused.stdout
+    rej = tg(["approve", sid, "--reject", "--by", "bob", "--json"], tmp_path)
+    assert rej.returncode == 0 and json.loads(rej.stdout)["status"] == "rejected", rej.stderr
+
+    r = tg(["replay", sid, "--verify"], tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "replay identical to the recording" in r.stdout and "DIVERGED" not in r.stdout
+    replay = _events(f"replay-{sid}-2", tmp_path)
+    # the replay followed bob's recorded decision: no transition into EXECUTING, no fill, no error
+    assert not [e for e in replay if e["kind"] == "transition" and e["payload"]["to"] == "EXECUTING"]
+    assert not [e for e in replay if e["kind"] == "error"]
+    assert [e["payload"]["by"] for e in replay if e["payload"].get("check") == "human_approval"] == ["bob"]
+    assert tg(["replay", sid, "--check-chain"], tmp_path).returncode == 0
+
+
+def test_verify_after_the_users_price_file_is_deleted(embedded_uri, tmp_path):
+    rows = gzip.decompress(Path(VENDORED_CSV).read_bytes()).decode().splitlines()
+    mine = tmp_path / "my_prices.csv"
+    mine.write_text("\n".join([rows[0]] + ["QQQX" + r[4:] for r in rows[1:] if r.startswith("AAPL,")]) + "\n")
+    db = f"{embedded_uri}/replay_{uuid.uuid4().hex[:8]}"
+    store = connect(db)
+    rt = runtime_with()
+    rt.market = load_market_data(mine)
+    try:
+        out = run_cycle("QQQX", "2012-06-01", store=store, runtime=rt)
+    finally:
+        store.close()
+    assert out.status == "completed" and "EXECUTING" in out.contracts
+    mine.unlink()
+
+    r = tg(["replay", out.session_id, "--verify", "--db", db], tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "replay identical to the recording" in r.stdout
+    # the difference is reported, not hidden: the recorded file is gone, today's data is the bundled set
+    assert "data source market.source: recorded" in r.stdout and "my_prices.csv" in r.stdout
+    executed = [e for e in _events(f"replay-{out.session_id}-1", tmp_path, ("--db", db))
+                if e["kind"] == "contract" and e["state"] == "EXECUTING"]
+    assert executed[0]["payload"]["data"] == out.contracts["EXECUTING"]
+
+
+def test_a_tampered_event_fails_verify_and_check_chain(embedded_uri, tmp_path):
+    db = f"{embedded_uri}/tamper_{uuid.uuid4().hex[:8]}"
+    store = connect(db)
+    try:
+        out = run_cycle("AAPL", "2012-06-01", store=store, runtime=runtime_with())
+        # an edit that changes no contract: only the chain can tell
+        store.db["state_events"].update_one({"session_id": out.session_id, "seq": 5},
+                                            {"$set": {"payload.edited": True}})
+    finally:
+        store.close()
+    chain = tg(["replay", out.session_id, "--check-chain", "--db", db], tmp_path)
+    assert chain.returncode == 1 and chain.stderr.count("\n") == 1 and "broken at seq 5" in chain.stderr
+    r = tg(["replay", out.session_id, "--verify", "--db", db], tmp_path)
+    assert r.returncode == 1 and "hash chain broken at seq 5" in r.stdout and "not verified" in r.stdout
