@@ -59,7 +59,7 @@ def print_cycle(out, console: Console | None = None) -> None:
         for ch in k["VALIDATING"]["checks"]:
             v.add_row("✓" if ch["passed"] else "✗", ch["name"], ch.get("symbol") or "",
                       "" if ch["value"] is None else f"{ch['value']:g}", "" if ch["limit"] is None else f"{ch['limit']:g}",
-                      ch["detail"][:60])
+                      ch["detail"])
         c.print(v)
     if "EXECUTING" in k:
         ex = k["EXECUTING"]
