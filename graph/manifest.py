@@ -25,6 +25,7 @@ from agent.tools import ALLOW_LISTS, REGISTRY
 # the cycle's inputs (symbols, as-of, portfolio, approval_required, a backtest's Case): what replay starts
 # from; not configuration, so never compared with today
 INPUTS = "inputs"
+OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 PACKAGES = ("tradegraph", "langgraph", "langchain-core", "langchain-openai", "pydantic", "pymongo", "ta", "pandas",
             "exchange-calendars")
 
@@ -72,7 +73,8 @@ def build_manifest(runtime, inputs: dict[str, Any] | None = None) -> dict[str, A
     manifest = {
         "config": dataclasses.asdict(cfg),
         "market_profile": _profile(cfg.market),
-        "model_endpoint_host": (urlparse(base_url).hostname if base_url else None) if cfg.provider != "offline" else None,
+        # the SDK's default endpoint when none is set; credentials in the URL never leave it
+        "model_endpoint_host": urlparse(base_url or OPENAI_DEFAULT_URL).hostname if cfg.provider != "offline" else None,
         "prompts": {"system": _sha(BASE_SYSTEM), **{k: _sha(v) for k, v in sorted(ROLE_INSTRUCTIONS.items())}},
         "tools": {name: _sha(tool.tool_call_schema.model_json_schema()) for name, tool in sorted(REGISTRY.items())},
         "allow_lists": {state: sorted(names) for state, names in sorted(ALLOW_LISTS.items())},

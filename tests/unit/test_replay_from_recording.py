@@ -212,3 +212,14 @@ def test_a_tampered_recording_fails_verify_even_when_the_contracts_replay_identi
     assert f"hash chain broken at seq {seq}" in capsys.readouterr().out
     assert cli_main(["replay", out.session_id, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["chain"]["first_broken"]["seq"] == seq
+
+
+def test_the_endpoint_is_recorded_as_its_host_only(monkeypatch):
+    from graph.manifest import build_manifest
+
+    rt = runtime_with(provider="openai")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert build_manifest(rt)["model_endpoint_host"] == "api.openai.com"  # the SDK's default, not "unknown"
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://user:sk-in-url@llm.example.com:8443/v1?key=sk-query")
+    m = build_manifest(rt)
+    assert m["model_endpoint_host"] == "llm.example.com" and "sk-" not in json.dumps(m)
