@@ -33,12 +33,17 @@ def metrics_table(result) -> "Any":
     from rich.table import Table
 
     a = result.actions
-    failed = a.get("failed", 0)
+    failed, degraded = a.get("failed", 0), result.cycle_statuses.get("degraded", 0)
     t = Table(title=f"backtest {result.episode_id}: {result.decision_points} decision points — "
                     f"{a.get('trade', 0)} traded, {a.get('hold', 0)} held, {a.get('rejected', 0)} rejected, "
-                    + (f"[bold red]{failed} FAILED[/]" if failed else "0 failed"))
+                    + (f"[bold red]{failed} FAILED[/]" + (f" ({degraded} degraded)" if degraded else "")
+                       if failed else "0 failed"),
+              # the warnings (short window, failed cycles) belong to the figures, so they sit under them
+              caption="\n".join(f"[yellow]warning:[/] {w}" for w in result.warnings) or None)
     t.add_column("metric")
-    t.add_column("agent", justify="right")
+    # the agent's figures cover only the points where it decided: a failed point is no flat day it chose
+    t.add_column(f"agent ([bold red]{failed} of {result.decision_points} points failed[/])" if failed else "agent",
+                 justify="right")
     t.add_column("buy & hold (equal weight)", justify="right")
     for key, label, kind in METRIC_ROWS:
         t.add_row(label, _fmt(result.metrics.get(key), kind), _fmt(result.benchmark_metrics.get(key), kind))
@@ -107,8 +112,6 @@ def cmd_backtest(args) -> int:
 
         c = Console()
         c.print(metrics_table(result))
-        for w in result.warnings:
-            c.print(f"[yellow]warning:[/] {w}")
         c.print(f"run id {run_id}: logs in {args.out}/{run_id}/" + (f"; plot {plot}" if plot else ""))
     failed = result.actions.get("failed", 0)
     if failed > args.allow_failures:

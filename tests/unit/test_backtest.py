@@ -200,3 +200,10 @@ def test_failed_cycles_are_counted_named_and_fail_the_run(tmp_path, capsys, monk
     # the same run, with failures allowed explicitly: exit 0, still reported
     assert cli_main(argv + ["--run-id", "down", "--allow-failures", "6"]) == 0
     assert json.loads(capsys.readouterr().out)["actions"] == {"failed": 6}
+    # the table: the headline names the failures, the agent's column says its figures cover no decision,
+    # and the short-window warning sits under the figures
+    monkeypatch.setenv("COLUMNS", "250")
+    assert cli_main([a for a in argv if a != "--json"] + ["--run-id", "down"]) == 1
+    table = " ".join(capsys.readouterr().out.split())  # rich wraps long cells; the words are what count
+    assert "6 FAILED" in table and "0 held" in table and "agent (6 of 6 points failed)" in table
+    assert "warning: short window: 6 decision point(s)" in table
