@@ -25,6 +25,12 @@ HISTORY = 50
 class PortfolioConflict(RuntimeError):
     """The session's portfolio moved on after this cycle read it: nothing filled."""
 
+    @classmethod
+    def moved_on(cls, session_id: str, cycle_id: str, read: Any, now: Any, by: Any = None) -> "PortfolioConflict":
+        return cls(f"portfolio of session '{session_id}' moved on since cycle {cycle_id} read it (version {read}, "
+                   f"now {now}{f', last changed by {by}' if by else ''}): nothing filled; run a new cycle on the "
+                   f"current portfolio")
+
 
 class PortfolioStore:
     """Collection 'portfolios': one doc per session {session_id, snapshot, version, cycle_id, history, updated_ts}."""
@@ -135,9 +141,7 @@ def _finish(portfolios: PortfolioStore, ledger: ExecutionLedger, cycle_id: str, 
         return "committed"
     ledger.mark(cycle_id, "aborted")
     now = portfolios.state(session_id)
-    raise PortfolioConflict(
-        f"portfolio of session '{session_id}' moved on since cycle {cycle_id} read it (version {base_version}, now "
-        f"{now.get('version')}, last changed by {now.get('cycle_id')}): nothing filled")
+    raise PortfolioConflict.moved_on(session_id, cycle_id, base_version, now.get("version"), now.get("cycle_id"))
 
 
 def complete_pending(portfolios: PortfolioStore, ledger: ExecutionLedger,

@@ -7,6 +7,7 @@ model's endpoint only the host is kept.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import hashlib
@@ -67,6 +68,17 @@ def _profile(name: str) -> dict[str, Any]:
             for k, v in dataclasses.asdict(get_profile(name)).items()}
 
 
+@functools.lru_cache(maxsize=1)
+def _code_identity() -> dict[str, Any]:
+    """Tool-schema hashes, allow-lists and package versions: fixed for the process, so computed once
+    (~10 ms: JSON Schema generation and package metadata) rather than on every cycle's hot path."""
+    return {
+        "tools": {name: _sha(tool.tool_call_schema.model_json_schema()) for name, tool in sorted(REGISTRY.items())},
+        "allow_lists": {state: sorted(names) for state, names in sorted(ALLOW_LISTS.items())},
+        "versions": {p: _version(p) for p in PACKAGES},
+    }
+
+
 def build_manifest(runtime, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
     cfg: AgentConfig = runtime.config
     base_url = os.environ.get("OPENAI_BASE_URL") or ""
@@ -76,9 +88,7 @@ def build_manifest(runtime, inputs: dict[str, Any] | None = None) -> dict[str, A
         # the SDK's default endpoint when none is set; credentials in the URL never leave it
         "model_endpoint_host": urlparse(base_url or OPENAI_DEFAULT_URL).hostname if cfg.provider != "offline" else None,
         "prompts": {"system": _sha(BASE_SYSTEM), **{k: _sha(v) for k, v in sorted(ROLE_INSTRUCTIONS.items())}},
-        "tools": {name: _sha(tool.tool_call_schema.model_json_schema()) for name, tool in sorted(REGISTRY.items())},
-        "allow_lists": {state: sorted(names) for state, names in sorted(ALLOW_LISTS.items())},
-        "versions": {p: _version(p) for p in PACKAGES},
+        **copy.deepcopy(_code_identity()),
         "data": {"market": _data_source(runtime.market), "news": _data_source(runtime.news),
                  "fundamentals": _data_source(runtime.fundamentals)},
     }

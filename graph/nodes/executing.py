@@ -63,9 +63,7 @@ def executing(state: CycleState, config: RunnableConfig) -> Command[Literal["MEM
     # fill only against the portfolio this cycle read at SCANNING; the commit re-checks it atomically
     base_version, current = state.get("portfolio_version"), rt.execution.version(session_id)
     if base_version is not None and current is not None and current != base_version:
-        raise PortfolioConflict(
-            f"portfolio of session '{session_id}' moved on since cycle {cycle_id} read it (version {base_version}, "
-            f"now {current}): nothing filled; run a new cycle on the current portfolio")
+        raise PortfolioConflict.moved_on(session_id, cycle_id, base_version, current)
 
     after: dict[str, PortfolioSnapshot] = {}
 
