@@ -10,6 +10,7 @@ from langchain_core.tools import BaseTool
 from agent.audit_events import emit
 from agent.calibration import ABSTAIN_MODEL
 from agent.config import AgentConfig
+from agent.memory.recall import past_notes
 from agent.passes import structured_pass, tool_pass
 from agent.prompts import fenced_headlines, task_messages
 from schemas.analysis import AnalystNote, AnalystRole, QuantAnswer
@@ -72,13 +73,14 @@ def run_analyst(role: AnalystRole, snap: MarketSnapshot, model: BaseChatModel, c
             raise ValueError(f"analyst must be {role!r}, got {n.analyst!r}")
 
     model_name = getattr(model, "model_name", "") or ""
-    note = structured_pass(model, task_messages(f"analyst:{role}", evidence), AnalystNote,
+    notes = past_notes(config, role, snap)
+    note = structured_pass(model, task_messages(f"analyst:{role}", evidence, notes=notes), AnalystNote,
                            max_retries=cfg.max_repair_retries, config=config, method=cfg.structured_method,
                            expect_symbol=snap.symbol, check=same_role)
     note = note.model_copy(update={"model_used": model_name})
     if note.confidence < cfg.self_critique_below:
         critique_ev = {**evidence, "note": note.model_dump(mode="json")}
-        revised = structured_pass(model, task_messages(f"critique:{role}", critique_ev), AnalystNote,
+        revised = structured_pass(model, task_messages(f"critique:{role}", critique_ev, notes=notes), AnalystNote,
                                   max_retries=cfg.max_repair_retries, config=config, method=cfg.structured_method,
                                   expect_symbol=snap.symbol, check=same_role)
         note = revised.model_copy(update={"model_used": model_name, "self_critiqued": True})
@@ -101,7 +103,7 @@ def run_quant(question: str, snap: MarketSnapshot, model: BaseChatModel, tools: 
               allowed: frozenset[str], cfg: AgentConfig, config: RunnableConfig) -> QuantAnswer:
     tech = snap.bundle.technical.model_dump()
     evidence = {"symbol": snap.symbol, "as_of": snap.as_of, "question": question, "technical": tech}
-    messages = task_messages("quant", evidence)
+    messages = task_messages("quant", evidence, notes=past_notes(config, "quant", snap))
     messages = tool_pass(model, messages, tools, allowed, state="ANALYZING", max_steps=cfg.max_tool_steps,
                          config=config)
 

@@ -96,15 +96,18 @@ def _apply(fills, portfolio: PortfolioSnapshot, as_of: str, cash: float) -> tupl
     for i, o, fill, fee in fills:
         trades.append(ExecutedTrade(order_index=i, symbol=o.symbol, side=o.side, quantity=o.quantity,
                                     price=round(fill, 6), fees=round(fee, 6), notional=round(fill * o.quantity, 6),
-                                    date=as_of))
+                                    date=as_of, reason="signal" if o.side == "SELL" else None))
         pos = positions.get(o.symbol)
         if o.side == "BUY":
             if pos is None:
-                positions[o.symbol] = Position(symbol=o.symbol, quantity=o.quantity, avg_price=fill, opened=as_of)
+                # the order's bracket stays with the position: later bars are checked against it (agent/exits.py)
+                positions[o.symbol] = Position(symbol=o.symbol, quantity=o.quantity, avg_price=fill, opened=as_of,
+                                               stop=o.stop, target=o.target, horizon_sessions=o.horizon_sessions,
+                                               conviction=o.conviction, setup=list(o.setup), checked_through=as_of)
             else:
                 qty = pos.quantity + o.quantity
                 avg = (pos.avg_price * pos.quantity + fill * o.quantity) / qty
-                positions[o.symbol] = Position(symbol=o.symbol, quantity=qty, avg_price=avg, opened=as_of)
+                positions[o.symbol] = pos.model_copy(update={"quantity": qty, "avg_price": avg, "opened": as_of})
         else:
             realized += (fill - pos.avg_price) * o.quantity - fee
             left = pos.quantity - o.quantity

@@ -80,6 +80,9 @@ class RetryPolicy:
                    timeout_s=_env_number("TRADEGRAPH_LLM_TIMEOUT", 60.0, float, 0.001, 3600))
 
 
+MEMORY_MODES = ("on", "off", "session")
+
+
 @dataclass(frozen=True)
 class AgentConfig:
     """Everything a cycle needs to know that isn't market data. Built once per command."""
@@ -101,6 +104,10 @@ class AgentConfig:
     # tradegraph's own retries of failed LLM calls (429/5xx/timeouts) and the per-request timeout
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     risk: RiskLimits = field(default_factory=RiskLimits)
+    # which past notes agents are given: on (every memory known before the cycle's date), session (this
+    # session's only: a backtest rerun is then independent of other runs), off (none; memories are still written)
+    memory: str = "on"
+    memory_top_k: int = 3
 
     @property
     def parallel_llm(self) -> bool:
@@ -119,7 +126,12 @@ class AgentConfig:
         method = env.get("TRADEGRAPH_STRUCTURED_METHOD", "json_schema")
         if method not in ("json_schema", "json_mode"):
             raise ConfigError(f"TRADEGRAPH_STRUCTURED_METHOD={method!r} must be json_schema or json_mode")
+        memory = env.get("TRADEGRAPH_MEMORY", "on")
+        if memory not in MEMORY_MODES:
+            raise ConfigError(f"TRADEGRAPH_MEMORY={memory!r} must be one of {', '.join(MEMORY_MODES)}")
         values = dict(
+            memory=memory,
+            memory_top_k=_env_number("TRADEGRAPH_MEMORY_TOP_K", 3, int, 1, 50),
             provider=provider,
             quick_model=env.get("TRADEGRAPH_QUICK_MODEL", quick_default),
             deep_model=env.get("TRADEGRAPH_DEEP_MODEL", deep_default),
@@ -134,4 +146,6 @@ class AgentConfig:
             risk=RiskLimits.load(),
         )
         values.update({k: v for k, v in overrides.items() if v is not None})
+        if values["memory"] not in MEMORY_MODES:
+            raise ConfigError(f"memory mode {values['memory']!r} must be one of {', '.join(MEMORY_MODES)}")
         return cls(**values)

@@ -8,6 +8,7 @@ from langchain_core.runnables import RunnableConfig
 from agent.audit_events import emit
 from agent.calibration import ABSTAIN_MODEL, calibrate, takes_side
 from agent.config import AgentConfig
+from agent.memory.recall import past_notes
 from agent.parallel import run_parallel
 from agent.passes import ContractError, TickerGuardError, structured_pass
 from agent.prompts import task_messages
@@ -35,6 +36,8 @@ def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, c
     bulls = [_brief(n) for n in panel.notes if n.stance > 0]
     bears = [_brief(n) for n in panel.notes if n.stance < 0]
 
+    recalled = {side: past_notes(config, side, snap) for side in ("bull", "bear")}
+
     def ask(task: str, evidence: dict) -> DebateCase:
         side = "bull" if task.startswith("bull") else "bear"
 
@@ -42,7 +45,7 @@ def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, c
             if c.side != side:
                 raise ValueError(f"side must be {side!r}, got {c.side!r}")
 
-        return structured_pass(model, task_messages(task, evidence), DebateCase, max_retries=cfg.max_repair_retries,
+        return structured_pass(model, task_messages(task, evidence, notes=recalled[side]), DebateCase, max_retries=cfg.max_repair_retries,
                                config=config, method=cfg.structured_method, expect_symbol=sym, check=right_side)
 
     def bear_points():
@@ -77,7 +80,8 @@ def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, c
 
     verdict = structured_pass(
         model, task_messages("manager", {**base, "notes": [_brief(n) for n in panel.notes],
-                                         "bull": rebutted["bull"].model_dump(), "bear": rebutted["bear"].model_dump()}),
+                                         "bull": rebutted["bull"].model_dump(), "bear": rebutted["bear"].model_dump()},
+                             notes=past_notes(config, "manager", snap)),
         ManagerVerdict, max_retries=cfg.max_repair_retries, config=config, method=cfg.structured_method,
         expect_symbol=sym)
     conviction, share = calibrate(verdict.conviction, panel.notes, verdict.winner)

@@ -18,7 +18,7 @@ from pydantic import Field, PrivateAttr
 
 from agent import offline_rules
 from agent.json_chat_model import JsonChatModel
-from agent.prompts import find_evidence
+from agent.prompts import find_evidence, find_notes
 
 
 def estimate_tokens(text: str) -> int:
@@ -67,7 +67,8 @@ class OfflineChatModel(JsonChatModel):
             schema_name = response_format["json_schema"]["name"]
             raw = self._scripted(schema_name)
             if raw is None:
-                raw = json.dumps(offline_rules.answer(task, schema_name, evidence), sort_keys=True)
+                raw = json.dumps(offline_rules.answer(task, schema_name, evidence, find_notes(messages)),
+                                 sort_keys=True)
             message = AIMessage(content=raw)
         elif tools:
             message = self._tool_step(task, evidence, messages, [t["function"]["name"] for t in tools])

@@ -285,6 +285,26 @@ def memory(ev: dict) -> dict:
     }
 
 
+def reviewer(ev: dict) -> dict:
+    r, th = ev["result"], ev["thesis"]
+    setup = ", ".join(th.get("setup") or []) or "an unlabelled setup"
+    if r["reason"] == "stop":
+        critique = (f"The {ev['direction']} thesis in {setup} failed: price hit the stop within "
+                    f"{r['sessions_held']} session(s).")
+        lessons = [f"In {setup}, wait for confirmation before going {ev['direction'].lower()}; the 2xATR stop "
+                   f"was reached quickly."]
+    elif r["reason"] == "target":
+        critique = f"The {ev['direction']} thesis in {setup} played out: the target was reached in {r['sessions_held']} session(s)."
+        lessons = [f"{setup} supported a {ev['direction'].lower()} entry; the ATR-based target was realistic."]
+    else:
+        critique = (f"The {ev['direction']} thesis in {setup} closed by {r['reason']} after {r['sessions_held']} "
+                    f"session(s) at {r['return_pct']}%: neither level was reached.")
+        lessons = [f"In {setup}, expect slow moves; the horizon ended the trade, not the levels."]
+    return {"symbol": ev["symbol"], "direction": ev["direction"], "outcome": r["outcome"],
+            "realized_pnl": r["realized_pnl"], "signal_evolution": r["signal_evolution"], "critique": critique,
+            "lessons": lessons, "thesis_vs_outcome": "", "memory_record": ""}
+
+
 RULES: dict[str, Callable[[dict], dict]] = {
     "planning": plan,
     "quant": quant,
@@ -299,16 +319,41 @@ RULES: dict[str, Callable[[dict], dict]] = {
     "manager": manager,
     "trader": trader,
     "memory": memory,
+    "reviewer": reviewer,
 }
 
 
-def answer(task: str, schema_name: str, ev: dict) -> dict:
+def answer(task: str, schema_name: str, ev: dict, notes: list[dict] | None = None) -> dict:
     if task.startswith("critique:"):
         return critique(ev)
     rule = RULES.get(task)
     if rule is None:
         raise ValueError(f"offline model has no rule for task {task!r} (schema {schema_name})")
-    return rule(ev)
+    return heed_notes(task, rule(ev), notes or [])
+
+
+# how much one recalled falsified setup weighs, and how many count
+FALSIFIED_DAMPING = 0.5
+MAX_FALSIFIED = 2
+
+
+def heed_notes(task: str, out: dict, notes: list[dict]) -> dict:
+    """The offline model's use of past notes, deterministic and documented (README, Memory): each recalled
+    review of a LONG whose thesis was Falsified (up to two) halves an analyst's bullish stance and takes 0.1 off
+    its confidence, and takes 0.1 off the manager's conviction for LONG. Realized or weakened notes change
+    nothing: a loss is the lesson worth acting on."""
+    falsified = min(MAX_FALSIFIED, sum(1 for n in notes if n["kind"] == "review" and n["direction"] == "LONG"
+                                       and n["signal"] == "Falsified"))
+    if not falsified:
+        return out
+    if task.startswith("analyst:") and out.get("stance", 0) > 0:
+        out["stance"] = _r(out["stance"] * FALSIFIED_DAMPING ** falsified)
+        out["confidence"] = _r(max(0.05, out["confidence"] - 0.1 * falsified))
+        out["key_points"] = (out["key_points"] + [f"{falsified} similar LONG setup(s) in past notes were "
+                                                  f"falsified: bullish stance damped"])[:6]
+    elif task == "manager" and out.get("winner") == "LONG":
+        out["conviction"] = _r(max(0.0, out["conviction"] - 0.1 * falsified))
+    return out
 
 
 def tool_plan(task: str, ev: dict, offered: list[str]) -> list[dict]:

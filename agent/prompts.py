@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Sequence
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from agent.fence import UNTRUSTED_DATA_RULE, fence
+from agent.fence import FENCE_CLOSE, FENCE_OPEN, UNTRUSTED_DATA_RULE, fence
 
 EVIDENCE_OPEN, EVIDENCE_CLOSE = "<EVIDENCE>", "</EVIDENCE>"
 _EVIDENCE_RE = re.compile(re.escape(EVIDENCE_OPEN) + r"(.*?)" + re.escape(EVIDENCE_CLOSE), re.S)
@@ -51,6 +51,9 @@ ROLE_INSTRUCTIONS: dict[str, str] = {
     "trader": "You are the trader. Write the thesis for the debate's winner: rationale, invalidation "
     "conditions, key risks and horizon. Propose prudent entry/stop/target; code re-anchors them to ATR.",
     "memory": "Summarise this cycle for future runs: what was decided, why, and one or two lessons.",
+    "reviewer": "You are the reviewer. A position has closed. Critique the thesis against the outcome given: "
+    "what it got right and wrong, and write one or two actionable lessons for the next similar setup. "
+    "The outcome, the P&L and the signal's evolution are facts set by code; do not restate them differently.",
 }
 
 
@@ -68,10 +71,45 @@ def find_evidence(messages: list[BaseMessage]) -> dict[str, Any] | None:
     return None
 
 
-def task_messages(task: str, evidence: dict[str, Any], extra: str = "") -> list[BaseMessage]:
+def task_messages(task: str, evidence: dict[str, Any], extra: str = "",
+                  notes: Sequence[Any] = ()) -> list[BaseMessage]:
     role = ROLE_INSTRUCTIONS["critique" if task.startswith("critique:") else task]
-    body = f"TASK: {task}\n{role}\n{extra}\n{render_evidence({**evidence, 'task': task})}".replace("\n\n", "\n")
+    body = (f"TASK: {task}\n{role}\n{extra}\n{render_notes(notes)}"
+            f"{render_evidence({**evidence, 'task': task})}").replace("\n\n", "\n")
     return [SystemMessage(content=BASE_SYSTEM), HumanMessage(content=body)]
+
+
+NOTES_HEADER = "Relevant past notes:"
+# the tag line of a note is written by code from the record's fields; its text (model-written) is fenced
+_NOTE_TAG_RE = re.compile(r"^- \[(review|cycle)\] (\S+) (LONG|SHORT|-) outcome=(\w+|-) signal=(\w+|-) "
+                          r"known=(\d{4}-\d{2}-\d{2})$", re.M)
+
+
+_FENCED_RE = re.compile(re.escape(FENCE_OPEN) + r".*?" + re.escape(FENCE_CLOSE), re.S)
+
+
+def render_notes(hits: Sequence[Any]) -> str:
+    """Past notes (RetrievalHits) for a prompt, each one's text fenced as untrusted: model-written text
+    can echo a headline, and must never read as an instruction."""
+    if not hits:
+        return ""
+    lines = [NOTES_HEADER]
+    for h in hits:
+        lines.append(f"- [{h.kind}] {h.symbol or '-'} {h.direction or '-'} outcome={h.outcome or '-'} "
+                     f"signal={h.signal or '-'} known={h.known_at}")
+        lines.append(fence(h.text))
+    return "\n".join(lines) + "\n"
+
+
+def find_notes(messages: list[BaseMessage]) -> list[dict[str, str]]:
+    """The tag lines of the past notes in a prompt (what the offline model reads of them)."""
+    for m in reversed(messages):
+        content = m.content if isinstance(m.content, str) else ""
+        if NOTES_HEADER in content:
+            content = _FENCED_RE.sub("", content)  # a tag-like line inside a note's fenced text is not a tag
+            return [{"kind": k, "symbol": s, "direction": d, "outcome": o, "signal": sig, "known_at": at}
+                    for k, s, d, o, sig, at in _NOTE_TAG_RE.findall(content)]
+    return []
 
 
 def repair_message(schema_name: str, error: str) -> HumanMessage:

@@ -7,6 +7,7 @@ from langchain_core.runnables import RunnableConfig
 
 from agent.calibration import ABSTAIN_MODEL
 from agent.config import AgentConfig
+from agent.memory.recall import past_notes
 from agent.passes import structured_pass
 from agent.prompts import task_messages
 from agent.markets import get_profile
@@ -40,7 +41,8 @@ def run_trader(debate: DebateResult, panel: SymbolPanel, snap: MarketSnapshot, m
         if th.direction != debate.winner:
             raise ValueError(f"direction must follow the debate winner {debate.winner}, got {th.direction}")
 
-    thesis = structured_pass(model, task_messages("trader", evidence), TradeThesis,
+    thesis = structured_pass(model, task_messages("trader", evidence, notes=past_notes(config, "trader", snap)),
+                             TradeThesis,
                              max_retries=cfg.max_repair_retries, config=config, method=cfg.structured_method,
                              expect_symbol=snap.symbol, check=follows_debate)
     # code owns conviction and prices: the model's numbers here are advisory at most
@@ -50,7 +52,7 @@ def run_trader(debate: DebateResult, panel: SymbolPanel, snap: MarketSnapshot, m
 
 
 def orders_for(theses: list[TradeThesis], portfolio: PortfolioSnapshot, prices: dict[str, float],
-               cfg: AgentConfig, as_of: str | None = None) -> list[Order]:
+               cfg: AgentConfig, as_of: str | None = None, setups: dict[str, list[str]] | None = None) -> list[Order]:
     """Long-only book: LONG opens a sized position when flat; SHORT closes a held one; otherwise hold.
 
     Sizing stays within every limit the risk engine checks, by asking the engine itself: each buy starts
@@ -77,7 +79,10 @@ def orders_for(theses: list[TradeThesis], portfolio: PortfolioSnapshot, prices: 
             else:
                 hi = mid - 1
         if lo:
-            orders.append(Order(symbol=th.symbol, side="BUY", quantity=lo * lot))
+            # a bracket order: the position keeps the thesis's levels and exits on them (agent/exits.py)
+            orders.append(Order(symbol=th.symbol, side="BUY", quantity=lo * lot, stop=th.stop, target=th.target,
+                                horizon_sessions=th.horizon_sessions, conviction=th.conviction,
+                                setup=list((setups or {}).get(th.symbol, []))))
     return orders
 
 

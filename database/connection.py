@@ -14,6 +14,7 @@ from database.errors import StoreUnavailable
 from database.events import EventStore
 from database.spool import RecoveryReport, pending_files, recover
 from database.writer import BufferedEventWriter
+from database.memories import MemoryStore
 from database.portfolio import ExecutionLedger, PortfolioStore
 
 DEFAULT_DB = "tradegraph"
@@ -43,6 +44,7 @@ class Store:
     events: EventStore
     portfolios: PortfolioStore
     executions: ExecutionLedger
+    memories: MemoryStore
     # set when this Store started the embedded server and must stop it on close
     owned_server_home: Path | None = field(default=None, repr=False)
     # where audit events that this store could not take wait for redelivery, and the name they wait under
@@ -62,6 +64,7 @@ class Store:
         self.events.ensure_indexes()
         self.portfolios.ensure_indexes()
         self.executions.ensure_indexes()
+        self.memories.ensure_indexes()
 
     def close(self) -> None:
         if self._closed:
@@ -84,7 +87,7 @@ def _build(uri: str, client: Any, db: Any, *, lock: threading.Lock | None = None
            owned: Path | None = None, target: str | None = None) -> Store:
     store = Store(
         uri=uri, client=client, db=db, events=EventStore(db, serialize=lock),
-        portfolios=PortfolioStore(db), executions=ExecutionLedger(db), owned_server_home=owned,
+        portfolios=PortfolioStore(db), executions=ExecutionLedger(db), memories=MemoryStore(db), owned_server_home=owned,
         target=target or f"{redact(uri)}#{db.name}",
     )
     store.ensure_indexes()  # create_index is idempotent: cheap to repeat on every connect

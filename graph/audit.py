@@ -100,6 +100,8 @@ class AuditHandler(BaseCallbackHandler):
         self._plans: dict[UUID, Optional[AttemptPlan]] = {}
         self.llm_calls = 0  # attempts, failed ones included: each is a request the provider may bill
         self.tokens = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+        # the past notes each agent was given: the approval screen shows them
+        self.retrievals: list[dict] = []
 
     # -------------------------------------------------------------- plumbing
     def _put(self, kind: str, payload: dict, metadata: Optional[dict], run_id=None, parent_run_id=None,
@@ -215,5 +217,7 @@ class AuditHandler(BaseCallbackHandler):
     def on_custom_event(self, name: str, data: Any, *, run_id, tags=None, metadata=None, **kwargs) -> None:
         if name != AUDIT_EVENT:
             return
+        if data["kind"] == "retrieval":
+            self.retrievals.append(data["payload"])
         self._put(data["kind"], data["payload"], metadata, run_id, kwargs.get("parent_run_id"))
 

@@ -200,8 +200,9 @@ class _Progress:
 def episode_runtime(config: EpisodeConfig, runtime: Optional[CycleRuntime], sim: SimulationExecution) -> CycleRuntime:
     base = runtime or default_runtime(AgentConfig.from_env())
     agent_cfg = dataclasses.replace(base.config, starting_cash=config.initial_cash, fees_bps=config.fees_bps,
-                                    slippage_bps=config.slippage_bps, market=config.market)
-    return dataclasses.replace(base, config=agent_cfg, execution=sim, _models={}, _lock=threading.Lock())
+                                    slippage_bps=config.slippage_bps, market=config.market, memory=config.memory)
+    return dataclasses.replace(base, config=agent_cfg, execution=sim, run_id=config.episode_id, _models={},
+                               _lock=threading.Lock())
 
 
 def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, runtime: Optional[CycleRuntime] = None,
@@ -230,7 +231,7 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
     if len(logs) > len(dates) or any(lg.date != dates[lg.decision_point_idx] for lg in logs):
         raise BacktestError(f"{log_path} does not match this config's decision dates")
     portfolio = logs[-1].portfolio_after if logs else PortfolioSnapshot(cash=config.initial_cash)
-    trades: list[ExecutedTrade] = [t for lg in logs for t in lg.execution_result.executed_trades]
+    trades: list[ExecutedTrade] = [t for lg in logs for t in lg.exits + lg.execution_result.executed_trades]
     session_id = f"bt-{run_id}"
 
     bar = _Progress(len(dates), len(logs), progress and sys.stderr.isatty())
@@ -248,18 +249,20 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
                 sim.portfolio = portfolio
                 outcome = run_cycle(list(config.tickers), date, store=store, session_id=session_id, runtime=rt,
                                     case=case.for_agent())
-                action, decision, result, after, output = extract(outcome, sim, portfolio)
+                # SCANNING may have closed positions on their levels first: the decision starts from that book
+                _, exit_trades = sim.exits.get(outcome.cycle_id, ([], []))
+                action, decision, result, after, output = extract(outcome, sim, sim.portfolio)
                 prices = {t: sd.current_price for t, sd in case.stock_data.items()}
                 equity, _ = mark_to_market(after, prices)
                 entry = DecisionPointLog(
                     case_id=case.case_id, decision_point_idx=idx, date=date, action=action, agent_output=output,
-                    extracted_decision=decision, execution_result=result, portfolio_before=portfolio,
+                    extracted_decision=decision, execution_result=result, exits=exit_trades, portfolio_before=portfolio,
                     portfolio_after=after, prices=prices, equity=round(equity, 6),
                     steps_remaining=len(dates) - idx - 1)
                 log_file.write(entry.model_dump_json() + "\n")
                 log_file.flush()
                 portfolio = after
-                trades.extend(result.executed_trades)
+                trades.extend(exit_trades + result.executed_trades)
                 logs.append(entry)
                 _write_atomic(th_path, trade_history_json(trades))
                 steps += 1
@@ -294,6 +297,10 @@ def episode_result(config: EpisodeConfig, logs: list[DecisionPointLog],
         bench = summarize(dates, bh, trades=[], exposure=[1.0] * len(bh), rf=config.risk_free_rate,
                           periods_per_year=ppy)
         bench["num_trades"] = len(config.tickers)
+    exits: dict[str, int] = {}
+    for t in trades:
+        if t.reason:
+            exits[t.reason] = exits.get(t.reason, 0) + 1
     actions: dict[str, int] = {}
     statuses: dict[str, int] = {}
     failed = []
@@ -319,4 +326,5 @@ def episode_result(config: EpisodeConfig, logs: list[DecisionPointLog],
     return EpisodeResult(episode_id=config.episode_id, decision_points=len(logs),
                          trade_history=TradeHistory(trades=trades), final_portfolio=portfolio, equity_curve=curve,
                          benchmark_curve=bench_curve, metrics=metrics, benchmark_metrics=bench, benchmark=benchmark,
-                         actions=actions, cycle_statuses=statuses, failed_points=failed, warnings=warnings)
+                         actions=actions, cycle_statuses=statuses, failed_points=failed, warnings=warnings,
+                         exits=exits)

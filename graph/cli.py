@@ -16,7 +16,7 @@ from schemas.events import EVENT_KINDS
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_STORE, EXIT_EXECUTED_WITH_ERRORS = 0, 1, 2, 3, 4
 
 # commands that live in their own modules; each exposes register(subparsers)
-COMMAND_MODULES = ("graph.cli_replay", "graph.cli_backtest")
+COMMAND_MODULES = ("graph.cli_replay", "graph.cli_backtest", "graph.cli_memory")
 
 
 class CliError(Exception):
@@ -47,7 +47,7 @@ def _cycle_command(args, call) -> int:
     from graph.runtime import default_runtime
 
     try:
-        runtime = default_runtime(AgentConfig.from_env())
+        runtime = default_runtime(AgentConfig.from_env(memory=getattr(args, "memory", None)))
     except ConfigError as e:
         raise CliError(str(e)) from None
     store = open_store(args.db)
@@ -193,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print one JSON object")
     r.add_argument("--approve", action="store_true",
                    help="pause before EXECUTING until `tradegraph approve SESSION_ID [--reject]`")
+    r.add_argument("--memory", default=None, choices=["on", "off", "session"],
+                   help="past notes agents recall: on (all, known before --as-of; default, or $TRADEGRAPH_MEMORY), "
+                        "session (this session's only), off")
     db(r)
     r.set_defaults(fn=cmd_run)
 

@@ -82,7 +82,7 @@ def cmd_backtest(args) -> int:
     try:
         config = EpisodeConfig(episode_id=run_id, tickers=symbols, initial_cash=args.capital, start=args.start,
                                end=args.end, every=args.every, fees_bps=args.fees_bps,
-                               slippage_bps=args.slippage_bps, market=args.market)
+                               slippage_bps=args.slippage_bps, market=args.market, memory=args.memory)
     except ValidationError as e:
         err = e.errors()[0]
         raise CliError(f"{'.'.join(map(str, err['loc'])) or 'config'}: {err['msg']} "
@@ -105,6 +105,7 @@ def cmd_backtest(args) -> int:
         print(json.dumps({"run_id": run_id, "run_dir": f"{args.out}/{run_id}", "decision_points": result.decision_points,
                           "actions": result.actions, "cycle_statuses": result.cycle_statuses,
                           "failed_points": result.failed_points, "warnings": result.warnings,
+                          "exits": result.exits,
                           "metrics": result.metrics, "benchmark": result.benchmark,
                           "benchmark_metrics": result.benchmark_metrics, "plot": plot}, default=str))
     else:
@@ -139,6 +140,9 @@ def register(subparsers) -> None:
     b.add_argument("--json", action="store_true", help="print one JSON object")
     b.add_argument("--plot", default=None, help="write equity curves (agent vs buy & hold) to this PNG")
     b.add_argument("--no-progress", action="store_true")
+    b.add_argument("--memory", default="session", choices=["on", "off", "session"],
+                   help="past notes agents recall: session (this run's only; default), on (all runs', known "
+                        "before each date), off")
     b.add_argument("--allow-failures", type=int, default=0, metavar="N",
                    help="exit 0 even if up to N cycles failed (default 0: any failed cycle exits 1)")
     b.add_argument("--db", default=None, help="store URI (default: $MONGODB_URI, else the embedded store)")

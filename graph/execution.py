@@ -8,7 +8,8 @@ from agent.config import AgentConfig
 from agent.markets import get_profile
 from database.connection import Store
 from database.portfolio import commit_fill, complete_pending
-from schemas.decision import Decision, DecisionResult
+from schemas.decision import Decision, DecisionResult, ExecutedTrade
+from schemas.memory import ClosedTrade
 from schemas.portfolio import PortfolioSnapshot
 
 
@@ -39,3 +40,20 @@ class PaperExecution:
         if base_version is None:
             base_version = self.version(session_id) or 0
         return commit_fill(self.store.portfolios, self.store.executions, cycle_id, session_id, result, base_version)
+
+    def settle_exits(self, cycle_id: str, session_id: str, *, closed: list[ClosedTrade], trades: list[ExecutedTrade],
+                     portfolio_after: PortfolioSnapshot, base_version: Optional[int]) -> Optional[int]:
+        """The same outbox as a fill, under its own ledger key: at most once per cycle, against the version read."""
+        if base_version is None:
+            base_version = self.version(session_id) or 0
+        result = {"kind": "exits", "closed": [c.model_dump(mode="json") for c in closed],
+                  "trades": [t.model_dump(mode="json") for t in trades],
+                  "portfolio_after": portfolio_after.model_dump(mode="json")}
+        if not commit_fill(self.store.portfolios, self.store.executions, exits_key(cycle_id), session_id, result,
+                           base_version):
+            raise RuntimeError(f"cycle {cycle_id} already closed positions on their levels: not closing them twice")
+        return base_version + 1
+
+
+def exits_key(cycle_id: str) -> str:
+    return f"{cycle_id}:exits"

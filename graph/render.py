@@ -61,12 +61,29 @@ def print_cycle(out, console: Console | None = None) -> None:
                       "" if ch["value"] is None else f"{ch['value']:g}", "" if ch["limit"] is None else f"{ch['limit']:g}",
                       ch["detail"])
         c.print(v)
+    for ex in (k.get("SCANNING") or {}).get("exits", []):
+        c.print(f"Closed on its {ex['reason']}: SELL {ex['quantity']:g} {ex['symbol']} @ {ex['exit_price']:.4f} on "
+                f"{ex['closed']} (P&L {ex['realized_pnl']:+.2f})")
     if "EXECUTING" in k:
         ex = k["EXECUTING"]
         trades = ex["result"]["executed_trades"]
         c.print(f"Execution: {ex['status']}" + (f" — {ex['result']['message']}" if ex["result"]["message"] else ""))
         for tr in trades:
             c.print(f"  {tr['side']} {tr['quantity']:g} {tr['symbol']} @ {tr['price']:.4f} (fees {tr['fees']:.2f})")
+    given = [r for r in getattr(out, "notes", []) if r.get("hits")]
+    if given:
+        nt = Table(title="Past notes given to agents (recalled point in time)")
+        for col in ("symbol", "agent", "note", "known", "outcome", "score"):
+            nt.add_column(col)
+        for r in sorted(given, key=lambda r: (r["symbol"], r["agent"])):
+            for h in r["hits"]:
+                nt.add_row(r["symbol"], r["agent"], h["text"][:70], h["known_at"], h.get("outcome") or h["kind"],
+                           f"{h['score']:.4f}")
+        c.print(nt)
+    if "MEMORIZING" in k and k["MEMORIZING"].get("reviews"):
+        for rv in k["MEMORIZING"]["reviews"]:
+            c.print(f"Review {rv['symbol']}: {rv['outcome']} ({rv['signal_evolution']}), P&L {rv['realized_pnl']:+.2f} "
+                    f"— {rv['thesis_vs_outcome']}")
     if out.status == "pending_approval":
         c.print(f"[bold yellow]Waiting for approval[/bold yellow]: tradegraph approve {out.session_id} "
                 f"(or --reject); nothing has executed")

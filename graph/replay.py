@@ -79,6 +79,8 @@ class Cycle:
     llm_calls: list[LlmCall] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
     validations: list[dict] = field(default_factory=list)
+    # each agent's recalled past notes: {agent, symbol, query, filter, hits}
+    retrievals: list[dict] = field(default_factory=list)
     errors: list[dict] = field(default_factory=list)
     trades: list[dict] = field(default_factory=list)
     ended: bool = False  # a transition to END was recorded
@@ -230,6 +232,8 @@ def build_session(session_id: str, events: list[dict]) -> Session:
                 replay_of = p["replay_of"]
         elif kind == "error":
             c.errors.append({"seq": seq, "state": state, **p})
+        elif kind == "retrieval":
+            c.retrievals.append({"seq": seq, "state": state, **p})
     for c in cycles.values():
         execution = (c.contracts.get("EXECUTING") or {}).get("data") or {}
         c.trades = list((execution.get("result") or {}).get("executed_trades") or [])
@@ -419,8 +423,8 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
     from database.writer import BufferedEventWriter
     from graph.audit import AuditHandler
     from graph.manifest import config_from_manifest, manifest_differences
-    from graph.replay_model import (RecordedResponses, ReplayChatModel, ReplayExecution, recorded_bundles,
-                                    tier_models)
+    from graph.replay_model import (RecordedRecall, RecordedResponses, ReplayChatModel, ReplayExecution,
+                                    recorded_bundles, tier_models)
     from graph.runner import compiled_graph, cycle_run_config
     from graph.runtime import default_runtime
     from graph.state import CONTRACT_KEYS
@@ -443,7 +447,8 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
               "deep": ReplayChatModel(model_name=deep, responses=responses)}
     execution = (cycle.contracts.get("EXECUTING") or {}).get("data")
     rt = default_runtime(cfg, execution=ReplayExecution(execution), model_factory=lambda _cfg, tier: models[tier],
-                         bundle_source=recorded_bundles(scan), recorded_scan=scan, recorded_approval=cycle.approval)
+                         bundle_source=recorded_bundles(scan), recorded_scan=scan, recorded_approval=cycle.approval,
+                         recorded_recall=(recall := RecordedRecall(cycle.retrievals)))
     # the recorded inputs (a backtest's Case included), the same cycle_id and the ORIGINAL session id in the
     # state (prompts and contracts see exactly what they saw); only the audit handler writes, to replay_id
     recorded_inputs = cycle.inputs or {"symbols": list(scan["universe"]), "as_of": scan["as_of"],
@@ -461,7 +466,7 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
     writer = BufferedEventWriter(store.events, flush_every=512, linger_s=0.25)
     handler = AuditHandler(writer, replay_id, cycle.cycle_id)
     run_config = cycle_run_config(rt, thread_id=f"{replay_id}:{cycle.cycle_id}", handler=handler, writer=None,
-                                  run_name="tradegraph-replay",
+                                  run_name="tradegraph-replay", session_id=session_id,
                                   metadata={"session_id": replay_id, "cycle_id": cycle.cycle_id,
                                             "replay_of": session_id})
     if cycle.manifest is not None:  # the replay ran with the recorded manifest: its own log says so first
@@ -496,6 +501,7 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
     elif cycle.cut_off:
         notes.append(f"recorded cycle is cut off: compared {len(states)} recorded state(s) only")
     notes += [f"replay asked an unrecorded LLM request in {m}" for m in responses.misses]
+    notes += [f"recalled notes re-used for a different query: {m}" for m in recall.misses]
     if responses.unused:
         notes.append(f"{responses.unused} recorded LLM response(s) were not asked for by the replay")
     return CycleVerdict(cycle.cycle_id, states, divergences, notes, config_differences=differences)

@@ -24,6 +24,7 @@ from agent.json_chat_model import JsonChatModel
 from graph.audit import offered_tool_names, structured_output_name, to_plain
 from schemas.decision import Decision, DecisionResult
 from schemas.features import FeatureBundle
+from schemas.memory import RetrievalHit
 from schemas.portfolio import PortfolioSnapshot
 
 
@@ -194,3 +195,24 @@ class ReplayExecution:
 
     def record(self, cycle_id: str, session_id: str, result: dict, *, base_version: Optional[int] = None) -> bool:
         return True
+
+    def settle_exits(self, cycle_id: str, session_id: str, **_: Any) -> Optional[int]:
+        # SCANNING takes a replay's exits from the recorded scan and never settles them again
+        raise ReplayMismatch("the replay tried to close positions the recording did not close")
+
+
+class RecordedRecall:
+    """A replay's recall: each agent gets the notes its recording got, however much memory has grown (or
+    been forgotten) since. An agent that recalled nothing in the recording recalls nothing here."""
+
+    def __init__(self, retrievals: list[dict]) -> None:
+        self.recorded = {(r.get("agent"), r.get("symbol")): r for r in retrievals}
+        self.misses: list[str] = []
+
+    def search(self, *, agent: str, symbol: str, query: str, as_of: str):
+        rec = self.recorded.get((agent, symbol))
+        if rec is None:
+            return None
+        if rec.get("query") != query:  # the setup the query came from differs: worth saying, not hiding
+            self.misses.append(f"{agent}/{symbol}: query {query!r} was {rec.get('query')!r} when recorded")
+        return rec.get("filter") or {}, [RetrievalHit.model_validate(h) for h in rec.get("hits") or []]

@@ -18,7 +18,9 @@ from graph.builder import build_graph
 from database.checkpoint import checkpointer
 from langgraph.types import Command
 from graph.execution import PaperExecution
+from agent.memory.recall import RECALL_KEY
 from graph.manifest import build_manifest
+from graph.memory import MemoryBank, MemoryRecall
 from graph.runtime import AUDIT_WRITER_KEY, RUNTIME_KEY, CycleRuntime, default_runtime
 from graph.state import CONTRACT_KEYS
 from schemas.base import SCHEMA_VERSION
@@ -46,6 +48,8 @@ class CycleOutcome:
     elapsed_s: float = 0.0
     # set when the store stopped taking this cycle's events: they wait in a local spool file
     audit_error: Optional[str] = None
+    # each agent's recalled notes ({agent, symbol, query, filter, hits}), as audited
+    notes: list[dict] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "cycle_id": self.cycle_id, "status": self.status,
@@ -159,14 +163,26 @@ def _refuse_if_stale(store: Store, session_id: str, cycle_id: str, read_version:
 def _with_execution(rt: CycleRuntime, store: Store) -> CycleRuntime:
     if rt.execution is None:
         rt.execution = PaperExecution(store, rt.config)
+    if rt.memory is None:
+        rt.memory = MemoryBank(store.memories)
     return rt
 
 
+def recall_for(runtime: CycleRuntime, session_id: str):
+    """What agents recall from: a replay's recording, else the bank under the configured mode (none when off)."""
+    if runtime.recorded_recall is not None:
+        return runtime.recorded_recall
+    if runtime.memory is None or runtime.config.memory == "off":
+        return None
+    return MemoryRecall(runtime.memory, runtime.config.memory, session_id, runtime.config.memory_top_k)
+
+
 def cycle_run_config(runtime: CycleRuntime, *, thread_id: str, handler: Optional[AuditHandler],
-                     writer: Optional[BufferedEventWriter], run_name: str, metadata: dict) -> dict:
+                     writer: Optional[BufferedEventWriter], run_name: str, metadata: dict, session_id: str) -> dict:
     """The run config of one cycle; replay builds its own with this too, so it runs under the same rules
     (the token budget, recursion limit) as the recording."""
-    configurable = {RUNTIME_KEY: runtime, "thread_id": thread_id, AUDIT_WRITER_KEY: writer}
+    configurable = {RUNTIME_KEY: runtime, "thread_id": thread_id, AUDIT_WRITER_KEY: writer,
+                    RECALL_KEY: recall_for(runtime, session_id)}
     if runtime.config.token_budget:
         configurable[BUDGET_KEY] = TokenBudget(runtime.config.token_budget)
     return {"configurable": configurable, "recursion_limit": 25, "run_name": run_name, "metadata": metadata,
@@ -179,7 +195,7 @@ def _invoke(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_
     writer = store.writer(flush_every=512, linger_s=0.25) if audit else None
     handler = AuditHandler(writer, session_id, cycle_id) if audit else None
     config = cycle_run_config(runtime, thread_id=cycle_id, handler=handler, writer=writer, run_name="tradegraph-cycle",
-                              metadata={"session_id": session_id, "cycle_id": cycle_id})
+                              metadata={"session_id": session_id, "cycle_id": cycle_id}, session_id=session_id)
     started = time.perf_counter()
     if writer is not None and not isinstance(inputs, Command):  # a resumed cycle has its manifest already
         # configuration and inputs: replay re-executes from this alone
@@ -212,7 +228,7 @@ def _invoke(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_
         status="pending_approval" if pending else final.get("status") or "completed", contracts=contracts,
         events=events, error=final.get("error"),
         llm_calls=handler.llm_calls if handler else 0, tokens=dict(handler.tokens) if handler else {},
-        elapsed_s=elapsed, audit_error=audit_error)
+        elapsed_s=elapsed, audit_error=audit_error, notes=list(handler.retrievals) if handler else [])
 
 
 def _close_quietly(writer: BufferedEventWriter) -> Optional[str]:

@@ -20,8 +20,9 @@ from agent.features.bundle import build_bundle, default_cache
 from agent.features.technical import IndicatorCache
 from agent.llm import make_model
 from agent.tools import TOOL_CONTEXT_KEY, ToolContext
-from schemas.decision import Decision, DecisionResult
+from schemas.decision import Decision, DecisionResult, ExecutedTrade
 from schemas.features import FeatureBundle
+from schemas.memory import ClosedTrade
 from schemas.portfolio import PortfolioSnapshot
 
 RUNTIME_KEY = "runtime"
@@ -44,6 +45,11 @@ class ExecutionBackend(Protocol):
     def record(self, cycle_id: str, session_id: str, result: dict, *, base_version: Optional[int] = None) -> bool:
         ...
 
+    def settle_exits(self, cycle_id: str, session_id: str, *, closed: list[ClosedTrade], trades: list[ExecutedTrade],
+                     portfolio_after: PortfolioSnapshot, base_version: Optional[int]) -> Optional[int]:
+        """Commit the positions SCANNING closed on their levels; returns the portfolio's new version (None
+        where there is no stored portfolio). A portfolio that moved on raises PortfolioConflict."""
+
 
 @dataclass
 class CycleRuntime:
@@ -60,6 +66,12 @@ class CycleRuntime:
     # the recorded human approval decision, answered instead of pausing
     recorded_scan: Optional[dict] = None
     recorded_approval: Optional[dict] = None
+    # the memory bank MEMORIZING writes to and agents recall from (graph/memory.py); None in a replay
+    memory: Optional[Any] = None
+    # what memories are tagged with besides the session: a backtest's run id
+    run_id: Optional[str] = None
+    # a replay's recall: the recorded hits instead of a search
+    recorded_recall: Optional[Any] = None
     _models: dict[str, BaseChatModel] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 

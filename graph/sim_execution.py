@@ -12,7 +12,8 @@ from typing import Optional
 
 from agent.broker import execute_decision
 from agent.markets import MarketProfile, get_profile
-from schemas.decision import Decision, DecisionResult
+from schemas.decision import Decision, DecisionResult, ExecutedTrade
+from schemas.memory import ClosedTrade
 from schemas.portfolio import PortfolioSnapshot
 
 
@@ -33,6 +34,8 @@ class SimulationExecution:
     portfolio: Optional[PortfolioSnapshot] = None
     calls: list[SubmitCall] = field(default_factory=list)
     ledger: dict[str, dict] = field(default_factory=dict)
+    # per cycle: the positions SCANNING closed on their levels and their fills
+    exits: dict[str, tuple[list[ClosedTrade], list[ExecutedTrade]]] = field(default_factory=dict)
 
     @classmethod
     def for_market(cls, market: str, *, fees_bps: float, slippage_bps: float,
@@ -62,6 +65,12 @@ class SimulationExecution:
             return False
         self.ledger[cycle_id] = result
         return True
+
+    def settle_exits(self, cycle_id: str, session_id: str, *, closed: list[ClosedTrade], trades: list[ExecutedTrade],
+                     portfolio_after: PortfolioSnapshot, base_version: Optional[int]) -> Optional[int]:
+        self.exits[cycle_id] = (list(closed), list(trades))
+        self.portfolio = portfolio_after
+        return None
 
     # ------------------------------------------------------------- used by the loop
     def calls_for(self, cycle_id: str) -> list[SubmitCall]:

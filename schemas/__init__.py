@@ -7,7 +7,7 @@ from schemas.events import StateEvent
 from schemas.execution import ExecutionResult
 from schemas.features import FeatureBundle, PriceBar
 from schemas.market import MarketScan, MarketSnapshot
-from schemas.memory import AgentMemory
+from schemas.memory import AgentMemory, ClosedTrade, MemoryRecord, RetrievalHit, TradeReview
 from schemas.plan import Plan
 from schemas.portfolio import PortfolioSnapshot, Position
 from schemas.validation import DecisionValidation, RiskCheck
@@ -31,7 +31,7 @@ ALL_CONTRACTS = {
         MarketScan, MarketSnapshot, PriceBar, FeatureBundle, PortfolioSnapshot, Position, Plan, AnalystNote,
         QuantAnswer, SymbolPanel, QuantReport, DebateCase, ManagerVerdict, DebateResult, DebateReport,
         TradeThesis, Order, Decision, PortfolioDecision, ExecutedTrade, DecisionResult, DecisionValidation,
-        RiskCheck, ExecutionResult, AgentMemory, StateEvent,
+        RiskCheck, ExecutionResult, AgentMemory, ClosedTrade, TradeReview, MemoryRecord, RetrievalHit, StateEvent,
     )
 }
 

@@ -17,6 +17,8 @@ Stance = Annotated[float, Field(ge=-1, le=1)]
 Pct = Annotated[float, Field(ge=-1000, le=1000)]
 ShortText = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
 Direction = Literal["LONG", "SHORT"]
+# why a position closed: its stop, its target, its horizon (at the close), or a decision to sell
+ExitReason = Literal["stop", "target", "horizon", "signal"]
 Side = Literal["BUY", "SELL"]
 
 STATES = (

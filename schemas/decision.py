@@ -5,7 +5,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
-from schemas.base import Contract, Direction, IsoDate, NonNegMoney, Price, ShortText, Side, Symbol, Unit
+from schemas.base import Contract, Direction, ExitReason, IsoDate, NonNegMoney, Price, ShortText, Side, Symbol, Unit
 
 
 class TradeThesis(Contract):
@@ -30,6 +30,13 @@ class Order(Contract):
     side: Side
     # 0 is representable so that a zero-size order reaches the risk check and the broker, which refuse it
     quantity: float = Field(ge=0, lt=1e10)
+    # a bracket on a BUY, set by the sizer from the thesis: the position keeps these levels until it exits
+    stop: Optional[Price] = None
+    target: Optional[Price] = None
+    horizon_sessions: Optional[int] = Field(default=None, ge=1, le=260)
+    conviction: Optional[Unit] = None
+    # the regime words of the setup it was opened in, for the reviewer and for recalling similar setups
+    setup: list[str] = Field(default_factory=list, max_length=20)
 
 
 class Decision(Contract):
@@ -56,6 +63,8 @@ class ExecutedTrade(Contract):
     fees: NonNegMoney = 0.0
     notional: NonNegMoney
     date: IsoDate
+    # set on sells: `signal` (a decision's order) or the level that closed the position
+    reason: Optional[ExitReason] = None
 
 
 class DecisionResult(Contract):

@@ -9,7 +9,7 @@ from schemas.base import SCHEMA_VERSION, Contract
 
 EventKind = Literal[
     "manifest", "transition", "llm_request", "llm_response", "tool_call", "tool_result", "contract", "validation",
-    "error"
+    "error", "retrieval"
 ]
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 

@@ -5,6 +5,7 @@ from pydantic import Field
 
 from schemas.base import Contract, IsoDate, Price, Symbol
 from schemas.features import FeatureBundle
+from schemas.memory import ClosedTrade
 from schemas.portfolio import PortfolioSnapshot
 
 
@@ -25,6 +26,9 @@ class MarketScan(Contract):
     portfolio: PortfolioSnapshot
     # point-in-time closes of held symbols outside the universe: the book is valued at market, never at cost
     marks: dict[Symbol, Price] = Field(default_factory=dict)
+    # positions that closed on their stop, target or horizon in the bars since the last check, before this
+    # cycle decides; `portfolio` is the book after them
+    exits: list[ClosedTrade] = Field(default_factory=list, max_length=50)
 
     def prices(self) -> dict[str, float]:
         """A current price for every symbol traded or held."""

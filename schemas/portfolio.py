@@ -12,6 +12,15 @@ class Position(Contract):
     avg_price: Price
     # date of the last buy; the cn_a_share profile needs it for T+1
     opened: IsoDate | None = None
+    # the thesis it was opened on: each later bar is checked against these levels (agent/exits.py)
+    stop: Price | None = None
+    target: Price | None = None
+    horizon_sessions: int | None = Field(default=None, ge=1, le=260)
+    # bars checked against the levels so far, and the last of them: the horizon exit counts the data's own bars
+    sessions_held: int = Field(default=0, ge=0)
+    checked_through: IsoDate | None = None
+    conviction: float | None = Field(default=None, ge=0, le=1)
+    setup: list[str] = Field(default_factory=list, max_length=20)
 
 
 class PortfolioSnapshot(Contract):

@@ -111,6 +111,9 @@ class EpisodeConfig(Contract):
     market: Literal["us_equity", "cn_a_share", "crypto"] = "us_equity"
     bars_in_case: int = Field(default=20, ge=1, le=260)
     risk_free_rate: float = Field(default=0.0, ge=-1, le=1)
+    # past notes the agents recall: session (this run's only, the default: a rerun is independent of other
+    # runs), on (every run's, known before each date), off
+    memory: Literal["on", "off", "session"] = "session"
 
     @model_validator(mode="after")
     def _dates(self) -> "EpisodeConfig":
@@ -148,6 +151,8 @@ class EpisodeResult(Contract):
     cycle_statuses: dict[str, int] = Field(default_factory=dict)
     # every decision point whose cycle failed or degraded: {idx, date, status, error}
     failed_points: list[dict[str, Any]] = Field(default_factory=list)
+    # every closing sell by its reason: stop, target, horizon (closed on its levels) or signal (a decision)
+    exits: dict[str, int] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -176,6 +181,8 @@ class DecisionPointLog(Contract):
     agent_output: dict[str, Any] = Field(default_factory=dict)
     extracted_decision: Decision
     execution_result: DecisionResult
+    # positions closed on their stop, target or horizon before the cycle decided (in the bars since the last point)
+    exits: list[ExecutedTrade] = Field(default_factory=list)
     portfolio_before: PortfolioSnapshot
     portfolio_after: PortfolioSnapshot
     prices: dict[Symbol, float]

@@ -6,6 +6,7 @@ from typing import Literal
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
+from agent.features.regime import regime_words
 from agent.trader import orders_for, run_trader, trader_tier
 from graph.nodes.common import done, state_node
 from graph.runtime import runtime_of
@@ -28,7 +29,8 @@ def deciding(state: CycleState, config: RunnableConfig) -> Command[Literal["VALI
             continue
         model = rt.model(trader_tier(d, rt.config))
         theses.append(run_trader(d, report.panel(d.symbol), scan.snapshot(d.symbol), model, rt.config, config))
-    orders = orders_for(theses, scan.portfolio, scan.prices(), rt.config, scan.as_of)
+    setups = {s.symbol: regime_words(s.bundle.technical) for s in scan.snapshots}
+    orders = orders_for(theses, scan.portfolio, scan.prices(), rt.config, scan.as_of, setups)
     summary = "; ".join(f"{t.symbol} {t.direction} (conviction {t.conviction})" for t in theses)
     unsized = sorted({t.symbol for t in theses if t.direction == "LONG" and not scan.portfolio.quantity(t.symbol)}
                      - {o.symbol for o in orders})

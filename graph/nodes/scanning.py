@@ -8,11 +8,15 @@ from langgraph.types import Command
 
 from agent.data.market import validate_as_of
 from agent.features.bundle import round_value
+from agent.audit_events import emit
+from agent.exits import apply_exits, due_exits
+from agent.markets import get_profile
 from agent.tools import ToolContext, invoke_tool
 from graph.nodes.common import done, state_node
-from graph.runtime import runtime_of, with_tools
+from graph.runtime import audit_barrier, runtime_of, with_tools
 from graph.state import CycleState
 from schemas.market import MarketScan, MarketSnapshot
+from schemas.memory import ClosedTrade
 from schemas.portfolio import PortfolioSnapshot
 
 
@@ -23,6 +27,9 @@ def scanning(state: CycleState, config: RunnableConfig) -> Command[Literal["PLAN
     if rt.recorded_scan is None:  # a replay re-reads the recording, not today's (maybe deleted) files
         validate_as_of(rt.market, symbols, as_of, rt.config.market)
     portfolio = PortfolioSnapshot.model_validate(state.get("portfolio") or {"cash": rt.config.starting_cash})
+    # before anything else: positions whose stop, target or horizon the bars since the last check reached
+    ids = _ids(state, config)
+    exits, portfolio, settled = close_on_levels(rt, {**state, **ids}, portfolio, config)
     ctx = ToolContext(as_of=as_of, universe=symbols, portfolio=portfolio,
                       bundle_factory=lambda s: rt.bundle(s, as_of))
     cfg = with_tools(config, ctx)
@@ -40,8 +47,36 @@ def scanning(state: CycleState, config: RunnableConfig) -> Command[Literal["PLAN
         check_case(state["case"], symbols, snapshots)
     scan = MarketScan(as_of=as_of, universe=symbols, snapshots=snapshots, portfolio=portfolio,
                       marks=dict(rt.recorded_scan.get("marks") or {}) if rt.recorded_scan is not None
-                      else marks_outside(rt, portfolio, symbols, as_of))
-    return done("SCANNING", scan, "PLANNING", config, **_ids(state, config))
+                      else marks_outside(rt, portfolio, symbols, as_of), exits=exits)
+    return done("SCANNING", scan, "PLANNING", config, **ids, **settled)
+
+
+def close_on_levels(rt, state: CycleState, portfolio: PortfolioSnapshot, config: RunnableConfig
+                    ) -> tuple[list[ClosedTrade], PortfolioSnapshot, dict]:
+    """Exits are fills: audited first (the durability barrier), then committed through the execution backend
+    against the portfolio version this cycle read; the rest of the cycle sees the book after them.
+    A replay takes the recorded exits and book (the bars are data, like the bundles)."""
+    if rt.recorded_scan is not None:
+        return ([ClosedTrade.model_validate(e) for e in rt.recorded_scan.get("exits") or []],
+                PortfolioSnapshot.model_validate(rt.recorded_scan["portfolio"]), {})
+    known = set(rt.market.universe())
+    bars = {s: rt.market.bars(s, p.checked_through or p.opened, state["as_of"])
+            for s, p in portfolio.positions.items() if s in known}
+    triggers, checked = due_exits(portfolio, bars, state["as_of"])
+    if not triggers:
+        return [], checked, {}
+    closed, trades, after = apply_exits(checked, triggers, profile=get_profile(rt.config.market),
+                                        fees_bps=rt.config.fees_bps, slippage_bps=rt.config.slippage_bps)
+    if rt.execution is None:
+        raise ValueError(f"{len(closed)} position(s) reached a level ({', '.join(c.symbol for c in closed)}) but no "
+                         f"execution backend is wired to close them")
+    audit_barrier(config)
+    version = rt.execution.settle_exits(state["cycle_id"], state["session_id"], closed=closed, trades=trades, portfolio_after=after,
+                                        base_version=state.get("portfolio_version"))
+    for c in closed:
+        emit("validation", {"schema": "ClosedTrade", "check": f"exit_{c.reason}", "ok": True, "symbol": c.symbol,
+                            "date": c.closed, "price": c.exit_price, "realized_pnl": c.realized_pnl}, config)
+    return closed, after, ({"portfolio_version": version} if version is not None else {})
 
 
 def marks_outside(rt, portfolio: PortfolioSnapshot, symbols: list[str], as_of: str) -> dict[str, float]:

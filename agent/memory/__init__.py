@@ -1,0 +1,1 @@
+"""Memory: hybrid retrieval over past reviews and cycle notes."""
