@@ -59,9 +59,14 @@ def test_episode_writes_logs_and_trades(tmp_path):
     # every step records the portfolio carried forward, trade or not
     for prev, cur in zip(logs, logs[1:]):
         assert cur.portfolio_before == prev.portfolio_after
-        if cur.action != "trade":
+        if cur.action != "trade" and not cur.exits:
             assert cur.portfolio_after.cash == cur.portfolio_before.cash
             assert cur.portfolio_after.positions == cur.portfolio_before.positions
+        for ex in cur.exits:  # closed on its levels before the decision: gone from the book after it
+            assert ex.reason in ("stop", "target", "horizon") and ex.side == "SELL"
+            assert ex.symbol in cur.portfolio_before.positions and ex.symbol not in cur.portfolio_after.positions \
+                or cur.action == "trade"
+    assert any(lg.exits for lg in logs), "a 13-point episode with 10-session horizons should close a position"
     th = json.loads((d / "trade_history.json").read_text())
     assert len(th["trades"]) == len(res.trade_history.trades)
     assert json.loads((d / "config.json").read_text())["tickers"] == TICKERS
