@@ -134,14 +134,28 @@ def print_session(session, console: Console | None = None) -> None:
             c.print(tt)
         if cy.trades:
             tr = Table(title="executed trades")
-            for col in ("symbol", "side", "quantity", "price", "fees", "date"):
+            for col in ("symbol", "side", "quantity", "price", "fees", "date", "reason"):
                 tr.add_column(col)
             for x in cy.trades:
                 tr.add_row(str(x.get("symbol")), str(x.get("side")), f"{x.get('quantity', 0):g}",
-                           str(x.get("price")), str(x.get("fees")), str(x.get("date")))
+                           str(x.get("price")), "—" if x.get("fees") is None else str(x.get("fees")),
+                           str(x.get("date")), str(x.get("reason") or ("entry" if x.get("side") == "BUY" else "")))
             c.print(tr)
         else:
             c.print("executed trades: none")
+        given = [r for r in cy.retrievals if r.get("hits")]
+        if cy.retrievals:
+            c.print(f"past notes: {len(given)} of {len(cy.retrievals)} agent prompt(s) received notes")
+        if given:
+            nt = Table(title="past notes given to agents")
+            for col in ("seq", "agent", "symbol", "memory", "known", "tags", "bm25/dense", "score", "note"):
+                nt.add_column(col)
+            for r in given:
+                for h in r["hits"]:
+                    nt.add_row(str(r["seq"]), r["agent"], r["symbol"], escape(h["memory_id"]), h["known_at"],
+                               " ".join(x for x in (h.get("outcome"), h.get("signal")) if x) or h["kind"],
+                               f"{h['bm25_rank']}/{h['dense_rank']}", f"{h['score']:.4f}", escape(h["text"][:60]))
+            c.print(nt)
         for e in cy.errors:
             c.print(f"[red]error[/red] seq {e['seq']} {e['state']}: {e.get('type')}: "
                     + escape(str(e.get('message') or e.get('reason') or e.get('error') or '')))

@@ -236,7 +236,11 @@ def build_session(session_id: str, events: list[dict]) -> Session:
             c.retrievals.append({"seq": seq, "state": state, **p})
     for c in cycles.values():
         execution = (c.contracts.get("EXECUTING") or {}).get("data") or {}
-        c.trades = list((execution.get("result") or {}).get("executed_trades") or [])
+        scan = (c.contracts.get("SCANNING") or {}).get("data") or {}
+        # positions closed on their levels at the scan come first, as they did
+        exits = [{"symbol": e["symbol"], "side": "SELL", "quantity": e["quantity"], "price": e["exit_price"],
+                  "fees": None, "date": e["closed"], "reason": e["reason"]} for e in scan.get("exits") or []]
+        c.trades = exits + list((execution.get("result") or {}).get("executed_trades") or [])
         c.status = _status(c)
     return Session(session_id=session_id, events=len(events), cycles=list(cycles.values()),
                    first_ts=events[0].get("ts"), last_ts=events[-1].get("ts"),
