@@ -46,6 +46,7 @@ from database.writer import BufferedEventWriter
 from graph.audit import AuditHandler
 from graph.builder import build_graph
 from graph.execution import PaperExecution
+from graph.memory import MemoryBank
 import graph.runtime as runtime_mod
 from graph.nodes.scanning import scanning
 from graph.runtime import CycleRuntime, default_runtime
@@ -99,6 +100,9 @@ def _resources() -> tuple[Store, CycleRuntime]:
         if _runtime is None:
             rt = default_runtime()
             rt.execution = PaperExecution(_store, rt.config)
+            # Studio runs write their reviews and notes; they recall none (the recall object cannot travel in
+            # a server's pickled configurable: a known gap, README Status)
+            rt.memory = MemoryBank(_store.memories)
             _runtime = rt
             # configurable values are pickled into checkpoint metadata by the server: the runtime
             # (locks, clients) can't travel there, so it becomes the process default instead
