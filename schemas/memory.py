@@ -64,8 +64,8 @@ class AgentMemory(Contract):
     reviews: list[TradeReview] = Field(default_factory=list, max_length=50)
 
 
-class MemoryRecord(Contract):
-    """One document of the `memories` collection."""
+class MemoryNote(Contract):
+    """What a memory says and how it is tagged: stored as a record, returned as a hit."""
 
     memory_id: str = Field(min_length=1, max_length=300)
     kind: MemoryKind
@@ -75,24 +75,20 @@ class MemoryRecord(Contract):
     signal: Optional[SignalEvolution] = None
     # the as-of date it became known (a review: the exit date); a cycle at date t sees only known_at < t
     known_at: IsoDate
-    session_id: str = Field(min_length=1, max_length=200)
-    run_id: Optional[str] = Field(default=None, max_length=200)
-    cycle_id: Optional[str] = Field(default=None, max_length=200)
     text: str = Field(min_length=1, max_length=4000)
 
 
-class RetrievalHit(Contract):
-    memory_id: str
+class MemoryRecord(MemoryNote):
+    """One document of the `memories` collection."""
+
+    session_id: str = Field(min_length=1, max_length=200)
+    run_id: Optional[str] = Field(default=None, max_length=200)
+    cycle_id: Optional[str] = Field(default=None, max_length=200)
+
+
+class RetrievalHit(MemoryNote):
+    """One recalled memory with its place in each ranking and its fused (RRF) score."""
+
     bm25_rank: int = Field(ge=1)
     dense_rank: int = Field(ge=1)
     score: float
-    known_at: IsoDate
-    kind: MemoryKind
-    symbol: Optional[Symbol] = None
-    outcome: Optional[Outcome] = None
-    signal: Optional[SignalEvolution] = None
-    direction: Optional[Direction] = None
-    text: str
-
-
-MemoryMode = Literal["on", "off", "session"]
