@@ -1,0 +1,10 @@
+"""The capability kernel: every transport (Python client, CLI, HTTP, MCP) is a thin adapter over it.
+
+Layering: kernel imports graph/database/agent/schemas; nothing below imports kernel.
+"""
+from kernel.capabilities import REGISTRY, Capability
+from kernel.core import Kernel
+from kernel.errors import BadInput, Conflict, Failed, Forbidden, KernelError, NotFound, StoreUnavailable
+
+__all__ = ["Kernel", "Capability", "REGISTRY", "KernelError", "BadInput", "NotFound", "Conflict", "Forbidden",
+           "StoreUnavailable", "Failed"]

@@ -1,0 +1,217 @@
+"""The capabilities: plain functions, each with one Pydantic input and one output model, registered once.
+
+A capability gets a Context (the store, this transport's policy, the task manager, a runtime factory)
+and its validated input; it returns its output model or raises. Every exception is mapped onto the
+kernel's five kinds by kernel.errors.translate, in Kernel.call, never here.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from pydantic import BaseModel
+
+from kernel import models as m
+from kernel.errors import Forbidden, NotFound
+from kernel.policy import Policy
+
+
+@dataclass(frozen=True)
+class Capability:
+    name: str
+    fn: Callable[["Context", Any], BaseModel]
+    input_model: type[BaseModel]
+    output_model: type[BaseModel]
+    moves_book: bool
+    description: str
+
+
+@dataclass
+class Context:
+    store: Any               # database.connection.Store
+    policy: Policy
+    tasks: Any               # kernel.tasks.TaskManager
+    runtime: Callable[[Optional[str]], Any]  # memory mode -> a fresh graph.runtime.CycleRuntime
+
+
+REGISTRY: dict[str, Capability] = {}
+
+
+def capability(input_model: type[BaseModel], output_model: type[BaseModel], *, moves_book: bool = False):
+    def register(fn):
+        doc = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
+        REGISTRY[fn.__name__] = Capability(fn.__name__, fn, input_model, output_model, moves_book, doc)
+        return fn
+    return register
+
+
+def _jsonable(obj: Any) -> Any:
+    """What a transport can send: the CLI's `default=str` rule, applied once here for every transport."""
+    return json.loads(json.dumps(obj, default=str))
+
+
+# ------------------------------------------------------------------------------------------------ cycles
+def _cycle_output(out, disabled: Optional[str]) -> m.CycleOutput:
+    if disabled is not None:
+        where = ("paused before EXECUTING (checkpointed): approve it with `tradegraph approve "
+                 f"{out.session_id}` or the in-process client") if out.status == "pending_approval" else \
+            f"ended {out.status} without executing"
+        disabled = f"{disabled}; the cycle {where}"
+    return m.CycleOutput(session_id=out.session_id, cycle_id=out.cycle_id, status=out.status,
+                         contracts=_jsonable(out.contracts), events=out.events, audit_error=out.audit_error,
+                         error=_jsonable(out.error), llm_calls=out.llm_calls, tokens=dict(out.tokens),
+                         execution_disabled=disabled)
+
+
+@capability(m.RunCycleInput, m.CycleOutput, moves_book=True)
+def run_cycle(ctx: Context, inp: m.RunCycleInput) -> m.CycleOutput:
+    """Run one audited trading cycle (SCANNING → … → MEMORIZING); with approve, pause before EXECUTING."""
+    from graph.runner import run_cycle as _run
+
+    refusal = ctx.policy.execution_refusal()
+    # execution off on this transport: the same pause as --approve, so the cycle stops before EXECUTING,
+    # resumable by someone allowed to move the book
+    out = _run(inp.symbols, inp.as_of, store=ctx.store, session_id=inp.session_id, runtime=ctx.runtime(inp.memory),
+               approve=inp.approve or refusal is not None)
+    return _cycle_output(out, refusal)
+
+
+@capability(m.ApproveInput, m.CycleOutput, moves_book=True)
+def approve(ctx: Context, inp: m.ApproveInput) -> m.CycleOutput:
+    """Approve (or reject) the session's cycle paused before EXECUTING; a rejection executes nothing."""
+    from graph.runner import approve_cycle
+
+    refusal = ctx.policy.execution_refusal()
+    if refusal is not None and inp.approved:  # rejecting moves nothing: allowed everywhere
+        raise Forbidden(f"approve refused: {refusal}", field="approved")
+    out = approve_cycle(inp.session_id, store=ctx.store, approved=inp.approved,
+                        by=f"{inp.by} (via {ctx.policy.transport})", runtime=ctx.runtime(None))
+    return _cycle_output(out, None)
+
+
+# ------------------------------------------------------------------------------------------------ audit log
+@capability(m.ListSessionsInput, m.SessionsOutput)
+def list_sessions(ctx: Context, inp: m.ListSessionsInput) -> m.SessionsOutput:
+    """Recent sessions, newest first: events, cycles, last event."""
+    return m.SessionsOutput(sessions=[m.SessionSummary(**s) for s in ctx.store.events.sessions(limit=inp.limit)])
+
+
+@capability(m.ReadEventsInput, m.EventsOutput)
+def read_events(ctx: Context, inp: m.ReadEventsInput) -> m.EventsOutput:
+    """A session's state_events in seq order, optionally one cycle's or one kind's, paged."""
+    if not ctx.store.events.exists(inp.session_id):
+        raise NotFound(f"unknown session '{inp.session_id}'", field="session_id")
+    events = ctx.store.events.read(inp.session_id, kind=inp.kind, cycle_id=inp.cycle_id)
+    page = events[inp.offset:inp.offset + inp.limit]
+    return m.EventsOutput(session_id=inp.session_id, total=len(events), offset=inp.offset, events=_jsonable(page))
+
+
+@capability(m.SessionInput, m.ReplayOutput)
+def replay(ctx: Context, inp: m.SessionInput) -> m.ReplayOutput:
+    """The session rebuilt from state_events alone: cycles, contracts, LLM and tool calls, hash chain."""
+    from graph.replay import load_session
+
+    return m.ReplayOutput.model_validate(_jsonable(load_session(ctx.store, inp.session_id, check_chain=True).to_dict()))
+
+
+@capability(m.SessionInput, m.VerifyOutput)
+def verify(ctx: Context, inp: m.SessionInput) -> m.VerifyOutput:
+    """Re-execute every cycle from the recording alone (a new replay session) and compare the contracts."""
+    from dataclasses import asdict
+
+    from graph.replay import verify_session
+
+    report = verify_session(ctx.store, inp.session_id)
+    first = report.first_divergence
+    d = report.to_dict()
+    return m.VerifyOutput.model_validate(_jsonable({**d, "first_divergence": asdict(first) if first else None}))
+
+
+# ------------------------------------------------------------------------------------------------ data
+@capability(m.FeaturesInput, m.FeatureBundle)
+def features(ctx: Context, inp: m.FeaturesInput) -> m.FeatureBundle:
+    """The FeatureBundle agents may cite for a symbol as known at the close of a date."""
+    from agent.data.market import validate_as_of
+    from agent.features.bundle import build_bundle
+
+    rt = ctx.runtime(None)
+    symbol = inp.symbol.strip().upper()
+    validate_as_of(rt.market, [symbol], inp.as_of, inp.market)
+    return build_bundle(symbol, inp.as_of, market=rt.market, news=rt.news, fundamentals=rt.fundamentals,
+                        cache=rt.cache, profile=inp.market)
+
+
+@capability(m.SchemasInput, m.SchemasOutput)
+def contract_schemas(ctx: Context, inp: m.SchemasInput) -> m.SchemasOutput:
+    """JSON Schemas of the contracts (every one, or one by name)."""
+    from schemas import ALL_CONTRACTS
+
+    if inp.name is not None and inp.name not in ALL_CONTRACTS:
+        raise NotFound(f"unknown contract '{inp.name}' (known: {', '.join(ALL_CONTRACTS)})", field="name")
+    names = [inp.name] if inp.name else list(ALL_CONTRACTS)
+    return m.SchemasOutput(schemas={n: ALL_CONTRACTS[n].model_json_schema() for n in names})
+
+
+@capability(m.StoreStatusInput, m.StoreStatusOutput)
+def store_status(ctx: Context, inp: m.StoreStatusInput) -> m.StoreStatusOutput:
+    """Which store this server uses and whether it answers now."""
+    from database import embedded
+    from database.connection import redact
+
+    s = ctx.store
+    backend = "mongomock" if s.uri.startswith("mongomock://") else \
+        "embedded" if s.target.startswith("embedded:") else "mongodb"
+    ok, ping_ms, error = True, None, None
+    if backend != "mongomock":
+        t0 = time.perf_counter()
+        try:
+            s.client.admin.command("ping")
+            ping_ms = round((time.perf_counter() - t0) * 1000, 2)
+        except Exception as e:  # noqa: BLE001 - reporting the outage is this capability's job
+            ok, error = False, f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+    status = _jsonable(embedded.server_status(s.owned_server_home)) if backend == "embedded" else None
+    return m.StoreStatusOutput(backend=backend, uri=redact(s.uri), ok=ok, ping_ms=ping_ms, error=error,
+                               embedded=status)
+
+
+# ------------------------------------------------------------------------------------------------ tasks
+@capability(m.BacktestInput, m.TaskView)
+def start_backtest(ctx: Context, inp: m.BacktestInput) -> m.TaskView:
+    """Start (or, with an existing run_id, continue) a backtest as a task; returns at once with its id."""
+    return ctx.tasks.start_backtest(inp)
+
+
+@capability(m.TaskInput, m.TaskView)
+def task_status(ctx: Context, inp: m.TaskInput) -> m.TaskView:
+    """A task's status and progress (points done of total, equity, ETA); interrupted if its owner died."""
+    return ctx.tasks.status(inp.task_id)
+
+
+@capability(m.ListTasksInput, m.TasksOutput)
+def list_tasks(ctx: Context, inp: m.ListTasksInput) -> m.TasksOutput:
+    """Recent tasks, newest first."""
+    return m.TasksOutput(tasks=ctx.tasks.list(inp.limit))
+
+
+@capability(m.TaskInput, m.TaskView)
+def cancel_task(ctx: Context, inp: m.TaskInput) -> m.TaskView:
+    """Ask a running task to stop after its current decision point (the run stays resumable)."""
+    return ctx.tasks.cancel(inp.task_id)
+
+
+@capability(m.TaskInput, m.TaskView)
+def resume_task(ctx: Context, inp: m.TaskInput) -> m.TaskView:
+    """Continue an interrupted, cancelled or failed backtest where its log ends, in this process."""
+    return ctx.tasks.resume(inp.task_id)
+
+
+@capability(m.TaskInput, m.ArtifactsOutput)
+def task_artifacts(ctx: Context, inp: m.TaskInput) -> m.ArtifactsOutput:
+    """A task's files (trade history, episode log, result, equity PNG), its folder and its metrics."""
+    return ctx.tasks.artifacts(inp.task_id)
+
+
+# memory_search: registered here once the memory store (issue 11: database/memories.py, graph/memory.py)
+# settles; input {query, symbol?, as_of?, k}, output the RetrievalHit list its recall audits.

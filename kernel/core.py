@@ -1,0 +1,81 @@
+"""The Kernel: one store, the capability registry, the task manager and each transport's policy.
+
+`Kernel.call(name, args, transport=...)` is the only way in for every transport: it validates the input
+against the capability's model, applies the transport's policy (inside the capability), runs it, and maps
+any exception onto the five kernel errors in one place.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional
+
+from pydantic import BaseModel, ValidationError
+
+from kernel.capabilities import REGISTRY, Capability, Context
+from kernel.errors import BadInput, NotFound, translate, validation_line
+from kernel.policy import TRANSPORTS, Policy
+from kernel.tasks import TaskManager
+
+
+def default_runtime_factory(memory: Optional[str] = None):
+    """A fresh runtime per call (a runtime binds its execution backend to a store); the data it reads is
+    cached per process, so this is cheap."""
+    from agent.config import AgentConfig
+    from graph.runtime import default_runtime
+
+    return default_runtime(AgentConfig.from_env(memory=memory))
+
+
+class Kernel:
+    def __init__(self, store, *, runtime_factory: Optional[Callable[[Optional[str]], Any]] = None,
+                 experiments_dir: str | Path = "experiments", env: Optional[Mapping[str, str]] = None,
+                 task_options: Optional[dict] = None):
+        self.store = store
+        self.runtime_factory = runtime_factory or default_runtime_factory
+        env = os.environ if env is None else env
+        # read once at start: a policy does not change under a running server
+        self.policies = {t: Policy.for_transport(t, env) for t in TRANSPORTS}
+        self.tasks = TaskManager(store, self.runtime_factory, experiments_dir, **(task_options or {}))
+
+    @classmethod
+    def open(cls, uri: Optional[str] = None, **options: Any) -> "Kernel":
+        from database.connection import connect
+
+        try:
+            return cls(connect(uri), **options)
+        except Exception as e:  # noqa: BLE001 - mapped like every other error
+            raise translate(e) from None
+
+    def close(self) -> None:
+        self.store.close()
+
+    @staticmethod
+    def capabilities() -> dict[str, Capability]:
+        return dict(REGISTRY)
+
+    def call(self, name: str, args: Any = None, *, transport: str = "local") -> BaseModel:
+        cap = REGISTRY.get(name)
+        if cap is None:
+            raise NotFound(f"unknown capability '{name}' (known: {', '.join(REGISTRY)})", field="name")
+        inp = self.parse(cap, args)
+        ctx = Context(store=self.store, policy=self.policies[transport], tasks=self.tasks,
+                      runtime=self.runtime_factory)
+        try:
+            return cap.fn(ctx, inp)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as e:  # noqa: BLE001 - the one place exceptions become kernel errors
+            raise translate(e) from None
+
+    @staticmethod
+    def parse(cap: Capability, args: Any) -> BaseModel:
+        if isinstance(args, cap.input_model):
+            return args
+        if isinstance(args, BaseModel):
+            args = args.model_dump()
+        try:
+            return cap.input_model.model_validate(args or {})
+        except ValidationError as e:
+            line, field = validation_line(e)
+            raise BadInput(line, field=field) from None

@@ -1,0 +1,231 @@
+"""Each capability's input and output, defined once: the Python client, HTTP (OpenAPI) and MCP (tool
+schemas) all take their shapes from these models. Inputs forbid unknown fields, so a typo is bad input
+instead of a silently ignored option."""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from schemas.events import EventKind
+from schemas.features import FeatureBundle
+
+__all__ = ["FeatureBundle"]  # features' output is the contract itself
+
+SessionId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:\-]{1,200}$")]
+TaskId = Annotated[str, StringConstraints(pattern=r"^t-[a-f0-9]{12}$")]
+Day = Annotated[str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}$")]
+# a ticker as typed; parse_symbols upper-cases it and the market data decides whether it exists
+Ticker = Annotated[str, StringConstraints(min_length=1, max_length=12, pattern=r"^[A-Za-z][A-Za-z0-9.\-]*$")]
+Market = Literal["us_equity", "cn_a_share", "crypto"]
+MemoryMode = Literal["on", "off", "session"]
+
+
+class Input(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Output(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---------------------------------------------------------------- cycles
+class RunCycleInput(Input):
+    symbols: list[Ticker] = Field(min_length=1, max_length=20, description="e.g. [\"AAPL\", \"MSFT\"]")
+    as_of: Day = Field(description="YYYY-MM-DD, a trading day; only data on or before it is used")
+    session_id: Optional[SessionId] = Field(None, description="continue this session (its portfolio carries over)")
+    approve: bool = Field(False, description="pause before EXECUTING until approved")
+    memory: Optional[MemoryMode] = Field(None, description="past notes agents recall (default: $TRADEGRAPH_MEMORY)")
+
+
+class ApprovalDecision(Input):
+    approved: bool = Field(True, description="false rejects the paused cycle: nothing executes")
+    by: str = Field("api", min_length=1, max_length=100, description="who decides; audited")
+
+
+class ApproveInput(ApprovalDecision):
+    session_id: SessionId
+
+
+class CycleOutput(Output):
+    session_id: str
+    cycle_id: str
+    status: str = Field(description="completed | rejected | pending_approval | failed | degraded | "
+                                    "executed_with_errors")
+    contracts: dict[str, Any] = Field(description="state name -> its contract")
+    events: int
+    audit_error: Optional[str] = None
+    error: Optional[dict[str, Any]] = None
+    llm_calls: int = 0
+    tokens: dict[str, int] = Field(default_factory=dict)
+    # set when this transport may not execute: why the cycle stopped before EXECUTING
+    execution_disabled: Optional[str] = None
+
+
+# ---------------------------------------------------------------- audit log
+class ListSessionsInput(Input):
+    limit: int = Field(20, ge=1, le=1000)
+
+
+class SessionSummary(Output):
+    session_id: str
+    first_ts: Optional[float] = None
+    last_ts: Optional[float] = None
+    events: int
+    cycles: int
+    last_kind: Optional[str] = None
+    last_state: Optional[str] = None
+
+
+class SessionsOutput(Output):
+    sessions: list[SessionSummary]
+
+
+class EventsQuery(Input):
+    cycle_id: Optional[SessionId] = None
+    kind: Optional[EventKind] = None
+    limit: int = Field(1000, ge=1, le=100_000)
+    offset: int = Field(0, ge=0)
+
+
+class ReadEventsInput(EventsQuery):
+    session_id: SessionId
+
+
+class EventsOutput(Output):
+    session_id: str
+    total: int = Field(description="events matching the filter, before limit/offset")
+    offset: int
+    events: list[dict[str, Any]] = Field(description="state_events documents in seq order")
+
+
+class SessionInput(Input):
+    session_id: SessionId
+
+
+class ReplayOutput(Output):
+    """graph.replay.Session.to_dict(): the session rebuilt from state_events alone."""
+    session_id: str
+    events: int
+    cycles: list[dict[str, Any]]
+    first_ts: Optional[float] = None
+    last_ts: Optional[float] = None
+    seq_gaps: list[list[int]]
+    schema_versions: list[int]
+    replay_of: Optional[str] = None
+    chain: Optional[dict[str, Any]] = None
+    gap_free: bool
+    warnings: list[str]
+
+
+class VerifyOutput(Output):
+    session_id: str
+    replay_session_id: str
+    ok: bool = Field(description="identical and the recording's hash chain intact")
+    identical: bool
+    cycles: list[dict[str, Any]]
+    warnings: list[str]
+    chain: Optional[dict[str, Any]] = None
+    first_divergence: Optional[dict[str, Any]] = None
+
+
+# ---------------------------------------------------------------- data and contracts
+class FeaturesQuery(Input):
+    as_of: Day
+    market: Market = "us_equity"
+
+
+class FeaturesInput(FeaturesQuery):
+    symbol: Ticker
+
+
+class SchemasInput(Input):
+    name: Optional[str] = Field(None, max_length=100, description="one contract by name; all when omitted")
+
+
+class SchemasOutput(Output):
+    schemas: dict[str, dict[str, Any]]
+
+
+class StoreStatusInput(Input):
+    pass
+
+
+class StoreStatusOutput(Output):
+    backend: Literal["embedded", "mongodb", "mongomock"]
+    uri: str = Field(description="redacted")
+    ok: bool
+    ping_ms: Optional[float] = None
+    error: Optional[str] = Field(None, description="why the store did not answer, when ok is false")
+    embedded: Optional[dict[str, Any]] = Field(None, description="the embedded server's pid, port, home")
+
+
+# ---------------------------------------------------------------- tasks
+class BacktestInput(Input):
+    symbols: list[Ticker] = Field(min_length=1, max_length=20)
+    start: Day
+    end: Day
+    every: int = Field(1, ge=1, le=260, description="decide every N trading days")
+    capital: float = Field(100_000.0, gt=0, lt=1e12)
+    fees_bps: float = Field(1.0, ge=0, le=1000)
+    slippage_bps: float = Field(2.0, ge=0, le=1000)
+    market: Market = "us_equity"
+    memory: MemoryMode = "session"
+    run_id: Optional[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.\-]{1,100}$")]] = Field(
+        None, description="resume this run if its folder exists; new id when omitted")
+
+
+TaskStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted"]
+
+
+class TaskProgress(Output):
+    done: int = 0
+    total: int = 0
+    date: Optional[str] = None
+    equity: Optional[float] = None
+    trades: int = 0
+    eta_s: Optional[float] = None
+
+
+class TaskView(Output):
+    task_id: str
+    kind: str
+    status: TaskStatus
+    progress: TaskProgress
+    params: dict[str, Any]
+    run_id: Optional[str] = None
+    run_dir: Optional[str] = None
+    owner: dict[str, Any] = Field(default_factory=dict, description="host, pid of the serving process")
+    created_at: float
+    updated_at: float
+    heartbeat_at: Optional[float] = None
+    cancel_requested: bool = False
+    error: Optional[str] = None
+    resumable: bool = Field(False, description="an interrupted or cancelled run continues where it stopped")
+    summary: Optional[dict[str, Any]] = None
+
+
+class TaskInput(Input):
+    task_id: TaskId
+
+
+class ListTasksInput(Input):
+    limit: int = Field(20, ge=1, le=1000)
+
+
+class TasksOutput(Output):
+    tasks: list[TaskView]
+
+
+class Artifact(Output):
+    name: str
+    path: str
+    bytes: int
+    media_type: str
+
+
+class ArtifactsOutput(Output):
+    task_id: str
+    run_dir: Optional[str]
+    artifacts: list[Artifact]
+    metrics: Optional[dict[str, Any]] = Field(None, description="result.json's metrics once the run completed")

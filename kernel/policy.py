@@ -1,0 +1,81 @@
+"""What each transport may do, decided in the kernel so no transport can forget it.
+
+- A network server binds to loopback unless `TRADEGRAPH_API_TOKEN` is set; with a token set every request
+  must carry `Authorization: Bearer <token>` (401 otherwise), on loopback too.
+- Capabilities that move the book (a cycle that may execute, approve) are on in-process and on the CLI,
+  and off over HTTP and MCP unless `TRADEGRAPH_ALLOW_EXECUTION` lists the transport (`http`, `mcp`, or
+  `http,mcp`). Off, a cycle still runs, pauses before EXECUTING (checkpointed, as with --approve) and
+  says why; approve is refused naming the setting.
+"""
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import os
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+TRANSPORTS = ("local", "cli", "http", "mcp")
+# trusted: the caller already runs code as this user on this machine
+ALWAYS_EXECUTES = ("local", "cli")
+EXECUTION_ENV = "TRADEGRAPH_ALLOW_EXECUTION"
+TOKEN_ENV = "TRADEGRAPH_API_TOKEN"
+
+
+class PolicyError(ValueError):
+    """A server configuration the policy refuses; the message is one line naming the setting."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    transport: str
+    allow_execution: bool
+    token: Optional[str] = None
+
+    @classmethod
+    def for_transport(cls, transport: str, env: Optional[Mapping[str, str]] = None) -> "Policy":
+        env = os.environ if env is None else env
+        if transport not in TRANSPORTS:
+            raise PolicyError(f"unknown transport {transport!r} (known: {', '.join(TRANSPORTS)})")
+        return cls(transport, transport in ALWAYS_EXECUTES or transport in allowed_transports(env),
+                   (env.get(TOKEN_ENV) or "").strip() or None)
+
+    def execution_refusal(self) -> Optional[str]:
+        """None when this transport may move the book, else the one line saying how to allow it."""
+        if self.allow_execution:
+            return None
+        return (f"execution is disabled over {self.transport}: set {EXECUTION_ENV}={self.transport} on the "
+                f"server to allow it")
+
+    def authorized(self, header: Optional[str]) -> bool:
+        if self.token is None:
+            return True
+        scheme, _, value = (header or "").partition(" ")
+        # constant time: a wrong token must not be guessable byte by byte from response times
+        return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), self.token.encode())
+
+
+def allowed_transports(env: Mapping[str, str]) -> set[str]:
+    raw = env.get(EXECUTION_ENV, "")
+    names = {n.strip().lower() for n in raw.split(",") if n.strip()}
+    unknown = names - {"http", "mcp"}
+    if unknown:
+        raise PolicyError(f"{EXECUTION_ENV}={raw!r}: unknown transport(s) {', '.join(sorted(unknown))} "
+                          f"(use http, mcp or http,mcp)")
+    return names
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a hostname other than localhost may resolve anywhere
+
+
+def check_bind(host: str, policy: Policy) -> None:
+    """Refuse to serve beyond this machine without a token."""
+    if not is_loopback(host) and policy.token is None:
+        raise PolicyError(f"refusing to bind {host}: a non-loopback address needs {TOKEN_ENV} set "
+                          f"(clients then send 'Authorization: Bearer <token>'); or bind 127.0.0.1")
