@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 from pydantic import BaseModel, ValidationError
 
@@ -66,6 +66,16 @@ class Kernel:
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as e:  # noqa: BLE001 - the one place exceptions become kernel errors
+            raise translate(e) from None
+
+    def watch(self, task_id: str, *, poll_s: float = 0.5, timeout_s: Optional[float] = None) -> Iterator[BaseModel]:
+        """task_status each time it changes, ending with a terminal status: the SSE stream's source."""
+        inp = self.parse(REGISTRY["task_status"], {"task_id": task_id})
+        try:
+            yield from self.tasks.updates(inp.task_id, poll_s=poll_s, timeout_s=timeout_s)
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except Exception as e:  # noqa: BLE001
             raise translate(e) from None
 
     @staticmethod

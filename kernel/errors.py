@@ -75,7 +75,9 @@ def validation_line(exc: Any) -> tuple[str, Optional[str]]:
     if not errs:
         return str(exc), None
     e = errs[0]
-    field = ".".join(str(p) for p in e.get("loc", ()) if p not in ("body", "query", "path")) or None
+    loc = [str(p) for p in e.get("loc", ())]
+    # FastAPI prefixes where the value came from; the field is what follows (the whole body if nothing does)
+    field = ".".join(p for p in loc if p not in ("body", "query", "path")) or (loc[0] if loc else None)
     got = e.get("input")
     shown = "" if e.get("type") == "missing" else f" (got {_short(got)})"
     more = f" (+{len(errs) - 1} more)" if len(errs) > 1 else ""

@@ -1,0 +1,180 @@
+"""The Python client: one method per capability, the same signatures in-process and over HTTP.
+
+    from kernel.client import Client
+    c = Client.local()                                  # in this process, on $MONGODB_URI / the embedded store
+    c = Client.http("http://127.0.0.1:8000", token=None)  # a `tradegraph serve` elsewhere
+    out = c.run_cycle(["AAPL", "MSFT"], "2012-06-01")
+    c.read_events(out.session_id, kind="contract").events
+
+Both raise the kernel's errors (BadInput, NotFound, Conflict, Forbidden, StoreUnavailable, Failed), and both
+return the capability's output model. Over HTTP the errors are rebuilt from the response's {error, message}.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator, Optional
+
+from pydantic import BaseModel
+
+from kernel import errors as E
+from kernel import models as m
+from kernel.capabilities import REGISTRY
+
+_BY_KIND = {cls.kind: cls for cls in (E.BadInput, E.NotFound, E.Conflict, E.Forbidden, E.StoreUnavailable,
+                                      E.Failed)}
+
+
+class _Local:
+    def __init__(self, kernel, owned: bool):
+        self.kernel, self.owned = kernel, owned
+
+    def call(self, name: str, args: dict) -> BaseModel:
+        return self.kernel.call(name, args, transport="local")
+
+    def watch(self, task_id: str, poll_s: float) -> Iterator[m.TaskView]:
+        return self.kernel.watch(task_id, poll_s=poll_s)
+
+    def close(self) -> None:
+        if self.owned:
+            self.kernel.close()
+
+
+class _Http:
+    def __init__(self, base_url: str, token: Optional[str], timeout_s: float):
+        import httpx
+
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s)
+
+    def call(self, name: str, args: dict) -> BaseModel:
+        from kernel.transports.routes import ROUTES
+
+        route = ROUTES[name]
+        args = {k: v for k, v in args.items() if v is not None}
+        path = route.path.format(**{p: args.pop(p) for p in route.path_params})
+        body = args if route.body else None
+        params = None if route.body else args
+        r = self.http.request(route.method, path, json=body, params=params)
+        return REGISTRY[name].output_model.model_validate(self._json(r))
+
+    def watch(self, task_id: str, poll_s: float) -> Iterator[m.TaskView]:
+        from kernel.transports.routes import TASK_EVENTS
+
+        with self.http.stream("GET", TASK_EVENTS.format(task_id=task_id), timeout=None) as r:
+            if r.status_code != 200:
+                r.read()
+                self._json(r)
+            event = None
+            for line in r.iter_lines():
+                if line.startswith("event: "):
+                    event = line[7:]
+                elif line.startswith("data: "):
+                    data = json.loads(line[6:])
+                    if event == "error":
+                        raise _BY_KIND.get(data.get("error"), E.Failed)(data.get("message"), field=data.get("field"))
+                    yield m.TaskView.model_validate(data)
+
+    @staticmethod
+    def _json(r) -> Any:
+        try:
+            data = r.json()
+        except ValueError:
+            data = None
+        if r.status_code >= 400:
+            data = data if isinstance(data, dict) else {}
+            cls = _BY_KIND.get(data.get("error"), E.StoreUnavailable if r.status_code == 503 else E.Failed)
+            raise cls(data.get("message") or f"HTTP {r.status_code}: {r.text[:200]}", field=data.get("field"))
+        return data
+
+    def close(self) -> None:
+        self.http.close()
+
+
+class Client:
+    def __init__(self, backend):
+        self._b = backend
+
+    @classmethod
+    def local(cls, store=None, *, uri: Optional[str] = None, kernel=None, **kernel_options: Any) -> "Client":
+        """In this process: on `kernel`, or a Kernel over `store`, or over a store opened from `uri`."""
+        from kernel.core import Kernel
+
+        if kernel is not None:
+            return cls(_Local(kernel, owned=False))
+        if store is not None:
+            return cls(_Local(Kernel(store, **kernel_options), owned=False))
+        return cls(_Local(Kernel.open(uri, **kernel_options), owned=True))
+
+    @classmethod
+    def http(cls, base_url: str, token: Optional[str] = None, *, timeout_s: float = 600.0) -> "Client":
+        """Over HTTP to `tradegraph serve`; a cycle can take minutes with a networked model."""
+        return cls(_Http(base_url, token, timeout_s))
+
+    def close(self) -> None:
+        self._b.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, name: str, **args: Any) -> Any:
+        return self._b.call(name, args)
+
+    # ------------------------------------------------------------ capabilities (defaults = the models')
+    def run_cycle(self, symbols: list[str], as_of: str, session_id: Optional[str] = None, approve: bool = False,
+                  memory: Optional[str] = None) -> m.CycleOutput:
+        return self._call("run_cycle", symbols=symbols, as_of=as_of, session_id=session_id, approve=approve,
+                          memory=memory)
+
+    def approve(self, session_id: str, approved: bool = True, by: str = "api") -> m.CycleOutput:
+        return self._call("approve", session_id=session_id, approved=approved, by=by)
+
+    def list_sessions(self, limit: int = 20) -> m.SessionsOutput:
+        return self._call("list_sessions", limit=limit)
+
+    def read_events(self, session_id: str, cycle_id: Optional[str] = None, kind: Optional[str] = None,
+                    limit: int = 1000, offset: int = 0) -> m.EventsOutput:
+        return self._call("read_events", session_id=session_id, cycle_id=cycle_id, kind=kind, limit=limit,
+                          offset=offset)
+
+    def replay(self, session_id: str) -> m.ReplayOutput:
+        return self._call("replay", session_id=session_id)
+
+    def verify(self, session_id: str) -> m.VerifyOutput:
+        return self._call("verify", session_id=session_id)
+
+    def features(self, symbol: str, as_of: str, market: str = "us_equity") -> m.FeatureBundle:
+        return self._call("features", symbol=symbol, as_of=as_of, market=market)
+
+    def contract_schemas(self, name: Optional[str] = None) -> m.SchemasOutput:
+        return self._call("contract_schemas", name=name)
+
+    def store_status(self) -> m.StoreStatusOutput:
+        return self._call("store_status")
+
+    def start_backtest(self, symbols: list[str], start: str, end: str, every: int = 1, capital: float = 100_000.0,
+                       fees_bps: float = 1.0, slippage_bps: float = 2.0, market: str = "us_equity",
+                       memory: str = "session", run_id: Optional[str] = None) -> m.TaskView:
+        return self._call("start_backtest", symbols=symbols, start=start, end=end, every=every, capital=capital,
+                          fees_bps=fees_bps, slippage_bps=slippage_bps, market=market, memory=memory, run_id=run_id)
+
+    def list_tasks(self, limit: int = 20) -> m.TasksOutput:
+        return self._call("list_tasks", limit=limit)
+
+    def task_status(self, task_id: str) -> m.TaskView:
+        return self._call("task_status", task_id=task_id)
+
+    def cancel_task(self, task_id: str) -> m.TaskView:
+        return self._call("cancel_task", task_id=task_id)
+
+    def resume_task(self, task_id: str) -> m.TaskView:
+        return self._call("resume_task", task_id=task_id)
+
+    def task_artifacts(self, task_id: str) -> m.ArtifactsOutput:
+        return self._call("task_artifacts", task_id=task_id)
+
+    def watch_task(self, task_id: str, poll_s: float = 0.5) -> Iterator[m.TaskView]:
+        """task_status each time it changes, until it ends (over HTTP: the SSE stream)."""
+        return self._b.watch(task_id, poll_s)

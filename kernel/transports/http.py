@@ -1,0 +1,189 @@
+"""HTTP transport: FastAPI over the kernel. Each endpoint maps a request onto one Kernel.call and the
+kernel's errors onto statuses (kernel.errors.ERROR_TABLE); nothing else happens here.
+
+`serve()` applies the bind policy first: loopback by default, anywhere else only with a token.
+"""
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Optional
+
+from fastapi import Body, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+from pydantic import BaseModel
+
+from kernel import models as m
+from kernel.core import Kernel
+from kernel.errors import BadInput, Failed, KernelError, NotFound, http_status, validation_line
+from kernel.policy import Policy, check_bind
+from kernel.tasks import TERMINAL
+from kernel.transports.routes import ROUTES, TASK_EVENTS
+
+TRANSPORT = "http"
+
+
+class ErrorBody(BaseModel):
+    error: str
+    message: str
+    field: Optional[str] = None
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    s: {"model": ErrorBody} for s in (401, 403, 404, 409, 422, 500, 503)}
+
+
+def _error(err: KernelError) -> JSONResponse:
+    return JSONResponse(err.to_dict(), status_code=http_status(err))
+
+
+class BearerAuth:
+    """Pure ASGI, so it guards every path (OpenAPI and SSE included) and works for the MCP app too."""
+
+    def __init__(self, app, policy: Policy):
+        self.app, self.policy = app, policy
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] in ("http", "websocket"):
+            header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+            if not self.policy.authorized(header):
+                body = json.dumps({"error": "unauthorized", "message": "missing or wrong bearer token "
+                                   "(the server has TRADEGRAPH_API_TOKEN set)", "field": "Authorization"}).encode()
+                await send({"type": "http.response.start", "status": 401, "headers": [
+                    (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def create_app(kernel: Kernel) -> FastAPI:
+    app = FastAPI(title="tradegraph", version="0.1.0", responses=ERRORS,
+                  description="The tradegraph capability kernel over HTTP. Errors: "
+                              "{error, message, field}; 422 bad input, 404 not found, 409 conflict, "
+                              "403 refused by policy, 503 store unavailable, 500 failed.")
+
+    def call(name: str, /, **args: Any) -> BaseModel:
+        return kernel.call(name, {k: v for k, v in args.items() if v is not None}, transport=TRANSPORT)
+
+    def path(name: str) -> str:
+        return ROUTES[name].path
+
+    @app.exception_handler(KernelError)
+    async def kernel_error(_: Request, exc: KernelError):
+        return _error(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(_: Request, exc: RequestValidationError):
+        line, field = validation_line(exc)
+        return _error(BadInput(line, field=field))
+
+    @app.exception_handler(Exception)
+    async def crashed(_: Request, exc: Exception):  # pragma: no cover - Kernel.call maps everything first
+        return _error(Failed(f"{type(exc).__name__}: {exc}"))
+
+    @app.post(path("run_cycle"), response_model=m.CycleOutput, tags=["cycles"])
+    def run_cycle(body: m.RunCycleInput):
+        return call("run_cycle", **body.model_dump())
+
+    @app.post(path("approve"), response_model=m.CycleOutput, tags=["cycles"])
+    def approve(session_id: m.SessionId, body: Annotated[Optional[m.ApprovalDecision], Body()] = None):
+        return call("approve", session_id=session_id, **(body or m.ApprovalDecision()).model_dump())
+
+    @app.get(path("list_sessions"), response_model=m.SessionsOutput, tags=["audit"])
+    def list_sessions(q: Annotated[m.ListSessionsInput, Query()]):
+        return call("list_sessions", **q.model_dump())
+
+    @app.get(path("read_events"), response_model=m.EventsOutput, tags=["audit"])
+    def read_events(session_id: m.SessionId, q: Annotated[m.EventsQuery, Query()]):
+        return call("read_events", session_id=session_id, **q.model_dump())
+
+    @app.get(path("replay"), response_model=m.ReplayOutput, tags=["audit"])
+    def replay(session_id: m.SessionId):
+        return call("replay", session_id=session_id)
+
+    @app.post(path("verify"), response_model=m.VerifyOutput, tags=["audit"])
+    def verify(session_id: m.SessionId):
+        return call("verify", session_id=session_id)
+
+    @app.get(path("features"), response_model=m.FeatureBundle, tags=["data"])
+    def features(symbol: m.Ticker, q: Annotated[m.FeaturesQuery, Query()]):
+        return call("features", symbol=symbol, **q.model_dump())
+
+    @app.get(path("contract_schemas"), response_model=m.SchemasOutput, tags=["data"])
+    def contract_schemas(q: Annotated[m.SchemasInput, Query()]):
+        return call("contract_schemas", **q.model_dump())
+
+    @app.get(path("store_status"), response_model=m.StoreStatusOutput, tags=["data"])
+    def store_status():
+        return call("store_status")
+
+    @app.post(path("start_backtest"), response_model=m.TaskView, status_code=202, tags=["tasks"])
+    def start_backtest(body: m.BacktestInput):
+        return call("start_backtest", **body.model_dump())
+
+    @app.get(path("list_tasks"), response_model=m.TasksOutput, tags=["tasks"])
+    def list_tasks(q: Annotated[m.ListTasksInput, Query()]):
+        return call("list_tasks", **q.model_dump())
+
+    @app.get(path("task_status"), response_model=m.TaskView, tags=["tasks"])
+    def task_status(task_id: m.TaskId):
+        return call("task_status", task_id=task_id)
+
+    @app.delete(path("cancel_task"), response_model=m.TaskView, tags=["tasks"])
+    def cancel_task(task_id: m.TaskId):
+        return call("cancel_task", task_id=task_id)
+
+    @app.post(path("resume_task"), response_model=m.TaskView, status_code=202, tags=["tasks"])
+    def resume_task(task_id: m.TaskId):
+        return call("resume_task", task_id=task_id)
+
+    @app.get(path("task_artifacts"), response_model=m.ArtifactsOutput, tags=["tasks"])
+    def task_artifacts(task_id: m.TaskId):
+        return call("task_artifacts", task_id=task_id)
+
+    @app.get(path("task_artifacts") + "/{name}", tags=["tasks"], response_class=FileResponse,
+             responses={200: {"content": {"application/octet-stream": {}}}})
+    def task_artifact_file(task_id: m.TaskId, name: str):
+        found = {a.name: a for a in call("task_artifacts", task_id=task_id).artifacts}
+        if name not in found:
+            raise NotFound(f"task {task_id} has no artifact '{name}' (has: {', '.join(found) or 'none'})",
+                           field="name")
+        return FileResponse(found[name].path, media_type=found[name].media_type, filename=name)
+
+    @app.get(TASK_EVENTS, tags=["tasks"], response_class=StreamingResponse,
+             responses={200: {"content": {"text/event-stream": {}},
+                              "description": "`progress` events (a TaskView each), then one `end` event"}})
+    def task_events(task_id: m.TaskId):
+        call("task_status", task_id=task_id)  # a 404 before the stream opens, not inside it
+
+        def stream():
+            try:
+                for v in kernel.watch(task_id):
+                    yield f"event: {'end' if v.status in TERMINAL else 'progress'}\ndata: {v.model_dump_json()}\n\n"
+            except KernelError as e:
+                yield f"event: error\ndata: {json.dumps(e.to_dict())}\n\n"
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    return app
+
+
+def asgi_app(kernel: Kernel):
+    """The app as served: behind the bearer check when a token is configured."""
+    policy = kernel.policies[TRANSPORT]
+    app = create_app(kernel)
+    return BearerAuth(app, policy) if policy.token else app
+
+
+def serve(host: str = "127.0.0.1", port: int = 8000, *, db: Optional[str] = None,
+          kernel: Optional[Kernel] = None, log_level: str = "info") -> None:
+    """Refuses a non-loopback host without TRADEGRAPH_API_TOKEN before opening the store."""
+    import uvicorn
+
+    check_bind(host, Policy.for_transport(TRANSPORT))
+    kernel = kernel or Kernel.open(db)
+    try:
+        uvicorn.run(asgi_app(kernel), host=host, port=port, log_level=log_level)
+    finally:
+        kernel.close()

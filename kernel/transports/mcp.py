@@ -1,0 +1,107 @@
+"""MCP transport: one tool per capability on the official SDK's MCPServer (mcp 2.x; FastMCP in 1.x).
+
+Each tool's input schema is the capability's input model's JSON Schema and its output schema the output
+model's (structured output), so MCP, HTTP and Python share one definition. Arguments are validated by the
+kernel, not the SDK, so a bad argument comes back as the same one-line error every transport gives:
+`bad_input: as_of: String should match pattern … (got '2012-6-1')`.
+
+    python -m kernel.transports.mcp                 # stdio (Claude Desktop, IDEs)
+    python -m kernel.transports.mcp --http 8765     # streamable HTTP on 127.0.0.1:8765/mcp
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Optional
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.tools.base import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import ConfigDict
+
+from kernel.capabilities import Capability
+from kernel.core import Kernel
+from kernel.errors import KernelError
+
+TRANSPORT = "mcp"
+INSTRUCTIONS = ("tradegraph runs audited LLM trading cycles (SCANNING → … → MEMORIZING) and reads their audit "
+                "log. Session ids are the same as the CLI's and the HTTP API's. Cycles that would execute pause "
+                "before EXECUTING unless the server allows execution over MCP.")
+
+
+class _Arguments(ArgModelBase):
+    """Hands the raw arguments through: the kernel validates them against the capability's model."""
+
+    model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True)
+
+    def model_dump_one_level(self) -> dict[str, Any]:
+        return {"arguments": dict(self.model_extra or {})}
+
+
+def _unquote(cap: Capability, args: dict[str, Any]) -> dict[str, Any]:
+    """Some clients (Claude Desktop) send a list or object as a JSON string; the SDK's own tools parse it too."""
+    out = dict(args)
+    for key, value in args.items():
+        field = cap.input_model.model_fields.get(key)
+        if field is not None and isinstance(value, str) and field.annotation is not str and value[:1] in "[{":
+            try:
+                out[key] = json.loads(value)
+            except ValueError:
+                pass
+    return out
+
+
+def tool_for(kernel: Kernel, cap: Capability) -> Tool:
+    def run(arguments: dict[str, Any]) -> Any:
+        try:
+            return kernel.call(cap.name, _unquote(cap, arguments), transport=TRANSPORT)
+        except KernelError as e:
+            return CallToolResult(content=[TextContent(type="text", text=f"{e.kind}: {e.message}")], is_error=True)
+
+    moves = " Moves the book: off over MCP unless TRADEGRAPH_ALLOW_EXECUTION includes mcp." if cap.moves_book else ""
+    return Tool(fn=run, name=cap.name, title=cap.name.replace("_", " "), description=cap.description + moves,
+                parameters=cap.input_model.model_json_schema(),
+                fn_metadata=FuncMetadata(arg_model=_Arguments, output_model=cap.output_model),
+                is_async=False, context_kwarg=None,
+                annotations=ToolAnnotations(destructive_hint=cap.moves_book, open_world_hint=False))
+
+
+def create_server(kernel: Kernel) -> MCPServer:
+    tools = [tool_for(kernel, cap) for cap in kernel.capabilities().values()]
+    return MCPServer(name="tradegraph", instructions=INSTRUCTIONS, version="0.1.0", tools=tools, log_level="WARNING")
+
+
+def run_stdio(db: Optional[str] = None) -> None:
+    kernel = Kernel.open(db)
+    try:
+        create_server(kernel).run("stdio")
+    finally:
+        kernel.close()
+
+
+def run_http(port: int, host: str = "127.0.0.1", db: Optional[str] = None) -> None:
+    """Streamable HTTP at http://host:port/mcp, under the same bind and token policy as the HTTP API."""
+    import uvicorn
+
+    from kernel.policy import Policy, check_bind
+    from kernel.transports.http import BearerAuth
+
+    policy = Policy.for_transport(TRANSPORT)
+    check_bind(host, policy)
+    kernel = Kernel.open(db)
+    try:
+        app = create_server(kernel).streamable_http_app(host=host)
+        uvicorn.run(BearerAuth(app, policy) if policy.token else app, host=host, port=port, log_level="warning")
+    finally:
+        kernel.close()
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    from kernel.transports.serve_cli import mcp_main, standalone_parser
+
+    return mcp_main(standalone_parser("mcp").parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""`tradegraph serve` and `tradegraph mcp`: parsers and mains for graph/cli.py to hook in, also runnable
+alone (`python -m kernel.transports.serve_cli serve|mcp …`). A refused start is one line and exit 2
+(policy) or 3 (store), like every other command."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Optional
+
+from kernel.errors import KernelError, exit_code
+from kernel.policy import PolicyError
+
+EXIT_POLICY = 2
+
+
+def _db(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", default=None, help="store URI (default: $MONGODB_URI, else the embedded store)")
+
+
+def add_serve_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("serve", help="serve the HTTP API (OpenAPI at /openapi.json)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="bind address (default loopback; any other needs TRADEGRAPH_API_TOKEN)")
+    p.add_argument("--port", type=int, default=8000)
+    _db(p)
+    p.set_defaults(fn=serve_main)
+    return p
+
+
+def add_mcp_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("mcp", help="serve the MCP tools over stdio (default) or streamable HTTP")
+    p.add_argument("--http", type=int, default=None, metavar="PORT", help="streamable HTTP on this port, at /mcp")
+    p.add_argument("--host", default="127.0.0.1", help="with --http: bind address (non-loopback needs a token)")
+    _db(p)
+    p.set_defaults(fn=mcp_main)
+    return p
+
+
+def _guarded(run) -> int:
+    try:
+        run()
+    except PolicyError as e:
+        print(f"tradegraph: error: {e}", file=sys.stderr)
+        return EXIT_POLICY
+    except KernelError as e:
+        print(f"tradegraph: error: {e.message}", file=sys.stderr)
+        return exit_code(e)
+    return 0
+
+
+def serve_main(args) -> int:
+    from kernel.transports.http import serve
+
+    return _guarded(lambda: serve(args.host, args.port, db=args.db))
+
+
+def mcp_main(args) -> int:
+    from kernel.transports import mcp
+
+    if args.http is None:
+        return _guarded(lambda: mcp.run_stdio(args.db))
+    return _guarded(lambda: mcp.run_http(args.http, host=args.host, db=args.db))
+
+
+def standalone_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
+    if only == "mcp":
+        p = argparse.ArgumentParser(prog="python -m kernel.transports.mcp")
+        p.add_argument("--http", type=int, default=None, metavar="PORT")
+        p.add_argument("--host", default="127.0.0.1")
+        _db(p)
+        return p
+    p = argparse.ArgumentParser(prog="python -m kernel.transports.serve_cli")
+    sub = p.add_subparsers(dest="command", required=True)
+    add_serve_parser(sub)
+    add_mcp_parser(sub)
+    return p
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = standalone_parser().parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
