@@ -13,6 +13,7 @@ from rich.table import Table
 
 from graph.cli import EXIT_FAILED, EXIT_INPUT, EXIT_OK, CliError, open_store
 from graph.manifest import summary_line
+from graph.render import notes_table
 
 
 def register(subparsers) -> None:
@@ -143,19 +144,10 @@ def print_session(session, console: Console | None = None) -> None:
             c.print(tr)
         else:
             c.print("executed trades: none")
-        given = [r for r in cy.retrievals if r.get("hits")]
         if cy.retrievals:
-            c.print(f"past notes: {len(given)} of {len(cy.retrievals)} agent prompt(s) received notes")
-        if given:
-            nt = Table(title="past notes given to agents")
-            for col in ("seq", "agent", "symbol", "memory", "known", "tags", "bm25/dense", "score", "note"):
-                nt.add_column(col)
-            for r in given:
-                for h in r["hits"]:
-                    nt.add_row(str(r["seq"]), r["agent"], r["symbol"], escape(h["memory_id"]), h["known_at"],
-                               " ".join(x for x in (h.get("outcome"), h.get("signal")) if x) or h["kind"],
-                               f"{h['bm25_rank']}/{h['dense_rank']}", f"{h['score']:.4f}", escape(h["text"][:60]))
-            c.print(nt)
+            c.print(f"past notes: {sum(bool(r.get('hits')) for r in cy.retrievals)} of {len(cy.retrievals)} agent "
+                    f"prompt(s) received notes")
+            notes_table(cy.retrievals, c)
         for e in cy.errors:
             c.print(f"[red]error[/red] seq {e['seq']} {e['state']}: {e.get('type')}: "
                     + escape(str(e.get('message') or e.get('reason') or e.get('error') or '')))

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from schemas.base import STATES
@@ -70,16 +71,7 @@ def print_cycle(out, console: Console | None = None) -> None:
         c.print(f"Execution: {ex['status']}" + (f" — {ex['result']['message']}" if ex["result"]["message"] else ""))
         for tr in trades:
             c.print(f"  {tr['side']} {tr['quantity']:g} {tr['symbol']} @ {tr['price']:.4f} (fees {tr['fees']:.2f})")
-    given = [r for r in getattr(out, "notes", []) if r.get("hits")]
-    if given:
-        nt = Table(title="Past notes given to agents (recalled point in time)")
-        for col in ("symbol", "agent", "note", "known", "outcome", "score"):
-            nt.add_column(col)
-        for r in sorted(given, key=lambda r: (r["symbol"], r["agent"])):
-            for h in r["hits"]:
-                nt.add_row(r["symbol"], r["agent"], h["text"][:70], h["known_at"], h.get("outcome") or h["kind"],
-                           f"{h['score']:.4f}")
-        c.print(nt)
+    notes_table(getattr(out, "notes", []), c)
     if "MEMORIZING" in k and k["MEMORIZING"].get("reviews"):
         for rv in k["MEMORIZING"]["reviews"]:
             c.print(f"Review {rv['symbol']}: {rv['outcome']} ({rv['signal_evolution']}), P&L {rv['realized_pnl']:+.2f} "
@@ -92,6 +84,25 @@ def print_cycle(out, console: Console | None = None) -> None:
     tok = out.tokens or {}
     c.print(f"events: {out.events}  llm calls: {out.llm_calls}  tokens: {tok.get('total_tokens', 0)}  "
             f"session: {out.session_id}")
+
+
+def notes_table(retrievals: list[dict], c: Console) -> None:
+    """One row per recalled memory: which agents were given it, its tags and its text."""
+    given: dict[str, dict] = {}
+    for r in retrievals:
+        for h in r.get("hits") or []:
+            row = given.setdefault(h["memory_id"], {"hit": h, "agents": []})
+            row["agents"].append(f"{r['agent']} (#{r['hits'].index(h) + 1})")
+    if not given:
+        return
+    nt = Table(title=f"Past notes given to agents: {len(given)} memories, recalled point in time", show_lines=True)
+    for col in ("memory", "known", "tags", "given to (rank)", "note"):
+        nt.add_column(col)
+    for mid, row in sorted(given.items(), key=lambda kv: kv[1]["hit"]["known_at"]):
+        h = row["hit"]
+        tags = " ".join(x for x in (h.get("symbol"), h.get("direction"), h.get("outcome"), h.get("signal")) if x)
+        nt.add_row(escape(mid), h["known_at"], tags or h["kind"], ", ".join(row["agents"]), escape(h["text"][:160]))
+    c.print(nt)
 
 
 def _state_outcome(state: str, contract: dict[str, Any] | None, out) -> str:
