@@ -4,7 +4,8 @@ Layering: kernel imports graph/database/agent/schemas; nothing below imports ker
 """
 from kernel.capabilities import REGISTRY, Capability
 from kernel.core import Kernel
-from kernel.errors import BadInput, Conflict, Failed, Forbidden, KernelError, NotFound, StoreUnavailable
+from kernel.errors import (BadInput, Conflict, Failed, Forbidden, KernelError, NotFound, StoreUnavailable,
+                           Unauthorized)
 
 __all__ = ["Kernel", "Capability", "REGISTRY", "KernelError", "BadInput", "NotFound", "Conflict", "Forbidden",
-           "StoreUnavailable", "Failed"]
+           "Unauthorized", "StoreUnavailable", "Failed"]

@@ -20,8 +20,8 @@ from kernel import errors as E
 from kernel import models as m
 from kernel.capabilities import REGISTRY
 
-_BY_KIND = {cls.kind: cls for cls in (E.BadInput, E.NotFound, E.Conflict, E.Forbidden, E.StoreUnavailable,
-                                      E.Failed)}
+_BY_KIND = {cls.kind: cls for cls in (E.BadInput, E.NotFound, E.Conflict, E.Forbidden, E.Unauthorized,
+                                      E.StoreUnavailable, E.Failed)}
 
 
 class _Local:

@@ -39,6 +39,11 @@ class Forbidden(Conflict):
     kind = "forbidden"
 
 
+class Unauthorized(Forbidden):
+    """A network transport's caller without the configured bearer token (never raised in-process)."""
+    kind = "unauthorized"
+
+
 class StoreUnavailable(KernelError):
     kind = "store_unavailable"
 
@@ -49,7 +54,7 @@ class Failed(KernelError):
 
 # kind -> (CLI exit code, HTTP status): the same for every capability
 ERROR_TABLE: dict[type[KernelError], tuple[int, int]] = {
-    BadInput: (2, 422), NotFound: (2, 404), Forbidden: (2, 403), Conflict: (2, 409),
+    BadInput: (2, 422), NotFound: (2, 404), Unauthorized: (2, 401), Forbidden: (2, 403), Conflict: (2, 409),
     StoreUnavailable: (3, 503), Failed: (1, 500),
 }
 
@@ -63,7 +68,7 @@ def http_status(err: KernelError) -> int:
 
 
 def _row(err: KernelError) -> tuple[int, int]:
-    for cls in type(err).__mro__:  # Forbidden before its base Conflict
+    for cls in type(err).__mro__:  # a subclass's row first (Forbidden before its base Conflict)
         if cls in ERROR_TABLE:
             return ERROR_TABLE[cls]
     return ERROR_TABLE[Failed]

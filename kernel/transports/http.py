@@ -12,10 +12,11 @@ from fastapi import Body, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kernel import models as m
 from kernel.core import Kernel
-from kernel.errors import BadInput, Failed, KernelError, NotFound, http_status, validation_line
+from kernel.errors import BadInput, Failed, KernelError, NotFound, Unauthorized, http_status, validation_line
 from kernel.policy import Policy, check_bind
 from kernel.tasks import TERMINAL
 from kernel.transports.routes import ROUTES, TASK_EVENTS
@@ -47,8 +48,9 @@ class BearerAuth:
         if scope["type"] in ("http", "websocket"):
             header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
             if not self.policy.authorized(header):
-                body = json.dumps({"error": "unauthorized", "message": "missing or wrong bearer token "
-                                   "(the server has TRADEGRAPH_API_TOKEN set)", "field": "Authorization"}).encode()
+                err = Unauthorized("missing or wrong bearer token (the server has TRADEGRAPH_API_TOKEN set)",
+                                   field="Authorization")
+                body = json.dumps(err.to_dict()).encode()
                 await send({"type": "http.response.start", "status": 401, "headers": [
                     (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
                 await send({"type": "http.response.body", "body": body})
@@ -76,6 +78,13 @@ def create_app(kernel: Kernel) -> FastAPI:
     async def bad_request(_: Request, exc: RequestValidationError):
         line, field = validation_line(exc)
         return _error(BadInput(line, field=field))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def routing(request: Request, exc: StarletteHTTPException):
+        # an unknown path or method: the same error body as the kernel's
+        kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return JSONResponse({"error": kind, "message": f"{request.method} {request.url.path}: {exc.detail}",
+                             "field": None}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
     async def crashed(_: Request, exc: Exception):  # pragma: no cover - Kernel.call maps everything first
