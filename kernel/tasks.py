@@ -166,7 +166,8 @@ class TaskManager:
         config, run_id, _ = self._prepare(BacktestInput.model_validate(doc["params"]), run_id=doc["run_id"])
         # compare-and-set on what was read: two processes resuming the same task, one wins
         claimed = self.col.find_one_and_update(
-            {"_id": task_id, "status": doc["status"], "owner": doc.get("owner"), "updated_at": doc["updated_at"]},
+            {"_id": task_id, "status": doc["status"], "updated_at": doc["updated_at"],
+             **{f"owner.{k}": v for k, v in (doc.get("owner") or {}).items()}},
             {"$set": {"status": "queued", "owner": self._me(), "cancel_requested": False, "error": None,
                       "updated_at": time.time(), "heartbeat_at": time.time()}}, return_document=ReturnDocument.AFTER)
         if claimed is None:
