@@ -185,12 +185,24 @@ def asgi_app(kernel: Kernel):
     return BearerAuth(app, policy) if policy.token else app
 
 
+def exit_cleanly_on_sigterm() -> None:
+    """uvicorn re-raises SIGTERM once it has shut down; with the default handler the process would die
+    there, before closing the store, and leak the embedded server it started. Exit through Python instead."""
+    import signal
+    import sys
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+
+
 def serve(host: str = "127.0.0.1", port: int = 8000, *, db: Optional[str] = None,
           kernel: Optional[Kernel] = None, log_level: str = "info") -> None:
     """Refuses a non-loopback host without TRADEGRAPH_API_TOKEN before opening the store."""
     import uvicorn
 
     check_bind(host, Policy.for_transport(TRANSPORT))
+    exit_cleanly_on_sigterm()
     kernel = kernel or Kernel.open(db)
     try:
         uvicorn.run(asgi_app(kernel), host=host, port=port, log_level=log_level)

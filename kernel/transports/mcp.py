@@ -73,6 +73,9 @@ def create_server(kernel: Kernel) -> MCPServer:
 
 
 def run_stdio(db: Optional[str] = None) -> None:
+    from kernel.transports.http import exit_cleanly_on_sigterm
+
+    exit_cleanly_on_sigterm()
     kernel = Kernel.open(db)
     try:
         create_server(kernel).run("stdio")
@@ -85,10 +88,11 @@ def run_http(port: int, host: str = "127.0.0.1", db: Optional[str] = None) -> No
     import uvicorn
 
     from kernel.policy import Policy, check_bind
-    from kernel.transports.http import BearerAuth
+    from kernel.transports.http import BearerAuth, exit_cleanly_on_sigterm
 
     policy = Policy.for_transport(TRANSPORT)
     check_bind(host, policy)
+    exit_cleanly_on_sigterm()
     kernel = Kernel.open(db)
     try:
         app = create_server(kernel).streamable_http_app(host=host)

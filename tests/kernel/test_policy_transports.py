@@ -122,3 +122,27 @@ def test_a_non_loopback_bind_without_a_token_refuses_to_start(command, db_uri, w
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "refusing to bind 0.0.0.0" in lines[0] and "TRADEGRAPH_API_TOKEN" in lines[0]
+
+
+@pytest.mark.parametrize("command", [["serve"], ["mcp", "--http"]])
+def test_a_stopped_server_stops_the_embedded_store_it_started(command, tmp_path):
+    """SIGTERM (what a service manager sends) must close the store, not leave its server process behind."""
+    import json
+    import os
+    import signal
+
+    from tests.kernel.servers import server_env
+
+    home = tmp_path / "home"
+    env = server_env("unused", home)
+    env.pop("MONGODB_URI")  # the embedded store under TRADEGRAPH_HOME, started by the server itself
+    port = free_port()
+    args = [*command, str(port)] if command[0] == "mcp" else [*command, "--port", str(port)]
+    ready = f"http://127.0.0.1:{port}/" + ("mcp" if command[0] == "mcp" else "store")
+    with serve(args, env, tmp_path, ready) as proc:
+        nx_pid = json.loads((home / "server.json").read_text())["pid"]
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    with pytest.raises(ProcessLookupError):
+        os.kill(nx_pid, 0)
+    assert not (home / "server.json").exists()
