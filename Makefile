@@ -27,6 +27,7 @@ bench: $(VENV)/.installed
 	$(PY) bench/bench_cycle.py
 	$(PY) bench/bench_store.py
 	$(PY) bench/bench_features.py
+	$(PY) bench/bench_memory.py
 
 studio: $(VENV)/.installed
 	$(VENV)/bin/langgraph dev --no-browser
