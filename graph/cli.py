@@ -236,6 +236,10 @@ def build_parser() -> argparse.ArgumentParser:
     db(st)
     st.set_defaults(fn=cmd_store)
 
+    from kernel.transports.serve_cli import add_mcp_parser, add_serve_parser
+
+    add_serve_parser(sub)
+    add_mcp_parser(sub)
     for name in COMMAND_MODULES:
         if importlib.util.find_spec(name) is not None:
             importlib.import_module(name).register(sub)

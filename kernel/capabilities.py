@@ -213,5 +213,17 @@ def task_artifacts(ctx: Context, inp: m.TaskInput) -> m.ArtifactsOutput:
     return ctx.tasks.artifacts(inp.task_id)
 
 
-# memory_search: registered here once the memory store (issue 11: database/memories.py, graph/memory.py)
-# settles; input {query, symbol?, as_of?, k}, output the RetrievalHit list its recall audits.
+# ------------------------------------------------------------------------------------------------ memory
+@capability(m.MemorySearchInput, m.MemorySearchOutput)
+def memory_search(ctx: Context, inp: m.MemorySearchInput) -> m.MemorySearchOutput:
+    """Past reviews and notes of a symbol as an agent would recall them at a date (BM25 + dense, RRF k=60)."""
+    from agent.data.market import parse_date
+    from graph.memory import MemoryBank
+
+    as_of = parse_date(inp.as_of).strftime("%Y-%m-%d")  # a real date, or bad input naming it
+    symbol = inp.symbol.strip().upper()
+    bank = MemoryBank(ctx.store.memories)
+    bank.refresh()
+    hits = bank.search(inp.query, symbol=symbol, before=as_of, session_id=inp.session_id, k=inp.k)
+    return m.MemorySearchOutput(query=inp.query, hits=hits, filter={
+        "symbol": symbol, "known_before": as_of, "session_id": inp.session_id, "k": inp.k})

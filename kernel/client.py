@@ -148,6 +148,10 @@ class Client:
     def features(self, symbol: str, as_of: str, market: str = "us_equity") -> m.FeatureBundle:
         return self._call("features", symbol=symbol, as_of=as_of, market=market)
 
+    def memory_search(self, symbol: str, query: str, as_of: str, session_id: Optional[str] = None,
+                      k: int = 5) -> m.MemorySearchOutput:
+        return self._call("memory_search", symbol=symbol, query=query, as_of=as_of, session_id=session_id, k=k)
+
     def contract_schemas(self, name: Optional[str] = None) -> m.SchemasOutput:
         return self._call("contract_schemas", name=name)
 

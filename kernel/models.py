@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from schemas.events import EventKind
 from schemas.features import FeatureBundle
+from schemas.memory import RetrievalHit
 
 __all__ = ["FeatureBundle"]  # features' output is the contract itself
 
@@ -137,6 +138,23 @@ class FeaturesQuery(Input):
 
 class FeaturesInput(FeaturesQuery):
     symbol: Ticker
+
+
+class MemoryQuery(Input):
+    query: str = Field(min_length=1, max_length=500, description="words to match, e.g. \"stop uptrend\"")
+    as_of: Day = Field(description="only memories known before this date (point in time)")
+    session_id: Optional[SessionId] = Field(None, description="only this session's memories")
+    k: int = Field(5, ge=1, le=50)
+
+
+class MemorySearchInput(MemoryQuery):
+    symbol: Ticker
+
+
+class MemorySearchOutput(Output):
+    query: str
+    filter: dict[str, Any]
+    hits: list[RetrievalHit]
 
 
 class SchemasInput(Input):

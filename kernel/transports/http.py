@@ -118,6 +118,10 @@ def create_app(kernel: Kernel) -> FastAPI:
     def features(symbol: m.Ticker, q: Annotated[m.FeaturesQuery, Query()]):
         return call("features", symbol=symbol, **q.model_dump())
 
+    @app.get(path("memory_search"), response_model=m.MemorySearchOutput, tags=["memory"])
+    def memory_search(symbol: m.Ticker, q: Annotated[m.MemoryQuery, Query()]):
+        return call("memory_search", symbol=symbol, **q.model_dump())
+
     @app.get(path("contract_schemas"), response_model=m.SchemasOutput, tags=["data"])
     def contract_schemas(q: Annotated[m.SchemasInput, Query()]):
         return call("contract_schemas", **q.model_dump())

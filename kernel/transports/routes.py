@@ -26,6 +26,7 @@ ROUTES: dict[str, Route] = {
     "replay": Route("GET", "/sessions/{session_id}/replay"),
     "verify": Route("POST", "/sessions/{session_id}/verify"),
     "features": Route("GET", "/features/{symbol}"),
+    "memory_search": Route("GET", "/memory/{symbol}"),
     "contract_schemas": Route("GET", "/schemas"),
     "store_status": Route("GET", "/store"),
     "start_backtest": Route("POST", "/backtests", body=True),
