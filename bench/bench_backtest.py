@@ -18,7 +18,7 @@ from collections import defaultdict
 from agent.config import AgentConfig
 from database import connect
 from database.embedded import start_server, stop_server
-from graph.backtest import run_backtest
+from graph.backtest.loop import run_backtest
 from graph.runtime import default_runtime
 from schemas.simulation import EpisodeConfig
 

@@ -16,7 +16,7 @@ import uuid
 
 from database import connect
 from database.embedded import start_server, stop_server
-from graph.replay import load_session
+from graph.replay.session import load_session
 from graph.runner import run_cycle
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from graph.cli import main  # noqa: E402
+from graph.kernel.transports.cli.main import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main(["replay", *sys.argv[1:]]))

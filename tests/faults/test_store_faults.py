@@ -236,7 +236,7 @@ def test_an_old_approval_after_a_newer_fill_is_refused(embedded_uri, db_name, tg
 
 
 def test_a_failure_after_the_fill_never_reads_as_nothing_executed(embedded_uri, db_name, tg_home):
-    from graph.cli import EXIT_EXECUTED_WITH_ERRORS, cycle_exit_code
+    from graph.kernel.transports.cli.main import EXIT_EXECUTED_WITH_ERRORS, cycle_exit_code
 
     store = connect(f"{embedded_uri}/{db_name}")
     try:

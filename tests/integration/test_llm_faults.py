@@ -13,7 +13,7 @@ import pytest
 
 from agent.config import AgentConfig, RetryPolicy
 from agent.llm import AttemptPlan, describe_failure, next_wait, parse_retry_after
-from graph.replay import verify_session
+from graph.replay.session import verify_session
 from graph.runner import run_cycle
 from graph.runtime import default_runtime
 from tests.fakes.fake_openai import Fault, FakeOpenAI

@@ -2,7 +2,7 @@
 import pytest
 
 from agent.config import AgentConfig
-from graph.replay import verify_session
+from graph.replay.session import verify_session
 from graph.runner import run_cycle
 from graph.runtime import default_runtime
 from tests.fakes.fake_openai import FakeOpenAI

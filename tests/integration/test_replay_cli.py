@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from database.connection import connect
-from graph.cli import main
+from graph.kernel.transports.cli.main import main
 from graph.runner import run_cycle
 from tests.unit.test_replay import _short_manager, copy_session
 
@@ -94,7 +94,7 @@ def test_schema_version_mismatch_exits_2(recorded, capsys):
 def test_cli_end_to_end_on_embedded(embedded_uri, tmp_path):
     """`tradegraph run` twice, then `tradegraph replay --verify`, as separate processes on a real server."""
     db = f"{embedded_uri}/cli_{uuid.uuid4().hex[:8]}"
-    exe = [sys.executable, "-m", "graph.cli"]
+    exe = [sys.executable, "-m", "graph.kernel.transports.cli.main"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TRADEGRAPH_LLM": "offline"}
     env.pop("OPENAI_API_KEY", None)
 

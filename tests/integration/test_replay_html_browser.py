@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from database.connection import connect
-from graph.replay import load_session
-from graph.replay_html import render_html
+from graph.replay.session import load_session
+from graph.replay.html import render_html
 from graph.runner import run_cycle
 from graph.state import CONTRACT_KEYS
 

@@ -15,7 +15,7 @@ import pytest
 
 from database.connection import connect
 from database.embedded import stop_server
-from graph.replay import load_session
+from graph.replay.session import load_session
 from graph.state import CONTRACT_KEYS
 
 pytestmark = pytest.mark.integration

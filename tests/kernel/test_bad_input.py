@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 
-from kernel import Kernel
-from kernel.transports.http import create_app
+from graph.kernel import Kernel
+from graph.kernel.transports.http import create_app
 
 pytestmark = pytest.mark.integration
 EXAMPLES = 60  # per operation and mode

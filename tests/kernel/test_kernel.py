@@ -9,10 +9,10 @@ import uuid
 import pytest
 from pydantic import BaseModel, Field, ValidationError
 
-from kernel import REGISTRY, Kernel
-from kernel import errors as E
-from kernel.client import Client
-from kernel.policy import Policy, PolicyError, check_bind, is_loopback
+from graph.kernel import REGISTRY, Kernel
+from graph.kernel import errors as E
+from graph.kernel.client import Client
+from graph.kernel.policy import Policy, PolicyError, check_bind, is_loopback
 
 
 @pytest.fixture
@@ -41,8 +41,8 @@ def _cases():
     from agent.data.market import DataError
     from database.errors import AuditSpooled, StoreUnavailable
     from database.portfolio import PortfolioConflict
-    from graph.backtest import BacktestError
-    from graph.replay import SchemaVersionMismatch
+    from graph.backtest.loop import BacktestError
+    from graph.replay.session import SchemaVersionMismatch
     from graph.runner import ApprovalConflict, InputError, NothingPending, SessionNotFound
 
     return [
@@ -196,8 +196,8 @@ def test_every_client_method_has_the_capabilitys_fields_and_defaults():
 
 
 def test_every_capability_has_an_http_route_in_the_openapi_schema(kernel):
-    from kernel.transports.http import create_app
-    from kernel.transports.routes import ROUTES
+    from graph.kernel.transports.http import create_app
+    from graph.kernel.transports.routes import ROUTES
 
     assert set(ROUTES) == set(REGISTRY)
     spec = create_app(kernel).openapi()
@@ -209,7 +209,7 @@ def test_every_capability_has_an_http_route_in_the_openapi_schema(kernel):
 def test_mcp_tools_take_their_schemas_from_the_same_models(kernel):
     import anyio
 
-    from kernel.transports.mcp import create_server
+    from graph.kernel.transports.mcp import create_server
 
     tools = {t.name: t for t in anyio.run(create_server(kernel).list_tools)}
     assert set(tools) == set(REGISTRY)

@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 
-from kernel import Kernel
-from kernel import errors as E
+from graph.kernel import Kernel
+from graph.kernel import errors as E
 from tests.kernel.servers import REPO
 
 # memory off: a resumed run then depends on nothing but its log, so byte equality is the right check
@@ -114,7 +114,7 @@ def test_a_task_owned_by_another_host_is_interrupted_only_once_its_heartbeat_is_
 
 KILLER = """
 import os, signal, sys, time
-from kernel import Kernel
+from graph.kernel import Kernel
 k = Kernel.open(sys.argv[1], experiments_dir=sys.argv[2], env={})
 t = k.call("start_backtest", dict(**__RUN__, run_id="killed"))
 print(t.task_id, flush=True)

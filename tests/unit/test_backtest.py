@@ -11,8 +11,8 @@ import pytest
 from agent.config import AgentConfig, RiskLimits
 from agent.data.market import MarketData, default_market_data
 from database import connect
-from graph.backtest import load_logs, run_backtest
-from graph.cli import main as cli_main
+from graph.backtest.loop import load_logs, run_backtest
+from graph.kernel.transports.cli.main import main as cli_main
 from graph.runtime import default_runtime
 from schemas.simulation import EpisodeConfig
 
@@ -108,7 +108,7 @@ def test_resume_after_kill_is_byte_identical(tmp_path):
 
 def test_resume_refuses_a_different_config(tmp_path):
     _run(tmp_path, "x", max_steps=1)
-    from graph.backtest import BacktestError
+    from graph.backtest.loop import BacktestError
     with pytest.raises(BacktestError, match="different config"):
         _run(tmp_path, "x", config=_config(fees_bps=5.0))
 

@@ -18,7 +18,7 @@ from agent.markets import (
 )
 from agent.offline_model import OfflineChatModel
 from database.connection import connect
-from graph.cli import main as cli_main
+from graph.kernel.transports.cli.main import main as cli_main
 from graph.runner import InputError, run_cycle
 from graph.runtime import default_runtime
 

@@ -3,7 +3,7 @@ and its metadata never does."""
 import json
 
 from agent.data.market import default_market_data
-from graph.backtest import build_case
+from graph.backtest.loop import build_case
 from graph.runner import run_cycle
 from schemas.portfolio import PortfolioSnapshot
 from schemas.simulation import CaseDataItem, EpisodeConfig

@@ -13,7 +13,7 @@ from agent.data.fundamentals import SAMPLE_FUNDAMENTALS, FundamentalsSource
 from agent.data.market import MarketData, default_market_data
 from agent.data.news import SAMPLE_NEWS, NewsSource
 from database import connect
-from graph.backtest import load_logs, run_backtest
+from graph.backtest.loop import load_logs, run_backtest
 from graph.runtime import default_runtime
 from schemas.simulation import EpisodeConfig
 

@@ -14,8 +14,8 @@ from agent.exits import outcome_of
 from agent.offline_model import OfflineChatModel
 from agent.reviewer import review_trade
 from database.connection import connect
-from graph.cli import main as cli_main
-from graph.replay import verify_session
+from graph.kernel.transports.cli.main import main as cli_main
+from graph.replay.session import verify_session
 from graph.runner import run_cycle
 from graph.runtime import default_runtime
 from schemas.memory import ClosedTrade, MemoryRecord

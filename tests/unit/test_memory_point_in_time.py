@@ -7,7 +7,7 @@ import uuid
 
 from agent.config import AgentConfig
 from database import connect
-from graph.backtest import load_logs, run_backtest
+from graph.backtest.loop import load_logs, run_backtest
 from graph.runtime import default_runtime
 from schemas.memory import MemoryRecord
 from schemas.simulation import EpisodeConfig

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from database.connection import connect
-from graph.replay import SessionNotFound, first_diff, load_session, verify_session
+from graph.replay.session import SessionNotFound, first_diff, load_session, verify_session
 from graph.runner import run_cycle
 from schemas.base import STATES
 

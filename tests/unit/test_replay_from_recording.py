@@ -8,8 +8,8 @@ from pathlib import Path
 
 from agent.config import RiskLimits
 from agent.data.market import VENDORED_CSV, load_market_data
-from graph.cli import main as cli_main
-from graph.replay import load_session, verify_session
+from graph.kernel.transports.cli.main import main as cli_main
+from graph.replay.session import load_session, verify_session
 from graph.runner import approve_cycle, run_cycle
 from tests.helpers import mock_store, runtime_with
 
@@ -91,7 +91,7 @@ def test_check_chain_names_the_first_tampered_event(capsys, monkeypatch):
 # ---------------------------------------------------------------- recorded inputs, budget, pause, differences
 def _case_with_item():
     from agent.data.market import default_market_data
-    from graph.backtest import build_case
+    from graph.backtest.loop import build_case
     from schemas.portfolio import PortfolioSnapshot
     from schemas.simulation import CaseDataItem, EpisodeConfig
 

@@ -26,7 +26,7 @@ from agent.metrics import TRADING_DAYS, buy_and_hold_curve, summarize
 from database.connection import Store
 from graph.runner import run_cycle
 from graph.runtime import CycleRuntime, default_runtime
-from graph.sim_execution import SimulationExecution
+from graph.backtest.simulation import SimulationExecution
 from schemas.decision import Decision, DecisionResult, ExecutedTrade
 from schemas.portfolio import PortfolioSnapshot
 from schemas.simulation import (Case, CaseData, CaseMetadata, DecisionPointLog, EpisodeConfig, EpisodeResult,

@@ -13,9 +13,9 @@ from typing import Any, Callable, Optional
 
 from pydantic import BaseModel
 
-from kernel import models as m
-from kernel.errors import Forbidden, NotFound
-from kernel.policy import Policy
+from graph.kernel import models as m
+from graph.kernel.errors import Forbidden, NotFound
+from graph.kernel.policy import Policy
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def read_events(ctx: Context, inp: m.ReadEventsInput) -> m.EventsOutput:
 @capability(m.SessionInput, m.ReplayOutput)
 def replay(ctx: Context, inp: m.SessionInput) -> m.ReplayOutput:
     """The session rebuilt from state_events alone: cycles, contracts, LLM and tool calls, hash chain."""
-    from graph.replay import load_session
+    from graph.replay.session import load_session
 
     return m.ReplayOutput.model_validate(_jsonable(load_session(ctx.store, inp.session_id, check_chain=True).to_dict()))
 
@@ -121,7 +121,7 @@ def verify(ctx: Context, inp: m.SessionInput) -> m.VerifyOutput:
     """Re-execute every cycle from the recording alone (a new replay session) and compare the contracts."""
     from dataclasses import asdict
 
-    from graph.replay import verify_session
+    from graph.replay.session import verify_session
 
     report = verify_session(ctx.store, inp.session_id)
     first = report.first_divergence

@@ -105,8 +105,8 @@ def translate(exc: BaseException) -> KernelError:
     from agent.data.market import DataError
     from database.errors import StoreUnavailable as DbStoreUnavailable
     from database.portfolio import PortfolioConflict
-    from graph.backtest import BacktestError
-    from graph.replay import SchemaVersionMismatch
+    from graph.backtest.loop import BacktestError
+    from graph.replay.session import SchemaVersionMismatch
     from graph.runner import ApprovalConflict, InputError, NothingPending, SessionNotFound
 
     text = str(exc)

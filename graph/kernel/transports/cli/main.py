@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
 import os
 import sys
@@ -13,36 +11,19 @@ from typing import Any, Callable, Optional
 from database.errors import StoreUnavailable
 from schemas.events import EVENT_KINDS
 
-EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_STORE, EXIT_EXECUTED_WITH_ERRORS = 0, 1, 2, 3, 4
+from graph.kernel.transports.cli import backtest, memory, replay
+from graph.kernel.transports.cli.common import (EXIT_EXECUTED_WITH_ERRORS, EXIT_FAILED, EXIT_INPUT, EXIT_OK,
+                                                EXIT_STORE, CliError, _print_json, open_store)
 
-# commands that live in their own modules; each exposes register(subparsers)
-COMMAND_MODULES = ("graph.cli_replay", "graph.cli_backtest", "graph.cli_memory")
-
-
-class CliError(Exception):
-    def __init__(self, message: str, code: int = EXIT_INPUT):
-        super().__init__(message)
-        self.code = code
-
-
-def open_store(uri: Optional[str]):
-    from database.connection import StoreUnavailable, connect
-
-    try:
-        return connect(uri)
-    except StoreUnavailable as e:
-        raise CliError(str(e), EXIT_STORE) from None
-
-
-def _print_json(obj: Any) -> None:
-    print(json.dumps(obj, default=str, sort_keys=False))
+__all__ = ["main", "build_parser", "cycle_exit_code", "CliError", "open_store", "EXIT_OK", "EXIT_FAILED",
+           "EXIT_INPUT", "EXIT_STORE", "EXIT_EXECUTED_WITH_ERRORS"]
 
 
 # ------------------------------------------------------------------ run / approve
 def _cycle_command(args, call) -> int:
     """Shared shell of `run` and `approve`: config, store, input errors → exit 2, the approval screen."""
     from agent.config import AgentConfig, ConfigError
-    from graph.render import print_cycle
+    from graph.kernel.transports.cli.render import print_cycle
     from graph.runner import InputError
     from graph.runtime import default_runtime
 
@@ -131,7 +112,7 @@ def cmd_schemas(args) -> int:
 def cmd_features(args) -> int:
     from agent.data.market import DataError, default_market_data, validate_as_of
     from agent.features.bundle import build_bundle
-    from graph.render import print_bundle
+    from graph.kernel.transports.cli.render import print_bundle
 
     symbol = args.symbol.strip().upper()
     try:
@@ -236,13 +217,12 @@ def build_parser() -> argparse.ArgumentParser:
     db(st)
     st.set_defaults(fn=cmd_store)
 
-    from kernel.transports.serve_cli import add_mcp_parser, add_serve_parser
+    from graph.kernel.transports.serve_cli import add_mcp_parser, add_serve_parser
 
     add_serve_parser(sub)
     add_mcp_parser(sub)
-    for name in COMMAND_MODULES:
-        if importlib.util.find_spec(name) is not None:
-            importlib.import_module(name).register(sub)
+    for commands in (replay, backtest, memory):
+        commands.register(sub)
     return p
 
 
@@ -268,7 +248,4 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    # run the imported module's main, so command modules and this one share one CliError class
-    from graph.cli import main as _main
-
-    sys.exit(_main())
+    sys.exit(main())

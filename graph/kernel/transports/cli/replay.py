@@ -11,9 +11,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from graph.cli import EXIT_FAILED, EXIT_INPUT, EXIT_OK, CliError, open_store
+from graph.kernel.transports.cli.common import EXIT_FAILED, EXIT_INPUT, EXIT_OK, CliError, open_store
 from graph.manifest import summary_line
-from graph.render import notes_table
+from graph.kernel.transports.cli.render import notes_table
 
 
 def register(subparsers) -> None:
@@ -32,7 +32,7 @@ def register(subparsers) -> None:
 
 
 def cmd_replay(args) -> int:
-    from graph.replay import SchemaVersionMismatch, SessionNotFound, load_session, verify_session
+    from graph.replay.session import SchemaVersionMismatch, SessionNotFound, load_session, verify_session
 
     store = open_store(args.db)
     try:
@@ -60,7 +60,7 @@ def cmd_replay(args) -> int:
         if args.json:
             print(json.dumps(session.to_dict(), default=str))
         elif args.html:
-            from graph.replay_html import render_html
+            from graph.replay.html import render_html
 
             Path(args.html).write_text(render_html(session), encoding="utf-8")
             print(f"wrote {args.html} ({session.events} events, {len(session.cycles)} cycle(s))")
@@ -184,7 +184,7 @@ def _print_verify(report, console: Console | None = None) -> None:
         c.print(f"  cycle:    {first.cycle_id}")
         c.print(f"  state:    {first.state}")
         c.print(f"  field:    {first.path or '<whole contract>'}")
-        from graph.replay import _short
+        from graph.replay.session import _short
 
         c.print("  recorded: " + escape(_short(first.recorded, 300)))
         c.print("  replayed: " + escape(_short(first.replayed, 300)))

@@ -12,10 +12,10 @@ from typing import Any, Callable, Iterator, Mapping, Optional
 
 from pydantic import BaseModel, ValidationError
 
-from kernel.capabilities import REGISTRY, Capability, Context
-from kernel.errors import BadInput, NotFound, translate, validation_line
-from kernel.policy import TRANSPORTS, Policy
-from kernel.tasks import TaskManager
+from graph.kernel.capabilities import REGISTRY, Capability, Context
+from graph.kernel.errors import BadInput, NotFound, translate, validation_line
+from graph.kernel.policy import TRANSPORTS, Policy
+from graph.kernel.tasks import TaskManager
 
 
 def default_runtime_factory(memory: Optional[str] = None):

@@ -1,5 +1,5 @@
-"""Where each capability lives over HTTP: shared by the server (kernel/transports/http.py) and the HTTP
-client (kernel/client.py), so the two cannot drift. Path parameters come from the template; the other
+"""Where each capability lives over HTTP: shared by the server (graph/kernel/transports/http.py) and the HTTP
+client (graph/kernel/client.py), so the two cannot drift. Path parameters come from the template; the other
 arguments go in the JSON body (POST with body=True) or the query string."""
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ a schema version this code does not speak) are reported on the Session, never hi
 
 `verify_session` re-runs each recorded cycle through the real graph from the recording alone: the
 manifest's configuration and inputs (a backtest's Case, approval_required), every LLM answer, feature
-bundle and execution result, and the human approval decision (graph/replay_model.py); under a new
+bundle and execution result, and the human approval decision (graph/replay/model.py); under a new
 session `replay-<orig>-<n>`. It compares the contracts state by state and the way a failed cycle
 failed, lists every way today's configuration differs from the manifest, and checks the hash chain.
 """
@@ -427,7 +427,7 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
     from database.writer import BufferedEventWriter
     from graph.audit import AuditHandler
     from graph.manifest import config_from_manifest, manifest_differences
-    from graph.replay_model import (RecordedRecall, RecordedResponses, ReplayChatModel, ReplayExecution,
+    from graph.replay.model import (RecordedRecall, RecordedResponses, ReplayChatModel, ReplayExecution,
                                     recorded_bundles, tier_models)
     from graph.runner import compiled_graph, cycle_run_config
     from graph.runtime import default_runtime

@@ -5,14 +5,14 @@ import json
 
 
 def _store(args):
-    from graph.cli import open_store
+    from graph.kernel.transports.cli.common import open_store
 
     return open_store(args.db)
 
 
 def _date(value: str, flag: str) -> str:
     from agent.data.market import DataError, parse_date
-    from graph.cli import CliError
+    from graph.kernel.transports.cli.common import CliError
 
     try:
         return parse_date(value).strftime("%Y-%m-%d")
@@ -61,7 +61,7 @@ def cmd_search(args) -> int:
 
 
 def cmd_forget(args) -> int:
-    from graph.cli import CliError
+    from graph.kernel.transports.cli.common import CliError
 
     if not (args.id or args.session or args.symbol):
         raise CliError("say what to forget: --id ID, --session SESSION_ID or --symbol SYMBOL")

@@ -2,9 +2,9 @@
 
 Layering: kernel imports graph/database/agent/schemas; nothing below imports kernel.
 """
-from kernel.capabilities import REGISTRY, Capability
-from kernel.core import Kernel
-from kernel.errors import (BadInput, Conflict, Failed, Forbidden, KernelError, NotFound, StoreUnavailable,
+from graph.kernel.capabilities import REGISTRY, Capability
+from graph.kernel.core import Kernel
+from graph.kernel.errors import (BadInput, Conflict, Failed, Forbidden, KernelError, NotFound, StoreUnavailable,
                            Unauthorized)
 
 __all__ = ["Kernel", "Capability", "REGISTRY", "KernelError", "BadInput", "NotFound", "Conflict", "Forbidden",

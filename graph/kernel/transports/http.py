@@ -14,12 +14,12 @@ from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from kernel import models as m
-from kernel.core import Kernel
-from kernel.errors import BadInput, Failed, KernelError, NotFound, Unauthorized, http_status, validation_line
-from kernel.policy import Policy, check_bind
-from kernel.tasks import TERMINAL
-from kernel.transports.routes import ROUTES, TASK_EVENTS
+from graph.kernel import models as m
+from graph.kernel.core import Kernel
+from graph.kernel.errors import BadInput, Failed, KernelError, NotFound, Unauthorized, http_status, validation_line
+from graph.kernel.policy import Policy, check_bind
+from graph.kernel.tasks import TERMINAL
+from graph.kernel.transports.routes import ROUTES, TASK_EVENTS
 
 TRANSPORT = "http"
 

@@ -54,8 +54,8 @@ def cmd_backtest(args) -> int:
     from pydantic import ValidationError
 
     from agent.data.market import DataError, parse_date
-    from graph.backtest import BacktestError, run_backtest
-    from graph.cli import EXIT_FAILED, EXIT_OK, CliError, open_store
+    from graph.backtest.loop import BacktestError, run_backtest
+    from graph.kernel.transports.cli.common import EXIT_FAILED, EXIT_OK, CliError, open_store
     from graph.runner import InputError, parse_symbols
     from schemas.simulation import EpisodeConfig
 
@@ -98,7 +98,7 @@ def cmd_backtest(args) -> int:
         store.close()
     plot = None
     if args.plot:
-        from graph.plot import plot_result
+        from graph.backtest.plot import plot_result
 
         plot = str(plot_result(result, args.plot))
     if args.json:

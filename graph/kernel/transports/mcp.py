@@ -5,8 +5,8 @@ model's (structured output), so MCP, HTTP and Python share one definition. Argum
 kernel, not the SDK, so a bad argument comes back as the same one-line error every transport gives:
 `bad_input: as_of: String should match pattern … (got '2012-6-1')`.
 
-    python -m kernel.transports.mcp                 # stdio (Claude Desktop, IDEs)
-    python -m kernel.transports.mcp --http 8765     # streamable HTTP on 127.0.0.1:8765/mcp
+    python -m graph.kernel.transports.mcp                 # stdio (Claude Desktop, IDEs)
+    python -m graph.kernel.transports.mcp --http 8765     # streamable HTTP on 127.0.0.1:8765/mcp
 """
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetad
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import ConfigDict
 
-from kernel.capabilities import Capability
-from kernel.core import Kernel
-from kernel.errors import KernelError
+from graph.kernel.capabilities import Capability
+from graph.kernel.core import Kernel
+from graph.kernel.errors import KernelError
 
 TRANSPORT = "mcp"
 INSTRUCTIONS = ("tradegraph runs audited LLM trading cycles (SCANNING → … → MEMORIZING) and reads their audit "
@@ -73,7 +73,7 @@ def create_server(kernel: Kernel) -> MCPServer:
 
 
 def run_stdio(db: Optional[str] = None) -> None:
-    from kernel.transports.http import exit_cleanly_on_sigterm
+    from graph.kernel.transports.http import exit_cleanly_on_sigterm
 
     exit_cleanly_on_sigterm()
     kernel = Kernel.open(db)
@@ -87,8 +87,8 @@ def run_http(port: int, host: str = "127.0.0.1", db: Optional[str] = None) -> No
     """Streamable HTTP at http://host:port/mcp, under the same bind and token policy as the HTTP API."""
     import uvicorn
 
-    from kernel.policy import Policy, check_bind
-    from kernel.transports.http import BearerAuth, exit_cleanly_on_sigterm
+    from graph.kernel.policy import Policy, check_bind
+    from graph.kernel.transports.http import BearerAuth, exit_cleanly_on_sigterm
 
     policy = Policy.for_transport(TRANSPORT)
     check_bind(host, policy)
@@ -102,7 +102,7 @@ def run_http(port: int, host: str = "127.0.0.1", db: Optional[str] = None) -> No
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    from kernel.transports.serve_cli import mcp_main, standalone_parser
+    from graph.kernel.transports.serve_cli import mcp_main, standalone_parser
 
     return mcp_main(standalone_parser("mcp").parse_args(argv))
 

@@ -1,5 +1,5 @@
-"""`tradegraph serve` and `tradegraph mcp`: parsers and mains for graph/cli.py to hook in, also runnable
-alone (`python -m kernel.transports.serve_cli serve|mcp …`). A refused start is one line and exit 2
+"""`tradegraph serve` and `tradegraph mcp`: parsers and mains for graph/kernel/transports/cli/main.py to hook in, also runnable
+alone (`python -m graph.kernel.transports.serve_cli serve|mcp …`). A refused start is one line and exit 2
 (policy) or 3 (store), like every other command."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import argparse
 import sys
 from typing import Optional
 
-from kernel.errors import KernelError, exit_code
-from kernel.policy import PolicyError
+from graph.kernel.errors import KernelError, exit_code
+from graph.kernel.policy import PolicyError
 
 EXIT_POLICY = 2
 
@@ -49,13 +49,13 @@ def _guarded(run) -> int:
 
 
 def serve_main(args) -> int:
-    from kernel.transports.http import serve
+    from graph.kernel.transports.http import serve
 
     return _guarded(lambda: serve(args.host, args.port, db=args.db))
 
 
 def mcp_main(args) -> int:
-    from kernel.transports import mcp
+    from graph.kernel.transports import mcp
 
     if args.http is None:
         return _guarded(lambda: mcp.run_stdio(args.db))
@@ -64,12 +64,12 @@ def mcp_main(args) -> int:
 
 def standalone_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     if only == "mcp":
-        p = argparse.ArgumentParser(prog="python -m kernel.transports.mcp")
+        p = argparse.ArgumentParser(prog="python -m graph.kernel.transports.mcp")
         p.add_argument("--http", type=int, default=None, metavar="PORT")
         p.add_argument("--host", default="127.0.0.1")
         _db(p)
         return p
-    p = argparse.ArgumentParser(prog="python -m kernel.transports.serve_cli")
+    p = argparse.ArgumentParser(prog="python -m graph.kernel.transports.serve_cli")
     sub = p.add_subparsers(dest="command", required=True)
     add_serve_parser(sub)
     add_mcp_parser(sub)

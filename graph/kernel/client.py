@@ -1,6 +1,6 @@
 """The Python client: one method per capability, the same signatures in-process and over HTTP.
 
-    from kernel.client import Client
+    from graph.kernel.client import Client
     c = Client.local()                                  # in this process, on $MONGODB_URI / the embedded store
     c = Client.http("http://127.0.0.1:8000", token=None)  # a `tradegraph serve` elsewhere
     out = c.run_cycle(["AAPL", "MSFT"], "2012-06-01")
@@ -16,9 +16,9 @@ from typing import Any, Iterator, Optional
 
 from pydantic import BaseModel
 
-from kernel import errors as E
-from kernel import models as m
-from kernel.capabilities import REGISTRY
+from graph.kernel import errors as E
+from graph.kernel import models as m
+from graph.kernel.capabilities import REGISTRY
 
 _BY_KIND = {cls.kind: cls for cls in (E.BadInput, E.NotFound, E.Conflict, E.Forbidden, E.Unauthorized,
                                       E.StoreUnavailable, E.Failed)}
@@ -47,7 +47,7 @@ class _Http:
         self.http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s)
 
     def call(self, name: str, args: dict) -> BaseModel:
-        from kernel.transports.routes import ROUTES
+        from graph.kernel.transports.routes import ROUTES
 
         route = ROUTES[name]
         args = {k: v for k, v in args.items() if v is not None}
@@ -58,7 +58,7 @@ class _Http:
         return REGISTRY[name].output_model.model_validate(self._json(r))
 
     def watch(self, task_id: str, poll_s: float) -> Iterator[m.TaskView]:
-        from kernel.transports.routes import TASK_EVENTS
+        from graph.kernel.transports.routes import TASK_EVENTS
 
         with self.http.stream("GET", TASK_EVENTS.format(task_id=task_id), timeout=None) as r:
             if r.status_code != 200:
@@ -97,7 +97,7 @@ class Client:
     @classmethod
     def local(cls, store=None, *, uri: Optional[str] = None, kernel=None, **kernel_options: Any) -> "Client":
         """In this process: on `kernel`, or a Kernel over `store`, or over a store opened from `uri`."""
-        from kernel.core import Kernel
+        from graph.kernel.core import Kernel
 
         if kernel is not None:
             return cls(_Local(kernel, owned=False))

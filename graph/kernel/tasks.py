@@ -20,8 +20,8 @@ from typing import Any, Callable, Iterator, Optional
 
 from pymongo import DESCENDING, ReturnDocument
 
-from kernel.errors import BadInput, Conflict, NotFound, translate
-from kernel.models import Artifact, ArtifactsOutput, BacktestInput, TaskProgress, TaskView
+from graph.kernel.errors import BadInput, Conflict, NotFound, translate
+from graph.kernel.models import Artifact, ArtifactsOutput, BacktestInput, TaskProgress, TaskView
 
 COLLECTION = "tasks"
 ACTIVE = ("queued", "running")
@@ -181,7 +181,7 @@ class TaskManager:
 
     def _prepare(self, inp: BacktestInput, run_id: Optional[str] = None):
         """Everything that can be refused is refused here, before a task exists."""
-        from graph.backtest import decision_dates, validate_config
+        from graph.backtest.loop import decision_dates, validate_config
         from graph.runner import parse_symbols
         from schemas.simulation import EpisodeConfig
 
@@ -211,7 +211,7 @@ class TaskManager:
         return self.col.find_one_and_update({"_id": task_id}, {"$set": fields}, return_document=ReturnDocument.AFTER)
 
     def _run(self, task_id: str, config, run_id: str) -> None:
-        from graph.backtest import run_backtest
+        from graph.backtest.loop import run_backtest
 
         stop_beat = threading.Event()
         beat = threading.Thread(target=self._heartbeat, args=(task_id, stop_beat), daemon=True)
@@ -241,7 +241,7 @@ class TaskManager:
                                   out_dir=self.experiments, run_id=run_id, on_step=on_step)
             plot = None
             if result.equity_curve:
-                from graph.plot import plot_result
+                from graph.backtest.plot import plot_result
 
                 plot = str(plot_result(result, self.experiments / run_id / "equity.png"))
             summary = {"decision_points": result.decision_points, "actions": result.actions,

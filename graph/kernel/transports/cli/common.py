@@ -1,0 +1,26 @@
+"""What every `tradegraph` command shares: exit codes, the one-line error, opening the store."""
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_STORE, EXIT_EXECUTED_WITH_ERRORS = 0, 1, 2, 3, 4
+
+
+class CliError(Exception):
+    def __init__(self, message: str, code: int = EXIT_INPUT):
+        super().__init__(message)
+        self.code = code
+
+
+def open_store(uri: Optional[str]):
+    from database.connection import StoreUnavailable, connect
+
+    try:
+        return connect(uri)
+    except StoreUnavailable as e:
+        raise CliError(str(e), EXIT_STORE) from None
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, default=str, sort_keys=False))
