@@ -16,6 +16,8 @@ from pydantic import BaseModel, Field
 
 from agent.fence import fence
 from schemas.decision import Decision, DecisionResult, Order
+# which tools each state may call is a column of the state table (schemas/states.py)
+from schemas.states import ALLOW_LISTS
 from schemas.features import FeatureBundle, NewsFeatures
 from schemas.portfolio import PortfolioSnapshot
 
@@ -133,23 +135,6 @@ REGISTRY: dict[str, BaseTool] = {
     t.name: t for t in (get_portfolio, get_market_snapshot, get_indicators, get_news_features, get_price_history,
                         submit_decision)
 }
-
-MARKET_TOOLS = frozenset({"get_portfolio", "get_market_snapshot"})
-QUANT_TOOLS = frozenset({"get_indicators", "get_price_history", "get_news_features"})
-EXECUTION_TOOLS = frozenset({"submit_decision"})
-NO_TOOLS: frozenset[str] = frozenset()
-
-ALLOW_LISTS: dict[str, frozenset[str]] = {
-    "SCANNING": MARKET_TOOLS,
-    "PLANNING": MARKET_TOOLS,
-    "ANALYZING": QUANT_TOOLS,
-    "DEBATE": NO_TOOLS,
-    "DECIDING": NO_TOOLS,
-    "VALIDATING": NO_TOOLS,
-    "EXECUTING": EXECUTION_TOOLS,
-    "MEMORIZING": NO_TOOLS,
-}
-
 
 def invoke_tool(name: str, args: dict[str, Any], *, state: str, config: RunnableConfig) -> Any:
     """Code-driven tool call (SCANNING, EXECUTING): same registry, same allow-list, same audit."""

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Optional, TypedDict
 
+# which state key holds which state's contract is a column of the state table
+from schemas.states import CONTRACT_KEYS  # noqa: F401
+
 
 class CycleInput(TypedDict, total=False):
     symbols: list[str]
@@ -33,15 +36,3 @@ class CycleState(CycleInput, total=False):
     error: Optional[dict[str, Any]]
     last_state: str
 
-
-# which state key holds which state's contract
-CONTRACT_KEYS = {
-    "SCANNING": "scan",
-    "PLANNING": "plan",
-    "ANALYZING": "quant",
-    "DEBATE": "debate",
-    "DECIDING": "decision",
-    "VALIDATING": "validation",
-    "EXECUTING": "execution",
-    "MEMORIZING": "memory",
-}

@@ -1,6 +1,6 @@
 """The Pydantic contracts. This package imports nothing else of ours."""
 from schemas.analysis import AnalystNote, QuantAnswer, QuantReport, SymbolPanel
-from schemas.base import SCHEMA_VERSION, STATES
+from schemas.base import SCHEMA_VERSION
 from schemas.debate import DebateCase, DebateReport, DebateResult, ManagerVerdict
 from schemas.decision import Decision, DecisionResult, ExecutedTrade, Order, PortfolioDecision, TradeThesis
 from schemas.events import StateEvent
@@ -12,17 +12,7 @@ from schemas.plan import Plan
 from schemas.portfolio import PortfolioSnapshot, Position
 from schemas.validation import DecisionValidation, RiskCheck
 
-# the contract each state writes into the graph state
-STATE_CONTRACTS = {
-    "SCANNING": MarketScan,
-    "PLANNING": Plan,
-    "ANALYZING": QuantReport,
-    "DEBATE": DebateReport,
-    "DECIDING": PortfolioDecision,
-    "VALIDATING": DecisionValidation,
-    "EXECUTING": ExecutionResult,
-    "MEMORIZING": AgentMemory,
-}
+from schemas.states import STATE_CONTRACTS, STATES  # noqa: E402 - the state table, defined once
 
 # every model whose JSON Schema `tradegraph schemas` writes
 ALL_CONTRACTS = {

@@ -21,19 +21,6 @@ Direction = Literal["LONG", "SHORT"]
 ExitReason = Literal["stop", "target", "horizon", "signal"]
 Side = Literal["BUY", "SELL"]
 
-STATES = (
-    "SCANNING",
-    "PLANNING",
-    "ANALYZING",
-    "DEBATE",
-    "DECIDING",
-    "VALIDATING",
-    "EXECUTING",
-    "MEMORIZING",
-)
-StateName = Literal[
-    "SCANNING", "PLANNING", "ANALYZING", "DEBATE", "DECIDING", "VALIDATING", "EXECUTING", "MEMORIZING"
-]
 CycleStatus = Literal["completed", "rejected", "failed", "degraded"]
 
 

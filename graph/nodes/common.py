@@ -12,6 +12,11 @@ from pydantic import BaseModel
 
 from agent.audit_events import emit
 from graph.state import CONTRACT_KEYS, CycleState
+from schemas.states import STATE_SPECS
+
+
+# each state's node function, registered by the decorator below under its name in the state table
+NODE_FUNCTIONS: dict[str, Callable] = {}
 
 
 def state_node(name: str, gate: Optional[Callable[[CycleState, RunnableConfig], Optional[Command]]] = None) -> Callable:
@@ -36,6 +41,9 @@ def state_node(name: str, gate: Optional[Callable[[CycleState, RunnableConfig], 
                 # after EXECUTING recorded its result, a failure must not read as "nothing executed"
                 return fail(name, e, config, status=EXECUTED_WITH_ERRORS if state.get("execution") else "failed")
 
+        if name not in STATE_SPECS:
+            raise ValueError(f"state {name!r} is not in the state table (schemas/states.py)")
+        NODE_FUNCTIONS[name] = node
         return node
 
     return wrap

@@ -21,7 +21,8 @@ from typing import Any, Optional
 
 from database.connection import Store
 from graph.runner import SessionNotFound
-from schemas.base import SCHEMA_VERSION, STATES
+from schemas.base import SCHEMA_VERSION
+from schemas.states import STATES
 
 __all__ = ["SessionNotFound", "Session", "Cycle", "LlmCall", "ToolCall", "load_session", "build_session",
            "Divergence", "CycleVerdict", "VerifyReport", "SchemaVersionMismatch", "verify_session", "first_diff"]

@@ -6,7 +6,7 @@ import pytest
 from agent.config import RiskLimits
 
 from graph.runner import InputError, SessionNotFound, run_cycle
-from schemas.base import STATES
+from schemas.states import STATES
 from tests.helpers import events_of, mock_store, runtime_with
 
 

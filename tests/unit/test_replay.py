@@ -9,7 +9,7 @@ import pytest
 from database.connection import connect
 from graph.replay.session import SessionNotFound, first_diff, load_session, verify_session
 from graph.runner import run_cycle
-from schemas.base import STATES
+from schemas.states import STATES
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from schemas.base import STATES
+from schemas.states import STATES
 
 
 

@@ -1,0 +1,55 @@
+"""The one table of the state machine: each state's name, where its contract sits in the graph state, the
+contract it emits, the states it may hand off to, and the tools it may call.
+
+Everything else derives from it: the graph builder adds one node per row with these destinations (the node
+function registers itself by name, graph/nodes/common.py), the contract keys, the JSON Schemas per state, the
+tool allow-lists (the tools themselves are defined in agent/tools.py), the state order of replays and screens.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from schemas.analysis import QuantReport
+from schemas.base import Contract
+from schemas.debate import DebateReport
+from schemas.decision import PortfolioDecision
+from schemas.execution import ExecutionResult
+from schemas.market import MarketScan
+from schemas.memory import AgentMemory
+from schemas.plan import Plan
+from schemas.validation import DecisionValidation
+
+END = "__end__"  # LangGraph's END; every state may end the cycle (fail closed)
+
+MARKET_TOOLS = frozenset({"get_portfolio", "get_market_snapshot"})
+QUANT_TOOLS = frozenset({"get_indicators", "get_price_history", "get_news_features"})
+EXECUTION_TOOLS = frozenset({"submit_decision"})
+NO_TOOLS: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class StateSpec:
+    name: str
+    key: str
+    contract: type[Contract]
+    destinations: tuple[str, ...]
+    tools: frozenset[str]
+
+
+STATE_TABLE: tuple[StateSpec, ...] = (
+    StateSpec("SCANNING", "scan", MarketScan, ("PLANNING", END), MARKET_TOOLS),
+    StateSpec("PLANNING", "plan", Plan, ("ANALYZING", END), MARKET_TOOLS),
+    StateSpec("ANALYZING", "quant", QuantReport, ("DEBATE", END), QUANT_TOOLS),
+    StateSpec("DEBATE", "debate", DebateReport, ("DECIDING", END), NO_TOOLS),
+    StateSpec("DECIDING", "decision", PortfolioDecision, ("VALIDATING", END), NO_TOOLS),
+    # a failed validation goes straight to MEMORIZING: nothing executes
+    StateSpec("VALIDATING", "validation", DecisionValidation, ("EXECUTING", "MEMORIZING", END), NO_TOOLS),
+    StateSpec("EXECUTING", "execution", ExecutionResult, ("MEMORIZING", END), EXECUTION_TOOLS),
+    StateSpec("MEMORIZING", "memory", AgentMemory, (END,), NO_TOOLS),
+)
+
+STATES: tuple[str, ...] = tuple(s.name for s in STATE_TABLE)
+STATE_SPECS: dict[str, StateSpec] = {s.name: s for s in STATE_TABLE}
+STATE_CONTRACTS: dict[str, type[Contract]] = {s.name: s.contract for s in STATE_TABLE}
+CONTRACT_KEYS: dict[str, str] = {s.name: s.key for s in STATE_TABLE}
+ALLOW_LISTS: dict[str, frozenset[str]] = {s.name: s.tools for s in STATE_TABLE}

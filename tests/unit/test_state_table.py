@@ -1,0 +1,39 @@
+"""The state table is the one definition: every other view of the machine agrees with it."""
+from __future__ import annotations
+
+import typing
+
+from langgraph.types import Command
+
+from agent.tools import REGISTRY
+from graph.builder import build_graph
+from graph.nodes import NODE_FUNCTIONS
+from schemas.states import ALLOW_LISTS, STATE_TABLE
+
+
+def _annotated_destinations(fn) -> tuple[str, ...]:
+    hints = typing.get_type_hints(getattr(fn, "__wrapped__", fn))
+    ret = hints["return"]
+    assert typing.get_origin(ret) is Command, fn
+    (literal,) = typing.get_args(ret)
+    return typing.get_args(literal)
+
+
+def test_each_node_is_registered_and_announces_the_tables_destinations():
+    assert set(NODE_FUNCTIONS) == {s.name for s in STATE_TABLE}
+    for spec in STATE_TABLE:
+        assert _annotated_destinations(NODE_FUNCTIONS[spec.name]) == spec.destinations, spec.name
+
+
+def test_the_compiled_graph_has_the_tables_edges():
+    graph = build_graph().get_graph()
+    edges = {(e.source, e.target) for e in graph.edges}
+    for spec in STATE_TABLE:
+        for dest in spec.destinations:
+            assert (spec.name, dest) in edges, (spec.name, dest)
+
+
+def test_allow_lists_name_only_registered_tools_and_only_executing_may_execute():
+    for state, names in ALLOW_LISTS.items():
+        assert names <= set(REGISTRY), (state, names - set(REGISTRY))
+    assert [s for s, names in ALLOW_LISTS.items() if "submit_decision" in names] == ["EXECUTING"]
