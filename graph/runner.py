@@ -21,7 +21,7 @@ from graph.execution import PaperExecution
 from agent.memory.recall import RECALL_KEY
 from graph.manifest import build_manifest
 from graph.memory import MemoryBank, MemoryRecall
-from graph.runtime import AUDIT_WRITER_KEY, RUNTIME_KEY, CycleRuntime, default_runtime
+from graph.runtime import AUDIT_WRITER_KEY, CycleContext, CycleRuntime, default_runtime
 from graph.state import CONTRACT_KEYS
 from schemas.base import SCHEMA_VERSION
 from schemas.portfolio import PortfolioSnapshot
@@ -181,7 +181,7 @@ def cycle_run_config(runtime: CycleRuntime, *, thread_id: str, handler: Optional
                      writer: Optional[BufferedEventWriter], run_name: str, metadata: dict, session_id: str) -> dict:
     """The run config of one cycle; replay builds its own with this too, so it runs under the same rules
     (the token budget, recursion limit) as the recording."""
-    configurable = {RUNTIME_KEY: runtime, "thread_id": thread_id, AUDIT_WRITER_KEY: writer,
+    configurable = {"thread_id": thread_id, AUDIT_WRITER_KEY: writer,
                     RECALL_KEY: recall_for(runtime, session_id)}
     if runtime.config.token_budget:
         configurable[BUDGET_KEY] = TokenBudget(runtime.config.token_budget)
@@ -203,7 +203,7 @@ def _invoke(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_
                     "state": "RUNNER", "kind": "manifest", "schema_version": SCHEMA_VERSION,
                     "payload": build_manifest(runtime, inputs), "run_id": None, "parent_run_id": None})
     try:
-        final = graph.invoke(inputs, config)
+        final = graph.invoke(inputs, config, context=CycleContext(runtime))
     except BaseException as e:
         if writer is not None:
             # the crash itself is audited before it propagates; nothing of the cycle is lost

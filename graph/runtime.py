@@ -1,7 +1,7 @@
 """What a cycle runs with: configuration, data sources, models and the execution backend.
 
-It travels in `config["configurable"]["runtime"]`; a run without one (LangGraph Studio) gets
-the defaults built from the environment.
+It travels as the run's context (`CycleContext`, the graph's `context_schema`: `invoke(..., context=...)`), and
+nodes read it with `runtime_of`; a run without one (LangGraph Studio) gets the defaults built from the environment.
 """
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any, Callable, Optional, Protocol
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import get_runtime
 
 from agent.config import AgentConfig
 from agent.data.fundamentals import FundamentalsSource, default_fundamentals
@@ -25,7 +26,6 @@ from schemas.features import FeatureBundle
 from schemas.memory import ClosedTrade
 from schemas.portfolio import PortfolioSnapshot
 
-RUNTIME_KEY = "runtime"
 # the cycle's audit writer: EXECUTING waits on it (the durability barrier) before anything fills
 AUDIT_WRITER_KEY = "audit_writer"
 
@@ -88,6 +88,14 @@ class CycleRuntime:
                             cache=self.cache, profile=self.config.market)
 
 
+@dataclass
+class CycleContext:
+    """The graph's `context_schema`: what a run is given besides its input. The runner hands over the cycle's
+    runtime; a LangGraph Studio server, which can only send JSON, hands over nothing (the process default)."""
+
+    runtime: Optional[CycleRuntime] = None
+
+
 def default_runtime(config: Optional[AgentConfig] = None, execution: Optional[ExecutionBackend] = None,
                     **overrides: Any) -> CycleRuntime:
     return CycleRuntime(config=config or AgentConfig.from_env(), market=overrides.pop("market", None)
@@ -108,11 +116,16 @@ def set_default_runtime(rt: CycleRuntime) -> None:
 
 
 def runtime_of(config: RunnableConfig) -> CycleRuntime:
-    """The run's runtime; a run started without one (LangGraph Studio) uses the environment's defaults."""
+    """The run's runtime: the LangGraph run context (`graph.invoke(..., context=runtime)`, the graph's
+    `context_schema`); a run started without one (a LangGraph Studio server, which can only send JSON) uses the
+    process default built from the environment."""
     global _default
-    rt = (config or {}).get("configurable", {}).get(RUNTIME_KEY)
-    if rt is not None:
-        return rt
+    try:
+        context = get_runtime(CycleContext).context
+    except RuntimeError:  # called outside a graph run
+        context = None
+    if isinstance(context, CycleContext) and context.runtime is not None:
+        return context.runtime
     with _default_lock:
         if _default is None:
             _default = default_runtime()

@@ -431,7 +431,7 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
     from graph.replay.model import (RecordedRecall, RecordedResponses, ReplayChatModel, ReplayExecution,
                                     recorded_bundles, tier_models)
     from graph.runner import compiled_graph, cycle_run_config
-    from graph.runtime import default_runtime
+    from graph.runtime import CycleContext, default_runtime
     from graph.state import CONTRACT_KEYS
 
     scan = (cycle.contracts.get("SCANNING") or {}).get("data")
@@ -479,7 +479,7 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
                     "ts": time.time(), "state": "RUNNER", "kind": "manifest", "schema_version": SCHEMA_VERSION,
                     "payload": cycle.manifest, "run_id": None, "parent_run_id": None})
     try:
-        final = graph.invoke(inputs, run_config)
+        final = graph.invoke(inputs, run_config, context=CycleContext(rt))
         failure = final.get("error")
     except Exception as e:  # noqa: BLE001 - a crash is a divergence, reported like one
         final, failure = {}, {"state": "RUNNER", "type": type(e).__name__, "message": str(e)}
