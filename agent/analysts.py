@@ -59,7 +59,7 @@ def abstain(role: AnalystRole, symbol: str) -> AnalystNote:
                        model_used=ABSTAIN_MODEL)
 
 
-def run_analyst(role: AnalystRole, snap: MarketSnapshot, model: BaseChatModel, cfg: AgentConfig,
+def run_analyst(role: AnalystRole, snap: MarketSnapshot, model: BaseChatModel, settings: AgentConfig,
                 config: RunnableConfig) -> AnalystNote:
     evidence = analyst_evidence(role, snap)
     if evidence is None:
@@ -75,13 +75,13 @@ def run_analyst(role: AnalystRole, snap: MarketSnapshot, model: BaseChatModel, c
     model_name = getattr(model, "model_name", "") or ""
     notes = past_notes(config, role, snap)
     note = structured_pass(model, task_messages(f"analyst:{role}", evidence, notes=notes), AnalystNote,
-                           max_retries=cfg.max_repair_retries, config=config, method=cfg.structured_method,
+                           max_retries=settings.max_repair_retries, config=config, method=settings.structured_method,
                            expect_symbol=snap.symbol, check=same_role)
     note = note.model_copy(update={"model_used": model_name})
-    if note.confidence < cfg.self_critique_below:
+    if note.confidence < settings.self_critique_below:
         critique_ev = {**evidence, "note": note.model_dump(mode="json")}
         revised = structured_pass(model, task_messages(f"critique:{role}", critique_ev, notes=notes), AnalystNote,
-                                  max_retries=cfg.max_repair_retries, config=config, method=cfg.structured_method,
+                                  max_retries=settings.max_repair_retries, config=config, method=settings.structured_method,
                                   expect_symbol=snap.symbol, check=same_role)
         note = revised.model_copy(update={"model_used": model_name, "self_critiqued": True})
     return note
@@ -100,11 +100,11 @@ def cites(value: float | None, computed: float | None, min_decimals: int = 2) ->
 
 
 def run_quant(question: str, snap: MarketSnapshot, model: BaseChatModel, tools: dict[str, BaseTool],
-              allowed: frozenset[str], cfg: AgentConfig, config: RunnableConfig) -> QuantAnswer:
+              allowed: frozenset[str], settings: AgentConfig, config: RunnableConfig) -> QuantAnswer:
     tech = snap.bundle.technical.model_dump()
     evidence = {"symbol": snap.symbol, "as_of": snap.as_of, "question": question, "technical": tech}
     messages = task_messages("quant", evidence, notes=past_notes(config, "quant", snap))
-    messages = tool_pass(model, messages, tools, allowed, state="ANALYZING", max_steps=cfg.max_tool_steps,
+    messages = tool_pass(model, messages, tools, allowed, state="ANALYZING", max_steps=settings.max_tool_steps,
                          config=config)
 
     def cites_only_bundle(ans: QuantAnswer) -> None:
@@ -116,5 +116,5 @@ def run_quant(question: str, snap: MarketSnapshot, model: BaseChatModel, tools: 
             if not cites(value, tech[name]):
                 raise ValueError(f"metric {name}={value} differs from the computed value {tech[name]}")
 
-    return structured_pass(model, messages, QuantAnswer, max_retries=cfg.max_repair_retries, config=config,
-                           method=cfg.structured_method, expect_symbol=snap.symbol, check=cites_only_bundle)
+    return structured_pass(model, messages, QuantAnswer, max_retries=settings.max_repair_retries, config=config,
+                           method=settings.structured_method, expect_symbol=snap.symbol, check=cites_only_bundle)

@@ -22,7 +22,7 @@ def _brief(n: AnalystNote) -> dict:
             "key_points": n.key_points[:2], "abstained": n.model_used == ABSTAIN_MODEL}
 
 
-def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, cfg: AgentConfig,
+def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, settings: AgentConfig,
                config: RunnableConfig) -> DebateResult:
     sym = snap.symbol
     if not any(takes_side(n) for n in panel.notes):
@@ -45,8 +45,8 @@ def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, c
             if c.side != side:
                 raise ValueError(f"side must be {side!r}, got {c.side!r}")
 
-        return structured_pass(model, task_messages(task, evidence, notes=recalled[side]), DebateCase, max_retries=cfg.max_repair_retries,
-                               config=config, method=cfg.structured_method, expect_symbol=sym, check=right_side)
+        return structured_pass(model, task_messages(task, evidence, notes=recalled[side]), DebateCase, max_retries=settings.max_repair_retries,
+                               config=config, method=settings.structured_method, expect_symbol=sym, check=right_side)
 
     def bear_points():
         return [p for n in bears for p in n["key_points"]]
@@ -59,7 +59,7 @@ def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, c
                                            "opposing_points": bear_points()}),
         "bear": lambda: ask("bear_build", {**base, "notes": bears, "key_points": key_points,
                                            "opposing_points": bull_points()}),
-    }, parallel=cfg.parallel_llm)
+    }, parallel=settings.parallel_llm)
     bull, bear = build["bull"], build["bear"]
 
     fallbacks: list[str] = []
@@ -76,13 +76,13 @@ def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, c
             return own
 
     rebutted = run_parallel({"bull": lambda: rebut("bull", bull, bear), "bear": lambda: rebut("bear", bear, bull)},
-                            parallel=cfg.parallel_llm)
+                            parallel=settings.parallel_llm)
 
     verdict = structured_pass(
         model, task_messages("manager", {**base, "notes": [_brief(n) for n in panel.notes],
                                          "bull": rebutted["bull"].model_dump(), "bear": rebutted["bear"].model_dump()},
                              notes=past_notes(config, "manager", snap)),
-        ManagerVerdict, max_retries=cfg.max_repair_retries, config=config, method=cfg.structured_method,
+        ManagerVerdict, max_retries=settings.max_repair_retries, config=config, method=settings.structured_method,
         expect_symbol=sym)
     conviction, share = calibrate(verdict.conviction, panel.notes, verdict.winner)
     return DebateResult(symbol=sym, winner=verdict.winner, conviction=conviction, raw_conviction=verdict.conviction,

@@ -32,7 +32,7 @@ def memory_record(t: ClosedTrade, outcome: str, signal: str, critique: str, less
             f"{t.return_pct:+.2f}%: {outcome}, thesis {signal.lower()}. {critique} {learned}")[:2000]
 
 
-def review_trade(trade: ClosedTrade, model, cfg: AgentConfig, config: RunnableConfig) -> TradeReview:
+def review_trade(trade: ClosedTrade, model, settings: AgentConfig, config: RunnableConfig) -> TradeReview:
     outcome, signal = outcome_of(trade)
     facts = {"outcome": outcome, "realized_pnl": trade.realized_pnl, "signal_evolution": signal}
     evidence = {"symbol": trade.symbol, "direction": trade.direction, "conviction": trade.conviction,
@@ -42,7 +42,7 @@ def review_trade(trade: ClosedTrade, model, cfg: AgentConfig, config: RunnableCo
                            "closed": trade.closed, "sessions_held": trade.sessions_held,
                            "return_pct": trade.return_pct, **facts}}
     drafted = structured_pass(model, task_messages("reviewer", evidence), TradeReview,
-                              max_retries=cfg.max_repair_retries, config=config, method=cfg.structured_method,
+                              max_retries=settings.max_repair_retries, config=config, method=settings.structured_method,
                               expect_symbol=trade.symbol)
     # whatever the model wrote in the factual fields is replaced by the numbers
     return drafted.model_copy(update={

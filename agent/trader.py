@@ -20,11 +20,11 @@ from schemas.market import MarketSnapshot
 from schemas.portfolio import PortfolioSnapshot
 
 
-def trader_tier(debate: DebateResult, cfg: AgentConfig) -> str:
-    return "deep" if debate.conviction >= cfg.deep_tier_conviction else "quick"
+def trader_tier(debate: DebateResult, settings: AgentConfig) -> str:
+    return "deep" if debate.conviction >= settings.deep_tier_conviction else "quick"
 
 
-def run_trader(debate: DebateResult, panel: SymbolPanel, snap: MarketSnapshot, model, cfg: AgentConfig,
+def run_trader(debate: DebateResult, panel: SymbolPanel, snap: MarketSnapshot, model, settings: AgentConfig,
                config: RunnableConfig) -> TradeThesis:
     t = snap.bundle.technical
     evidence = {
@@ -43,7 +43,7 @@ def run_trader(debate: DebateResult, panel: SymbolPanel, snap: MarketSnapshot, m
 
     thesis = structured_pass(model, task_messages("trader", evidence, notes=past_notes(config, "trader", snap)),
                              TradeThesis,
-                             max_retries=cfg.max_repair_retries, config=config, method=cfg.structured_method,
+                             max_retries=settings.max_repair_retries, config=config, method=settings.structured_method,
                              expect_symbol=snap.symbol, check=follows_debate)
     # code owns conviction and prices: the model's numbers here are advisory at most
     thesis = anchor_prices(thesis.model_copy(update={"conviction": debate.conviction}), snap.price, t.atr14)
@@ -52,29 +52,29 @@ def run_trader(debate: DebateResult, panel: SymbolPanel, snap: MarketSnapshot, m
 
 
 def orders_for(theses: list[TradeThesis], portfolio: PortfolioSnapshot, prices: dict[str, float],
-               cfg: AgentConfig, as_of: str | None = None, setups: dict[str, list[str]] | None = None) -> list[Order]:
+               settings: AgentConfig, as_of: str | None = None, setups: dict[str, list[str]] | None = None) -> list[Order]:
     """Long-only book: LONG opens a sized position when flat; SHORT closes a held one; otherwise hold.
 
     Sizing stays within every limit the risk engine checks, by asking the engine itself: each buy starts
     at the risk-based size in whole lots of the market and shrinks to the most lots with which the decision
     so far still passes, or is left out when not even one lot would (the thesis stays on the record). So
     the engine never meets an order the sizer knew it must reject, and one such order cannot sink the rest."""
-    lot = 1 if get_profile(cfg.market).fractional else get_profile(cfg.market).lot_size
+    lot = 1 if get_profile(settings.market).fractional else get_profile(settings.market).lot_size
     capital = equity(portfolio, prices)
     by_symbol = {t.symbol: t for t in theses}
     orders = [Order(symbol=t.symbol, side="SELL", quantity=portfolio.quantity(t.symbol))
               for t in theses if t.direction == "SHORT" and portfolio.quantity(t.symbol) > 0]
     for th in sorted((t for t in theses if t.direction == "LONG" and portfolio.quantity(t.symbol) == 0),
                      key=lambda t: -t.conviction):
-        qty = size_position(capital, cfg.risk.risk_per_trade_pct, th.entry, th.stop) // lot * lot
+        qty = size_position(capital, settings.risk.risk_per_trade_pct, th.entry, th.stop) // lot * lot
         # the cap in closed form first (a tight stop can size far past it), then the engine decides
-        qty = min(qty, math.floor(capital * cfg.risk.max_notional_pct / 100 / prices[th.symbol] / lot) * lot)
+        qty = min(qty, math.floor(capital * settings.risk.max_notional_pct / 100 / prices[th.symbol] / lot) * lot)
         # the largest number of lots the engine accepts (every check is monotone in the quantity)
         lo, hi = 0, int(qty // lot)
         while lo < hi:
             mid = (lo + hi + 1) // 2
             if _passes(orders + [Order(symbol=th.symbol, side="BUY", quantity=mid * lot)], by_symbol, portfolio,
-                       prices, cfg, as_of):
+                       prices, settings, as_of):
                 lo = mid
             else:
                 hi = mid - 1
@@ -87,6 +87,6 @@ def orders_for(theses: list[TradeThesis], portfolio: PortfolioSnapshot, prices: 
 
 
 def _passes(orders: list[Order], theses: dict[str, TradeThesis], portfolio: PortfolioSnapshot,
-            prices: dict[str, float], cfg: AgentConfig, as_of: str | None) -> bool:
+            prices: dict[str, float], settings: AgentConfig, as_of: str | None) -> bool:
     decision = PortfolioDecision(theses=[theses[o.symbol] for o in orders], orders=orders, rationale="sizing")
-    return evaluate(risk_input(decision, portfolio, prices, as_of), cfg.risk).passed
+    return evaluate(risk_input(decision, portfolio, prices, as_of), settings.risk).passed

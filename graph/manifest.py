@@ -80,13 +80,13 @@ def _code_identity() -> dict[str, Any]:
 
 
 def build_manifest(runtime, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
-    cfg: AgentConfig = runtime.config
+    settings: AgentConfig = runtime.config
     base_url = os.environ.get("OPENAI_BASE_URL") or ""
     manifest = {
-        "config": dataclasses.asdict(cfg),
-        "market_profile": _profile(cfg.market),
+        "config": dataclasses.asdict(settings),
+        "market_profile": _profile(settings.market),
         # the SDK's default endpoint when none is set; credentials in the URL never leave it
-        "model_endpoint_host": urlparse(base_url or OPENAI_DEFAULT_URL).hostname if cfg.provider != "offline" else None,
+        "model_endpoint_host": urlparse(base_url or OPENAI_DEFAULT_URL).hostname if settings.provider != "offline" else None,
         "prompts": {"system": _sha(BASE_SYSTEM), **{k: _sha(v) for k, v in sorted(ROLE_INSTRUCTIONS.items())}},
         **copy.deepcopy(_code_identity()),
         "data": {"market": _data_source(runtime.market), "news": _data_source(runtime.news),
@@ -145,11 +145,11 @@ def manifest_differences(recorded: dict[str, Any], current: dict[str, Any], path
 
 def summary_line(m: dict) -> str:
     """The recorded configuration in one line: provider, models, market, the limits that size orders, data."""
-    cfg, risk = m.get("config") or {}, (m.get("config") or {}).get("risk") or {}
+    settings, risk = m.get("config") or {}, (m.get("config") or {}).get("risk") or {}
     data = ", ".join(f"{k} {Path(str(v.get('source'))).name}" + (f" ({v['sha256'][:10]})" if v.get("sha256") else "")
                      for k, v in (m.get("data") or {}).items())
-    return (f"{cfg.get('provider')} {cfg.get('quick_model')}/{cfg.get('deep_model')}"
+    return (f"{settings.get('provider')} {settings.get('quick_model')}/{settings.get('deep_model')}"
             + (f" @ {m['model_endpoint_host']}" if m.get("model_endpoint_host") else "")
-            + f" · market {cfg.get('market')} · fees {cfg.get('fees_bps')} bps, slippage {cfg.get('slippage_bps')} bps"
+            + f" · market {settings.get('market')} · fees {settings.get('fees_bps')} bps, slippage {settings.get('slippage_bps')} bps"
             + f" · max_notional {risk.get('max_notional_pct')}%, risk/trade {risk.get('risk_per_trade_pct')}%"
-            + f" · budget {cfg.get('token_budget') or 'none'} · data: {data}")
+            + f" · budget {settings.get('token_budget') or 'none'} · data: {data}")

@@ -199,9 +199,9 @@ class _Progress:
 # ---------------------------------------------------------------- the loop
 def episode_runtime(config: EpisodeConfig, runtime: Optional[CycleRuntime], sim: SimulationExecution) -> CycleRuntime:
     base = runtime or default_runtime(AgentConfig.from_env())
-    agent_cfg = dataclasses.replace(base.config, starting_cash=config.initial_cash, fees_bps=config.fees_bps,
+    settings = dataclasses.replace(base.config, starting_cash=config.initial_cash, fees_bps=config.fees_bps,
                                     slippage_bps=config.slippage_bps, market=config.market, memory=config.memory)
-    return dataclasses.replace(base, config=agent_cfg, execution=sim, run_id=config.episode_id, _models={},
+    return dataclasses.replace(base, config=settings, execution=sim, run_id=config.episode_id, _models={},
                                _lock=threading.Lock())
 
 

@@ -31,29 +31,29 @@ def analyzing(state: CycleState, config: RunnableConfig) -> Command[Literal["DEB
     rt = runtime_of(config)
     scan = MarketScan.model_validate(state["scan"])
     plan = Plan.model_validate(state["plan"])
-    cfg = with_tools(config, scan_context(scan))
+    tool_config = with_tools(config, scan_context(scan))
     model = rt.model("quick")
 
     def analyst(role, snap):
         def go():
             try:
-                return run_analyst(role, snap, model, rt.config, cfg)
+                return run_analyst(role, snap, model, rt.config, tool_config)
             except TickerGuardError:
                 raise
             except ContractError as e:  # one analyst failing costs a vote, not the cycle (quorum decides)
                 emit("error", {"type": "analyst_failed", "symbol": snap.symbol, "analyst": role,
-                               "message": str(e)}, cfg)
+                               "message": str(e)}, tool_config)
                 return None
         return go
 
     def quant(snap):
         def go():
             try:
-                return run_quant(plan.quant_question, snap, model, REGISTRY, ALLOW_LISTS["ANALYZING"], rt.config, cfg)
+                return run_quant(plan.quant_question, snap, model, REGISTRY, ALLOW_LISTS["ANALYZING"], rt.config, tool_config)
             except TickerGuardError:
                 raise
             except ContractError as e:  # isolated like an analyst: this symbol loses its quant answer, no more
-                emit("error", {"type": "quant_failed", "symbol": snap.symbol, "message": str(e)}, cfg)
+                emit("error", {"type": "quant_failed", "symbol": snap.symbol, "message": str(e)}, tool_config)
                 return None
         return go
 

@@ -27,7 +27,7 @@ def scan_context(scan: MarketScan, executor=None) -> ToolContext:
 def planning(state: CycleState, config: RunnableConfig) -> Command[Literal["ANALYZING", "__end__"]]:
     rt = runtime_of(config)
     scan = MarketScan.model_validate(state["scan"])
-    cfg = with_tools(config, scan_context(scan))
+    tool_config = with_tools(config, scan_context(scan))
     evidence = {
         "as_of": scan.as_of,
         "symbols": scan.universe,
@@ -44,7 +44,7 @@ def planning(state: CycleState, config: RunnableConfig) -> Command[Literal["ANAL
                                   for i in items]
     model = rt.model("quick")
     messages = tool_pass(model, task_messages("planning", evidence), REGISTRY, ALLOW_LISTS["PLANNING"],
-                         state="PLANNING", max_steps=rt.config.max_tool_steps, config=cfg)
+                         state="PLANNING", max_steps=rt.config.max_tool_steps, config=tool_config)
 
     def assets_in_universe(plan: Plan) -> None:
         outside = [a for a in plan.assets if a not in scan.universe]
@@ -52,6 +52,6 @@ def planning(state: CycleState, config: RunnableConfig) -> Command[Literal["ANAL
             raise ValueError(f"assets {', '.join(outside)} are not in this cycle's universe "
                              f"({', '.join(scan.universe)})")
 
-    plan = structured_pass(model, messages, Plan, max_retries=rt.config.max_repair_retries, config=cfg,
+    plan = structured_pass(model, messages, Plan, max_retries=rt.config.max_repair_retries, config=tool_config,
                            method=rt.config.structured_method, check=assets_in_universe)
     return done("PLANNING", plan, "ANALYZING", config)

@@ -32,10 +32,10 @@ def scanning(state: CycleState, config: RunnableConfig) -> Command[Literal["PLAN
     exits, portfolio, settled = close_on_levels(rt, {**state, **ids}, portfolio, config)
     ctx = ToolContext(as_of=as_of, universe=symbols, portfolio=portfolio,
                       bundle_factory=lambda s: rt.bundle(s, as_of))
-    cfg = with_tools(config, ctx)
+    tool_config = with_tools(config, ctx)
     # the scan reads the market through the registered tools, so its data access is audited like any other
-    invoke_tool("get_portfolio", {}, state="SCANNING", config=cfg)
-    invoke_tool("get_market_snapshot", {"symbols": symbols}, state="SCANNING", config=cfg)
+    invoke_tool("get_portfolio", {}, state="SCANNING", config=tool_config)
+    invoke_tool("get_market_snapshot", {"symbols": symbols}, state="SCANNING", config=tool_config)
     snapshots = []
     for s in symbols:
         b = ctx.bundle(s)

@@ -442,16 +442,16 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
     notes: list[str] = []
     differences: list[str] = []
     if cycle.manifest is not None:  # re-execute with what the cycle ran with, and say where today differs
-        cfg = config or replace(config_from_manifest(cycle.manifest), quick_model=quick, deep_model=deep)
+        settings = config or replace(config_from_manifest(cycle.manifest), quick_model=quick, deep_model=deep)
         differences = manifest_differences(cycle.manifest, today)
     else:
-        cfg = config or AgentConfig.from_env(quick_model=quick, deep_model=deep)
+        settings = config or AgentConfig.from_env(quick_model=quick, deep_model=deep)
         notes.append("no manifest recorded (an older session): re-executed with today's configuration")
     responses = RecordedResponses(cycle.llm_calls)
     models = {"quick": ReplayChatModel(model_name=quick, responses=responses),
               "deep": ReplayChatModel(model_name=deep, responses=responses)}
     execution = (cycle.contracts.get("EXECUTING") or {}).get("data")
-    rt = default_runtime(cfg, execution=ReplayExecution(execution), model_factory=lambda _cfg, tier: models[tier],
+    rt = default_runtime(settings, execution=ReplayExecution(execution), model_factory=lambda _cfg, tier: models[tier],
                          bundle_source=recorded_bundles(scan), recorded_scan=scan, recorded_approval=cycle.approval,
                          recorded_recall=(recall := RecordedRecall(cycle.retrievals)))
     # the recorded inputs (a backtest's Case included), the same cycle_id and the ORIGINAL session id in the
