@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from graph.kernel import models as m
 from graph.kernel.errors import Forbidden, NotFound
-from graph.kernel.policy import Policy
+from graph.kernel.policy import ALWAYS_EXECUTES, Policy
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def _cycle_output(out, disabled: Optional[str]) -> m.CycleOutput:
     return m.CycleOutput(session_id=out.session_id, cycle_id=out.cycle_id, status=out.status,
                          contracts=_jsonable(out.contracts), events=out.events, audit_error=out.audit_error,
                          error=_jsonable(out.error), llm_calls=out.llm_calls, tokens=dict(out.tokens),
-                         execution_disabled=disabled)
+                         execution_disabled=disabled, notes=_jsonable(out.notes))
 
 
 @capability(m.RunCycleInput, m.CycleOutput, moves_book=True)
@@ -86,8 +86,9 @@ def approve(ctx: Context, inp: m.ApproveInput) -> m.CycleOutput:
     refusal = ctx.policy.execution_refusal()
     if refusal is not None and inp.approved:  # rejecting moves nothing: allowed everywhere
         raise Forbidden(f"approve refused: {refusal}", field="approved")
-    out = approve_cycle(inp.session_id, store=ctx.store, approved=inp.approved,
-                        by=f"{inp.by} (via {ctx.policy.transport})", runtime=ctx.runtime(None))
+    # a network caller is audited with its transport; a person at this machine by name alone
+    by = inp.by if ctx.policy.transport in ALWAYS_EXECUTES else f"{inp.by} (via {ctx.policy.transport})"
+    out = approve_cycle(inp.session_id, store=ctx.store, approved=inp.approved, by=by, runtime=ctx.runtime(None))
     return _cycle_output(out, None)
 
 

@@ -36,7 +36,9 @@ class Kernel:
         env = os.environ if env is None else env
         # read once at start: a policy does not change under a running server
         self.policies = {t: Policy.for_transport(t, env) for t in TRANSPORTS}
-        self.tasks = TaskManager(store, self.runtime_factory, experiments_dir, **(task_options or {}))
+        # no store: only the capabilities that read none (features, contract_schemas) can run, as the CLI does
+        self.tasks = (TaskManager(store, self.runtime_factory, experiments_dir, **(task_options or {}))
+                      if store is not None else None)
 
     @classmethod
     def open(cls, uri: Optional[str] = None, **options: Any) -> "Kernel":

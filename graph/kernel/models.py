@@ -61,6 +61,12 @@ class CycleOutput(Output):
     tokens: dict[str, int] = Field(default_factory=dict)
     # set when this transport may not execute: why the cycle stopped before EXECUTING
     execution_disabled: Optional[str] = None
+    notes: list[dict[str, Any]] = Field(default_factory=list, description="the past notes each agent recalled "
+                                        "(agent, symbol, query, filter, hits), as audited")
+
+    def summary(self) -> dict[str, Any]:
+        """What `tradegraph run --json` prints."""
+        return self.model_dump(include={"session_id", "cycle_id", "status", "contracts", "events", "audit_error"})
 
 
 # ---------------------------------------------------------------- audit log

@@ -24,3 +24,20 @@ def open_store(uri: Optional[str]):
 
 def _print_json(obj: Any) -> None:
     print(json.dumps(obj, default=str, sort_keys=False))
+
+
+def kernel_call(db: Optional[str], name: str, *, needs_store: bool = True, **args: Any) -> Any:
+    """Run a capability through the kernel as the `cli` transport: the same input models, policy and error
+    mapping as HTTP and MCP; a kernel error becomes its exit code and one line. A capability that reads no
+    store (features, schemas) runs without opening one."""
+    from graph.kernel.core import Kernel
+    from graph.kernel.errors import KernelError, exit_code
+
+    store = open_store(db) if needs_store else None
+    try:
+        return Kernel(store).call(name, args, transport="cli")
+    except KernelError as e:
+        raise CliError(e.message, exit_code(e)) from None
+    finally:
+        if store is not None:
+            store.close()

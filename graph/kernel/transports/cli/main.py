@@ -13,36 +13,28 @@ from schemas.events import EVENT_KINDS
 
 from graph.kernel.transports.cli import backtest, memory, replay
 from graph.kernel.transports.cli.common import (EXIT_EXECUTED_WITH_ERRORS, EXIT_FAILED, EXIT_INPUT, EXIT_OK,
-                                                EXIT_STORE, CliError, _print_json, open_store)
+                                                EXIT_STORE, CliError, _print_json, kernel_call, open_store)
 
 __all__ = ["main", "build_parser", "cycle_exit_code", "CliError", "open_store", "EXIT_OK", "EXIT_FAILED",
            "EXIT_INPUT", "EXIT_STORE", "EXIT_EXECUTED_WITH_ERRORS"]
 
 
 # ------------------------------------------------------------------ run / approve
-def _cycle_command(args, call) -> int:
-    """Shared shell of `run` and `approve`: config, store, input errors → exit 2, the approval screen."""
+def _cycle_command(args, capability: str, **inputs) -> int:
+    """Shared shell of `run` and `approve`: the configuration checked first (a bad setting is exit 2, before any
+    store is opened), the capability through the kernel, the approval screen."""
     from agent.config import AgentConfig, ConfigError
     from graph.kernel.transports.cli.render import print_cycle
-    from graph.runner import InputError
-    from graph.runtime import default_runtime
 
     try:
-        runtime = default_runtime(AgentConfig.from_env(memory=getattr(args, "memory", None)))
+        AgentConfig.from_env(memory=getattr(args, "memory", None))
     except ConfigError as e:
         raise CliError(str(e)) from None
-    store = open_store(args.db)
-    try:
-        try:
-            out = call(store, runtime)
-        except InputError as e:
-            raise CliError(str(e)) from None
-        if args.json:
-            _print_json(out.summary())
-        else:
-            print_cycle(out)
-    finally:
-        store.close()
+    out = kernel_call(args.db, capability, **inputs)
+    if args.json:
+        _print_json(out.summary())
+    else:
+        print_cycle(out)
     if out.audit_error:  # the result above stands; its audit waits in the local spool
         print(f"tradegraph: error: {out.audit_error}", file=sys.stderr)
         return EXIT_STORE
@@ -59,67 +51,59 @@ def cycle_exit_code(status: str) -> int:
 
 
 def cmd_run(args) -> int:
-    from graph.runner import run_cycle
+    from graph.runner import InputError, parse_symbols
 
-    return _cycle_command(args, lambda store, rt: run_cycle(args.symbols, args.as_of, store=store,
-                                                            session_id=args.session, runtime=rt,
-                                                            approve=args.approve))
+    try:  # the flag's own syntax (a comma-separated list) is the CLI's; the kernel checks each symbol
+        symbols = parse_symbols(args.symbols)
+    except InputError as e:
+        raise CliError(str(e)) from None
+    return _cycle_command(args, "run_cycle", symbols=symbols, as_of=args.as_of, session_id=args.session,
+                          approve=args.approve, memory=args.memory)
 
 
 def cmd_approve(args) -> int:
     import getpass
 
-    from graph.runner import approve_cycle
+    return _cycle_command(args, "approve", session_id=args.session_id, approved=not args.reject,
+                          by=args.by or getpass.getuser())
 
-    return _cycle_command(args, lambda store, rt: approve_cycle(args.session_id, store=store,
-                                                                approved=not args.reject,
-                                                                by=args.by or getpass.getuser(), runtime=rt))
+
+# events are read a page at a time: a long session never sits in memory twice
+EVENTS_PAGE = 5000
 
 
 def cmd_events(args) -> int:
-    store = open_store(args.db)
-    try:
-        if not store.events.exists(args.session_id):
-            raise CliError(f"unknown session '{args.session_id}'")
-        for ev in store.events.read(args.session_id, kind=args.kind):
+    offset = 0
+    while True:
+        page = kernel_call(args.db, "read_events", session_id=args.session_id, kind=args.kind, offset=offset,
+                           limit=EVENTS_PAGE)
+        for ev in page.events:
             print(json.dumps(ev, default=str))
-    finally:
-        store.close()
-    return EXIT_OK
+        offset += len(page.events)
+        if not page.events or offset >= page.total:
+            return EXIT_OK
 
 
 def cmd_sessions(args) -> int:
-    store = open_store(args.db)
-    try:
-        for s in store.events.sessions(limit=args.limit):
-            print(json.dumps(s, default=str))
-    finally:
-        store.close()
+    for s in kernel_call(args.db, "list_sessions", limit=args.limit).sessions:
+        print(json.dumps(s.model_dump(mode="json"), default=str))
     return EXIT_OK
 
 
 def cmd_schemas(args) -> int:
-    from schemas import ALL_CONTRACTS
-
+    schemas = kernel_call(None, "contract_schemas", needs_store=False).schemas
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for name, model in ALL_CONTRACTS.items():
-        (out / f"{name}.schema.json").write_text(json.dumps(model.model_json_schema(), indent=2) + "\n")
-    print(f"wrote {len(ALL_CONTRACTS)} JSON Schemas to {out}")
+    for name, schema in schemas.items():
+        (out / f"{name}.schema.json").write_text(json.dumps(schema, indent=2) + "\n")
+    print(f"wrote {len(schemas)} JSON Schemas to {out}")
     return EXIT_OK
 
 
 def cmd_features(args) -> int:
-    from agent.data.market import DataError, default_market_data, validate_as_of
-    from agent.features.bundle import build_bundle
     from graph.kernel.transports.cli.render import print_bundle
 
-    symbol = args.symbol.strip().upper()
-    try:
-        validate_as_of(default_market_data(), [symbol], args.as_of, args.market)
-    except DataError as e:
-        raise CliError(str(e)) from None
-    bundle = build_bundle(symbol, args.as_of, profile=args.market)
+    bundle = kernel_call(None, "features", needs_store=False, symbol=args.symbol.strip(), as_of=args.as_of, market=args.market)
     if args.json:
         print(bundle.model_dump_json())
     else:

@@ -1,4 +1,7 @@
-"""`tradegraph memory list|search|forget`: what the agents can recall, as they would recall it."""
+"""`tradegraph memory list|search|forget`: what the agents can recall, as they would recall it.
+
+`search` is the kernel's `memory_search`, as over HTTP and MCP. `list` and `forget` read and delete the store
+directly: they are for the person at this machine, and forgetting is deliberately not offered to remote callers."""
 from __future__ import annotations
 
 import json
@@ -37,20 +40,14 @@ def cmd_list(args) -> int:
 
 
 def cmd_search(args) -> int:
-    from graph.memory import MemoryBank
+    from graph.kernel.transports.cli.common import kernel_call
 
     as_of = _date(args.as_of, "--as-of")
-    store = _store(args)
-    try:
-        bank = MemoryBank(store.memories)
-        bank.refresh()
-        hits = bank.search(args.text, symbol=args.symbol.upper(), before=as_of, session_id=args.session, k=args.k)
-    finally:
-        store.close()
+    found = kernel_call(args.db, "memory_search", symbol=args.symbol, query=args.text, as_of=as_of,
+                        session_id=args.session, k=args.k)
+    hits = found.hits
     if args.json:
-        print(json.dumps({"query": args.text, "filter": {"symbol": args.symbol.upper(), "known_before": as_of,
-                                                         "session_id": args.session, "k": args.k},
-                          "hits": [h.model_dump(mode="json") for h in hits]}))
+        print(found.model_dump_json())
         return 0
     if not hits:
         print(f"no memory of {args.symbol.upper()} known before {as_of} shares a term with {args.text!r}")
