@@ -2,19 +2,26 @@
 
 Filters first (symbol, known strictly before the cycle's date, session), then a relevance floor (a record
 must share a word with the query), then each side ranks the survivors; ties break by memory id. The order
-records were added in changes nothing: each corpus is kept sorted by id.
+records were added in changes nothing: each corpus is kept sorted.
 
-The index is partitioned by symbol, because every agent's recall filters on one: a search reads only that
-symbol's records, and adding a memory re-indexes only its symbol's partition (bm25s has no incremental add).
-BM25's statistics (idf, average length) are therefore those of the symbol's own memories. A search with no
-symbol uses one partition over everything, built when first asked for.
+Point in time covers the ranking too, not only the hits. BM25's statistics (document count, document
+frequencies, average length) are those of the records the filters let through, never of the whole store:
+otherwise a lesson learned after the cycle's date, though never returned, would shift the idf and reorder
+what is returned (a rerun of a backtest would recall differently once the first run had written its
+lessons). So a search scores with a bm25s index over exactly its visible records: a "view". A partition
+(one symbol's records, since every agent's recall filters on one) is sorted by (known_at, memory_id), so the
+records known before a date are a prefix, and a view is keyed by (prefix length, session): every agent of a
+cycle, and every later cycle until a new memory is known, shares it. bm25s has no incremental add, so an add
+drops its symbol's partition and views; they are rebuilt on the next search.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Iterable, Optional
 
 import bm25s
 import numpy as np
+from bm25s.tokenization import Tokenized
 from langchain_core.embeddings import Embeddings
 
 from agent.memory.embeddings import HashedEmbeddings
@@ -22,42 +29,82 @@ from agent.memory.tokens import tokenize
 from schemas.memory import MemoryRecord, RetrievalHit
 
 RRF_K = 60
-_ALL = "\x00all"
+_ALL = "\x00all"  # the partition a search with no symbol reads
+_VIEWS_PER_PARTITION = 8  # a cycle asks for one date (two with a session filter); older dates are not asked again
 
 
 class _Partition:
-    """One searchable corpus: its records sorted by id, their filters as arrays, BM25 and the doc vectors."""
+    """One symbol's records sorted by (known_at, id): their filters as arrays, an inverted index of word ids
+    (the relevance floor), their rows of doc vectors, and the BM25 views built so far."""
 
-    def __init__(self, ids: list[str], records: dict[str, MemoryRecord], tokens: dict[str, list[str]],
-                 vectors: dict[str, np.ndarray]) -> None:
-        self.ids = sorted(ids)
-        recs = [records[i] for i in self.ids]
+    def __init__(self, records: list[MemoryRecord], token_ids: dict[str, list[int]], rows: dict[str, int],
+                 matrix: np.ndarray, vocab: dict[str, int]) -> None:
+        recs = sorted(records, key=lambda r: (r.known_at, r.memory_id))
         self.records = recs
-        self.symbol = np.array([r.symbol or "" for r in recs], dtype=object)
         self.known = np.array([r.known_at for r in recs], dtype="U10")
         self.session = np.array([r.session_id for r in recs], dtype=object)
-        self.matrix = np.vstack([vectors[i] for i in self.ids]) if self.ids else None
-        self.bm25 = bm25s.BM25()
-        if self.ids:
-            # our own tokens (a document with none still needs one entry for bm25s)
-            self.bm25.index([tokens[i] or ["_empty_"] for i in self.ids], show_progress=False)
+        ids = [r.memory_id for r in recs]
+        self.id_rank = np.empty(len(ids), dtype=np.int64)  # the tie-break: a record's place in memory-id order
+        self.id_rank[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+        self.matrix = matrix[[rows[i] for i in ids]] if ids else np.zeros((0, matrix.shape[1]), np.float32)
+        self.token_ids = [token_ids[i] for i in ids]
+        self.vocab = vocab
+        # postings: for each word id, the positions of the records holding it (sorted, each record once)
+        uniq = [np.unique(np.asarray(t, dtype=np.int64)) for t in self.token_ids]
+        words = np.concatenate(uniq) if uniq else np.zeros(0, np.int64)
+        pos = np.repeat(np.arange(len(uniq)), [len(u) for u in uniq])
+        order = np.argsort(words, kind="stable")
+        self.post_pos = pos[order]
+        self.n_words = len(vocab)  # the vocabulary grows with other symbols' adds: ids past this are in none here
+        self.post_ptr = np.searchsorted(words[order], np.arange(self.n_words + 1))
+        self.views: OrderedDict[tuple, tuple[np.ndarray, bm25s.BM25]] = OrderedDict()
+
+    def visible(self, before: Optional[str], session_id: Optional[str]) -> tuple[tuple, np.ndarray]:
+        # 'left': a record known on the date itself is not known before it
+        cut = len(self.records) if before is None else int(np.searchsorted(self.known, before, side="left"))
+        positions = np.arange(cut)
+        if session_id is not None:
+            positions = positions[self.session[:cut] == session_id]
+        return (cut, session_id), positions
+
+    def floor(self, words: list[int], positions: np.ndarray) -> np.ndarray:
+        """The visible records that hold at least one of the query's words, read from the postings."""
+        held = [self.post_pos[self.post_ptr[w]:self.post_ptr[w + 1]] for w in words]
+        if not held:
+            return np.zeros(0, np.int64)
+        return np.intersect1d(np.unique(np.concatenate(held)), positions, assume_unique=True)
+
+    def view(self, key: tuple, positions: np.ndarray) -> bm25s.BM25:
+        if key in self.views:
+            self.views.move_to_end(key)
+            return self.views[key][1]
+        bm25 = bm25s.BM25()
+        # our own word ids over our own vocabulary: tokenization stays ours, and no string is re-mapped
+        bm25.index(Tokenized(ids=[self.token_ids[p] for p in positions], vocab=self.vocab), show_progress=False)
+        self.views[key] = (positions, bm25)
+        if len(self.views) > _VIEWS_PER_PARTITION:
+            self.views.popitem(last=False)
+        return bm25
 
 
 class HybridIndex:
     def __init__(self, embeddings: Optional[Embeddings] = None, k_rrf: int = RRF_K) -> None:
         self.embeddings = embeddings or HashedEmbeddings()
         self.k_rrf = k_rrf
-        self._records: dict[str, MemoryRecord] = {}
-        self._tokens: dict[str, list[str]] = {}
-        self._vectors: dict[str, np.ndarray] = {}
-        self._by_symbol: dict[str, set[str]] = {}
-        self._parts: dict[str, _Partition] = {}  # built partitions; a change drops the affected ones
+        self.reset([])
 
     def __len__(self) -> int:
         return len(self._records)
 
     def reset(self, records: Iterable[MemoryRecord]) -> None:
-        self._records, self._tokens, self._vectors, self._by_symbol, self._parts = {}, {}, {}, {}, {}
+        self._records: dict[str, MemoryRecord] = {}
+        self._token_ids: dict[str, list[int]] = {}
+        self._vocab: dict[str, int] = {}  # grows only: a word keeps its id for the index's life
+        self._rows: dict[str, int] = {}  # memory id -> its row of self._matrix (rows are appended, never moved)
+        self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._n_rows = 0
+        self._by_symbol: dict[str, set[str]] = {}
+        self._parts: dict[str, _Partition] = {}
         self.add(records)
 
     def add(self, records: Iterable[MemoryRecord]) -> None:
@@ -69,22 +116,32 @@ class HybridIndex:
             seen.add(r.memory_id)
         if not new:
             return
-        vectors = self.embeddings.embed_documents([r.text for r in new])
-        for r, v in zip(new, vectors):
+        self._append_rows(_unit(np.asarray(self.embeddings.embed_documents([r.text for r in new]), dtype=np.float32)))
+        for j, r in enumerate(new):
             self._records[r.memory_id] = r
-            self._tokens[r.memory_id] = tokenize(r.text)
-            self._vectors[r.memory_id] = np.asarray(v, dtype=np.float32)
+            self._token_ids[r.memory_id] = [self._vocab.setdefault(w, len(self._vocab)) for w in tokenize(r.text)]
+            self._rows[r.memory_id] = self._n_rows - len(new) + j
             self._by_symbol.setdefault(r.symbol or "", set()).add(r.memory_id)
             self._parts.pop(r.symbol or "", None)
         self._parts.pop(_ALL, None)
+
+    def _append_rows(self, vectors: np.ndarray) -> None:
+        need = self._n_rows + len(vectors)
+        if self._matrix.shape[1] != vectors.shape[1] and self._n_rows == 0:
+            self._matrix = np.zeros((0, vectors.shape[1]), dtype=np.float32)
+        if need > len(self._matrix):  # capacity doubles: appending n rows costs O(n) amortised
+            grown = np.zeros((max(need, 2 * len(self._matrix), 64), vectors.shape[1]), dtype=np.float32)
+            grown[:self._n_rows] = self._matrix[:self._n_rows]
+            self._matrix = grown
+        self._matrix[self._n_rows:need] = vectors
+        self._n_rows = need
 
     def remove(self, ids: Iterable[str]) -> int:
         n = 0
         for i in ids:
             r = self._records.pop(i, None)
             if r is not None:
-                self._tokens.pop(i)
-                self._vectors.pop(i)
+                del self._token_ids[i], self._rows[i]  # its row stays in the matrix, unreferenced
                 self._by_symbol[r.symbol or ""].discard(i)
                 self._parts.pop(r.symbol or "", None)
                 self._parts.pop(_ALL, None)
@@ -95,36 +152,30 @@ class HybridIndex:
         key = _ALL if symbol is None else symbol
         part = self._parts.get(key)
         if part is None:
-            ids = list(self._records) if symbol is None else list(self._by_symbol.get(symbol, ()))
-            part = self._parts[key] = _Partition(ids, self._records, self._tokens, self._vectors)
+            ids = self._records if symbol is None else self._by_symbol.get(symbol, ())
+            part = self._parts[key] = _Partition([self._records[i] for i in ids], self._token_ids, self._rows,
+                                                 self._matrix, self._vocab)
         return part
 
     def search(self, query: str, *, symbol: Optional[str], before: Optional[str], session_id: Optional[str] = None,
                k: int = 5) -> list[RetrievalHit]:
+        words = [self._vocab[w] for w in dict.fromkeys(tokenize(query)) if w in self._vocab]
+        if not words or k <= 0:
+            return []
         part = self._partition(symbol)
-        if not part.ids:
-            return []
-        words = [w for w in dict.fromkeys(tokenize(query)) if w in part.bm25.vocab_dict]
-        if not words:
-            return []
-        mask = np.ones(len(part.ids), dtype=bool)
-        if before is not None:
-            mask &= part.known < before  # point in time: known strictly before the cycle's date
-        if session_id is not None:
-            mask &= part.session == session_id
-        scores = part.bm25.get_scores(words)
-        # the floor: bm25s's Lucene idf, log(1 + (N - df + 0.5) / (df + 0.5)), is above 0 for every term, so a
-        # positive score means at least one shared query word, and a record sharing none scores exactly 0
-        cand = np.flatnonzero(mask & (scores > 0))
+        words = [w for w in words if w < part.n_words]
+        key, visible = part.visible(before, session_id)
+        cand = part.floor(words, visible)
         if not len(cand):
             return []
-        # a partition is sorted by memory id, so a record's position breaks ties by id
-        bm25_rank = _ranks(scores[cand], cand)
-        dense = part.matrix[cand] @ np.asarray(self.embeddings.embed_query(query), dtype=np.float32)
-        dense_rank = _ranks(dense, cand)
+        bm25 = part.view(key, visible)
+        scores = bm25.get_scores_from_ids(words)[np.searchsorted(visible, cand)]
+        bm25_rank = _ranks(scores, part.id_rank[cand])
+        q = _unit(np.asarray(self.embeddings.embed_query(query), dtype=np.float32)[None, :])[0]
+        dense_rank = _ranks(part.matrix[cand] @ q, part.id_rank[cand])
         fused = np.round(1 / (self.k_rrf + bm25_rank) + 1 / (self.k_rrf + dense_rank), 8)
         hits = []
-        for j in np.lexsort((cand, -fused))[:k]:
+        for j in np.lexsort((part.id_rank[cand], -fused))[:k]:
             r = part.records[cand[j]]
             hits.append(RetrievalHit(memory_id=r.memory_id, bm25_rank=int(bm25_rank[j]), dense_rank=int(dense_rank[j]),
                                      score=float(fused[j]), known_at=r.known_at, kind=r.kind, symbol=r.symbol,
@@ -132,9 +183,15 @@ class HybridIndex:
         return hits
 
 
-def _ranks(values: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """1-based ranks by value, highest first; equal values ranked by position (memory id order)."""
-    order = np.lexsort((positions, -values.astype(np.float64)))
+def _unit(rows: np.ndarray) -> np.ndarray:
+    """Rows scaled to length 1 so a dot product is the cosine whatever model made them (a zero row stays 0)."""
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
+
+
+def _ranks(values: np.ndarray, id_rank: np.ndarray) -> np.ndarray:
+    """1-based ranks by value, highest first; equal values ranked by memory id."""
+    order = np.lexsort((id_rank, -values.astype(np.float64)))
     ranks = np.empty(len(values), dtype=np.int64)
     ranks[order] = np.arange(1, len(values) + 1)
     return ranks
