@@ -9,8 +9,8 @@ import pytest
 from schemas.memory import MemoryRecord
 
 
-def rec(mid, symbol="AAPL", known="2012-01-02", session="s1", text="stop uptrend"):
-    return MemoryRecord(memory_id=mid, kind="review", symbol=symbol, known_at=known, session_id=session, text=text)
+def rec(mid, symbol="AAPL", known="2012-01-02", session="s1", text="stop uptrend", kind="review"):
+    return MemoryRecord(memory_id=mid, kind=kind, symbol=symbol, known_at=known, session_id=session, text=text)
 
 
 def test_add_once_list_and_forget(store):
@@ -25,6 +25,21 @@ def test_add_once_list_and_forget(store):
     with pytest.raises(ValueError):
         m.forget()
     assert m.forget(symbol="AAPL") == 2 and m.count() == 1
+
+
+def test_listing_filters_sorts_and_returns_bare_records(store):
+    m = store.memories
+    m.ensure_indexes()
+    for r in (rec("z", known="2012-01-05"), rec("y", known="2012-01-05", kind="cycle"), rec("x", known="2012-01-09"),
+              rec("w", known="2012-01-01", symbol="MSFT", kind="cycle")):
+        assert m.add(r)
+    assert [r.memory_id for r in m.list()] == ["w", "y", "z", "x"]  # known_at, then id
+    assert [r.memory_id for r in m.list(kind="cycle")] == ["w", "y"]
+    assert [r.memory_id for r in m.list(symbol="AAPL", limit=2)] == ["y", "z"]
+    assert [r.memory_id for r in m.list(before="2012-01-05")] == ["w"]  # strictly before
+    assert m.get("nope") is None and m.get("x") == rec("x", known="2012-01-09")  # no bookkeeping fields
+    assert sorted(r.memory_id for r in m.all()) == ["w", "x", "y", "z"]
+    assert m.forget(memory_id="y") == 1 and m.forget(session_id="s1", symbol="MSFT") == 1 and m.count() == 2
 
 
 def test_revision_changes_on_add_and_on_forget(store):
