@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
-from pymongo import ASCENDING
+from pymongo import ASCENDING, DESCENDING
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
@@ -24,6 +24,7 @@ class MemoryStore:
         self.col.create_index([("memory_id", ASCENDING)], unique=True, name="memory_id")
         self.col.create_index([("symbol", ASCENDING), ("known_at", ASCENDING)], name="symbol_known_at")
         self.col.create_index([("session_id", ASCENDING)], name="session_id")
+        self.col.create_index([("added_ts", DESCENDING)], name="added_ts")  # revision(): the newest insert, no scan
 
     def add(self, record: MemoryRecord) -> bool:
         try:
@@ -64,6 +65,7 @@ class MemoryStore:
         return self.col.count_documents({})
 
     def revision(self) -> str:
-        """Changes whenever the collection does: its size and the newest insert (a forget lowers the size)."""
+        """Changes whenever the collection does: its size and the newest insert (a forget lowers the size; a
+        forget and an add between two reads change the newest). Two indexed reads, however many memories."""
         last = self.col.find_one({}, {"_id": 0, "added_ts": 1, "memory_id": 1}, sort=[("added_ts", -1)])
         return f"{self.count()}:{(last or {}).get('added_ts')}:{(last or {}).get('memory_id')}"

@@ -49,14 +49,14 @@ class _Partition:
         self.matrix = matrix[[rows[i] for i in ids]] if ids else np.zeros((0, matrix.shape[1]), np.float32)
         self.token_ids = [token_ids[i] for i in ids]
         self.vocab = vocab
-        # postings: for each word id, the positions of the records holding it (sorted, each record once)
-        uniq = [np.unique(np.asarray(t, dtype=np.int64)) for t in self.token_ids]
-        words = np.concatenate(uniq) if uniq else np.zeros(0, np.int64)
-        pos = np.repeat(np.arange(len(uniq)), [len(u) for u in uniq])
-        order = np.argsort(words, kind="stable")
-        self.post_pos = pos[order]
+        # postings: for each word id, the positions of the records holding it, sorted, each record once
+        # (one np.unique over word * n + position rather than one per record)
+        n, lengths = len(ids), [len(t) for t in self.token_ids]
+        flat = np.concatenate([np.asarray(t, dtype=np.int64) for t in self.token_ids]) if n else np.zeros(0, np.int64)
+        pairs = np.unique(flat * max(n, 1) + np.repeat(np.arange(n, dtype=np.int64), lengths))
         self.n_words = len(vocab)  # the vocabulary grows with other symbols' adds: ids past this are in none here
-        self.post_ptr = np.searchsorted(words[order], np.arange(self.n_words + 1))
+        self.post_pos = pairs % max(n, 1)
+        self.post_ptr = np.searchsorted(pairs // max(n, 1), np.arange(self.n_words + 1))
         self.views: OrderedDict[tuple, tuple[np.ndarray, bm25s.BM25]] = OrderedDict()
 
     def visible(self, before: Optional[str], session_id: Optional[str]) -> tuple[tuple, np.ndarray]:
@@ -129,8 +129,8 @@ class HybridIndex:
         need = self._n_rows + len(vectors)
         if self._matrix.shape[1] != vectors.shape[1] and self._n_rows == 0:
             self._matrix = np.zeros((0, vectors.shape[1]), dtype=np.float32)
-        if need > len(self._matrix):  # capacity doubles: appending n rows costs O(n) amortised
-            grown = np.zeros((max(need, 2 * len(self._matrix), 64), vectors.shape[1]), dtype=np.float32)
+        if need > len(self._matrix):  # capacity grows by half: appending n rows costs O(n) amortised
+            grown = np.empty((max(need, len(self._matrix) * 3 // 2, 64), vectors.shape[1]), dtype=np.float32)
             grown[:self._n_rows] = self._matrix[:self._n_rows]
             self._matrix = grown
         self._matrix[self._n_rows:need] = vectors
