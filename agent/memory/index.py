@@ -57,7 +57,7 @@ class _Partition:
         self.n_words = len(vocab)  # the vocabulary grows with other symbols' adds: ids past this are in none here
         self.post_pos = pairs % max(n, 1)
         self.post_ptr = np.searchsorted(pairs // max(n, 1), np.arange(self.n_words + 1))
-        self.views: OrderedDict[tuple, tuple[np.ndarray, bm25s.BM25]] = OrderedDict()
+        self.views: OrderedDict[tuple, bm25s.BM25] = OrderedDict()
 
     def visible(self, before: Optional[str], session_id: Optional[str]) -> tuple[tuple, np.ndarray]:
         # 'left': a record known on the date itself is not known before it
@@ -77,11 +77,12 @@ class _Partition:
     def view(self, key: tuple, positions: np.ndarray) -> bm25s.BM25:
         if key in self.views:
             self.views.move_to_end(key)
-            return self.views[key][1]
+            return self.views[key]
         bm25 = bm25s.BM25()
-        # our own word ids over our own vocabulary: tokenization stays ours, and no string is re-mapped
-        bm25.index(Tokenized(ids=[self.token_ids[p] for p in positions], vocab=self.vocab), show_progress=False)
-        self.views[key] = (positions, bm25)
+        # our own word ids over our own vocabulary: tokenization stays ours, and no string is re-mapped (a copy
+        # of the vocabulary, which later adds to other symbols keep growing)
+        bm25.index(Tokenized(ids=[self.token_ids[p] for p in positions], vocab=dict(self.vocab)), show_progress=False)
+        self.views[key] = bm25
         if len(self.views) > _VIEWS_PER_PARTITION:
             self.views.popitem(last=False)
         return bm25
