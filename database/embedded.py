@@ -70,7 +70,7 @@ def _server_cmd(p: dict[str, Path], port: int) -> list[str]:
     ]
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     if pid <= 0:
         return False
     child = _children.get(pid)
@@ -95,7 +95,7 @@ def _is_our_server(pid: int) -> bool:
     try:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
     except OSError:
-        return _pid_alive(pid)  # no /proc (macOS): trust the state file
+        return pid_alive(pid)  # no /proc (macOS): trust the state file
     return b"nx-27017" in cmd or b"nx_27017" in cmd
 
 
@@ -130,7 +130,7 @@ def _read_state(p: dict[str, Path]) -> dict[str, Any] | None:
 def _status(p: dict[str, Path]) -> dict[str, Any]:
     state = _read_state(p) or {}
     pid, port = int(state.get("pid", 0)), int(state.get("port", 0))
-    running = bool(pid and port and _pid_alive(pid) and _is_our_server(pid) and _ping(port))
+    running = bool(pid and port and pid_alive(pid) and _is_our_server(pid) and _ping(port))
     return {
         "running": running, "pid": pid or None, "port": port or None,
         "uri": f"mongodb://{HOST}:{port}" if running else None,
@@ -182,9 +182,9 @@ def _terminate(pid: int, timeout_s: float = 5.0) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    while _pid_alive(pid) and time.monotonic() < deadline:
+    while pid_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    if _pid_alive(pid):
+    if pid_alive(pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     child = _children.pop(pid, None)
@@ -215,7 +215,7 @@ def stop_server(home: str | Path | None = None) -> bool:
         state = _read_state(p) or {}
         pid = int(state.get("pid", 0))
         stopped = False
-        if pid and _pid_alive(pid) and _is_our_server(pid):
+        if pid and pid_alive(pid) and _is_our_server(pid):
             _terminate(pid)
             stopped = True
         with contextlib.suppress(FileNotFoundError):

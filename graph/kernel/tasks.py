@@ -20,6 +20,8 @@ from typing import Any, Callable, Iterator, Optional
 
 from pymongo import DESCENDING, ReturnDocument
 
+from database.embedded import pid_alive
+
 from graph.kernel.errors import BadInput, Conflict, NotFound, translate
 from graph.kernel.models import Artifact, ArtifactsOutput, BacktestInput, TaskProgress, TaskView
 
@@ -41,16 +43,6 @@ ARTIFACT_FILES = (("config.json", "application/json"), ("episode_log.jsonl", "ap
 
 class TaskCancelled(Exception):
     """Raised inside on_step to stop a run between decision points."""
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class TaskManager:
@@ -77,7 +69,7 @@ class TaskManager:
                 with _LIVE_LOCK:
                     thread = _LIVE.get(doc["_id"])
                 return thread is not None and thread.is_alive()
-            if not _pid_alive(int(owner.get("pid") or 0)):
+            if not pid_alive(int(owner.get("pid") or 0)):
                 return False
         # another host (or a live pid that may have been reused): only the heartbeat can tell
         return time.time() - float(doc.get("heartbeat_at") or doc.get("created_at") or 0) < self.stale_s

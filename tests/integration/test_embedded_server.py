@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from database import StoreUnavailable, connect, server_status, start_server, stop_server
-from database.embedded import _pid_alive
+from database.embedded import pid_alive
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +39,7 @@ def test_connect_without_uri_starts_persists_and_stops(tg_home: Path) -> None:
     assert (tg_home / "data").is_dir() and (tg_home / "server.json").exists()
     store.events.append([event(i) for i in range(3)])
     store.close()
-    assert not _pid_alive(st["pid"]), "a server this process started must stop with the Store"
+    assert not pid_alive(st["pid"]), "a server this process started must stop with the Store"
     assert not server_status(tg_home)["running"]
 
     # a new process, a new server on the same files: the events are still there
@@ -58,9 +58,9 @@ def test_server_stopped_at_interpreter_exit(tg_home: Path) -> None:
     out = run_py("from database import connect, server_status\ns = connect()\nprint(server_status()['pid'])", tg_home)
     pid = int(out)
     deadline = time.monotonic() + 5
-    while _pid_alive(pid) and time.monotonic() < deadline:
+    while pid_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _pid_alive(pid), "an unclosed Store's server must be stopped by atexit"
+    assert not pid_alive(pid), "an unclosed Store's server must be stopped by atexit"
 
 
 def test_running_server_is_reused_and_not_stopped(tg_home: Path) -> None:
@@ -81,7 +81,7 @@ def test_running_server_is_reused_and_not_stopped(tg_home: Path) -> None:
         assert server_status(tg_home)["running"]
     finally:
         assert stop_server(tg_home) is True
-    assert not _pid_alive(pid) and not server_status(tg_home)["running"]
+    assert not pid_alive(pid) and not server_status(tg_home)["running"]
     assert stop_server(tg_home) is False
 
 
