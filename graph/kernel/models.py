@@ -124,6 +124,15 @@ class ReplayOutput(Output):
     gap_free: bool
     warnings: list[str]
 
+    def session(self):
+        """Back into the graph.replay.Session it was dumped from (what the CLI's tables and HTML page read):
+        its derived fields (gap_free, warnings, cut_off) are recomputed by the Session itself."""
+        from graph.replay.session import Cycle, LlmCall, Session, ToolCall
+
+        cycles = [_dataclass(Cycle, c, llm_calls=[_dataclass(LlmCall, x) for x in c["llm_calls"]],
+                             tool_calls=[_dataclass(ToolCall, x) for x in c["tool_calls"]]) for c in self.cycles]
+        return _dataclass(Session, self.model_dump(), cycles=cycles, seq_gaps=[tuple(g) for g in self.seq_gaps])
+
 
 class VerifyOutput(Output):
     session_id: str
@@ -134,6 +143,22 @@ class VerifyOutput(Output):
     warnings: list[str]
     chain: Optional[dict[str, Any]] = None
     first_divergence: Optional[dict[str, Any]] = None
+
+    def report(self):
+        """Back into the graph.replay.VerifyReport it was dumped from (ok, identical and first_divergence are
+        the report's own properties again)."""
+        from graph.replay.session import CycleVerdict, Divergence, VerifyReport
+
+        cycles = [_dataclass(CycleVerdict, c, divergences=[_dataclass(Divergence, d) for d in c["divergences"]])
+                  for c in self.cycles]
+        return _dataclass(VerifyReport, self.model_dump(), cycles=cycles)
+
+
+def _dataclass(cls, data: dict[str, Any], **nested: Any):
+    """A dataclass from its asdict() form: the fields it has (derived extras dropped), nested ones given."""
+    from dataclasses import fields
+
+    return cls(**{**{f.name: data[f.name] for f in fields(cls) if f.name in data}, **nested})
 
 
 # ---------------------------------------------------------------- data and contracts

@@ -1,6 +1,6 @@
 """`tradegraph replay SESSION_ID`: a recorded session as tables, JSON or one HTML page, with its hash
 chain checked; `--verify` re-executes it from the recording and exits 1 on the first divergence or a
-broken chain; `--check-chain` checks the chain alone."""
+broken chain; `--check-chain` prints the chain's verdict alone. All through the kernel (`replay`, `verify`)."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from graph.kernel.transports.cli.common import EXIT_FAILED, EXIT_INPUT, EXIT_OK, CliError, open_store
+from graph.kernel.transports.cli.common import EXIT_FAILED, EXIT_OK, kernel_call
 from graph.manifest import summary_line
 from graph.kernel.transports.cli.render import notes_table
 
@@ -32,43 +32,37 @@ def register(subparsers) -> None:
 
 
 def cmd_replay(args) -> int:
-    from graph.replay.session import SchemaVersionMismatch, SessionNotFound, load_session, verify_session
-
-    store = open_store(args.db)
-    try:
-        try:
-            if args.check_chain:
-                if not store.events.exists(args.session_id):
-                    raise SessionNotFound(f"unknown session '{args.session_id}'")
-                chain = store.events.verify_chain(args.session_id)
-                if chain["ok"]:
-                    print(f"hash chain intact: {chain['checked']} event(s) of session {args.session_id}")
-                    return EXIT_OK
-                broken = chain["first_broken"]
-                print(f"tradegraph: error: hash chain of session {args.session_id} broken at seq {broken['seq']}: "
-                      f"{broken['reason']}", file=sys.stderr)
-                return EXIT_FAILED
-            if args.verify:
-                report = verify_session(store, args.session_id)
-                _print_verify(report)
-                return EXIT_OK if report.ok else EXIT_FAILED
-            session = load_session(store, args.session_id, check_chain=True)
-        except SessionNotFound as e:
-            raise CliError(str(e), EXIT_INPUT) from None
-        except SchemaVersionMismatch as e:
-            raise CliError(str(e), EXIT_INPUT) from None
-        if args.json:
-            print(json.dumps(session.to_dict(), default=str))
-        elif args.html:
-            from graph.replay.html import render_html
-
-            Path(args.html).write_text(render_html(session), encoding="utf-8")
-            print(f"wrote {args.html} ({session.events} events, {len(session.cycles)} cycle(s))")
-        else:
-            print_session(session)
+    """The `replay` capability for tables, --json, --html and --check-chain (its chain is the one checked with
+    the session); the `verify` capability for --verify."""
+    if args.verify:
+        report = kernel_call(args.db, "verify", session_id=args.session_id).report()
+        _print_verify(report)
+        return EXIT_OK if report.ok else EXIT_FAILED
+    out = kernel_call(args.db, "replay", session_id=args.session_id)
+    if args.check_chain:
+        return _print_chain(args.session_id, out.chain)
+    if args.json:
+        print(json.dumps(out.model_dump(), default=str))
         return EXIT_OK
-    finally:
-        store.close()
+    session = out.session()
+    if args.html:
+        from graph.replay.html import render_html
+
+        Path(args.html).write_text(render_html(session), encoding="utf-8")
+        print(f"wrote {args.html} ({session.events} events, {len(session.cycles)} cycle(s))")
+    else:
+        print_session(session)
+    return EXIT_OK
+
+
+def _print_chain(session_id: str, chain: dict) -> int:
+    if chain["ok"]:
+        print(f"hash chain intact: {chain['checked']} event(s) of session {session_id}")
+        return EXIT_OK
+    broken = chain["first_broken"]
+    print(f"tradegraph: error: hash chain of session {session_id} broken at seq {broken['seq']}: "
+          f"{broken['reason']}", file=sys.stderr)
+    return EXIT_FAILED
 
 
 def _console() -> Console:
