@@ -20,10 +20,6 @@ from graph.kernel import errors as E
 from graph.kernel import models as m
 from graph.kernel.capabilities import REGISTRY
 
-_BY_KIND = {cls.kind: cls for cls in (E.BadInput, E.NotFound, E.Conflict, E.Forbidden, E.Unauthorized,
-                                      E.StoreUnavailable, E.Failed)}
-
-
 class _Local:
     def __init__(self, kernel, owned: bool):
         self.kernel, self.owned = kernel, owned
@@ -71,7 +67,7 @@ class _Http:
                 elif line.startswith("data: "):
                     data = json.loads(line[6:])
                     if event == "error":
-                        raise _BY_KIND.get(data.get("error"), E.Failed)(data.get("message"), field=data.get("field"))
+                        raise E.BY_KIND.get(data.get("error"), E.Failed)(data.get("message"), field=data.get("field"))
                     yield m.TaskView.model_validate(data)
 
     @staticmethod
@@ -82,7 +78,7 @@ class _Http:
             data = None
         if r.status_code >= 400:
             data = data if isinstance(data, dict) else {}
-            cls = _BY_KIND.get(data.get("error"), E.StoreUnavailable if r.status_code == 503 else E.Failed)
+            cls = E.BY_KIND.get(data.get("error"), E.StoreUnavailable if r.status_code == 503 else E.Failed)
             raise cls(data.get("message") or f"HTTP {r.status_code}: {r.text[:200]}", field=data.get("field"))
         return data
 

@@ -59,6 +59,17 @@ ERROR_TABLE: dict[type[KernelError], tuple[int, int]] = {
 }
 
 
+# kind -> class: an error sent as its kind (an HTTP body, a task's `kind: message`) is rebuilt as itself
+BY_KIND: dict[str, type[KernelError]] = {cls.kind: cls for cls in ERROR_TABLE}
+
+
+def from_line(line: str) -> KernelError:
+    """A `kind: message` line (how a task records why it failed) back into its kernel error."""
+    kind, sep, message = str(line).partition(": ")
+    cls = BY_KIND.get(kind) if sep else None
+    return cls(message) if cls is not None else Failed(line)
+
+
 def exit_code(err: KernelError) -> int:
     return _row(err)[0]
 

@@ -105,6 +105,13 @@ class TaskManager:
                 return
             time.sleep(poll_s)
 
+    def join(self, task_id: str, timeout_s: Optional[float] = None) -> None:
+        """Wait for this process's worker of the task to end (a foreground caller closes the store after)."""
+        with _LIVE_LOCK:
+            thread = _LIVE.get(task_id)
+        if thread is not None:
+            thread.join(timeout_s)
+
     def artifacts(self, task_id: str) -> ArtifactsOutput:
         doc = self._doc(task_id)
         run_dir = Path(doc["run_dir"]) if doc.get("run_dir") else None

@@ -36,8 +36,17 @@ def test_each_command_goes_through_its_capability(calls, tmp_path, capsys):
     assert main(["schemas", "--out", str(tmp_path / "s")]) == 0
     assert main(["features", "AAPL", "--as-of", "2012-06-01", "--json"]) == 0
     assert main(["memory", "search", "AAPL", "stop", "--as-of", "2012-06-02", "--db", db]) == 0
+    assert main(["replay", session, "--json", "--db", db]) == 0
+    assert main(["replay", session, "--verify", "--db", db]) == 0
+    capsys.readouterr()
+    assert main(["backtest", "--symbols", "AAPL", "--start", "2011-01-03", "--end", "2011-02-15", "--every", "10",
+                 "--run-id", "cli-bt", "--json", "--db", db, "--out", str(tmp_path / "exp")]) == 0
     assert calls == [(n, "cli") for n in ("run_cycle", "approve", "read_events", "list_sessions", "contract_schemas",
-                                          "features", "memory_search")]
+                                          "features", "memory_search", "replay", "verify", "start_backtest",
+                                          "task_artifacts")]
+    # the foreground backtest is a stored task like any other: another transport sees it, ended and complete
+    tasks = Kernel.open(db).call("list_tasks", {}).tasks
+    assert [(t.run_id, t.status, t.progress.done, t.progress.total) for t in tasks] == [("cli-bt", "succeeded", 4, 4)]
 
 
 @pytest.mark.parametrize("error,code", [(E.BadInput("bad as_of '2012-13-01'"), 2), (E.NotFound("unknown session 'x'"), 2),

@@ -1,4 +1,4 @@
-"""`tradegraph backtest`: a thin shell over graph.backtest.run_backtest."""
+"""`tradegraph backtest`: the kernel's backtest task, run and followed in the foreground."""
 from __future__ import annotations
 
 import json
@@ -51,14 +51,11 @@ def metrics_table(result) -> "Any":
 
 
 def cmd_backtest(args) -> int:
-    from pydantic import ValidationError
-
     from agent.data.market import DataError, parse_date
-    from graph.backtest.loop import BacktestError, run_backtest
-    from graph.kernel.transports.cli.common import EXIT_FAILED, EXIT_OK, CliError, open_store
+    from graph.kernel.transports.cli.common import EXIT_FAILED, EXIT_OK, CliError
     from graph.runner import InputError, parse_symbols
-    from schemas.simulation import EpisodeConfig
 
+    # the flags' own syntax, named as flags, before any store is opened; the kernel checks the rest
     try:
         symbols = parse_symbols(args.symbols)
     except InputError as e:
@@ -79,23 +76,9 @@ def cmd_backtest(args) -> int:
     if args.allow_failures < 0:
         raise CliError(f"--allow-failures {args.allow_failures} must be non-negative")
     run_id = args.run_id or f"bt-{uuid.uuid4().hex[:8]}"
-    try:
-        config = EpisodeConfig(episode_id=run_id, tickers=symbols, initial_cash=args.capital, start=args.start,
-                               end=args.end, every=args.every, fees_bps=args.fees_bps,
-                               slippage_bps=args.slippage_bps, market=args.market, memory=args.memory)
-    except ValidationError as e:
-        err = e.errors()[0]
-        raise CliError(f"{'.'.join(map(str, err['loc'])) or 'config'}: {err['msg']} "
-                       f"(got {err.get('input')!r})") from None
-    store = open_store(args.db)
-    try:
-        try:
-            result = run_backtest(config, store, progress=not args.json and not args.no_progress,
-                                  out_dir=args.out, run_id=run_id)
-        except (BacktestError, InputError) as e:
-            raise CliError(str(e)) from None
-    finally:
-        store.close()
+    result = run_in_foreground(args, dict(
+        symbols=symbols, start=args.start, end=args.end, every=args.every, capital=args.capital,
+        fees_bps=args.fees_bps, slippage_bps=args.slippage_bps, market=args.market, memory=args.memory, run_id=run_id))
     plot = None
     if args.plot:
         from graph.backtest.plot import plot_result
@@ -123,6 +106,55 @@ def cmd_backtest(args) -> int:
               f"{str(result.failed_points[0]['error']).splitlines()[0][:200]}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def run_in_foreground(args, inputs: dict) -> Any:
+    """The kernel's backtest path, waited for: `start_backtest` makes a stored task (so HTTP and MCP see it,
+    and can cancel it) run by a thread of this process; this one follows it with a progress bar and reads the
+    complete run's result. Ctrl-C cancels the task, which stops after its current decision point, resumable."""
+    import sys
+    from pathlib import Path
+
+    from graph.kernel.errors import Failed, from_line
+    from graph.kernel.transports.cli.common import kernel
+    from schemas.simulation import EpisodeResult
+
+    with kernel(args.db, experiments_dir=args.out) as k:
+        task = k.call("start_backtest", inputs, transport="cli")
+        try:
+            view = _follow(k, task, not args.json and not args.no_progress and sys.stderr.isatty())
+        except KeyboardInterrupt:
+            print("tradegraph: stopping after the current decision point (the run resumes with --run-id "
+                  f"{task.run_id}); Ctrl-C again stops at once", file=sys.stderr)
+            k.call("cancel_task", {"task_id": task.task_id}, transport="cli")
+            k.tasks.join(task.task_id)
+            raise
+        k.tasks.join(task.task_id)  # its last writes land before the store closes
+        if view.status != "succeeded":
+            raise from_line(view.error) if view.error else Failed(
+                f"backtest task {task.task_id} {view.status}; resume it with --run-id {task.run_id}")
+        files = {a.name: a.path for a in k.call("task_artifacts", {"task_id": task.task_id}, transport="cli").artifacts}
+    return EpisodeResult.model_validate_json(Path(files["result.json"]).read_text())
+
+
+def _follow(k, task, progress: bool):
+    """The task's views until it ends (the SSE stream's source), drawn as run_backtest's own bar."""
+    from graph.backtest.loop import _Progress
+
+    bar, shown, view = None, 0, task
+    try:
+        for view in k.watch(task.task_id, poll_s=0.2):
+            p = view.progress
+            if bar is None and p.total:
+                bar = _Progress(p.total, p.done, progress)
+                shown = p.done
+            while bar is not None and shown < p.done:  # the bar advances one decision point at a time
+                bar.update(p.date or "", p.equity or 0.0, p.trades)
+                shown += 1
+    finally:
+        if bar is not None:
+            bar.close()
+    return view
 
 
 def register(subparsers) -> None:

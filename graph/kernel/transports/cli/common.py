@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_STORE, EXIT_EXECUTED_WITH_ERRORS = 0, 1, 2, 3, 4
 
@@ -26,18 +27,25 @@ def _print_json(obj: Any) -> None:
     print(json.dumps(obj, default=str, sort_keys=False))
 
 
-def kernel_call(db: Optional[str], name: str, *, needs_store: bool = True, **args: Any) -> Any:
-    """Run a capability through the kernel as the `cli` transport: the same input models, policy and error
-    mapping as HTTP and MCP; a kernel error becomes its exit code and one line. A capability that reads no
-    store (features, schemas) runs without opening one."""
+@contextmanager
+def kernel(db: Optional[str], *, needs_store: bool = True, **options: Any) -> Iterator[Any]:
+    """A Kernel on the command's store, closed after; a kernel error raised inside becomes its exit code and
+    one line. A command with no store to read (features, schemas) opens none."""
     from graph.kernel.core import Kernel
     from graph.kernel.errors import KernelError, exit_code
 
     store = open_store(db) if needs_store else None
     try:
-        return Kernel(store).call(name, args, transport="cli")
+        yield Kernel(store, **options)
     except KernelError as e:
         raise CliError(e.message, exit_code(e)) from None
     finally:
         if store is not None:
             store.close()
+
+
+def kernel_call(db: Optional[str], name: str, *, needs_store: bool = True, **args: Any) -> Any:
+    """Run a capability through the kernel as the `cli` transport: the same input models, policy and error
+    mapping as HTTP and MCP."""
+    with kernel(db, needs_store=needs_store) as k:
+        return k.call(name, args, transport="cli")
