@@ -23,6 +23,11 @@ def open_store(uri: Optional[str]):
         raise CliError(str(e), EXIT_STORE) from None
 
 
+def add_db_flag(sp) -> None:
+    sp.add_argument("--db", default=None, help="store URI: mongodb://…, mongomock://… (default: $MONGODB_URI, "
+                                               "else the embedded store under $TRADEGRAPH_HOME)")
+
+
 def _print_json(obj: Any) -> None:
     print(json.dumps(obj, default=str, sort_keys=False))
 
