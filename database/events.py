@@ -195,7 +195,8 @@ class EventStore:
         return docs
 
     def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
-        """Most recent sessions first: session_id, first_ts, last_ts, events, cycles, last_kind, last_state."""
+        """Most recent sessions first: session_id, first_ts, last_ts, events, cycles, last_kind, last_state,
+        last_cycle_id."""
         pipeline = [
             # sorted input makes $last the highest-seq event of each session
             {"$sort": {"session_id": 1, "seq": 1}},
@@ -207,6 +208,7 @@ class EventStore:
                 "cycle_ids": {"$addToSet": "$cycle_id"},
                 "last_kind": {"$last": "$kind"},
                 "last_state": {"$last": "$state"},
+                "last_cycle_id": {"$last": "$cycle_id"},
             }},
             {"$sort": {"last_ts": -1}},
             {"$limit": int(limit)},
@@ -216,7 +218,7 @@ class EventStore:
             out.append({
                 "session_id": row["_id"], "first_ts": row["first_ts"], "last_ts": row["last_ts"],
                 "events": row["events"], "cycles": len(row["cycle_ids"]),
-                "last_kind": row["last_kind"], "last_state": row["last_state"],
+                "last_kind": row["last_kind"], "last_state": row["last_state"], "last_cycle_id": row["last_cycle_id"],
             })
         return out
 

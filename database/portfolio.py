@@ -115,6 +115,11 @@ class ExecutionLedger:
     def mark(self, cycle_id: str, state: str) -> None:
         self.col.update_one({"cycle_id": cycle_id, "state": "pending"}, {"$set": {"state": state}})
 
+    def committed(self, session_id: str) -> list[dict[str, Any]]:
+        """A session's committed entries in the order they filled (a cycle's exits before its decision's fills)."""
+        return list(self.col.find({"session_id": session_id, "state": "committed"}, {"_id": 0})
+                    .sort([("recorded_ts", ASCENDING), ("cycle_id", ASCENDING)]))
+
     def pending(self, session_id: Optional[str] = None) -> list[dict[str, Any]]:
         query: dict[str, Any] = {"state": "pending"}
         if session_id is not None:

@@ -33,3 +33,39 @@ class PortfolioSnapshot(Contract):
     def quantity(self, symbol: str) -> float:
         pos = self.positions.get(symbol)
         return pos.quantity if pos else 0.0
+
+
+class PositionView(Contract):
+    """One open position valued at the view's date: what a trader reads, derived from the stored snapshot."""
+
+    symbol: Symbol
+    quantity: float
+    avg_price: float
+    price: float | None = Field(description="close at the view's date; None when the data has no bar for it")
+    price_date: IsoDate | None = None
+    market_value: float | None = None
+    unrealized_pnl: float | None = None
+    unrealized_pct: float | None = None
+    stop: float | None = None
+    target: float | None = None
+    opened: IsoDate | None = None
+    age_sessions: int = Field(description="bars held so far (the horizon exit counts these)")
+    horizon_sessions: int | None = None
+
+
+class PortfolioView(Contract):
+    """A session's book at its last as-of: cash, positions, equity and P&L. realized + unrealized = equity −
+    starting cash, fees included (realized carries every fee paid)."""
+
+    session_id: str
+    as_of: IsoDate | None
+    version: int = Field(description="the stored portfolio's version (one per committed fill)")
+    starting_cash: float
+    cash: float
+    positions: list[PositionView]
+    equity: float | None = Field(description="cash + market value; None when a position has no price")
+    realized_pnl: float
+    unrealized_pnl: float | None
+    total_pnl: float | None
+    fees_paid: float
+    fills: int = Field(description="trades committed in the session (entries, exits and signal sells)")

@@ -106,6 +106,10 @@ def create_app(kernel: Kernel) -> FastAPI:
     def read_events(session_id: m.SessionId, q: Annotated[m.EventsQuery, Query()]):
         return call("read_events", session_id=session_id, **q.model_dump())
 
+    @app.get(path("portfolio"), response_model=m.PortfolioView, tags=["audit"])
+    def portfolio(session_id: m.SessionId):
+        return call("portfolio", session_id=session_id)
+
     @app.get(path("replay"), response_model=m.ReplayOutput, tags=["audit"])
     def replay(session_id: m.SessionId):
         return call("replay", session_id=session_id)

@@ -23,6 +23,7 @@ ROUTES: dict[str, Route] = {
     "approve": Route("POST", "/sessions/{session_id}/approval", body=True),
     "list_sessions": Route("GET", "/sessions"),
     "read_events": Route("GET", "/sessions/{session_id}/events"),
+    "portfolio": Route("GET", "/sessions/{session_id}/portfolio"),
     "replay": Route("GET", "/sessions/{session_id}/replay"),
     "verify": Route("POST", "/sessions/{session_id}/verify"),
     "features": Route("GET", "/features/{symbol}"),

@@ -1,0 +1,103 @@
+"""A session's book as a trader reads it: the stored snapshot valued at its as-of, P&L from the committed fills.
+
+The stored portfolio is the truth for positions and cash; the ledger's committed entries (exits and fills, in
+the order they filled) give the realised side. Realised P&L is worked out by average cost, the broker's own
+rule, with every fee charged to it, so realised + unrealised = equity − starting cash exactly; a test holds the
+view to that identity.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional
+
+from agent.data.market import DataError, MarketData
+from database.connection import Store
+from schemas.portfolio import PortfolioSnapshot, PortfolioView, PositionView
+
+
+class NoPortfolio(LookupError):
+    """The session never stored a book (unknown, or a backtest whose book lives in its run folder)."""
+
+
+def committed_trades(entries: Iterable[dict]) -> list[dict]:
+    """The trades of committed ledger entries, in fill order: a cycle's exits (`kind: exits`) or its fills."""
+    trades: list[dict] = []
+    for entry in entries:
+        result = entry.get("result") or {}
+        if result.get("kind") == "exits":
+            trades += result.get("trades") or []
+        else:
+            trades += (result.get("result") or {}).get("executed_trades") or []
+    return trades
+
+
+def realized_by_average_cost(trades: Iterable[dict]) -> tuple[float, float]:
+    """(realised P&L net of every fee, fees paid). A sell realises (price − average cost) × quantity."""
+    held: dict[str, tuple[float, float]] = {}  # symbol -> (quantity, average cost)
+    realized = fees = 0.0
+    for t in trades:
+        qty, price, fee = float(t["quantity"]), float(t["price"]), float(t.get("fees") or 0.0)
+        fees += fee
+        realized -= fee
+        q, avg = held.get(t["symbol"], (0.0, 0.0))
+        if t["side"] == "BUY":
+            held[t["symbol"]] = (q + qty, (q * avg + qty * price) / (q + qty))
+        else:
+            realized += (price - avg) * qty
+            left = q - qty
+            held[t["symbol"]] = (left, avg) if left > 1e-9 else (0.0, 0.0)
+    return realized, fees
+
+
+def starting_cash(store: Store, session_id: str) -> Optional[float]:
+    """The cash the session began with: its first cycle's recorded configuration."""
+    for event in store.events.read(session_id, kind="manifest"):
+        cash = ((event.get("payload") or {}).get("config") or {}).get("starting_cash")
+        if cash is not None:
+            return float(cash)
+    return None
+
+
+def _valued(pos, market: MarketData, as_of: Optional[str]) -> PositionView:
+    price = price_date = None
+    if as_of is not None:
+        try:
+            bars = market.as_of(pos.symbol, as_of, lookback=1)
+        except DataError:
+            bars = None
+        if bars is not None and len(bars):
+            price, price_date = float(bars["close"].iloc[-1]), bars.index[-1].strftime("%Y-%m-%d")
+    value = None if price is None else pos.quantity * price
+    pnl = None if price is None else (price - pos.avg_price) * pos.quantity
+    return PositionView(symbol=pos.symbol, quantity=pos.quantity, avg_price=pos.avg_price, price=price,
+                        price_date=price_date, market_value=value, unrealized_pnl=pnl,
+                        unrealized_pct=None if price is None else (price / pos.avg_price - 1) * 100,
+                        stop=pos.stop, target=pos.target, opened=pos.opened, age_sessions=pos.sessions_held,
+                        horizon_sessions=pos.horizon_sessions)
+
+
+def portfolio_view(store: Store, session_id: str, market: MarketData) -> PortfolioView:
+    snapshot, version = store.portfolios.load_versioned(session_id)
+    if snapshot is None:
+        raise NoPortfolio(session_id)
+    entries = store.executions.committed(session_id)
+    trades = committed_trades(entries)
+    realized, fees = realized_by_average_cost(trades)
+    start = starting_cash(store, session_id)
+    positions = [_valued(p, market, snapshot.as_of) for p in snapshot.positions.values()]
+    priced = all(p.market_value is not None for p in positions)
+    equity = snapshot.cash + sum(p.market_value for p in positions) if priced else None
+    unrealized = sum(p.unrealized_pnl for p in positions) if priced else None
+    return PortfolioView(session_id=session_id, as_of=snapshot.as_of, version=version,
+                         starting_cash=start if start is not None else _cash_before(snapshot, trades),
+                         cash=snapshot.cash, positions=positions, equity=equity, realized_pnl=realized,
+                         unrealized_pnl=unrealized, total_pnl=None if equity is None or start is None else equity - start,
+                         fees_paid=fees, fills=len(trades))
+
+
+def _cash_before(snapshot: PortfolioSnapshot, trades: list[dict[str, Any]]) -> float:
+    """A session with no manifest (written by an older version): the cash the fills started from."""
+    cash = snapshot.cash
+    for t in trades:
+        flow = float(t["quantity"]) * float(t["price"])
+        cash += (flow if t["side"] == "BUY" else -flow) + float(t.get("fees") or 0.0)
+    return cash
