@@ -23,6 +23,7 @@ from graph.manifest import build_manifest
 from graph.memory import MemoryBank, MemoryRecall
 from graph.runtime import AUDIT_WRITER_KEY, CycleContext, CycleRuntime, default_runtime
 from graph.state import CONTRACT_KEYS
+from graph.telemetry.live import export_ended_cycle
 from schemas.base import SCHEMA_VERSION
 from schemas.portfolio import PortfolioSnapshot
 
@@ -223,6 +224,8 @@ def _invoke(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_
         events = store.events.count(session_id) if audit else 0
     except PyMongoError:
         events = 0
+    if audit and audit_error is None and not pending:
+        export_ended_cycle(store, session_id, cycle_id)  # OpenTelemetry, when configured; never fails the cycle
     return CycleOutcome(
         session_id=session_id, cycle_id=cycle_id,
         status="pending_approval" if pending else final.get("status") or "completed", contracts=contracts,

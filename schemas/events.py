@@ -9,7 +9,7 @@ from schemas.base import SCHEMA_VERSION, Contract
 
 EventKind = Literal[
     "manifest", "transition", "llm_request", "llm_response", "tool_call", "tool_result", "contract", "validation",
-    "error", "retrieval"
+    "error", "retrieval", "telemetry"  # telemetry: a failed or skipped OpenTelemetry export (graph/telemetry/live.py)
 ]
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 
