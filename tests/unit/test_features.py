@@ -306,3 +306,25 @@ def test_indicator_columns_complete(market):
 def test_news_features_rejects_undated_item():
     with pytest.raises(DataError, match="headline 0"):
         news_features([{"symbol": "AAPL", "headline": "no date"}], "2010-01-10")
+
+
+@pytest.mark.parametrize("symbol", default_market_data().universe())
+def test_vectorised_atr_equals_ta_within_1e_9(symbol):
+    """wilder_atr replaces ta's Python loop; on every bundled symbol's whole history it is ta's ATR."""
+    from ta.volatility import AverageTrueRange
+
+    from agent.features.technical import ATR_WINDOW, wilder_atr
+
+    bars = default_market_data().bars(symbol)
+    theirs = AverageTrueRange(bars.high, bars.low, bars.close, window=ATR_WINDOW, fillna=False).average_true_range()
+    ours = wilder_atr(bars.high, bars.low, bars.close, ATR_WINDOW)
+    assert ours.iloc[:ATR_WINDOW - 1].isna().all()
+    diff = (ours.iloc[ATR_WINDOW - 1:] - theirs.iloc[ATR_WINDOW - 1:]).abs()
+    assert len(diff) == len(bars) - ATR_WINDOW + 1 and diff.max() < 1e-9, f"max |ours - ta| = {diff.max():.3e}"
+
+
+def test_vectorised_atr_on_a_history_shorter_than_its_window_is_all_warm_up():
+    from agent.features.technical import wilder_atr
+
+    bars = default_market_data().bars("AAPL").iloc[:10]
+    assert wilder_atr(bars.high, bars.low, bars.close, 14).isna().all()
