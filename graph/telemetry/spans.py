@@ -16,7 +16,9 @@ keeps one copy.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
+import os
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Optional
@@ -100,6 +102,13 @@ def _clean(attributes: dict[str, Any]) -> dict[str, Any]:
 
 def default_resource() -> Resource:
     """service.name `tradegraph` unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say otherwise."""
+    return _resource(os.environ.get("OTEL_SERVICE_NAME"), os.environ.get("OTEL_RESOURCE_ATTRIBUTES"))
+
+
+@functools.lru_cache(maxsize=8)
+def _resource(_service_name: Optional[str], _attributes: Optional[str]) -> Resource:
+    # once per process and setting: the package lookup costs ~8 ms, and service.instance.id (random per
+    # Resource.create) then names this process, as the conventions mean it to
     try:
         ours = version("tradegraph")
     except PackageNotFoundError:

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from graph.replay.session import load_session
 from graph.runner import approve_cycle, run_cycle
 from graph.telemetry import live
 from graph.telemetry.export import send, spans_of
@@ -73,6 +74,7 @@ def test_a_dead_collector_neither_fails_nor_holds_the_cycle_and_is_audited(monke
     assert skip["skipped"] is True and f"tradegraph export otel {out.session_id}" in skip["error"]
     # the failure event leaves the cycle's story alone: same status on replay, and no span of its own
     assert store.events.verify_chain(out.session_id)["ok"]
+    assert [c.status for c in load_session(store, out.session_id).cycles] == ["completed", "completed"]
     assert len(spans_of(store, out.session_id, out.cycle_id)) == 32
 
 
@@ -106,3 +108,12 @@ def test_sdk_disabled_sends_nothing(monkeypatch):
         monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
         store, out, _ = cycle()
         assert out.status == "completed" and receiver.posts == 0 and telemetry_events(store, out) == []
+
+
+def test_a_setting_tradegraph_cannot_honour_is_audited_not_fatal(monkeypatch):
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    store, out, _ = cycle()
+    assert out.status == "completed"
+    [failure] = telemetry_events(store, out)
+    assert "OTEL_EXPORTER_OTLP_PROTOCOL='grpc'" in failure["error"] and failure["type"] == "OtelConfigError"
