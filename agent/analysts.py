@@ -13,6 +13,7 @@ from agent.config import AgentConfig
 from agent.memory.recall import past_notes
 from agent.passes import structured_pass, tool_pass
 from agent.prompts import fenced_headlines, task_messages
+from agent.providers import model_name_of
 from schemas.analysis import AnalystNote, AnalystRole, QuantAnswer
 from schemas.market import MarketSnapshot
 
@@ -72,7 +73,7 @@ def run_analyst(role: AnalystRole, snap: MarketSnapshot, model: BaseChatModel, s
         if n.analyst != role:
             raise ValueError(f"analyst must be {role!r}, got {n.analyst!r}")
 
-    model_name = getattr(model, "model_name", "") or ""
+    model_name = model_name_of(model)
     notes = past_notes(config, role, snap)
     note = structured_pass(model, task_messages(f"analyst:{role}", evidence, notes=notes), AnalystNote,
                            max_retries=settings.max_repair_retries, config=config, method=settings.structured_method,

@@ -1,10 +1,14 @@
 """Agent configuration as a dataclass, overridable from the environment (react-agent style)."""
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Callable, Iterable, Mapping
+
+from schemas.base import NonNegMoney
 
 DEFAULT_RISK_FILE = Path(__file__).with_name("risk_limits.toml")
 
@@ -25,13 +29,24 @@ class RiskLimits:
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> "RiskLimits":
-        path = Path(path or os.environ.get("TRADEGRAPH_RISK_LIMITS") or DEFAULT_RISK_FILE)
+        raw = os.environ.get("TRADEGRAPH_RISK_LIMITS") if path is None else None
+        try:
+            return cls._read(Path(path or raw or DEFAULT_RISK_FILE))
+        except ConfigError as e:
+            if raw:  # the file came from the environment: say which variable named it
+                raise ConfigError(f"TRADEGRAPH_RISK_LIMITS={raw!r}: {e}") from None
+            raise
+
+    @classmethod
+    def _read(cls, path: Path) -> "RiskLimits":
         try:
             raw = tomllib.loads(path.read_text())
         except FileNotFoundError:
             raise ConfigError(f"risk limits file not found: {path}") from None
+        except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
+            raise ConfigError(f"risk limits file {path} can't be read: {type(e).__name__}") from None
         except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"risk limits file {path} is not valid TOML: {e}") from None
+            raise ConfigError(f"risk limits file {path} is not valid TOML: {str(e).splitlines()[0]}") from None
         table = raw.get("risk", raw)
         known = {f.name: f.type for f in fields(cls)}
         unknown = set(table) - set(known)
@@ -54,9 +69,19 @@ def _env_number(name: str, default, cast=float, lo=0, hi=float("inf")):
         value = cast(raw)
     except ValueError:
         raise ConfigError(f"{name}={raw!r} is not {'an integer' if cast is int else 'a number'}") from None
-    if not lo <= value <= hi:
-        raise ConfigError(f"{name}={value} is outside {lo}..{hi}")
+    if not lo <= value <= hi:  # NaN fails this too
+        raise ConfigError(f"{name}={raw!r} is outside {lo:g}..{hi:g}")
     return value
+
+
+def _upper_bound(annotated) -> float:
+    """The upper limit a schemas/ type puts on a number, so a setting is checked against the same limit."""
+    for info in getattr(annotated, "__metadata__", ()):
+        for c in getattr(info, "metadata", ()):
+            for attr in ("lt", "le"):
+                if getattr(c, attr, None) is not None:
+                    return getattr(c, attr)
+    raise TypeError(f"{annotated} has no upper bound")
 
 
 @dataclass(frozen=True)
@@ -81,16 +106,26 @@ class RetryPolicy:
 
 
 MEMORY_MODES = ("on", "off", "session")
+# bounds of the numeric settings: a broker cost of 10% per side is already far past any real market's
+COST_BPS_MAX = 1000.0
+# a session's cash must fit a portfolio snapshot (schemas/base.py NonNegMoney, an exclusive bound)
+CASH_MAX = math.nextafter(_upper_bound(NonNegMoney), 0)
+DEBUG_ON = ("1", "true", "yes", "on")
 
 
 @dataclass(frozen=True)
 class AgentConfig:
     """Everything a cycle needs to know that isn't market data. Built once per command."""
 
-    provider: str = "offline"  # offline | openai
-    quick_model: str = "offline-quick"
+    # the provider of a tier whose model name has no `provider:` prefix: offline | openai | anthropic |
+    # google_genai | ollama (agent/providers.py)
+    provider: str = "offline"
+    quick_model: str = "offline-quick"  # `provider:model` or a name of `provider`'s
     deep_model: str = "offline-deep"
-    structured_method: str = "json_schema"  # json_schema | json_mode (for servers without json_schema)
+    # auto (each provider's own: agent/providers.py) | json_schema | json_mode | function_calling
+    structured_method: str = "auto"
+    # whether the JSON pass may force its tool with tool_choice (function_calling): auto (per provider) | on | off
+    tool_choice: str = "auto"
     max_repair_retries: int = 2
     max_tool_steps: int = 4
     starting_cash: float = 100_000.0
@@ -112,35 +147,43 @@ class AgentConfig:
     @property
     def parallel_llm(self) -> bool:
         """Threads pay off only for a model that waits on the network."""
-        return self.provider != "offline"
+        from agent.providers import OFFLINE, split_model
+
+        return any((split_model(name)[0] or self.provider) != OFFLINE for name in (self.quick_model, self.deep_model))
 
     @classmethod
     def from_env(cls, **overrides) -> "AgentConfig":
+        """The configuration from the environment; a value that can't be used, or a provider whose package or
+        key is missing, raises ConfigError naming the variable (and the extra to install)."""
+        from agent import providers
+
         env = os.environ
-        provider = (env.get("TRADEGRAPH_LLM") or ("openai" if env.get("OPENAI_API_KEY") else "offline")).lower()
-        if provider not in ("offline", "openai"):
-            raise ConfigError(f"TRADEGRAPH_LLM={provider!r} must be 'offline' or 'openai'")
-        quick_default, deep_default = (
-            ("gpt-4o-mini", "gpt-4o") if provider == "openai" else ("offline-quick", "offline-deep")
-        )
-        method = env.get("TRADEGRAPH_STRUCTURED_METHOD", "json_schema")
-        if method not in ("json_schema", "json_mode"):
-            raise ConfigError(f"TRADEGRAPH_STRUCTURED_METHOD={method!r} must be json_schema or json_mode")
-        memory = env.get("TRADEGRAPH_MEMORY", "on")
+        quick, deep = env.get("TRADEGRAPH_QUICK_MODEL") or None, env.get("TRADEGRAPH_DEEP_MODEL") or None
+        provider = providers.default_provider(env.get("TRADEGRAPH_LLM") or None, quick, deep, env)
+        method = env.get("TRADEGRAPH_STRUCTURED_METHOD") or "auto"
+        if method not in ("auto", *providers.STRUCTURED_METHODS):
+            raise ConfigError(f"TRADEGRAPH_STRUCTURED_METHOD={method!r} must be one of "
+                              f"{', '.join(('auto', *providers.STRUCTURED_METHODS))}")
+        tool_choice = env.get("TRADEGRAPH_TOOL_CHOICE") or "auto"
+        if tool_choice not in providers.TOOL_CHOICE_SETTINGS:
+            raise ConfigError(f"TRADEGRAPH_TOOL_CHOICE={tool_choice!r} must be one of "
+                              f"{', '.join(providers.TOOL_CHOICE_SETTINGS)}")
+        memory = env.get("TRADEGRAPH_MEMORY") or "on"
         if memory not in MEMORY_MODES:
             raise ConfigError(f"TRADEGRAPH_MEMORY={memory!r} must be one of {', '.join(MEMORY_MODES)}")
         values = dict(
             memory=memory,
             memory_top_k=_env_number("TRADEGRAPH_MEMORY_TOP_K", 3, int, 1, 50),
             provider=provider,
-            quick_model=env.get("TRADEGRAPH_QUICK_MODEL", quick_default),
-            deep_model=env.get("TRADEGRAPH_DEEP_MODEL", deep_default),
+            quick_model=quick,
+            deep_model=deep,
             structured_method=method,
+            tool_choice=tool_choice,
             max_repair_retries=_env_number("TRADEGRAPH_MAX_RETRIES", 2, int, 0, 10),
             max_tool_steps=_env_number("TRADEGRAPH_MAX_TOOL_STEPS", 4, int, 1, 20),
-            starting_cash=_env_number("TRADEGRAPH_STARTING_CASH", 100_000.0),
-            fees_bps=_env_number("TRADEGRAPH_FEES_BPS", 1.0),
-            slippage_bps=_env_number("TRADEGRAPH_SLIPPAGE_BPS", 2.0),
+            starting_cash=_env_number("TRADEGRAPH_STARTING_CASH", 100_000.0, float, 0.01, CASH_MAX),
+            fees_bps=_env_number("TRADEGRAPH_FEES_BPS", 1.0, float, 0, COST_BPS_MAX),
+            slippage_bps=_env_number("TRADEGRAPH_SLIPPAGE_BPS", 2.0, float, 0, COST_BPS_MAX),
             token_budget=_env_number("TRADEGRAPH_TOKEN_BUDGET", 0, int, 0, 10**9) or None,
             retry=RetryPolicy.from_env(),
             risk=RiskLimits.load(),
@@ -148,4 +191,44 @@ class AgentConfig:
         values.update({k: v for k, v in overrides.items() if v is not None})
         if values["memory"] not in MEMORY_MODES:
             raise ConfigError(f"memory mode {values['memory']!r} must be one of {', '.join(MEMORY_MODES)}")
-        return cls(**values)
+        for tier, defaulted in zip(("quick", "deep"), providers.default_models(provider) or (None, None)):
+            key = f"{tier}_model"
+            if values[key] is None:
+                if defaulted is None:
+                    var = providers.TIER_VARS[tier]
+                    raise ConfigError(f"{var} is unset and {provider} has no default model: name one, e.g. "
+                                      f"{var}={provider}:<model>")
+                values[key] = defaulted
+        settings = cls(**values)
+        for tier in ("quick", "deep"):
+            name = settings.deep_model if tier == "deep" else settings.quick_model
+            providers.check_ready(providers.tier_model(settings, tier, env), name, env)
+        return settings
+
+
+def check_environment(also: Iterable[Callable[[Mapping[str, str]], None]] = ()) -> AgentConfig:
+    """Every variable tradegraph reads, checked once at start-up so a bad one stops a command before it does
+    anything: the configuration (types, ranges, choices, the providers' packages, keys and endpoints), the
+    store's home, the debug flag and the API token; `also` are the upper layers' checks (the store URI, the
+    execution policy), each raising ValueError. Raises ConfigError, one line naming the variable and value."""
+    env = os.environ
+    settings = AgentConfig.from_env()
+    home = env.get("TRADEGRAPH_HOME")
+    if home is not None and home != "":
+        if not home.strip():
+            raise ConfigError(f"TRADEGRAPH_HOME={home!r} is blank")
+        if Path(home).expanduser().exists() and not Path(home).expanduser().is_dir():
+            raise ConfigError(f"TRADEGRAPH_HOME={home!r} is not a directory")
+    debug = env.get("TRADEGRAPH_DEBUG")
+    if debug and debug.strip().lower() not in DEBUG_ON:
+        # any non-empty value turns it on: a "0" that means on would surprise
+        raise ConfigError(f"TRADEGRAPH_DEBUG={debug!r}: set it to 1 to show tracebacks, or unset it")
+    token = env.get("TRADEGRAPH_API_TOKEN")
+    if token is not None and token != "" and not token.strip():
+        raise ConfigError(f"TRADEGRAPH_API_TOKEN={token!r} is blank")  # blank shows no secret
+    for check in also:
+        try:
+            check(env)
+        except ValueError as e:
+            raise ConfigError(str(e).splitlines()[0]) from None
+    return settings

@@ -1,7 +1,8 @@
 """The chat-model protocol shared by tradegraph's own models (offline, replay).
 
-Tools bind as OpenAI-format tools; structured output binds a `response_format` (never a tool),
-so a JSON pass is never a tool call, and the audit sees exactly what a real provider would get.
+Tools bind as OpenAI-format tools; structured output binds a `response_format` (the JSON pass of a provider
+model may instead offer the contract as its one tool: agent/passes.py), and the audit sees exactly what a real
+provider would get.
 `include_raw=True` gives LangChain's {raw, parsed, parsing_error} shape without a thread-pool map.
 """
 from __future__ import annotations
@@ -23,11 +24,14 @@ def response_format(schema: type, method: str = "json_schema") -> dict:
             "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema(), "strict": False}}
 
 
-def _answer_text(message: AIMessage) -> str:
-    # a recording made with function-calling structured output carries the JSON as tool-call args
-    if not message.content and message.tool_calls:
+def answer_text(message: AIMessage) -> str:
+    """The JSON an answer carries: a tool call's arguments (function-calling structured output, or a recording
+    made with it), else its text (a provider may answer with a list of content blocks)."""
+    if message.tool_calls:
         return json.dumps(message.tool_calls[0].get("args", {}))
-    return message.content
+    if message.invalid_tool_calls:  # arguments that are not JSON: quoted as sent, for the repair prompt
+        return str(message.invalid_tool_calls[0].get("args") or "")
+    return message.content if isinstance(message.content, str) else message.text
 
 
 def parse_answer(schema: type):
@@ -35,7 +39,7 @@ def parse_answer(schema: type):
 
     def parse(message: AIMessage) -> dict:
         try:
-            return {"raw": message, "parsed": schema.model_validate_json(_answer_text(message)), "parsing_error": None}
+            return {"raw": message, "parsed": schema.model_validate_json(answer_text(message)), "parsing_error": None}
         except ValueError as e:
             return {"raw": message, "parsed": None, "parsing_error": e}
 
@@ -50,5 +54,5 @@ class JsonChatModel(BaseChatModel):
         rf = response_format(schema, method)
         llm = self.bind(response_format=rf, ls_structured_output_format={"schema": rf})
         if not include_raw:
-            return llm | RunnableLambda(lambda m: schema.model_validate_json(_answer_text(m)))
+            return llm | RunnableLambda(lambda m: schema.model_validate_json(answer_text(m)))
         return llm | RunnableLambda(parse_answer(schema))

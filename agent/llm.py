@@ -1,25 +1,28 @@
 """Model factory and the mechanics of a failed LLM call.
 
-The offline deterministic model is the default, ChatOpenAI when configured. The OpenAI SDK's own
-retries are off (`max_retries=0`): a retry inside the SDK is an HTTP request the callbacks never see.
+The offline deterministic model is the default; a provider's chat model (agent/providers.py) when configured,
+built with its SDK's own retries off: a retry inside an SDK is an HTTP request the callbacks never see.
 tradegraph retries in agent/passes.py instead, one audited attempt per request; this module says what
-a failure was (`describe_failure`) and how long to wait before the next attempt (`next_wait`), so the
-audit handler and the retry loop read the same failure the same way.
+a failure was (`describe_failure`, for every provider's errors) and how long to wait before the next attempt
+(`next_wait`), so the audit handler and the retry loop read the same failure the same way.
 """
 from __future__ import annotations
 
 import email.utils
 import functools
+import importlib
 import os
 import random
+import re
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, Optional
+from typing import Any, Iterator, Literal, Optional
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
 
-from agent.config import AgentConfig, ConfigError, RetryPolicy
+from agent.config import AgentConfig, RetryPolicy
+from agent.providers import OFFLINE, build_model, check_ready, choices_of, model_name_of, tier_model
 
 Tier = Literal["quick", "deep"]
 
@@ -28,42 +31,19 @@ ATTEMPT_KEY = "tradegraph_llm_attempt"
 
 
 def make_model(config: AgentConfig, tier: Tier = "quick") -> BaseChatModel:
-    name = config.deep_model if tier == "deep" else config.quick_model
-    if config.provider == "offline":
+    tm = tier_model(config, tier)
+    if tm.provider == OFFLINE:
         from agent.offline_model import OfflineChatModel
 
-        return OfflineChatModel(model_name=name)
-    if config.provider == "openai":
-        if not os.environ.get("OPENAI_API_KEY"):
-            raise ConfigError("TRADEGRAPH_LLM=openai needs OPENAI_API_KEY to be set")
-        # temperature 0 and a seed: as reproducible as the server allows; replay is the real guarantee
-        return _provider_model_class()(
-            model=name,
-            temperature=0,
-            seed=7,
-            base_url=os.environ.get("OPENAI_BASE_URL") or None,
-            timeout=config.retry.timeout_s,
-            max_retries=0,
-            retry_policy=config.retry,
-        )
-    raise ConfigError(f"unknown model provider {config.provider!r}")
-
-
-@functools.lru_cache(maxsize=1)
-def _provider_model_class():
-    from langchain_openai import ChatOpenAI
-
-    class ProviderChatOpenAI(ChatOpenAI):
-        """ChatOpenAI carrying the cycle's retry policy to the one retry loop (agent/passes.py)."""
-
-        retry_policy: RetryPolicy
-
-    return ProviderChatOpenAI
+        return OfflineChatModel(model_name=tm.model)
+    check_ready(tm, config.deep_model if tier == "deep" else config.quick_model, os.environ)
+    return build_model(tm, config.retry)
 
 
 def retry_policy_of(model: BaseChatModel) -> RetryPolicy:
     """A provider model carries its configured policy; tradegraph's own models never fail transiently."""
-    return getattr(model, "retry_policy", None) or RetryPolicy()
+    retry = choices_of(model).get("retry")
+    return RetryPolicy(**retry) if retry else RetryPolicy()
 
 
 class LLMCallFailed(RuntimeError):
@@ -97,35 +77,111 @@ class AttemptPlan:
 @dataclass(frozen=True)
 class Failure:
     error_type: str
-    summary: str  # one line: "HTTP 429 OpenAIRateLimitError: …"
-    provider: bool  # raised by the provider's SDK (anything else is tradegraph's own error: re-raised as is)
+    summary: str  # one line: "HTTP 429 OpenAIRateLimitError: …"; a transport failure names the URL it tried
+    provider: bool  # raised by a provider's SDK or its HTTP client (anything else is tradegraph's own: re-raised)
     retryable: bool
     http_status: Optional[int] = None
     retry_after_s: Optional[float] = None
     # a truncated answer (finish_reason "length") the SDK raised on: paid for, and the caller repairs it
     partial: Optional[AIMessage] = None
+    url: Optional[str] = None  # "POST http://host/path" of the request that failed, when the error carries it
+
+
+# (module, class) of every provider SDK's error base, imported only if installed: an integration may raise its
+# own class (AnthropicRateLimitError), its SDK's, the HTTP client's (httpx under ollama and google-genai) or,
+# like the ollama client, a builtin ConnectionError raised while handling httpx's: the chain is searched
+_PROVIDER_ERRORS = (("openai", "OpenAIError"), ("anthropic", "AnthropicError"), ("ollama", "ResponseError"),
+                    ("google.genai.errors", "APIError"), ("httpx", "HTTPError"),
+                    ("langchain_core.exceptions", "ModelError"))
+# connection failures and timeouts: retried like a 5xx
+_TRANSIENT_ERRORS = (("openai", "APIConnectionError"), ("anthropic", "APIConnectionError"),
+                     ("httpx", "TransportError"), ("langchain_core.exceptions", "ModelConnectionError"),
+                     ("langchain_core.exceptions", "ModelTimeoutError"))
+
+
+@functools.lru_cache(maxsize=None)
+def _classes(names: tuple[tuple[str, str], ...]) -> tuple[type, ...]:
+    found = []
+    for module, name in names:
+        try:
+            found.append(getattr(importlib.import_module(module), name))
+        except (ImportError, AttributeError):
+            pass  # a provider's package not installed: its errors can't occur
+    return tuple(found)
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    """The error, then what it was raised from or while handling (`raise … from None` keeps the latter)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen and len(seen) < 8:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__
+
+
+def _status_of(error: BaseException) -> Optional[int]:
+    for value in (getattr(error, "status_code", None), getattr(error, "code", None),
+                  getattr(getattr(error, "response", None), "status_code", None)):
+        if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+            return value
+    return None
+
+
+def _request_of(error: BaseException) -> Optional[str]:
+    try:  # httpx raises RuntimeError from `.request` on an error made without one
+        request = getattr(error, "request", None) or getattr(getattr(error, "response", None), "request", None)
+    except RuntimeError:
+        return None
+    url = getattr(request, "url", None)
+    if url is None:
+        return None
+    from agent.providers import public_url
+
+    return f"{getattr(request, 'method', 'POST')} {public_url(str(url))}"
+
+
+def _google_retry_delay(error: BaseException) -> Optional[float]:
+    """Gemini states its wait in the error body (google.rpc.RetryInfo retryDelay "32s"), not a header."""
+    details = getattr(error, "details", None)
+    body = details.get("error", details) if isinstance(details, dict) else None
+    for item in (body or {}).get("details") or []:
+        if isinstance(item, dict) and str(item.get("@type", "")).endswith("RetryInfo"):
+            match = re.fullmatch(r"([0-9.]+)s", str(item.get("retryDelay", "")))
+            if match:
+                return float(match.group(1))
+    return None
 
 
 def describe_failure(error: BaseException) -> Failure:
     import openai
 
-    status = getattr(error, "status_code", None)
-    status = status if isinstance(status, int) else None
+    chain = list(_chain(error))
+    status = next((s for s in map(_status_of, chain) if s is not None), None)
     if isinstance(error, (openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError)):
         status = 200  # the answer arrived; the SDK refused its finish reason
-    headers = getattr(getattr(error, "response", None), "headers", None) or {}
-    retry_after = parse_retry_after(headers.get("retry-after-ms"), scale=0.001)
-    if retry_after is None:
-        retry_after = parse_retry_after(headers.get("retry-after"))
-    provider = isinstance(error, openai.OpenAIError)
-    retryable = provider and (isinstance(error, openai.APIConnectionError)  # timeouts included
-                              or status in (408, 429) or (status is not None and status >= 500))
-    message = " ".join(str(getattr(error, "message", None) or error).split())
+    retry_after = None
+    for e in chain:
+        headers = getattr(getattr(e, "response", None), "headers", None) or {}
+        retry_after = parse_retry_after(headers.get("retry-after-ms"), scale=0.001)
+        if retry_after is None:
+            retry_after = parse_retry_after(headers.get("retry-after"))
+        if retry_after is None:
+            retry_after = _google_retry_delay(e)
+        if retry_after is not None:
+            break
+    provider = any(isinstance(e, _classes(_PROVIDER_ERRORS)) for e in chain)
+    transient = any(isinstance(e, _classes(_TRANSIENT_ERRORS)) or getattr(e, "is_retryable", False) is True
+                    for e in chain)
+    retryable = provider and (transient or status in (408, 429) or (status is not None and status >= 500))
+    url = next((u for u in map(_request_of, chain) if u is not None), None)
+    message = " ".join(str(getattr(error, "message", None) or error or type(error).__name__).split())
     message = message if len(message) <= 200 else message[:200] + "…"
+    if status is None and url is not None:  # no answer at all: which server it was is the first thing to know
+        message += f" ({url})"
     summary = f"{f'HTTP {status} ' if status else ''}{type(error).__name__}: {message}"
     partial = _truncated_answer(error) if isinstance(error, openai.LengthFinishReasonError) else None
     return Failure(error_type=type(error).__name__, summary=summary, provider=provider, retryable=retryable,
-                   http_status=status, retry_after_s=retry_after, partial=partial)
+                   http_status=status, retry_after_s=retry_after, partial=partial, url=url)
 
 
 def _truncated_answer(error: Any) -> AIMessage:
@@ -167,7 +223,7 @@ def next_wait(failure: Failure, plan: AttemptPlan) -> Optional[float]:
 
 
 def call_failed(failure: Failure, plan: AttemptPlan, model: BaseChatModel) -> LLMCallFailed:
-    name = getattr(model, "model_name", None) or type(model).__name__
+    name = model_name_of(model) or type(model).__name__
     if not failure.retryable:
         return LLMCallFailed(f"LLM call to {name} failed, not retried: {failure.summary}")
     return LLMCallFailed(f"LLM call to {name} failed after {plan.attempt} attempt(s) "

@@ -19,13 +19,15 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
 
 from agent.audit_events import emit
 from agent.budget import budget_of
-from agent.json_chat_model import parse_answer, response_format
+from agent.json_chat_model import answer_text, parse_answer, response_format
 from agent.llm import ATTEMPT_KEY, AttemptPlan, call_failed, describe_failure, next_wait, retry_policy_of
 from agent.prompts import repair_message
+from agent.providers import choices_of
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -53,6 +55,8 @@ def tool_pass(
     config: RunnableConfig,
 ) -> list[BaseMessage]:
     offered = [tools[name] for name in sorted(allowed) if name in tools]
+    # never a tool_choice: every API's default with tools offered is "auto", and some OpenAI-compatible
+    # servers (LM Studio) reject the parameter outright
     bound = model.bind_tools(offered)
     messages = list(messages)
     for _ in range(max_steps):
@@ -87,7 +91,7 @@ def _run_tool(call: dict, tools: dict[str, BaseTool], allowed: frozenset[str], s
 def _invalid_tool_call(call: dict, ai: AIMessage, state: str, config: RunnableConfig) -> ToolMessage:
     """Arguments that are not JSON (often an answer cut off at the length limit): nothing runs, the
     model is told why, and it may call again within the step bound."""
-    finish = (ai.response_metadata or {}).get("finish_reason")
+    finish = finish_reason(ai)
     reason = (f"the arguments of your call to {call.get('name')!r} are not valid JSON ({call.get('error')})"
               + ("; your answer was cut off at the length limit" if finish == "length" else ""))
     emit("error", {"type": "invalid_tool_call", "tool": call.get("name"), "args": call.get("args"),
@@ -147,14 +151,12 @@ def structured_pass(
     *,
     max_retries: int,
     config: RunnableConfig,
-    method: str = "json_schema",
+    method: str = "auto",
     check: Optional[Callable[[T], None]] = None,
     expect_symbol: Optional[str] = None,
 ) -> T:
-    rf = response_format(schema, method)
-    # plain JSON Schema, parsed here: `with_structured_output` would hand ChatOpenAI's SDK the schema class,
-    # which raises on an invalid answer before the repair prompt can quote the raw answer and its error
-    bound = model.bind(response_format=rf, ls_structured_output_format={"kwargs": {"method": method}, "schema": rf})
+    method = structured_method(model, method)
+    bound = bind_json(model, schema, method)
     parse = parse_answer(schema)
     messages = list(messages) + [json_instruction(schema, method)]
     error = ""
@@ -162,7 +164,7 @@ def structured_pass(
         out = parse(call_model(model, bound, messages, config))
         parsed, parsing_error = out["parsed"], out["parsing_error"]
         error = _short_error(parsing_error) if parsing_error is not None else ""
-        if error and (out["raw"].response_metadata or {}).get("finish_reason") == "length":
+        if error and finish_reason(out["raw"]) == "length":
             error = f"the answer was cut off at the length limit (finish_reason=length): reply more briefly. {error}"
         if parsed is not None and not error:
             symbol = getattr(parsed, "symbol", None)
@@ -180,10 +182,50 @@ def structured_pass(
             emit("validation", {"schema": schema.__name__, "attempt": attempt, "ok": True}, config)
             return parsed
         emit("validation", {"schema": schema.__name__, "attempt": attempt, "ok": False, "error": error}, config)
-        raw = out["raw"]
-        messages += [raw if isinstance(raw, AIMessage) else AIMessage(content=str(raw)),
-                     repair_message(schema.__name__, error)]
+        messages += [_as_answer(out["raw"]), repair_message(schema.__name__, error)]
     raise ContractError(schema.__name__, error, max_retries + 1)
+
+
+def structured_method(model: BaseChatModel, configured: str) -> str:
+    """A provider model carries the method chosen for it (its provider's, or TRADEGRAPH_STRUCTURED_METHOD);
+    tradegraph's own models (offline, replay) take the configured one, `auto` being json_schema."""
+    return choices_of(model).get("structured_method") or (configured if configured != "auto" else "json_schema")
+
+
+def bind_json(model: BaseChatModel, schema: type[BaseModel], method: str) -> Runnable:
+    """The model asked for the contract as JSON, never with the state's tools. json_schema and json_mode go as
+    an OpenAI-style `response_format`, which every provider's LangChain class maps to its own parameter
+    (Anthropic's output_config, Ollama's format, Gemini's response schema). function_calling offers the
+    contract as the one tool, forced by tool_choice only where the server accepts it."""
+    if method == "function_calling":
+        tool = convert_to_openai_tool(schema)
+        forced = schema.__name__ if choices_of(model).get("tool_choice", True) else None
+        return model.bind_tools([tool], tool_choice=forced,
+                                ls_structured_output_format={"kwargs": {"method": method}, "schema": tool})
+    rf = response_format(schema, method)
+    # plain JSON Schema, parsed here: `with_structured_output` would hand ChatOpenAI's SDK the schema class,
+    # which raises on an invalid answer before the repair prompt can quote the raw answer and its error
+    return model.bind(response_format=rf, ls_structured_output_format={"kwargs": {"method": method}, "schema": rf})
+
+
+def _as_answer(raw: Any) -> AIMessage:
+    """A failed answer as the assistant turn the repair prompt follows. A tool call becomes its arguments as
+    text: a provider refuses a tool call left without a tool result, and the conversation then reads the same
+    whatever the method (so a replay matches it)."""
+    if not isinstance(raw, AIMessage):
+        return AIMessage(content=str(raw))
+    if raw.tool_calls or raw.invalid_tool_calls or not isinstance(raw.content, str):
+        return AIMessage(content=answer_text(raw))
+    return raw
+
+
+def finish_reason(message: Any) -> Optional[str]:
+    """Why the answer ended, in OpenAI's words: each provider's "cut off at the token limit" is "length"."""
+    meta = getattr(message, "response_metadata", None) or {}
+    reason = meta.get("finish_reason") or meta.get("stop_reason") or meta.get("done_reason")
+    if str(reason).lower() in ("length", "max_tokens"):
+        return "length"
+    return reason
 
 
 def json_instruction(schema: type[BaseModel], method: str) -> HumanMessage:

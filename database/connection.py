@@ -18,6 +18,7 @@ from database.memories import MemoryStore
 from database.portfolio import ExecutionLedger, PortfolioStore
 
 DEFAULT_DB = "tradegraph"
+SCHEMES = ("mongodb://", "mongodb+srv://", "mongomock://")
 
 # mongomock clients shared per URI, so two connect() calls see the same data like a server would
 _mock_clients: dict[str, tuple[Any, threading.Lock]] = {}
@@ -27,6 +28,14 @@ _mock_guard = threading.Lock()
 def redact(uri: str) -> str:
     """mongodb://user:secret@host -> mongodb://user:***@host"""
     return re.sub(r"^([a-z0-9+.-]+://[^:/@]+):[^@/]*@", r"\1:***@", uri, flags=re.I)
+
+
+def check_store_uri_env(env) -> None:
+    """MONGODB_URI at start-up (agent/config.py check_environment): a URI connect() can't use, named with its
+    password hidden."""
+    uri = env.get("MONGODB_URI")
+    if uri and not uri.startswith(SCHEMES):
+        raise ValueError(f"MONGODB_URI={redact(uri)!r} is not a store URI: expected {', '.join(SCHEMES)}")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -151,4 +160,4 @@ def connect(uri: str | None = None, *, home: str | Path | None = None, timeout_s
         return _connect_mongomock(uri)
     if uri.startswith(("mongodb://", "mongodb+srv://")):
         return _connect_mongodb(uri, timeout_s)
-    raise StoreUnavailable(f"unsupported store URI {redact(uri)}: expected mongodb://, mongodb+srv:// or mongomock://")
+    raise StoreUnavailable(f"unsupported store URI {redact(uri)}: expected {', '.join(SCHEMES)}")

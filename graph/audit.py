@@ -150,8 +150,10 @@ class AuditHandler(BaseCallbackHandler):
             "usage": to_plain(usage),
             "model": metadata.get("model_name"),
             "finish_reason": metadata.get("finish_reason"),
-            # the provider's SDK raises on any other status, so a provider's answer came with HTTP 200
-            "http_status": 200 if (response.llm_output or {}).get("model_provider") else None,
+            # the provider's SDK raises on any other status, so a provider's answer came with HTTP 200 (ChatOpenAI
+            # names the provider in llm_output, the other integrations in the message's metadata)
+            "http_status": 200 if ((response.llm_output or {}).get("model_provider")
+                                   or metadata.get("model_provider")) else None,
             "latency_ms": round((time.perf_counter() - started) * 1000, 3) if started else None,
             "error": None,
         }, kwargs.get("metadata"), run_id, parent_run_id, state=self._states.pop(run_id, None))

@@ -12,21 +12,19 @@ import dataclasses
 import functools
 import hashlib
 import json
-import os
 from importlib import metadata
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from agent.config import AgentConfig, RetryPolicy, RiskLimits
 from agent.markets import get_profile
 from agent.prompts import BASE_SYSTEM, ROLE_INSTRUCTIONS
+from agent.providers import tier_records
 from agent.tools import ALLOW_LISTS, REGISTRY
 
 # the cycle's inputs (symbols, as-of, portfolio, approval_required, a backtest's Case): what replay starts
 # from; not configuration, so never compared with today
 INPUTS = "inputs"
-OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 PACKAGES = ("tradegraph", "langgraph", "langchain-core", "langchain-openai", "pydantic", "pymongo", "ta", "pandas",
             "exchange-calendars")
 
@@ -81,12 +79,15 @@ def _code_identity() -> dict[str, Any]:
 
 def build_manifest(runtime, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
     settings: AgentConfig = runtime.config
-    base_url = os.environ.get("OPENAI_BASE_URL") or ""
+    models = tier_records(settings)
     manifest = {
         "config": dataclasses.asdict(settings),
         "market_profile": _profile(settings.market),
-        # the SDK's default endpoint when none is set; credentials in the URL never leave it
-        "model_endpoint_host": urlparse(base_url or OPENAI_DEFAULT_URL).hostname if settings.provider != "offline" else None,
+        # each tier's provider, model, the structured-output method and tool_choice its JSON pass used, and its
+        # endpoint's host (the SDK's default when none is set; credentials in the URL never leave it)
+        "models": models,
+        "model_endpoint_host": ", ".join(sorted({m["endpoint_host"] for m in models.values() if m["endpoint_host"]}))
+                               or None,
         "prompts": {"system": _sha(BASE_SYSTEM), **{k: _sha(v) for k, v in sorted(ROLE_INSTRUCTIONS.items())}},
         **copy.deepcopy(_code_identity()),
         "data": {"market": _data_source(runtime.market), "news": _data_source(runtime.news),
@@ -109,7 +110,7 @@ def config_from_manifest(manifest: dict[str, Any]) -> AgentConfig:
 # how a difference is named to the user, by the longest matching path prefix
 _LABELS = {"config.risk": "risk limit", "config.retry": "LLM retry", "config": "", "market_profile": "market profile",
            "prompts": "prompt template", "tools": "tool schema", "allow_lists": "allow-list", "versions": "package",
-           "data": "data source", "model_endpoint_host": "model endpoint host"}
+           "data": "data source", "model_endpoint_host": "model endpoint host", "models": "model"}
 _HASHED = ("prompts", "tools")
 
 

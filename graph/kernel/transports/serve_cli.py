@@ -36,7 +36,26 @@ def add_mcp_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+def startup_error() -> Optional[str]:
+    """Every environment variable tradegraph reads, checked before a command does anything (agent/config.py
+    check_environment, with the store's and the execution policy's checks): the one line saying which variable
+    and value are wrong, or None."""
+    from agent.config import ConfigError, check_environment
+    from database.connection import check_store_uri_env
+    from graph.kernel.policy import allowed_transports
+
+    try:
+        check_environment(also=(check_store_uri_env, allowed_transports))
+    except ConfigError as e:
+        return str(e)
+    return None
+
+
 def _guarded(run) -> int:
+    problem = startup_error()  # `python -m …serve_cli` and `…mcp` start here without the CLI's main
+    if problem:
+        print(f"tradegraph: error: {problem}", file=sys.stderr)
+        return EXIT_POLICY
     try:
         run()
     except PolicyError as e:

@@ -38,6 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     fn: Callable[[Any], int] = args.fn
+    from graph.kernel.transports.serve_cli import startup_error
+
+    problem = startup_error()  # every command: a bad variable stops it before it opens or writes anything
+    if problem:
+        print(f"tradegraph: error: {problem}", file=sys.stderr)
+        return EXIT_INPUT
     try:
         return fn(args)
     except CliError as e:

@@ -1,0 +1,240 @@
+"""Which chat model serves each tier, what its provider supports, and how it is built.
+
+A tier's model is named `provider:model`, LangChain's `init_chat_model` convention: `openai:gpt-4o-mini`,
+`anthropic:claude-3-5-haiku-latest`, `google_genai:gemini-2.0-flash`, `ollama:llama3.1:8b`. A name without one
+of these prefixes (Ollama's own `qwen:7b` included) belongs to the default provider, TRADEGRAPH_LLM. An
+OpenAI-compatible server (LM Studio, vLLM, DeepSeek) is the `openai` provider with OPENAI_BASE_URL set.
+
+Every provider is built with its SDK's retries off: tradegraph's one retry loop (agent/passes.py) audits each
+attempt. The JSON pass asks each provider for structured output the way it supports (`STRUCTURED_METHODS`);
+a forced `tool_choice` is sent only where the server accepts one.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+from urllib.parse import urlsplit, urlunsplit
+
+from agent.config import ConfigError, RetryPolicy
+
+OFFLINE = "offline"
+# json_schema: the provider constrains the answer to the contract's JSON Schema; json_mode: any JSON object,
+# the schema stated in the prompt; function_calling: the contract offered as the one tool, inside the JSON pass
+STRUCTURED_METHODS = ("json_schema", "json_mode", "function_calling")
+TOOL_CHOICE_SETTINGS = ("auto", "on", "off")
+# where a provider model carries what tradegraph chose for it (retry policy, structured method, tool_choice):
+# `metadata` is a field every LangChain chat model has, so init_chat_model's plain classes can carry it
+METADATA_KEY = "tradegraph"
+
+
+@dataclass(frozen=True)
+class Provider:
+    name: str  # init_chat_model's provider key
+    package: str  # the LangChain integration module
+    extra: Optional[str]  # `pip install 'tradegraph[extra]'`; None: a core dependency
+    key_vars: tuple[str, ...]  # one of them must be set
+    url_vars: tuple[str, ...]  # a custom endpoint, the first one set wins (the SDK's own order)
+    default_url: str
+    methods: tuple[str, ...]  # structured-output methods it supports, its default first
+    tool_choice: bool  # accepts a forced tool_choice
+    default_models: Optional[tuple[str, str]] = None  # quick, deep
+
+
+PROVIDERS: dict[str, Provider] = {p.name: p for p in (
+    Provider("openai", "langchain_openai", None, ("OPENAI_API_KEY",), ("OPENAI_BASE_URL",),
+             "https://api.openai.com/v1", ("json_schema", "json_mode", "function_calling"), True,
+             ("gpt-4o-mini", "gpt-4o")),
+    # forced tool use works on every Claude model; native JSON-schema output only on recent ones
+    Provider("anthropic", "langchain_anthropic", "anthropic", ("ANTHROPIC_API_KEY",),
+             ("ANTHROPIC_API_URL", "ANTHROPIC_BASE_URL"), "https://api.anthropic.com",
+             ("function_calling", "json_schema"), True),
+    Provider("google_genai", "langchain_google_genai", "google", ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+             ("GOOGLE_GEMINI_BASE_URL",), "https://generativelanguage.googleapis.com",
+             ("json_schema", "json_mode", "function_calling"), True),
+    # Ollama's chat API has no tool_choice at all
+    Provider("ollama", "langchain_ollama", "ollama", (), ("OLLAMA_HOST",), "http://127.0.0.1:11434",
+             ("json_schema", "json_mode", "function_calling"), False),
+)}
+OPENAI_HOST = "api.openai.com"
+OFFLINE_MODELS = ("offline-quick", "offline-deep")
+TIER_VARS = {"quick": "TRADEGRAPH_QUICK_MODEL", "deep": "TRADEGRAPH_DEEP_MODEL"}
+
+
+@dataclass(frozen=True)
+class TierModel:
+    """One tier's model as resolved from the configuration: recorded in the run manifest."""
+
+    tier: str
+    provider: str  # OFFLINE or a PROVIDERS key
+    model: str  # the provider's own name for it
+    structured_method: str
+    tool_choice: bool  # whether a forced tool_choice may be sent
+    endpoint: Optional[str]  # scheme://host[:port][/path], credentials and query removed; None offline
+    chosen_by: str  # the variable that picked the provider, named in errors
+
+    def record(self) -> dict[str, Any]:
+        """What the run manifest keeps: of the endpoint only its host, as for every URL it records."""
+        return {"provider": self.provider, "model": self.model, "structured_method": self.structured_method,
+                "tool_choice": self.tool_choice, "endpoint_host": urlsplit(self.endpoint).hostname if self.endpoint else None}
+
+
+def split_model(name: str) -> tuple[Optional[str], str]:
+    """'anthropic:claude-x' -> ('anthropic', 'claude-x'); a name without a known provider prefix -> (None, name)."""
+    prefix, sep, rest = name.partition(":")
+    if sep and (prefix in PROVIDERS or prefix == OFFLINE):
+        return prefix, rest
+    return None, name
+
+
+def default_provider(llm: Optional[str], quick: Optional[str], deep: Optional[str], env: Mapping[str, str]) -> str:
+    """TRADEGRAPH_LLM, else the provider the tiers name, else openai when OPENAI_API_KEY is set, else offline."""
+    if llm:
+        name = llm.strip().lower()
+        if name != OFFLINE and name not in PROVIDERS:
+            raise ConfigError(f"TRADEGRAPH_LLM={llm!r} must be one of {', '.join((OFFLINE, *PROVIDERS))}")
+        return name
+    named = [p for p in (split_model(n)[0] for n in (quick, deep) if n) if p]
+    if named:
+        return named[0]
+    return "openai" if env.get("OPENAI_API_KEY") else OFFLINE
+
+
+def default_models(provider: str) -> Optional[tuple[str, str]]:
+    return OFFLINE_MODELS if provider == OFFLINE else PROVIDERS[provider].default_models
+
+
+def endpoint_of(provider: str, env: Mapping[str, str]) -> tuple[Optional[str], Optional[str]]:
+    """(the variable that set it or None, the endpoint URL as the SDK will use it)."""
+    if provider == OFFLINE:
+        return None, None
+    p = PROVIDERS[provider]
+    for var in p.url_vars:
+        if env.get(var):
+            return var, env[var]
+    return None, p.default_url
+
+
+def public_url(url: Optional[str]) -> Optional[str]:
+    """A URL fit for the record: no user:password, no query (Google keys travel as `?key=`)."""
+    if not url:
+        return None
+    parts = urlsplit(url if "://" in url else "http://" + url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        netloc = host + (f":{parts.port}" if parts.port else "")
+    except ValueError:  # a port that is not a number: keep what was written, it is reported as is
+        netloc = host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def check_url(var: str, value: str) -> None:
+    parts = urlsplit(value if "://" in value else "http://" + value)
+    try:
+        parts.port
+    except ValueError:
+        raise ConfigError(f"{var}={value!r} has a port that is not a number") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{var}={value!r} is not an http(s) URL")
+
+
+def resolve_tier(tier: str, name: str, provider: str, method: str, tool_choice: str, env: Mapping[str, str],
+                 chosen_by: Optional[str] = None) -> TierModel:
+    """A tier's model from its configured name, the default provider and the overrides; raises ConfigError
+    naming the variable for a combination the provider can't serve."""
+    var = TIER_VARS[tier]
+    named, model = split_model(name)
+    provider = named or provider
+    chosen_by = var if named else (chosen_by or "TRADEGRAPH_LLM")
+    if not model.strip():
+        raise ConfigError(f"{var}={name!r} names no model")
+    if provider == OFFLINE:
+        if method not in ("auto", "json_schema"):
+            raise ConfigError(f"TRADEGRAPH_STRUCTURED_METHOD={method!r} does not apply to the offline model of the "
+                              f"{tier} tier ({var}={name!r}), which answers json_schema only")
+        if tool_choice == "on":
+            raise ConfigError(f"TRADEGRAPH_TOOL_CHOICE='on' does not apply to the offline model of the {tier} tier")
+        return TierModel(tier, OFFLINE, model, "json_schema", False, None, chosen_by)
+    p = PROVIDERS[provider]
+    if method == "auto":
+        method = p.methods[0]
+    elif method not in p.methods:
+        raise ConfigError(f"TRADEGRAPH_STRUCTURED_METHOD={method!r} is not supported by {provider} ({var}={name!r}); "
+                          f"use one of {', '.join(p.methods)}")
+    url_var, url = endpoint_of(provider, env)
+    if url_var:
+        check_url(url_var, url)
+    if tool_choice == "on" and not p.tool_choice:
+        raise ConfigError(f"TRADEGRAPH_TOOL_CHOICE='on': {provider} has no tool_choice ({var}={name!r})")
+    if tool_choice == "auto":
+        # an OpenAI-compatible server may reject tool_choice (LM Studio does): not sent unless asked for
+        forced = p.tool_choice and not (provider == "openai" and urlsplit(url).hostname != OPENAI_HOST)
+    else:
+        forced = tool_choice == "on"
+    return TierModel(tier, provider, model, method, forced, public_url(url), chosen_by)
+
+
+def tier_model(settings, tier: str, env: Optional[Mapping[str, str]] = None) -> TierModel:
+    """The resolved model of a tier of an AgentConfig (the endpoint is today's environment's)."""
+    name = settings.deep_model if tier == "deep" else settings.quick_model
+    return resolve_tier(tier, name, settings.provider, settings.structured_method, settings.tool_choice,
+                        os.environ if env is None else env)
+
+
+def tier_records(settings) -> dict[str, dict[str, Any]]:
+    return {tier: tier_model(settings, tier).record() for tier in ("quick", "deep")}
+
+
+def check_ready(tm: TierModel, name: str, env: Mapping[str, str]) -> None:
+    """The provider's package is installed and its key is set; else one line naming what to do."""
+    if tm.provider == OFFLINE:
+        return
+    p = PROVIDERS[tm.provider]
+    shown = f"{tm.chosen_by}={(tm.provider if tm.chosen_by == 'TRADEGRAPH_LLM' else name)!r}"
+    if importlib.util.find_spec(p.package) is None:
+        how = f"pip install 'tradegraph[{p.extra}]'" if p.extra else f"pip install {p.package.replace('_', '-')}"
+        raise ConfigError(f"{shown} needs the {p.package} package: {how}")
+    if p.key_vars and not any((env.get(k) or "").strip() for k in p.key_vars):
+        raise ConfigError(f"{shown} needs {' or '.join(p.key_vars)} to be set")
+
+
+def build_model(tm: TierModel, retry: RetryPolicy, env: Optional[Mapping[str, str]] = None):
+    """The provider's LangChain chat model through init_chat_model, SDK retries off, the endpoint and key passed
+    explicitly (what the manifest records is what is called), and tradegraph's choices in its metadata."""
+    from langchain.chat_models import init_chat_model
+
+    env = os.environ if env is None else env
+    p = PROVIDERS[tm.provider]
+    _, url = endpoint_of(tm.provider, env)
+    key = next((env[k] for k in p.key_vars if (env.get(k) or "").strip()), None)
+    kwargs: dict[str, Any] = {"temperature": 0, "base_url": url}
+    if key is not None:
+        kwargs["api_key"] = key
+    if tm.provider == "ollama":
+        # httpx under the ollama client never retries by itself
+        kwargs.update(seed=7, client_kwargs={"timeout": retry.timeout_s})
+    else:
+        kwargs.update(timeout=retry.timeout_s, max_retries=0)
+    if tm.provider == "openai":
+        kwargs["seed"] = 7  # as reproducible as the server allows; replay is the real guarantee
+    if tm.provider == "google_genai":
+        # max_retries=0 is google-genai's "one attempt"; the Gemini API, never Vertex AI from the environment
+        kwargs["vertexai"] = False
+    metadata = {METADATA_KEY: {"provider": tm.provider, "structured_method": tm.structured_method,
+                               "tool_choice": tm.tool_choice, "endpoint": tm.endpoint,
+                               "retry": dataclasses.asdict(retry)}}
+    return init_chat_model(tm.model, model_provider=tm.provider, metadata=metadata, **kwargs)
+
+
+def choices_of(model) -> dict[str, Any]:
+    """What tradegraph chose for a provider model; {} for its own models (offline, replay)."""
+    return (getattr(model, "metadata", None) or {}).get(METADATA_KEY) or {}
+
+
+def model_name_of(model) -> str:
+    """The model's own name: ChatOpenAI and tradegraph's models call it `model_name`, the other integrations `model`."""
+    return getattr(model, "model_name", None) or getattr(model, "model", None) or ""
