@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 from pydantic import BaseModel
 
 from graph.kernel import models as m
-from graph.kernel.errors import Forbidden, NotFound
+from graph.kernel.errors import BadInput, Forbidden, NotFound
 from graph.kernel.policy import ALWAYS_EXECUTES, Policy
 
 
@@ -33,7 +33,8 @@ class Context:
     store: Any               # database.connection.Store
     policy: Policy
     tasks: Any               # kernel.tasks.TaskManager
-    runtime: Callable[[Optional[str]], Any]  # memory mode -> a fresh graph.runtime.CycleRuntime
+    # (memory mode, agent.data.sources.DataFiles or None) -> a fresh graph.runtime.CycleRuntime
+    runtime: Callable[..., Any]
 
 
 REGISTRY: dict[str, Capability] = {}
@@ -73,9 +74,28 @@ def run_cycle(ctx: Context, inp: m.RunCycleInput) -> m.CycleOutput:
     refusal = ctx.policy.execution_refusal()
     # execution off on this transport: the same pause as --approve, so the cycle stops before EXECUTING,
     # resumable by someone allowed to move the book
-    out = _run(inp.symbols, inp.as_of, store=ctx.store, session_id=inp.session_id, runtime=ctx.runtime(inp.memory),
-               approve=inp.approve or refusal is not None)
+    data = data_files(inp, ctx.store, inp.session_id)
+    out = _run(inp.symbols, inp.as_of, store=ctx.store, session_id=inp.session_id,
+               runtime=ctx.runtime(inp.memory, data), approve=inp.approve or refusal is not None)
     return _cycle_output(out, refusal)
+
+
+def data_files(inp, store=None, session_id: Optional[str] = None):
+    """The input's own data files over what the session read before (graph.manifest.session_files), each one read
+    here first, so a bad file is bad input naming its field (the runtime then reuses what was read)."""
+    from agent.data.market import DataError
+    from agent.data.sources import DataFiles, load_file
+    from graph.manifest import session_files
+
+    given = DataFiles(prices=inp.prices, news=inp.news, fundamentals=inp.fundamentals)
+    files = session_files(store, session_id, given) if store is not None else given
+    for kind, path in files.given().items():
+        try:
+            load_file(kind, path)
+        except DataError as e:
+            origin = kind if kind in given.given() else f"{kind} (as session '{session_id}' read it)"
+            raise BadInput(f"{origin}: {e}", field=kind) from None
+    return files
 
 
 @capability(m.ApproveInput, m.CycleOutput, moves_book=True)
@@ -137,7 +157,7 @@ def features(ctx: Context, inp: m.FeaturesInput) -> m.FeatureBundle:
     from agent.data.market import validate_as_of
     from agent.features.bundle import build_bundle
 
-    rt = ctx.runtime(None)
+    rt = ctx.runtime(None, data_files(inp))
     symbol = inp.symbol.strip().upper()
     validate_as_of(rt.market, [symbol], inp.as_of, inp.market)
     return build_bundle(symbol, inp.as_of, market=rt.market, news=rt.news, fundamentals=rt.fundamentals,

@@ -120,9 +120,10 @@ class Client:
 
     # ------------------------------------------------------------ capabilities (defaults = the models')
     def run_cycle(self, symbols: list[str], as_of: str, session_id: Optional[str] = None, approve: bool = False,
-                  memory: Optional[str] = None) -> m.CycleOutput:
+                  memory: Optional[str] = None, prices: Optional[str] = None, news: Optional[str] = None,
+                  fundamentals: Optional[str] = None) -> m.CycleOutput:
         return self._call("run_cycle", symbols=symbols, as_of=as_of, session_id=session_id, approve=approve,
-                          memory=memory)
+                          memory=memory, prices=prices, news=news, fundamentals=fundamentals)
 
     def approve(self, session_id: str, approved: bool = True, by: str = "api") -> m.CycleOutput:
         return self._call("approve", session_id=session_id, approved=approved, by=by)
@@ -141,8 +142,10 @@ class Client:
     def verify(self, session_id: str) -> m.VerifyOutput:
         return self._call("verify", session_id=session_id)
 
-    def features(self, symbol: str, as_of: str, market: str = "us_equity") -> m.FeatureBundle:
-        return self._call("features", symbol=symbol, as_of=as_of, market=market)
+    def features(self, symbol: str, as_of: str, market: str = "us_equity", prices: Optional[str] = None,
+                 news: Optional[str] = None, fundamentals: Optional[str] = None) -> m.FeatureBundle:
+        return self._call("features", symbol=symbol, as_of=as_of, market=market, prices=prices, news=news,
+                          fundamentals=fundamentals)
 
     def memory_search(self, symbol: str, query: str, as_of: str, session_id: Optional[str] = None,
                       k: int = 5) -> m.MemorySearchOutput:
@@ -156,9 +159,11 @@ class Client:
 
     def start_backtest(self, symbols: list[str], start: str, end: str, every: int = 1, capital: float = 100_000.0,
                        fees_bps: float = 1.0, slippage_bps: float = 2.0, market: str = "us_equity",
-                       memory: str = "session", run_id: Optional[str] = None) -> m.TaskView:
+                       memory: str = "session", run_id: Optional[str] = None, prices: Optional[str] = None,
+                       news: Optional[str] = None, fundamentals: Optional[str] = None) -> m.TaskView:
         return self._call("start_backtest", symbols=symbols, start=start, end=end, every=every, capital=capital,
-                          fees_bps=fees_bps, slippage_bps=slippage_bps, market=market, memory=memory, run_id=run_id)
+                          fees_bps=fees_bps, slippage_bps=slippage_bps, market=market, memory=memory, run_id=run_id,
+                          prices=prices, news=news, fundamentals=fundamentals)
 
     def list_tasks(self, limit: int = 20) -> m.TasksOutput:
         return self._call("list_tasks", limit=limit)

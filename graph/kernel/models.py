@@ -20,6 +20,16 @@ Day = Annotated[str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}$")]
 Ticker = Annotated[str, StringConstraints(min_length=1, max_length=12, pattern=r"^[A-Za-z][A-Za-z0-9.\-]*$")]
 Market = Literal["us_equity", "cn_a_share", "crypto"]
 MemoryMode = Literal["on", "off", "session"]
+# a user's own data file, read by the process the kernel runs in (relative paths: against its working directory)
+_DataPath = Annotated[str, StringConstraints(min_length=1, max_length=4096, pattern=r"^[^\x00]+$")]
+_ON_KERNEL = "a path on the machine the kernel runs on (relative: to its working directory)"
+_DEFAULT = "default: the file a continued session or resumed backtest read, else the bundled"
+PricesFile = Annotated[Optional[_DataPath], Field(description=(
+    f"your own daily bars, CSV or Parquet (agent/data/README.md); {_ON_KERNEL}; {_DEFAULT} 2000-2013 sample"))]
+NewsFile = Annotated[Optional[_DataPath], Field(description=(
+    f"your own headlines, JSONL (agent/data/README.md); {_ON_KERNEL}; {_DEFAULT} synthetic sample"))]
+FundamentalsFile = Annotated[Optional[_DataPath], Field(description=(
+    f"your own fundamentals, JSON (agent/data/README.md); {_ON_KERNEL}; {_DEFAULT} synthetic sample"))]
 
 
 class Input(BaseModel):
@@ -37,6 +47,9 @@ class RunCycleInput(Input):
     session_id: Optional[SessionId] = Field(None, description="continue this session (its portfolio carries over)")
     approve: bool = Field(False, description="pause before EXECUTING until approved")
     memory: Optional[MemoryMode] = Field(None, description="past notes agents recall (default: $TRADEGRAPH_MEMORY)")
+    prices: PricesFile = None
+    news: NewsFile = None
+    fundamentals: FundamentalsFile = None
 
 
 class ApprovalDecision(Input):
@@ -169,6 +182,9 @@ class FeaturesQuery(Input):
 
 class FeaturesInput(FeaturesQuery):
     symbol: Ticker
+    prices: PricesFile = None
+    news: NewsFile = None
+    fundamentals: FundamentalsFile = None
 
 
 class MemoryQuery(Input):
@@ -222,6 +238,9 @@ class BacktestInput(Input):
     memory: MemoryMode = "session"
     run_id: Optional[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.\-]{1,100}$")]] = Field(
         None, description="resume this run if its folder exists; new id when omitted")
+    prices: PricesFile = None
+    news: NewsFile = None
+    fundamentals: FundamentalsFile = None
 
 
 TaskStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted"]
