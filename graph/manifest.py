@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.config import AgentConfig, RetryPolicy, RiskLimits
+from agent.data.market import DataError
+from agent.data.sources import BY_ATTR, KINDS, DataFiles, Unavailable, is_bundled, load_file
 from agent.markets import get_profile
 from agent.prompts import BASE_SYSTEM, ROLE_INSTRUCTIONS
 from agent.providers import tier_records
@@ -35,13 +37,21 @@ def _sha(obj: Any) -> str:
 
 
 def _data_source(source: Any) -> dict[str, Any]:
-    """The file a data source was loaded from and its content hash; in-memory data is named as such."""
+    """The file a data source was loaded from and its content hash; in-memory data is named as such. A bundled
+    sample says so, so a session continued (or replayed) from another checkout finds it where that one keeps it."""
     label = str(getattr(source, "origin", None) or getattr(source, "source", None) or "<unknown>")
     path = Path(label)
     if not path.is_file():
         return {"source": label, "sha256": None}
+    return _file_entry(path)
+
+
+def _file_entry(path: Path) -> dict[str, Any]:
     st = path.stat()
-    return dict(_hashed(str(path.resolve()), st.st_mtime_ns, st.st_size))
+    entry = dict(_hashed(str(path.resolve()), st.st_mtime_ns, st.st_size))
+    if any(is_bundled(kind, path) for kind in KINDS):
+        entry["bundled"] = True
+    return entry
 
 
 @functools.lru_cache(maxsize=64)
@@ -105,6 +115,69 @@ def config_from_manifest(manifest: dict[str, Any]) -> AgentConfig:
     raw["retry"] = RetryPolicy(**raw["retry"])
     known = {f.name for f in dataclasses.fields(AgentConfig)}
     return AgentConfig(**{k: v for k, v in raw.items() if k in known})
+
+
+# ---------------------------------------------------------------- the data files a session read
+def last_manifest(store, session_id: str) -> dict[str, Any] | None:
+    """The manifest of the session's latest cycle that recorded one (a few indexed reads, not the session)."""
+    for cycle_id in reversed(store.events.cycle_ids(session_id)):
+        found = store.events.read(session_id, kind="manifest", cycle_id=cycle_id)
+        if found:
+            return found[-1]["payload"]
+    return None
+
+
+def session_files(store, session_id: str | None, given: DataFiles) -> DataFiles:
+    """The files a continued session reads: each one given, else the one its last cycle read (by path: a file the
+    user appended a day to is read as it is now), else the bundled sample. A recorded source that was not a file
+    (in-memory data from Python) must be given again: nothing else stands in for it."""
+    manifest = last_manifest(store, session_id) if session_id else None
+    recorded: dict[str, str] = {}
+    for attr, entry in ((manifest or {}).get("data") or {}).items():
+        kind = BY_ATTR.get(attr)
+        if kind is None or kind.name in given.given() or entry.get("bundled"):
+            continue
+        if not entry.get("sha256"):
+            raise DataError(f"session '{session_id}' read its {kind.name} from {entry.get('source')}, not a file: "
+                            f"name the {kind.name} file to continue it")
+        if not is_bundled(kind.name, entry["source"]):  # a recording from before bundled samples were marked
+            recorded[kind.name] = entry["source"]
+    return given.over(DataFiles(**recorded))
+
+
+def recorded_sources(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A replay's data: each recorded file read again only while its content hash matches the manifest's. A changed
+    or missing file is a difference line and an Unavailable source that fails if read, never other data."""
+    sources: dict[str, Any] = {}
+    lines: list[str] = []
+    for attr, entry in sorted(data.items()):
+        kind, path, sha = BY_ATTR.get(attr), str(entry.get("source")), entry.get("sha256")
+        if kind is None:
+            continue
+        label = f"data source {attr}"
+        if not sha:
+            lines.append(f"{label}: recorded {path!r} was not read from a file: nothing to check it against")
+            sources[attr] = Unavailable(path, "was in-memory data when recorded: replay reads the recording only")
+            continue
+        now_path = kind.bundled.resolve() if entry.get("bundled") else Path(path)
+        if not now_path.is_file():
+            lines.append(f"{label}.source: recorded file {path} is missing (recorded sha256 {sha[:12]}…)")
+            sources[attr] = Unavailable(path, "missing since the run was recorded")
+            continue
+        now = _file_entry(now_path)
+        if now["sha256"] != sha:
+            lines.append(f"{label}.sha256: content hash differs: {now['source']} changed since the run "
+                         f"(recorded {sha[:12]}…, now {now['sha256'][:12]}…)")
+            sources[attr] = Unavailable(now["source"], "changed since the run was recorded (content hash differs)")
+            continue
+        if now["source"] != path:  # a bundled sample in another checkout
+            lines.append(f"{label}.source: recorded {path!r}, now {now['source']!r} (same content)")
+        try:
+            sources[attr] = load_file(kind.name, now_path)
+        except DataError as e:  # the same bytes no longer load: today's loader differs
+            lines.append(f"{label}: {e}")
+            sources[attr] = Unavailable(now["source"], f"no longer loads: {e}")
+    return sources, lines
 
 
 # how a difference is named to the user, by the longest matching path prefix

@@ -17,6 +17,7 @@ from agent.config import AgentConfig
 from agent.data.fundamentals import FundamentalsSource, default_fundamentals
 from agent.data.market import MarketData, default_market_data
 from agent.data.news import NewsSource, default_news
+from agent.data.sources import DataFiles, load_sources
 from agent.features.bundle import build_bundle, default_cache
 from agent.features.technical import IndicatorCache
 from agent.llm import make_model
@@ -97,10 +98,17 @@ class CycleContext:
 
 
 def default_runtime(config: Optional[AgentConfig] = None, execution: Optional[ExecutionBackend] = None,
-                    **overrides: Any) -> CycleRuntime:
-    return CycleRuntime(config=config or AgentConfig.from_env(), market=overrides.pop("market", None)
-                        or default_market_data(), news=overrides.pop("news", None) or default_news(),
-                        fundamentals=overrides.pop("fundamentals", None) or default_fundamentals(),
+                    data: Optional[DataFiles] = None, **overrides: Any) -> CycleRuntime:
+    """`data` names a user's own files (read here, once per file version); what it leaves out, and no source
+    given in `overrides`, is the bundled sample."""
+    sources = load_sources(data)
+    for attr in ("market", "news", "fundamentals"):  # a source object given outright wins over a file
+        given = overrides.pop(attr, None)
+        if given is not None:
+            sources[attr] = given
+    return CycleRuntime(config=config or AgentConfig.from_env(), market=sources.get("market") or default_market_data(),
+                        news=sources.get("news") or default_news(),
+                        fundamentals=sources.get("fundamentals") or default_fundamentals(),
                         cache=overrides.pop("cache", None) or default_cache(), execution=execution, **overrides)
 
 

@@ -67,6 +67,11 @@ class FundamentalsSource:
             by_symbol.setdefault(symbol, []).append((reported, period, rec))
         self._rows = {s: sorted(rows, key=lambda r: (r[0].ts, r[1])) for s, rows in by_symbol.items()}
 
+    def coverage(self) -> dict[str, tuple[int, str, str]]:
+        """symbol -> (records, first period end, last period end), for `tradegraph data check`."""
+        return {s: (len(rows), str(min(r[1] for r in rows).date()), str(max(r[1] for r in rows).date()))
+                for s, rows in sorted(self._rows.items())}
+
     def get(self, symbol: str, as_of: DateLike, profile: str | MarketProfile | None = None) -> Fundamentals:
         """The latest period among records reported before the close of `as_of`, else available=False."""
         day = parse_date(as_of)
@@ -86,6 +91,8 @@ def load_fundamentals(path: str | Path) -> FundamentalsSource:
         doc = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DataError(f"{p}: file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:  # a folder, no permission, a binary file
+        raise DataError(f"{p}: cannot read file: {exc}") from None
     except json.JSONDecodeError as exc:
         raise DataError(f"{p}: line {exc.lineno}: invalid JSON ({exc.msg})") from None
     records = doc.get("records") if isinstance(doc, dict) else None

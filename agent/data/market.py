@@ -81,7 +81,16 @@ class MarketData:
             return self._frames[symbol]
         except KeyError:
             known = ", ".join(self._frames)
-            raise UnknownSymbolError(f"unknown symbol '{symbol}' (known: {known})") from None
+            raise UnknownSymbolError(f"unknown symbol '{symbol}' (known: {known}) in {self.where()}") from None
+
+    def where(self) -> str:
+        """Which data was searched, as a user would look for it: the file, and whether it is the bundled sample."""
+        if self.source == str(VENDORED_CSV):
+            return f"the bundled sample prices {self.source} (your own prices: docs/own-data.md)"
+        return f"prices file {self.source}"
+
+    def rows(self, symbol: str) -> int:
+        return len(self._check(symbol))
 
     def bars(self, symbol: str, start: DateLike | None = None, end: DateLike | None = None) -> pd.DataFrame:
         frame = self._check(symbol)

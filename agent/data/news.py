@@ -54,6 +54,11 @@ class NewsSource:
     def symbols(self) -> list[str]:
         return sorted(self._items)
 
+    def coverage(self) -> dict[str, tuple[int, str, str]]:
+        """symbol -> (headlines, first published_at, last published_at), for `tradegraph data check`."""
+        return {s: (len(items), items[0]["published_at"], items[-1]["published_at"])
+                for s, items in sorted(self._items.items())}
+
     def headlines(self, symbol: str, as_of: DateLike, lookback_days: int = 30,
                   profile: str | MarketProfile | None = None) -> list[dict]:
         """Headlines published from as_of - lookback_days until before the close of `as_of`, oldest first."""
@@ -71,27 +76,31 @@ def load_news(path: str | Path) -> NewsSource:
     p = Path(path)
     if not p.exists():
         raise DataError(f"{p}: file not found")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:  # a folder, no permission, a binary file
+        raise DataError(f"{p}: cannot read file: {exc}") from None
     items: list[dict] = []
-    with p.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{p}: line {lineno}: invalid JSON ({exc.msg})") from None
-            if not isinstance(obj, dict):
-                raise DataError(f"{p}: line {lineno}: expected a JSON object")
-            missing = [k for k in ("symbol", "published_at", "headline") if not obj.get(k)]
-            if missing:
-                raise DataError(f"{p}: line {lineno}: missing field(s) {', '.join(missing)}")
-            try:
-                parse_published(obj["published_at"])
-            except (ValueError, TypeError):
-                raise DataError(
-                    f"{p}: line {lineno}: field 'published_at': unparseable date {obj['published_at']!r}"
-                ) from None
-            items.append(obj)
+    # newlines only: a headline may hold U+2028, which str.splitlines() would cut (and shift every line number)
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{p}: line {lineno}: invalid JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise DataError(f"{p}: line {lineno}: expected a JSON object")
+        missing = [k for k in ("symbol", "published_at", "headline") if not obj.get(k)]
+        if missing:
+            raise DataError(f"{p}: line {lineno}: missing field(s) {', '.join(missing)}")
+        try:
+            parse_published(obj["published_at"])
+        except (ValueError, TypeError):
+            raise DataError(
+                f"{p}: line {lineno}: field 'published_at': unparseable date {obj['published_at']!r}"
+            ) from None
+        items.append(obj)
     return NewsSource(items, source=str(p))
 
 

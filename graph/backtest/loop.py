@@ -197,6 +197,11 @@ class _Progress:
 
 
 # ---------------------------------------------------------------- the loop
+def session_id_of(run_id: str) -> str:
+    """The audit session a run's cycles are recorded in (a resumed run continues it)."""
+    return f"bt-{run_id}"
+
+
 def episode_runtime(config: EpisodeConfig, runtime: Optional[CycleRuntime], sim: SimulationExecution) -> CycleRuntime:
     base = runtime or default_runtime(AgentConfig.from_env())
     settings = dataclasses.replace(base.config, starting_cash=config.initial_cash, fees_bps=config.fees_bps,
@@ -232,7 +237,7 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
         raise BacktestError(f"{log_path} does not match this config's decision dates")
     portfolio = logs[-1].portfolio_after if logs else PortfolioSnapshot(cash=config.initial_cash)
     trades: list[ExecutedTrade] = [t for lg in logs for t in lg.exits + lg.execution_result.executed_trades]
-    session_id = f"bt-{run_id}"
+    session_id = session_id_of(run_id)
 
     bar = _Progress(len(dates), len(logs), progress and sys.stderr.isatty())
     steps = 0

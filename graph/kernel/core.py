@@ -18,17 +18,17 @@ from graph.kernel.policy import TRANSPORTS, Policy
 from graph.kernel.tasks import TaskManager
 
 
-def default_runtime_factory(memory: Optional[str] = None):
-    """A fresh runtime per call (a runtime binds its execution backend to a store); the data it reads is
-    cached per process, so this is cheap."""
+def default_runtime_factory(memory: Optional[str] = None, data=None):
+    """A fresh runtime per call (a runtime binds its execution backend to a store) on the bundled samples or the
+    user's files `data` (agent.data.sources.DataFiles); what it reads is cached per file version, so this is cheap."""
     from agent.config import AgentConfig
     from graph.runtime import default_runtime
 
-    return default_runtime(AgentConfig.from_env(memory=memory))
+    return default_runtime(AgentConfig.from_env(memory=memory), data=data)
 
 
 class Kernel:
-    def __init__(self, store, *, runtime_factory: Optional[Callable[[Optional[str]], Any]] = None,
+    def __init__(self, store, *, runtime_factory: Optional[Callable[..., Any]] = None,
                  experiments_dir: str | Path = "experiments", env: Optional[Mapping[str, str]] = None,
                  task_options: Optional[dict] = None):
         self.store = store

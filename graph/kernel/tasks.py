@@ -129,7 +129,7 @@ class TaskManager:
 
     # ------------------------------------------------------------ writes
     def start_backtest(self, inp: BacktestInput) -> TaskView:
-        config, run_id, total = self._prepare(inp)
+        config, run_id, total, data = self._prepare(inp)
         active = [self.view(d) for d in self.col.find({"run_id": run_id, "status": {"$in": list(ACTIVE)}})]
         busy = [v for v in active if v.status in ACTIVE]
         if busy:
@@ -141,7 +141,7 @@ class TaskManager:
                "created_at": now, "updated_at": now, "heartbeat_at": now, "cancel_requested": False,
                "progress": {"done": 0, "total": total}, "error": None, "summary": None}
         self.col.insert_one(doc)
-        self._launch(task_id, config, run_id)
+        self._launch(task_id, config, run_id, data)
         return self.status(task_id)
 
     def cancel(self, task_id: str) -> TaskView:
@@ -162,7 +162,7 @@ class TaskManager:
         if not v.resumable:
             raise Conflict(f"task {task_id} is {v.status}: only an interrupted, cancelled or failed backtest "
                            f"can be resumed", field="task_id")
-        config, run_id, _ = self._prepare(BacktestInput.model_validate(doc["params"]), run_id=doc["run_id"])
+        config, run_id, _, data = self._prepare(BacktestInput.model_validate(doc["params"]), run_id=doc["run_id"])
         # compare-and-set on what was read: two processes resuming the same task, one wins
         claimed = self.col.find_one_and_update(
             {"_id": task_id, "status": doc["status"], "updated_at": doc["updated_at"],
@@ -171,7 +171,7 @@ class TaskManager:
                       "updated_at": time.time(), "heartbeat_at": time.time()}}, return_document=ReturnDocument.AFTER)
         if claimed is None:
             raise Conflict(f"task {task_id} changed while resuming it (another process resumed it?)", field="task_id")
-        self._launch(task_id, config, run_id)
+        self._launch(task_id, config, run_id, data)
         return self.status(task_id)
 
     # ------------------------------------------------------------ the worker
@@ -188,7 +188,10 @@ class TaskManager:
         config = EpisodeConfig(episode_id=run_id, tickers=parse_symbols(inp.symbols), initial_cash=inp.capital,
                                start=inp.start, end=inp.end, every=inp.every, fees_bps=inp.fees_bps,
                                slippage_bps=inp.slippage_bps, market=inp.market, memory=inp.memory)
-        market = self.runtime_factory(None).market
+        data = self._data(inp, run_id)
+        market = self.runtime_factory(None, data).market
+        for t in config.tickers:  # an unknown symbol names the prices file searched
+            market._check(t)
         validate_config(config, market)
         cfg_path = self.experiments / run_id / "config.json"
         if cfg_path.exists() and EpisodeConfig.model_validate_json(cfg_path.read_text()) != config:
@@ -196,10 +199,27 @@ class TaskManager:
         total = len(decision_dates(market, config.tickers, config.start, config.end, config.every, config.market))
         if total == 0:
             raise BadInput(f"no decision point in {inp.start}..{inp.end}", field="start")
-        return config, run_id, total
+        return config, run_id, total, data
 
-    def _launch(self, task_id: str, config, run_id: str) -> None:
-        thread = threading.Thread(target=self._run, args=(task_id, config, run_id), name=f"task-{task_id}",
+    def _data(self, inp: BacktestInput, run_id: str):
+        """The files given, else those the run read before it stopped; a resumed run refuses other files than it
+        started on (by path: a file appended to since is read as it is now)."""
+        from agent.data.sources import DataFiles
+        from graph.backtest.loop import session_id_of
+        from graph.kernel.capabilities import data_files
+        from graph.manifest import session_files
+
+        session = session_id_of(run_id)
+        given = DataFiles(prices=inp.prices, news=inp.news, fundamentals=inp.fundamentals).given()
+        before = session_files(self.store, session, DataFiles()).given() if given else {}
+        for kind, path in given.items():
+            if kind in before and Path(path).expanduser().resolve() != Path(before[kind]).resolve():
+                raise Conflict(f"run '{run_id}' was run on {kind} {before[kind]}, not {path}: resume it without "
+                               f"--{kind} (or with the same file), or start a new run id", field=kind)
+        return data_files(inp, self.store, session)
+
+    def _launch(self, task_id: str, config, run_id: str, data) -> None:
+        thread = threading.Thread(target=self._run, args=(task_id, config, run_id, data), name=f"task-{task_id}",
                                   daemon=True)
         with _LIVE_LOCK:
             _LIVE[task_id] = thread
@@ -209,7 +229,7 @@ class TaskManager:
         fields["updated_at"] = fields["heartbeat_at"] = time.time()
         return self.col.find_one_and_update({"_id": task_id}, {"$set": fields}, return_document=ReturnDocument.AFTER)
 
-    def _run(self, task_id: str, config, run_id: str) -> None:
+    def _run(self, task_id: str, config, run_id: str, data) -> None:
         from graph.backtest.loop import run_backtest
 
         stop_beat = threading.Event()
@@ -236,7 +256,7 @@ class TaskManager:
                 if after and after.get("cancel_requested"):
                     raise TaskCancelled()
 
-            result = run_backtest(config, self.store, progress=False, runtime=self.runtime_factory(config.memory),
+            result = run_backtest(config, self.store, progress=False, runtime=self.runtime_factory(config.memory, data),
                                   out_dir=self.experiments, run_id=run_id, on_step=on_step)
             plot = None
             if result.equity_curve:

@@ -427,7 +427,7 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
     from agent.config import AgentConfig
     from database.writer import BufferedEventWriter
     from graph.audit import AuditHandler
-    from graph.manifest import config_from_manifest, manifest_differences
+    from graph.manifest import config_from_manifest, manifest_differences, recorded_sources
     from graph.replay.model import (RecordedRecall, RecordedResponses, ReplayChatModel, ReplayExecution,
                                     recorded_bundles, tier_models)
     from graph.runner import compiled_graph, cycle_run_config
@@ -441,9 +441,15 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
     quick, deep = tier_models(cycle, config)
     notes: list[str] = []
     differences: list[str] = []
+    sources: dict[str, Any] = {}
     if cycle.manifest is not None:  # re-execute with what the cycle ran with, and say where today differs
         settings = config or replace(config_from_manifest(cycle.manifest), quick_model=quick, deep_model=deep)
-        differences = manifest_differences(cycle.manifest, today)
+        # the data is the recorded files, checked against their hashes, not whatever today's defaults are
+        current, data_lines = {k: v for k, v in today.items() if k != "data"}, []
+        if "data" in cycle.manifest:
+            current["data"] = cycle.manifest["data"]
+            sources, data_lines = recorded_sources(cycle.manifest["data"] or {})
+        differences = manifest_differences(cycle.manifest, current) + data_lines
     else:
         settings = config or AgentConfig.from_env(quick_model=quick, deep_model=deep)
         notes.append("no manifest recorded (an older session): re-executed with today's configuration")
@@ -453,7 +459,7 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
     execution = (cycle.contracts.get("EXECUTING") or {}).get("data")
     rt = default_runtime(settings, execution=ReplayExecution(execution), model_factory=lambda _cfg, tier: models[tier],
                          bundle_source=recorded_bundles(scan), recorded_scan=scan, recorded_approval=cycle.approval,
-                         recorded_recall=(recall := RecordedRecall(cycle.retrievals)))
+                         recorded_recall=(recall := RecordedRecall(cycle.retrievals)), **sources)
     # the recorded inputs (a backtest's Case included), the same cycle_id and the ORIGINAL session id in the
     # state (prompts and contracts see exactly what they saw); only the audit handler writes, to replay_id
     recorded_inputs = cycle.inputs or {"symbols": list(scan["universe"]), "as_of": scan["as_of"],

@@ -55,8 +55,8 @@ def test_a_session_from_a_users_price_file_verifies_after_the_file_is_gone(tmp_p
     report = verify_session(store, out.session_id)
     assert report.identical, report.first_divergence
     diffs = report.cycles[0].config_differences
-    assert any(d.startswith("data source market.source: recorded") and "my_prices.csv" in d for d in diffs)
-    assert "data source market.sha256: content hash differs" in diffs
+    assert diffs == [f"data source market.source: recorded file {mine.resolve()} is missing (recorded sha256 "
+                     f"{manifest['data']['market']['sha256'][:12]}…)"]
 
 
 def test_verify_uses_the_recorded_limits_and_reports_todays(tmp_path, monkeypatch):

@@ -53,6 +53,7 @@ def metrics_table(result) -> "Any":
 def cmd_backtest(args) -> int:
     from agent.data.market import DataError, parse_date
     from graph.kernel.transports.cli.common import EXIT_FAILED, EXIT_OK, CliError
+    from graph.kernel.transports.cli.data import data_inputs
     from graph.runner import InputError, parse_symbols
 
     # the flags' own syntax, named as flags, before any store is opened; the kernel checks the rest
@@ -75,10 +76,12 @@ def cmd_backtest(args) -> int:
         raise CliError(f"--every {args.every} must be at least 1")
     if args.allow_failures < 0:
         raise CliError(f"--allow-failures {args.allow_failures} must be non-negative")
+    data = data_inputs(args)
     run_id = args.run_id or f"bt-{uuid.uuid4().hex[:8]}"
     result = run_in_foreground(args, dict(
         symbols=symbols, start=args.start, end=args.end, every=args.every, capital=args.capital,
-        fees_bps=args.fees_bps, slippage_bps=args.slippage_bps, market=args.market, memory=args.memory, run_id=run_id))
+        fees_bps=args.fees_bps, slippage_bps=args.slippage_bps, market=args.market, memory=args.memory, run_id=run_id,
+        **data))
     plot = None
     if args.plot:
         from graph.backtest.plot import plot_result
@@ -158,6 +161,8 @@ def _follow(k, task, progress: bool):
 
 
 def register(subparsers) -> None:
+    from graph.kernel.transports.cli.data import add_data_flags
+
     b = subparsers.add_parser("backtest", help="run (or resume) a backtest episode: one graph cycle per decision point")
     b.add_argument("--symbols", required=True, help="comma-separated, e.g. AAPL,MSFT,IBM,GOOG")
     b.add_argument("--start", required=True, help="YYYY-MM-DD")
@@ -178,4 +183,5 @@ def register(subparsers) -> None:
     b.add_argument("--allow-failures", type=int, default=0, metavar="N",
                    help="exit 0 even if up to N cycles failed (default 0: any failed cycle exits 1)")
     b.add_argument("--db", default=None, help="store URI (default: $MONGODB_URI, else the embedded store)")
+    add_data_flags(b)
     b.set_defaults(fn=cmd_backtest)

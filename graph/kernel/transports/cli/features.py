@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 from graph.kernel.transports.cli.common import EXIT_OK, kernel_call
+from graph.kernel.transports.cli.data import add_data_flags, data_inputs
 
 
 def cmd_schemas(args) -> int:
@@ -20,7 +21,8 @@ def cmd_schemas(args) -> int:
 def cmd_features(args) -> int:
     from graph.kernel.transports.cli.render import print_bundle
 
-    bundle = kernel_call(None, "features", needs_store=False, symbol=args.symbol.strip(), as_of=args.as_of, market=args.market)
+    bundle = kernel_call(None, "features", needs_store=False, symbol=args.symbol.strip(), as_of=args.as_of,
+                         market=args.market, **data_inputs(args))
     if args.json:
         print(bundle.model_dump_json())
     else:
@@ -39,4 +41,5 @@ def register(sub) -> None:
     f.add_argument("--market", default="us_equity", choices=["us_equity", "cn_a_share", "crypto"],
                    help="the market whose calendar and close decide what is visible")
     f.add_argument("--json", action="store_true")
+    add_data_flags(f)
     f.set_defaults(fn=cmd_features)
