@@ -178,13 +178,13 @@ def _dataclass(cls, data: dict[str, Any], **nested: Any):
 class FeaturesQuery(Input):
     as_of: Day
     market: Market = "us_equity"
+    prices: PricesFile = None
+    news: NewsFile = None
+    fundamentals: FundamentalsFile = None
 
 
 class FeaturesInput(FeaturesQuery):
     symbol: Ticker
-    prices: PricesFile = None
-    news: NewsFile = None
-    fundamentals: FundamentalsFile = None
 
 
 class MemoryQuery(Input):

@@ -239,3 +239,26 @@ def test_a_bad_file_given_to_the_kernel_is_bad_input_naming_its_field(tmp_path):
     with pytest.raises(BadInput) as e:
         k.call("features", {"symbol": "AAPL", "as_of": "2012-06-01", "prices": "a\x00b"})
     assert e.value.field == "prices"
+
+
+def test_the_data_fields_travel_over_http_and_mcp_like_any_other(env):
+    import anyio
+    from fastapi.testclient import TestClient
+
+    from graph.kernel import Kernel
+    from graph.kernel.transports.http import create_app
+    from graph.kernel.transports.mcp import create_server
+
+    acme, _ = env
+    k = Kernel.open(f"mongomock://own_{uuid.uuid4().hex[:8]}", env={})
+    http = TestClient(create_app(k))
+    r = http.get("/features/ACME", params={"as_of": "2024-03-01", "prices": str(acme)})
+    assert r.status_code == 200 and r.json()["technical"]["close"] == 78.74
+    r = http.get("/features/ACME", params={"as_of": "2024-03-01", "prices": str(acme.with_name("gone.csv"))})
+    assert r.status_code == 422 and r.json() == {"error": "bad_input", "field": "prices",
+                                                 "message": f"prices: {acme.with_name('gone.csv')}: file not found"}
+    tools = {t.name: t for t in anyio.run(create_server(k).list_tools)}
+    for name in ("run_cycle", "start_backtest", "features"):  # the caller is told whose disk the path is on
+        props = tools[name].input_schema["properties"]
+        assert all("a path on the machine the kernel runs on" in props[f]["description"]
+                   for f in ("prices", "news", "fundamentals")), name
