@@ -1,6 +1,7 @@
 """Shared fixtures: an embedded nx-27017 server per test session, a Store per backend, a tmp TRADEGRAPH_HOME."""
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 
@@ -8,6 +9,18 @@ import pytest
 
 from database import Store, connect
 from database.embedded import start_server, stop_server
+
+
+# what a developer's shell may set that would change what a test runs against: a live OTLP collector, a real
+# provider, a tradegraph.toml elsewhere, a tuned limit. TRADEGRAPH_HOME stays (where the embedded store lives).
+_SCRUBBED_PREFIXES = ("OTEL_", "TRADEGRAPH_", "OPENAI_", "ANTHROPIC_", "GOOGLE_API_KEY", "OLLAMA_")
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith(_SCRUBBED_PREFIXES) and name != "TRADEGRAPH_HOME":
+            monkeypatch.delenv(name)
 
 
 @pytest.fixture(scope="session")
