@@ -16,11 +16,14 @@ from database.embedded import start_server, stop_server
 _SCRUBBED_PREFIXES = ("OTEL_", "TRADEGRAPH_", "OPENAI_", "ANTHROPIC_", "GOOGLE_API_KEY", "OLLAMA_")
 
 
-@pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(_SCRUBBED_PREFIXES) and name != "TRADEGRAPH_HOME":
-            monkeypatch.delenv(name)
+@pytest.fixture(autouse=True, scope="session")
+def _clean_environment() -> Iterator[None]:
+    # session scope: it must run before any module-scoped fixture that already runs a cycle
+    with pytest.MonkeyPatch.context() as mp:
+        for name in list(os.environ):
+            if name.startswith(_SCRUBBED_PREFIXES) and name != "TRADEGRAPH_HOME":
+                mp.delenv(name)
+        yield
 
 
 @pytest.fixture(scope="session")
