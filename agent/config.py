@@ -202,7 +202,8 @@ class AgentConfig:
         settings = cls(**values)
         for tier in ("quick", "deep"):
             name = settings.deep_model if tier == "deep" else settings.quick_model
-            providers.check_ready(providers.tier_model(settings, tier, env), name, env)
+            # no model profile here: start-up checks import no provider package
+            providers.check_ready(providers.tier_model(settings, tier, env, with_profile=False), name, env)
         return settings
 
 

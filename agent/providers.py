@@ -12,6 +12,7 @@ a forced `tool_choice` is sent only where the server accepts one.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import os
 from dataclasses import dataclass
@@ -74,11 +75,15 @@ class TierModel:
     tool_choice: bool  # whether a forced tool_choice may be sent
     endpoint: Optional[str]  # scheme://host[:port][/path], credentials and query removed; None offline
     chosen_by: str  # the variable that picked the provider, named in errors
+    # 0 (as reproducible as the server allows; replay is the real guarantee), or None for a model that takes
+    # none but its default (LangChain's profile: GPT-5, Claude Sonnet 5.5)
+    temperature: Optional[float] = 0
 
     def record(self) -> dict[str, Any]:
         """What the run manifest keeps: of the endpoint only its host, as for every URL it records."""
         return {"provider": self.provider, "model": self.model, "structured_method": self.structured_method,
-                "tool_choice": self.tool_choice, "endpoint_host": urlsplit(self.endpoint).hostname if self.endpoint else None}
+                "tool_choice": self.tool_choice, "temperature": self.temperature,
+                "endpoint_host": urlsplit(self.endpoint).hostname if self.endpoint else None}
 
 
 def split_model(name: str) -> tuple[Optional[str], str]:
@@ -143,9 +148,10 @@ def check_url(var: str, value: str) -> None:
 
 
 def resolve_tier(tier: str, name: str, provider: str, method: str, tool_choice: str, env: Mapping[str, str],
-                 chosen_by: Optional[str] = None) -> TierModel:
+                 chosen_by: Optional[str] = None, profile: Optional[Mapping[str, Any]] = None) -> TierModel:
     """A tier's model from its configured name, the default provider and the overrides; raises ConfigError
-    naming the variable for a combination the provider can't serve."""
+    naming the variable for a combination the provider can't serve. `profile` is LangChain's model profile: a
+    model it says refuses a forced tool_choice (Claude Sonnet 5.5) gets the provider's next method and none."""
     var = TIER_VARS[tier]
     named, model = split_model(name)
     provider = named or provider
@@ -158,10 +164,11 @@ def resolve_tier(tier: str, name: str, provider: str, method: str, tool_choice: 
                               f"{tier} tier ({var}={name!r}), which answers json_schema only")
         if tool_choice == "on":
             raise ConfigError(f"TRADEGRAPH_TOOL_CHOICE='on' does not apply to the offline model of the {tier} tier")
-        return TierModel(tier, OFFLINE, model, "json_schema", False, None, chosen_by)
+        return TierModel(tier, OFFLINE, model, "json_schema", False, None, chosen_by, None)
     p = PROVIDERS[provider]
+    refuses_choice = (profile or {}).get("tool_choice") is False
     if method == "auto":
-        method = p.methods[0]
+        method = p.methods[1] if p.methods[0] == "function_calling" and refuses_choice else p.methods[0]
     elif method not in p.methods:
         raise ConfigError(f"TRADEGRAPH_STRUCTURED_METHOD={method!r} is not supported by {provider} ({var}={name!r}); "
                           f"use one of {', '.join(p.methods)}")
@@ -172,17 +179,37 @@ def resolve_tier(tier: str, name: str, provider: str, method: str, tool_choice: 
         raise ConfigError(f"TRADEGRAPH_TOOL_CHOICE='on': {provider} has no tool_choice ({var}={name!r})")
     if tool_choice == "auto":
         # an OpenAI-compatible server may reject tool_choice (LM Studio does): not sent unless asked for
-        forced = p.tool_choice and not (provider == "openai" and urlsplit(url).hostname != OPENAI_HOST)
+        forced = (p.tool_choice and not refuses_choice
+                  and not (provider == "openai" and urlsplit(url).hostname != OPENAI_HOST))
     else:
         forced = tool_choice == "on"
-    return TierModel(tier, provider, model, method, forced, public_url(url), chosen_by)
+    temperature = None if (profile or {}).get("temperature") is False else 0
+    return TierModel(tier, provider, model, method, forced, public_url(url), chosen_by, temperature)
 
 
-def tier_model(settings, tier: str, env: Optional[Mapping[str, str]] = None) -> TierModel:
-    """The resolved model of a tier of an AgentConfig (the endpoint is today's environment's)."""
+def tier_model(settings, tier: str, env: Optional[Mapping[str, str]] = None, with_profile: bool = True) -> TierModel:
+    """The resolved model of a tier of an AgentConfig (the endpoint is today's environment's). `with_profile`
+    reads LangChain's model profile, which imports the provider's package: the model is built from the same
+    resolution, so what the manifest records is what the JSON pass does."""
+    env = os.environ if env is None else env
     name = settings.deep_model if tier == "deep" else settings.quick_model
-    return resolve_tier(tier, name, settings.provider, settings.structured_method, settings.tool_choice,
-                        os.environ if env is None else env)
+    tm = resolve_tier(tier, name, settings.provider, settings.structured_method, settings.tool_choice, env)
+    if not with_profile or tm.provider == OFFLINE or importlib.util.find_spec(PROVIDERS[tm.provider].package) is None:
+        return tm
+    return resolve_tier(tier, name, settings.provider, settings.structured_method, settings.tool_choice, env,
+                        profile=model_profile(tm.provider, tm.model))
+
+
+@functools.lru_cache(maxsize=32)
+def model_profile(provider: str, model: str) -> dict[str, Any]:
+    """What LangChain declares the model supports (tool_choice, native structured output); {} when unknown.
+    Read from a model built with a placeholder key: building one makes no request."""
+    from langchain.chat_models import init_chat_model
+
+    extra: dict[str, Any] = {"api_key": "profile-only"} if PROVIDERS[provider].key_vars else {}
+    if provider == "google_genai":
+        extra["vertexai"] = False
+    return dict(init_chat_model(model, model_provider=provider, **extra).profile or {})
 
 
 def tier_records(settings) -> dict[str, dict[str, Any]]:
@@ -211,7 +238,9 @@ def build_model(tm: TierModel, retry: RetryPolicy, env: Optional[Mapping[str, st
     p = PROVIDERS[tm.provider]
     _, url = endpoint_of(tm.provider, env)
     key = next((env[k] for k in p.key_vars if (env.get(k) or "").strip()), None)
-    kwargs: dict[str, Any] = {"temperature": 0, "base_url": url}
+    kwargs: dict[str, Any] = {"base_url": url}
+    if tm.temperature is not None:
+        kwargs["temperature"] = tm.temperature
     if key is not None:
         kwargs["api_key"] = key
     if tm.provider == "ollama":
@@ -220,13 +249,11 @@ def build_model(tm: TierModel, retry: RetryPolicy, env: Optional[Mapping[str, st
     else:
         kwargs.update(timeout=retry.timeout_s, max_retries=0)
     if tm.provider == "openai":
-        kwargs["seed"] = 7  # as reproducible as the server allows; replay is the real guarantee
+        kwargs["seed"] = 7  # as for the temperature
     if tm.provider == "google_genai":
         # max_retries=0 is google-genai's "one attempt"; the Gemini API, never Vertex AI from the environment
         kwargs["vertexai"] = False
-    metadata = {METADATA_KEY: {"provider": tm.provider, "structured_method": tm.structured_method,
-                               "tool_choice": tm.tool_choice, "endpoint": tm.endpoint,
-                               "retry": dataclasses.asdict(retry)}}
+    metadata = {METADATA_KEY: {**tm.record(), "retry": dataclasses.asdict(retry)}}
     return init_chat_model(tm.model, model_provider=tm.provider, metadata=metadata, **kwargs)
 
 

@@ -147,6 +147,10 @@ class FakeProvider:
     def error_body(self, status: int) -> dict:
         raise NotImplementedError
 
+    def forces_tool(self, body: dict) -> bool:
+        """Whether the request forces a tool call (tool_choice in OpenAI's and Anthropic's words)."""
+        return "tool_choice" in body
+
     def refuse(self, body: dict) -> Optional[int]:
         """A status to answer a request the server itself rejects (not a scripted fault), or None."""
         return None
