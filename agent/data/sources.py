@@ -50,20 +50,27 @@ class DataFiles:
         return self if fallback is None else DataFiles(**{**fallback.given(), **self.given()})
 
 
+def resolved(path: str | Path) -> Path:
+    """The absolute path a user's `path` names (~ expanded, against this process's working directory)."""
+    try:
+        return Path(path).expanduser().resolve()
+    except (OSError, RuntimeError, ValueError) as exc:  # ~nosuchuser, a symlink loop, a NUL byte
+        raise DataError(f"{path}: not a usable path: {exc}") from None
+
+
 def is_bundled(kind: str, path: str | Path) -> bool:
-    return Path(path).expanduser().resolve() == KINDS[kind].bundled.resolve()
+    return resolved(path) == KINDS[kind].bundled.resolve()
 
 
 def load_file(kind: str, path: str | Path) -> Any:
-    """The `kind` source read from `path` (resolved against this process's working directory). A bad file
-    raises DataError naming it: missing, not a regular file, unreadable, or malformed (file, row, column)."""
-    p = Path(path).expanduser()
+    """The `kind` source read from `path`. A bad file raises DataError naming it: missing, not a regular file,
+    unreadable, or malformed (file, row, column)."""
+    p = resolved(path)
     try:
-        p = p.resolve()
         st = p.stat()
     except FileNotFoundError:
         raise DataError(f"{p}: file not found") from None
-    except (OSError, ValueError, RuntimeError) as exc:  # a name too long, a symlink loop
+    except OSError as exc:  # a name too long, no permission on a folder above it
         raise DataError(f"{p}: cannot read file: {exc}") from None
     if not stat.S_ISREG(st.st_mode):  # a folder, a device, a pipe: nothing to parse, maybe never an end
         raise DataError(f"{p}: not a regular file")

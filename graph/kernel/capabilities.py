@@ -74,20 +74,25 @@ def run_cycle(ctx: Context, inp: m.RunCycleInput) -> m.CycleOutput:
     refusal = ctx.policy.execution_refusal()
     # execution off on this transport: the same pause as --approve, so the cycle stops before EXECUTING,
     # resumable by someone allowed to move the book
-    data = data_files(inp, ctx.store, inp.session_id)
+    data = data_files(inp, ctx.store, inp.session_id, ctx.policy)
     out = _run(inp.symbols, inp.as_of, store=ctx.store, session_id=inp.session_id,
                runtime=ctx.runtime(inp.memory, data), approve=inp.approve or refusal is not None)
     return _cycle_output(out, refusal)
 
 
-def data_files(inp, store=None, session_id: Optional[str] = None):
+def data_files(inp, store=None, session_id: Optional[str] = None, policy: Optional[Policy] = None):
     """The input's own data files over what the session read before (graph.manifest.session_files), each one read
-    here first, so a bad file is bad input naming its field (the runtime then reuses what was read)."""
+    here first, so a bad file is bad input naming its field (the runtime then reuses what was read). A file the
+    transport's policy may not read is refused before it is opened."""
     from agent.data.market import DataError
     from agent.data.sources import DataFiles, load_file
     from graph.manifest import session_files
 
     given = DataFiles(prices=inp.prices, news=inp.news, fundamentals=inp.fundamentals)
+    for kind, path in given.given().items():
+        refusal = policy.data_refusal(path) if policy is not None else None
+        if refusal is not None:
+            raise Forbidden(f"{kind}: {refusal}", field=kind)
     files = session_files(store, session_id, given) if store is not None else given
     for kind, path in files.given().items():
         try:
@@ -157,7 +162,7 @@ def features(ctx: Context, inp: m.FeaturesInput) -> m.FeatureBundle:
     from agent.data.market import validate_as_of
     from agent.features.bundle import build_bundle
 
-    rt = ctx.runtime(None, data_files(inp))
+    rt = ctx.runtime(None, data_files(inp, policy=ctx.policy))
     symbol = inp.symbol.strip().upper()
     validate_as_of(rt.market, [symbol], inp.as_of, inp.market)
     return build_bundle(symbol, inp.as_of, market=rt.market, news=rt.news, fundamentals=rt.fundamentals,
@@ -201,6 +206,7 @@ def store_status(ctx: Context, inp: m.StoreStatusInput) -> m.StoreStatusOutput:
 @capability(m.BacktestInput, m.TaskView)
 def start_backtest(ctx: Context, inp: m.BacktestInput) -> m.TaskView:
     """Start (or, with an existing run_id, continue) a backtest as a task; returns at once with its id."""
+    data_files(inp, policy=ctx.policy)  # refused by the transport's policy before the task reads anything
     return ctx.tasks.start_backtest(inp)
 
 

@@ -6,6 +6,9 @@
   and off over HTTP and MCP unless `TRADEGRAPH_ALLOW_EXECUTION` lists the transport (`http`, `mcp`, or
   `http,mcp`). Off, a cycle still runs, pauses before EXECUTING (checkpointed, as with --approve) and
   says why; approve is refused naming the setting.
+- A caller's own data files (prices, news, fundamentals) are paths on the server's disk: any path in-process and
+  on the CLI; over HTTP and MCP only inside a folder `TRADEGRAPH_DATA_DIRS` lists (os.pathsep-separated), since a
+  parse error quotes the file (a header line is enough to leak /proc/self/environ).
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import hmac
 import ipaddress
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping, Optional
 
 TRANSPORTS = ("local", "cli", "http", "mcp")
@@ -20,6 +24,7 @@ TRANSPORTS = ("local", "cli", "http", "mcp")
 ALWAYS_EXECUTES = ("local", "cli")
 EXECUTION_ENV = "TRADEGRAPH_ALLOW_EXECUTION"
 TOKEN_ENV = "TRADEGRAPH_API_TOKEN"
+DATA_DIRS_ENV = "TRADEGRAPH_DATA_DIRS"
 
 
 class PolicyError(ValueError):
@@ -31,14 +36,29 @@ class Policy:
     transport: str
     allow_execution: bool
     token: Optional[str] = None
+    data_dirs: tuple[Path, ...] = ()
 
     @classmethod
     def for_transport(cls, transport: str, env: Optional[Mapping[str, str]] = None) -> "Policy":
         env = os.environ if env is None else env
         if transport not in TRANSPORTS:
             raise PolicyError(f"unknown transport {transport!r} (known: {', '.join(TRANSPORTS)})")
+        dirs = tuple(Path(d).expanduser().resolve() for d in env.get(DATA_DIRS_ENV, "").split(os.pathsep) if d.strip())
         return cls(transport, transport in ALWAYS_EXECUTES or transport in allowed_transports(env),
-                   (env.get(TOKEN_ENV) or "").strip() or None)
+                   (env.get(TOKEN_ENV) or "").strip() or None, dirs)
+
+    def data_refusal(self, path: str) -> Optional[str]:
+        """None when this transport may have the kernel read the file at `path`, else the line saying how to allow it."""
+        if self.transport in ALWAYS_EXECUTES:
+            return None
+        try:  # symlinks resolved: a link inside an allowed folder to a file outside is outside
+            resolved = Path(path).expanduser().resolve()
+        except (OSError, RuntimeError, ValueError):
+            resolved = None
+        if resolved is not None and any(resolved.is_relative_to(d) for d in self.data_dirs):
+            return None
+        return (f"reading {path} is refused over {self.transport}: list its folder in {DATA_DIRS_ENV} on the server "
+                f"to allow it")
 
     def execution_refusal(self) -> Optional[str]:
         """None when this transport may move the book, else the one line saying how to allow it."""

@@ -204,7 +204,7 @@ class TaskManager:
     def _data(self, inp: BacktestInput, run_id: str):
         """The files given, else those the run read before it stopped; a resumed run refuses other files than it
         started on (by path: a file appended to since is read as it is now)."""
-        from agent.data.sources import DataFiles
+        from agent.data.sources import DataFiles, resolved
         from graph.backtest.loop import session_id_of
         from graph.kernel.capabilities import data_files
         from graph.manifest import session_files
@@ -213,7 +213,7 @@ class TaskManager:
         given = DataFiles(prices=inp.prices, news=inp.news, fundamentals=inp.fundamentals).given()
         before = session_files(self.store, session, DataFiles()).given() if given else {}
         for kind, path in given.items():
-            if kind in before and Path(path).expanduser().resolve() != Path(before[kind]).resolve():
+            if kind in before and resolved(path) != resolved(before[kind]):
                 raise Conflict(f"run '{run_id}' was run on {kind} {before[kind]}, not {path}: resume it without "
                                f"--{kind} (or with the same file), or start a new run id", field=kind)
         return data_files(inp, self.store, session)

@@ -250,7 +250,7 @@ def test_the_data_fields_travel_over_http_and_mcp_like_any_other(env):
     from graph.kernel.transports.mcp import create_server
 
     acme, _ = env
-    k = Kernel.open(f"mongomock://own_{uuid.uuid4().hex[:8]}", env={})
+    k = Kernel.open(f"mongomock://own_{uuid.uuid4().hex[:8]}", env={"TRADEGRAPH_DATA_DIRS": str(acme.parent)})
     http = TestClient(create_app(k))
     r = http.get("/features/ACME", params={"as_of": "2024-03-01", "prices": str(acme)})
     assert r.status_code == 200 and r.json()["technical"]["close"] == 78.74
@@ -262,3 +262,29 @@ def test_the_data_fields_travel_over_http_and_mcp_like_any_other(env):
         props = tools[name].input_schema["properties"]
         assert all("a path on the machine the kernel runs on" in props[f]["description"]
                    for f in ("prices", "news", "fundamentals")), name
+
+
+def test_over_the_network_only_files_in_the_folders_the_server_allows(env, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from graph.kernel import Kernel
+    from graph.kernel.transports.http import create_app
+
+    acme, _ = env
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    shutil.copy(acme, allowed / "acme.csv")
+    (allowed / "escape.csv").symlink_to(acme)  # a link out of the folder is out of the folder
+    k = Kernel.open(f"mongomock://own_{uuid.uuid4().hex[:8]}", env={"TRADEGRAPH_DATA_DIRS": str(allowed)})
+    http = TestClient(create_app(k))
+    ok = http.get("/features/ACME", params={"as_of": "2024-03-01", "prices": str(allowed / "acme.csv")})
+    assert ok.status_code == 200, ok.text
+    for path in (str(acme), "/proc/self/environ", str(allowed / "escape.csv"), "~nosuchuser/x.csv"):
+        r = http.post("/cycles", json={"symbols": ["ACME"], "as_of": "2024-03-01", "prices": path})
+        assert r.status_code == 403 and r.json() == {
+            "error": "forbidden", "field": "prices", "message": f"prices: reading {path} is refused over http: list "
+                                                                f"its folder in TRADEGRAPH_DATA_DIRS on the server to allow it"}
+    r = http.post("/backtests", json={"symbols": ["ACME"], "start": "2024-01-02", "end": "2024-02-01", "news": str(acme)})
+    assert r.status_code == 403 and r.json()["field"] == "news"
+    # in-process (and on the CLI) the caller already runs code as this user: any path
+    assert k.call("features", {"symbol": "ACME", "as_of": "2024-03-01", "prices": str(acme)}).technical.close == 78.74

@@ -60,7 +60,9 @@ def toml_files() -> dict[str, tuple[str, str]]:
         if not isinstance(value, str) or not value.strip():
             raise CliError(f"{path}: [data] {key} = {value!r}: expected a file path")
         # relative to the toml's folder, so the project works from any working directory
-        out[key] = (str((path.resolve().parent / Path(value).expanduser()).resolve()), f"{path} [data] {key} = {value!r}")
+        origin = f"{path} [data] {key} = {value!r}"
+        named = value if value.startswith("~") else path.resolve().parent / value  # an absolute value stays as is
+        out[key] = (_absolute(named, origin), origin)
     return out
 
 
@@ -70,8 +72,18 @@ def chosen_files(args) -> dict[str, tuple[str, str]]:
     for kind in DATA_KINDS:
         value = getattr(args, kind, None)
         if value is not None:
-            chosen[kind] = (str(Path(value).expanduser().resolve()), f"--{kind} {value}")
+            chosen[kind] = (_absolute(value, f"--{kind} {value}"), f"--{kind} {value}")
     return chosen
+
+
+def _absolute(path: str | Path, origin: str) -> str:
+    from agent.data.market import DataError
+    from agent.data.sources import resolved
+
+    try:
+        return str(resolved(path))
+    except DataError as e:
+        raise CliError(f"{origin}: {e}") from None
 
 
 def data_inputs(args) -> dict[str, str]:
@@ -135,7 +147,7 @@ def cmd_check(args) -> int:
         kind = args.kind or _KIND_BY_SUFFIX.get(Path(args.file).suffix.lower())
         if kind is None:
             raise CliError(f"{args.file}: cannot tell prices, news or fundamentals from its name: add --kind")
-        chosen = {kind: (str(Path(args.file).expanduser().resolve()), "")}  # the error names the file itself
+        chosen = {kind: (_absolute(args.file, args.file), "")}  # the error names the file itself
     else:
         chosen = chosen_files(args)
         if not chosen:
