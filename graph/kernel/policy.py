@@ -43,9 +43,8 @@ class Policy:
         env = os.environ if env is None else env
         if transport not in TRANSPORTS:
             raise PolicyError(f"unknown transport {transport!r} (known: {', '.join(TRANSPORTS)})")
-        dirs = tuple(Path(d).expanduser().resolve() for d in env.get(DATA_DIRS_ENV, "").split(os.pathsep) if d.strip())
         return cls(transport, transport in ALWAYS_EXECUTES or transport in allowed_transports(env),
-                   (env.get(TOKEN_ENV) or "").strip() or None, dirs)
+                   (env.get(TOKEN_ENV) or "").strip() or None, data_dirs(env))
 
     def data_refusal(self, path: str) -> Optional[str]:
         """None when this transport may have the kernel read the file at `path`, else the line saying how to allow it."""
@@ -83,6 +82,24 @@ def allowed_transports(env: Mapping[str, str]) -> set[str]:
         raise PolicyError(f"{EXECUTION_ENV}={raw!r}: unknown transport(s) {', '.join(sorted(unknown))} "
                           f"(use http, mcp or http,mcp)")
     return names
+
+
+def data_dirs(env: Mapping[str, str]) -> tuple[Path, ...]:
+    """The folders network callers' data files may be in; an entry that is not an existing folder is refused
+    rather than allowing nothing without a word."""
+    raw = env.get(DATA_DIRS_ENV, "")
+    dirs = []
+    for entry in (e.strip() for e in raw.split(os.pathsep)):
+        if not entry:
+            continue
+        try:
+            folder = Path(entry).expanduser().resolve()
+        except (OSError, RuntimeError, ValueError):
+            folder = None
+        if folder is None or not folder.is_dir():
+            raise PolicyError(f"{DATA_DIRS_ENV}={raw!r}: {entry!r} is not a folder")
+        dirs.append(folder)
+    return tuple(dirs)
 
 
 def is_loopback(host: str) -> bool:

@@ -288,3 +288,14 @@ def test_over_the_network_only_files_in_the_folders_the_server_allows(env, tmp_p
     assert r.status_code == 403 and r.json()["field"] == "news"
     # in-process (and on the CLI) the caller already runs code as this user: any path
     assert k.call("features", {"symbol": "ACME", "as_of": "2024-03-01", "prices": str(acme)}).technical.close == 78.74
+
+
+def test_every_command_reads_the_config_file_and_the_data_dirs_setting_at_start(env, tmp_path, monkeypatch, capsys):
+    (tmp_path / "tradegraph.toml").write_text('[data]\nprices = ["a.csv"]\n')
+    assert main(["sessions", "--db", env[1]]) == 2
+    assert capsys.readouterr().err == "tradegraph: error: tradegraph.toml: [data] prices = ['a.csv']: expected a file path\n"
+    (tmp_path / "tradegraph.toml").unlink()
+    monkeypatch.setenv("TRADEGRAPH_DATA_DIRS", str(tmp_path / "nowhere"))
+    assert main(["sessions", "--db", env[1]]) == 2
+    assert capsys.readouterr().err == (f"tradegraph: error: TRADEGRAPH_DATA_DIRS='{tmp_path / 'nowhere'}': "
+                                       f"'{tmp_path / 'nowhere'}' is not a folder\n")

@@ -42,10 +42,11 @@ def startup_error() -> Optional[str]:
     and value are wrong, or None."""
     from agent.config import ConfigError, check_environment
     from database.connection import check_store_uri_env
-    from graph.kernel.policy import allowed_transports
+    from graph.kernel.policy import allowed_transports, data_dirs
+    from graph.kernel.transports.cli.data import check_config_file
 
     try:
-        check_environment(also=(check_store_uri_env, allowed_transports))
+        check_environment(also=(check_store_uri_env, allowed_transports, data_dirs, check_config_file))
     except ConfigError as e:
         return str(e)
     return None

@@ -27,9 +27,18 @@ def add_data_flags(parser) -> None:
     g.add_argument("--fundamentals", metavar="FILE", default=None, help="fundamentals, JSON")
 
 
-def config_path() -> Optional[Path]:
+def check_config_file(env) -> None:
+    """Start-up check of every command (serve_cli.startup_error): $TRADEGRAPH_CONFIG names a file, and the config
+    file parses with a well-formed [data] section. ValueError, one line naming the variable or file."""
+    try:
+        toml_files(env)
+    except CliError as e:
+        raise ValueError(str(e)) from None
+
+
+def config_path(env=None) -> Optional[Path]:
     """$TRADEGRAPH_CONFIG (which must exist), else ./tradegraph.toml if there is one."""
-    named = os.environ.get(CONFIG_ENV)
+    named = (os.environ if env is None else env).get(CONFIG_ENV)
     if named:
         p = Path(named).expanduser()
         if not p.is_file():
@@ -39,9 +48,9 @@ def config_path() -> Optional[Path]:
     return here if here.is_file() else None
 
 
-def toml_files() -> dict[str, tuple[str, str]]:
+def toml_files(env=None) -> dict[str, tuple[str, str]]:
     """kind -> (absolute path, where it was named) from the config file's [data] section."""
-    path = config_path()
+    path = config_path(env)
     if path is None:
         return {}
     try:
