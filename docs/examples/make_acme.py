@@ -36,5 +36,6 @@ def acme_bars() -> pd.DataFrame:
 if __name__ == "__main__":
     out = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).with_name("acme.csv"))
     bars = acme_bars()
+    out.parent.mkdir(parents=True, exist_ok=True)
     bars.to_csv(out, index=False)
     print(f"wrote {out}: {len(bars)} bars of {SYMBOL} (fictional), {bars.date.iloc[0]}..{bars.date.iloc[-1]}")

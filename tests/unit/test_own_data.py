@@ -100,7 +100,10 @@ def test_a_backtest_on_your_own_prices_verifies_and_resumes_only_on_its_file(env
     out = capsys.readouterr().out
     # (today's memory mode differs from the backtest's, reported as ever; nothing about the data)
     assert out.count("IDENTICAL") == 7 and "data source" not in out
-    # the same run id again, no flag: it reads what the run read (done already, so the same result)
+    # the same run id again, no flag: it reads what the run read (done already, so the same result), not what a
+    # project toml names
+    _write(tmp_path / "zzz.csv", acme.read_text().replace("ACME,", "ZZZ,"))
+    _write(tmp_path / "tradegraph.toml", '[data]\nprices = "zzz.csv"\n')
     assert main(args) == 0
     assert _json(capsys)["metrics"] == result["metrics"]
     other = tmp_path / "other.csv"
@@ -299,3 +302,26 @@ def test_every_command_reads_the_config_file_and_the_data_dirs_setting_at_start(
     assert main(["sessions", "--db", env[1]]) == 2
     assert capsys.readouterr().err == (f"tradegraph: error: TRADEGRAPH_DATA_DIRS='{tmp_path / 'nowhere'}': "
                                        f"'{tmp_path / 'nowhere'}' is not a folder\n")
+
+
+def test_a_continued_session_keeps_its_files_over_the_projects_toml(env, tmp_path, monkeypatch, capsys):
+    acme, db = env
+    assert main(["run", "--symbols", "ACME", "--as-of", "2024-03-01", "--prices", str(acme), "--json", "--db", db]) == 0
+    session = _json(capsys)["session_id"]
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "zzz.csv").write_text(acme.read_text().replace("ACME,", "ZZZ,"))
+    (project / "tradegraph.toml").write_text('[data]\nprices = "zzz.csv"\n')
+    monkeypatch.chdir(project)
+    # the toml names another file: the session still reads the one it read (ACME is not in zzz.csv)
+    assert main(["run", "--symbols", "ACME", "--as-of", "2024-03-04", "--session", session, "--json", "--db", db]) == 0
+    assert _json(capsys)["contracts"]["SCANNING"]["snapshots"][0]["price"] == 82.2
+    # a flag is a decision: it switches the session to that file
+    shutil.copy(acme, project / "acme_v2.csv")
+    assert main(["run", "--symbols", "ACME", "--as-of", "2024-03-05", "--session", session, "--prices", "acme_v2.csv",
+                 "--json", "--db", db]) == 0
+    capsys.readouterr()
+    assert _manifests(db, session)[-1]["data"]["market"]["source"] == str((project / "acme_v2.csv").resolve())
+    # and a new session in the project reads the toml's
+    assert main(["run", "--symbols", "ZZZ", "--as-of", "2024-03-01", "--json", "--db", db]) == 0
+    assert _json(capsys)["contracts"]["SCANNING"]["snapshots"][0]["symbol"] == "ZZZ"

@@ -53,6 +53,8 @@ def metrics_table(result) -> "Any":
 def cmd_backtest(args) -> int:
     from agent.data.market import DataError, parse_date
     from graph.kernel.transports.cli.common import EXIT_FAILED, EXIT_OK, CliError
+    from pathlib import Path
+
     from graph.kernel.transports.cli.data import data_inputs
     from graph.runner import InputError, parse_symbols
 
@@ -76,8 +78,9 @@ def cmd_backtest(args) -> int:
         raise CliError(f"--every {args.every} must be at least 1")
     if args.allow_failures < 0:
         raise CliError(f"--allow-failures {args.allow_failures} must be non-negative")
-    data = data_inputs(args)
     run_id = args.run_id or f"bt-{uuid.uuid4().hex[:8]}"
+    # a run that exists is resumed on the files it started on (the kernel reads them from its session)
+    data = data_inputs(args, continuing=(Path(args.out) / run_id / "config.json").exists())
     result = run_in_foreground(args, dict(
         symbols=symbols, start=args.start, end=args.end, every=args.every, capital=args.capital,
         fees_bps=args.fees_bps, slippage_bps=args.slippage_bps, market=args.market, memory=args.memory, run_id=run_id,

@@ -46,7 +46,8 @@ def cmd_run(args) -> int:
     except InputError as e:
         raise CliError(str(e)) from None
     return _cycle_command(args, "run_cycle", symbols=symbols, as_of=args.as_of, session_id=args.session,
-                          approve=args.approve, memory=args.memory, **data_inputs(args))
+                          approve=args.approve, memory=args.memory,
+                          **data_inputs(args, continuing=args.session is not None))
 
 
 def cmd_approve(args) -> int:

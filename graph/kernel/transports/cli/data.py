@@ -1,7 +1,8 @@
 """Your own data: `tradegraph data fetch` and `data check`, and where run, backtest and features take their files
-from: --prices / --news / --fundamentals, else the [data] section of tradegraph.toml ($TRADEGRAPH_CONFIG, else
-./tradegraph.toml; relative paths against the toml's folder), else the bundled samples. A file asked for that
-cannot be read is one line naming the flag or the toml key, and exit 2: never the bundled data instead."""
+from: --prices / --news / --fundamentals; else, continuing a session or a backtest run, what it read; else the
+[data] section of tradegraph.toml ($TRADEGRAPH_CONFIG, else ./tradegraph.toml; relative paths against the toml's
+folder); else the bundled samples. A file asked for that cannot be read is one line naming the flag or the toml
+key, and exit 2: never the bundled data instead."""
 from __future__ import annotations
 
 import os
@@ -18,9 +19,9 @@ DATA_KINDS = ("prices", "news", "fundamentals")
 
 # ------------------------------------------------------------------------------------------ where files come from
 def add_data_flags(parser) -> None:
-    g = parser.add_argument_group("your own data", "each default: tradegraph.toml's [data] section, else what the "
-                                                   "continued session (or resumed run) read, else the bundled "
-                                                   "samples; formats: agent/data/README.md; walkthrough: "
+    g = parser.add_argument_group("your own data", "each default: what the continued session (or resumed run) "
+                                                   "read; else tradegraph.toml's [data] section; else the bundled "
+                                                   "samples. Formats: agent/data/README.md; walkthrough: "
                                                    "docs/own-data.md")
     g.add_argument("--prices", metavar="FILE", default=None, help="daily bars, CSV or Parquet")
     g.add_argument("--news", metavar="FILE", default=None, help="headlines, JSONL")
@@ -75,9 +76,9 @@ def toml_files(env=None) -> dict[str, tuple[str, str]]:
     return out
 
 
-def chosen_files(args) -> dict[str, tuple[str, str]]:
-    """kind -> (absolute path, origin): each flag given, else the config file's entry."""
-    chosen = toml_files()
+def chosen_files(args, toml: bool = True) -> dict[str, tuple[str, str]]:
+    """kind -> (absolute path, origin): each flag given, else (with `toml`) the config file's entry."""
+    chosen = toml_files() if toml else {}
     for kind in DATA_KINDS:
         value = getattr(args, kind, None)
         if value is not None:
@@ -95,13 +96,15 @@ def _absolute(path: str | Path, origin: str) -> str:
         raise CliError(f"{origin}: {e}") from None
 
 
-def data_inputs(args) -> dict[str, str]:
+def data_inputs(args, continuing: bool = False) -> dict[str, str]:
     """The kernel's data fields for this command, each file read once here (the kernel, in this process, reuses
-    what was read) so a bad one is named as the user named it."""
+    what was read) so a bad one is named as the user named it. A command `continuing` a session or a run passes
+    its flags only: the kernel then reads what the session read, which the project's toml does not silently
+    replace."""
     from agent.data.market import DataError
     from agent.data.sources import load_file
 
-    chosen = chosen_files(args)
+    chosen = chosen_files(args, toml=not continuing)
     for kind, (path, origin) in chosen.items():
         try:
             load_file(kind, path)
