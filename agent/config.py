@@ -159,6 +159,9 @@ class AgentConfig:
 
         env = os.environ
         quick, deep = env.get("TRADEGRAPH_QUICK_MODEL") or None, env.get("TRADEGRAPH_DEEP_MODEL") or None
+        for tier, name in (("quick", quick), ("deep", deep)):
+            if name is not None and not providers.split_model(name)[1].strip():
+                raise ConfigError(f"{providers.TIER_VARS[tier]}={name!r} names no model")
         provider = providers.default_provider(env.get("TRADEGRAPH_LLM") or None, quick, deep, env)
         method = env.get("TRADEGRAPH_STRUCTURED_METHOD") or "auto"
         if method not in ("auto", *providers.STRUCTURED_METHODS):

@@ -88,14 +88,16 @@ class Failure:
 
 
 # (module, class) of every provider SDK's error base, imported only if installed: an integration may raise its
-# own class (AnthropicRateLimitError), its SDK's, the HTTP client's (httpx under ollama and google-genai) or,
-# like the ollama client, a builtin ConnectionError raised while handling httpx's: the chain is searched
+# own class (AnthropicRateLimitError), its SDK's, the HTTP client's (httpx, or its fork httpx2 that the openai,
+# anthropic and google-genai SDKs use when installed) or, like the ollama client, a builtin ConnectionError
+# raised while handling httpx's: the chain is searched
 _PROVIDER_ERRORS = (("openai", "OpenAIError"), ("anthropic", "AnthropicError"), ("ollama", "ResponseError"),
-                    ("google.genai.errors", "APIError"), ("httpx", "HTTPError"),
+                    ("google.genai.errors", "APIError"), ("httpx", "HTTPError"), ("httpx2", "HTTPError"),
                     ("langchain_core.exceptions", "ModelError"))
 # connection failures and timeouts: retried like a 5xx
 _TRANSIENT_ERRORS = (("openai", "APIConnectionError"), ("anthropic", "APIConnectionError"),
-                     ("httpx", "TransportError"), ("langchain_core.exceptions", "ModelConnectionError"),
+                     ("httpx", "TransportError"), ("httpx2", "TransportError"),
+                     ("langchain_core.exceptions", "ModelConnectionError"),
                      ("langchain_core.exceptions", "ModelTimeoutError"))
 
 

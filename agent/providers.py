@@ -60,6 +60,7 @@ PROVIDERS: dict[str, Provider] = {p.name: p for p in (
              ("json_schema", "json_mode", "function_calling"), False),
 )}
 OPENAI_HOST = "api.openai.com"
+VERTEX_VAR = "GOOGLE_GENAI_USE_VERTEXAI"
 OFFLINE_MODELS = ("offline-quick", "offline-deep")
 TIER_VARS = {"quick": "TRADEGRAPH_QUICK_MODEL", "deep": "TRADEGRAPH_DEEP_MODEL"}
 
@@ -227,6 +228,11 @@ def check_ready(tm: TierModel, name: str, env: Mapping[str, str]) -> None:
         raise ConfigError(f"{shown} needs the {p.package} package: {how}")
     if p.key_vars and not any((env.get(k) or "").strip() for k in p.key_vars):
         raise ConfigError(f"{shown} needs {' or '.join(p.key_vars)} to be set")
+    vertex = env.get(VERTEX_VAR) or ""
+    if tm.provider == "google_genai" and vertex.strip().lower() in ("1", "true"):
+        # google-genai would quietly send the Gemini API key's requests to Vertex AI instead
+        raise ConfigError(f"{VERTEX_VAR}={vertex!r}: {shown} is the Gemini API; unset it (Vertex AI is not "
+                          f"supported)")
 
 
 def build_model(tm: TierModel, retry: RetryPolicy, env: Optional[Mapping[str, str]] = None):

@@ -244,3 +244,14 @@ def test_gemini_states_its_wait_in_the_error_body_and_it_is_honoured(monkeypatch
         [failed] = [s for _, s in audited_attempts(fake, store, out) if s["error"]]
         assert (failed["http_status"], failed["retry_after_s"], failed["retry_in_s"]) == (429, 1.5, 1.5)
         assert failed["error_type"] == "GoogleRateLimitError"
+
+
+def test_a_timeout_is_an_audited_attempt_and_is_retried(provider, monkeypatch):
+    case, fake = provider
+    monkeypatch.setenv("TRADEGRAPH_LLM_TIMEOUT", "0.5")
+    fake.faults = [Fault(when="Plan", delay_s=1.5)]
+    store, out, _ = run()
+    assert out.status == "completed" and filled(store, out)
+    [timed_out] = [s for _, s in audited_attempts(fake, store, out) if s["error"]]
+    assert timed_out["http_status"] is None and timed_out["retryable"] is True
+    assert "timeout" in (timed_out["error_type"] + timed_out["error"]).lower(), timed_out

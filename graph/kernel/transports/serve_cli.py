@@ -44,9 +44,11 @@ def startup_error() -> Optional[str]:
     from database.connection import check_store_uri_env
     from graph.kernel.policy import allowed_transports, data_dirs
     from graph.kernel.transports.cli.data import check_config_file
+    from graph.telemetry.settings import traces_url
 
     try:
-        check_environment(also=(check_store_uri_env, allowed_transports, data_dirs, check_config_file))
+        check_environment(also=(check_store_uri_env, allowed_transports, data_dirs, check_config_file,
+                                lambda env: traces_url(env=env)))
     except ConfigError as e:
         return str(e)
     return None
