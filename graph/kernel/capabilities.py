@@ -88,7 +88,8 @@ def data_files(inp, store=None, session_id: Optional[str] = None, policy: Option
     from agent.data.sources import DataFiles, load_file
     from graph.manifest import session_files
 
-    given = DataFiles(prices=inp.prices, news=inp.news, fundamentals=inp.fundamentals)
+    # an input without data fields (approve, portfolio) gets what its session read
+    given = DataFiles(**{k: getattr(inp, k, None) for k in ("prices", "news", "fundamentals")})
     for kind, path in given.given().items():
         refusal = policy.data_refusal(path) if policy is not None else None
         if refusal is not None:
