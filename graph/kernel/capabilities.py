@@ -121,8 +121,18 @@ def approve(ctx: Context, inp: m.ApproveInput) -> m.CycleOutput:
 # ------------------------------------------------------------------------------------------------ audit log
 @capability(m.ListSessionsInput, m.SessionsOutput)
 def list_sessions(ctx: Context, inp: m.ListSessionsInput) -> m.SessionsOutput:
-    """Recent sessions, newest first: events, cycles, last event."""
-    return m.SessionsOutput(sessions=[m.SessionSummary(**s) for s in ctx.store.events.sessions(limit=inp.limit)])
+    """Recent sessions, newest first: events, cycles, and the last cycle's status, symbols and as-of."""
+    from graph.replay.session import build_session
+
+    out = []
+    for s in ctx.store.events.sessions(limit=inp.limit):
+        # the last cycle alone (~200 events), not the session: a backtest's session holds every point's
+        last = build_session(s["session_id"], ctx.store.events.read(s["session_id"], cycle_id=s["last_cycle_id"]))
+        cycle = last.cycles[-1] if last.cycles else None
+        inputs = (cycle.inputs or {}) if cycle else {}
+        out.append(m.SessionSummary(**s, status=cycle.status if cycle else None, symbols=inputs.get("symbols") or [],
+                                    as_of=inputs.get("as_of")))
+    return m.SessionsOutput(sessions=out)
 
 
 @capability(m.ReadEventsInput, m.EventsOutput)
@@ -133,6 +143,20 @@ def read_events(ctx: Context, inp: m.ReadEventsInput) -> m.EventsOutput:
     events = ctx.store.events.read(inp.session_id, kind=inp.kind, cycle_id=inp.cycle_id)
     page = events[inp.offset:inp.offset + inp.limit]
     return m.EventsOutput(session_id=inp.session_id, total=len(events), offset=inp.offset, events=_jsonable(page))
+
+
+@capability(m.SessionInput, m.PortfolioView)
+def portfolio(ctx: Context, inp: m.SessionInput) -> m.PortfolioView:
+    """The session's book at its last as-of: positions with their levels and age, cash, equity, realised and
+    unrealised P&L (fees included), valued on the prices the session read."""
+    from graph.portfolio_view import portfolio_view
+
+    if ctx.store.portfolios.load(inp.session_id) is None:
+        what = "unknown session" if not ctx.store.events.exists(inp.session_id) else "no stored portfolio for session"
+        hint = "" if what == "unknown session" else " (a backtest keeps its book in its run folder's trade history)"
+        raise NotFound(f"{what} '{inp.session_id}'{hint}", field="session_id")
+    rt = ctx.runtime(None, data_files(inp, ctx.store, inp.session_id))
+    return portfolio_view(ctx.store, inp.session_id, rt.market)
 
 
 @capability(m.SessionInput, m.ReplayOutput)

@@ -136,6 +136,9 @@ class Client:
         return self._call("read_events", session_id=session_id, cycle_id=cycle_id, kind=kind, limit=limit,
                           offset=offset)
 
+    def portfolio(self, session_id: str) -> m.PortfolioView:
+        return self._call("portfolio", session_id=session_id)
+
     def replay(self, session_id: str) -> m.ReplayOutput:
         return self._call("replay", session_id=session_id)
 

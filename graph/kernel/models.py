@@ -9,9 +9,10 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from schemas.events import EventKind
 from schemas.features import FeatureBundle
+from schemas.portfolio import PortfolioView
 from schemas.memory import RetrievalHit
 
-__all__ = ["FeatureBundle"]  # features' output is the contract itself
+__all__ = ["FeatureBundle", "PortfolioView"]  # features' and portfolio's outputs are the contracts themselves
 
 SessionId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:\-]{1,200}$")]
 TaskId = Annotated[str, StringConstraints(pattern=r"^t-[a-f0-9]{12}$")]
@@ -95,6 +96,10 @@ class SessionSummary(Output):
     cycles: int
     last_kind: Optional[str] = None
     last_state: Optional[str] = None
+    last_cycle_id: Optional[str] = None
+    status: Optional[str] = Field(None, description="the last cycle's status, as replay reads it from its events")
+    symbols: list[str] = Field(default_factory=list, description="the last cycle's symbols")
+    as_of: Optional[str] = Field(None, description="the last cycle's as-of date")
 
 
 class SessionsOutput(Output):

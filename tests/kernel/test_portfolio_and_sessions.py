@@ -86,3 +86,30 @@ def test_sessions_show_each_last_cycle_status_symbols_and_as_of(db, capsys, monk
     table = capsys.readouterr().out
     lines = {ln.split()[1]: ln for ln in table.splitlines() if ln.startswith("│")}
     assert "completed" in lines[paused] and "2012-06-04" in lines[paused] and "AAPL,MSFT,IBM,GOOG" in lines[paused]
+
+
+def test_a_session_on_its_own_prices_is_valued_on_them(db, capsys, tmp_path, monkeypatch):
+    """ACME is in no bundled file: the view must read the prices the session read, without being told again."""
+    import shutil
+    from pathlib import Path
+
+    monkeypatch.chdir(tmp_path)  # no tradegraph.toml here
+    acme = tmp_path / "acme.csv"
+    shutil.copy(Path(__file__).resolve().parents[2] / "docs" / "examples" / "acme.csv", acme)
+    session, as_of = None, None
+    for day in ("2024-03-01", "2024-03-04", "2024-03-05", "2024-03-06", "2024-03-07"):
+        extra = ["--session", session] if session else []
+        out = json.loads((main(["run", "--symbols", "ACME", "--as-of", day, "--prices", str(acme), "--json",
+                                "--db", db, *extra]), capsys.readouterr().out)[1])
+        session, as_of = out["session_id"], day
+    k = Kernel.open(db)
+    try:
+        view = k.call("portfolio", {"session_id": session})
+    finally:
+        k.close()
+    assert view.as_of == as_of
+    # valued on ACME's own close of that day, not left unknown
+    (p,) = view.positions
+    close = next(line for line in acme.read_text().splitlines() if line.startswith(f"ACME,{as_of},"))
+    assert p.price == pytest.approx(float(close.split(",")[5])) and view.equity is not None
+    assert view.realized_pnl + (view.unrealized_pnl or 0.0) == pytest.approx(view.equity - view.starting_cash, abs=0.01)
