@@ -255,3 +255,50 @@ def test_a_timeout_is_an_audited_attempt_and_is_retried(provider, monkeypatch):
     [timed_out] = [s for _, s in audited_attempts(fake, store, out) if s["error"]]
     assert timed_out["http_status"] is None and timed_out["retryable"] is True
     assert "timeout" in (timed_out["error_type"] + timed_out["error"]).lower(), timed_out
+
+
+# ---------------------------------------------------------------------------- tool_choice, sent only where accepted
+def lm_studio(monkeypatch, fake, **extra):
+    for name in VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "lm-studio")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+    for k, v in extra.items():
+        monkeypatch.setenv(k, v)
+
+
+def test_a_server_rejecting_tool_choice_runs_with_the_defaults(monkeypatch):
+    with FakeOpenAI(reject_tool_choice=True) as fake:
+        lm_studio(monkeypatch, fake)
+        store, out, _ = run()
+        assert out.status == "completed" and filled(store, out)
+        assert 400 not in fake.statuses and not [b for b in fake.requests if "tool_choice" in b]
+        assert {b["response_format"]["type"] for b in fake.requests if b.get("response_format")} == {"json_schema"}
+
+
+def test_forcing_tool_choice_on_such_a_server_fails_closed_naming_it(monkeypatch):
+    """The control for the case above: the same server, told it accepts tool_choice, refuses the JSON pass."""
+    with FakeOpenAI(reject_tool_choice=True) as fake:
+        lm_studio(monkeypatch, fake, TRADEGRAPH_STRUCTURED_METHOD="function_calling", TRADEGRAPH_TOOL_CHOICE="on")
+        store, out, _ = run()
+        assert out.status == "failed" and out.error["state"] == "PLANNING"
+        message = one_line_error(out)
+        assert "HTTP 400" in message and "tool_choice" in message and "not retried" in message
+        attempts = audited_attempts(fake, store, out)
+        # the tool pass (no tool_choice) went through; the first forced JSON pass did not
+        *tool_pass, (json_req, json_resp) = attempts
+        assert tool_pass and all(r["tools"] != ["Plan"] and s["http_status"] == 200 for r, s in tool_pass)
+        assert (json_req["tools"], json_resp["http_status"]) == (["Plan"], 400)
+        assert not filled(store, out)
+
+
+def test_openai_itself_gets_the_contract_as_a_forced_function(monkeypatch):
+    with FakeOpenAI() as fake:
+        lm_studio(monkeypatch, fake, TRADEGRAPH_STRUCTURED_METHOD="function_calling", TRADEGRAPH_TOOL_CHOICE="on")
+        store, out, _ = run()
+        assert out.status == "completed"
+        forced = [b["tool_choice"] for b in fake.requests if "tool_choice" in b]
+        assert forced and all(c["type"] == "function" and [t["function"]["name"] for t in b["tools"]] ==
+                              [c["function"]["name"]] for b, c in zip([b for b in fake.requests if "tool_choice" in b],
+                                                                     forced))
+        assert {c["function"]["name"] for c in forced} >= {"Plan", "TradeThesis"}

@@ -249,3 +249,15 @@ def test_a_setting_the_provider_cannot_honour_is_refused(env, message, monkeypat
         monkeypatch.setenv(k, v)
     with pytest.raises(ConfigError, match=re.escape(message)):
         AgentConfig.from_env()
+
+
+@pytest.mark.parametrize("module,args", [("graph.kernel.transports.serve_cli", ["serve", "--port", "0"]),
+                                         ("graph.kernel.transports.serve_cli", ["mcp"]),
+                                         ("graph.kernel.transports.mcp", [])])
+def test_servers_started_on_their_own_check_first(module, args, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ALL_VARS}
+    env.update(TRADEGRAPH_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT), TRADEGRAPH_LLM_JITTER="2")
+    r = subprocess.run([sys.executable, "-m", module, *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=120, stdin=subprocess.DEVNULL)
+    assert (r.returncode, r.stderr) == (2, "tradegraph: error: TRADEGRAPH_LLM_JITTER='2' is outside 0..1\n")
+    assert not (tmp_path / "home").exists()
