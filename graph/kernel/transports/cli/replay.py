@@ -162,7 +162,8 @@ def _print_verify(report, console: Console | None = None) -> None:
             c.print("  note: " + escape(n))
         if v.config_differences:
             c.print(f"  [yellow]today differs from the recorded manifest in {len(v.config_differences)} place(s); "
-                    f"the replay used the recorded configuration[/yellow]")
+                    f"the replay used the recorded configuration and answers (a data file that changed was not read)"
+                    f"[/yellow]")
         for d in v.config_differences:
             c.print("    " + escape(d))
     if report.chain is not None and report.chain["ok"]:
