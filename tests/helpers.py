@@ -22,3 +22,26 @@ def runtime_with(script: dict | None = None, **config_overrides):
 
 def events_of(store, outcome, kind=None):
     return store.events.read(outcome.session_id, kind=kind)
+
+
+def audited_attempts(fake, store, out):
+    """The guarantee every test shares: each HTTP request is one llm_request with its own llm_response
+    carrying the status the server answered (None: no answer in time)."""
+    requests = events_of(store, out, "llm_request")
+    responses = {e["run_id"]: e["payload"] for e in events_of(store, out, "llm_response")}
+    assert len(fake.requests) == len(requests) == len(responses) == out.llm_calls
+    assert all(e["run_id"] in responses for e in requests)
+    statuses = [responses[e["run_id"]]["http_status"] for e in requests]
+    assert sorted(statuses, key=str) == sorted(fake.statuses, key=str)
+    return [(e["payload"], responses[e["run_id"]]) for e in requests]
+
+
+def filled(store, out) -> list:
+    entry = store.executions.get(out.cycle_id)
+    return (entry or {}).get("result", {}).get("executed_trades") or []
+
+
+def one_line_error(out) -> str:
+    message = out.error["message"]
+    assert "\n" not in message and "Traceback" not in message
+    return message

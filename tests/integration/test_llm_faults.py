@@ -17,7 +17,7 @@ from graph.replay.session import verify_session
 from graph.runner import run_cycle
 from graph.runtime import default_runtime
 from tests.fakes.fake_openai import Fault, FakeOpenAI
-from tests.helpers import events_of, mock_store
+from tests.helpers import audited_attempts, events_of, filled, mock_store, one_line_error
 
 pytestmark = pytest.mark.integration
 
@@ -40,29 +40,6 @@ def run(store=None):
     store = store or mock_store()
     out = run_cycle(SYMBOL, AS_OF, store=store, runtime=default_runtime(AgentConfig.from_env()))
     return store, out
-
-
-def audited_attempts(fake, store, out):
-    """The guarantee every test shares: each HTTP request is one llm_request with its own llm_response
-    carrying the status the server answered (None: no answer in time)."""
-    requests = events_of(store, out, "llm_request")
-    responses = {e["run_id"]: e["payload"] for e in events_of(store, out, "llm_response")}
-    assert len(fake.requests) == len(requests) == len(responses) == out.llm_calls
-    assert all(e["run_id"] in responses for e in requests)
-    statuses = [responses[e["run_id"]]["http_status"] for e in requests]
-    assert sorted(statuses, key=str) == sorted(fake.statuses, key=str)
-    return [(e["payload"], responses[e["run_id"]]) for e in requests]
-
-
-def filled(store, out) -> list:
-    entry = store.executions.get(out.cycle_id)
-    return (entry or {}).get("result", {}).get("executed_trades") or []
-
-
-def one_line_error(out) -> str:
-    message = out.error["message"]
-    assert "\n" not in message and "Traceback" not in message
-    return message
 
 
 def no_traceback(capfd):

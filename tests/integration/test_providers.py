@@ -25,7 +25,7 @@ from tests.fakes.fake_gemini import FakeGemini
 from tests.fakes.fake_ollama import FakeOllama
 from tests.fakes.fake_openai import FakeOpenAI
 from tests.fakes.provider_fake import Fault, FakeProvider
-from tests.helpers import events_of, mock_store
+from tests.helpers import audited_attempts, events_of, filled, mock_store, one_line_error
 
 pytestmark = pytest.mark.integration
 
@@ -99,28 +99,6 @@ def run(store=None):
     rt = default_runtime(AgentConfig.from_env())
     out = run_cycle(SYMBOL, AS_OF, store=store, runtime=rt)
     return store, out, rt
-
-
-def audited_attempts(fake, store, out):
-    """Each HTTP request is one llm_request with its own llm_response carrying the status the server answered
-    (None: no answer)."""
-    requests = events_of(store, out, "llm_request")
-    responses = {e["run_id"]: e["payload"] for e in events_of(store, out, "llm_response")}
-    assert len(fake.requests) == len(requests) == len(responses) == out.llm_calls
-    statuses = [responses[e["run_id"]]["http_status"] for e in requests]
-    assert sorted(statuses, key=str) == sorted(fake.statuses, key=str)
-    return [(e["payload"], responses[e["run_id"]]) for e in requests]
-
-
-def filled(store, out) -> list:
-    entry = store.executions.get(out.cycle_id)
-    return (entry or {}).get("result", {}).get("executed_trades") or []
-
-
-def one_line_error(out) -> str:
-    message = out.error["message"]
-    assert "\n" not in message and "Traceback" not in message
-    return message
 
 
 def plan_validations(store, out) -> list[dict]:

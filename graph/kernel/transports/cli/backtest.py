@@ -51,25 +51,13 @@ def metrics_table(result) -> "Any":
 
 
 def cmd_backtest(args) -> int:
-    from agent.data.market import DataError, parse_date
-    from graph.kernel.transports.cli.common import EXIT_FAILED, EXIT_OK, CliError
+    from graph.kernel.transports.cli.common import EXIT_FAILED, EXIT_OK, CliError, parse_window
     from pathlib import Path
 
     from graph.kernel.transports.cli.data import data_inputs
-    from graph.runner import InputError, parse_symbols
 
     # the flags' own syntax, named as flags, before any store is opened; the kernel checks the rest
-    try:
-        symbols = parse_symbols(args.symbols)
-    except InputError as e:
-        raise CliError(str(e)) from None
-    for name in ("start", "end"):
-        try:
-            parse_date(getattr(args, name))
-        except DataError as e:
-            raise CliError(f"--{name}: {e}") from None
-    if args.start > args.end:
-        raise CliError(f"--start {args.start} is after --end {args.end}")
+    symbols = parse_window(args)
     for flag, value in (("--capital", args.capital), ("--fees-bps", args.fees_bps),
                         ("--slippage-bps", args.slippage_bps)):
         if value < 0 or (flag == "--capital" and value == 0):

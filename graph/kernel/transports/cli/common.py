@@ -23,6 +23,26 @@ def open_store(uri: Optional[str]):
         raise CliError(str(e), EXIT_STORE) from None
 
 
+def parse_window(args) -> list[str]:
+    """--symbols, --start and --end as the user typed them, each named in its own one-line error; returns the
+    symbols (the kernel checks each against the data)."""
+    from agent.data.market import DataError, parse_date
+    from graph.runner import InputError, parse_symbols
+
+    try:
+        symbols = parse_symbols(args.symbols)
+    except InputError as e:
+        raise CliError(f"--symbols: {e}") from None
+    for name in ("start", "end"):
+        try:
+            parse_date(getattr(args, name))
+        except DataError as e:
+            raise CliError(f"--{name}: {e}") from None
+    if args.start > args.end:
+        raise CliError(f"--start {args.start} is after --end {args.end}")
+    return symbols
+
+
 def add_db_flag(sp) -> None:
     sp.add_argument("--db", default=None, help="store URI: mongodb://…, mongomock://… (default: $MONGODB_URI, "
                                                "else the embedded store under $TRADEGRAPH_HOME)")

@@ -10,7 +10,7 @@ import tomllib
 from pathlib import Path
 from typing import Optional
 
-from graph.kernel.transports.cli.common import EXIT_FAILED, EXIT_OK, CliError
+from graph.kernel.transports.cli.common import EXIT_FAILED, EXIT_OK, CliError, parse_window
 
 CONFIG_ENV = "TRADEGRAPH_CONFIG"
 CONFIG_NAME = "tradegraph.toml"
@@ -115,21 +115,10 @@ def data_inputs(args, continuing: bool = False) -> dict[str, str]:
 
 # ------------------------------------------------------------------------------------------ data fetch
 def cmd_fetch(args) -> int:
-    from agent.data.market import DataError, parse_date
+    from agent.data.market import DataError
     from agent.data.yahoo import WRITABLE, FetchFailed, fetch_yfinance, write_prices
-    from graph.runner import InputError, parse_symbols
 
-    try:
-        symbols = parse_symbols(args.symbols)
-    except InputError as e:
-        raise CliError(f"--symbols: {e}") from None
-    for name in ("start", "end"):
-        try:
-            parse_date(getattr(args, name))
-        except DataError as e:
-            raise CliError(f"--{name}: {e}") from None
-    if args.start > args.end:
-        raise CliError(f"--start {args.start} is after --end {args.end}")
+    symbols = parse_window(args)
     if not args.out.lower().endswith(WRITABLE):
         raise CliError(f"--out {args.out}: unsupported file type (use .parquet, .pq, .csv or .csv.gz)")
     try:
