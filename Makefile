@@ -23,11 +23,10 @@ test: $(VENV)/.installed
 test-unit: $(VENV)/.installed
 	$(PY) -m pytest -m "not integration"
 
+# every issue-14 measure, then one table against its targets (bench/run_all.py); the store and memory
+# micro-benchmarks run on their own: bench/bench_store.py, bench/bench_memory.py
 bench: $(VENV)/.installed
-	$(PY) bench/bench_cycle.py
-	$(PY) bench/bench_store.py
-	$(PY) bench/bench_features.py
-	$(PY) bench/bench_memory.py
+	$(PY) bench/run_all.py
 
 studio: $(VENV)/.installed
 	$(VENV)/bin/langgraph dev --no-browser

@@ -84,6 +84,7 @@ def main() -> None:
         for k, v in (("graph (LLM passes, validation, execution, logging)", graph), ("store (main thread)",
                      TIMES["store"]), ("features (bundle assembly)", TIMES["features"])):
             print(f"  {k:<52} {v / wall * 100:5.1f}%  {v / n * 1000:7.1f} ms/point")
+        print(f"RESULT points_per_s={n / wall:.2f} ms_per_point={wall / n * 1000:.0f} graph_share={graph / wall:.2f}")
         store.close()
     finally:
         stop_server(home)

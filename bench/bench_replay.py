@@ -74,11 +74,15 @@ def main() -> None:
             results.append((n, med))
             print(f"{n:>7} events ({len(s.cycles)} cycles, inserted in {ins:.1f}s): "
                   f"median reconstruct {med * 1000:.1f} ms  ({n / med:,.0f} events/s, {args.repeats} runs)")
+        growth = []
         for (n0, t0), (n1, t1) in zip(results, results[1:]):
-            print(f"growth {n0} → {n1} events (x{n1 / n0:g}): time x{t1 / t0:.1f}")
+            growth.append(t1 / t0)
+            print(f"growth {n0} → {n1} events (x{n1 / n0:g}): time x{t1 / t0:.1f} (linear: <= x{n1 / n0 * 1.1:g})")
         at10k = dict(results).get(10000)
         if at10k is not None:
             print(f"target ≤ 1 s at 10k: {'MET' if at10k <= 1.0 else 'MISSED'} ({at10k:.3f} s)")
+        print("RESULT " + " ".join(f"reconstruct_{n}_s={t:.3f}" for n, t in results)
+              + "".join(f" growth_{i + 1}=x{g:.1f}" for i, g in enumerate(growth)))
         store.close()
     finally:
         stop_server(home)

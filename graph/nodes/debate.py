@@ -1,12 +1,15 @@
-"""DEBATE: one bull/bear debate with a rebuttal round per symbol, judged by the research manager."""
+"""DEBATE: one bull/bear debate with a rebuttal round per symbol, judged by the research manager; symbols in parallel."""
 from __future__ import annotations
 
+import contextvars
+from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from agent.debate import run_debate
+from agent.parallel import run_parallel
 from graph.nodes.common import done, state_node
 from graph.runtime import runtime_of
 from graph.state import CycleState
@@ -21,5 +24,24 @@ def debate(state: CycleState, config: RunnableConfig) -> Command[Literal["DECIDI
     scan = MarketScan.model_validate(state["scan"])
     report = QuantReport.model_validate(state["quant"])
     model = rt.model("quick")
-    results = [run_debate(panel, scan.snapshot(panel.symbol), model, rt.config, config) for panel in report.panels]
+    tasks = {p.symbol: (lambda p=p: run_debate(p, scan.snapshot(p.symbol), model, rt.config, config))
+             for p in report.panels}
+    if not rt.config.parallel_llm or len(tasks) < 2:
+        # the offline model runs inline, in panel order: its recordings are unchanged
+        debates = run_parallel(tasks, parallel=False)
+    else:
+        # symbols debate at once with a networked model: 3 calls deep instead of 3 per symbol. Their own
+        # threads, not the shared pool's: each debate waits on that pool for its bull/bear calls, and pool
+        # workers waiting on the pool would deadlock once there are as many symbols as workers
+        with ThreadPoolExecutor(max_workers=len(tasks), thread_name_prefix="tradegraph-debate") as ex:
+            futures = {k: ex.submit(contextvars.copy_context().run, fn) for k, fn in tasks.items()}
+        debates, errors = {}, []
+        for k, f in futures.items():
+            if f.exception() is not None:
+                errors.append(f.exception())
+            else:
+                debates[k] = f.result()
+        if errors:  # the first in panel order, after every debate has finished (as run_parallel does)
+            raise errors[0]
+    results = [debates[p.symbol] for p in report.panels]
     return done("DEBATE", DebateReport(results=results), "DECIDING", config)

@@ -1,4 +1,5 @@
-"""DECIDING: a thesis per symbol (deep tier at high conviction), prices anchored by code, orders sized."""
+"""DECIDING: a thesis per symbol (deep tier at high conviction; symbols in parallel), prices anchored by code,
+orders sized."""
 from __future__ import annotations
 
 from typing import Literal
@@ -7,6 +8,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from agent.features.regime import regime_words
+from agent.parallel import run_parallel
 from agent.trader import orders_for, run_trader, trader_tier
 from graph.nodes.common import done, state_node
 from graph.runtime import runtime_of
@@ -23,12 +25,13 @@ def deciding(state: CycleState, config: RunnableConfig) -> Command[Literal["VALI
     scan = MarketScan.model_validate(state["scan"])
     report = QuantReport.model_validate(state["quant"])
     debates = DebateReport.model_validate(state["debate"])
-    theses = []
-    for d in debates.results:
-        if d.winner == "NONE":  # no side was taken: nothing to write a thesis for
-            continue
-        model = rt.model(trader_tier(d, rt.config))
-        theses.append(run_trader(d, report.panel(d.symbol), scan.snapshot(d.symbol), model, rt.config, config))
+    # one thesis per symbol, independent of the others: a networked model writes them at once (one call deep,
+    # not one per symbol); the offline model inline, in debate order
+    tasks = {d.symbol: (lambda d=d: run_trader(d, report.panel(d.symbol), scan.snapshot(d.symbol),
+                                               rt.model(trader_tier(d, rt.config)), rt.config, config))
+             for d in debates.results if d.winner != "NONE"}  # no side was taken: nothing to write a thesis for
+    written = run_parallel(tasks, parallel=rt.config.parallel_llm)
+    theses = [written[s] for s in tasks]
     setups = {s.symbol: regime_words(s.bundle.technical) for s in scan.snapshots}
     orders = orders_for(theses, scan.portfolio, scan.prices(), rt.config, scan.as_of, setups)
     summary = "; ".join(f"{t.symbol} {t.direction} (conviction {t.conviction})" for t in theses)

@@ -1,0 +1,86 @@
+"""`make bench`: every issue-14 measure in one run, then one table of its RESULT lines against the targets.
+
+Each script runs in its own process (its own embedded server, no warm caches shared), its output streamed as
+it comes; the table at the end reads only the `RESULT k=v …` line each one prints last.
+Run: .venv/bin/python bench/run_all.py [--quick]   (--quick: replay at 1k/10k only, fewer repeats)
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(script: str, *args: str) -> dict[str, str]:
+    print(f"\n$ {script} {' '.join(args)}", flush=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / script), *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, text=True)
+    result: dict[str, str] = {}
+    for line in proc.stdout:
+        print("  " + line.rstrip(), flush=True)
+        if line.startswith("RESULT "):
+            result = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+    if proc.wait() != 0:
+        print(f"  ({script} exited {proc.returncode})")
+    return result
+
+
+def verdict(ok: bool | None) -> str:
+    return "-" if ok is None else ("met" if ok else "MISSED")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    sizes = "1000,10000" if args.quick else "1000,10000,100000"
+    cyc = run("bench_cycle.py", "--repeats", "1" if args.quick else "2")
+    rep = run("bench_replay.py", "--sizes", sizes, "--repeats", "3")
+    bt = run("bench_backtest.py", "--points", "20" if args.quick else "60")
+    feat = run("bench_features.py")
+    tok = run("bench_tokens.py")
+
+    def f(d: dict, k: str) -> float | None:
+        try:
+            return float(d[k].lstrip("x"))
+        except (KeyError, ValueError):
+            return None
+
+    rows = []
+    ratio = f(cyc, "ratio")
+    rows.append(("cycle audit on / off (4 symbols)", f"{cyc.get('audit_on_ms', '?')} / {cyc.get('audit_off_ms', '?')} ms"
+                 f" = {cyc.get('ratio', '?')}x", "<= 1.3x", verdict(None if ratio is None else ratio <= 1.3)))
+    t10k = f(rep, "reconstruct_10000_s")
+    rows.append(("replay reconstruct 10k events", f"{rep.get('reconstruct_10000_s', '?')} s", "<= 1 s",
+                 verdict(None if t10k is None else t10k <= 1.0)))
+    growth = [f(rep, k) for k in sorted(k for k in rep if k.startswith("growth_"))]
+    rows.append((f"replay growth per x10 ({sizes.replace(',', ' -> ')})",
+                 ", ".join(f"x{g:.1f}" for g in growth if g is not None) or "?", "<= x11 each",
+                 verdict(None if not growth or None in growth else all(g <= 11 for g in growth))))
+    pps = f(bt, "points_per_s")
+    rows.append(("backtest decision points/s (4 symbols)", f"{bt.get('points_per_s', '?')}/s", ">= 10/s",
+                 verdict(None if pps is None else pps >= 10)))
+    full = f(feat, "full_history_s")
+    rows.append(("indicators 100 symbols x 2,500 bars", f"{feat.get('full_history_s', '?')} s", "<= 0.5 s",
+                 verdict(None if full is None else full <= 0.5)))
+    toks = f(tok, "prompt_tokens")
+    rows.append((f"prompt tokens, one-symbol cycle ({tok.get('tokenizer', '?')})",
+                 f"{tok.get('prompt_tokens', '?')} over {tok.get('requests', '?')} requests", "<= 10k",
+                 verdict(None if toks is None else toks <= 10_000)))
+    paths = [f(tok, "critical_path_1"), f(tok, "critical_path_4")]
+    rows.append(("LLM critical path (1 / 4 symbols)", f"{tok.get('critical_path_1', '?')} / "
+                 f"{tok.get('critical_path_4', '?')} calls", "<= 8",
+                 verdict(None if None in paths else max(paths) <= 8)))
+    width = max(len(r[0]) for r in rows)
+    print("\nissue 14 targets")
+    for name, now, target, ok in rows:
+        print(f"  {name:<{width}}  {now:<28} {target:<12} {ok}")
+
+
+if __name__ == "__main__":
+    main()
