@@ -10,6 +10,7 @@ other), and combined the way each state's node fans out when the model is networ
 - DEBATE: symbols at once (graph/nodes/debate.py); within a symbol bull and bear build at once, then
   rebut at once, then the manager judges (agent/debate.py), so a symbol costs max(build) + max(rebuttal)
   + verdict, and the state its slowest symbol;
+- DECIDING: one thesis per symbol, all at once (graph/nodes/deciding.py): its longest run;
 - every other state: its runs one after another.
 A repair retry is one more call in its run (it waits for the failed answer).
 """
@@ -19,7 +20,7 @@ from typing import Any, Iterable
 
 from schemas.states import STATES
 
-FAN_OUT = {"ANALYZING": "branches", "DEBATE": "sides"}
+FAN_OUT = {"ANALYZING": "branches", "DEBATE": "sides", "DECIDING": "branches"}
 VERDICT = "ManagerVerdict"
 
 

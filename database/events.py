@@ -18,6 +18,7 @@ MAX_SEQ_RACES = 1000
 ACKED = WriteConcern(w="majority")
 DURABLE = WriteConcern(w="majority", j=True)
 GENESIS = "0" * 64
+READ_CHUNK = 5000  # events per query of a whole-session read (see EventStore._read_ranges)
 
 
 class DuplicateEventError(RuntimeError):
@@ -189,10 +190,33 @@ class EventStore:
             query["cycle_id"] = cycle_id
         # no server-side projection: nx-27017 applies it in Python (~30% of a 10k-event read); dropping
         # _id here is cheaper
-        docs = list(self.col.find(query).sort("seq", ASCENDING))
+        if kind is not None or cycle_id is not None:
+            docs = list(self.col.find(query).sort("seq", ASCENDING))
+        else:
+            docs = self._read_ranges(session_id)
         for d in docs:
             d.pop("_id", None)
         return docs
+
+    def _read_ranges(self, session_id: str) -> list[dict[str, Any]]:
+        """A whole session in seq ranges of READ_CHUNK, each one query in one batch: nx-27017 materialises
+        a query's whole answer and serves it in 101-document batches, copying the rest of the answer at each
+        getMore (quadratic in the session's size); a range keeps both bounded. An empty range (a gap in the
+        seqs) skips to the next stored seq, so a gap never ends the read early."""
+        docs: list[dict[str, Any]] = []
+        lo = 1
+        while True:
+            chunk = list(self.col.find({"session_id": session_id, "seq": {"$gte": lo, "$lt": lo + READ_CHUNK}})
+                         .sort("seq", ASCENDING).batch_size(READ_CHUNK))
+            if chunk:
+                docs += chunk
+                lo = int(chunk[-1]["seq"]) + 1
+                continue
+            after = self.col.find_one({"session_id": session_id, "seq": {"$gte": lo}}, {"_id": 0, "seq": 1},
+                                      sort=[("seq", ASCENDING)])
+            if after is None:
+                return docs
+            lo = int(after["seq"])
 
     def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
         """Most recent sessions first: session_id, first_ts, last_ts, events, cycles, last_kind, last_state,
