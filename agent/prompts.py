@@ -6,6 +6,7 @@ code did not compute. Headlines are fenced as untrusted data wherever they appea
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, Sequence
@@ -88,6 +89,13 @@ _NOTE_TAG_RE = re.compile(r"^- \[(review|cycle)\] (\S+) (LONG|SHORT|-) outcome=(
 _FENCED_RE = re.compile(re.escape(FENCE_OPEN) + r".*?" + re.escape(FENCE_CLOSE), re.S)
 
 
+@functools.lru_cache(maxsize=4096)
+def _fenced_note(text: str) -> str:
+    # the same few notes are recalled by every agent of every cycle, and fencing walks each character in
+    # Python (4% of a backtest decision point by cProfile); fence is a pure function of the text
+    return fence(text)
+
+
 def render_notes(hits: Sequence[Any]) -> str:
     """Past notes (RetrievalHits) for a prompt, each one's text fenced as untrusted: model-written text
     can echo a headline, and must never read as an instruction."""
@@ -97,7 +105,7 @@ def render_notes(hits: Sequence[Any]) -> str:
     for h in hits:
         lines.append(f"- [{h.kind}] {h.symbol or '-'} {h.direction or '-'} outcome={h.outcome or '-'} "
                      f"signal={h.signal or '-'} known={h.known_at}")
-        lines.append(fence(h.text))
+        lines.append(_fenced_note(h.text))
     return "\n".join(lines) + "\n"
 
 
