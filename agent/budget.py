@@ -1,43 +1,177 @@
-"""A per-cycle token budget: once a cycle's LLM calls have used it up, the next call is refused before
-it is sent and the cycle fails closed, audited.
+"""LLM budgets: tokens, dollars and calls, per cycle (`run`) or per whole run (`backtest`). The call that would
+cross one is refused BEFORE it is sent, and the cycle fails closed, audited (an error naming the budget, its
+limit and what was used).
 
 Enforced in agent/passes.py, the one place every LLM call goes through, rather than in a callback:
 callback order is not guaranteed, and a refusal must neither hide a paid answer from the audit nor
 leave a recorded request without its response.
+
+What a call "would" use is not known before it answers, so each call reserves its worst case first:
+- calls: one request (every attempt counts, retries included; an answer from the response cache sends nothing);
+- tokens: the request's input estimated at ~4 characters a token (messages, tools offered, response format) plus
+  the most it may answer: the model's own output cap (max_tokens, max_output_tokens, num_predict) when set, else
+  DEFAULT_OUTPUT_RESERVE;
+- dollars: those tokens at the model's price (agent/prices.toml); a model without a price can't be held to a
+  dollar budget, so with one set its call is refused.
+The reservation is atomic (parallel analysts can't both slip under a limit) and is replaced by the call's real
+usage when it answers. Estimates are estimates: a provider that counts more input tokens than ~4 characters each
+can end a little over a token or dollar limit, never by a whole unplanned call.
 """
 from __future__ import annotations
 
+import json
 import threading
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from langchain_core.runnables import RunnableConfig
 
 BUDGET_KEY = "token_budget"
+DEFAULT_OUTPUT_RESERVE = 1024  # tokens a call with no output cap of its own is assumed to answer at most
+_OUTPUT_CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "num_predict")
 
 
-class TokenBudgetExceeded(RuntimeError):
-    pass
+class BudgetExceeded(RuntimeError):
+    budget = ""
+
+    def __init__(self, message: str, *, limit: float, used: float, needed: float, scope: str, reserved: float = 0):
+        super().__init__(message)
+        # used: spent by calls that answered; reserved: held by calls still in flight (parallel analysts)
+        self.limit, self.used, self.needed, self.scope, self.reserved = limit, used, needed, scope, reserved
 
 
-class TokenBudget:
-    def __init__(self, limit: int):
-        self.limit = limit
-        self.used = 0
+class TokenBudgetExceeded(BudgetExceeded):
+    budget = "max_tokens"
+
+
+class CostBudgetExceeded(BudgetExceeded):
+    budget = "max_cost"
+
+
+class CallBudgetExceeded(BudgetExceeded):
+    budget = "max_llm_calls"
+
+
+@dataclass
+class Reservation:
+    tokens: int
+    cost: float
+
+
+class Budget:
+    """The limits of one cycle, or of one backtest run (shared by its cycles). None = no limit."""
+
+    def __init__(self, max_tokens: Optional[int] = None, max_cost: Optional[float] = None,
+                 max_llm_calls: Optional[int] = None, scope: str = "cycle"):
+        self.max_tokens, self.max_cost, self.max_llm_calls, self.scope = max_tokens, max_cost, max_llm_calls, scope
+        self.tokens = 0
+        self.cost = 0.0
         self.calls = 0
+        self._held = Reservation(0, 0.0)
         self._lock = threading.Lock()
 
-    def check(self) -> None:
-        with self._lock:
-            if self.used >= self.limit:
-                raise TokenBudgetExceeded(f"token budget of {self.limit} used up: {self.used} tokens in "
-                                          f"{self.calls} LLM call(s); no further call is made")
+    @classmethod
+    def of(cls, settings: Any, scope: str = "cycle") -> Optional["Budget"]:
+        """From agent.config.AgentConfig (token_budget is max_tokens); None when it sets no limit."""
+        limits = (settings.token_budget, settings.max_cost, settings.max_llm_calls)
+        return cls(*limits, scope=scope) if any(v for v in limits) else None
 
-    def charge(self, message: Any) -> None:
-        usage = getattr(message, "usage_metadata", None) or {}
+    def spent(self, tokens: int, cost: float, calls: int) -> None:
+        """What was used before this process took over (a resumed backtest's earlier points)."""
         with self._lock:
-            self.used += int(usage.get("total_tokens", 0) or 0)
+            self.tokens, self.cost, self.calls = self.tokens + tokens, self.cost + cost, self.calls + calls
+
+    def reserve(self, input_tokens: int, max_output: int, price: Any, model: str) -> Reservation:
+        need = Reservation(input_tokens + max_output, 0.0)
+        with self._lock:
+            per = f"per {self.scope}"
+            if self.max_llm_calls and self.calls + 1 > self.max_llm_calls:
+                raise CallBudgetExceeded(
+                    f"LLM call budget (max_llm_calls) of {self.max_llm_calls} {per} used up: {self.calls} call(s) "
+                    f"sent; the next call to {model} was not sent", limit=self.max_llm_calls, used=self.calls,
+                    needed=1, scope=self.scope)
+            held = self._held
+            in_flight = f" (+{held.tokens} held by calls in flight)" if held.tokens else ""
+            if self.max_tokens and self.tokens + held.tokens + need.tokens > self.max_tokens:
+                raise TokenBudgetExceeded(
+                    f"token budget (max_tokens) of {self.max_tokens} {per} would be crossed: {self.tokens} used "
+                    f"in {self.calls} call(s){in_flight}, the next call to {model} may use {need.tokens} "
+                    f"({input_tokens} input, estimated, + {max_output} output at most); it was not sent",
+                    limit=self.max_tokens, used=self.tokens, reserved=held.tokens, needed=need.tokens,
+                    scope=self.scope)
+            if self.max_cost:
+                in_flight = f" (+${held.cost:.6f} held by calls in flight)" if held.cost else ""
+                if price is None:
+                    raise CostBudgetExceeded(
+                        f"cost budget (max_cost) of ${self.max_cost:g} {per} can't be held: {model} has no price "
+                        f"(add it to agent/prices.toml or $TRADEGRAPH_PRICES); the call was not sent",
+                        limit=self.max_cost, used=round(self.cost, 8), reserved=round(held.cost, 8),
+                        needed=float("nan"), scope=self.scope)
+                need.cost = (input_tokens * price.input + max_output * price.output) / 1e6
+                if self.cost + held.cost + need.cost > self.max_cost:
+                    raise CostBudgetExceeded(
+                        f"cost budget (max_cost) of ${self.max_cost:g} {per} would be crossed: ${self.cost:.6f} "
+                        f"used in {self.calls} call(s){in_flight}, the next call to {model} may cost "
+                        f"${need.cost:.6f}; it was not sent", limit=self.max_cost, used=round(self.cost, 8),
+                        reserved=round(held.cost, 8), needed=round(need.cost, 8), scope=self.scope)
             self.calls += 1
+            self._held = Reservation(self._held.tokens + need.tokens, self._held.cost + need.cost)
+        return need
+
+    def settle(self, held: Reservation, tokens: int, cost: Optional[float]) -> None:
+        """The reservation replaced by what the call really used (a failed attempt: nothing)."""
+        with self._lock:
+            self._held = Reservation(self._held.tokens - held.tokens, self._held.cost - held.cost)
+            self.tokens += int(tokens)
+            self.cost += float(cost or 0.0)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"scope": self.scope, "max_tokens": self.max_tokens, "max_cost": self.max_cost,
+                "max_llm_calls": self.max_llm_calls, "tokens": self.tokens, "cost_usd": round(self.cost, 8),
+                "calls": self.calls}
 
 
-def budget_of(config: RunnableConfig) -> Optional[TokenBudget]:
-    return (config or {}).get("configurable", {}).get(BUDGET_KEY)
+# a LangGraph Studio server's runs carry only strings in their config: their budgets come from the process's
+# configuration (graph/runtime.py set_default_runtime installs it), one Budget per cycle id
+_process: dict[str, Any] = {"settings": None, "cycles": OrderedDict()}
+_process_lock = threading.Lock()
+
+
+def install_process_budgets(settings: Any) -> None:
+    with _process_lock:
+        _process["settings"], _process["cycles"] = settings, OrderedDict()
+
+
+def budget_of(config: RunnableConfig) -> Optional[Budget]:
+    conf = (config or {}).get("configurable", {})
+    if BUDGET_KEY in conf:  # a run tradegraph started: its budget, or None for none
+        return conf[BUDGET_KEY]
+    cycle_id = conf.get("cycle_id")
+    with _process_lock:
+        if _process["settings"] is None or not cycle_id:
+            return None
+        cycles = _process["cycles"]
+        if cycle_id not in cycles:
+            cycles[cycle_id] = Budget.of(_process["settings"])
+            while len(cycles) > 256:  # a long-lived server: old cycles' budgets are done with
+                cycles.popitem(last=False)
+        return cycles[cycle_id]
+
+
+def output_cap(model: Any, kwargs: dict) -> int:
+    for source in (kwargs, model.__dict__ if hasattr(model, "__dict__") else {}):
+        for name in _OUTPUT_CAPS:
+            value = source.get(name) if isinstance(source, dict) else None
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return DEFAULT_OUTPUT_RESERVE
+
+
+def request_tokens(messages: list, kwargs: dict) -> int:
+    """The request's input tokens, estimated as the offline model counts them (agent/offline_model.py)."""
+    from agent.offline_model import _message_text, estimate_tokens
+
+    extra = {k: kwargs[k] for k in ("tools", "response_format") if kwargs.get(k)}
+    return sum(estimate_tokens(_message_text(m)) for m in messages) + (
+        estimate_tokens(json.dumps(extra, default=str)) if extra else 0)

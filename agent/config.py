@@ -74,6 +74,28 @@ def _env_number(name: str, default, cast=float, lo=0, hi=float("inf")):
     return value
 
 
+def _token_budget():
+    """TRADEGRAPH_MAX_TOKENS, or its older name TRADEGRAPH_TOKEN_BUDGET: one limit, so two different values are
+    an error rather than a silent choice."""
+    new = _env_number("TRADEGRAPH_MAX_TOKENS", 0, int, 0, 10**9)
+    old = _env_number("TRADEGRAPH_TOKEN_BUDGET", 0, int, 0, 10**9)
+    if new and old and new != old:
+        raise ConfigError(f"TRADEGRAPH_MAX_TOKENS={new} and TRADEGRAPH_TOKEN_BUDGET={old} disagree: set one")
+    return new or old or None
+
+
+SWITCH = {"on": True, "1": True, "true": True, "off": False, "0": False, "false": False}
+
+
+def _env_switch(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw.strip().lower() not in SWITCH:
+        raise ConfigError(f"{name}={raw!r} must be on or off")
+    return SWITCH[raw.strip().lower()]
+
+
 def _upper_bound(annotated) -> float:
     """The upper limit a schemas/ type puts on a number, so a setting is checked against the same limit."""
     for info in getattr(annotated, "__metadata__", ()):
@@ -134,8 +156,13 @@ class AgentConfig:
     market: str = "us_equity"
     deep_tier_conviction: float = 0.75
     self_critique_below: float = 0.40
-    # per-cycle cap on LLM tokens (prompt + completion); None = no cap
+    # per-cycle (a backtest: per-run) caps on LLM spending, each checked before the call that would cross it
+    # (agent/budget.py); None = no cap. token_budget is prompt + completion tokens, max_cost US dollars
     token_budget: int | None = None
+    max_cost: float | None = None
+    max_llm_calls: int | None = None
+    # reuse a provider's answer to an identical request (agent/cache.py); never for the offline model
+    llm_cache: bool = True
     # tradegraph's own retries of failed LLM calls (429/5xx/timeouts) and the per-request timeout
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     risk: RiskLimits = field(default_factory=RiskLimits)
@@ -187,7 +214,10 @@ class AgentConfig:
             starting_cash=_env_number("TRADEGRAPH_STARTING_CASH", 100_000.0, float, 0.01, CASH_MAX),
             fees_bps=_env_number("TRADEGRAPH_FEES_BPS", 1.0, float, 0, COST_BPS_MAX),
             slippage_bps=_env_number("TRADEGRAPH_SLIPPAGE_BPS", 2.0, float, 0, COST_BPS_MAX),
-            token_budget=_env_number("TRADEGRAPH_TOKEN_BUDGET", 0, int, 0, 10**9) or None,
+            token_budget=_token_budget(),
+            max_cost=_env_number("TRADEGRAPH_MAX_COST", 0.0, float, 0, 1e9) or None,
+            max_llm_calls=_env_number("TRADEGRAPH_MAX_LLM_CALLS", 0, int, 0, 10**9) or None,
+            llm_cache=_env_switch("TRADEGRAPH_LLM_CACHE", True),
             retry=RetryPolicy.from_env(),
             risk=RiskLimits.load(),
         )
@@ -230,7 +260,9 @@ def check_environment(also: Iterable[Callable[[Mapping[str, str]], None]] = ()) 
     token = env.get("TRADEGRAPH_API_TOKEN")
     if token is not None and token != "" and not token.strip():
         raise ConfigError(f"TRADEGRAPH_API_TOKEN={token!r} is blank")  # blank shows no secret
-    for check in also:
+    from agent.pricing import check_prices_env
+
+    for check in (check_prices_env, *also):
         try:
             check(env)
         except ValueError as e:

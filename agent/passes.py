@@ -5,29 +5,32 @@ tool and feeds the result back. `structured_pass` binds no tools, asks for the s
 contract as JSON, validates it, and on failure sends a repair prompt carrying the validation
 error, a bounded number of times, before failing closed with ContractError.
 
-Both call the model through `call_model`, the one place a model is called: it checks the token budget
-before each attempt and retries 429, 5xx and timeouts itself (agent/llm.py), each attempt its own audited
-request.
+Both call the model through `call_model`, the one place a model is called: it answers from the response cache
+when it can (agent/cache.py), checks the budgets before each attempt and retries 429, 5xx and timeouts itself
+(agent/llm.py), each attempt its own audited request.
 """
 from __future__ import annotations
 
 import json
 import time
+import uuid
 from typing import Any, Callable, Optional, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
 
 from agent.audit_events import emit
-from agent.budget import budget_of
+from agent.budget import BudgetExceeded, budget_of, output_cap, request_tokens
+from agent import cache as response_cache
 from agent.json_chat_model import answer_text, parse_answer, response_format
 from agent.llm import ATTEMPT_KEY, AttemptPlan, call_failed, describe_failure, next_wait, retry_policy_of
 from agent.prompts import repair_message
-from agent.providers import choices_of
+from agent.pricing import call_cost, price_of
+from agent.providers import choices_of, model_name_of
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -108,19 +111,33 @@ def call_model(model: BaseChatModel, bound: Runnable, messages: list[BaseMessage
     Retry-After); anything else from the provider fails closed at once. Each attempt is its own `invoke`,
     so the audit handler records each one's request and response (or error, status and wait).
     """
+    cache = response_cache.cache_of(config) if response_cache.cacheable(model) else None
+    key = _cache_key(model, bound, messages, config) if cache is not None else None
+    if key is not None:
+        hit = _cache_read(cache, key, config)
+        if hit is not None:
+            # no request is sent, so no budget is spent; the audit still shows what was asked and where the answer
+            # came from
+            return response_cache.bound_to_cached(bound, model, hit).invoke(messages, config)
     policy = retry_policy_of(model)
     budget = budget_of(config)
     attempt = 0
     while True:
         attempt += 1
-        if budget:
-            budget.check()
-        plan = AttemptPlan.of(policy, attempt)
         try:
-            ai = bound.invoke(messages, _with_attempt(config, plan))
+            held = _reserve(budget, model, bound, messages) if budget else None
+        except BudgetExceeded as e:
+            _refused(e, config)
+            raise
+        plan = AttemptPlan.of(policy, attempt)
+        response_id = uuid.uuid4().hex
+        try:
+            ai = bound.invoke(messages, _with_attempt(config, plan, response_id))
         except Exception as e:
             failure = describe_failure(e)
             if failure.partial is None:
+                if held is not None:
+                    budget.settle(held, 0, 0.0)  # no answer, nothing billed; the request still counts as a call
                 if not failure.provider:
                     raise  # tradegraph's own error (a replay mismatch, a bug): not the provider's to retry
                 wait = next_wait(failure, plan)
@@ -129,13 +146,61 @@ def call_model(model: BaseChatModel, bound: Runnable, messages: list[BaseMessage
                 time.sleep(wait)
                 continue
             ai = failure.partial  # a truncated answer the SDK raised on: paid for; the caller repairs it
-        if budget:
-            budget.charge(ai)
+            key = None  # not stored: the SDK raised on it, so a rerun asks again
+        if held is not None:
+            usage, cost, _ = call_cost(ai, messages, model_name_of(model))
+            budget.settle(held, usage["total_tokens"], cost)
+        if key is not None:
+            _cache_write(cache, key, ai, response_id, model, config)
         return ai
 
 
-def _with_attempt(config: RunnableConfig, plan: AttemptPlan) -> RunnableConfig:
-    return {**config, "metadata": {**(config.get("metadata") or {}), ATTEMPT_KEY: plan.as_dict()}}
+def _reserve(budget, model, bound, messages):
+    """The attempt's worst case held against the budgets (agent/budget.py), or BudgetExceeded: nothing is sent."""
+    kwargs = dict(bound.kwargs) if isinstance(bound, RunnableBinding) else {}
+    name = model_name_of(model) or type(model).__name__
+    return budget.reserve(request_tokens(messages, kwargs), output_cap(model, kwargs), price_of(name)[1], name)
+
+
+def _refused(e: BudgetExceeded, config: RunnableConfig) -> None:
+    """The budget, its limit and what was used, as fields (the state's own error event carries the message)."""
+    emit("error", {"type": "budget_exceeded", "budget": e.budget, "scope": e.scope, "limit": e.limit,
+                   "used": e.used, "reserved": e.reserved, "needed": None if e.needed != e.needed else e.needed,
+                   "message": str(e)}, config)
+
+
+def _with_attempt(config: RunnableConfig, plan: AttemptPlan, response_id: str) -> RunnableConfig:
+    return {**config, "metadata": {**(config.get("metadata") or {}), ATTEMPT_KEY: plan.as_dict(),
+                                   response_cache.RESPONSE_ID_KEY: response_id}}
+
+
+def _cache_key(model, bound, messages, config) -> Optional[str]:
+    try:
+        return response_cache.request_key(model, bound, messages)
+    except Exception as e:  # noqa: BLE001 - a request the key can't be made of is simply not cached
+        _cache_error("key", e, config)
+        return None
+
+
+def _cache_read(cache, key: str, config: RunnableConfig) -> Optional[AIMessage]:
+    try:
+        entry = cache.get(key)
+        return response_cache.answer_of(entry) if entry is not None else None
+    except Exception as e:  # noqa: BLE001 - a cache that fails is a miss, never a failed cycle
+        _cache_error("read", e, config)
+        return None
+
+
+def _cache_write(cache, key: str, ai: AIMessage, response_id: str, model, config: RunnableConfig) -> None:
+    try:
+        cache.put(key, response_cache.entry_of(ai, event_id=response_id, config=config, model=model))
+    except Exception as e:  # noqa: BLE001
+        _cache_error("write", e, config)
+
+
+def _cache_error(op: str, error: Exception, config: RunnableConfig) -> None:
+    emit("error", {"type": "llm_cache_error", "fatal": False, "op": op,
+                   "message": f"{type(error).__name__}: {error}"[:500]}, config)
 
 
 def to_json_text(value: Any) -> str:

@@ -14,6 +14,7 @@ from database.errors import StoreUnavailable
 from database.events import EventStore
 from database.spool import RecoveryReport, pending_files, recover
 from database.writer import BufferedEventWriter
+from database.llm_cache import LlmCacheStore
 from database.memories import MemoryStore
 from database.portfolio import ExecutionLedger, PortfolioStore
 
@@ -60,6 +61,11 @@ class Store:
     spool_dir: Path = field(default_factory=lambda: embedded.default_home() / "spool", repr=False)
     target: str = ""
     _closed: bool = field(default=False, repr=False)
+
+    @property
+    def llm_cache(self) -> LlmCacheStore:
+        """Provider answers by request hash (agent/cache.py); keyed by `_id`, so it needs no index of its own."""
+        return LlmCacheStore(self.db)
 
     def writer(self, **options: Any) -> BufferedEventWriter:
         """A buffered audit writer that spools to local disk if this store stops taking events."""

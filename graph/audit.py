@@ -19,6 +19,8 @@ from langchain_core.messages import BaseMessage
 from pydantic import BaseModel
 
 from agent.audit_events import AUDIT_EVENT
+from agent.cache import CACHED_FROM, RESPONSE_ID_KEY
+from agent.pricing import Spend, call_cost
 from agent.llm import ATTEMPT_KEY, AttemptPlan, describe_failure, next_wait
 from schemas.base import SCHEMA_VERSION
 
@@ -98,6 +100,11 @@ class AuditHandler(BaseCallbackHandler):
         # end callbacks carry no metadata: remember each run's state from its start
         self._states: dict[UUID, str] = {}
         self._plans: dict[UUID, Optional[AttemptPlan]] = {}
+        # the event_id agent/passes.py chose for an attempt's llm_response: a cache entry names it
+        self._response_ids: dict[UUID, Optional[str]] = {}
+        self.cached_calls = 0  # answers from the response cache: no request sent, nothing billed
+        self._asked: dict[UUID, tuple[Optional[str], list]] = {}  # the model and messages asked: price, estimate
+        self.spend = Spend()  # tokens and dollars by state
         self.llm_calls = 0  # attempts, failed ones included: each is a request the provider may bill
         self.tokens = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
         # the past notes each agent was given: the approval screen shows them
@@ -105,9 +112,9 @@ class AuditHandler(BaseCallbackHandler):
 
     # -------------------------------------------------------------- plumbing
     def _put(self, kind: str, payload: dict, metadata: Optional[dict], run_id=None, parent_run_id=None,
-             state: Optional[str] = None) -> None:
+             state: Optional[str] = None, event_id: Optional[str] = None) -> None:
         self.writer.put({
-            "event_id": uuid.uuid4().hex,
+            "event_id": event_id or uuid.uuid4().hex,
             "session_id": self.session_id,
             "cycle_id": self.cycle_id,
             "ts": time.time(),
@@ -127,6 +134,8 @@ class AuditHandler(BaseCallbackHandler):
         self._states[run_id] = (metadata or {}).get("langgraph_node") or "RUNNER"
         model = params.get("model_name") or params.get("model") or (metadata or {}).get("ls_model_name")
         plan = self._plans[run_id] = AttemptPlan.from_dict((metadata or {}).get(ATTEMPT_KEY))
+        self._response_ids[run_id] = (metadata or {}).get(RESPONSE_ID_KEY)
+        self._asked[run_id] = (model, messages[0])
         self._put("llm_request", {
             "messages": [to_plain(m) for m in messages[0]],
             "model": model,
@@ -140,23 +149,30 @@ class AuditHandler(BaseCallbackHandler):
         self._plans.pop(run_id, None)
         gen = response.generations[0][0] if response.generations and response.generations[0] else None
         msg = getattr(gen, "message", None)
-        usage = self._tally(getattr(msg, "usage_metadata", None))
         metadata = getattr(msg, "response_metadata", {}) or {}
+        cached_from = metadata.get(CACHED_FROM)
+        usage, cost, priced_as = self._tally(run_id, msg, cached=cached_from is not None)
         self._put("llm_response", {
             "text": to_plain(msg.content) if msg is not None else getattr(gen, "text", None),
             "tool_calls": to_plain(getattr(msg, "tool_calls", []) or []),
             # arguments that were not JSON: kept raw, so the audit shows what the model really sent
             "invalid_tool_calls": to_plain(getattr(msg, "invalid_tool_calls", []) or []),
             "usage": to_plain(usage),
+            "cost_usd": cost,  # None: the model has no price (agent/prices.toml), never counted as $0
+            "priced_as": priced_as,
             "model": metadata.get("model_name"),
             "finish_reason": metadata.get("finish_reason"),
             # the provider's SDK raises on any other status, so a provider's answer came with HTTP 200 (ChatOpenAI
             # names the provider in llm_output, the other integrations in the message's metadata)
-            "http_status": 200 if ((response.llm_output or {}).get("model_provider")
-                                   or metadata.get("model_provider")) else None,
+            "http_status": 200 if cached_from is None and ((response.llm_output or {}).get("model_provider")
+                                                           or metadata.get("model_provider")) else None,
             "latency_ms": round((time.perf_counter() - started) * 1000, 3) if started else None,
             "error": None,
-        }, kwargs.get("metadata"), run_id, parent_run_id, state=self._states.pop(run_id, None))
+            # an answer from the response cache: no request was sent; cached_from is the llm_response it came from
+            "cached": cached_from is not None,
+            "cached_from": (cached_from or {}).get("event_id"),
+        }, kwargs.get("metadata"), run_id, parent_run_id, state=self._states.pop(run_id, None),
+            event_id=self._response_ids.pop(run_id, None))
 
     def on_llm_error(self, error: BaseException, *, run_id, parent_run_id=None, **kwargs) -> None:
         started = self._started.pop(run_id, None)
@@ -165,7 +181,7 @@ class AuditHandler(BaseCallbackHandler):
         partial = failure.partial  # a truncated answer: its text and the tokens it cost are on the record
         self._put("llm_response", {
             "text": partial.content if partial is not None else None, "tool_calls": [], "invalid_tool_calls": [],
-            "usage": to_plain(self._tally(partial.usage_metadata if partial is not None else None)),
+            **dict(zip(("usage", "cost_usd", "priced_as"), self._tally(run_id, partial, failed=partial is None))),
             "finish_reason": partial.response_metadata.get("finish_reason") if partial is not None else None,
             "latency_ms": round((time.perf_counter() - started) * 1000, 3) if started else None,
             "error": f"{type(error).__name__}: {error}",
@@ -175,14 +191,25 @@ class AuditHandler(BaseCallbackHandler):
             "retry_after_s": failure.retry_after_s,
             # the wait the retry loop (agent/passes.py) takes before the next attempt; None: no next attempt
             "retry_in_s": next_wait(failure, plan) if plan is not None and partial is None else None,
-        }, kwargs.get("metadata"), run_id, parent_run_id, state=self._states.pop(run_id, None))
+        }, kwargs.get("metadata"), run_id, parent_run_id, state=self._states.pop(run_id, None),
+            event_id=self._response_ids.pop(run_id, None))
 
-    def _tally(self, usage: Optional[dict]) -> dict:
-        usage = dict(usage or {})
+    def _tally(self, run_id, message, *, cached: bool = False, failed: bool = False) -> tuple:
+        """(usage, dollars, priced_as) of one attempt, added to the cycle's spend. A cached answer cost nothing now;
+        a failed attempt without an answer (an error status, a timeout) is counted as unbilled."""
+        model, asked = self._asked.pop(run_id, (None, []))
+        if cached or failed:
+            usage, cost, priced_as = {k: 0 for k in self.tokens}, 0.0, None
+        else:
+            usage, cost, priced_as = call_cost(message, asked, model)
         for k in self.tokens:
             self.tokens[k] += int(usage.get(k, 0) or 0)
-        self.llm_calls += 1
-        return usage
+        if cached:
+            self.cached_calls += 1
+        else:
+            self.llm_calls += 1
+        self.spend.add(self._states.get(run_id) or "RUNNER", usage, cost, cached=cached)
+        return to_plain(usage), cost, priced_as
 
     # -------------------------------------------------------------- tool calls
     def on_tool_start(self, serialized, input_str, *, run_id, parent_run_id=None, tags=None, metadata=None,

@@ -6,7 +6,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from agent.budget import BUDGET_KEY, TokenBudget
+from agent.budget import BUDGET_KEY, Budget
+from agent.cache import CACHE_KEY
 from agent.data.market import DataError, validate_as_of
 from database.connection import Store
 from database.errors import AuditSpooled
@@ -44,8 +45,11 @@ class CycleOutcome:
     contracts: dict[str, Any]
     events: int
     error: Optional[dict] = None
-    llm_calls: int = 0
+    llm_calls: int = 0  # requests sent (failed attempts included); answers from the cache are cached_calls
     tokens: dict[str, int] = field(default_factory=dict)
+    cached_calls: int = 0
+    # tokens and dollars of the cycle, in total and by state (agent/pricing.py Spend.as_dict)
+    cost: dict[str, Any] = field(default_factory=dict)
     elapsed_s: float = 0.0
     # set when the store stopped taking this cycle's events: they wait in a local spool file
     audit_error: Optional[str] = None
@@ -166,6 +170,8 @@ def _with_execution(rt: CycleRuntime, store: Store) -> CycleRuntime:
         rt.execution = PaperExecution(store, rt.config)
     if rt.memory is None:
         rt.memory = MemoryBank(store.memories)
+    if rt.llm_cache is None:
+        rt.llm_cache = store.llm_cache
     return rt
 
 
@@ -184,8 +190,10 @@ def cycle_run_config(runtime: CycleRuntime, *, thread_id: str, handler: Optional
     (the token budget, recursion limit) as the recording."""
     configurable = {"thread_id": thread_id, AUDIT_WRITER_KEY: writer,
                     RECALL_KEY: recall_for(runtime, session_id)}
-    if runtime.config.token_budget:
-        configurable[BUDGET_KEY] = TokenBudget(runtime.config.token_budget)
+    # a backtest's budget is its runtime's, shared by its cycles; a cycle's own is fresh
+    # always set, None included: a run tradegraph starts never falls back to a Studio process's own
+    configurable[BUDGET_KEY] = runtime.budget if runtime.budget is not None else Budget.of(runtime.config)
+    configurable[CACHE_KEY] = runtime.llm_cache if runtime.config.llm_cache else None
     return {"configurable": configurable, "recursion_limit": 25, "run_name": run_name, "metadata": metadata,
             "callbacks": [handler] if handler else []}
 
@@ -231,6 +239,7 @@ def _invoke(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_
         status="pending_approval" if pending else final.get("status") or "completed", contracts=contracts,
         events=events, error=final.get("error"),
         llm_calls=handler.llm_calls if handler else 0, tokens=dict(handler.tokens) if handler else {},
+        cached_calls=handler.cached_calls if handler else 0, cost=handler.spend.as_dict() if handler else {},
         elapsed_s=elapsed, audit_error=audit_error, notes=list(handler.retrievals) if handler else [])
 
 

@@ -73,6 +73,12 @@ class CycleRuntime:
     run_id: Optional[str] = None
     # a replay's recall: the recorded hits instead of a search
     recorded_recall: Optional[Any] = None
+    # where provider answers are cached (agent/cache.py ResponseCache; the store's llm_cache collection); None in
+    # a replay, which answers from its recording alone
+    llm_cache: Optional[Any] = None
+    # a budget shared by every cycle run with this runtime (agent/budget.py Budget: a backtest's, per run); None:
+    # each cycle gets its own from the configuration
+    budget: Optional[Any] = None
     _models: dict[str, BaseChatModel] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -119,8 +125,16 @@ _default_lock = threading.Lock()
 def set_default_runtime(rt: CycleRuntime) -> None:
     """The runtime for runs whose config carries none (a LangGraph Studio server's runs)."""
     global _default
+    from agent.budget import install_process_budgets
+    from agent.cache import install_process_cache
+
     with _default_lock:
         _default = rt
+    # such runs carry no budget or cache in their config: the process's configuration ($TRADEGRAPH_MAX_TOKENS,
+    # _MAX_COST, _MAX_LLM_CALLS, $TRADEGRAPH_LLM_CACHE) and the store its execution writes to provide them
+    install_process_budgets(rt.config)
+    store = rt.llm_cache or getattr(getattr(rt.execution, "store", None), "llm_cache", None)
+    install_process_cache(store if rt.config.llm_cache else None)
 
 
 def runtime_of(config: RunnableConfig) -> CycleRuntime:

@@ -154,6 +154,9 @@ class EpisodeResult(Contract):
     # every closing sell by its reason: stop, target, horizon (closed on its levels) or signal (a decision)
     exits: dict[str, int] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
+    # the run's LLM tokens and US dollars, in total and by state (agent/pricing.py Spend); usd leaves out the
+    # unknown_cost_calls (models without a price)
+    llm_cost: dict[str, Any] = Field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- agents.py

@@ -24,6 +24,8 @@ from agent.data.market import MarketData, parse_date
 from agent.markets import trading_days
 from agent.metrics import TRADING_DAYS, buy_and_hold_curve, summarize
 from database.connection import Store
+from agent.budget import Budget
+from agent.pricing import Spend
 from graph.runner import run_cycle
 from graph.runtime import CycleRuntime, default_runtime
 from graph.backtest.simulation import SimulationExecution
@@ -112,6 +114,8 @@ def extract(outcome, sim: SimulationExecution, portfolio: PortfolioSnapshot
                               "submit_calls": len(calls), "rationale": str(deciding.get("rationale", ""))[:500]}
     if outcome.error:
         output["error"] = outcome.error
+    if outcome.cost:  # logged per point, so a resumed run's total still counts the points run before
+        output["llm_cost"] = outcome.cost
     if outcome.status in FAILED_STATUSES and not calls:
         # no decision was made: recorded as a failure, never as a hold the agent chose
         why = (outcome.error or {}).get("message", "") or "no error recorded"
@@ -206,8 +210,9 @@ def episode_runtime(config: EpisodeConfig, runtime: Optional[CycleRuntime], sim:
     base = runtime or default_runtime(AgentConfig.from_env())
     settings = dataclasses.replace(base.config, starting_cash=config.initial_cash, fees_bps=config.fees_bps,
                                     slippage_bps=config.slippage_bps, market=config.market, memory=config.memory)
+    # the budgets hold for the whole run: one Budget shared by its cycles
     return dataclasses.replace(base, config=settings, execution=sim, run_id=config.episode_id, _models={},
-                               _lock=threading.Lock())
+                               _lock=threading.Lock(), budget=Budget.of(settings, scope="backtest"))
 
 
 def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, runtime: Optional[CycleRuntime] = None,
@@ -238,6 +243,9 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
     portfolio = logs[-1].portfolio_after if logs else PortfolioSnapshot(cash=config.initial_cash)
     trades: list[ExecutedTrade] = [t for lg in logs for t in lg.exits + lg.execution_result.executed_trades]
     session_id = session_id_of(run_id)
+    if rt.budget is not None and logs:  # a resumed run's budget counts what its earlier points spent
+        before = Spend.merge(lg.agent_output.get("llm_cost") for lg in logs)
+        rt.budget.spent(before["total_tokens"], before["usd"], before["calls"])
 
     bar = _Progress(len(dates), len(logs), progress and sys.stderr.isatty())
     steps = 0
@@ -332,4 +340,4 @@ def episode_result(config: EpisodeConfig, logs: list[DecisionPointLog],
                          trade_history=TradeHistory(trades=trades), final_portfolio=portfolio, equity_curve=curve,
                          benchmark_curve=bench_curve, metrics=metrics, benchmark_metrics=bench, benchmark=benchmark,
                          actions=actions, cycle_statuses=statuses, failed_points=failed, warnings=warnings,
-                         exits=exits)
+                         exits=exits, llm_cost=Spend.merge(lg.agent_output.get("llm_cost") for lg in logs))

@@ -6,6 +6,7 @@ kernel's five kinds by kernel.errors.translate, in Kernel.call, never here.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -63,6 +64,7 @@ def _cycle_output(out, disabled: Optional[str]) -> m.CycleOutput:
     return m.CycleOutput(session_id=out.session_id, cycle_id=out.cycle_id, status=out.status,
                          contracts=_jsonable(out.contracts), events=out.events, audit_error=out.audit_error,
                          error=_jsonable(out.error), llm_calls=out.llm_calls, tokens=dict(out.tokens),
+                         cached_calls=out.cached_calls, cost=_jsonable(out.cost),
                          execution_disabled=disabled, notes=_jsonable(out.notes))
 
 
@@ -76,8 +78,16 @@ def run_cycle(ctx: Context, inp: m.RunCycleInput) -> m.CycleOutput:
     # resumable by someone allowed to move the book
     data = data_files(inp, ctx.store, inp.session_id, ctx.policy)
     out = _run(inp.symbols, inp.as_of, store=ctx.store, session_id=inp.session_id,
-               runtime=ctx.runtime(inp.memory, data), approve=inp.approve or refusal is not None)
+               runtime=with_spending(ctx.runtime(inp.memory, data), inp), approve=inp.approve or refusal is not None)
     return _cycle_output(out, refusal)
+
+
+def with_spending(rt, inp: m.LlmSpending):
+    """The runtime with the input's cache switch and budgets over the environment's."""
+    overrides = inp.config_overrides()
+    if overrides:
+        rt.config = dataclasses.replace(rt.config, **overrides)
+    return rt
 
 
 def data_files(inp, store=None, session_id: Optional[str] = None, policy: Optional[Policy] = None):

@@ -121,9 +121,11 @@ class Client:
     # ------------------------------------------------------------ capabilities (defaults = the models')
     def run_cycle(self, symbols: list[str], as_of: str, session_id: Optional[str] = None, approve: bool = False,
                   memory: Optional[str] = None, prices: Optional[str] = None, news: Optional[str] = None,
-                  fundamentals: Optional[str] = None) -> m.CycleOutput:
+                  fundamentals: Optional[str] = None, no_cache: bool = False, max_tokens: Optional[int] = None,
+                  max_cost: Optional[float] = None, max_llm_calls: Optional[int] = None) -> m.CycleOutput:
         return self._call("run_cycle", symbols=symbols, as_of=as_of, session_id=session_id, approve=approve,
-                          memory=memory, prices=prices, news=news, fundamentals=fundamentals)
+                          memory=memory, prices=prices, news=news, fundamentals=fundamentals, no_cache=no_cache,
+                          max_tokens=max_tokens, max_cost=max_cost, max_llm_calls=max_llm_calls)
 
     def approve(self, session_id: str, approved: bool = True, by: str = "api") -> m.CycleOutput:
         return self._call("approve", session_id=session_id, approved=approved, by=by)
@@ -163,10 +165,13 @@ class Client:
     def start_backtest(self, symbols: list[str], start: str, end: str, every: int = 1, capital: float = 100_000.0,
                        fees_bps: float = 1.0, slippage_bps: float = 2.0, market: str = "us_equity",
                        memory: str = "session", run_id: Optional[str] = None, prices: Optional[str] = None,
-                       news: Optional[str] = None, fundamentals: Optional[str] = None) -> m.TaskView:
+                       news: Optional[str] = None, fundamentals: Optional[str] = None,
+                       no_cache: bool = False, max_tokens: Optional[int] = None, max_cost: Optional[float] = None,
+                       max_llm_calls: Optional[int] = None) -> m.TaskView:
         return self._call("start_backtest", symbols=symbols, start=start, end=end, every=every, capital=capital,
                           fees_bps=fees_bps, slippage_bps=slippage_bps, market=market, memory=memory, run_id=run_id,
-                          prices=prices, news=news, fundamentals=fundamentals)
+                          prices=prices, news=news, fundamentals=fundamentals, no_cache=no_cache,
+                          max_tokens=max_tokens, max_cost=max_cost, max_llm_calls=max_llm_calls)
 
     def list_tasks(self, limit: int = 20) -> m.TasksOutput:
         return self._call("list_tasks", limit=limit)

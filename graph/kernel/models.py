@@ -41,8 +41,29 @@ class Output(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# ---------------------------------------------------------------- LLM spending
+class LlmSpending(Input):
+    """The response cache and the budgets of a run: per cycle on run_cycle, per whole run on start_backtest
+    (agent/budget.py)."""
+
+    no_cache: bool = Field(False, description="send every LLM request, never answer from the response cache "
+                                              "(default: cached at temperature 0; $TRADEGRAPH_LLM_CACHE)")
+    max_tokens: Optional[int] = Field(None, ge=1, le=10**9, description=(
+        "LLM tokens (input + output) allowed; the call that would cross it is not sent and the cycle fails "
+        "(default: $TRADEGRAPH_MAX_TOKENS)"))
+    max_cost: Optional[float] = Field(None, gt=0, le=1e9, description=(
+        "US dollars of LLM calls allowed, at agent/prices.toml's prices (default: $TRADEGRAPH_MAX_COST)"))
+    max_llm_calls: Optional[int] = Field(None, ge=1, le=10**9, description=(
+        "LLM requests allowed, retries included (default: $TRADEGRAPH_MAX_LLM_CALLS)"))
+
+    def config_overrides(self) -> dict[str, Any]:
+        """agent.config.AgentConfig fields this input sets (None: the environment's)."""
+        given = {"token_budget": self.max_tokens, "max_cost": self.max_cost, "max_llm_calls": self.max_llm_calls}
+        return {**({"llm_cache": False} if self.no_cache else {}), **{k: v for k, v in given.items() if v is not None}}
+
+
 # ---------------------------------------------------------------- cycles
-class RunCycleInput(Input):
+class RunCycleInput(LlmSpending):
     symbols: list[Ticker] = Field(min_length=1, max_length=20, description="e.g. [\"AAPL\", \"MSFT\"]")
     as_of: Day = Field(description="YYYY-MM-DD, a trading day; only data on or before it is used")
     session_id: Optional[SessionId] = Field(None, description="continue this session (its portfolio carries over)")
@@ -71,8 +92,12 @@ class CycleOutput(Output):
     events: int
     audit_error: Optional[str] = None
     error: Optional[dict[str, Any]] = None
-    llm_calls: int = 0
+    llm_calls: int = Field(0, description="LLM requests sent, failed attempts included")
+    cached_calls: int = Field(0, description="LLM answers taken from the response cache: nothing sent")
     tokens: dict[str, int] = Field(default_factory=dict)
+    cost: dict[str, Any] = Field(default_factory=dict, description=(
+        "tokens and US dollars, in total and by_state: calls, cached_calls, input/output/cached/reasoning/total "
+        "tokens, estimated_calls (no usage reported), unknown_cost_calls (no price: usd leaves them out), usd"))
     # set when this transport may not execute: why the cycle stopped before EXECUTING
     execution_disabled: Optional[str] = None
     notes: list[dict[str, Any]] = Field(default_factory=list, description="the past notes each agent recalled "
@@ -231,7 +256,7 @@ class StoreStatusOutput(Output):
 
 
 # ---------------------------------------------------------------- tasks
-class BacktestInput(Input):
+class BacktestInput(LlmSpending):
     symbols: list[Ticker] = Field(min_length=1, max_length=20)
     start: Day
     end: Day

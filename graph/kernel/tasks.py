@@ -141,7 +141,7 @@ class TaskManager:
                "created_at": now, "updated_at": now, "heartbeat_at": now, "cancel_requested": False,
                "progress": {"done": 0, "total": total}, "error": None, "summary": None}
         self.col.insert_one(doc)
-        self._launch(task_id, config, run_id, data)
+        self._launch(task_id, config, run_id, data, inp)
         return self.status(task_id)
 
     def cancel(self, task_id: str) -> TaskView:
@@ -162,7 +162,8 @@ class TaskManager:
         if not v.resumable:
             raise Conflict(f"task {task_id} is {v.status}: only an interrupted, cancelled or failed backtest "
                            f"can be resumed", field="task_id")
-        config, run_id, _, data = self._prepare(BacktestInput.model_validate(doc["params"]), run_id=doc["run_id"])
+        inp = BacktestInput.model_validate(doc["params"])
+        config, run_id, _, data = self._prepare(inp, run_id=doc["run_id"])
         # compare-and-set on what was read: two processes resuming the same task, one wins
         claimed = self.col.find_one_and_update(
             {"_id": task_id, "status": doc["status"], "updated_at": doc["updated_at"],
@@ -171,7 +172,7 @@ class TaskManager:
                       "updated_at": time.time(), "heartbeat_at": time.time()}}, return_document=ReturnDocument.AFTER)
         if claimed is None:
             raise Conflict(f"task {task_id} changed while resuming it (another process resumed it?)", field="task_id")
-        self._launch(task_id, config, run_id, data)
+        self._launch(task_id, config, run_id, data, inp)
         return self.status(task_id)
 
     # ------------------------------------------------------------ the worker
@@ -218,8 +219,8 @@ class TaskManager:
                                f"--{kind} (or with the same file), or start a new run id", field=kind)
         return data_files(inp, self.store, session)
 
-    def _launch(self, task_id: str, config, run_id: str, data) -> None:
-        thread = threading.Thread(target=self._run, args=(task_id, config, run_id, data), name=f"task-{task_id}",
+    def _launch(self, task_id: str, config, run_id: str, data, inp: BacktestInput) -> None:
+        thread = threading.Thread(target=self._run, args=(task_id, config, run_id, data, inp), name=f"task-{task_id}",
                                   daemon=True)
         with _LIVE_LOCK:
             _LIVE[task_id] = thread
@@ -229,7 +230,7 @@ class TaskManager:
         fields["updated_at"] = fields["heartbeat_at"] = time.time()
         return self.col.find_one_and_update({"_id": task_id}, {"$set": fields}, return_document=ReturnDocument.AFTER)
 
-    def _run(self, task_id: str, config, run_id: str, data) -> None:
+    def _run(self, task_id: str, config, run_id: str, data, inp: BacktestInput) -> None:
         from graph.backtest.loop import run_backtest
 
         stop_beat = threading.Event()
@@ -256,7 +257,10 @@ class TaskManager:
                 if after and after.get("cancel_requested"):
                     raise TaskCancelled()
 
-            result = run_backtest(config, self.store, progress=False, runtime=self.runtime_factory(config.memory, data),
+            from graph.kernel.capabilities import with_spending
+
+            runtime = with_spending(self.runtime_factory(config.memory, data), inp)  # the cache switch, the budgets
+            result = run_backtest(config, self.store, progress=False, runtime=runtime,
                                   out_dir=self.experiments, run_id=run_id, on_step=on_step)
             plot = None
             if result.equity_curve:

@@ -24,9 +24,10 @@ _ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_api_key", 429: "rate
 class FakeOpenAI(FakeProvider):
     model_name = "fake-openai"
 
-    def __init__(self, reject_tool_choice: bool = False):
+    def __init__(self, reject_tool_choice: bool = False, report_usage: bool = True):
         super().__init__()
         self.reject_tool_choice = reject_tool_choice
+        self.report_usage = report_usage  # False: a server that reports no usage (some local ones)
 
     @property
     def base_url(self) -> str:
@@ -62,13 +63,16 @@ class FakeOpenAI(FakeProvider):
                 out["tool_calls"], out["content"], finish = fault.tool_calls, None, "tool_calls"
             finish = fault.finish_reason or finish
         usage = usage_of(answer)
-        return {
+        reply = {
             "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),
             "model": body.get("model", "fake"),
             "choices": [{"index": 0, "message": out, "finish_reason": finish}],
             "usage": {"prompt_tokens": usage["input_tokens"], "completion_tokens": usage["output_tokens"],
                       "total_tokens": usage["total_tokens"]},
         }
+        if not self.report_usage:
+            del reply["usage"]
+        return reply
 
     def error_body(self, status: int) -> dict:
         message = ("'tool_choice' is not supported by this server" if status == 400 and self.reject_tool_choice

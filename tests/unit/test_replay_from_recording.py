@@ -121,14 +121,16 @@ def test_a_cycle_that_ran_out_of_token_budget_replays_the_same_failure():
     report = verify_session(store, out.session_id)
     assert report.identical, report.first_divergence and report.first_divergence.describe()
     replayed = load_session(store, report.replay_session_id).cycles[0]
-    assert [e["type"] for e in replayed.errors] == ["TokenBudgetExceeded"]
+    # the refusal (agent/budget.py: which budget, its limit, what was used) then the state's failure, as recorded
+    assert [e["type"] for e in replayed.errors] == ["budget_exceeded", "TokenBudgetExceeded"]
 
 
 def test_a_different_failure_is_a_divergence_even_with_the_same_contracts():
     store = mock_store()
     out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(token_budget=9000))
     # a bigger budget today must not matter (the recorded one is used), but an edited error must show
-    store.db["state_events"].update_one({"session_id": out.session_id, "kind": "error"},
+    store.db["state_events"].update_one({"session_id": out.session_id, "kind": "error",
+                                         "payload.type": "TokenBudgetExceeded"},
                                         {"$set": {"payload.type": "SomethingElse"}})
     report = verify_session(store, out.session_id)
     assert not report.identical

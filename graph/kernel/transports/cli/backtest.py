@@ -55,6 +55,7 @@ def cmd_backtest(args) -> int:
     from pathlib import Path
 
     from graph.kernel.transports.cli.data import data_inputs
+    from graph.kernel.transports.cli.spending import spending_inputs
 
     # the flags' own syntax, named as flags, before any store is opened; the kernel checks the rest
     symbols = parse_window(args)
@@ -72,7 +73,7 @@ def cmd_backtest(args) -> int:
     result = run_in_foreground(args, dict(
         symbols=symbols, start=args.start, end=args.end, every=args.every, capital=args.capital,
         fees_bps=args.fees_bps, slippage_bps=args.slippage_bps, market=args.market, memory=args.memory, run_id=run_id,
-        **data))
+        **spending_inputs(args), **data))
     plot = None
     if args.plot:
         from graph.backtest.plot import plot_result
@@ -84,12 +85,20 @@ def cmd_backtest(args) -> int:
                           "failed_points": result.failed_points, "warnings": result.warnings,
                           "exits": result.exits,
                           "metrics": result.metrics, "benchmark": result.benchmark,
-                          "benchmark_metrics": result.benchmark_metrics, "plot": plot}, default=str))
+                          "benchmark_metrics": result.benchmark_metrics, "llm_cost": result.llm_cost, "plot": plot},
+                         default=str))
     else:
         from rich.console import Console
 
+        from agent.pricing import dollars
+        from graph.kernel.transports.cli.render import spend_table
+
         c = Console()
         c.print(metrics_table(result))
+        if result.llm_cost.get("by_state"):
+            c.print(spend_table(result.llm_cost, "LLM spend by state, whole run"))
+            c.print(f"llm calls: {result.llm_cost['calls']} (+{result.llm_cost['cached_calls']} cached)  tokens: "
+                    f"{result.llm_cost['total_tokens']}  cost: {dollars(result.llm_cost)}")
         c.print(f"run id {run_id}: logs in {args.out}/{run_id}/" + (f"; plot {plot}" if plot else ""))
     failed = result.actions.get("failed", 0)
     if failed > args.allow_failures:
@@ -174,5 +183,8 @@ def register(subparsers) -> None:
     b.add_argument("--allow-failures", type=int, default=0, metavar="N",
                    help="exit 0 even if up to N cycles failed (default 0: any failed cycle exits 1)")
     b.add_argument("--db", default=None, help="store URI (default: $MONGODB_URI, else the embedded store)")
+    from graph.kernel.transports.cli.spending import add_spending_flags
+
+    add_spending_flags(b, "run")
     add_data_flags(b)
     b.set_defaults(fn=cmd_backtest)

@@ -6,6 +6,7 @@ import sys
 from graph.kernel.transports.cli.common import (EXIT_EXECUTED_WITH_ERRORS, EXIT_FAILED, EXIT_OK, EXIT_STORE, CliError,
                                                 _print_json, add_db_flag, kernel_call)
 from graph.kernel.transports.cli.data import add_data_flags, data_inputs
+from graph.kernel.transports.cli.spending import add_spending_flags, spending_inputs
 
 
 def _cycle_command(args, capability: str, **inputs) -> int:
@@ -46,7 +47,7 @@ def cmd_run(args) -> int:
     except InputError as e:
         raise CliError(str(e)) from None
     return _cycle_command(args, "run_cycle", symbols=symbols, as_of=args.as_of, session_id=args.session,
-                          approve=args.approve, memory=args.memory,
+                          approve=args.approve, memory=args.memory, **spending_inputs(args),
                           **data_inputs(args, continuing=args.session is not None))
 
 
@@ -68,6 +69,7 @@ def register(sub) -> None:
     r.add_argument("--memory", default=None, choices=["on", "off", "session"],
                    help="past notes agents recall: on (all, known before --as-of; default, or $TRADEGRAPH_MEMORY), "
                         "session (this session's only), off")
+    add_spending_flags(r, "cycle")
     add_data_flags(r)
     add_db_flag(r)
     r.set_defaults(fn=cmd_run)

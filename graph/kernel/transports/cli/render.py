@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from agent.pricing import dollars
 from schemas.states import STATES
 
 
@@ -81,9 +82,29 @@ def print_cycle(out, console: Console | None = None) -> None:
                 f"(or --reject); nothing has executed")
     if out.error:
         c.print(f"[red]error in {out.error.get('state')}: {out.error.get('message')}[/red]")
+    if (out.cost or {}).get("by_state"):
+        c.print(spend_table(out.cost))
     tok = out.tokens or {}
-    c.print(f"events: {out.events}  llm calls: {out.llm_calls}  tokens: {tok.get('total_tokens', 0)}  "
+    cached = f" (+{out.cached_calls} cached)" if getattr(out, "cached_calls", 0) else ""
+    cost = f"  cost: {dollars(out.cost)}" if out.cost else ""
+    c.print(f"events: {out.events}  llm calls: {out.llm_calls}{cached}  tokens: {tok.get('total_tokens', 0)}{cost}  "
             f"session: {out.session_id}")
+
+
+def spend_table(spend: dict[str, Any], title: str = "LLM spend by state") -> Table:
+    """Tokens and dollars per state (agent/pricing.py Spend.as_dict): the approval screen, replay and backtest."""
+    t = Table(title=title)
+    for col in ("state", "calls", "cached", "tokens in", "of which cached", "tokens out", "of which reasoning",
+                "cost"):
+        t.add_column(col, justify="left" if col == "state" else "right")
+    rows = [(s, spend["by_state"][s]) for s in [*STATES, *sorted(set(spend["by_state"]) - set(STATES))]
+            if s in spend["by_state"]]
+    for name, v in rows + [("total", spend)]:
+        estimated = f" (~{v['estimated_calls']} estimated)" if v.get("estimated_calls") else ""
+        t.add_row(name, str(v.get("calls", 0)), str(v.get("cached_calls", 0)), f"{v.get('input_tokens', 0)}{estimated}",
+                  str(v.get("cached_tokens", 0)), str(v.get("output_tokens", 0)), str(v.get("reasoning_tokens", 0)),
+                  dollars(v))
+    return t
 
 
 def notes_table(retrievals: list[dict], c: Console) -> None:

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from graph.kernel.transports.cli.common import EXIT_FAILED, EXIT_OK, kernel_call
 from graph.manifest import summary_line
-from graph.kernel.transports.cli.render import notes_table
+from graph.kernel.transports.cli.render import notes_table, spend_table
 
 
 def register(subparsers) -> None:
@@ -65,6 +65,18 @@ def _print_chain(session_id: str, chain: dict) -> int:
     return EXIT_FAILED
 
 
+def recorded_spend(cycle) -> dict:
+    """A recorded cycle's tokens and dollars by state, from each response's recorded usage and model. Each
+    llm_response also records the cost_usd it was charged at when it ran."""
+    from agent.pricing import Spend, cost_of, price_of
+
+    spend = Spend()
+    for x in cycle.llm_calls:
+        if x.answered:
+            spend.add(x.state, x.usage or {}, cost_of(x.usage or {}, price_of(x.model)[1]))
+    return spend.as_dict()
+
+
 def _console() -> Console:
     return Console(width=120, highlight=False)
 
@@ -101,6 +113,7 @@ def print_session(session, console: Console | None = None) -> None:
                       str(sum(1 for e in cy.errors if e["state"] == s)))
         c.print(t)
         if cy.llm_calls:
+            c.print(spend_table(recorded_spend(cy), "LLM spend by state (priced at today's price table)"))
             lt = Table(title="LLM calls")
             for col in ("seq", "state", "model", "asks", "answer", "tokens in/out", "latency ms"):
                 lt.add_column(col)

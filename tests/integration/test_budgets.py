@@ -1,0 +1,160 @@
+"""Budgets that hold, against the local OpenAI server that counts every request: the call that would cross a
+budget is never sent (the server's count proves it), and the cycle fails closed, audited."""
+import dataclasses
+
+import pytest
+
+from agent.config import AgentConfig
+from graph.backtest.loop import run_backtest
+from graph.kernel.transports.cli.main import main
+from graph.runner import run_cycle
+from graph.runtime import default_runtime
+from schemas.simulation import EpisodeConfig
+from tests.fakes.fake_openai import FakeOpenAI
+from tests.helpers import events_of, mock_store
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    with FakeOpenAI() as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        for var in ("TRADEGRAPH_LLM", "TRADEGRAPH_QUICK_MODEL", "TRADEGRAPH_DEEP_MODEL", "TRADEGRAPH_TOKEN_BUDGET",
+                    "TRADEGRAPH_MAX_TOKENS", "TRADEGRAPH_MAX_COST", "TRADEGRAPH_MAX_LLM_CALLS", "TRADEGRAPH_PRICES"):
+            monkeypatch.delenv(var, raising=False)
+        yield server
+
+
+def _run(store=None, **limits):
+    store = store or mock_store()
+    return store, run_cycle("AAPL,MSFT", "2012-06-01", store=store,
+                            runtime=default_runtime(AgentConfig.from_env(memory="off", **limits)))
+
+
+def _refusal(store, out) -> dict:
+    """The first refusal (analysts run in parallel: several may be refused at once, each audited)."""
+    events = [e["payload"] for e in events_of(store, out, "error") if e["payload"].get("type") == "budget_exceeded"]
+    assert events and len({(e["budget"], e["limit"]) for e in events}) == 1
+    return events[0]
+
+
+@pytest.fixture
+def unlimited(fake):
+    """The same cycle with no budget: how many requests, tokens and dollars it takes."""
+    _, out = _run()
+    fake.requests.clear()
+    return out
+
+
+def test_max_llm_calls_stops_at_that_call(fake, unlimited):
+    store, out = _run(max_llm_calls=5)
+    assert len(fake.requests) == 5 < unlimited.llm_calls
+    assert out.status == "failed" and out.error["type"] == "CallBudgetExceeded" and "EXECUTING" not in out.contracts
+    refusal = _refusal(store, out)
+    assert (refusal["budget"], refusal["limit"], refusal["used"], refusal["scope"]) == ("max_llm_calls", 5, 5, "cycle")
+    # every request sent is on record with its answer; the refused one left no request behind
+    assert len(events_of(store, out, "llm_request")) == len(events_of(store, out, "llm_response")) == 5
+
+
+def test_max_tokens_refuses_the_call_that_would_cross_it(fake, unlimited):
+    limit = unlimited.tokens["total_tokens"] // 2
+    store, out = _run(token_budget=limit)
+    sent = len(fake.requests)
+    assert 0 < sent < unlimited.llm_calls and out.error["type"] == "TokenBudgetExceeded"
+    responses = events_of(store, out, "llm_response")
+    assert len(responses) == sent
+    used = sum(e["payload"]["usage"]["total_tokens"] for e in responses)
+    assert used <= limit  # the limit held
+    refusal = _refusal(store, out)
+    assert refusal["budget"] == "max_tokens" and refusal["limit"] == limit
+    # at the refusal: spent, plus held by calls still in flight, plus this call's worst case crossed the limit
+    assert refusal["used"] <= used and refusal["used"] + refusal["reserved"] + refusal["needed"] > limit
+
+
+def test_max_cost_refuses_the_call_that_would_cross_it(fake, unlimited):
+    limit = round(unlimited.cost["usd"] / 2, 6)
+    store, out = _run(max_cost=limit)
+    sent = len(fake.requests)
+    assert 0 < sent < unlimited.llm_calls and out.error["type"] == "CostBudgetExceeded"
+    spent = sum(e["payload"]["cost_usd"] for e in events_of(store, out, "llm_response"))
+    assert spent <= limit and out.cost["usd"] == pytest.approx(spent)
+    refusal = _refusal(store, out)
+    assert refusal["budget"] == "max_cost" and refusal["used"] + refusal["reserved"] + refusal["needed"] > limit
+
+
+def test_a_cost_budget_on_a_model_without_a_price_sends_nothing(fake, monkeypatch):
+    monkeypatch.setenv("TRADEGRAPH_QUICK_MODEL", "openai:my-local-model")
+    monkeypatch.setenv("TRADEGRAPH_DEEP_MODEL", "openai:my-local-model")
+    store, out = _run(max_cost=1.0)
+    assert len(fake.requests) == 0 and out.error["type"] == "CostBudgetExceeded"
+    assert "has no price" in out.error["message"]
+
+
+def test_a_budget_that_runs_out_after_executing_never_hides_the_fill(fake, unlimited):
+    # every call but MEMORIZING's, the last state's
+    store, out = _run(max_llm_calls=unlimited.llm_calls - 1)
+    assert len(fake.requests) == unlimited.llm_calls - 1
+    assert out.status == "executed_with_errors" and out.error["state"] == "MEMORIZING"
+    assert out.contracts["EXECUTING"]["status"] == unlimited.contracts["EXECUTING"]["status"]
+    assert store.executions.get(out.cycle_id) is not None
+
+
+def test_a_backtest_budget_holds_for_the_whole_run(fake, tmp_path):
+    cfg = EpisodeConfig(episode_id="bt-budget", tickers=["AAPL", "MSFT"], initial_cash=100_000.0,
+                        start="2011-01-03", end="2011-01-31", every=5, bars_in_case=5)
+    rt = default_runtime(AgentConfig.from_env(memory="off"))
+    per_point = None
+    first = run_backtest(cfg, mock_store(), progress=False, runtime=rt, out_dir=tmp_path / "a")
+    per_point = first.llm_cost["calls"] / first.decision_points
+    assert first.decision_points >= 3 and first.llm_cost["usd"] > 0
+    fake.requests.clear()
+    limit = int(per_point * 1.5)  # the second point runs out half way; no later point sends anything
+    rt = default_runtime(dataclasses.replace(AgentConfig.from_env(memory="off"), max_llm_calls=limit))
+    result = run_backtest(cfg.model_copy(update={"episode_id": "bt-budget-2"}), mock_store(), progress=False,
+                          runtime=rt, out_dir=tmp_path / "b")
+    assert len(fake.requests) == limit == result.llm_cost["calls"]
+    assert result.actions.get("failed", 0) == result.decision_points - 1
+
+
+def test_the_cli_flags_stop_the_cycle_and_a_bad_one_is_exit_2(fake, capsys):
+    store = mock_store()
+    code = main(["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--memory", "off", "--max-llm-calls", "3",
+                 "--json", "--db", store.uri])
+    assert code == 1 and len(fake.requests) == 3
+    assert main(["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--max-cost", "-1", "--db", store.uri]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "tradegraph: error: --max-cost -1 must be positive"
+    assert len(fake.requests) == 3
+
+
+def test_a_studio_run_takes_its_budgets_and_cache_from_the_process(monkeypatch):
+    """A LangGraph Studio server's runs carry only strings in their config (graph/studio.py): set_default_runtime
+    installs the process's budgets ($TRADEGRAPH_MAX_*) and cache; a run tradegraph started never uses them."""
+    from agent.budget import BUDGET_KEY, budget_of
+    from agent.cache import CACHE_KEY, cache_of
+    from graph.execution import PaperExecution
+    from graph.runtime import set_default_runtime
+
+    monkeypatch.setenv("TRADEGRAPH_MAX_LLM_CALLS", "7")
+    store = mock_store()
+    rt = default_runtime(AgentConfig.from_env())
+    rt.execution = PaperExecution(store, rt.config)
+    import graph.runtime as runtime_mod
+
+    before = runtime_mod._default
+    set_default_runtime(rt)
+    try:
+        studio = {"configurable": {"session_id": "s", "cycle_id": "s:c1"}}
+        assert budget_of(studio).max_llm_calls == 7 and budget_of(studio) is budget_of(studio)
+        assert budget_of({"configurable": {"cycle_id": "s:c2"}}) is not budget_of(studio)
+        assert cache_of(studio).col.name == "llm_cache"
+        ours = {"configurable": {"cycle_id": "s:c1", BUDGET_KEY: None, CACHE_KEY: None}}
+        assert budget_of(ours) is None and cache_of(ours) is None
+    finally:
+        from agent.budget import install_process_budgets
+        from agent.cache import install_process_cache
+
+        install_process_budgets(None)
+        install_process_cache(None)
+        runtime_mod._default = before
