@@ -158,3 +158,24 @@ def test_a_studio_run_takes_its_budgets_and_cache_from_the_process(monkeypatch):
         install_process_budgets(None)
         install_process_cache(None)
         runtime_mod._default = before
+
+
+def test_start_backtest_takes_the_budget_and_the_cache_switch(fake, tmp_path):
+    """The kernel path every transport shares (CLI backtest, HTTP, MCP): the task's runtime gets the input's limits."""
+    from graph.kernel.core import Kernel
+
+    k = Kernel(mock_store(), experiments_dir=tmp_path)
+    args = {"symbols": ["AAPL", "MSFT"], "start": "2011-01-03", "end": "2011-01-31", "every": 5, "memory": "off",
+            "max_llm_calls": 20, "no_cache": True}
+    task = k.call("start_backtest", args)
+    k.tasks.join(task.task_id)
+    assert k.call("task_status", {"task_id": task.task_id}).status == "succeeded"
+    assert len(fake.requests) == 20
+    files = {a.name: a.path for a in k.call("task_artifacts", {"task_id": task.task_id}).artifacts}
+    from pathlib import Path
+
+    from schemas.simulation import EpisodeResult
+
+    result = EpisodeResult.model_validate_json(Path(files["result.json"]).read_text())
+    assert result.llm_cost["calls"] == 20 and result.actions.get("failed", 0) >= 1
+    assert result.llm_cost["cached_calls"] == 0

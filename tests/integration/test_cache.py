@@ -150,3 +150,13 @@ def test_no_cache_is_an_input_field_and_a_cli_flag(fake):
     assert main(["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--memory", "session", "--json",
                  "--db", store.uri]) == 0
     assert len(fake.requests) - sent == 1  # MEMORIZING's prompt alone differs (its cycle id)
+
+
+def test_the_environment_turns_it_off(fake, monkeypatch):
+    """TRADEGRAPH_LLM_CACHE=off: what a LangGraph Studio server (no input fields) is configured with."""
+    store = mock_store()
+    monkeypatch.setenv("TRADEGRAPH_LLM_CACHE", "off")
+    first = _run(store)
+    again = _run(store)
+    assert again.cached_calls == 0 and len(fake.requests) == first.llm_calls + again.llm_calls
+    assert store.llm_cache.count() == 0  # nothing stored either
