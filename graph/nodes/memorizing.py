@@ -75,7 +75,9 @@ def memorizing(state: CycleState, config: RunnableConfig) -> Command[Literal["__
     reviews: list[TradeReview] = [review_trade(t, rt.model("quick"), rt.config, config) for t in closed]
     trades = (execution.get("result") or {}).get("executed_trades", [])
     decisions = _decisions(state)
-    evidence = {"cycle_id": state["cycle_id"], "as_of": state["as_of"], "status": status,
+    # the id is the runner's, grounded below: naming it in the prompt would make every rerun of an identical
+    # cycle a new request (no cache hit) for a field the model cannot get wrong anyway
+    evidence = {"cycle_id": "(set by the runner)", "as_of": state["as_of"], "status": status,
                 "symbols": list(state["symbols"]), "decisions": decisions,
                 "reasons": validation.get("reasons", []) or ([execution["result"]["message"]]
                                                               if execution.get("status") == "rejected" else []),
