@@ -258,7 +258,9 @@ def _chat(ev: dict, p: dict, ns: int, parent: _Draft, provider: Optional[str], s
 
 
 def _answer(span: _Draft, p: dict, ns: int) -> None:
-    usage = p.get("usage") or {}
+    # an attempt that failed with no answer was billed nothing and reported no usage: its span claims none (the
+    # audit counts it as zero tokens for the cycle's spend)
+    usage = {} if p.get("error") and p.get("text") is None else (p.get("usage") or {})
     span.end_ns = ns
     span.attributes.update({
         gen_ai.GEN_AI_RESPONSE_MODEL: p.get("model"),

@@ -86,7 +86,9 @@ def assert_matches_audit(spans, events, status="completed"):
     assert [s["name"] for s in sorted(states, key=lambda s: s["start_ns"])] == entered
     # one chat span per LLM attempt, under the state that made it, with the tokens the audit recorded
     answers = {e["run_id"]: e for e in events if e["kind"] == "llm_response"}
-    usage = {rid: e["payload"]["usage"] for rid, e in answers.items()}
+    # an attempt that failed with no answer reported no usage (the audit counts it as zero for the spend)
+    usage = {rid: {} if e["payload"].get("error") and e["payload"].get("text") is None else e["payload"]["usage"]
+             for rid, e in answers.items()}
     audited = Counter((e["state"], e["payload"]["attempt"], usage[e["run_id"]].get("input_tokens"),
                        usage[e["run_id"]].get("output_tokens")) for e in events if e["kind"] == "llm_request")
     chats = [s for s in spans if kind(s) == "chat"]
