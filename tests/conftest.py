@@ -61,3 +61,16 @@ def tg_home(tmp_path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("TRADEGRAPH_HOME", str(home))
     monkeypatch.delenv("MONGODB_URI", raising=False)
     return home
+
+
+@pytest.fixture
+def openai_server(monkeypatch: pytest.MonkeyPatch):
+    """A local OpenAI-compatible fake (tests/fakes/fake_openai.py) that the default runtime talks to: its
+    `requests` are what a provider would have been sent (the environment is already clean of tradegraph's
+    variables, see _clean_environment)."""
+    from tests.fakes.fake_openai import FakeOpenAI
+
+    with FakeOpenAI() as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        yield server

@@ -10,21 +10,14 @@ from graph.kernel.transports.cli.main import main
 from graph.runner import run_cycle
 from graph.runtime import default_runtime
 from schemas.simulation import EpisodeConfig
-from tests.fakes.fake_openai import FakeOpenAI
 from tests.helpers import events_of, mock_store
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def fake(monkeypatch):
-    with FakeOpenAI() as server:
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        for var in ("TRADEGRAPH_LLM", "TRADEGRAPH_QUICK_MODEL", "TRADEGRAPH_DEEP_MODEL", "TRADEGRAPH_TOKEN_BUDGET",
-                    "TRADEGRAPH_MAX_TOKENS", "TRADEGRAPH_MAX_COST", "TRADEGRAPH_MAX_LLM_CALLS", "TRADEGRAPH_PRICES"):
-            monkeypatch.delenv(var, raising=False)
-        yield server
+def fake(openai_server):
+    return openai_server
 
 
 def _run(store=None, **limits):

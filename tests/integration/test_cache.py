@@ -7,20 +7,14 @@ from agent.config import AgentConfig
 from graph.replay.session import load_session, verify_session
 from graph.runner import run_cycle
 from graph.runtime import default_runtime
-from tests.fakes.fake_openai import FakeOpenAI
 from tests.helpers import events_of, mock_store
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def fake(monkeypatch):
-    with FakeOpenAI() as server:
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        for var in ("TRADEGRAPH_LLM", "TRADEGRAPH_QUICK_MODEL", "TRADEGRAPH_DEEP_MODEL", "TRADEGRAPH_LLM_CACHE"):
-            monkeypatch.delenv(var, raising=False)
-        yield server
+def fake(openai_server):
+    return openai_server
 
 
 def _run(store, **config):

@@ -5,20 +5,14 @@ from agent.config import AgentConfig
 from graph.replay.session import verify_session
 from graph.runner import run_cycle
 from graph.runtime import default_runtime
-from tests.fakes.fake_openai import FakeOpenAI
 from tests.helpers import events_of, mock_store
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def fake(monkeypatch):
-    with FakeOpenAI() as server:
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.delenv("TRADEGRAPH_LLM", raising=False)
-        monkeypatch.delenv("TRADEGRAPH_QUICK_MODEL", raising=False)
-        yield server
+def fake(openai_server):
+    return openai_server
 
 
 def test_a_key_selects_chatopenai_and_the_wire_keeps_tools_and_json_apart(fake):
