@@ -83,19 +83,20 @@ def portfolio_view(store: Store, session_id: str, market: MarketData) -> Portfol
     trades = committed_trades(entries)
     realized, fees = realized_by_average_cost(trades)
     start = starting_cash(store, session_id)
+    if start is None:  # a session recorded before manifests: the cash its committed fills started from, exactly
+        start = cash_before_fills(snapshot, trades)
     positions = [_valued(p, market, snapshot.as_of) for p in snapshot.positions.values()]
     priced = all(p.market_value is not None for p in positions)
     equity = snapshot.cash + sum(p.market_value for p in positions) if priced else None
     unrealized = sum(p.unrealized_pnl for p in positions) if priced else None
-    return PortfolioView(session_id=session_id, as_of=snapshot.as_of, version=version,
-                         starting_cash=start if start is not None else _cash_before(snapshot, trades),
+    return PortfolioView(session_id=session_id, as_of=snapshot.as_of, version=version, starting_cash=start,
                          cash=snapshot.cash, positions=positions, equity=equity, realized_pnl=realized,
-                         unrealized_pnl=unrealized, total_pnl=None if equity is None or start is None else equity - start,
+                         unrealized_pnl=unrealized, total_pnl=None if equity is None else equity - start,
                          fees_paid=fees, fills=len(trades))
 
 
-def _cash_before(snapshot: PortfolioSnapshot, trades: list[dict[str, Any]]) -> float:
-    """A session with no manifest (written by an older version): the cash the fills started from."""
+def cash_before_fills(snapshot: PortfolioSnapshot, trades: list[dict[str, Any]]) -> float:
+    """The cash before every committed fill: today's cash with each fill's cash flow and fee undone."""
     cash = snapshot.cash
     for t in trades:
         flow = float(t["quantity"]) * float(t["price"])

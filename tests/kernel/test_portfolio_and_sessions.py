@@ -40,6 +40,15 @@ def test_the_book_adds_up_and_matches_the_stored_snapshot(db, capsys):
     assert {p.symbol: p.quantity for p in view.positions} == {s_: p.quantity for s_, p in snapshot.positions.items()}
     assert view.fills == len(trades) and any(t.get("reason") == "stop" for t in trades), "exits are counted"
     assert view.starting_cash == 100_000.0
+    # what a session without a manifest falls back on: undoing every committed fill gives the same cash
+    from graph.portfolio_view import cash_before_fills, committed_trades
+
+    k = Kernel.open(db)
+    try:
+        undone = cash_before_fills(snapshot, committed_trades(k.store.executions.committed(s)))
+    finally:
+        k.close()
+    assert undone == pytest.approx(view.starting_cash, abs=0.01)
     # the identity the view promises: every fee and every closed trade is in realised, nothing twice (fills
     # and cash are stored to 6 decimals, so a cent is far above the rounding and far below any fee)
     assert view.realized_pnl + view.unrealized_pnl == pytest.approx(view.equity - view.starting_cash, abs=0.01)

@@ -9,12 +9,9 @@ from typing import Optional
 
 from graph.kernel.errors import KernelError, exit_code
 from graph.kernel.policy import PolicyError
+from graph.kernel.transports.cli.common import add_db_flag
 
 EXIT_POLICY = 2
-
-
-def _db(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", default=None, help="store URI (default: $MONGODB_URI, else the embedded store)")
 
 
 def add_serve_parser(subparsers) -> argparse.ArgumentParser:
@@ -22,18 +19,28 @@ def add_serve_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1",
                    help="bind address (default loopback; any other needs TRADEGRAPH_API_TOKEN)")
     p.add_argument("--port", type=int, default=8000)
-    _db(p)
+    add_db_flag(p)
     p.set_defaults(fn=serve_main)
     return p
 
 
 def add_mcp_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("mcp", help="serve the MCP tools over stdio (default) or streamable HTTP")
-    p.add_argument("--http", type=int, default=None, metavar="PORT", help="streamable HTTP on this port, at /mcp")
-    p.add_argument("--host", default="127.0.0.1", help="with --http: bind address (non-loopback needs a token)")
-    _db(p)
+    _mcp_flags(p)
     p.set_defaults(fn=mcp_main)
     return p
+
+
+def _mcp_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--http", type=int, default=None, metavar="PORT", help="streamable HTTP on this port, at /mcp")
+    p.add_argument("--host", default="127.0.0.1", help="with --http: bind address (non-loopback needs a token)")
+    add_db_flag(p)
+
+
+def register(subparsers) -> None:
+    """`serve` and `mcp`, for the tradegraph command line (cli/main.py COMMANDS) and for running alone."""
+    add_serve_parser(subparsers)
+    add_mcp_parser(subparsers)
 
 
 def startup_error() -> Optional[str]:
@@ -87,14 +94,10 @@ def mcp_main(args) -> int:
 def standalone_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     if only == "mcp":
         p = argparse.ArgumentParser(prog="python -m graph.kernel.transports.mcp")
-        p.add_argument("--http", type=int, default=None, metavar="PORT")
-        p.add_argument("--host", default="127.0.0.1")
-        _db(p)
+        _mcp_flags(p)
         return p
     p = argparse.ArgumentParser(prog="python -m graph.kernel.transports.serve_cli")
-    sub = p.add_subparsers(dest="command", required=True)
-    add_serve_parser(sub)
-    add_mcp_parser(sub)
+    register(p.add_subparsers(dest="command", required=True))
     return p
 
 

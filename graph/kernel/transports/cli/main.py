@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional
 
 from database.errors import StoreUnavailable
 
+from graph.kernel.transports import serve_cli
 from graph.kernel.transports.cli import backtest, cycle, data, export, features, memory, replay, sessions, store
 from graph.kernel.transports.cli.common import (EXIT_EXECUTED_WITH_ERRORS, EXIT_FAILED, EXIT_INPUT, EXIT_OK,
                                                 EXIT_STORE, CliError, open_store)
@@ -18,19 +19,13 @@ __all__ = ["main", "build_parser", "cycle_exit_code", "CliError", "open_store", 
            "EXIT_INPUT", "EXIT_STORE", "EXIT_EXECUTED_WITH_ERRORS"]
 
 # the order of `tradegraph --help`
-COMMANDS = (cycle, sessions, features, store, replay, backtest, memory, export, data)
+COMMANDS = (cycle, sessions, features, store, serve_cli, replay, backtest, memory, export, data)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tradegraph", description="Auditable LLM trading-agent cycles on LangGraph")
     sub = p.add_subparsers(dest="command", required=True)
-    from graph.kernel.transports.serve_cli import add_mcp_parser, add_serve_parser
-
-    for commands in COMMANDS[:4]:
-        commands.register(sub)
-    add_serve_parser(sub)
-    add_mcp_parser(sub)
-    for commands in COMMANDS[4:]:
+    for commands in COMMANDS:
         commands.register(sub)
     return p
 
@@ -38,9 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     fn: Callable[[Any], int] = args.fn
-    from graph.kernel.transports.serve_cli import startup_error
-
-    problem = startup_error()  # every command: a bad variable stops it before it opens or writes anything
+    problem = serve_cli.startup_error()  # every command: a bad variable stops it before it opens or writes anything
     if problem:
         print(f"tradegraph: error: {problem}", file=sys.stderr)
         return EXIT_INPUT
