@@ -16,6 +16,8 @@ import json
 import os
 import sys
 import threading
+import time
+import uuid
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -29,6 +31,7 @@ from agent.pricing import Spend
 from graph.runner import run_cycle
 from graph.runtime import CycleRuntime, default_runtime
 from graph.backtest.simulation import SimulationExecution
+from schemas.base import SCHEMA_VERSION
 from schemas.decision import Decision, DecisionResult, ExecutedTrade
 from schemas.portfolio import PortfolioSnapshot
 from schemas.simulation import (Case, CaseData, CaseMetadata, DecisionPointLog, EpisodeConfig, EpisodeResult,
@@ -206,25 +209,51 @@ def session_id_of(run_id: str) -> str:
     return f"bt-{run_id}"
 
 
-def episode_runtime(config: EpisodeConfig, runtime: Optional[CycleRuntime], sim: SimulationExecution) -> CycleRuntime:
+def episode_runtime(config: EpisodeConfig, runtime: Optional[CycleRuntime], sim: SimulationExecution,
+                    budget: Optional[Budget] = None) -> CycleRuntime:
     base = runtime or default_runtime(AgentConfig.from_env())
     settings = dataclasses.replace(base.config, starting_cash=config.initial_cash, fees_bps=config.fees_bps,
                                     slippage_bps=config.slippage_bps, market=config.market, memory=config.memory)
-    # the budgets hold for the whole run: one Budget shared by its cycles
+    # the budgets hold for the whole run (one Budget shared by its cycles), or for a whole sweep (given)
     return dataclasses.replace(base, config=settings, execution=sim, run_id=config.episode_id, _models={},
-                               _lock=threading.Lock(), budget=Budget.of(settings, scope="backtest"))
+                               _lock=threading.Lock(),
+                               budget=budget if budget is not None else Budget.of(settings, scope="backtest"))
+
+
+def _supersede_cut_off(store: Store, session_id: str, logs: list[DecisionPointLog]) -> None:
+    """A process killed mid-cycle leaves that cycle cut off in the audit and its decision point unlogged; the
+    resumed run decides the point again in a new cycle. Say so in the audit (once per cut-off cycle), so a
+    reader never takes the cut-off cycle, or a fill it recorded, for the point's decision: the simulated book
+    only ever moves by logged points."""
+    cycles = store.events.cycle_ids(session_id)
+    logged = {lg.agent_output.get("cycle_id") for lg in logs}
+    last = max((i for i, c in enumerate(cycles) if c in logged), default=-1)
+    for cycle_id in cycles[last + 1:]:
+        if any(e["payload"].get("type") == "cycle_superseded"
+               for e in store.events.read(session_id, kind="error", cycle_id=cycle_id)):
+            continue
+        with store.writer(background=False) as writer:
+            writer.put({"event_id": uuid.uuid4().hex, "session_id": session_id, "cycle_id": cycle_id,
+                        "ts": time.time(), "state": "RUNNER", "kind": "error", "schema_version": SCHEMA_VERSION,
+                        "payload": {"type": "cycle_superseded", "decision_point_idx": len(logs),
+                                    "message": f"cycle {cycle_id} was cut off before decision point {len(logs)} "
+                                               f"was logged (its process stopped); the resumed run decides the "
+                                               f"point again in a new cycle and applies nothing of this one"},
+                        "run_id": None, "parent_run_id": None})
 
 
 def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, runtime: Optional[CycleRuntime] = None,
                  out_dir: str | Path = DEFAULT_EXPERIMENTS, run_id: Optional[str] = None,
                  max_steps: Optional[int] = None,
-                 on_step: Optional[Callable[[DecisionPointLog], None]] = None) -> EpisodeResult:
+                 on_step: Optional[Callable[[DecisionPointLog], None]] = None,
+                 budget: Optional[Budget] = None) -> EpisodeResult:
     """Run (or resume) an episode; returns its result. `max_steps` stops after that many new decision
-    points (the run stays resumable); `on_step` is called after each logged decision point."""
+    points (the run stays resumable); `on_step` is called after each logged decision point; `budget`
+    replaces the run's own (a sweep's, shared with its other episodes)."""
     run_id = run_id or config.episode_id
     run_dir = Path(out_dir) / run_id
     sim = SimulationExecution.for_market(config.market, fees_bps=config.fees_bps, slippage_bps=config.slippage_bps)
-    rt = episode_runtime(config, runtime, sim)
+    rt = episode_runtime(config, runtime, sim, budget)
     validate_config(config, rt.market)
     dates = decision_dates(rt.market, config.tickers, config.start, config.end, config.every, config.market)
 
@@ -247,6 +276,7 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
         before = Spend.merge(lg.agent_output.get("llm_cost") for lg in logs)
         rt.budget.spent(before["total_tokens"], before["usd"], before["calls"])
 
+    _supersede_cut_off(store, session_id, logs)
     bar = _Progress(len(dates), len(logs), progress and sys.stderr.isatty())
     steps = 0
     try:

@@ -245,6 +245,13 @@ def start_backtest(ctx: Context, inp: m.BacktestInput) -> m.TaskView:
     return ctx.tasks.start_backtest(inp)
 
 
+@capability(m.SweepInput, m.TaskView)
+def start_sweep(ctx: Context, inp: m.SweepInput) -> m.TaskView:
+    """Start (or, with an existing sweep_id, continue) a sweep of backtests on Ray as a task; returns at once."""
+    data_files(inp, policy=ctx.policy)  # refused by the transport's policy before the task reads anything
+    return ctx.tasks.start_sweep(inp)
+
+
 @capability(m.TaskInput, m.TaskView)
 def task_status(ctx: Context, inp: m.TaskInput) -> m.TaskView:
     """A task's status and progress (points done of total, equity, ETA); interrupted if its owner died."""

@@ -132,6 +132,15 @@ def translate(exc: BaseException) -> KernelError:
         if "already exists" in text or "does not match" in text:
             return Conflict(text, field="run_id")
         return BadInput(text)
+    from graph.sweep.driver import SweepError
+    from graph.sweep.grid import GridError
+
+    from graph.sweep.results import GridChanged
+
+    if isinstance(exc, (GridError, SweepError)):
+        return BadInput(text)
+    if isinstance(exc, GridChanged):
+        return Conflict(text, field="sweep_id")
     if isinstance(exc, ValidationError):
         line, field = validation_line(exc)
         return BadInput(line, field=field)

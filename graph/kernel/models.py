@@ -273,6 +273,80 @@ class BacktestInput(LlmSpending):
     fundamentals: FundamentalsFile = None
 
 
+# ---------------------------------------------------------------- sweeps (graph/sweep/)
+class ListWindows(Input):
+    kind: Literal["list"]
+    spans: list[tuple[Day, Day]] = Field(min_length=1, max_length=1000, description="[[start, end], ...]")
+
+
+class RollingWindows(Input):
+    kind: Literal["rolling"]
+    start: Day
+    end: Day
+    length: int = Field(ge=2, le=10_000, description="sessions of the market's calendar in each window")
+    step: int = Field(ge=1, le=10_000, description="sessions between window starts (< length: they overlap)")
+
+
+class WalkForwardWindows(Input):
+    kind: Literal["walk_forward"]
+    start: Day
+    end: Day
+    train: int = Field(ge=1, le=10_000, description="in-sample sessions before each test window")
+    test: int = Field(ge=2, le=10_000, description="sessions in each out-of-sample window, back to back")
+
+
+Windows = Annotated[ListWindows | RollingWindows | WalkForwardWindows, Field(discriminator="kind")]
+
+
+class ModelChoice(Input):
+    quick: str = Field(min_length=1, max_length=200, description="`provider:model` of the quick tier")
+    deep: Optional[str] = Field(None, min_length=1, max_length=200, description="deep tier (default: quick's)")
+
+
+class OverrideSet(Input):
+    """One configuration's settings over the sweep's own; the risk limits are agent/risk_limits.toml's."""
+
+    label: Optional[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.=\-]{1,40}$")]] = None
+    capital: Optional[float] = Field(None, gt=0, lt=1e12)
+    fees_bps: Optional[float] = Field(None, ge=0, le=1000)
+    slippage_bps: Optional[float] = Field(None, ge=0, le=1000)
+    market: Optional[Market] = None
+    every: Optional[int] = Field(None, ge=1, le=260)
+    risk_per_trade_pct: Optional[float] = Field(None, gt=0, le=100)
+    daily_loss_cap_pct: Optional[float] = Field(None, gt=0, le=100)
+    max_notional_pct: Optional[float] = Field(None, gt=0, le=100)
+    max_positions: Optional[int] = Field(None, ge=1, le=100)
+    exposure_cap_pct: Optional[float] = Field(None, gt=0, le=100)
+
+
+class SweepInput(LlmSpending):
+    """A grid of backtests: universes × memory modes × models × override sets, each over every window. The
+    budgets (max_tokens, max_cost, max_llm_calls) hold for the whole sweep, across all workers."""
+
+    sweep_id: Optional[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.\-]{1,80}$")]] = Field(
+        None, description="resume this sweep if it exists (same grid); new id when omitted")
+    universes: list[Annotated[list[Ticker], Field(min_length=1, max_length=20)]] = Field(min_length=1, max_length=50)
+    windows: Windows
+    memory: list[MemoryMode] = Field(["session"], min_length=1, max_length=3)
+    models: list[ModelChoice] = Field(default_factory=list, max_length=20,
+                                      description="tiers per configuration (default: the configured ones)")
+    overrides: list[OverrideSet] = Field(default_factory=list, max_length=50)
+    every: int = Field(5, ge=1, le=260, description="decide every N trading days")
+    capital: float = Field(100_000.0, gt=0, lt=1e12)
+    fees_bps: float = Field(1.0, ge=0, le=1000)
+    slippage_bps: float = Field(2.0, ge=0, le=1000)
+    market: Market = "us_equity"
+    workers: int = Field(2, ge=1, le=4096, description="episodes run at once")
+    ray_address: Optional[str] = Field(None, max_length=500, description=(
+        "join this Ray cluster (e.g. ray://head:10001 or auto); default: a local instance on this machine"))
+    max_retries: int = Field(3, ge=0, le=20, description="Ray retries of an episode whose worker died")
+    requests_per_minute: Optional[float] = Field(None, gt=0, le=1e7, description="per provider, all workers")
+    tokens_per_minute: Optional[float] = Field(None, gt=0, le=1e10, description="per provider, all workers")
+    prices: PricesFile = None
+    news: NewsFile = None
+    fundamentals: FundamentalsFile = None
+
+
 TaskStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted"]
 
 
@@ -283,6 +357,11 @@ class TaskProgress(Output):
     equity: Optional[float] = None
     trades: int = 0
     eta_s: Optional[float] = None
+    # a sweep counts episodes (done = succeeded); a backtest decision points
+    unit: Literal["points", "episodes"] = "points"
+    running: int = 0
+    failed: int = 0
+    elapsed_s: Optional[float] = None
 
 
 class TaskView(Output):

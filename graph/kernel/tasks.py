@@ -23,7 +23,7 @@ from pymongo import DESCENDING, ReturnDocument
 from database.embedded import pid_alive
 
 from graph.kernel.errors import BadInput, Conflict, NotFound, translate
-from graph.kernel.models import Artifact, ArtifactsOutput, BacktestInput, TaskProgress, TaskView
+from graph.kernel.models import Artifact, ArtifactsOutput, BacktestInput, SweepInput, TaskProgress, TaskView
 
 COLLECTION = "tasks"
 ACTIVE = ("queued", "running")
@@ -83,7 +83,7 @@ class TaskManager:
                         run_id=doc.get("run_id"), run_dir=doc.get("run_dir"), owner=doc.get("owner") or {},
                         created_at=doc["created_at"], updated_at=doc["updated_at"],
                         heartbeat_at=doc.get("heartbeat_at"), cancel_requested=bool(doc.get("cancel_requested")),
-                        error=doc.get("error"), resumable=status in RESUMABLE and doc["kind"] == "backtest",
+                        error=doc.get("error"), resumable=status in RESUMABLE,
                         summary=doc.get("summary"))
 
     def status(self, task_id: str) -> TaskView:
@@ -116,6 +116,18 @@ class TaskManager:
         doc = self._doc(task_id)
         run_dir = Path(doc["run_dir"]) if doc.get("run_dir") else None
         found, metrics = [], None
+        if doc["kind"] == "sweep":
+            from graph.sweep.results import SWEEP_FILES
+
+            for name, media in SWEEP_FILES:
+                p = run_dir / name if run_dir else None
+                if p is not None and p.is_file():
+                    found.append(Artifact(name=name, path=str(p), bytes=p.stat().st_size, media_type=media))
+            if run_dir is not None and (run_dir / "aggregate.json").is_file():
+                metrics = {"aggregate": json.loads((run_dir / "aggregate.json").read_text()),
+                           "summary": doc.get("summary")}
+            return ArtifactsOutput(task_id=task_id, run_dir=str(run_dir) if run_dir else None, artifacts=found,
+                                   metrics=metrics)
         for name, media in ARTIFACT_FILES:
             p = run_dir / name if run_dir else None
             if p is not None and p.is_file():
@@ -144,6 +156,21 @@ class TaskManager:
         self._launch(task_id, config, run_id, data, inp)
         return self.status(task_id)
 
+    def start_sweep(self, inp: SweepInput) -> TaskView:
+        from graph.kernel.sweep_tasks import start_sweep
+
+        return start_sweep(self, inp)
+
+    def _plan_sweep(self, inp: SweepInput, sweep_id: str, task_id: str):
+        from graph.kernel.sweep_tasks import plan_sweep
+
+        return plan_sweep(self, inp, sweep_id, task_id)
+
+    def _run_sweep(self, task_id: str, plan) -> None:
+        from graph.kernel.sweep_tasks import run_sweep_task
+
+        run_sweep_task(self, task_id, plan)
+
     def cancel(self, task_id: str) -> TaskView:
         v = self.status(task_id)
         if v.status in ("succeeded", "failed", "cancelled"):
@@ -162,8 +189,12 @@ class TaskManager:
         if not v.resumable:
             raise Conflict(f"task {task_id} is {v.status}: only an interrupted, cancelled or failed backtest "
                            f"can be resumed", field="task_id")
-        inp = BacktestInput.model_validate(doc["params"])
-        config, run_id, _, data = self._prepare(inp, run_id=doc["run_id"])
+        if doc["kind"] == "sweep":
+            plan = self._plan_sweep(SweepInput.model_validate(doc["params"]), sweep_id=doc["run_id"],
+                                    task_id=task_id)
+        else:
+            inp = BacktestInput.model_validate(doc["params"])
+            config, run_id, _, data = self._prepare(inp, run_id=doc["run_id"])
         # compare-and-set on what was read: two processes resuming the same task, one wins
         claimed = self.col.find_one_and_update(
             {"_id": task_id, "status": doc["status"], "updated_at": doc["updated_at"],
@@ -172,7 +203,10 @@ class TaskManager:
                       "updated_at": time.time(), "heartbeat_at": time.time()}}, return_document=ReturnDocument.AFTER)
         if claimed is None:
             raise Conflict(f"task {task_id} changed while resuming it (another process resumed it?)", field="task_id")
-        self._launch(task_id, config, run_id, data, inp)
+        if doc["kind"] == "sweep":
+            self._start_thread(task_id, self._run_sweep, (task_id, plan))
+        else:
+            self._launch(task_id, config, run_id, data, inp)
         return self.status(task_id)
 
     # ------------------------------------------------------------ the worker
@@ -220,8 +254,10 @@ class TaskManager:
         return data_files(inp, self.store, session)
 
     def _launch(self, task_id: str, config, run_id: str, data, inp: BacktestInput) -> None:
-        thread = threading.Thread(target=self._run, args=(task_id, config, run_id, data, inp), name=f"task-{task_id}",
-                                  daemon=True)
+        self._start_thread(task_id, self._run, (task_id, config, run_id, data, inp))
+
+    def _start_thread(self, task_id: str, target, args: tuple) -> None:
+        thread = threading.Thread(target=target, args=args, name=f"task-{task_id}", daemon=True)
         with _LIVE_LOCK:
             _LIVE[task_id] = thread
         thread.start()

@@ -1,0 +1,120 @@
+"""A sweep as a kernel task (kind `sweep`): planned and refused in the caller, before a task exists; driven in a
+thread of the serving process like a backtest, with the same task document, cancel and resume.
+
+The task's run id is the sweep id and its folder experiments/{sweep_id}/. Its progress counts episodes: done
+(succeeded), running, failed, and an ETA from the median episode so far.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Optional
+
+from graph.kernel.errors import BadInput, Conflict, translate
+from graph.kernel.models import SweepInput
+
+
+def store_address(store) -> tuple[Optional[str], Optional[str]]:
+    """(uri, embedded home) a worker process connects with; a mongomock store can't be shared."""
+    if store.uri.startswith("mongomock://"):
+        raise BadInput("a sweep's workers are other processes, and a mongomock:// store lives in this one: use the "
+                       "embedded store (no MONGODB_URI) or a MongoDB", field="store")
+    if store.target.startswith("embedded:"):
+        return None, store.target[len("embedded:"):].rsplit("#", 1)[0]
+    return store.uri, None
+
+
+def plan_sweep(manager, inp: SweepInput, sweep_id: Optional[str] = None, task_id: Optional[str] = None):
+    """Everything refusable is refused here: Ray missing, a bad grid, an unknown symbol or a window outside the
+    data in any episode, a provider that isn't ready, a changed grid under an existing sweep id."""
+    from agent.config import AgentConfig, ConfigError
+    from agent.data.sources import resolved
+    from graph.backtest.loop import validate_config
+    from graph.sweep.driver import SweepPlan
+    from graph.sweep.episode import SweepContext, episode_config
+    from graph.sweep.grid import expand, grid_hash
+    from graph.sweep.results import write_grid
+
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise BadInput("sweeps run on Ray, which is not installed here: pip install 'tradegraph[sweep]'",
+                       field="workers") from None
+    sweep_id = sweep_id or inp.sweep_id or f"sw-{uuid.uuid4().hex[:8]}"
+    episodes = expand(inp, sweep_id)
+    data = {k: str(resolved(v)) for k, v in (("prices", inp.prices), ("news", inp.news),
+                                             ("fundamentals", inp.fundamentals)) if v}
+    from agent.data.sources import DataFiles
+
+    market = manager.runtime_factory(None, DataFiles(**data) if data else None).market
+    checked = set()
+    for ep in episodes:
+        key = (ep.symbols, ep.window, ep.market, ep.every)
+        if key not in checked:
+            checked.add(key)
+            try:
+                validate_config(episode_config(ep), market)
+            except ValueError as e:
+                raise BadInput(f"episode {ep.episode_id} ({ep.config_key}, {ep.window.label}): {e}",
+                               field="windows") from None
+    settings = AgentConfig.from_env()
+    for quick, deep in {(ep.quick_model, ep.deep_model) for ep in episodes if ep.quick_model}:
+        try:
+            AgentConfig.from_env(quick_model=quick, deep_model=deep)
+        except ConfigError as e:  # a provider not ready (package, key, endpoint) for a model of the grid
+            raise BadInput(f"model {quick}: {e}", field="models") from None
+    sweep_dir = manager.experiments / sweep_id
+    write_grid(sweep_dir, inp.model_dump(mode="json"), episodes, grid_hash(episodes))  # Conflict on another grid
+    uri, home = store_address(manager.store)
+    ctx = SweepContext(sweep_id=sweep_id, task_id=task_id, experiments=str(manager.experiments), store_uri=uri,
+                       store_home=home, data=data, no_cache=inp.no_cache)
+    limits = {"max_tokens": inp.max_tokens or settings.token_budget, "max_cost": inp.max_cost or settings.max_cost,
+              "max_llm_calls": inp.max_llm_calls or settings.max_llm_calls,
+              "requests_per_minute": inp.requests_per_minute, "tokens_per_minute": inp.tokens_per_minute}
+    return SweepPlan(episodes=episodes, ctx=ctx, workers=inp.workers, ray_address=inp.ray_address,
+                     max_retries=inp.max_retries, limits=limits)
+
+
+def run_sweep_task(manager, task_id: str, plan) -> None:
+    from graph.kernel.tasks import _LIVE, _LIVE_LOCK
+    from graph.sweep.driver import run_sweep
+
+    plan.ctx.task_id = task_id
+    stop_beat = threading.Event()
+    threading.Thread(target=manager._heartbeat, args=(task_id, stop_beat), daemon=True).start()
+    try:
+        manager._set(task_id, status="running", started_at=time.time())
+        summary = run_sweep(plan, on_progress=lambda p: manager._set(task_id, progress=p),
+                            cancel_requested=lambda: bool((manager.col.find_one(
+                                {"_id": task_id}, {"cancel_requested": 1}) or {}).get("cancel_requested")))
+        manager._set(task_id, status="cancelled" if summary["cancelled"] else "succeeded", finished_at=time.time(),
+                     summary=summary)
+    except BaseException as e:  # noqa: BLE001 - a task never dies silently: its document says why
+        err = translate(e)
+        manager._set(task_id, status="failed", finished_at=time.time(), error=f"{err.kind}: {err.message}")
+    finally:
+        stop_beat.set()
+        with _LIVE_LOCK:
+            _LIVE.pop(task_id, None)
+
+
+def start_sweep(manager, inp: SweepInput):
+    from graph.kernel.tasks import ACTIVE
+
+    sweep_id = inp.sweep_id or f"sw-{uuid.uuid4().hex[:8]}"
+    busy = [v for v in (manager.view(d) for d in manager.col.find({"run_id": sweep_id, "status": {"$in": list(ACTIVE)}}))
+            if v.status in ACTIVE]
+    if busy:
+        raise Conflict(f"sweep '{sweep_id}' is already being run by task {busy[0].task_id}", field="sweep_id")
+    task_id = f"t-{uuid.uuid4().hex[:12]}"
+    plan = plan_sweep(manager, inp, sweep_id, task_id)
+    now = time.time()
+    manager.col.insert_one({
+        "_id": task_id, "kind": "sweep", "status": "queued", "params": inp.model_dump(mode="json"),
+        "run_id": sweep_id, "run_dir": str(Path(manager.experiments) / sweep_id), "owner": manager._me(),
+        "created_at": now, "updated_at": now, "heartbeat_at": now, "cancel_requested": False,
+        "progress": {"done": 0, "total": len(plan.episodes), "unit": "episodes"}, "error": None, "summary": None})
+    manager._start_thread(task_id, manager._run_sweep, (task_id, plan))
+    return manager.status(task_id)
