@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
@@ -16,12 +17,40 @@ from langchain_core.runnables import RunnableLambda
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 
+# what a schema says about data, kept verbatim wherever it appears (a default may well hold a "title" key)
+_DATA_KEYWORDS = frozenset({"default", "examples", "example", "const", "enum"})
+# keywords whose value maps names (of properties, definitions) to schemas: the names are never keywords
+_NAMED_SCHEMAS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
+
+
+def lean_schema(node: Any) -> Any:
+    """A JSON Schema as sent to a model: without its `title` annotations (Pydantic writes one per model and field,
+    about 20% of a contract's schema), which no validator reads (JSON Schema 2020-12, 9.1: annotations). What
+    validates is unchanged: types, required, additionalProperties, enums, bounds, descriptions for the model.
+    Validation here is always the Pydantic contract itself (`parse_answer`), never this copy."""
+    if isinstance(node, list):
+        return [lean_schema(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in _DATA_KEYWORDS:
+            out[key] = value
+        elif key in _NAMED_SCHEMAS and isinstance(value, dict):
+            out[key] = {name: lean_schema(sub) for name, sub in value.items()}
+        else:
+            out[key] = lean_schema(value)
+    return out
+
+
 @functools.lru_cache(maxsize=128)
 def response_format(schema: type, method: str = "json_schema") -> dict:
     if method == "json_mode":
         return {"type": "json_object"}
     return {"type": "json_schema",
-            "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema(), "strict": False}}
+            "json_schema": {"name": schema.__name__, "schema": lean_schema(schema.model_json_schema()), "strict": False}}
 
 
 def answer_text(message: AIMessage) -> str:

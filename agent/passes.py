@@ -11,6 +11,8 @@ when it can (agent/cache.py), checks the budgets before each attempt and retries
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import time
 import uuid
@@ -26,7 +28,7 @@ from pydantic import BaseModel
 from agent.audit_events import emit
 from agent.budget import BudgetExceeded, budget_of, output_cap, request_tokens
 from agent import cache as response_cache
-from agent.json_chat_model import answer_text, parse_answer, response_format
+from agent.json_chat_model import answer_text, lean_schema, parse_answer, response_format
 from agent.llm import ATTEMPT_KEY, AttemptPlan, call_failed, describe_failure, next_wait, retry_policy_of
 from agent.prompts import repair_message
 from agent.pricing import call_cost, price_of
@@ -47,6 +49,48 @@ class TickerGuardError(ContractError):
     """A contract named a symbol other than the one asked about: the state fails closed at once."""
 
 
+# The pass protocol: how the passes talk to the model (what a request's messages hold), recorded in each cycle's
+# manifest (graph/manifest.py) so that a replay asks the model what the recording asked (Temporal's versioning: history is
+# the truth; a session recorded under protocol 1 replays under protocol 1).
+#   1: after every tool round the model is asked again, until it answers without tool calls; tool results as
+#      json.dumps' default text. The answer of that last call ("no more tools") is thrown away by the structured
+#      pass that follows: one sequential call per tool pass for nothing.
+#   2: when a structured pass follows, the pass ends with the first round whose tool calls all ran; their results
+#      go straight into the structured pass's messages. A round with a refused, invalid or failed call is answered
+#      with the error and the model gets another round (bounded by TRADEGRAPH_MAX_TOOL_STEPS), so a model can still
+#      mend a bad call. Tool results as compact JSON; json_mode's schema in the prompt without `title` keys.
+# Only what the messages hold is versioned: a replay matches a request by its messages, the tools' names and the
+# structured output's name, so the leaner response_format schemas (agent/json_chat_model.py `lean_schema`) need none.
+PASS_PROTOCOLS = (1, 2)
+PASS_PROTOCOL = 2  # what this code records and runs live
+PASS_PROTOCOL_KEY = "pass_protocol"  # configurable key: a replay's recorded protocol
+_protocol_in_use: contextvars.ContextVar[int] = contextvars.ContextVar("pass_protocol", default=PASS_PROTOCOL)
+
+
+def pass_protocol(config: Optional[RunnableConfig] = None) -> int:
+    """The protocol the passes run under: the run config's (a replay sets the recorded one), else this context's
+    (`use_pass_protocol`), else PASS_PROTOCOL."""
+    chosen = ((config or {}).get("configurable") or {}).get(PASS_PROTOCOL_KEY)
+    protocol = _protocol_in_use.get() if chosen is None else chosen
+    if protocol not in PASS_PROTOCOLS:
+        raise ValueError(f"pass protocol {protocol!r} is unknown to this code (it speaks "
+                         f"{', '.join(map(str, PASS_PROTOCOLS))})")
+    return protocol
+
+
+@contextlib.contextmanager
+def use_pass_protocol(protocol: int):
+    """Run (and record) cycles under another pass protocol, e.g. 1 to make a recording as the code before
+    protocol 2 did. The manifest records `pass_protocol()`, so the recording says which."""
+    if protocol not in PASS_PROTOCOLS:
+        raise ValueError(f"pass protocol {protocol!r} is unknown")
+    token = _protocol_in_use.set(protocol)
+    try:
+        yield
+    finally:
+        _protocol_in_use.reset(token)
+
+
 def tool_pass(
     model: BaseChatModel,
     messages: list[BaseMessage],
@@ -56,7 +100,15 @@ def tool_pass(
     state: str,
     max_steps: int,
     config: RunnableConfig,
+    structured_follows: bool = True,
 ) -> list[BaseMessage]:
+    """The state's tool rounds; returns the messages with every call and result, for the structured pass.
+
+    Under protocol 2 with a structured pass to follow, a round whose calls all ran ends the pass (the structured
+    pass reads their results); a model that calls nothing ends it too. Without a structured pass to follow (the
+    model's own last answer is the result), or under protocol 1, the model is asked again after each round."""
+    protocol = pass_protocol(config)
+    stop_after_results = protocol >= 2 and structured_follows
     offered = [tools[name] for name in sorted(allowed) if name in tools]
     # never a tool_choice: every API's default with tools offered is "auto", and some OpenAI-compatible
     # servers (LM Studio) reject the parameter outright
@@ -67,16 +119,17 @@ def tool_pass(
         messages.append(ai)
         if not ai.tool_calls and not ai.invalid_tool_calls:
             return messages
-        for call in ai.tool_calls:
-            messages.append(_run_tool(call, tools, allowed, state, config))
-        for call in ai.invalid_tool_calls:
-            messages.append(_invalid_tool_call(call, ai, state, config))
+        results = [_run_tool(call, tools, allowed, state, config, protocol) for call in ai.tool_calls]
+        results += [_invalid_tool_call(call, ai, state, config) for call in ai.invalid_tool_calls]
+        messages += results
+        if stop_after_results and all(r.status != "error" for r in results):
+            return messages
     emit("error", {"type": "tool_steps_exhausted", "state": state, "max_steps": max_steps}, config)
     return messages
 
 
 def _run_tool(call: dict, tools: dict[str, BaseTool], allowed: frozenset[str], state: str,
-              config: RunnableConfig) -> ToolMessage:
+              config: RunnableConfig, protocol: int = PASS_PROTOCOL) -> ToolMessage:
     name = call["name"]
     if name not in allowed or name not in tools:
         reason = f"tool {name!r} is not allowed in state {state} (allowed: {', '.join(sorted(allowed)) or 'none'})"
@@ -88,7 +141,7 @@ def _run_tool(call: dict, tools: dict[str, BaseTool], allowed: frozenset[str], s
     except Exception as e:  # the tool's own error goes back to the model; the callback audited it
         return ToolMessage(content=f"ERROR: {type(e).__name__}: {e}", tool_call_id=call["id"], name=name,
                            status="error")
-    return ToolMessage(content=to_json_text(result), tool_call_id=call["id"], name=name)
+    return ToolMessage(content=to_json_text(result, compact=protocol >= 2), tool_call_id=call["id"], name=name)
 
 
 def _invalid_tool_call(call: dict, ai: AIMessage, state: str, config: RunnableConfig) -> ToolMessage:
@@ -203,9 +256,13 @@ def _cache_error(op: str, error: Exception, config: RunnableConfig) -> None:
                    "message": f"{type(error).__name__}: {error}"[:500]}, config)
 
 
-def to_json_text(value: Any) -> str:
+def to_json_text(value: Any, *, compact: bool = True) -> str:
+    """A tool result as the model reads it. Protocol 1 wrote json.dumps' default separators (", ", ": "): kept for
+    its replays, since a tool message's text is part of what a recorded request is matched by."""
     if isinstance(value, BaseModel):
         return value.model_dump_json()
+    if compact:
+        return json.dumps(value, default=str, sort_keys=True, separators=(",", ":"))
     return json.dumps(value, default=str, sort_keys=True)
 
 
@@ -223,7 +280,7 @@ def structured_pass(
     method = structured_method(model, method)
     bound = bind_json(model, schema, method)
     parse = parse_answer(schema)
-    messages = list(messages) + [json_instruction(schema, method)]
+    messages = list(messages) + [json_instruction(schema, method, lean=pass_protocol(config) >= 2)]
     error = ""
     for attempt in range(1, max_retries + 2):
         out = parse(call_model(model, bound, messages, config))
@@ -263,7 +320,7 @@ def bind_json(model: BaseChatModel, schema: type[BaseModel], method: str) -> Run
     (Anthropic's output_config, Ollama's format, Gemini's response schema). function_calling offers the
     contract as the one tool, forced by tool_choice only where the server accepts it."""
     if method == "function_calling":
-        tool = convert_to_openai_tool(schema)
+        tool = convert_to_openai_tool(schema)  # LangChain leaves out the titles already
         forced = schema.__name__ if choices_of(model).get("tool_choice", True) else None
         return model.bind_tools([tool], tool_choice=forced,
                                 ls_structured_output_format={"kwargs": {"method": method}, "schema": tool})
@@ -293,10 +350,11 @@ def finish_reason(message: Any) -> Optional[str]:
     return reason
 
 
-def json_instruction(schema: type[BaseModel], method: str) -> HumanMessage:
+def json_instruction(schema: type[BaseModel], method: str, *, lean: bool = True) -> HumanMessage:
     text = f"Reply with only a JSON object for the {schema.__name__} schema."
-    if method == "json_mode":  # no schema travels with json_object requests: state it
-        text += " Schema: " + json.dumps(schema.model_json_schema(), separators=(",", ":"))
+    if method == "json_mode":  # no schema travels with json_object requests: state it (protocol 1: with titles)
+        full = schema.model_json_schema()
+        text += " Schema: " + json.dumps(lean_schema(full) if lean else full, separators=(",", ":"))
     return HumanMessage(content=text)
 
 

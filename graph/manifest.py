@@ -20,6 +20,7 @@ from agent.config import AgentConfig, RetryPolicy, RiskLimits
 from agent.data.market import DataError
 from agent.data.sources import BY_ATTR, KINDS, DataFiles, Unavailable, is_bundled, load_file
 from agent.markets import get_profile
+from agent.passes import pass_protocol
 from agent.prompts import BASE_SYSTEM, ROLE_INSTRUCTIONS
 from agent.providers import tier_records
 from agent.tools import ALLOW_LISTS, REGISTRY
@@ -27,6 +28,9 @@ from agent.tools import ALLOW_LISTS, REGISTRY
 # the cycle's inputs (symbols, as-of, portfolio, approval_required, a backtest's Case): what replay starts
 # from; not configuration, so never compared with today
 INPUTS = "inputs"
+PROTOCOLS = "protocols"
+# a manifest without "protocols" was recorded before they were versioned: by the code of protocol 1
+UNVERSIONED_PASS_PROTOCOL = 1
 PACKAGES = ("tradegraph", "langgraph", "langchain-core", "langchain-openai", "pydantic", "pymongo", "ta", "pandas",
             "exchange-calendars")
 
@@ -99,6 +103,8 @@ def build_manifest(runtime, inputs: dict[str, Any] | None = None) -> dict[str, A
         "model_endpoint_host": ", ".join(sorted({m["endpoint_host"] for m in models.values() if m["endpoint_host"]}))
                                or None,
         "prompts": {"system": _sha(BASE_SYSTEM), **{k: _sha(v) for k, v in sorted(ROLE_INSTRUCTIONS.items())}},
+        # how the passes talked to the model (agent/passes.py): a replay asks what this recording asked
+        PROTOCOLS: {"passes": pass_protocol()},
         **copy.deepcopy(_code_identity()),
         "data": {"market": _data_source(runtime.market), "news": _data_source(runtime.news),
                  "fundamentals": _data_source(runtime.fundamentals)},
@@ -106,6 +112,12 @@ def build_manifest(runtime, inputs: dict[str, Any] | None = None) -> dict[str, A
     if inputs is not None:  # ids are on the event itself
         manifest[INPUTS] = {k: v for k, v in inputs.items() if k not in ("session_id", "cycle_id")}
     return manifest
+
+
+def recorded_pass_protocol(manifest: dict[str, Any] | None) -> int:
+    """The pass protocol a cycle was recorded under; a cycle without a manifest, or whose manifest predates
+    protocol versions, ran protocol 1."""
+    return ((manifest or {}).get(PROTOCOLS) or {}).get("passes", UNVERSIONED_PASS_PROTOCOL)
 
 
 def config_from_manifest(manifest: dict[str, Any]) -> AgentConfig:
@@ -183,7 +195,8 @@ def recorded_sources(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
 # how a difference is named to the user, by the longest matching path prefix
 _LABELS = {"config.risk": "risk limit", "config.retry": "LLM retry", "config": "", "market_profile": "market profile",
            "prompts": "prompt template", "tools": "tool schema", "allow_lists": "allow-list", "versions": "package",
-           "data": "data source", "model_endpoint_host": "model endpoint host", "models": "model"}
+           "data": "data source", "model_endpoint_host": "model endpoint host", "models": "model",
+           PROTOCOLS: "protocol"}
 _HASHED = ("prompts", "tools")
 
 

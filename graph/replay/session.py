@@ -442,9 +442,11 @@ def _replay_event(replay_id: str, cycle_id: str, payload: dict) -> dict:
 
 def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, today: dict, config) -> CycleVerdict:
     from agent.config import AgentConfig
+    from agent.passes import PASS_PROTOCOL, PASS_PROTOCOL_KEY, PASS_PROTOCOLS
     from database.writer import BufferedEventWriter
     from graph.audit import AuditHandler
-    from graph.manifest import config_from_manifest, manifest_differences, recorded_sources
+    from graph.manifest import (PROTOCOLS, config_from_manifest, manifest_differences, recorded_pass_protocol,
+                                recorded_sources)
     from graph.replay.model import (RecordedRecall, RecordedResponses, ReplayChatModel, ReplayExecution,
                                     recorded_bundles, tier_models)
     from graph.runner import compiled_graph, cycle_run_config
@@ -497,6 +499,16 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
                                   run_name="tradegraph-replay", session_id=session_id,
                                   metadata={"session_id": replay_id, "cycle_id": cycle.cycle_id,
                                             "replay_of": session_id})
+    # the recorded pass protocol, not today's: a request the recording never made has no answer to replay
+    protocol = recorded_pass_protocol(cycle.manifest)
+    run_config["configurable"][PASS_PROTOCOL_KEY] = protocol
+    if protocol not in PASS_PROTOCOLS:
+        notes.append(f"recorded under pass protocol {protocol!r}, which this code does not speak "
+                     f"({', '.join(map(str, PASS_PROTOCOLS))}): the replay cannot ask what the recording asked")
+    elif protocol != PASS_PROTOCOL:
+        older = " (the recording predates protocol versions)" if PROTOCOLS not in (cycle.manifest or {}) else ""
+        notes.append(f"replayed under pass protocol {protocol}{older}, as recorded; new cycles run protocol "
+                     f"{PASS_PROTOCOL}")
     if cycle.manifest is not None:  # the replay ran with the recorded manifest: its own log says so first
         writer.put({"event_id": uuid.uuid4().hex, "session_id": replay_id, "cycle_id": cycle.cycle_id,
                     "ts": time.time(), "state": "RUNNER", "kind": "manifest", "schema_version": SCHEMA_VERSION,
