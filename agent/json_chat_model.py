@@ -50,7 +50,8 @@ def response_format(schema: type, method: str = "json_schema") -> dict:
     if method == "json_mode":
         return {"type": "json_object"}
     return {"type": "json_schema",
-            "json_schema": {"name": schema.__name__, "schema": lean_schema(schema.model_json_schema()), "strict": False}}
+            "json_schema": {"name": schema.__name__, "schema": lean_schema(schema.model_json_schema()),
+                            "strict": False}}
 
 
 def answer_text(message: AIMessage) -> str:

@@ -50,8 +50,8 @@ class TickerGuardError(ContractError):
 
 
 # The pass protocol: how the passes talk to the model (what a request's messages hold), recorded in each cycle's
-# manifest (graph/manifest.py) so that a replay asks the model what the recording asked (Temporal's versioning: history is
-# the truth; a session recorded under protocol 1 replays under protocol 1).
+# manifest (graph/manifest.py) so that a replay asks the model what the recording asked (Temporal's versioning:
+# history is the truth; a session recorded under protocol 1 replays under protocol 1).
 #   1: after every tool round the model is asked again, until it answers without tool calls; tool results as
 #      json.dumps' default text. The answer of that last call ("no more tools") is thrown away by the structured
 #      pass that follows: one sequential call per tool pass for nothing.

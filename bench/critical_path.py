@@ -11,17 +11,65 @@ other), and combined the way each state's node fans out when the model is networ
   rebut at once, then the manager judges (agent/debate.py), so a symbol costs max(build) + max(rebuttal)
   + verdict, and the state its slowest symbol;
 - DECIDING: one thesis per symbol, all at once (graph/nodes/deciding.py): its longest run;
+- MEMORIZING: each closed position's review and the cycle's summary at once (graph/nodes/memorizing.py);
 - every other state: its runs one after another.
 A repair retry is one more call in its run (it waits for the failed answer).
+
+Runs are told apart by the agent that made them: the TASK line and the evidence's symbol of the request's
+prompt (agent/prompts.py `task_messages`), so calls recorded interleaved by parallel branches (a networked
+model) still land in their own run, and an analyst's self-critique (`critique:<role>`, which reads the note)
+counts in its note's run. Requests without such a prompt (hand-made events) fall back to recorded order.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+import json
+import re
+from typing import Any, Iterable, Optional
 
 from schemas.states import STATES
 
-FAN_OUT = {"ANALYZING": "branches", "DEBATE": "sides", "DECIDING": "branches"}
+FAN_OUT = {"ANALYZING": "branches", "DEBATE": "sides", "DECIDING": "branches", "MEMORIZING": "branches"}
 VERDICT = "ManagerVerdict"
+_TASK = re.compile(r"^TASK: (\S+)")
+_EVIDENCE = re.compile(r"<EVIDENCE>\n(.*?)\n</EVIDENCE>", re.S)
+
+
+def _agent(request: dict[str, Any]) -> Optional[tuple[str, Optional[str]]]:
+    """(task, symbol) of the prompt a request carries, or None."""
+    for m in (request.get("payload") or {}).get("messages") or []:
+        content = m.get("content") if isinstance(m.get("content"), str) else ""
+        found = _TASK.match(content)
+        if found:
+            task = found.group(1)
+            symbol = None
+            evidence = _EVIDENCE.search(content)
+            if evidence:
+                try:
+                    symbol = json.loads(evidence.group(1)).get("symbol")
+                except ValueError:
+                    pass
+            if task.startswith("critique:"):  # the self-critique reads its note: the same run
+                task = "analyst:" + task.split(":", 1)[1]
+            return task, symbol
+    return None
+
+
+def _keyed(requests: list[dict[str, Any]]) -> Optional[dict[tuple[str, Optional[str]], int]]:
+    """{(task, symbol): calls} when every request names its agent, else None."""
+    out: dict[tuple[str, Optional[str]], int] = {}
+    for r in requests:
+        agent = _agent(r)
+        if agent is None:
+            return None
+        out[agent] = out.get(agent, 0) + 1
+    return out
+
+
+def _keyed_debate_depth(calls: dict[tuple[str, Optional[str]], int]) -> int:
+    symbols = {sym for _, sym in calls}
+    return max((max(calls.get(("bull_build", s), 0), calls.get(("bear_build", s), 0))
+                + max(calls.get(("bull_rebuttal", s), 0), calls.get(("bear_rebuttal", s), 0))
+                + calls.get(("manager", s), 0)) for s in symbols) if symbols else 0
 
 
 def _runs(requests: list[dict[str, Any]]) -> list[tuple[str | None, int]]:
@@ -63,8 +111,17 @@ def critical_path(events: Iterable[dict[str, Any]]) -> dict[str, int]:
             by_state.setdefault(e.get("state") or "RUNNER", []).append(e)
     out: dict[str, int] = {}
     for state in [s for s in STATES if s in by_state] + [s for s in by_state if s not in STATES]:
-        runs = _runs(by_state[state])
         how = FAN_OUT.get(state)
+        keyed = _keyed(by_state[state])
+        if keyed is not None:
+            if how == "branches":
+                out[state] = max(keyed.values())
+            elif how == "sides":
+                out[state] = _keyed_debate_depth(keyed)
+            else:
+                out[state] = sum(keyed.values())
+            continue
+        runs = _runs(by_state[state])
         if how == "branches":
             out[state] = max(n for _, n in runs)
         elif how == "sides":

@@ -1,5 +1,6 @@
-"""MEMORIZING: the reviewer for each position this cycle closed, a JSON-only summary pass, and the memory
-records of both written to the store. The factual fields are set by code, not by the model."""
+"""MEMORIZING: the reviewer for each position this cycle closed and a JSON-only summary pass (at once with a
+networked model), and the memory records of both written to the store. The factual fields are set by code, not
+by the model."""
 from __future__ import annotations
 
 from typing import Literal
@@ -10,6 +11,7 @@ from langgraph.types import Command
 
 from agent.exits import closed_trade
 from agent.features.regime import regime_words
+from agent.parallel import run_parallel
 from agent.passes import structured_pass
 from agent.prompts import task_messages
 from agent.reviewer import review_trade
@@ -72,7 +74,6 @@ def memorizing(state: CycleState, config: RunnableConfig) -> Command[Literal["__
     execution = state.get("execution") or {}
     scan = MarketScan.model_validate(state["scan"])
     closed = closed_this_cycle(state, scan)
-    reviews: list[TradeReview] = [review_trade(t, rt.model("quick"), rt.config, config) for t in closed]
     trades = (execution.get("result") or {}).get("executed_trades", [])
     decisions = _decisions(state)
     # the id is the runner's, grounded below: naming it in the prompt would make every rerun of an identical
@@ -82,9 +83,17 @@ def memorizing(state: CycleState, config: RunnableConfig) -> Command[Literal["__
                 "reasons": validation.get("reasons", []) or ([execution["result"]["message"]]
                                                               if execution.get("status") == "rejected" else []),
                 "trades": trades}
-    memory = structured_pass(rt.model("quick"), task_messages("memory", evidence), AgentMemory,
-                             max_retries=rt.config.max_repair_retries, config=config,
-                             method=rt.config.structured_method)
+    model = rt.model("quick")
+    # the reviews and the summary read nothing of each other: with a networked model they are asked at once (one
+    # call deep instead of one per closed position + 1); the offline model runs them inline, reviews first, as
+    # before, so its recordings are unchanged
+    tasks = {f"review:{i}": (lambda t=t: review_trade(t, model, rt.config, config)) for i, t in enumerate(closed)}
+    tasks["summary"] = lambda: structured_pass(model, task_messages("memory", evidence), AgentMemory,
+                                               max_retries=rt.config.max_repair_retries, config=config,
+                                               method=rt.config.structured_method)
+    written = run_parallel(tasks, parallel=rt.config.parallel_llm)
+    reviews: list[TradeReview] = [written[f"review:{i}"] for i in range(len(closed))]
+    memory = written["summary"]
     # grounding: what happened is fact, not the model's wording
     memory = memory.model_copy(update={"cycle_id": state["cycle_id"], "as_of": state["as_of"], "status": status,
                                        "decisions": decisions, "reviews": reviews})

@@ -1,4 +1,5 @@
 """The LLM critical path (bench/critical_path.py): counted from a recording and the nodes' fan-out."""
+import json
 import sys
 from pathlib import Path
 
@@ -34,3 +35,33 @@ def test_a_recorded_offline_cycle():
     path = critical_path(store.events.read(out.session_id))
     assert path["DEBATE"] == 3 and path["total"] < out.llm_calls
     assert path["total"] == sum(v for k, v in path.items() if k != "total")
+
+
+def ask(state, task, symbol=None, schema=None, tools=False):
+    """A request as the audit records it: its prompt names the task and, in the evidence, the symbol."""
+    evidence = json.dumps({"symbol": symbol, "task": task} if symbol else {"task": task}, separators=(",", ":"))
+    messages = [{"type": "system", "content": "..."},
+                {"type": "human", "content": f"TASK: {task}\nrole\n<EVIDENCE>\n{evidence}\n</EVIDENCE>"}]
+    return {"kind": "llm_request", "state": state,
+            "payload": {"structured_output": schema, "attempt": 1, "messages": messages,
+                        "tools": ["t"] if tools else []}}
+
+
+def test_runs_are_told_apart_by_their_task_when_branches_interleave():
+    # two symbols' branches recorded interleaved, as a networked model's parallel calls are
+    a, d, m = "ANALYZING", "DEBATE", "MEMORIZING"
+    events = [ask(a, "quant", "AAPL", tools=True), ask(a, "analyst:technical", "AAPL", "AnalystNote"),
+              ask(a, "quant", "MSFT", tools=True), ask(a, "analyst:technical", "MSFT", "AnalystNote"),
+              ask(a, "critique:technical", "MSFT", "AnalystNote"),  # reads MSFT's note: same run
+              ask(a, "quant", "MSFT", "QuantAnswer"), ask(a, "critique:technical", "AAPL", "AnalystNote"),
+              ask(a, "critique:technical", "MSFT", "AnalystNote"),  # MSFT's critique, repaired
+              ask(a, "quant", "AAPL", "QuantAnswer"),
+              *[ask(d, t, s, "DebateCase") for t in ("bull_build", "bear_build") for s in ("AAPL", "MSFT")],
+              ask(d, "bear_rebuttal", "MSFT", "DebateCase"), ask(d, "manager", "AAPL", "ManagerVerdict"),
+              ask(d, "bull_rebuttal", "MSFT", "DebateCase"), ask(d, "bull_rebuttal", "MSFT", "DebateCase"),
+              ask(d, "manager", "MSFT", "ManagerVerdict"),
+              ask(m, "reviewer", "AAPL", "TradeReview"), ask(m, "memory", None, "AgentMemory"),
+              ask(m, "memory", None, "AgentMemory")]
+    path = critical_path(events)
+    # the recorded order alone would have cut these into other runs
+    assert path == {"ANALYZING": 3, "DEBATE": 4, "MEMORIZING": 2, "total": 9}
