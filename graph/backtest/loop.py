@@ -224,11 +224,15 @@ def _supersede_cut_off(store: Store, session_id: str, logs: list[DecisionPointLo
     """A process killed mid-cycle leaves that cycle cut off in the audit and its decision point unlogged; the
     resumed run decides the point again in a new cycle. Say so in the audit (once per cut-off cycle), so a
     reader never takes the cut-off cycle, or a fill it recorded, for the point's decision: the simulated book
-    only ever moves by logged points."""
+    only ever moves by logged points. The notes it memorised are withdrawn too: recalled by the points after,
+    they would make the resumed run decide otherwise than an uninterrupted one (the fault test caught this)."""
     cycles = store.events.cycle_ids(session_id)
     logged = {lg.agent_output.get("cycle_id") for lg in logs}
     last = max((i for i, c in enumerate(cycles) if c in logged), default=-1)
     for cycle_id in cycles[last + 1:]:
+        notes = [m.memory_id for m in store.memories.list(session_id=session_id, limit=0) if m.cycle_id == cycle_id]
+        for memory_id in notes:
+            store.memories.forget(memory_id=memory_id)
         if any(e["payload"].get("type") == "cycle_superseded"
                for e in store.events.read(session_id, kind="error", cycle_id=cycle_id)):
             continue
@@ -236,9 +240,11 @@ def _supersede_cut_off(store: Store, session_id: str, logs: list[DecisionPointLo
             writer.put({"event_id": uuid.uuid4().hex, "session_id": session_id, "cycle_id": cycle_id,
                         "ts": time.time(), "state": "RUNNER", "kind": "error", "schema_version": SCHEMA_VERSION,
                         "payload": {"type": "cycle_superseded", "decision_point_idx": len(logs),
+                                    "withdrawn_memories": notes,
                                     "message": f"cycle {cycle_id} was cut off before decision point {len(logs)} "
                                                f"was logged (its process stopped); the resumed run decides the "
-                                               f"point again in a new cycle and applies nothing of this one"},
+                                               f"point again in a new cycle and applies nothing of this one "
+                                               f"({len(notes)} memorised note(s) withdrawn)"},
                         "run_id": None, "parent_run_id": None})
 
 

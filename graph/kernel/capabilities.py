@@ -248,6 +248,11 @@ def start_backtest(ctx: Context, inp: m.BacktestInput) -> m.TaskView:
 @capability(m.SweepInput, m.TaskView)
 def start_sweep(ctx: Context, inp: m.SweepInput) -> m.TaskView:
     """Start (or, with an existing sweep_id, continue) a sweep of backtests on Ray as a task; returns at once."""
+    if inp.ray_address and ctx.policy.transport not in ALWAYS_EXECUTES:
+        # joining a cluster ships this process's configuration to it: the operator's call, not a remote caller's
+        raise Forbidden(f"ray_address is not accepted over {ctx.policy.transport}: this server runs sweeps on a "
+                        f"local Ray instance (start it with `tradegraph sweep` on the cluster instead)",
+                        field="ray_address")
     data_files(inp, policy=ctx.policy)  # refused by the transport's policy before the task reads anything
     return ctx.tasks.start_sweep(inp)
 

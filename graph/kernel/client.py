@@ -173,6 +173,10 @@ class Client:
                           prices=prices, news=news, fundamentals=fundamentals, no_cache=no_cache,
                           max_tokens=max_tokens, max_cost=max_cost, max_llm_calls=max_llm_calls)
 
+    def start_sweep(self, universes: list[list[str]], windows: dict[str, Any], **options: Any) -> m.TaskView:
+        """options: any other field of graph.kernel.models.SweepInput (memory, models, overrides, workers, ...)."""
+        return self._call("start_sweep", universes=universes, windows=windows, **options)
+
     def list_tasks(self, limit: int = 20) -> m.TasksOutput:
         return self._call("list_tasks", limit=limit)
 

@@ -106,6 +106,35 @@ def test_resume_after_kill_is_byte_identical(tmp_path):
     assert (d / "trade_history.json").read_bytes() == (full / "trade_history.json").read_bytes()
 
 
+def test_a_cycle_cut_off_before_its_log_line_is_superseded_and_its_notes_withdrawn(tmp_path):
+    """What a kill between MEMORIZING and the log line leaves: the point's whole cycle in the audit and its
+    notes in memory, the point unlogged. The resumed run must decide as an uninterrupted one (before the fix
+    it recalled the cut-off cycle's notes and its convictions drifted) and say in the audit what it dropped."""
+    _, full = _run(tmp_path, "full")
+    store = connect(f"mongomock://bt_{uuid.uuid4().hex[:10]}")
+    _, d = _run(tmp_path, "cut", store=store, max_steps=4)
+    log = d / "episode_log.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(lines[:3]))  # point 3's cycle ran to its end; its line never landed
+    session = "bt-ep"
+    cut = store.events.cycle_ids(session)[3]
+    assert [m for m in store.memories.list(session_id=session, limit=0) if m.cycle_id == cut], \
+        "the cut-off cycle memorised notes (else this test proves nothing)"
+
+    res, _ = _run(tmp_path, "cut", store=store)
+    assert [lg.decision_point_idx for lg in load_logs(log)] == list(range(res.decision_points))
+    assert (d / "trade_history.json").read_bytes() == (full / "trade_history.json").read_bytes()
+    assert [lg.extracted_decision for lg in load_logs(log)] == \
+        [lg.extracted_decision for lg in load_logs(full / "episode_log.jsonl")]
+    (mark,) = [e for e in store.events.read(session, kind="error") if e["payload"].get("type") == "cycle_superseded"]
+    assert mark["cycle_id"] == cut and mark["payload"]["decision_point_idx"] == 3
+    assert mark["payload"]["withdrawn_memories"] and \
+        not [m for m in store.memories.list(session_id=session, limit=0) if m.cycle_id == cut]
+    _run(tmp_path, "cut", store=store)  # a second resume marks nothing twice
+    assert len([e for e in store.events.read(session, kind="error")
+                if e["payload"].get("type") == "cycle_superseded"]) == 1
+
+
 def test_resume_refuses_a_different_config(tmp_path):
     _run(tmp_path, "x", max_steps=1)
     from graph.backtest.loop import BacktestError

@@ -202,3 +202,25 @@ def test_json_mode_states_the_lean_schema_except_for_protocol_1():
     old = json_instruction(Plan, "json_mode", lean=False).content
     assert '"title"' in old and '"title"' not in lean and len(lean) < len(old)
     assert json.loads(lean.split(" Schema: ", 1)[1]) == lean_schema(Plan.model_json_schema())
+
+
+def test_without_a_structured_pass_to_follow_the_model_is_asked_again(both):
+    """The model's own last answer is the result then: protocol 2 stops early only when a structured pass follows."""
+    from agent.offline_model import OfflineChatModel
+    from agent.passes import tool_pass
+    from agent.prompts import task_messages
+    from agent.tools import ALLOW_LISTS, REGISTRY, TOOL_CONTEXT_KEY
+    from graph.nodes.planning import scan_context
+    from schemas.market import MarketScan
+
+    store, out = both[2]
+    scan = MarketScan.model_validate(out.contracts["SCANNING"])
+    config = {"configurable": {TOOL_CONTEXT_KEY: scan_context(scan)}}
+    messages = task_messages("planning", {"symbols": scan.universe, "as_of": scan.as_of})
+    asked = {}
+    for follows in (True, False):
+        got = tool_pass(OfflineChatModel(), messages, REGISTRY, ALLOW_LISTS["PLANNING"], state="PLANNING", max_steps=4,
+                        config=config, structured_follows=follows)
+        asked[follows] = [m.type for m in got[len(messages):]]
+    assert asked[True] == ["ai", "tool", "tool"]
+    assert asked[False] == ["ai", "tool", "tool", "ai"]

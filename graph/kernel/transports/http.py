@@ -138,6 +138,10 @@ def create_app(kernel: Kernel) -> FastAPI:
     def start_backtest(body: m.BacktestInput):
         return call("start_backtest", **body.model_dump())
 
+    @app.post(path("start_sweep"), response_model=m.TaskView, status_code=202, tags=["tasks"])
+    def start_sweep(body: m.SweepInput):
+        return call("start_sweep", **body.model_dump())
+
     @app.get(path("list_tasks"), response_model=m.TasksOutput, tags=["tasks"])
     def list_tasks(q: Annotated[m.ListTasksInput, Query()]):
         return call("list_tasks", **q.model_dump())

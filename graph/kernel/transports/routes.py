@@ -31,6 +31,7 @@ ROUTES: dict[str, Route] = {
     "contract_schemas": Route("GET", "/schemas"),
     "store_status": Route("GET", "/store"),
     "start_backtest": Route("POST", "/backtests", body=True),
+    "start_sweep": Route("POST", "/sweeps", body=True),
     "list_tasks": Route("GET", "/tasks"),
     "task_status": Route("GET", "/tasks/{task_id}"),
     "cancel_task": Route("DELETE", "/tasks/{task_id}"),

@@ -1,0 +1,128 @@
+"""`tradegraph sweep` on a local Ray instance: a grid from TOML runs as Ray tasks and writes its results,
+aggregate and plot; an episode inside the sweep trades exactly as the same backtest run alone; one budget
+holds across all the sweep's workers."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from pymongo import MongoClient
+
+pytestmark = pytest.mark.integration
+
+CLI = [sys.executable, "-m", "graph.kernel.transports.cli"]
+# loose enough for the offline agent's sizing to pass VALIDATING, so the episodes trade (an equality of two
+# empty trade histories would prove nothing)
+LOOSE = {"max_notional_pct": 60.0, "exposure_cap_pct": 100.0}
+
+GRID = """
+universes = [["AAPL", "MSFT"]]
+memory = ["session"]
+every = 5
+workers = 2
+
+[windows]
+kind = "rolling"
+start = "2011-01-03"
+end = "2011-04-29"
+length = 40
+step = 40
+
+[[overrides]]
+label = "base"
+
+[[overrides]]
+label = "loose"
+fees_bps = 5
+max_notional_pct = 60
+exposure_cap_pct = 100
+"""
+
+
+def _env(**extra) -> dict[str, str]:
+    return {**os.environ, "TRADEGRAPH_LLM": "offline", **extra}
+
+
+def _run(argv, **env) -> subprocess.CompletedProcess:
+    return subprocess.run(CLI + argv, env=_env(**env), capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def swept(embedded_uri, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("sweep")
+    db = f"{embedded_uri}/sweep_{uuid.uuid4().hex[:8]}"
+    (tmp / "grid.toml").write_text(GRID)
+    out = tmp / "exp"
+    done = _run(["sweep", "--grid", str(tmp / "grid.toml"), "--sweep-id", "sw1", "--db", db, "--out", str(out),
+                 "--json"])
+    assert done.returncode == 0, done.stderr
+    return {"db": db, "out": out, "tmp": tmp, "report": json.loads(done.stdout)}
+
+
+def test_a_sweep_writes_one_row_per_episode_an_aggregate_per_configuration_and_a_plot(swept):
+    report, sweep_dir = swept["report"], swept["out"] / "sw1"
+    grid = json.loads((sweep_dir / "grid.json").read_text())
+    n = len(grid["episodes"])
+    assert n == 2 * 2 and report["summary"]["by_status"] == {"succeeded": n}  # 2 override sets x 2 windows
+    rows = [json.loads(x) for x in (sweep_dir / "results.jsonl").read_text().splitlines()]
+    assert [r["episode_id"] for r in rows] == [f"sw1-e{i:03d}" for i in range(n)]
+    assert all(r["status"] == "succeeded" and r["decision_points"] > 0 and r["attempts"] == 1 for r in rows)
+    assert len((sweep_dir / "results.csv").read_text().splitlines()) == n + 1
+    agg = {a["config_key"]: a for a in report["aggregate"]}
+    assert set(agg) == {"AAPL+MSFT memory=session model=configured base",
+                        "AAPL+MSFT memory=session model=configured loose"}
+    for key, a in agg.items():
+        mine = [r["total_return"] for r in rows if r["config_key"] == key]
+        assert a["succeeded"] == 2 and a["total_return"]["mean"] == pytest.approx(sum(mine) / 2)
+    assert (sweep_dir / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # each episode's events are in the store, in the session the row names
+    db = MongoClient(swept["db"]).get_default_database()
+    for r in rows:
+        assert db.state_events.count_documents({"session_id": r["session_id"]}) > 0
+
+
+def test_an_episode_inside_the_sweep_trades_exactly_as_the_same_backtest_alone(swept):
+    sweep_dir = swept["out"] / "sw1"
+    (ep,) = [e for e in json.loads((sweep_dir / "grid.json").read_text())["episodes"]
+             if e["override"] == "loose" and e["index"] == 3]
+    limits = swept["tmp"] / "loose.toml"
+    limits.write_text("".join(f"{k} = {v}\n" for k, v in LOOSE.items()))
+    alone = _run(["backtest", "--symbols", ",".join(ep["symbols"]), "--start", ep["start"], "--end", ep["end"],
+                  "--every", "5", "--fees-bps", "5", "--memory", "session", "--run-id", "alone", "--db", swept["db"],
+                  "--out", str(swept["tmp"] / "alone"), "--json"], TRADEGRAPH_RISK_LIMITS=str(limits))
+    assert alone.returncode == 0, alone.stderr
+    inside = sweep_dir / "episodes" / ep["episode_id"]
+    theirs = json.loads((swept["tmp"] / "alone" / "alone" / "trade_history.json").read_text())
+    mine = json.loads((inside / "trade_history.json").read_text())
+    assert mine["trades"], "the loose limits should let the episode trade"
+    assert mine == theirs
+    steps = [json.loads(x) for x in (inside / "episode_log.jsonl").read_text().splitlines()]
+    steps_alone = [json.loads(x) for x in (swept["tmp"] / "alone" / "alone" / "episode_log.jsonl").read_text()
+                   .splitlines()]
+    assert [(s["date"], s["action"], s["equity"]) for s in steps] == \
+        [(s["date"], s["action"], s["equity"]) for s in steps_alone]
+
+
+def test_a_sweep_budget_holds_across_all_its_workers(embedded_uri, tmp_path):
+    db = f"{embedded_uri}/sweep_budget_{uuid.uuid4().hex[:8]}"
+    done = _run(["sweep", "--symbols", "AAPL", "--symbols", "MSFT", "--windows", "2011-01-03..2011-02-28",
+                 "--every", "5", "--workers", "2", "--max-llm-calls", "60", "--sweep-id", "bud", "--db", db,
+                 "--out", str(tmp_path), "--json"])
+    # a refused call fails its cycle: the sweep reports failed cycles and exits 1, never a clean run
+    assert done.returncode == 1 and "cycle(s) failed" in done.stderr
+    report = json.loads(done.stdout)
+    assert report["summary"]["failed_cycles"] > 0
+    events = MongoClient(db).get_default_database().state_events
+    sessions = [r["session_id"] for r in map(json.loads, (tmp_path / "bud" / "results.jsonl").read_text().splitlines())]
+    sent = events.count_documents({"session_id": {"$in": sessions}, "kind": "llm_request"})
+    refused = list(events.find({"session_id": {"$in": sessions}, "kind": "error",
+                                "payload.type": "budget_exceeded"}))
+    assert sent == 60, "every call up to the sweep's limit was sent, and none past it"
+    assert refused and {e["payload"]["scope"] for e in refused} == {"sweep"}
+    assert {e["session_id"] for e in events.find({"session_id": {"$in": sessions}, "kind": "llm_request"})} == \
+        set(sessions), "both workers drew on the one budget"
