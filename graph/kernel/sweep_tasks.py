@@ -66,8 +66,8 @@ def plan_sweep(manager, inp: SweepInput, sweep_id: Optional[str] = None, task_id
         except ConfigError as e:  # a provider not ready (package, key, endpoint) for a model of the grid
             raise BadInput(f"model {quick}: {e}", field="models") from None
     sweep_dir = manager.experiments / sweep_id
+    uri, home = store_address(manager.store)  # before anything is written
     write_grid(sweep_dir, inp.model_dump(mode="json"), episodes, grid_hash(episodes))  # Conflict on another grid
-    uri, home = store_address(manager.store)
     ctx = SweepContext(sweep_id=sweep_id, task_id=task_id, experiments=str(manager.experiments), store_uri=uri,
                        store_home=home, data=data, no_cache=inp.no_cache)
     limits = {"max_tokens": inp.max_tokens or settings.token_budget, "max_cost": inp.max_cost or settings.max_cost,

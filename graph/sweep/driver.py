@@ -101,6 +101,7 @@ def run_sweep(plan: SweepPlan, *, on_progress: Callable[[dict[str, Any]], None],
                 ray.get(actor.spent.remote(row["episode_id"], int(row.get("llm_tokens") or 0),
                                            float(row.get("llm_usd") or 0.0), int(row.get("llm_calls") or 0)))
             ctx = SweepContext(**{**ctx.__dict__, "limits": actor})
+        actor = ctx.limits
         task = ray.remote(num_cpus=1, max_retries=plan.max_retries, retry_exceptions=False)(run_episode)
         queue, in_flight, took, cancelling = list(pending), {}, [], False
         t0 = time.monotonic()
@@ -136,10 +137,11 @@ def run_sweep(plan: SweepPlan, *, on_progress: Callable[[dict[str, Any]], None],
                 cancelling = True
                 queue.clear()  # running episodes stop after their current point, reading the same flag
             progress()
+        limits = ray.get(actor.state.remote()) if actor is not None else None
     finally:
         if started:
             ray.shutdown()
-    return finish(plan, rows, cancelled=cancelling)
+    return {**finish(plan, rows, cancelled=cancelling), "limits": limits}
 
 
 def _empty_row(ep: Episode) -> dict[str, Any]:

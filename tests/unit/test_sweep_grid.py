@@ -159,3 +159,72 @@ def test_a_multi_node_cluster_on_the_embedded_store_is_refused_in_one_line():
     assert "MONGODB_URI" in str(e.value) and "2 nodes" in str(e.value)
     plan.ctx.store_uri = "mongodb://db.internal:27017/tradegraph"
     check_cluster(plan, [{"Alive": True}, {"Alive": True}])
+
+
+def test_a_worker_told_to_wait_sleeps_until_the_minute_allows_its_request():
+    now, slept = [0.0], []
+    lim = SharedLimits(requests_per_minute=2, clock=lambda: now[0])
+
+    def sleep(s):
+        slept.append(s)
+        now[0] += s
+
+    budget = SweepBudget(lim, "e0", lambda model: "openai", call=lambda v: v, sleep=sleep)
+    for _ in range(3):
+        budget.reserve(10, 10, None, "gpt-4o-mini")
+    assert sum(slept) == pytest.approx(30.0) and max(slept) <= 5.0 and lim.waits == len(slept)
+    offline = SweepBudget(SharedLimits(requests_per_minute=1, clock=lambda: 0.0), "e1", lambda model: None,
+                          call=lambda v: v, sleep=sleep)
+    before = len(slept)
+    for _ in range(3):
+        offline.reserve(10, 10, None, "offline-quick")
+    assert len(slept) == before, "the offline model is never rate limited"
+
+
+def _cli(argv, capsys):
+    from graph.kernel.transports.cli.main import main
+
+    code = main(argv)
+    return code, capsys.readouterr().err.strip().splitlines()
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["--symbols", "AAPL", "--windows", "bogus"], "--windows 'bogus'"),
+    (["--symbols", "ZZZ", "--windows", "2012-01-03..2012-02-28"], "ZZZ"),
+    (["--windows", "2012-01-03..2012-02-28"], "--symbols"),
+    (["--grid", "/nonexistent/grid.toml"], "/nonexistent/grid.toml"),
+    (["--symbols", "AAPL", "--windows", "2012-01-03..2012-02-28", "--workers", "0"], "workers"),
+    (["--symbols", "AAPL", "--windows", "rolling:2012-01-03:2012-02-28:5:0"], "step"),
+    (["--resume", "never-ran"], "never-ran"),
+])
+def test_a_bad_sweep_is_refused_in_one_line_with_exit_2_and_nothing_written(argv, named, tmp_path, capsys):
+    code, err = _cli(["sweep", *argv, "--db", "mongomock://sweep_cli", "--out", str(tmp_path)], capsys)
+    assert code == 2 and len(err) == 1 and named in err[0], err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unknown_key_in_a_grid_file_is_named(tmp_path, capsys):
+    grid = tmp_path / "g.toml"
+    grid.write_text('univers = [["AAPL"]]\n[windows]\nkind = "list"\nspans = [["2012-01-03", "2012-02-28"]]\n')
+    code, err = _cli(["sweep", "--grid", str(grid), "--db", "mongomock://sweep_cli", "--out", str(tmp_path / "x")],
+                     capsys)
+    assert code == 2 and len(err) == 1 and "univers" in err[0], err
+
+
+def test_a_sweep_on_a_store_other_processes_cannot_reach_is_refused(tmp_path, capsys):
+    code, err = _cli(["sweep", "--symbols", "AAPL", "--windows", "2012-01-03..2012-02-28", "--db",
+                      "mongomock://sweep_cli", "--out", str(tmp_path)], capsys)
+    assert code == 2 and "mongomock" in err[0] and list(tmp_path.iterdir()) == []
+
+
+def test_a_remote_caller_cannot_point_the_server_at_a_ray_cluster():
+    from database import connect
+    from graph.kernel.core import Kernel
+    from graph.kernel.errors import Forbidden
+
+    k = Kernel(connect("mongomock://sweep_policy"))
+    grid = {"universes": [["AAPL"]], "windows": {"kind": "list", "spans": [["2012-01-03", "2012-02-28"]]},
+            "ray_address": "ray://elsewhere:10001"}
+    for transport in ("http", "mcp"):
+        with pytest.raises(Forbidden, match="ray_address"):
+            k.call("start_sweep", grid, transport=transport)
