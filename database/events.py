@@ -8,7 +8,7 @@ from typing import Any, Iterable
 import orjson
 from pymongo import ASCENDING, DESCENDING, ReturnDocument, WriteConcern
 from pymongo.database import Database
-from pymongo.errors import BulkWriteError, DuplicateKeyError
+from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
 from schemas.events import StateEvent
 
@@ -17,6 +17,13 @@ COUNTERS = "counters"
 MAX_SEQ_RACES = 1000
 ACKED = WriteConcern(w="majority")
 DURABLE = WriteConcern(w="majority", j=True)
+# On a single node (a standalone mongod, the embedded nx-27017) a majority is that node: w=1 says the same.
+# It matters on nx-27017, which maps write concerns onto SQLite's `synchronous` per database and never
+# resets it for w="majority": after one `j` write (sync()) every later insert ran at synchronous=FULL, an
+# fsync per document (0.43 ms instead of 0.15). w=1 sets it back to NORMAL; sync()'s `j` still fsyncs the
+# WAL, and with it every write before it.
+ACKED_SINGLE = WriteConcern(w=1)
+DURABLE_SINGLE = WriteConcern(w=1, j=True)
 GENESIS = "0" * 64
 READ_CHUNK = 5000  # events per query of a whole-session read (see EventStore._read_ranges)
 
@@ -48,12 +55,25 @@ def event_hash(doc: dict[str, Any]) -> str:
     return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
+def single_node(db: Database) -> bool:
+    """True if the server is one node (no replica set, no mongos): a majority of it is itself."""
+    try:
+        hello = db.client.admin.command("hello")
+    except PyMongoError:
+        return False  # unknown: keep majority
+    return not hello.get("setName") and hello.get("msg") != "isdbgrid"
+
+
 class EventStore:
     def __init__(self, db: Database, *, serialize: threading.Lock | None = None) -> None:
         self.db = db
         # batches are acknowledged by a majority; sync() adds the journal (see there)
-        self.col = db[COLLECTION] if serialize is not None else db.get_collection(COLLECTION, write_concern=ACKED)
-        self._sync_col = db[COUNTERS] if serialize is not None else db.get_collection(COUNTERS, write_concern=DURABLE)
+        if serialize is not None:
+            self.col, self._sync_col = db[COLLECTION], db[COUNTERS]
+        else:
+            one = single_node(db)
+            self.col = db.get_collection(COLLECTION, write_concern=ACKED_SINGLE if one else ACKED)
+            self._sync_col = db.get_collection(COUNTERS, write_concern=DURABLE_SINGLE if one else DURABLE)
         self.counters = db[COUNTERS]
         # Only set for mongomock: it has no concurrency control (find_one_and_update is a
         # read-then-write in Python, and finds iterate a dict other threads mutate), so every

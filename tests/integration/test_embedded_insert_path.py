@@ -1,0 +1,167 @@
+"""The embedded server's insert path (database/nx_27017_server.py) and the write concerns EventStore sends it.
+
+Proven against real servers, not mocks: the patched server stores byte for byte what plain nx-27017 stores
+(an ordered insert with a duplicate included); each insert command is one SQLite transaction, so a server
+killed with SIGKILL while a writer appends leaves a contiguous, chain-intact prefix holding every
+acknowledged event; and (strace on the server) inserts are not fsynced one document at a time while the
+durability barrier (`EventStore.sync`) is.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from bson import Binary, Int64, ObjectId
+from pymongo import ASCENDING, MongoClient
+from pymongo.errors import BulkWriteError, PyMongoError
+
+from database import connect, embedded
+from database.events import EventStore
+
+pytestmark = pytest.mark.integration
+
+
+def _server(home: Path, batched: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    monkeypatch.setattr(embedded, "BATCHED_INSERTS", batched)
+    return embedded.start_server(home)
+
+
+def _event(i: int, session: str = "K", size: int = 200) -> dict:
+    return {"event_id": f"{session}-{i}-{uuid.uuid4().hex[:6]}", "session_id": session, "cycle_id": f"{session}:c1",
+            "ts": 1_700_000_000.0 + i, "state": "ANALYZING", "kind": "llm_request",
+            "payload": {"i": i, "text": "x" * size, "nested": [{"a": [1, 2.5, None, True]}, {"b": {"c": "é"}}]}}
+
+
+def _rows(data_dir: Path, db: str, table: str) -> list[tuple]:
+    con = sqlite3.connect(data_dir / f"{db}.db")
+    try:
+        return con.execute(f"SELECT _id, data FROM {table} ORDER BY id").fetchall()
+    finally:
+        con.close()
+
+
+def test_patched_server_stores_what_plain_nx_27017_stores(tmp_path: Path, monkeypatch) -> None:
+    docs = [
+        {"_id": ObjectId("65a000000000000000000001"), "s": "plain", "n": Int64(2**40), "f": 0.1, "none": None,
+         "when": dt.datetime(2024, 1, 2, 3, 4, 5), "raw": b"\x00\x01bytes", "bin": Binary(b"\x02", 5),
+         "deep": {"list": [{"oid": ObjectId("65a000000000000000000009")}, [b"in-list", 3]], "uni": "日本"}},
+        {"_id": "string-id", "k": 1},
+        {"_id": ObjectId("65a000000000000000000002"), "k": 2},
+        {"_id": "string-id", "k": "a duplicate: an ordered insert stops here"},
+        {"_id": ObjectId("65a000000000000000000003"), "k": 3},
+    ]
+    stored, errors = {}, {}
+    for batched in (False, True):
+        home = tmp_path / f"home-{batched}"
+        port, _ = _server(home, batched, monkeypatch)
+        client = MongoClient("127.0.0.1", port, directConnection=True)
+        try:
+            col = client.cmp.things
+            col.create_index([("k", ASCENDING)], name="k")
+            with pytest.raises(BulkWriteError) as info:
+                col.insert_many([dict(d) for d in docs], ordered=True)
+            errors[batched] = (info.value.details["nInserted"], [e["index"] for e in info.value.details["writeErrors"]])
+            found = list(col.find({}, sort=[("_id", ASCENDING)]))
+        finally:
+            client.close()
+            embedded.stop_server(home)
+        stored[batched] = (_rows(home / "data", "cmp", "things"), found)
+    assert errors[True] == errors[False] == (3, [3])
+    assert stored[True][0] == stored[False][0], "the stored JSON differs from plain nx-27017's"
+    assert stored[True][1] == stored[False][1]
+    assert len(stored[True][0]) == 3
+
+
+def test_server_killed_while_a_writer_appends_leaves_a_chain_intact_prefix(tmp_path: Path, monkeypatch) -> None:
+    home = tmp_path / "home"
+    port, pid = _server(home, True, monkeypatch)
+    store = connect(f"mongodb://127.0.0.1:{port}/killed", timeout_s=1.0)
+    acked: list[str] = []
+    stop = threading.Event()
+
+    def append_forever() -> None:
+        i = 0
+        while not stop.is_set():
+            batch = [_event(i + k, "S", size=2000) for k in range(50)]
+            i += 50
+            try:
+                store.events.append(batch)
+            except PyMongoError:
+                return
+            acked.extend(e["event_id"] for e in batch)
+
+    t = threading.Thread(target=append_forever)
+    t.start()
+    deadline = time.monotonic() + 10
+    while len(acked) < 300 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)  # mid-batch, most likely: batches follow each other back to back
+    stop.set()
+    t.join(timeout=30)
+    store.close()
+    embedded.stop_server(home)  # reaps the killed child
+    assert len(acked) >= 300
+
+    port, _ = embedded.start_server(home)  # the same files, after the crash
+    try:
+        after = connect(f"mongodb://127.0.0.1:{port}/killed")
+        events = after.events.read("S")
+        seqs = [e["seq"] for e in events]
+        assert seqs == list(range(1, len(seqs) + 1)), "a gap after the crash"
+        assert after.events.verify_chain("S")["ok"]
+        kept = {e["event_id"] for e in events}
+        assert set(acked) <= kept, "an acknowledged event was lost"
+        # whole batches only: each insert command was one transaction
+        assert len(events) % 50 == 0
+        after.close()
+    finally:
+        embedded.stop_server(home)
+
+
+def _fsyncs(path: Path) -> int:
+    text = path.read_text() if path.exists() else ""
+    return sum(1 for line in text.splitlines() if "fsync(" in line or "fdatasync(" in line)
+
+
+def test_inserts_are_not_fsynced_per_document_but_the_barrier_is(tmp_path: Path, monkeypatch) -> None:
+    if shutil.which("strace") is None:
+        pytest.skip("strace not installed")
+    home = tmp_path / "home"
+    port, pid = _server(home, True, monkeypatch)
+    store = connect(f"mongodb://127.0.0.1:{port}/fsyncs")
+    out = tmp_path / "strace.out"
+    tracer = None
+    try:
+        events: EventStore = store.events
+        events.append([_event(i, "F") for i in range(5)])
+        events.sync()  # a `j` write first: on plain nx-27017 every later insert would then be fsynced
+        tracer = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=fsync,fdatasync", "-p", str(pid), "-o", str(out)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(1.0)
+        if tracer.poll() is not None:
+            pytest.skip(f"strace cannot attach here: {tracer.stderr.read().decode(errors='replace')[:200]}")
+        for n in range(5):
+            events.append([_event(100 + 20 * n + i, "F") for i in range(20)])
+        time.sleep(0.3)
+        during_appends = _fsyncs(out)
+        events.sync()
+        time.sleep(0.3)
+        at_barrier = _fsyncs(out) - during_appends
+    finally:
+        if tracer is not None and tracer.poll() is None:
+            tracer.terminate()
+            tracer.wait(timeout=10)
+        store.close()
+        embedded.stop_server(home)
+    # 100 documents in 5 commands: not one fsync each (a WAL checkpoint may add one)
+    assert during_appends <= 1, f"{during_appends} fsyncs while appending 100 events"
+    assert at_barrier >= 1, "the durability barrier did not fsync"
