@@ -1,4 +1,4 @@
-"""`make bench`: every issue-14 measure in one run, then one table of its RESULT lines against the targets.
+"""`make bench`: every issue-14 measure and the issue-15 sweep scaling in one run, then one table of its RESULT lines against the targets.
 
 Each script runs in its own process (its own embedded server, no warm caches shared), its output streamed as
 it comes; the table at the end reads only the `RESULT k=v …` line each one prints last.
@@ -44,6 +44,7 @@ def main() -> None:
     bt = run("bench_backtest.py", "--points", "20" if args.quick else "60")
     feat = run("bench_features.py")
     tok = run("bench_tokens.py")
+    sw = run("bench_sweep.py", "--points", "4" if args.quick else "8")
 
     def f(d: dict, k: str) -> float | None:
         try:
@@ -80,6 +81,11 @@ def main() -> None:
     print("\nissue 14 targets")
     for name, now, target, ok in rows:
         print(f"  {name:<{width}}  {now:<28} {target:<12} {ok}")
+    print("\nissue 15 measures (8-episode sweep, offline model, one embedded store)")
+    print(f"  episodes/s with 1 / 2 workers   {sw.get('episodes_per_s_1', '?')} / {sw.get('episodes_per_s_2', '?')}"
+          f"  (scaling efficiency {sw.get('efficiency', '?')})")
+    print(f"  audit per decision point        {sw.get('events_per_point', '?')} events, "
+          f"{sw.get('kb_per_point', '?')} KB")
 
 
 if __name__ == "__main__":
