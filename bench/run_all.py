@@ -1,4 +1,5 @@
-"""`make bench`: every issue-14 measure and the issue-15 sweep scaling in one run, then one table of its RESULT lines against the targets.
+"""`make bench`: every issue-14 measure and the issue-15 sweep scaling in one run, then one table of its RESULT
+lines against the targets.
 
 Each script runs in its own process (its own embedded server, no warm caches shared), its output streamed as
 it comes; the table at the end reads only the `RESULT k=v …` line each one prints last.
