@@ -73,8 +73,14 @@ def plan_sweep(manager, inp: SweepInput, sweep_id: Optional[str] = None, task_id
     limits = {"max_tokens": inp.max_tokens or settings.token_budget, "max_cost": inp.max_cost or settings.max_cost,
               "max_llm_calls": inp.max_llm_calls or settings.max_llm_calls,
               "requests_per_minute": inp.requests_per_minute, "tokens_per_minute": inp.tokens_per_minute}
+    warnings = []
+    if "on" in inp.memory:
+        # memory on recalls every session's notes known before the date: episodes running at once then see
+        # each other's notes as the schedule happens to order them
+        warnings.append("memory 'on' lets an episode recall notes other episodes of this sweep wrote, in whatever "
+                        "order they ran: its results depend on the schedule; 'session' keeps episodes independent")
     return SweepPlan(episodes=episodes, ctx=ctx, workers=inp.workers, ray_address=inp.ray_address,
-                     max_retries=inp.max_retries, limits=limits)
+                     max_retries=inp.max_retries, limits=limits, warnings=warnings)
 
 
 def run_sweep_task(manager, task_id: str, plan) -> None:

@@ -41,6 +41,7 @@ class SweepPlan:
     ray_address: Optional[str] = None
     max_retries: int = 3
     limits: dict[str, Any] = field(default_factory=dict)   # SharedLimits' keyword arguments, None = no limit
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def sweep_dir(self) -> Path:
@@ -163,4 +164,4 @@ def finish(plan: SweepPlan, rows: dict[str, dict[str, Any]], *, cancelled: bool)
             "failed_cycles": sum(int(r["failed_cycles"] or 0) for r in ordered), "configurations": len(agg),
             "not_run": len(plan.episodes) - len(ordered), "plot": str(figure) if figure else None,
             "failed": [{"episode_id": r["episode_id"], "error": r["error"]} for r in ordered
-                       if r["status"] == "failed"][:10]}
+                       if r["status"] == "failed"][:10], "warnings": list(plan.warnings)}

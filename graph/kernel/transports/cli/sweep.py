@@ -85,25 +85,27 @@ def grid_inputs(args) -> dict[str, Any]:
 
 
 def aggregate_table(agg: list[dict[str, Any]], summary: dict[str, Any]) -> Any:
+    """Per configuration across its windows: medians, the spread, its buy and hold, failures."""
     from rich.table import Table
 
-    def pct(spread: dict, stat: str = "median") -> str:
+    def pct(spread: dict, stat: str = "median", sign: str = "+") -> str:
         v = (spread or {}).get(stat)
-        return "—" if v is None else f"{v * 100:+.2f}%"
+        return "—" if v is None else f"{v * 100:{sign}.2f}%"
 
     failed = summary.get("by_status", {}).get("failed", 0)
     t = Table(title=f"sweep: {summary['episodes']} episodes, {summary['configurations']} configurations — "
                     + (f"[bold red]{failed} episode(s) FAILED[/]" if failed else "0 failed")
-                    + (f", [bold red]{summary['failed_cycles']} failed cycle(s)[/]" if summary["failed_cycles"] else ""))
-    for col, just in (("configuration", "left"), ("windows ok", "right"), ("return median", "right"),
-                      ("mean ± sd", "right"), ("Sharpe median", "right"), ("max DD median", "right"),
-                      ("buy&hold median", "right"), ("beat B&H", "right"), ("failed cycles", "right")):
-        t.add_column(col, justify=just)
+                    + (f", [bold red]{summary['failed_cycles']} failed cycle(s)[/]" if summary["failed_cycles"] else ""),
+              caption="medians across each configuration's windows (spreads: aggregate.csv); B&H: its universe held; "
+                      "beat: windows that beat it; failed: cycles")
+    t.add_column("configuration", overflow="fold", min_width=16)
+    for col in ("ok", "return", "Sharpe", "maxDD", "B&H", "beat", "failed"):
+        t.add_column(col, justify="right", no_wrap=True)
     for a in agg:
-        r, sharpe = a["total_return"], a["sharpe"]["median"]
-        spread = "—" if r["mean"] is None else f"{r['mean'] * 100:+.2f} ± {r['stdev'] * 100:.2f}"
-        t.add_row(a["config_key"], f"{a['succeeded']}/{a['episodes']}", pct(r), spread,
-                  "—" if sharpe is None else f"{sharpe:.2f}", pct(a["max_drawdown"]), pct(a["benchmark_total_return"]),
+        sharpe = a["sharpe"]["median"]
+        t.add_row(a["config_key"], f"{a['succeeded']}/{a['episodes']}", pct(a["total_return"]),
+                  "—" if sharpe is None else f"{sharpe:.2f}",
+                  pct(a["max_drawdown"], sign=""), pct(a["benchmark_total_return"]),
                   f"{a['beat_benchmark']}/{a['succeeded']}",
                   f"[bold red]{a['failed_cycles']}[/]" if a["failed_cycles"] else "0")
     return t
@@ -145,6 +147,8 @@ def cmd_sweep(args) -> int:
 
         c = Console()
         c.print(aggregate_table(agg, summary))
+        for w in summary.get("warnings") or []:
+            c.print(f"[yellow]warning:[/] {w}")
         c.print(f"sweep {task.run_id}: results in {arts.run_dir}/ (results.csv, aggregate.csv"
                 + (", sweep.png" if "sweep.png" in files else "") + ")")
     failed_eps = summary.get("by_status", {}).get("failed", 0)
