@@ -173,9 +173,23 @@ class Client:
                           prices=prices, news=news, fundamentals=fundamentals, no_cache=no_cache,
                           max_tokens=max_tokens, max_cost=max_cost, max_llm_calls=max_llm_calls)
 
-    def start_sweep(self, universes: list[list[str]], windows: dict[str, Any], **options: Any) -> m.TaskView:
-        """options: any other field of graph.kernel.models.SweepInput (memory, models, overrides, workers, ...)."""
-        return self._call("start_sweep", universes=universes, windows=windows, **options)
+    def start_sweep(self, universes: list[list[str]], windows: dict[str, Any], sweep_id: Optional[str] = None,
+                    memory: list[str] = ["session"], models: list[dict[str, Any]] = [],  # noqa: B006 - never mutated
+                    overrides: list[dict[str, Any]] = [], every: int = 5, capital: float = 100_000.0,  # noqa: B006
+                    fees_bps: float = 1.0, slippage_bps: float = 2.0, market: str = "us_equity", workers: int = 2,
+                    ray_address: Optional[str] = None, max_retries: int = 3,
+                    requests_per_minute: Optional[float] = None, tokens_per_minute: Optional[float] = None,
+                    prices: Optional[str] = None, news: Optional[str] = None, fundamentals: Optional[str] = None,
+                    no_cache: bool = False, max_tokens: Optional[int] = None, max_cost: Optional[float] = None,
+                    max_llm_calls: Optional[int] = None) -> m.TaskView:
+        """A grid of backtests on Ray (graph.kernel.models.SweepInput; docs/scaling.md). The server runs it on its
+        own local Ray instance: over HTTP, ray_address is refused."""
+        return self._call("start_sweep", universes=universes, windows=windows, sweep_id=sweep_id, memory=memory,
+                          models=models, overrides=overrides, every=every, capital=capital, fees_bps=fees_bps,
+                          slippage_bps=slippage_bps, market=market, workers=workers, ray_address=ray_address,
+                          max_retries=max_retries, requests_per_minute=requests_per_minute,
+                          tokens_per_minute=tokens_per_minute, prices=prices, news=news, fundamentals=fundamentals,
+                          no_cache=no_cache, max_tokens=max_tokens, max_cost=max_cost, max_llm_calls=max_llm_calls)
 
     def list_tasks(self, limit: int = 20) -> m.TasksOutput:
         return self._call("list_tasks", limit=limit)

@@ -328,9 +328,9 @@ class SweepInput(LlmSpending):
     universes: list[Annotated[list[Ticker], Field(min_length=1, max_length=20)]] = Field(min_length=1, max_length=50)
     windows: Windows
     memory: list[MemoryMode] = Field(["session"], min_length=1, max_length=3)
-    models: list[ModelChoice] = Field(default_factory=list, max_length=20,
+    models: list[ModelChoice] = Field([], max_length=20,
                                       description="tiers per configuration (default: the configured ones)")
-    overrides: list[OverrideSet] = Field(default_factory=list, max_length=50)
+    overrides: list[OverrideSet] = Field([], max_length=50)
     every: int = Field(5, ge=1, le=260, description="decide every N trading days")
     capital: float = Field(100_000.0, gt=0, lt=1e12)
     fees_bps: float = Field(1.0, ge=0, le=1000)
