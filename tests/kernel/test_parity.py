@@ -122,3 +122,18 @@ def test_a_backtest_task_over_http_reports_progress_over_sse_and_serves_its_arti
         assert png.status_code == 200 and png.content[:8] == b"\x89PNG\r\n\x1a\n"
     # the task is stored: the MCP server, another process, sees the same task
     assert mcp("task_status", {"task_id": task.task_id}).status == "succeeded"
+
+
+def test_a_sweep_started_over_http_runs_on_the_servers_ray_and_is_seen_over_mcp(http_url, mcp):
+    windows = {"kind": "list", "spans": [["2012-03-01", "2012-03-16"], ["2012-03-19", "2012-03-30"]]}
+    with Client.http(http_url) as http:
+        task = http.start_sweep([["AAPL"]], windows, every=5, workers=2, sweep_id="kparity-sw")
+        assert task.kind == "sweep" and task.progress.unit == "episodes" and task.progress.total == 2
+        seen = list(http.watch_task(task.task_id))
+        assert seen[-1].status == "succeeded", seen[-1].error
+        assert [v.progress.done for v in seen] == sorted(v.progress.done for v in seen)
+        arts = http.task_artifacts(task.task_id)
+        assert {"grid.json", "results.csv", "aggregate.json", "sweep.png"} <= {a.name for a in arts.artifacts}
+        (agg,) = arts.metrics["aggregate"]
+        assert agg["succeeded"] == 2 and agg["failed_cycles"] == 0
+    assert mcp("task_status", {"task_id": task.task_id}).summary["by_status"] == {"succeeded": 2}
