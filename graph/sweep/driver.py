@@ -12,6 +12,7 @@ Ray is imported here only, so nothing else of tradegraph needs it installed.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import time
@@ -101,7 +102,7 @@ def run_sweep(plan: SweepPlan, *, on_progress: Callable[[dict[str, Any]], None],
             for row in rows.values():  # what finished episodes already spent counts against the sweep's budget
                 ray.get(actor.spent.remote(row["episode_id"], int(row.get("llm_tokens") or 0),
                                            float(row.get("llm_usd") or 0.0), int(row.get("llm_calls") or 0)))
-            ctx = SweepContext(**{**ctx.__dict__, "limits": actor})
+            ctx = dataclasses.replace(ctx, limits=actor)
         actor = ctx.limits
         task = ray.remote(num_cpus=1, max_retries=plan.max_retries, retry_exceptions=False)(run_episode)
         queue, in_flight, took, cancelling = list(pending), {}, [], False
