@@ -6,13 +6,12 @@ The task's run id is the sweep id and its folder experiments/{sweep_id}/. Its pr
 """
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Optional
 
-from graph.kernel.errors import BadInput, Conflict, translate
+from graph.kernel.errors import BadInput, Conflict
 from graph.kernel.models import SweepInput
 
 
@@ -84,26 +83,16 @@ def plan_sweep(manager, inp: SweepInput, sweep_id: Optional[str] = None, task_id
 
 
 def run_sweep_task(manager, task_id: str, plan) -> None:
-    from graph.kernel.tasks import _LIVE, _LIVE_LOCK
     from graph.sweep.driver import run_sweep
 
     plan.ctx.task_id = task_id
-    stop_beat = threading.Event()
-    threading.Thread(target=manager._heartbeat, args=(task_id, stop_beat), daemon=True).start()
-    try:
+    with manager._lifecycle(task_id):
         manager._set(task_id, status="running", started_at=time.time())
         summary = run_sweep(plan, on_progress=lambda p: manager._set(task_id, progress=p),
                             cancel_requested=lambda: bool((manager.col.find_one(
                                 {"_id": task_id}, {"cancel_requested": 1}) or {}).get("cancel_requested")))
         manager._set(task_id, status="cancelled" if summary["cancelled"] else "succeeded", finished_at=time.time(),
                      summary=summary)
-    except BaseException as e:  # noqa: BLE001 - a task never dies silently: its document says why
-        err = translate(e)
-        manager._set(task_id, status="failed", finished_at=time.time(), error=f"{err.kind}: {err.message}")
-    finally:
-        stop_beat.set()
-        with _LIVE_LOCK:
-            _LIVE.pop(task_id, None)
 
 
 def start_sweep(manager, inp: SweepInput):

@@ -9,6 +9,7 @@ Resuming runs run_backtest again with the same run id, which continues after the
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -269,10 +270,7 @@ class TaskManager:
     def _run(self, task_id: str, config, run_id: str, data, inp: BacktestInput) -> None:
         from graph.backtest.loop import run_backtest
 
-        stop_beat = threading.Event()
-        beat = threading.Thread(target=self._heartbeat, args=(task_id, stop_beat), daemon=True)
-        beat.start()
-        try:
+        with self._lifecycle(task_id):
             doc = self._set(task_id, status="running", started_at=time.time())
             if doc and doc.get("cancel_requested"):
                 raise TaskCancelled()
@@ -310,9 +308,18 @@ class TaskManager:
                       progress={"done": result.decision_points, "total": total, "trades": trades, "eta_s": 0.0,
                                 "equity": result.equity_curve[-1].equity if result.equity_curve else None,
                                 "date": result.equity_curve[-1].date if result.equity_curve else None})
+
+    @contextlib.contextmanager
+    def _lifecycle(self, task_id: str) -> Iterator[None]:
+        """Around a task's body: its heartbeat; a cancel ends it `cancelled`, any other exception `failed` with the
+        error (a task never dies silently); and its worker leaves _LIVE however it ends."""
+        stop_beat = threading.Event()
+        threading.Thread(target=self._heartbeat, args=(task_id, stop_beat), daemon=True).start()
+        try:
+            yield
         except TaskCancelled:
             self._set(task_id, status="cancelled", finished_at=time.time())
-        except BaseException as e:  # noqa: BLE001 - a task never dies silently: its document says why
+        except BaseException as e:  # noqa: BLE001 - its document says why
             err = translate(e)
             self._set(task_id, status="failed", finished_at=time.time(), error=f"{err.kind}: {err.message}")
         finally:
