@@ -1,5 +1,9 @@
 """Reconstruct speed: load_session on sessions of 1k, 10k, 100k events on the embedded nx-27017 server.
 
+The store is opened the way `tradegraph replay` opens it (connect() on the embedded server's home), so a
+whole-session read takes the default path: straight from the server's SQLite file (EventStore._read_local).
+`--through-server` reads through the wire protocol instead (the path for a store given by URI).
+
 The events are real: one offline cycle is recorded (mongomock), then its events are repeated with
 fresh cycle ids, event ids and run ids until the session has N events, so payload sizes and the
 kind mix (LLM prompts, SCANNING's bundles, …) are those of real cycles.
@@ -9,6 +13,7 @@ Target: ≤ 1 s at 10k events.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -53,13 +58,18 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--through-server", action="store_true", help="read through nx-27017, not its SQLite file")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    os.environ.pop("MONGODB_URI", None)  # the embedded store below, never a store the shell points at
     tpl = template()
     home = tempfile.mkdtemp(prefix="bench-replay-")
     port, _pid = start_server(home)
     try:
-        store = connect(f"mongodb://127.0.0.1:{port}/bench_replay")
+        store = connect(home=home)  # the embedded path, as the CLI: this reuses the server started above
+        if args.through_server:
+            store.events.local_file = None
+        print(f"read path: {'SQLite file ' + str(store.events.local_file) if store.events.local_file else 'nx-27017'}")
         results = []
         for n in sizes:
             session = f"bench-{n}-{uuid.uuid4().hex[:6]}"

@@ -156,8 +156,11 @@ def connect(uri: str | None = None, *, home: str | Path | None = None, timeout_s
             embedded.stop_at_exit(home_path, pid)
         try:
             # the embedded server's port changes per start: its spool target is its home
-            return _connect_mongodb(f"mongodb://{embedded.HOST}:{port}/{DEFAULT_DB}", timeout_s, owned=owned,
-                                    target=f"embedded:{home_path.expanduser().resolve()}#{DEFAULT_DB}")
+            store = _connect_mongodb(f"mongodb://{embedded.HOST}:{port}/{DEFAULT_DB}", timeout_s, owned=owned,
+                                     target=f"embedded:{home_path.expanduser().resolve()}#{DEFAULT_DB}")
+            # whole-session reads go straight to its SQLite file (EventStore._read_local)
+            store.events.local_file = embedded.database_file(home_path, store.db.name)
+            return store
         except StoreUnavailable:
             if owned is not None:
                 embedded.stop_server(owned)

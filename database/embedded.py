@@ -79,6 +79,11 @@ def _server_cmd(p: dict[str, Path], port: int) -> list[str]:
     ]
 
 
+def database_file(home: str | Path, db_name: str) -> Path:
+    """The SQLite file the embedded server under home keeps a logical database in (nx-27017 --data-dir)."""
+    return _paths(home)["data"] / f"{db_name}.db"
+
+
 def pid_alive(pid: int) -> bool:
     if pid <= 0:
         return False

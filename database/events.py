@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 import threading
+from pathlib import Path
 from typing import Any, Iterable
 
 import orjson
@@ -26,6 +28,12 @@ ACKED_SINGLE = WriteConcern(w=1)
 DURABLE_SINGLE = WriteConcern(w=1, j=True)
 GENESIS = "0" * 64
 READ_CHUNK = 5000  # events per query of a whole-session read (see EventStore._read_ranges)
+
+
+# what nx-27017's JSON decoder (neosqlite_json_loads) turns into other types: a stored document containing one
+# is read through the server, so both paths give the same answer
+_DECODED_MARKERS = (b'"$date"', b'"__neosqlite_binary__"')
+_OID_MARKER = b'"__neosqlite_objectid__"'
 
 
 class DuplicateEventError(RuntimeError):
@@ -80,6 +88,8 @@ class EventStore:
         # append on it is serialised. A real server needs no lock: $inc is atomic there.
         self._serialize = serialize
         self._heads: dict[str, tuple[int, str]] = {}
+        # the embedded server's SQLite file for this database, when connect() knows it (see _read_local)
+        self.local_file: Path | None = None
 
     def ensure_indexes(self) -> None:
         self.col.create_index([("session_id", ASCENDING), ("seq", ASCENDING)], unique=True, name="session_seq")
@@ -213,7 +223,8 @@ class EventStore:
         if kind is not None or cycle_id is not None:
             docs = list(self.col.find(query).sort("seq", ASCENDING))
         else:
-            docs = self._read_ranges(session_id)
+            local = self._read_local(session_id) if self.local_file is not None else None
+            docs = local if local is not None else self._read_ranges(session_id)
         for d in docs:
             d.pop("_id", None)
         return docs
@@ -237,6 +248,44 @@ class EventStore:
             if after is None:
                 return docs
             lo = int(after["seq"])
+
+    def _read_local(self, session_id: str) -> list[dict[str, Any]] | None:
+        """A whole session straight from the embedded server's SQLite file, read-only, or None to ask the
+        server instead. nx-27017 spends ~0.1 ms a document answering a read (the stored JSON decoded, every
+        value walked for ObjectIds, sized, BSON-encoded; then decoded here): 1 s for 10k events. Here one
+        indexed SELECT on its own (session_id, seq) index and orjson. SQLite's WAL lets this reader run beside
+        the server's writer and see exactly the committed events the server would return.
+        The answer is the server's own whenever this path could differ from it: None (the server path) if a
+        stored document carries what nx-27017's decoder would turn into another type (`$date`, its binary and
+        ObjectId markers), is not strict JSON (NaN), or the file is not laid out as expected."""
+        path = self.local_file
+        try:
+            con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        except sqlite3.Error:
+            return None
+        try:
+            con.text_factory = bytes
+            rows = con.execute(
+                f"SELECT data FROM {COLLECTION} WHERE json_extract(data, '$.session_id') = ? "
+                "AND json_extract(data, '$.seq') >= 1 ORDER BY json_extract(data, '$.seq')", (session_id,)).fetchall()
+        except sqlite3.Error:
+            return None
+        finally:
+            con.close()
+        docs = []
+        for (raw,) in rows:
+            # the stored _id is nx-27017's ObjectId marker (read() drops _id): that one occurrence is expected
+            if raw.count(_OID_MARKER) > 1 or any(marker in raw for marker in _DECODED_MARKERS):
+                return None
+            try:
+                doc = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                return None
+            oid = doc.pop("_id", None)
+            if _OID_MARKER in raw and not (isinstance(oid, dict) and _OID_MARKER.strip(b'"').decode() in oid):
+                return None
+            docs.append(doc)
+        return docs
 
     def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
         """Most recent sessions first: session_id, first_ts, last_ts, events, cycles, last_kind, last_state,

@@ -94,6 +94,61 @@ def _internal_insert(self, document):
     return generated_id
 
 
+def _fast_reply_converter():
+    """nx_27017.utils.convert_neo_to_bson_objectids with the same output, faster: every reply document goes
+    through it (37% of the server's time reading a 10k-event session), and almost every value in it is a
+    str, int, float, bool, None or bytes, which it returns as is; here those are recognised by their exact
+    type first, so a leaf costs one set lookup instead of four isinstance calls. Everything else takes the
+    original's own checks, in its order (NeoSQLite ObjectId -> BSON ObjectId, Decimal -> Decimal128,
+    lists and dicts recursively, a dict's `id: 0` -> Int64(0))."""
+    from decimal import Decimal as PyDecimal
+
+    from bson import Decimal128
+    from bson import ObjectId as BsonObjectId
+    from bson.int64 import Int64
+    from neosqlite.objectid import ObjectId as NeoObjectId
+    from nx_27017 import utils as nx_utils
+
+    plain = nx_utils.convert_neo_to_bson_objectids
+    scalars = frozenset({str, int, float, bool, type(None), bytes})
+
+    def value_of(value):
+        t = type(value)
+        if t in scalars:
+            return value
+        if t is dict:
+            return dict_of(value)
+        if t is list:
+            return [value_of(item) for item in value]
+        if isinstance(value, NeoObjectId):
+            return BsonObjectId(value.binary)
+        if isinstance(value, PyDecimal):
+            return Decimal128(value)
+        if isinstance(value, list):
+            return [value_of(item) for item in value]
+        if isinstance(value, dict):
+            return dict_of(value)
+        return value
+
+    def dict_of(doc):
+        result = {}
+        for key, value in doc.items():
+            if key == "id" and value == 0:
+                result[key] = Int64(0)
+            else:
+                result[key] = value_of(value)
+        return result
+
+    def convert(doc):
+        if isinstance(doc, dict):
+            return dict_of(doc)
+        if isinstance(doc, list):
+            return [value_of(item) for item in doc]
+        return plain(doc)
+
+    return convert
+
+
 def _versions() -> tuple[str, str]:
     from importlib.metadata import version
 
@@ -101,10 +156,12 @@ def _versions() -> tuple[str, str]:
 
 
 def patch() -> bool:
-    """Apply the two changes (one transaction per insert command; no deepcopy per document); False if the
+    """Apply the changes (one transaction per insert command; no deepcopy per document; a faster reply
+    converter with the same output); False if the
     installed nx-27017/neosqlite are not the versions they were written against (nothing is changed then)."""
     from neosqlite.collection.query_helper import QueryHelper
     from nx_27017 import handler as nx_handler
+    from nx_27017 import wire_protocol as nx_wire
 
     nx_version, neo_version = _versions()
     if not (nx_version.startswith(NX_VERSIONS) and neo_version.startswith(NEOSQLITE_VERSIONS)):
@@ -148,6 +205,8 @@ def patch() -> bool:
     handle_insert._tradegraph_batched = True  # type: ignore[attr-defined]
     cls.handle_insert = handle_insert
     QueryHelper._internal_insert = _internal_insert
+    nx_wire.convert_reply = nx_wire._convert_objectids  # the original, kept for the tests' comparison
+    nx_wire._convert_objectids = _fast_reply_converter()
     return True
 
 

@@ -165,3 +165,74 @@ def test_inserts_are_not_fsynced_per_document_but_the_barrier_is(tmp_path: Path,
     # 100 documents in 5 commands: not one fsync each (a WAL checkpoint may add one)
     assert during_appends <= 1, f"{during_appends} fsyncs while appending 100 events"
     assert at_barrier >= 1, "the durability barrier did not fsync"
+
+
+def test_a_session_read_from_the_sqlite_file_is_the_servers_answer(tg_home: Path) -> None:
+    from graph.replay.session import load_session
+    from graph.runner import run_cycle
+
+    store = connect()  # the embedded path: it knows the server's file
+    try:
+        events: EventStore = store.events
+        assert events.local_file == tg_home.resolve() / "data" / "tradegraph.db"
+        out = run_cycle("AAPL,MSFT", "2012-06-01", store=store)
+        session = out.session_id
+        local = events._read_local(session)
+        assert local is not None and len(local) == out.events > 50, "the file path was not taken"
+        via_server = _read_through_server(events, session)
+        assert local == via_server and [type(v) for d in local for v in d.values()] == \
+            [type(v) for d in via_server for v in d.values()]
+        assert events.verify_chain(session)["ok"]
+        assert load_session(store, session).events == out.events
+
+        # a gap: both paths skip it the same way
+        events.insert_raw({**_event(0, session), "seq": out.events + 3, "prev_hash": None, "hash": None})
+        assert events._read_local(session) == _read_through_server(events, session)
+        assert [e["seq"] for e in events.read(session)][-2:] == [out.events, out.events + 3]
+
+        # what nx-27017's decoder would turn into a datetime: read through the server, never differently
+        events.append([{**_event(1, "D"), "payload": {"when": {"$date": "2024-01-02T03:04:05Z"}}}])
+        assert events._read_local("D") is None
+        assert events.read("D") == _read_through_server(events, "D")
+        # a missing session reads as empty on both paths
+        assert events._read_local("nobody") == [] and events.read("nobody") == []
+    finally:
+        store.close()
+
+
+def _read_through_server(events: EventStore, session: str) -> list[dict]:
+    local, events.local_file = events.local_file, None
+    try:
+        return events.read(session)
+    finally:
+        events.local_file = local
+
+
+def test_the_faster_reply_converter_answers_as_nx_27017s_own() -> None:
+    import decimal
+    import random
+
+    from neosqlite.objectid import ObjectId as NeoObjectId
+    from nx_27017.utils import convert_neo_to_bson_objectids as original
+
+    from database.nx_27017_server import _fast_reply_converter
+
+    fast = _fast_reply_converter()
+    rnd = random.Random(14)
+    leaves = [0, 0.0, False, True, None, 1, -3, 2.5, "s", "id", b"raw", Binary(b"x", 5), NeoObjectId(),
+              decimal.Decimal("1.10"), dt.datetime(2020, 1, 1), Int64(7)]
+
+    def value(depth: int = 0):
+        r = rnd.random()
+        if depth > 4 or r < 0.5:
+            return rnd.choice(leaves)
+        if r < 0.75:
+            return [value(depth + 1) for _ in range(rnd.randint(0, 4))]
+        return {rnd.choice(["id", "a", "_id", "b"]) + ("" if rnd.random() < 0.5 else str(i)): value(depth + 1)
+                for i in range(rnd.randint(0, 5))}
+
+    for _ in range(5000):
+        doc = value()
+        want, got = original(doc), fast(doc)
+        # repr tells Int64(0) from 0 and a BSON ObjectId from NeoSQLite's
+        assert repr(got) == repr(want) and type(got) is type(want)
