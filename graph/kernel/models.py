@@ -279,18 +279,21 @@ class ListWindows(Input):
     spans: list[tuple[Day, Day]] = Field(min_length=1, max_length=1000, description="[[start, end], ...]")
 
 
-class RollingWindows(Input):
-    kind: Literal["rolling"]
+class _WindowRange(Input):
+    """The span rolling and walk-forward windows are cut from."""
+
     start: Day
     end: Day
+
+
+class RollingWindows(_WindowRange):
+    kind: Literal["rolling"]
     length: int = Field(ge=2, le=10_000, description="sessions of the market's calendar in each window")
     step: int = Field(ge=1, le=10_000, description="sessions between window starts (< length: they overlap)")
 
 
-class WalkForwardWindows(Input):
+class WalkForwardWindows(_WindowRange):
     kind: Literal["walk_forward"]
-    start: Day
-    end: Day
     train: int = Field(ge=1, le=10_000, description="in-sample sessions before each test window")
     test: int = Field(ge=2, le=10_000, description="sessions in each out-of-sample window, back to back")
 
