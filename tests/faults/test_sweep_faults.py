@@ -132,3 +132,30 @@ def test_an_interrupted_sweep_resumes_by_its_id_without_rerunning_finished_episo
         if r["status"] == "succeeded":
             assert after[eid] == r, "a finished episode is not run again"
     assert {s: events.count_documents({"session_id": s}) for s in counts} == counts
+
+
+def test_a_cancelled_sweep_task_resumes_through_the_kernel_to_the_same_rows(embedded_uri, tmp_path):
+    from graph.kernel.core import Kernel
+
+    db = f"{embedded_uri}/sweep_task_{uuid.uuid4().hex[:8]}"
+    k = Kernel.open(db, experiments_dir=tmp_path)
+    try:
+        grid = {"universes": [["AAPL"], ["MSFT"]], "workers": 1, "every": 5, "sweep_id": "t",
+                "windows": {"kind": "list", "spans": [["2011-01-03", "2011-02-28"]]}}
+        task = k.call("start_sweep", grid)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not any(
+                r["status"] == "succeeded" for r in _lines(tmp_path / "t" / "results.jsonl")):
+            time.sleep(0.05)
+        k.call("cancel_task", {"task_id": task.task_id})
+        k.tasks.join(task.task_id)
+        stopped = k.call("task_status", {"task_id": task.task_id})
+        assert stopped.status == "cancelled" and stopped.resumable, stopped
+        assert stopped.summary["cancelled"] and stopped.summary["by_status"].get("succeeded", 0) == 1
+        k.call("resume_task", {"task_id": task.task_id})
+        k.tasks.join(task.task_id)
+        done = k.call("task_status", {"task_id": task.task_id})
+        assert done.status == "succeeded" and done.summary["by_status"] == {"succeeded": 2}, done
+        assert done.progress.done == done.progress.total == 2
+    finally:
+        k.close()
