@@ -212,6 +212,8 @@ def test_cli_runs_json_and_plot(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["run_id"] == "clitest" and out["decision_points"] == 4
     assert {"sharpe", "max_drawdown", "hit_rate"} <= set(out["metrics"]) and png.stat().st_size > 1000
+    # the task's own plot of the complete run, not a second drawing
+    assert png.read_bytes() == (tmp_path / "exp" / "clitest" / "equity.png").read_bytes()
 
 
 def test_failed_cycles_are_counted_named_and_fail_the_run(tmp_path, capsys, monkeypatch):

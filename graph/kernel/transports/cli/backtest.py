@@ -76,9 +76,16 @@ def cmd_backtest(args) -> int:
         **spending_inputs(args), **data))
     plot = None
     if args.plot:
-        from graph.backtest.plot import plot_result
+        drawn = Path(args.out) / run_id / "equity.png"  # the task drew the complete run already
+        if drawn.is_file():
+            import shutil
 
-        plot = str(plot_result(result, args.plot))
+            Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
+            plot = str(shutil.copyfile(drawn, args.plot))
+        else:
+            from graph.backtest.plot import plot_result
+
+            plot = str(plot_result(result, args.plot))
     if args.json:
         print(json.dumps({"run_id": run_id, "run_dir": f"{args.out}/{run_id}", "decision_points": result.decision_points,
                           "actions": result.actions, "cycle_statuses": result.cycle_statuses,
