@@ -14,6 +14,12 @@ from database.events import EventStore
 from database.spool import SpoolFile
 
 MAX_BATCH = 1000
+# continuous writing: once something is queued the drainer lets up to GATHER_MAX events gather for at most
+# GATHER_S before it writes (measured on a 4-symbol cycle on the embedded store, 215 events: batches of ~64 beat
+# one per event, whose per-command cost doubled the server's work, and beat one big batch at the barrier, whose
+# whole insert the cycle then waited for)
+GATHER_S = 0.02
+GATHER_MAX = 64
 # waits before the retries of an append whose connection dropped (a blip, a failover)
 NETWORK_RETRY_WAITS = (0.05, 0.25)
 
@@ -33,11 +39,19 @@ class BufferedEventWriter:
     later put() go to a local spool file, fsynced, and every flush()/close() raises AuditSpooled;
     otherwise the error is re-raised by put(), flush() and close(): nothing is queued silently.
     `flush()` is the durability barrier: it returns only once every event put so far is stored.
+
+    Continuous (the default with a background thread): once something is queued, the drainer lets a batch
+    gather (up to `gather_max` events, at most `gather_s`) and writes everything queued by then; while a
+    batch is in flight the next one gathers. So the store works while the cycle computes, and a flush waits
+    only for the tail. `flush_every` and `linger_s` are unused then. continuous=False keeps the older rule:
+    write when `flush_every` are queued, `linger_s` after the last write, or on a flush. Inline
+    (background=False) writers store a batch on the put() that fills `flush_every`, and on flush().
     """
 
     def __init__(
         self, events: EventStore, *, flush_every: int = 64, background: bool = True, linger_s: float = 0.1,
-        spool_dir: Optional[Path] = None, target: str = "",
+        spool_dir: Optional[Path] = None, target: str = "", continuous: bool = True, gather_s: float | None = None,
+        gather_max: int | None = None,
     ) -> None:
         self.events = events
         self.spool_dir, self.target = spool_dir, target
@@ -45,6 +59,11 @@ class BufferedEventWriter:
         self.flush_every = max(1, flush_every)
         self.background = background
         self.linger_s = linger_s
+        self.continuous = continuous
+        self.gather_s = GATHER_S if gather_s is None else gather_s
+        self.gather_max = max(1, GATHER_MAX if gather_max is None else gather_max)
+        # the queue length at which put() wakes the drainer
+        self._wake_at = self.gather_max if (background and continuous) else self.flush_every
         self._queue: collections.deque[dict[str, Any]] = collections.deque()
         self._cond = threading.Condition(threading.Lock())
         # held while a batch is taken and stored, so two drainers can't reorder batches
@@ -72,8 +91,9 @@ class BufferedEventWriter:
                 return
             self._queue.append(event)
             self._put += 1
-            full = len(self._queue) >= self.flush_every
-            if full and self.background:
+            queued = len(self._queue)
+            full = queued >= self.flush_every
+            if self.background and (queued >= self._wake_at or (self.continuous and queued == 1)):
                 self._cond.notify_all()
         if full and not self.background:
             self._drain_once()
@@ -119,13 +139,17 @@ class BufferedEventWriter:
         self.events.append(batch)
 
     def _run(self) -> None:
+        urgent = lambda: self._closed or self._flush_wanted or len(self._queue) >= self._wake_at  # noqa: E731
         while True:
             with self._cond:
-                # wait for a full batch, a flush/close, or the linger timeout with something queued
-                self._cond.wait_for(
-                    lambda: self._closed or self._flush_wanted or len(self._queue) >= self.flush_every,
-                    timeout=self.linger_s,
-                )
+                if self.continuous:
+                    # wait for anything, then let the burst it belongs to gather briefly
+                    self._cond.wait_for(lambda: urgent() or bool(self._queue))
+                    if self.gather_s > 0 and not urgent():
+                        self._cond.wait_for(urgent, timeout=self.gather_s)
+                else:
+                    # wait for a full batch, a flush/close, or the linger timeout with something queued
+                    self._cond.wait_for(urgent, timeout=self.linger_s)
                 if self._error is not None or (self._closed and not self._queue):
                     return
                 self._flush_wanted = False

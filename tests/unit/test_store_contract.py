@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 
 import pydantic
@@ -164,6 +165,23 @@ def test_buffered_writer_many_threads(store: Store, background: bool) -> None:
     writer.put(make_event("W", n=999))
     writer.close()
     assert store.events.count("W") == 401
+
+
+@pytest.mark.parametrize("continuous", [True, False])
+def test_a_continuous_writer_stores_while_the_cycle_runs(store: Store, continuous: bool) -> None:
+    """Continuous: batches go out while events keep coming, so a flush (the barrier) waits only for the tail.
+    The older rule (continuous=False) holds them until flush_every are queued, linger_s passes or a flush."""
+    writer = BufferedEventWriter(store.events, flush_every=512, linger_s=60, continuous=continuous,
+                                 gather_s=0.01, gather_max=8)
+    for i in range(20):
+        writer.put(make_event("C", n=i))
+    deadline = time.monotonic() + (5 if continuous else 0.5)
+    while store.events.count("C") < 20 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    before_flush = store.events.count("C")
+    writer.close()
+    assert [e["seq"] for e in store.events.read("C")] == list(range(1, 21))
+    assert before_flush == (20 if continuous else 0)
 
 
 @pytest.mark.parametrize("background", [True, False])
