@@ -398,6 +398,29 @@ def first_diff(recorded: Any, replayed: Any, path: str = "") -> Optional[tuple[s
     return None
 
 
+JSON_INSTRUCTION = "Reply with only a JSON object"  # agent/passes.py json_instruction's opening
+
+
+def inferred_pass_protocol(calls: list[LlmCall]) -> Optional[int]:
+    """The pass protocol a cycle's requests were made under, read from a structured pass that followed tool
+    results: protocol 1 asked the model again after them (an answer without tool calls stands before the JSON
+    instruction), protocol 2 did not (the tool results do). None when no structured pass followed a tool."""
+    for call in calls:
+        if not call.structured_output:
+            continue
+        messages = call.messages
+        at = next((i for i, m in enumerate(messages) if m.get("type") == "human"
+                   and str(m.get("content") or "").startswith(JSON_INSTRUCTION)), None)
+        if not at or not any(m.get("type") == "tool" for m in messages[:at]):
+            continue
+        before = messages[at - 1]
+        if before.get("type") == "tool":
+            return 2
+        if before.get("type") == "ai" and not before.get("tool_calls"):
+            return 1
+    return None
+
+
 def _replay_session_id(store: Store, session_id: str) -> str:
     n = 1
     while store.events.exists(f"replay-{session_id}-{n}"):
@@ -499,9 +522,14 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
                                   run_name="tradegraph-replay", session_id=session_id,
                                   metadata={"session_id": replay_id, "cycle_id": cycle.cycle_id,
                                             "replay_of": session_id})
-    # the recorded pass protocol, not today's: a request the recording never made has no answer to replay
-    protocol = recorded_pass_protocol(cycle.manifest)
+    # the recorded pass protocol, not today's: a request the recording never made has no answer to replay. A cycle
+    # without a manifest (from before manifests, or a Studio run) says it through its requests
+    inferred = inferred_pass_protocol(cycle.llm_calls)
+    protocol = recorded_pass_protocol(cycle.manifest) if cycle.manifest is not None else (inferred or PASS_PROTOCOL)
     run_config["configurable"][PASS_PROTOCOL_KEY] = protocol
+    if inferred is not None and inferred != protocol:
+        notes.append(f"the manifest says pass protocol {protocol}, but the recorded requests read as protocol "
+                     f"{inferred}")
     if protocol not in PASS_PROTOCOLS:
         notes.append(f"recorded under pass protocol {protocol!r}, which this code does not speak "
                      f"({', '.join(map(str, PASS_PROTOCOLS))}): the replay cannot ask what the recording asked")

@@ -103,12 +103,14 @@ def test_an_old_protocol_recording_verifies_identical(both):
 
 
 def _copy(store, session_id, edit_manifest):
-    """The session's events appended as a new recording (a fresh hash chain), its manifest edited."""
+    """The session's events appended as a new recording (a fresh hash chain), its manifest edited (None: dropped)."""
     copy = mock_store()
     events = []
     for e in store.events.read(session_id):
         e = {k: v for k, v in e.items() if k not in ("_id", "seq", "prev_hash", "hash")}
         if e["kind"] == "manifest":
+            if edit_manifest is None:
+                continue
             e["payload"] = edit_manifest(dict(e["payload"]))
         events.append(e)
     copy.events.append(events)
@@ -140,6 +142,8 @@ def test_a_replay_that_departs_from_the_recording_is_reported(both):
     report = verify_session(wrong, out.session_id)
     assert not report.identical and report.first_divergence.state == "PLANNING"
     assert any("unrecorded LLM request in PLANNING" in n for n in report.cycles[0].notes)
+    assert any("manifest says pass protocol 2, but the recorded requests read as protocol 1" in n
+               for n in report.cycles[0].notes)
 
     def unknown(m):
         m["protocols"] = {"passes": 99}
@@ -224,3 +228,17 @@ def test_without_a_structured_pass_to_follow_the_model_is_asked_again(both):
         asked[follows] = [m.type for m in got[len(messages):]]
     assert asked[True] == ["ai", "tool", "tool"]
     assert asked[False] == ["ai", "tool", "tool", "ai"]
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+def test_a_cycle_without_a_manifest_replays_under_the_protocol_its_requests_show(both, protocol):
+    """No manifest: recorded before manifests (protocol 1) or by a Studio run (today's): the requests tell which."""
+    from graph.replay.session import inferred_pass_protocol
+
+    store, out = both[protocol]
+    bare = _copy(store, out.session_id, None)
+    cycle = load_session(bare, out.session_id).cycles[0]
+    assert cycle.manifest is None and inferred_pass_protocol(cycle.llm_calls) == protocol
+    report = verify_session(bare, out.session_id)
+    assert report.identical and report.ok, report.first_divergence
+    assert not any("unrecorded" in n or "not asked for" in n for n in report.cycles[0].notes)
