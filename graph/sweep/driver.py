@@ -71,7 +71,9 @@ def start_ray(plan: SweepPlan) -> bool:
     if plan.ray_address:
         ray.init(address=plan.ray_address, **options)
     else:
-        ray.init(num_cpus=plan.workers, **options)
+        # "local": a new instance of our own, even when a `ray start` cluster runs on this machine (ray.init()
+        # would join that one, and refuse num_cpus there)
+        ray.init(address="local", num_cpus=plan.workers, **options)
     return True
 
 
