@@ -263,28 +263,29 @@ class EventStore:
             con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
         except sqlite3.Error:
             return None
+        docs = []
+        oid_key = _OID_MARKER.strip(b'"').decode()
         try:
             con.text_factory = bytes
-            rows = con.execute(
-                f"SELECT data FROM {COLLECTION} WHERE json_extract(data, '$.session_id') = ? "
-                "AND json_extract(data, '$.seq') >= 1 ORDER BY json_extract(data, '$.seq')", (session_id,)).fetchall()
+            # row by row (not fetchall): each stored text is parsed while it is still in the CPU's cache
+            for (raw,) in con.execute(
+                    f"SELECT data FROM {COLLECTION} WHERE json_extract(data, '$.session_id') = ? "
+                    "AND json_extract(data, '$.seq') >= 1 ORDER BY json_extract(data, '$.seq')", (session_id,)):
+                # the stored _id is nx-27017's ObjectId marker (read() drops _id): that one occurrence is expected
+                if raw.count(_OID_MARKER) > 1 or _DECODED_MARKERS[0] in raw or _DECODED_MARKERS[1] in raw:
+                    return None
+                try:
+                    doc = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    return None
+                oid = doc.pop("_id", None)
+                if _OID_MARKER in raw and not (isinstance(oid, dict) and oid_key in oid):
+                    return None
+                docs.append(doc)
         except sqlite3.Error:
             return None
         finally:
             con.close()
-        docs = []
-        for (raw,) in rows:
-            # the stored _id is nx-27017's ObjectId marker (read() drops _id): that one occurrence is expected
-            if raw.count(_OID_MARKER) > 1 or any(marker in raw for marker in _DECODED_MARKERS):
-                return None
-            try:
-                doc = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                return None
-            oid = doc.pop("_id", None)
-            if _OID_MARKER in raw and not (isinstance(oid, dict) and _OID_MARKER.strip(b'"').decode() in oid):
-                return None
-            docs.append(doc)
         return docs
 
     def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
