@@ -59,10 +59,14 @@ class TickerGuardError(ContractError):
 #      go straight into the structured pass's messages. A round with a refused, invalid or failed call is answered
 #      with the error and the model gets another round (bounded by TRADEGRAPH_MAX_TOOL_STEPS), so a model can still
 #      mend a bad call. Tool results as compact JSON; json_mode's schema in the prompt without `title` keys.
+#   3: PLANNING makes no tool pass: its two tools (get_portfolio, get_market_snapshot) only returned what SCANNING
+#      had already put in the scan, so its evidence, built by code, now carries their answers and the planner is one
+#      structured pass (one call fewer on every cycle's critical path). Its retired allow-list, which a replay of a
+#      protocol 1 or 2 recording needs, is schemas/states.py `RETIRED_ALLOW_LISTS`. Passes otherwise as in 2.
 # Only what the messages hold is versioned: a replay matches a request by its messages, the tools' names and the
 # structured output's name, so the leaner response_format schemas (agent/json_chat_model.py `lean_schema`) need none.
-PASS_PROTOCOLS = (1, 2)
-PASS_PROTOCOL = 2  # what this code records and runs live
+PASS_PROTOCOLS = (1, 2, 3)
+PASS_PROTOCOL = 3  # what this code records and runs live
 PASS_PROTOCOL_KEY = "pass_protocol"  # configurable key: a replay's recorded protocol
 _protocol_in_use: contextvars.ContextVar[int] = contextvars.ContextVar("pass_protocol", default=PASS_PROTOCOL)
 
@@ -81,7 +85,7 @@ def pass_protocol(config: Optional[RunnableConfig] = None) -> int:
 @contextlib.contextmanager
 def use_pass_protocol(protocol: int):
     """Run (and record) cycles under another pass protocol, e.g. 1 to make a recording as the code before
-    protocol 2 did. The manifest records `pass_protocol()`, so the recording says which."""
+    protocol 2 did, 2 as the code before protocol 3. The manifest records `pass_protocol()`, so the recording says which."""
     if protocol not in PASS_PROTOCOLS:
         raise ValueError(f"pass protocol {protocol!r} is unknown")
     token = _protocol_in_use.set(protocol)

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from agent.fence import fence
 from schemas.decision import Decision, DecisionResult, Order
 # which tools each state may call is a column of the state table (schemas/states.py)
-from schemas.states import ALLOW_LISTS
+from schemas.states import ALLOW_LISTS, allow_list, allow_lists  # noqa: F401 - a state's list under a pass protocol
 from schemas.features import FeatureBundle, NewsFeatures
 from schemas.portfolio import PortfolioSnapshot
 
@@ -61,7 +61,12 @@ SNAPSHOT_FIELDS = ("close", "prev_close", "volume", "rsi14", "sma50", "sma200", 
 @tool
 def get_portfolio(config: RunnableConfig) -> dict:
     """Return the current portfolio: cash and open positions."""
-    return context_of(config).portfolio.model_dump(mode="json")
+    return portfolio_record(context_of(config).portfolio)
+
+
+def portfolio_record(portfolio: PortfolioSnapshot) -> dict:
+    """`get_portfolio`'s answer; PLANNING's evidence carries the same (no tool pass)."""
+    return portfolio.model_dump(mode="json")
 
 
 class SnapshotArgs(BaseModel):
@@ -72,12 +77,13 @@ class SnapshotArgs(BaseModel):
 def get_market_snapshot(symbols: list[str], config: RunnableConfig) -> list[dict]:
     """Return last close, previous close, volume and headline indicators for each symbol as of the cycle date."""
     ctx = context_of(config)
-    out = []
-    for s in symbols:
-        b = ctx.bundle(s)
-        t = b.technical.model_dump()
-        out.append({"symbol": s, "as_of": b.as_of, **{k: t[k] for k in SNAPSHOT_FIELDS}})
-    return out
+    return [snapshot_row(s, ctx.bundle(s)) for s in symbols]
+
+
+def snapshot_row(symbol: str, bundle: FeatureBundle) -> dict:
+    """One symbol of `get_market_snapshot`'s answer; PLANNING's evidence carries the same rows (no tool pass)."""
+    t = bundle.technical.model_dump()
+    return {"symbol": symbol, "as_of": bundle.as_of, **{k: t[k] for k in SNAPSHOT_FIELDS}}
 
 
 class IndicatorArgs(BaseModel):

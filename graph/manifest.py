@@ -23,7 +23,7 @@ from agent.markets import get_profile
 from agent.passes import pass_protocol
 from agent.prompts import BASE_SYSTEM, ROLE_INSTRUCTIONS
 from agent.providers import tier_records
-from agent.tools import ALLOW_LISTS, REGISTRY
+from agent.tools import REGISTRY, allow_lists
 
 # the cycle's inputs (symbols, as-of, portfolio, approval_required, a backtest's Case): what replay starts
 # from; not configuration, so never compared with today
@@ -82,13 +82,18 @@ def _profile(name: str) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=1)
 def _code_identity() -> dict[str, Any]:
-    """Tool-schema hashes, allow-lists and package versions: fixed for the process, so computed once
-    (~10 ms: JSON Schema generation and package metadata) rather than on every cycle's hot path."""
+    """Tool-schema hashes and package versions: fixed for the process, so computed once (~10 ms: JSON Schema
+    generation and package metadata) rather than on every cycle's hot path."""
     return {
         "tools": {name: _sha(tool.tool_call_schema.model_json_schema()) for name, tool in sorted(REGISTRY.items())},
-        "allow_lists": {state: sorted(names) for state, names in sorted(ALLOW_LISTS.items())},
         "versions": {p: _version(p) for p in PACKAGES},
     }
+
+
+@functools.lru_cache(maxsize=8)
+def _allow_lists(protocol: int) -> dict[str, list[str]]:
+    """The allow-lists a cycle ran with: the state table's, or under an older pass protocol the ones it had then."""
+    return {state: sorted(names) for state, names in sorted(allow_lists(protocol).items())}
 
 
 def build_manifest(runtime, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -104,8 +109,11 @@ def build_manifest(runtime, inputs: dict[str, Any] | None = None) -> dict[str, A
                                or None,
         "prompts": {"system": _sha(BASE_SYSTEM), **{k: _sha(v) for k, v in sorted(ROLE_INSTRUCTIONS.items())}},
         # how the passes talked to the model (agent/passes.py): a replay asks what this recording asked
-        PROTOCOLS: {"passes": pass_protocol()},
-        **copy.deepcopy(_code_identity()),
+        PROTOCOLS: {"passes": (protocol := pass_protocol())},
+        "tools": dict(_code_identity()["tools"]),
+        # the allow-lists this cycle's passes ran with (an older protocol's when a cycle runs under one)
+        "allow_lists": copy.deepcopy(_allow_lists(protocol)),
+        "versions": dict(_code_identity()["versions"]),
         "data": {"market": _data_source(runtime.market), "news": _data_source(runtime.news),
                  "fundamentals": _data_source(runtime.fundamentals)},
     }

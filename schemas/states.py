@@ -38,7 +38,8 @@ class StateSpec:
 
 STATE_TABLE: tuple[StateSpec, ...] = (
     StateSpec("SCANNING", "scan", MarketScan, ("PLANNING", END), MARKET_TOOLS),
-    StateSpec("PLANNING", "plan", Plan, ("ANALYZING", END), MARKET_TOOLS),
+    # none since pass protocol 3: its evidence holds what MARKET_TOOLS return (graph/nodes/planning.py)
+    StateSpec("PLANNING", "plan", Plan, ("ANALYZING", END), NO_TOOLS),
     StateSpec("ANALYZING", "quant", QuantReport, ("DEBATE", END), QUANT_TOOLS),
     StateSpec("DEBATE", "debate", DebateReport, ("DECIDING", END), NO_TOOLS),
     StateSpec("DECIDING", "decision", PortfolioDecision, ("VALIDATING", END), NO_TOOLS),
@@ -53,3 +54,22 @@ STATE_SPECS: dict[str, StateSpec] = {s.name: s for s in STATE_TABLE}
 STATE_CONTRACTS: dict[str, type[Contract]] = {s.name: s.contract for s in STATE_TABLE}
 CONTRACT_KEYS: dict[str, str] = {s.name: s.key for s in STATE_TABLE}
 ALLOW_LISTS: dict[str, frozenset[str]] = {s.name: s.tools for s in STATE_TABLE}
+
+# Allow-lists a state had under earlier pass protocols (agent/passes.py), where they differ from the table's:
+# {state: (the protocol that retired them, tools)}. A replay runs a recording's passes as recorded, so a cycle
+# recorded under protocol 1 or 2 needs PLANNING's tool pass over MARKET_TOOLS again. Kept beside the table, the one
+# other place an allow-list is defined, and read only through `allow_list`.
+RETIRED_ALLOW_LISTS: dict[str, tuple[int, frozenset[str]]] = {"PLANNING": (3, MARKET_TOOLS)}
+
+
+def allow_list(state: str, protocol: int) -> frozenset[str]:
+    """The tools `state` may call under pass `protocol`: the table's, or the retired list it had before."""
+    retired = RETIRED_ALLOW_LISTS.get(state)
+    if retired is not None and protocol < retired[0]:
+        return retired[1]
+    return ALLOW_LISTS[state]
+
+
+def allow_lists(protocol: int) -> dict[str, frozenset[str]]:
+    """Every state's allow-list under pass `protocol` (a run manifest records the one its cycle ran with)."""
+    return {state: allow_list(state, protocol) for state in ALLOW_LISTS}

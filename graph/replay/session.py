@@ -402,9 +402,13 @@ JSON_INSTRUCTION = "Reply with only a JSON object"  # agent/passes.py json_instr
 
 
 def inferred_pass_protocol(calls: list[LlmCall]) -> Optional[int]:
-    """The pass protocol a cycle's requests were made under, read from a structured pass that followed tool
-    results: protocol 1 asked the model again after them (an answer without tool calls stands before the JSON
-    instruction), protocol 2 did not (the tool results do). None when no structured pass followed a tool."""
+    """The pass protocol a cycle's requests were made under. Protocol 3 is the only one whose PLANNING offered no
+    tools (it asks for the Plan at once). Before it, a structured pass that followed tool results tells: protocol 1
+    asked the model again after them (an answer without tool calls stands before the JSON instruction), protocol 2
+    did not (the tool results do). None when neither shows (no PLANNING request, no structured pass after a tool)."""
+    planning = [call for call in calls if call.state == "PLANNING"]
+    if planning and not any(call.tools for call in planning):
+        return 3
     for call in calls:
         if not call.structured_output:
             continue

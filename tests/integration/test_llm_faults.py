@@ -70,9 +70,10 @@ def test_a_500_then_a_503_are_retried_with_growing_backoff(fake, capfd):
     store, out = run()
     assert out.status == "completed" and filled(store, out)
     attempts = audited_attempts(fake, store, out)
-    planning = [(r["attempt"], s["http_status"], s.get("retry_in_s")) for r, s in attempts if r["tools"]][:3]
-    assert [(a, st) for a, st, _ in planning] == [(1, 500), (2, 503), (3, 200)]
-    waits = [w for _, _, w in planning]
+    # the first request offering tools: the quant's tool pass (PLANNING offers none since pass protocol 3)
+    quant = [(r["attempt"], s["http_status"], s.get("retry_in_s")) for r, s in attempts if r["tools"]][:3]
+    assert [(a, st) for a, st, _ in quant] == [(1, 500), (2, 503), (3, 200)]
+    waits = [w for _, _, w in quant]
     assert 0 < waits[0] <= 0.01 and 0.01 < waits[1] <= 0.02 and waits[2] is None  # base × 2^n, minus jitter
     no_traceback(capfd)
 
@@ -134,14 +135,14 @@ def test_malformed_json_content_is_repaired(fake, capfd):
 
 def test_malformed_tool_arguments_are_audited_and_the_model_told(fake, capfd):
     fake.faults = [Fault(when="tools", tool_calls=[{"id": "call_bad", "type": "function", "function": {
-        "name": "get_market_snapshot", "arguments": '{"symbol": "AAPL"'}}])]
+        "name": "get_indicators", "arguments": '{"symbol": "AAPL"'}}])]
     store, out = run()
     assert out.status == "completed" and filled(store, out)
     attempts = audited_attempts(fake, store, out)
     [bad] = [s for _, s in attempts if s["invalid_tool_calls"]]
     assert bad["invalid_tool_calls"][0]["args"] == '{"symbol": "AAPL"'
     errors = [e["payload"] for e in events_of(store, out, "error") if e["payload"].get("type") == "invalid_tool_call"]
-    assert len(errors) == 1 and errors[0]["tool"] == "get_market_snapshot"
+    assert len(errors) == 1 and errors[0]["tool"] == "get_indicators" and errors[0]["state"] == "ANALYZING"
     # the next request carries the model's broken call and an error tool message answering it
     follow_up = next(r for r in fake.requests if any(m.get("tool_call_id") == "call_bad" for m in r["messages"]))
     answer = next(m for m in follow_up["messages"] if m.get("tool_call_id") == "call_bad")
@@ -156,7 +157,7 @@ def test_an_unknown_tool_is_refused_and_the_model_told(fake, capfd):
     assert out.status == "completed"
     audited_attempts(fake, store, out)
     refused = [e["payload"] for e in events_of(store, out, "error") if e["payload"].get("type") == "tool_refused"]
-    assert [r["tool"] for r in refused] == ["wire_money"]
+    assert [(r["tool"], r["state"]) for r in refused] == [("wire_money", "ANALYZING")]
     assert not [e for e in events_of(store, out, "tool_call") if e["payload"]["name"] == "wire_money"]
     answer = next(m for r in fake.requests for m in r["messages"] if m.get("tool_call_id") == "call_x")
     assert answer["content"].startswith("REFUSED")
@@ -178,13 +179,13 @@ def test_a_truncated_json_answer_is_audited_and_repaired(fake, capfd):
 
 def test_a_truncated_tool_call_is_audited_and_the_model_told(fake, capfd):
     fake.faults = [Fault(when="tools", finish_reason="length", tool_calls=[{"id": "call_cut", "type": "function",
-                                                                             "function": {"name": "get_portfolio",
+                                                                             "function": {"name": "get_indicators",
                                                                                           "arguments": '{"sess'}}])]
     store, out = run()
     assert out.status == "completed" and filled(store, out)
     audited_attempts(fake, store, out)
     errors = [e["payload"] for e in events_of(store, out, "error") if e["payload"].get("type") == "invalid_tool_call"]
-    assert len(errors) == 1 and errors[0]["finish_reason"] == "length"
+    assert len(errors) == 1 and errors[0]["finish_reason"] == "length" and errors[0]["state"] == "ANALYZING"
     no_traceback(capfd)
 
 

@@ -126,7 +126,7 @@ def test_a_completed_cycle_is_one_trace_of_8_states_its_attempts_and_tools(recei
     assert [s["name"] for s in sorted((s for s in spans if kind(s) == "state"), key=lambda s: s["start_ns"])] == list(
         STATES)
     n = Counter(kind(s) for s in spans)
-    assert n["chat"] == out.llm_calls == 14 and n["execute_tool"] == 7
+    assert n["chat"] == out.llm_calls == 13 and n["execute_tool"] == 5  # tools: the scan 2, the quant 2, the order 1
     # tool calls a model asked for carry the model's call id; a state's own calls (the scan) have none
     tools = {(s["attributes"]["gen_ai.tool.name"], s["attributes"].get("gen_ai.tool.call.id")) for s in spans
              if kind(s) == "execute_tool"}
@@ -134,8 +134,8 @@ def test_a_completed_cycle_is_one_trace_of_8_states_its_attempts_and_tools(recei
     assert {s["resource"]["service.name"] for s in spans} == {"tradegraph"}
     assert not [s for s in spans if s["status"] == "ERROR"]
     said = capsys.readouterr().out.strip().splitlines()
-    assert said == [f"exported 30 spans of session {out.session_id} (1 cycle): 1 invoke_agent, 8 state, 14 chat, "
-                    f"7 execute_tool -> {receiver.endpoint}/v1/traces"]
+    assert said == [f"exported 27 spans of session {out.session_id} (1 cycle): 1 invoke_agent, 8 state, 13 chat, "
+                    f"5 execute_tool -> {receiver.endpoint}/v1/traces"]
 
 
 def test_exporting_twice_sends_the_same_ids_and_times(receiver):
@@ -144,7 +144,7 @@ def test_exporting_twice_sends_the_same_ids_and_times(receiver):
     assert export(store, out.session_id, "--endpoint", receiver.endpoint + "/v1/traces") == 0
     first, second = receiver.requests
     key = lambda s: (s["trace_id"], s["span_id"], s["parent_span_id"], s["name"], s["start_ns"], s["end_ns"])  # noqa
-    assert sorted(map(key, first)) == sorted(map(key, second)) and len(first) == 60
+    assert sorted(map(key, first)) == sorted(map(key, second)) and len(first) == 54  # 27 per cycle
     assert len({s["trace_id"] for s in first}) == 2  # one trace per cycle
 
 
@@ -211,7 +211,7 @@ def test_the_endpoint_comes_from_the_standard_variables(receiver, monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")  # the traces variable wins
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", receiver.endpoint + "/v1/traces")
     assert export(store, out.session_id) == 0
-    assert len(receiver.spans) == 30
+    assert len(receiver.spans) == 27
 
 
 def test_no_endpoint_exits_2_naming_both_variables(capsys):
@@ -228,8 +228,8 @@ def test_stdout_draws_the_tree_without_a_collector(capsys):
     assert lines[0].startswith("invoke_agent tradegraph  [+0.0 ms") and f"session={out.session_id}" in lines[0]
     assert [line.split("  ")[1] for line in lines if line.startswith("  ") and not line.startswith("    ")] == list(
         STATES)
-    assert sum(line.startswith("    chat offline-quick") for line in lines) == 14
-    assert lines[-1].startswith("built 30 spans")
+    assert sum(line.startswith("    chat offline-quick") for line in lines) == 13
+    assert lines[-1].startswith("built 27 spans")
 
 
 def test_an_unreachable_collector_exits_1_with_one_line_naming_its_url(capsys, monkeypatch):

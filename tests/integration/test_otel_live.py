@@ -75,7 +75,7 @@ def test_a_dead_collector_neither_fails_nor_holds_the_cycle_and_is_audited(monke
     # the failure event leaves the cycle's story alone: same status on replay, and no span of its own
     assert store.events.verify_chain(out.session_id)["ok"]
     assert [c.status for c in load_session(store, out.session_id).cycles] == ["completed", "completed"]
-    assert len(spans_of(store, out.session_id, out.cycle_id)) == 30  # 8 states, 14 chat, 7 tools, the root
+    assert len(spans_of(store, out.session_id, out.cycle_id)) == 27  # 8 states, 13 chat, 5 tools, the root
 
 
 def test_a_hanging_collector_holds_the_cycle_no_longer_than_the_timeout(monkeypatch):

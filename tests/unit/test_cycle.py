@@ -53,9 +53,7 @@ def test_tool_passes_offer_only_the_states_allow_list(full_cycle):
     store, out = full_cycle
     for e in events_of(store, out, "llm_request"):
         tools = set(e["payload"]["tools"])
-        if e["state"] == "PLANNING":
-            assert tools <= {"get_portfolio", "get_market_snapshot"}
-        elif e["state"] == "ANALYZING":
+        if e["state"] == "ANALYZING":
             assert tools <= {"get_indicators", "get_price_history", "get_news_features"}
         else:
             assert not tools, e["state"]
@@ -78,14 +76,19 @@ def test_events_are_plain_documents_with_a_gap_free_seq(full_cycle):
 
 def test_forbidden_tool_call_is_refused_and_audited():
     store = mock_store()
-    script = {"tools:planning": [[{"name": "submit_decision", "args": {"orders": []}},
-                                  {"name": "get_portfolio", "args": {}}]]}
+    # the quant's tool pass (ANALYZING) reaches for the executor and for another state's tool
+    script = {"tools:quant": [[{"name": "submit_decision", "args": {"orders": []}},
+                               {"name": "get_portfolio", "args": {}},
+                               {"name": "get_indicators", "args": {"symbol": "AAPL", "names": ["rsi14"]}}]]}
     out = run_cycle("AAPL", "2012-06-01", store=store, runtime=runtime_with(script))
     errors = [e["payload"] for e in events_of(store, out, "error")]
     refused = [e for e in errors if e.get("type") == "tool_refused"]
-    assert refused and refused[0]["tool"] == "submit_decision" and refused[0]["state"] == "PLANNING"
+    assert [(r["tool"], r["state"]) for r in refused] == [("submit_decision", "ANALYZING"), ("get_portfolio", "ANALYZING")]
+    assert refused[0]["allowed"] == ["get_indicators", "get_news_features", "get_price_history"]
     executed = [e for e in events_of(store, out, "tool_call") if e["payload"]["name"] == "submit_decision"]
     assert all(e["state"] == "EXECUTING" for e in executed)
+    ran = [e["payload"]["name"] for e in events_of(store, out, "tool_call") if e["state"] == "ANALYZING"]
+    assert ran == ["get_indicators"]  # the allowed call ran; the refused ones never reached a tool
 
 
 def test_malformed_answer_is_repaired_with_the_validation_error():
