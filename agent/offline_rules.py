@@ -357,7 +357,7 @@ def heed_notes(task: str, out: dict, notes: list[dict]) -> dict:
 
 
 def tool_plan(task: str, ev: dict, offered: list[str]) -> list[dict]:
-    if task == "planning":
+    if task == "planning":  # asked only under pass protocols 1 and 2: since 3 PLANNING offers no tools
         calls = [{"name": "get_portfolio", "args": {}},
                  {"name": "get_market_snapshot", "args": {"symbols": ev["symbols"]}}]
     elif task == "quant":

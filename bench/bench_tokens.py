@@ -5,7 +5,7 @@ offline model's rules) and counts o200k tokens of the exact bytes of every HTTP 
 (messages, tool and JSON schemas, the JSON around them). The o200k vocabulary is a file tiktoken
 downloads once; where it is not cached (no network here) the count falls back to bytes / 4 and says so.
 Then prints the critical path (bench/critical_path.py) of that cycle and of a 4-symbol offline cycle.
-Run: .venv/bin/python bench/bench_tokens.py [--symbol AAPL] [--as-of 2012-06-01] [--protocol 1]
+Run: .venv/bin/python bench/bench_tokens.py [--symbol AAPL] [--as-of 2012-06-01] [--protocol 2]
 Targets: <= 10k prompt tokens; critical path <= 8 calls.
 """
 from __future__ import annotations
@@ -73,7 +73,7 @@ def main() -> None:
     ap.add_argument("--symbol", default="AAPL")
     ap.add_argument("--as-of", default="2012-06-01")
     ap.add_argument("--protocol", type=int, default=None,
-                    help="run under this pass protocol (agent/passes.py), e.g. 1 to measure the code before protocol 2")
+                    help="run under this pass protocol (agent/passes.py), e.g. 2 to measure the code before protocol 3")
     args = ap.parse_args()
     if args.protocol is not None:
         from agent.passes import use_pass_protocol

@@ -37,3 +37,17 @@ def test_allow_lists_name_only_registered_tools_and_only_executing_may_execute()
     for state, names in ALLOW_LISTS.items():
         assert names <= set(REGISTRY), (state, names - set(REGISTRY))
     assert [s for s, names in ALLOW_LISTS.items() if "submit_decision" in names] == ["EXECUTING"]
+
+
+def test_retired_allow_lists_are_older_protocols_only_and_never_execute():
+    """The lists a replay of an older pass protocol needs: registered tools, no executor, and retired by a protocol
+    this code speaks (so today's cycles, under PASS_PROTOCOL, use the table's)."""
+    from agent.passes import PASS_PROTOCOL, PASS_PROTOCOLS
+    from schemas.states import RETIRED_ALLOW_LISTS, allow_list
+
+    assert RETIRED_ALLOW_LISTS, "nothing retired: drop this test with the mapping"
+    for state, (retired_in, names) in RETIRED_ALLOW_LISTS.items():
+        assert state in ALLOW_LISTS and names <= set(REGISTRY) and "submit_decision" not in names
+        assert retired_in in PASS_PROTOCOLS and names != ALLOW_LISTS[state]
+        assert allow_list(state, retired_in - 1) == names and allow_list(state, retired_in) == ALLOW_LISTS[state]
+    assert all(allow_list(s, PASS_PROTOCOL) == ALLOW_LISTS[s] for s in ALLOW_LISTS)
