@@ -367,3 +367,31 @@ def test_a_cycle_without_a_manifest_replays_under_the_protocol_its_requests_show
     report = verify_session(bare, out.session_id)
     assert report.identical and report.ok, report.first_divergence
     assert not any("unrecorded" in n or "not asked for" in n for n in report.cycles[0].notes)
+
+
+def test_the_protocol_is_read_from_requests_whatever_the_structured_method():
+    """A JSON pass asked as a function call offers its contract as its one tool and may be audited without a
+    structured_output name: PLANNING offering only "Plan" still reads as protocol 3, and the JSON instruction alone
+    places a structured pass after its tool results."""
+    from graph.replay.session import LlmCall, inferred_pass_protocol
+
+    system, task = {"type": "system", "content": "s"}, {"type": "human", "content": "TASK: x"}
+    instruction = {"type": "human", "content": "Reply with only a JSON object for the QuantAnswer schema."}
+    called = {"type": "ai", "content": "", "tool_calls": [{"name": "get_indicators", "args": {}, "id": "c"}]}
+    result = {"type": "tool", "content": "{}", "tool_call_id": "c"}
+    said = {"type": "ai", "content": "ready", "tool_calls": []}
+
+    def call(state, messages, tools=(), schema=None):
+        return LlmCall(seq=0, state=state, run_id=None, model="m", messages=messages, tools=list(tools),
+                       structured_output=schema)
+
+    plan_fc = call("PLANNING", [system, task, {**instruction, "content": "Reply with only a JSON object for the Plan"}],
+                   tools=["Plan"])
+    plan_tools = call("PLANNING", [system, task], tools=sorted(MARKET_TOOLS))
+    quant_2 = call("ANALYZING", [system, task, called, result, instruction], tools=["QuantAnswer"])
+    quant_1 = call("ANALYZING", [system, task, called, result, said, instruction], tools=["QuantAnswer"])
+    assert inferred_pass_protocol([plan_fc, quant_2]) == 3
+    assert inferred_pass_protocol([plan_tools, quant_2]) == 2
+    assert inferred_pass_protocol([plan_tools, quant_1]) == 1
+    assert inferred_pass_protocol([quant_2]) == 2  # no PLANNING request: the structured pass alone tells
+    assert inferred_pass_protocol([]) is None
