@@ -200,8 +200,8 @@ def cycle_run_config(runtime: CycleRuntime, *, thread_id: str, handler: Optional
 
 def _invoke(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_id: str, cycle_id: str,
             audit: bool) -> CycleOutcome:
-    # large batches: a cycle's events reach the store in a few round trips, off the graph's thread
-    writer = store.writer(flush_every=512, linger_s=0.25) if audit else None
+    # written continuously off the graph's thread, so the barrier before EXECUTING waits only for the tail
+    writer = store.writer() if audit else None
     handler = AuditHandler(writer, session_id, cycle_id) if audit else None
     config = cycle_run_config(runtime, thread_id=cycle_id, handler=handler, writer=writer, run_name="tradegraph-cycle",
                               metadata={"session_id": session_id, "cycle_id": cycle_id}, session_id=session_id)

@@ -522,7 +522,7 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
         from graph.builder import build_graph
 
         graph = build_graph(checkpointer=InMemorySaver())
-    writer = BufferedEventWriter(store.events, flush_every=512, linger_s=0.25)
+    writer = BufferedEventWriter(store.events)  # continuous, as a cycle's (database/writer.py)
     handler = AuditHandler(writer, replay_id, cycle.cycle_id)
     run_config = cycle_run_config(rt, thread_id=f"{replay_id}:{cycle.cycle_id}", handler=handler, writer=None,
                                   run_name="tradegraph-replay", session_id=session_id,
