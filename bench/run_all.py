@@ -45,7 +45,7 @@ def main() -> None:
     bt = run("bench_backtest.py", "--points", "20" if args.quick else "60")
     feat = run("bench_features.py")
     tok = run("bench_tokens.py")
-    sw = run("bench_sweep.py", "--points", "4" if args.quick else "8")
+    sw = run("bench_sweep.py", "--repeats", "1" if args.quick else "3")
 
     def f(d: dict, k: str) -> float | None:
         try:
