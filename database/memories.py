@@ -38,12 +38,14 @@ class MemoryStore:
         return MemoryRecord.model_validate(doc) if doc else None
 
     def list(self, *, symbol: Optional[str] = None, session_id: Optional[str] = None, before: Optional[str] = None,
-             kind: Optional[str] = None, limit: int = 100) -> list[MemoryRecord]:
+             kind: Optional[str] = None, cycle_id: Optional[str] = None, limit: int = 100) -> list[MemoryRecord]:
         query: dict[str, Any] = {}
         if symbol:
             query["symbol"] = symbol
         if session_id:
             query["session_id"] = session_id
+        if cycle_id:
+            query["cycle_id"] = cycle_id
         if kind:
             query["kind"] = kind
         if before:

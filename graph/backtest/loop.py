@@ -230,7 +230,7 @@ def _supersede_cut_off(store: Store, session_id: str, logs: list[DecisionPointLo
     logged = {lg.agent_output.get("cycle_id") for lg in logs}
     last = max((i for i, c in enumerate(cycles) if c in logged), default=-1)
     for cycle_id in cycles[last + 1:]:
-        notes = [m.memory_id for m in store.memories.list(session_id=session_id, limit=0) if m.cycle_id == cycle_id]
+        notes = [m.memory_id for m in store.memories.list(session_id=session_id, cycle_id=cycle_id, limit=0)]
         for memory_id in notes:
             store.memories.forget(memory_id=memory_id)
         if any(e["payload"].get("type") == "cycle_superseded"
@@ -276,7 +276,7 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
     if len(logs) > len(dates) or any(lg.date != dates[lg.decision_point_idx] for lg in logs):
         raise BacktestError(f"{log_path} does not match this config's decision dates")
     portfolio = logs[-1].portfolio_after if logs else PortfolioSnapshot(cash=config.initial_cash)
-    trades: list[ExecutedTrade] = [t for lg in logs for t in lg.exits + lg.execution_result.executed_trades]
+    trades: list[ExecutedTrade] = logged_trades(logs)
     session_id = session_id_of(run_id)
     if rt.budget is not None and logs:  # a resumed run's budget counts what its earlier points spent
         before = Spend.merge(lg.agent_output.get("llm_cost") for lg in logs)
@@ -326,6 +326,17 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
     if len(logs) == len(dates):
         _write_atomic(run_dir / "result.json", result.model_dump_json(indent=2) + "\n")
     return result
+
+
+def logged_trades(logs: list[DecisionPointLog]) -> list[ExecutedTrade]:
+    """Every fill the log holds, in order: each point's exits, then its decision's trades."""
+    return [t for lg in logs for t in lg.exits + lg.execution_result.executed_trades]
+
+
+def logged_result(config: EpisodeConfig, run_dir: Path) -> Optional[EpisodeResult]:
+    """The figures of what a run has logged so far (a stopped or failed run's); None with nothing logged."""
+    logs = load_logs(run_dir / "episode_log.jsonl")
+    return episode_result(config, logs, logged_trades(logs), logs[-1].portfolio_after) if logs else None
 
 
 def episode_result(config: EpisodeConfig, logs: list[DecisionPointLog],

@@ -29,7 +29,7 @@ def plan_sweep(manager, inp: SweepInput, sweep_id: Optional[str] = None, task_id
     """Everything refusable is refused here: Ray missing, a bad grid, an unknown symbol or a window outside the
     data in any episode, a provider that isn't ready, a changed grid under an existing sweep id."""
     from agent.config import AgentConfig, ConfigError
-    from agent.data.sources import resolved
+    from agent.data.sources import DataFiles, resolved
     from graph.backtest.loop import validate_config
     from graph.sweep.driver import SweepPlan
     from graph.sweep.episode import SweepContext, episode_config
@@ -45,8 +45,6 @@ def plan_sweep(manager, inp: SweepInput, sweep_id: Optional[str] = None, task_id
     episodes = expand(inp, sweep_id)
     data = {k: str(resolved(v)) for k, v in (("prices", inp.prices), ("news", inp.news),
                                              ("fundamentals", inp.fundamentals)) if v}
-    from agent.data.sources import DataFiles
-
     market = manager.runtime_factory(None, DataFiles(**data) if data else None).market
     checked = set()
     for ep in episodes:

@@ -116,24 +116,16 @@ class TaskManager:
     def artifacts(self, task_id: str) -> ArtifactsOutput:
         doc = self._doc(task_id)
         run_dir = Path(doc["run_dir"]) if doc.get("run_dir") else None
-        found, metrics = [], None
-        if doc["kind"] == "sweep":
-            from graph.sweep.results import SWEEP_FILES
+        from graph.sweep.results import SWEEP_FILES
 
-            for name, media in SWEEP_FILES:
-                p = run_dir / name if run_dir else None
-                if p is not None and p.is_file():
-                    found.append(Artifact(name=name, path=str(p), bytes=p.stat().st_size, media_type=media))
-            if run_dir is not None and (run_dir / "aggregate.json").is_file():
-                metrics = {"aggregate": json.loads((run_dir / "aggregate.json").read_text()),
-                           "summary": doc.get("summary")}
-            return ArtifactsOutput(task_id=task_id, run_dir=str(run_dir) if run_dir else None, artifacts=found,
-                                   metrics=metrics)
-        for name, media in ARTIFACT_FILES:
+        found, metrics = [], None
+        for name, media in SWEEP_FILES if doc["kind"] == "sweep" else ARTIFACT_FILES:
             p = run_dir / name if run_dir else None
             if p is not None and p.is_file():
                 found.append(Artifact(name=name, path=str(p), bytes=p.stat().st_size, media_type=media))
-        if run_dir is not None and (run_dir / "result.json").is_file():
+        if doc["kind"] == "sweep" and run_dir is not None and (run_dir / "aggregate.json").is_file():
+            metrics = {"aggregate": json.loads((run_dir / "aggregate.json").read_text()), "summary": doc.get("summary")}
+        elif run_dir is not None and (run_dir / "result.json").is_file():
             res = json.loads((run_dir / "result.json").read_text())
             metrics = {k: res.get(k) for k in ("metrics", "benchmark_metrics", "actions", "cycle_statuses",
                                                "exits", "warnings", "decision_points")}

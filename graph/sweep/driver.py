@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 from graph.sweep.episode import SweepContext, run_episode
 from graph.sweep.grid import Episode
 from graph.sweep.limits import SharedLimits
-from graph.sweep.results import load_rows, plot, write_aggregate, write_rows
+from graph.sweep.results import append_row, load_rows, plot, write_aggregate, write_rows
 
 # what a worker on another node must see of this process's environment (a local instance inherits it all)
 FORWARDED_ENV = ("MONGODB_URI",)
@@ -93,7 +93,6 @@ def run_sweep(plan: SweepPlan, *, on_progress: Callable[[dict[str, Any]], None],
     ray = _ray()
     sweep_dir = plan.sweep_dir
     rows = load_rows(sweep_dir)
-    order = [e.episode_id for e in plan.episodes]
     pending = [e for e in plan.episodes if (rows.get(e.episode_id) or {}).get("status") != "succeeded"]
     started = start_ray(plan)
     try:
@@ -136,7 +135,7 @@ def run_sweep(plan: SweepPlan, *, on_progress: Callable[[dict[str, Any]], None],
                 rows[ep.episode_id] = row
                 if row["status"] == "succeeded":
                     took.append(time.monotonic() - since)
-                write_rows(sweep_dir, rows, order)
+                append_row(sweep_dir, row)
             if not cancelling and cancel_requested():
                 cancelling = True
                 queue.clear()  # running episodes stop after their current point, reading the same flag
@@ -157,6 +156,7 @@ def _empty_row(ep: Episode) -> dict[str, Any]:
 
 
 def finish(plan: SweepPlan, rows: dict[str, dict[str, Any]], *, cancelled: bool) -> dict[str, Any]:
+    write_rows(plan.sweep_dir, rows, [e.episode_id for e in plan.episodes])
     ordered = [rows[e.episode_id] for e in plan.episodes if e.episode_id in rows]
     agg = write_aggregate(plan.sweep_dir, ordered)
     figure = plot(plan.sweep_dir, ordered)

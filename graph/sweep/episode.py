@@ -87,7 +87,7 @@ def provider_of(settings) -> Any:
 def run_episode(ep_dict: dict[str, Any], ctx: SweepContext, *, call=None) -> dict[str, Any]:
     """Run or resume one episode; returns its row of results (graph/sweep/results.py). An error inside the
     episode is its row's status, not an exception: Ray retries only a worker that died."""
-    from graph.backtest.loop import load_logs, run_backtest, session_id_of
+    from graph.backtest.loop import logged_result, run_backtest, session_id_of
     from graph.sweep.limits import SweepBudget
     from graph.sweep.results import episode_row
 
@@ -124,12 +124,7 @@ def run_episode(ep_dict: dict[str, Any], ctx: SweepContext, *, call=None) -> dic
         except Exception as e:  # noqa: BLE001 - the row says why; the sweep goes on with the other episodes
             status, error = "failed", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         if result is None:  # cancelled or failed: what was logged still counts
-            from graph.backtest.loop import episode_result
-
-            logs = load_logs(ctx.episodes_dir / ep.episode_id / "episode_log.jsonl")
-            trades = [t for lg in logs for t in lg.exits + lg.execution_result.executed_trades]
-            result = episode_result(episode_config(ep), logs, trades,
-                                    logs[-1].portfolio_after if logs else None) if logs else None
+            result = logged_result(episode_config(ep), ctx.episodes_dir / ep.episode_id)
         row = episode_row(ep, result, status=status, error=error, seconds=time.time() - started, attempts=attempts,
                           session_id=session_id_of(ep.episode_id))
         col.update_one({"_id": ep.episode_id}, {"$set": {"status": status, "updated_at": time.time(),

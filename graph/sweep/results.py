@@ -1,7 +1,8 @@
 """A sweep's results under experiments/{sweep_id}/:
 
 - grid.json: the grid as given, and every episode it expanded into (what a resume must match);
-- results.jsonl and results.csv: one row of metrics per episode (its latest attempt);
+- results.jsonl and results.csv: one row of metrics per episode (its latest attempt; while the sweep runs,
+  results.jsonl grows a line per landed episode, compacted when it stops);
 - aggregate.json and aggregate.csv: per configuration, across its windows: mean, median and spread of the
   return, Sharpe and drawdown, the failed episodes and cycles, and buy-and-hold side by side;
 - sweep.png: each episode's return against its drawdown, one colour per configuration, the configuration's
@@ -91,7 +92,15 @@ def load_rows(sweep_dir: Path) -> dict[str, dict[str, Any]]:
     return rows
 
 
+def append_row(sweep_dir: Path, row: dict[str, Any]) -> None:
+    """One landed episode, appended (a later line for the same episode supersedes it; load_rows keeps the last),
+    so a sweep of thousands of episodes does not rewrite every row each time one lands."""
+    with open(sweep_dir / "results.jsonl", "a") as f:
+        f.write(json.dumps(row, sort_keys=True) + "\n")
+
+
 def write_rows(sweep_dir: Path, rows: dict[str, dict[str, Any]], order: Iterable[str]) -> None:
+    """results.jsonl compacted to one row per episode in grid order, and results.csv (when a sweep stops)."""
     ordered = [rows[i] for i in order if i in rows]
     _write_atomic(sweep_dir / "results.jsonl", "".join(json.dumps(r, sort_keys=True) + "\n" for r in ordered))
     _csv(sweep_dir / "results.csv", ordered)
