@@ -10,6 +10,7 @@ import dataclasses
 import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 from pydantic import BaseModel
@@ -241,6 +242,8 @@ def store_status(ctx: Context, inp: m.StoreStatusInput) -> m.StoreStatusOutput:
 @capability(m.BacktestInput, m.TaskView)
 def start_backtest(ctx: Context, inp: m.BacktestInput) -> m.TaskView:
     """Start (or, with an existing run_id, continue) a backtest as a task; returns at once with its id."""
+    if inp.run_id is not None:  # the task writes experiments/<run_id>/: nowhere else, whatever let the id through
+        m.inside(ctx.tasks.experiments, inp.run_id, "run_id")
     data_files(inp, policy=ctx.policy)  # refused by the transport's policy before the task reads anything
     return ctx.tasks.start_backtest(inp)
 
@@ -253,6 +256,8 @@ def start_sweep(ctx: Context, inp: m.SweepInput) -> m.TaskView:
         raise Forbidden(f"ray_address is not accepted over {ctx.policy.transport}: this server runs sweeps on a "
                         f"local Ray instance (start it with `tradegraph sweep` on the cluster instead)",
                         field="ray_address")
+    if inp.sweep_id is not None:
+        m.inside(ctx.tasks.experiments, inp.sweep_id, "sweep_id")
     data_files(inp, policy=ctx.policy)  # refused by the transport's policy before the task reads anything
     return ctx.tasks.start_sweep(inp)
 
@@ -278,13 +283,20 @@ def cancel_task(ctx: Context, inp: m.TaskInput) -> m.TaskView:
 @capability(m.TaskInput, m.TaskView)
 def resume_task(ctx: Context, inp: m.TaskInput) -> m.TaskView:
     """Continue an interrupted, cancelled or failed backtest where its log ends, in this process."""
+    run_id = ctx.tasks.status(inp.task_id).run_id
+    if run_id is not None:  # a document written before ids were checked (or edited in the store) is not run outside
+        m.inside(ctx.tasks.experiments, run_id, "run_id")
     return ctx.tasks.resume(inp.task_id)
 
 
 @capability(m.TaskInput, m.ArtifactsOutput)
 def task_artifacts(ctx: Context, inp: m.TaskInput) -> m.ArtifactsOutput:
     """A task's files (trade history, episode log, result, equity PNG), its folder and its metrics."""
+    run_dir = ctx.tasks.status(inp.task_id).run_dir
+    if run_dir:  # the files listed (and served over HTTP) are read from the folder the task document names
+        m.inside(Path(run_dir).parent, Path(run_dir).name, "run_dir")
     return ctx.tasks.artifacts(inp.task_id)
+
 
 
 # ------------------------------------------------------------------------------------------------ memory

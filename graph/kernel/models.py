@@ -3,9 +3,11 @@ schemas) all take their shapes from these models. Inputs forbid unknown fields, 
 instead of a silently ignored option."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
+from pydantic_core import PydanticCustomError
 
 from schemas.events import EventKind
 from schemas.features import FeatureBundle
@@ -21,6 +23,66 @@ Day = Annotated[str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}$")]
 Ticker = Annotated[str, StringConstraints(min_length=1, max_length=12, pattern=r"^[A-Za-z][A-Za-z0-9.\-]*$")]
 Market = Literal["us_equity", "cn_a_share", "crypto"]
 MemoryMode = Literal["on", "off", "session"]
+
+
+# ---------------------------------------------------------------- names that become paths
+def name_problem(name: Any) -> Optional[str]:
+    """What is wrong with `name` as one entry inside a folder (a run's, a sweep's, an artifact's), or None. `.` and
+    `..` pass any character class of names yet are the folder itself and its parent: `experiments/..` is the
+    server's working directory."""
+    if not isinstance(name, str):
+        return None  # the type check says it
+    if name in ("", ".", ".."):
+        return "must be a name inside its folder, not the folder itself or its parent"
+    if "/" in name or "\\" in name or "\x00" in name:
+        return "must be a name inside its folder, not a path"
+    return None
+
+
+def _stays_in_folder(name: Any) -> Any:
+    problem = name_problem(name)
+    if problem is not None:
+        raise PydanticCustomError("folder_name", problem)
+    return name
+
+
+def FolderName(max_length: int, chars: str = r"A-Za-z0-9_.\-") -> Any:
+    """The one type of every id or name that becomes a folder or file name: the refusal of `.`, `..`, empty and
+    paths runs first (a one-line reason), then the character class (shown in the JSON Schema)."""
+    return Annotated[str, StringConstraints(pattern=rf"^[{chars}]{{1,{max_length}}}$"),
+                     BeforeValidator(_stays_in_folder)]
+
+
+RunId = FolderName(100)
+SweepId = FolderName(80)  # its episodes' folders are `{sweep_id}-e000`: room for the suffix
+ArtifactName = FolderName(100)
+
+
+def check_name(kind: Any, value: Any, label: str) -> Any:
+    """`value` as `kind` (RunId, SweepId, …), else BadInput: one line naming `label` (a field, or a CLI flag)."""
+    from graph.kernel.errors import BadInput, validation_line
+
+    try:
+        return TypeAdapter(kind).validate_python(value)
+    except ValidationError as e:
+        line, _ = validation_line(e)
+        raise BadInput(f"{label}: {line.removeprefix('input: ')}", field=label.lstrip("-").replace("-", "_")) from None
+
+
+def inside(folder: str | Path, name: str, field: str) -> Path:
+    """folder/name once both are resolved (symlinks too), refused unless it is a direct child of folder: what a
+    task may write to, checked again in the kernel whatever the input model let through."""
+    from graph.kernel.errors import BadInput
+
+    problem = name_problem(name)
+    parent = Path(folder).expanduser().resolve()
+    child = (parent / name).resolve() if problem is None else None
+    if child is None or child.parent != parent:
+        why = problem or f"resolves to {child}, outside {parent}"
+        raise BadInput(f"{field} {name!r}: {why}", field=field)
+    return child
+
+
 # a user's own data file, read by the process the kernel runs in (relative paths: against its working directory)
 _DataPath = Annotated[str, StringConstraints(min_length=1, max_length=4096, pattern=r"^[^\x00]+$")]
 _ON_KERNEL = "a path on the machine the kernel runs on (relative: to its working directory)"
@@ -266,7 +328,7 @@ class BacktestInput(LlmSpending):
     slippage_bps: float = Field(2.0, ge=0, le=1000)
     market: Market = "us_equity"
     memory: MemoryMode = "session"
-    run_id: Optional[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.\-]{1,100}$")]] = Field(
+    run_id: Optional[RunId] = Field(
         None, description="resume this run if its folder exists; new id when omitted")
     prices: PricesFile = None
     news: NewsFile = None
@@ -326,7 +388,7 @@ class SweepInput(LlmSpending):
     """A grid of backtests: universes × memory modes × models × override sets, each over every window. The
     budgets (max_tokens, max_cost, max_llm_calls) hold for the whole sweep, across all workers."""
 
-    sweep_id: Optional[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.\-]{1,80}$")]] = Field(
+    sweep_id: Optional[SweepId] = Field(
         None, description="resume this sweep if it exists (same grid); new id when omitted")
     universes: list[Annotated[list[Ticker], Field(min_length=1, max_length=20)]] = Field(min_length=1, max_length=50)
     windows: Windows

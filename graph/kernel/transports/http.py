@@ -164,7 +164,7 @@ def create_app(kernel: Kernel) -> FastAPI:
 
     @app.get(path("task_artifacts") + "/{name}", tags=["tasks"], response_class=FileResponse,
              responses={200: {"content": {"application/octet-stream": {}}}})
-    def task_artifact_file(task_id: m.TaskId, name: str):
+    def task_artifact_file(task_id: m.TaskId, name: m.ArtifactName):
         found = {a.name: a for a in call("task_artifacts", task_id=task_id).artifacts}
         if name not in found:
             raise NotFound(f"task {task_id} has no artifact '{name}' (has: {', '.join(found) or 'none'})",

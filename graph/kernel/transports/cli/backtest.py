@@ -51,6 +51,7 @@ def metrics_table(result) -> "Any":
 
 
 def cmd_backtest(args) -> int:
+    from graph.kernel.models import RunId
     from graph.kernel.transports.cli.common import EXIT_FAILED, EXIT_OK, CliError, parse_window
     from pathlib import Path
 
@@ -67,7 +68,8 @@ def cmd_backtest(args) -> int:
         raise CliError(f"--every {args.every} must be at least 1")
     if args.allow_failures < 0:
         raise CliError(f"--allow-failures {args.allow_failures} must be non-negative")
-    run_id = args.run_id or f"bt-{uuid.uuid4().hex[:8]}"
+    run_id = args.run_id if args.run_id is not None else f"bt-{uuid.uuid4().hex[:8]}"  # "" is refused, not replaced
+    check_id_flag(RunId, run_id, "--run-id")  # before it is joined to --out below
     # a run that exists is resumed on the files it started on (the kernel reads them from its session)
     data = data_inputs(args, continuing=(Path(args.out) / run_id / "config.json").exists())
     result = run_in_foreground(args, dict(
@@ -118,15 +120,29 @@ def cmd_backtest(args) -> int:
     return EXIT_OK
 
 
+def check_id_flag(kind, value: str, flag: str) -> None:
+    """An id that becomes a folder under --out, refused by the kernel's own rule (graph.kernel.models.FolderName)
+    with the flag named."""
+    from graph.kernel.errors import BadInput
+    from graph.kernel.models import check_name
+    from graph.kernel.transports.cli.common import CliError
+
+    try:
+        check_name(kind, value, flag)
+    except BadInput as e:
+        raise CliError(e.message) from None
+
+
 def run_in_foreground(args, inputs: dict) -> Any:
     """The kernel's backtest path, waited for: `start_backtest` makes a stored task (so HTTP and MCP see it,
     and can cancel it) run by a thread of this process; this one follows it with a progress bar and reads the
-    complete run's result. Ctrl-C cancels the task, which stops after its current decision point, resumable."""
+    complete run's result. Ctrl-C cancels the task, which stops after its current decision point, resumable; a
+    second Ctrl-C, or the store going away, stops it at once without logging the point under way."""
     import sys
     from pathlib import Path
 
-    from graph.kernel.errors import Failed, from_line
-    from graph.kernel.transports.cli.common import kernel
+    from graph.kernel.errors import Failed, StoreUnavailable, exit_code, from_line
+    from graph.kernel.transports.cli.common import CliError, kernel
     from schemas.simulation import EpisodeResult
 
     with kernel(args.db, experiments_dir=args.out) as k:
@@ -136,8 +152,19 @@ def run_in_foreground(args, inputs: dict) -> Any:
         except KeyboardInterrupt:
             print("tradegraph: stopping after the current decision point (the run resumes with --run-id "
                   f"{task.run_id}); Ctrl-C again stops at once", file=sys.stderr)
-            k.call("cancel_task", {"task_id": task.task_id}, transport="cli")
-            k.tasks.join(task.task_id)
+            try:
+                k.call("cancel_task", {"task_id": task.task_id}, transport="cli")
+                k.tasks.join(task.task_id)
+            except BaseException:  # a second Ctrl-C, or the store gone while stopping: at once
+                _stop_at_once(k, task)
+                raise
+            raise
+        except StoreUnavailable as e:  # the store went away under the run: one line, and it resumes at that point
+            _stop_at_once(k, task)
+            raise CliError(f"{e.message}; the backtest stopped before its next decision point was logged: run the "
+                           f"same command (--run-id {task.run_id}) once the store is back", exit_code(e)) from None
+        except BaseException:
+            _stop_at_once(k, task)
             raise
         k.tasks.join(task.task_id)  # its last writes land before the store closes
         if view.status != "succeeded":
@@ -145,6 +172,14 @@ def run_in_foreground(args, inputs: dict) -> Any:
                 f"backtest task {task.task_id} {view.status}; resume it with --run-id {task.run_id}")
         files = {a.name: a.path for a in k.call("task_artifacts", {"task_id": task.task_id}, transport="cli").artifacts}
     return EpisodeResult.model_validate_json(Path(files["result.json"]).read_text())
+
+
+def _stop_at_once(k, task, wait_s: float = 5.0) -> None:
+    """Tell the task's thread to log no further point, then close the store under it so that whatever it is
+    waiting on ends now; it is given a moment to end tidily (its cycle's events go to the spool)."""
+    k.tasks.abandon(task.task_id)
+    k.store.close()
+    k.tasks.join(task.task_id, timeout_s=wait_s)
 
 
 def _follow(k, task, progress: bool):

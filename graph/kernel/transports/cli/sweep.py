@@ -50,6 +50,12 @@ def grid_inputs(args) -> dict[str, Any]:
     """The grid file's fields, then each flag given over them; the kernel validates the whole."""
     from graph.kernel.transports.cli.spending import spending_inputs
 
+    from graph.kernel.models import SweepId
+    from graph.kernel.transports.cli.backtest import check_id_flag
+
+    for flag, value in (("--resume", args.resume), ("--sweep-id", args.sweep_id)):
+        if value is not None:  # each becomes a folder under --out: checked before it is joined to it
+            check_id_flag(SweepId, value, flag)
     if args.resume:
         path = Path(args.out) / args.resume / "grid.json"
         if not path.is_file():
