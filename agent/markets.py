@@ -1,16 +1,20 @@
-"""Market profiles: the execution rules, trading calendar and daily close that differ between markets (seed 002).
+"""Market profiles: the execution rules, trading calendar and daily open and close that differ between markets
+(seed 002), and the one rule of what a decision may know.
 
-The close is the decision time: a cycle dated `day` decides on that day's closing bar, so anything
-published at or after the close (news, a filing) is not yet known and is visible from the next
-trading day on. This module is the one place that rule lives; news and fundamentals both ask `visible`.
+A profile decides at the close (the default) or at the open (`decide_at`, StockBench's protocol):
+- at the close, a cycle dated `day` decides on that day's complete bar and fills at its close;
+- at the open, it knows every bar through the previous session and that day's opening price, the price its
+  orders fill at, and nothing else of the day.
+Anything published at or after the decision time (news, a filing) is not yet known. This module is the one
+place those rules live: news and fundamentals ask `visible`, bars ask `bar_cutoff`, fills ask `fill_field`.
 """
 from __future__ import annotations
 
 import functools
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
-from typing import NamedTuple, Optional
+from typing import Literal, NamedTuple, Optional
 
 import pandas as pd
 
@@ -18,6 +22,10 @@ DEFAULT_MARKET = "us_equity"
 # exchange_calendars only builds the range it is asked for; this covers any plausible data set
 _CALENDAR_START = "1991-01-02"
 _AFTER = pd.Timedelta(microseconds=1)
+
+
+DecideAt = Literal["close", "open"]
+DECIDE_AT: tuple[str, ...] = ("close", "open")
 
 
 @dataclass(frozen=True)
@@ -33,28 +41,39 @@ class MarketProfile:
     close: timedelta
     # exchange_calendars code (holidays, early closes); None = every day is a session
     calendar: Optional[str] = None
+    # the regular daily open, as local time since midnight (used where the calendar lists no session)
+    open: timedelta = timedelta(0)
+    # when a cycle dated `day` decides: at that day's close (on its complete bar) or at its open
+    decide_at: DecideAt = "close"
 
 
 PROFILES: dict[str, MarketProfile] = {
     "us_equity": MarketProfile("us_equity", fractional=False, lot_size=1, t_plus_one=False, price_limit_pct=None,
                                trades_weekends=False, timezone="America/New_York", close=timedelta(hours=16),
-                               calendar="XNYS"),
+                               calendar="XNYS", open=timedelta(hours=9, minutes=30)),
     "cn_a_share": MarketProfile("cn_a_share", fractional=False, lot_size=100, t_plus_one=True, price_limit_pct=10.0,
                                 trades_weekends=False, timezone="Asia/Shanghai", close=timedelta(hours=15),
-                                calendar="XSHG"),
+                                calendar="XSHG", open=timedelta(hours=9, minutes=30)),
     # a crypto daily bar closes at 00:00 UTC: the decision is taken at the end of the UTC day
     "crypto": MarketProfile("crypto", fractional=True, lot_size=1, t_plus_one=False, price_limit_pct=None,
                             trades_weekends=True, timezone="UTC", close=timedelta(hours=24)),
 }
 
 
-def get_profile(name: str | MarketProfile | None) -> MarketProfile:
+def get_profile(name: str | MarketProfile | None, decide_at: Optional[str] = None) -> MarketProfile:
+    """The named profile (or the one given), deciding at `decide_at` when that is given."""
     if isinstance(name, MarketProfile):
-        return name
-    try:
-        return PROFILES[name or DEFAULT_MARKET]
-    except KeyError:
-        raise ValueError(f"unknown market profile {name!r} (known: {', '.join(PROFILES)})") from None
+        p = name
+    else:
+        try:
+            p = PROFILES[name or DEFAULT_MARKET]
+        except KeyError:
+            raise ValueError(f"unknown market profile {name!r} (known: {', '.join(PROFILES)})") from None
+    if decide_at is None or decide_at == p.decide_at:
+        return p
+    if decide_at not in DECIDE_AT:
+        raise ValueError(f"unknown decision time {decide_at!r} (known: {', '.join(DECIDE_AT)})")
+    return replace(p, decide_at=decide_at)
 
 
 class CalendarRangeError(ValueError):
@@ -72,10 +91,10 @@ def _calendar(code: str):
 
 
 @functools.lru_cache(maxsize=None)
-def _session_closes(code: str) -> dict[pd.Timestamp, pd.Timestamp]:
-    """Every session of the calendar mapped to its close as naive UTC: one dict lookup per decision time."""
-    closes = _calendar(code).schedule["close"].dt.tz_convert("UTC").dt.tz_localize(None)
-    return dict(zip(closes.index, closes))
+def _session_bounds(code: str, column: str) -> dict[pd.Timestamp, pd.Timestamp]:
+    """Every session of the calendar mapped to its open or close as naive UTC: one dict lookup per decision."""
+    times = _calendar(code).schedule[column].dt.tz_convert("UTC").dt.tz_localize(None)
+    return dict(zip(times.index, times))
 
 
 def _day(value: str | date | datetime | pd.Timestamp) -> pd.Timestamp:
@@ -127,15 +146,44 @@ def trading_days(profile: str | MarketProfile, start, end) -> list[pd.Timestamp]
 
 
 @functools.lru_cache(maxsize=65536)
-def decision_time(profile: str | MarketProfile | None, day) -> pd.Timestamp:
+def session_close(profile: str | MarketProfile | None, day) -> pd.Timestamp:
     """The close of `day` in this market, as naive UTC. Early closes (e.g. 13:00 on 2012-07-03) come from
     the calendar; a day it does not list as a session gets the regular close."""
+    return _session_time(get_profile(profile), _day(day), "close")
+
+
+@functools.lru_cache(maxsize=65536)
+def session_open(profile: str | MarketProfile | None, day) -> pd.Timestamp:
+    """The open of `day` in this market, as naive UTC (the calendar's, else the regular open)."""
+    return _session_time(get_profile(profile), _day(day), "open")
+
+
+def _session_time(p: MarketProfile, d: pd.Timestamp, column: str) -> pd.Timestamp:
+    t = _session_bounds(p.calendar, column).get(d) if p.calendar is not None else None
+    if t is not None:
+        return t
+    local = p.close if column == "close" else p.open
+    return (d + local).tz_localize(p.timezone).tz_convert("UTC").tz_localize(None)
+
+
+def decision_time(profile: str | MarketProfile | None, day) -> pd.Timestamp:
+    """When a cycle dated `day` decides, as naive UTC: that day's close, or its open for a profile deciding at
+    the open. Everything published strictly before it is known; nothing at or after it."""
     p = get_profile(profile)
+    return session_open(p, day) if p.decide_at == "open" else session_close(p, day)
+
+
+def bar_cutoff(profile: str | MarketProfile | None, day) -> pd.Timestamp:
+    """The last date whose bar a decision on `day` may read whole: `day` itself at the close (its bar is
+    complete at the decision), the day before at the open (a bar is complete only at its close). Pass it to
+    `MarketData.as_of`: every bar dated on or before it, none after."""
     d = _day(day)
-    close = _session_closes(p.calendar).get(d) if p.calendar is not None else None
-    if close is not None:
-        return close
-    return (d + p.close).tz_localize(p.timezone).tz_convert("UTC").tz_localize(None)
+    return d if get_profile(profile).decide_at == "close" else d - pd.Timedelta(days=1)
+
+
+def fill_field(profile: str | MarketProfile | None) -> str:
+    """The bar field a decision on `day` fills and marks at: that day's close, or its open."""
+    return get_profile(profile).decide_at
 
 
 class Stamp(NamedTuple):
@@ -163,9 +211,9 @@ def parse_stamp(value: object) -> Stamp:
 
 def published_time(value: object, profile: str | MarketProfile | None) -> pd.Timestamp:
     """When an item became known, as naive UTC. A date alone says nothing about the hour, so it counts as
-    published after that day's close: known from the next trading day on."""
+    published after that day's close (whenever the profile decides): known from the next session on."""
     stamp = parse_stamp(value)
-    return decision_time(profile, stamp.ts) + _AFTER if stamp.date_only else stamp.ts
+    return session_close(profile, stamp.ts) + _AFTER if stamp.date_only else stamp.ts
 
 
 def visible(value: object, day, profile: str | MarketProfile | None) -> bool:

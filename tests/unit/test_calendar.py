@@ -104,3 +104,32 @@ def test_profile_close_matches_its_calendar():
             (_, regular), = _calendar(p.calendar).close_times
             assert pd.Timedelta(hours=regular.hour, minutes=regular.minute) == p.close, p.name
             assert str(_calendar(p.calendar).tz) == p.timezone, p.name
+
+
+# ---------------------------------------------------------------- deciding at the open (StockBench's protocol)
+def test_a_profile_deciding_at_the_open_knows_the_previous_bars_and_nothing_after_the_open():
+    from agent.markets import bar_cutoff, decision_time, fill_field, get_profile, visible
+
+    at_open = get_profile("us_equity", "open")
+    assert get_profile("us_equity").decide_at == "close"  # the default is unchanged
+    # 09:30 New York on 2025-03-03 (EST) is 14:30 UTC; the close 21:00 UTC
+    assert str(decision_time(at_open, "2025-03-03")) == "2025-03-03 14:30:00"
+    assert str(decision_time("us_equity", "2025-03-03")) == "2025-03-03 21:00:00"
+    # the open follows the calendar's summer time too: 13:30 UTC in July
+    assert str(decision_time(at_open, "2025-07-03")) == "2025-07-03 13:30:00"
+    assert visible("2025-03-03T14:29:59Z", "2025-03-03", at_open)
+    assert not visible("2025-03-03T14:30:00Z", "2025-03-03", at_open)
+    # a date alone is after that day's close whatever the profile decides: the next session's open sees it
+    assert not visible("2025-03-03", "2025-03-03", at_open)
+    assert visible("2025-03-03", "2025-03-04", at_open)
+    # bars: the open sees the previous day's bar and not its own; the close sees its own
+    assert str(bar_cutoff(at_open, "2025-03-03").date()) == "2025-03-02"
+    assert str(bar_cutoff("us_equity", "2025-03-03").date()) == "2025-03-03"
+    assert (fill_field(at_open), fill_field("us_equity")) == ("open", "close")
+
+
+def test_an_unknown_decision_time_is_refused_by_name():
+    from agent.markets import get_profile
+
+    with pytest.raises(ValueError, match="unknown decision time 'noon'"):
+        get_profile("us_equity", "noon")
