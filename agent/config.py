@@ -133,6 +133,9 @@ COST_BPS_MAX = 1000.0
 # a session's cash must fit a portfolio snapshot (schemas/base.py NonNegMoney, an exclusive bound)
 CASH_MAX = math.nextafter(_upper_bound(NonNegMoney), 0)
 DEBUG_ON = ("1", "true", "yes", "on")
+# TRADEGRAPH_AUDIT_KEY: the shortest HMAC key taken. RFC 2104 discourages keys shorter than the hash's output (32
+# bytes for SHA-256); a shorter one is refused outright below 16, where it reads more like a password than a key
+AUDIT_KEY_MIN = 16
 
 
 @dataclass(frozen=True)
@@ -260,6 +263,14 @@ def check_environment(also: Iterable[Callable[[Mapping[str, str]], None]] = ()) 
     token = env.get("TRADEGRAPH_API_TOKEN")
     if token is not None and token != "" and not token.strip():
         raise ConfigError(f"TRADEGRAPH_API_TOKEN={token!r} is blank")  # blank shows no secret
+    audit_key = env.get("TRADEGRAPH_AUDIT_KEY")  # signs chain heads (database/heads.py); never shown
+    if audit_key is not None and audit_key != "":
+        if not audit_key.strip():
+            raise ConfigError(f"TRADEGRAPH_AUDIT_KEY={audit_key!r} is blank")
+        if len(audit_key.encode()) < AUDIT_KEY_MIN:
+            raise ConfigError(f"TRADEGRAPH_AUDIT_KEY is {len(audit_key.encode())} byte(s) long: an HMAC-SHA256 key "
+                              f"needs at least {AUDIT_KEY_MIN} (e.g. `python -c 'import secrets; "
+                              f"print(secrets.token_hex(32))'`)")
     from agent.pricing import check_prices_env
 
     for check in (check_prices_env, *also):

@@ -1,6 +1,7 @@
 """The `state_events` audit log: append-only, gap-free per-session seq, idempotent by event_id."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sqlite3
 import threading
@@ -12,6 +13,8 @@ from pymongo import ASCENDING, DESCENDING, ReturnDocument, WriteConcern
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
+from database.heads import ChainHeads, LogEnd, Outside, audit_key, compare, cycle_number
+from database.portfolio import ExecutionLedger
 from schemas.events import StateEvent
 
 COLLECTION = "state_events"
@@ -78,10 +81,12 @@ class EventStore:
         # batches are acknowledged by a majority; sync() adds the journal (see there)
         if serialize is not None:
             self.col, self._sync_col = db[COLLECTION], db[COUNTERS]
+            self.heads = ChainHeads(db)
         else:
             one = single_node(db)
             self.col = db.get_collection(COLLECTION, write_concern=ACKED_SINGLE if one else ACKED)
             self._sync_col = db.get_collection(COUNTERS, write_concern=DURABLE_SINGLE if one else DURABLE)
+            self.heads = ChainHeads(db, ACKED_SINGLE if one else ACKED)
         self.counters = db[COUNTERS]
         # Only set for mongomock: it has no concurrency control (find_one_and_update is a
         # read-then-write in Python, and finds iterate a dict other threads mutate), so every
@@ -130,11 +135,34 @@ class EventStore:
         return sorted(written, key=lambda d: order[d["event_id"]])
 
     def _append_session(self, session_id: str, group: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Store the group, then move the session's chain head (database/heads.py) to the highest event the
+        group now has in the log: after the insert is acknowledged, so the head never runs ahead of the log
+        (a process killed in between leaves the log ahead of its head, which verify_chain reports as such)."""
+        top: list[tuple[int, str]] = []  # (seq, hash) of the group's highest stored event, newly or before
+        try:
+            written = self._insert_session(session_id, group, top)
+        except BaseException:
+            if top:  # part of the group is stored: its head too, if the store still answers; the error stands
+                with contextlib.suppress(PyMongoError):
+                    self.heads.advance(session_id, *top[0])
+            raise
+        if top:
+            self.heads.advance(session_id, *top[0])
+        return written
+
+    def _insert_session(self, session_id: str, group: list[dict[str, Any]],
+                        top: list[tuple[int, str]]) -> list[dict[str, Any]]:
         """Seqs are taken by the insert itself, never reserved ahead of it (eventsourcing's
         originator_version): the unique (session_id, seq) index makes a racing writer's insert fail,
         and it retries from the new head. An insert that dies half way leaves a contiguous prefix, so a
         process killed at any instant leaves no gap. An event_id already stored with identical content
-        is a no-op; with other content it is a DuplicateEventError."""
+        is a no-op; with other content it is a DuplicateEventError. `top` gets the highest (seq, hash) of
+        the group found in the log, also when the call raises after storing part of it."""
+
+        def reached(doc: dict[str, Any]) -> None:
+            if not top or int(doc["seq"]) > top[0][0]:
+                top[:] = [(int(doc["seq"]), doc["hash"])]
+
         written: list[dict[str, Any]] = []
         pending = group
         for _ in range(MAX_SEQ_RACES):
@@ -153,6 +181,7 @@ class EventStore:
                 written += pending[:n]
                 if n:
                     self._heads[session_id] = (pending[n - 1]["seq"], pending[n - 1]["hash"])
+                    reached(pending[n - 1])
                 clash, pending = pending[n], pending[n + 1:]
                 old = self.col.find_one({"event_id": clash["event_id"]}, {"_id": 0})
                 if old is None:  # another writer took this seq: re-read the head and go on from there
@@ -163,12 +192,16 @@ class EventStore:
                     raise DuplicateEventError(
                         f"event_id {clash['event_id']!r} already stored (session {old['session_id']!r}, seq "
                         f"{old['seq']}) with different content") from exc
-                # an identical copy is already stored (a redelivery): a no-op; the rest goes on
+                # an identical copy is already stored (a redelivery): a no-op; the rest goes on. The head covers
+                # it too: a batch whose reply was lost is stored, and its retry must still move the head
+                if old["session_id"] == session_id and old.get("hash"):
+                    reached(old)
                 if old["session_id"] == session_id and int(old["seq"]) > self._heads.get(session_id, (0, ""))[0]:
                     self._heads.pop(session_id, None)
                 continue
             written += pending
             self._heads[session_id] = (pending[-1]["seq"], pending[-1]["hash"])
+            reached(pending[-1])
             pending = []
         if pending:
             raise DuplicateEventError(f"session {session_id!r}: gave up after {MAX_SEQ_RACES} seq races")
@@ -328,8 +361,18 @@ class EventStore:
 
     def verify_chain(self, session_id: str) -> dict[str, Any]:
         """Walk the session in seq order: seqs contiguous from 1, each event's hash recomputed, each
-        prev_hash equal to its predecessor's hash. Reports the first broken link."""
+        prev_hash equal to its predecessor's hash; then compare the log with what the store keeps outside
+        it (database/heads.py): its chain head (and its signature, with TRADEGRAPH_AUDIT_KEY set), the cycle
+        counter, the execution ledger. Reports the first broken or missing seq; `head` is the head as
+        recorded, `head_note` one line on how the log stands against it, `after_head` the events it does not
+        cover yet (what a writer killed between its batch and its head update leaves: not a failure)."""
+        outside = self.outside(session_id)  # before the log: see Outside
         prev, checked = GENESIS, 0
+        hash_at_head: str | None = None
+        cycle_last_seq: dict[int, int] = {}
+        report: dict[str, Any] = {"ok": False, "checked": 0, "first_broken": None,
+                                  "head": outside.head.public() if outside.head else None, "head_note": "",
+                                  "after_head": 0}
         for doc in self.read(session_id):
             checked += 1
             seq = int(doc["seq"])
@@ -343,9 +386,27 @@ class EventStore:
             elif event_hash(doc) != doc["hash"]:
                 reason = "content does not match its hash (the event was edited after it was written)"
             if reason is not None:
-                return {"ok": False, "checked": checked, "first_broken": {"seq": min(seq, checked), "reason": reason}}
+                return {**report, "checked": checked, "first_broken": {"seq": min(seq, checked), "reason": reason}}
             prev = doc["hash"]
-        return {"ok": True, "checked": checked, "first_broken": None}
+            n = cycle_number(session_id, doc.get("cycle_id"))
+            if n is not None:
+                cycle_last_seq[n] = seq
+            if outside.head is not None and seq == outside.head.seq:
+                hash_at_head = prev
+        broken, note, after = compare(session_id, outside, LogEnd(checked, hash_at_head, cycle_last_seq), audit_key())
+        return {**report, "ok": broken is None, "checked": checked, "first_broken": broken, "head_note": note,
+                "after_head": after}
+
+    def outside(self, session_id: str) -> Outside:
+        """What the store keeps about the session outside its log (read before the log, see Outside)."""
+        ledger = {}
+        for entry in ExecutionLedger(self.db).col.find({"session_id": session_id}, {"_id": 0, "cycle_id": 1,
+                                                                                    "state": 1}):
+            n = cycle_number(session_id, entry.get("cycle_id"))
+            if n is not None:
+                ledger[n] = str(entry.get("state"))
+        counter = self.counters.find_one({"_id": f"{session_id}#cycles"})
+        return Outside(self.heads.get(session_id), int(counter["n"]) if counter else 0, ledger)
 
     def cycle_ids(self, session_id: str) -> list[str]:
         """The session's cycle ids in order (cycle ids are `<session>:c<n>`, numbered by next_cycle)."""

@@ -157,6 +157,9 @@ def load_session(store: Store, session_id: str, *, check_chain: bool = False) ->
     with _gc_paused():
         events = store.events.read(session_id)
         if not events:
+            if check_chain and store.events.heads.get(session_id) is not None:
+                # every event deleted: the session is gone from the log, not from its chain head
+                return Session(session_id, 0, [], None, None, [], [], chain=store.events.verify_chain(session_id))
             raise SessionNotFound(f"unknown session '{session_id}'")
         session = build_session(session_id, events)
     if check_chain:
@@ -440,6 +443,8 @@ def verify_session(store: Store, session_id: str, *, config=None) -> VerifyRepor
     from graph.runtime import default_runtime
 
     session = load_session(store, session_id, check_chain=True)
+    if not session.cycles:  # the whole log deleted, its chain head left: nothing to re-execute, nothing vouched for
+        return VerifyReport(session_id, "(none: no recorded event)", [], session.warnings(), chain=session.chain)
     if session.schema_mismatch:
         raise SchemaVersionMismatch(
             f"session '{session_id}' was recorded with schema_version {session.schema_versions}, but this code "

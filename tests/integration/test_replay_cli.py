@@ -37,7 +37,9 @@ def test_tables_json_html(recorded, capsys, tmp_path):
     assert main(["replay", sid, "--db", uri, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert len(data["cycles"]) == 2 and data["gap_free"] and data["cycles"][0]["contracts"]["DEBATE"]
-    assert data["chain"] == {"ok": True, "checked": data["events"], "first_broken": None}
+    chain = data["chain"]
+    assert (chain["ok"], chain["checked"], chain["first_broken"]) == (True, data["events"], None)
+    assert chain["head"]["seq"] == data["events"] and chain["after_head"] == 0
     assert data["cycles"][1]["inputs"]["as_of"] == "2012-06-04"
     page = tmp_path / "s.html"
     assert main(["replay", sid, "--db", uri, "--html", str(page)]) == 0

@@ -55,6 +55,7 @@ BAD: dict[str, tuple[str, dict[str, str]]] = {
     "TRADEGRAPH_HOME": (A_FILE, {}),
     "TRADEGRAPH_DEBUG": ("0", {}),
     "TRADEGRAPH_API_TOKEN": ("   ", {}),
+    "TRADEGRAPH_AUDIT_KEY": ("  ", {}),
     "TRADEGRAPH_ALLOW_EXECUTION": ("ftp", {}),
     "TRADEGRAPH_DATA_DIRS": ("/nonexistent/data", {}),
     "TRADEGRAPH_CONFIG": ("/nonexistent/tradegraph.toml", {}),
@@ -141,6 +142,17 @@ def test_a_command_reading_no_configuration_is_checked_too(monkeypatch, capsys):
     monkeypatch.setenv("TRADEGRAPH_FEES_BPS", "-5")
     assert main(["sessions", "--db", store_uri()]) == 2
     assert "TRADEGRAPH_FEES_BPS='-5'" in capsys.readouterr().err
+
+
+def test_a_short_audit_key_is_refused_without_showing_it(monkeypatch, capsys):
+    monkeypatch.setenv("TRADEGRAPH_AUDIT_KEY", "hunter2")
+    uri = store_uri()
+    assert main([*RUN, "--db", uri]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "TRADEGRAPH_AUDIT_KEY is 7 byte(s) long" in err and "hunter2" not in err, err
+    assert sessions_in(uri) == []
+    monkeypatch.setenv("TRADEGRAPH_AUDIT_KEY", "hunter2-hunter2-hunter2")
+    check_environment()
 
 
 def test_help_needs_no_configuration(monkeypatch, capsys):

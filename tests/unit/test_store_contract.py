@@ -250,7 +250,7 @@ def test_hash_chain_verifies_and_names_the_first_broken_link(store: Store) -> No
     store.events.append([make_event("H", n=i) for i in range(3)])
     store.events.append([make_event("H", n=3, payload={"x": 1.0, "y": [2.5, None], "z": "é"})])
     report = store.events.verify_chain("H")
-    assert report == {"ok": True, "checked": 4, "first_broken": None}
+    assert (report["ok"], report["checked"], report["first_broken"]) == (True, 4, None)
     # the hash survives the store's own round trip (floats, unicode): recomputed from what was read back
     read = store.events.read("H")
     assert read[0]["prev_hash"] == "0" * 64 and all(b["prev_hash"] == a["hash"] for a, b in zip(read, read[1:]))
@@ -276,3 +276,173 @@ def test_appends_from_two_stores_race_without_gaps_and_keep_the_chain(store: Sto
         (store.events if i % 2 else other).append([make_event("T", n=i), make_event("T", n=100 + i)])
     assert seqs(store, "T") == list(range(1, 21)) and store.events.count("T") == 20
     assert store.events.verify_chain("T")["ok"]
+
+
+# ---------------------------------------------------------------------------- chain heads (database/heads.py)
+def three_cycles(store: Store, session: str = "S", per_batch: int = 5, batches: int = 2) -> list[list[dict]]:
+    """Cycles 1..3 allocated as the runner does (next_cycle), each written in a few batches; returns the
+    stored events of each cycle."""
+    cycles = []
+    for c in range(1, 4):
+        assert store.events.next_cycle(session) == c
+        stored = []
+        for b in range(batches):
+            stored += store.events.append([make_event(session, cycle=f"{session}:c{c}", n=c * 100 + b * 10 + i)
+                                           for i in range(per_batch)])
+        cycles.append(stored)
+    return cycles
+
+
+def broken(store: Store, session: str) -> tuple[int, str]:
+    report = store.events.verify_chain(session)
+    assert not report["ok"], report
+    return report["first_broken"]["seq"], report["first_broken"]["reason"]
+
+
+def test_the_head_follows_every_batch(store: Store) -> None:
+    cycles = three_cycles(store)
+    last = cycles[-1][-1]
+    head = store.events.heads.get("S")
+    assert (head.seq, head.hash, head.sig) == (30, last["hash"], None)
+    report = store.events.verify_chain("S")
+    assert report["ok"] and report["head"]["seq"] == 30 and report["after_head"] == 0
+    assert report["head_note"] == "the log ends at its chain head, seq 30 (unsigned)"
+
+
+def test_a_removed_last_event_is_a_missing_tail(store: Store) -> None:
+    three_cycles(store)
+    store.db["state_events"].delete_one({"session_id": "S", "seq": 30})
+    assert broken(store, "S") == (30, "the log ends at seq 29, but its chain head records seq 30: seq 30 missing "
+                                      "(the log was cut short)")
+
+
+def test_a_removed_last_cycle_is_named_by_its_first_seq(store: Store) -> None:
+    cycles = three_cycles(store)
+    store.db["state_events"].delete_many({"session_id": "S", "cycle_id": "S:c3"})
+    seq, reason = broken(store, "S")
+    assert seq == cycles[2][0]["seq"] == 21 and "seq 21..30 missing" in reason
+
+
+def test_a_rolled_back_head_is_betrayed_by_the_cycle_counter(store: Store) -> None:
+    """The tail deleted and the head moved back onto the shorter log, consistently: the counter still says three
+    cycles were allocated, and the log holds none of the third."""
+    cycles = three_cycles(store)
+    store.db["state_events"].delete_many({"session_id": "S", "cycle_id": "S:c3"})
+    end = cycles[1][-1]
+    store.db["chain_heads"].update_one({"_id": "S"}, {"$set": {"seq": end["seq"], "hash": end["hash"]}})
+    seq, reason = broken(store, "S")
+    assert seq == 21 and "cycle S:c3 was allocated (the cycle counter is at 3)" in reason
+    # and by the execution ledger when that cycle filled, whatever the counter says
+    store.db["counters"].update_one({"_id": "S#cycles"}, {"$set": {"n": 2}})
+    assert store.events.verify_chain("S")["ok"]  # log, head and counter rewritten consistently: not detected
+    store.executions.record("S:c3", "S", {"status": "filled"})
+    seq, reason = broken(store, "S")
+    assert seq == 21 and "S:c3 has an execution-ledger entry (committed)" in reason
+
+
+def test_a_head_whose_event_was_replaced_is_named(store: Store) -> None:
+    """The last event rewritten and the chain re-hashed to match (no key, the head untouched)."""
+    from database.events import event_hash
+
+    three_cycles(store)
+    doc = store.db["state_events"].find_one({"session_id": "S", "seq": 30}, {"_id": 0})
+    doc["payload"] = {"n": -1}
+    doc["hash"] = event_hash(doc)
+    store.db["state_events"].replace_one({"session_id": "S", "seq": 30}, doc)
+    seq, reason = broken(store, "S")
+    assert seq == 30 and "the event at seq 30 is not the one its chain head records" in reason
+
+
+def test_the_head_never_moves_back(store: Store) -> None:
+    """A redelivered (already stored) batch, a writer with a stale head cache, and a direct lower write."""
+    from database.events import EventStore
+
+    sent = [make_event("B", n=i) for i in range(3)]
+    first = store.events.append(sent)
+    stale = EventStore(store.db, serialize=store.events._serialize)
+    stale._heads["B"] = (1, first[0]["hash"])  # believes the session ends at seq 1
+    store.events.append([make_event("B", n=3 + i) for i in range(3)])
+    assert store.events.heads.get("B").seq == 6
+    assert store.events.append(sent) == []  # a redelivery (a spool, a retry): nothing new, the head stays
+    assert store.events.heads.get("B").seq == 6
+    stored = stale.append([make_event("B", n=10)])  # collides at seq 2, re-reads the log, lands at 7
+    assert stored[0]["seq"] == 7 and store.events.heads.get("B").seq == 7
+    store.events.heads.advance("B", 3, first[2]["hash"])
+    assert store.events.heads.get("B").seq == 7 and store.events.verify_chain("B")["ok"]
+
+
+def test_a_retried_batch_whose_reply_was_lost_still_moves_the_head(store: Store) -> None:
+    """The batch landed but its writer never heard (a lost reply): the retry finds every event stored."""
+    events = [make_event("L", n=i) for i in range(4)]
+    store.events.append(events)
+    store.db["chain_heads"].delete_one({"_id": "L"})  # as if the writer had not got to its head update
+    assert store.events.append(events) == []
+    assert store.events.heads.get("L").seq == 4
+
+
+def test_a_log_past_its_head_is_reported_not_failed(store: Store) -> None:
+    three_cycles(store)
+    end = store.events.read("S")[24]
+    # what a writer killed between its batch and its head update leaves (the real kill: tests/faults)
+    store.db["chain_heads"].update_one({"_id": "S"}, {"$set": {"seq": end["seq"], "hash": end["hash"]}})
+    report = store.events.verify_chain("S")
+    assert report["ok"] and report["after_head"] == 5
+    assert report["head_note"].startswith("5 event(s) after the chain head at seq 25 (seq 26..30)")
+
+
+def test_a_session_without_a_head_is_reported_as_such(store: Store) -> None:
+    three_cycles(store)
+    store.db["chain_heads"].delete_one({"_id": "S"})
+    report = store.events.verify_chain("S")
+    assert report["ok"] and report["head"] is None and report["head_note"].startswith("no chain head recorded")
+
+
+KEY = "k" * 32
+
+
+def test_a_signed_head_detects_a_consistent_rewrite_of_log_and_head(store: Store, monkeypatch) -> None:
+    from database.events import event_hash
+    from database.heads import key_id
+
+    monkeypatch.setenv("TRADEGRAPH_AUDIT_KEY", KEY)
+    three_cycles(store)
+    head = store.events.heads.get("S")
+    assert head.key_id == key_id(KEY.encode()) and head.sig and store.events.verify_chain("S")["ok"]
+    assert f"signature verified, key {head.key_id}" in store.events.verify_chain("S")["head_note"]
+    # the last cycle deleted and the head moved onto the shorter log without the key: its signature fails
+    store.db["state_events"].delete_many({"session_id": "S", "seq": {"$gt": 25}})
+    end = store.db["state_events"].find_one({"session_id": "S", "seq": 25})
+    store.db["chain_heads"].update_one({"_id": "S"}, {"$set": {"seq": 25, "hash": end["hash"]}})
+    store.db["counters"].update_one({"_id": "S#cycles"}, {"$set": {"n": 3}})
+    seq, reason = broken(store, "S")
+    assert seq == 25 and "signature does not verify" in reason
+    # without the key the same rewrite is consistent, so it passes: what the README says a key is for
+    monkeypatch.delenv("TRADEGRAPH_AUDIT_KEY")
+    assert store.events.verify_chain("S")["ok"]
+    # an event edited and the chain re-hashed after it, the head's hash set to match: the key catches it
+    monkeypatch.setenv("TRADEGRAPH_AUDIT_KEY", KEY)
+    docs = store.events.read("S")
+    prev = docs[9]["hash"]
+    for d in docs[10:]:
+        d["prev_hash"] = prev
+        if d["seq"] == 11:
+            d["payload"] = {"n": "edited"}
+        d["hash"] = prev = event_hash(d)
+        store.db["state_events"].replace_one({"session_id": "S", "seq": d["seq"]}, d)
+    store.db["chain_heads"].update_one({"_id": "S"}, {"$set": {"hash": prev}})
+    assert broken(store, "S")[0] == 25
+    monkeypatch.delenv("TRADEGRAPH_AUDIT_KEY")
+    assert store.events.verify_chain("S")["ok"]
+
+
+def test_a_head_checked_under_another_key_or_unsigned_is_named(store: Store, monkeypatch) -> None:
+    from database.heads import key_id
+
+    monkeypatch.setenv("TRADEGRAPH_AUDIT_KEY", KEY)
+    store.events.append([make_event("W", n=i) for i in range(3)])
+    monkeypatch.setenv("TRADEGRAPH_AUDIT_KEY", "another key, 32 bytes long......")
+    seq, reason = broken(store, "W")
+    assert seq == 3 and reason == (f"the chain head is signed with key {key_id(KEY.encode())}, not with the "
+                                   f"configured TRADEGRAPH_AUDIT_KEY ({key_id(b'another key, 32 bytes long......')})")
+    store.db["chain_heads"].update_one({"_id": "W"}, {"$unset": {"sig": ""}})
+    assert "the chain head is not signed, but TRADEGRAPH_AUDIT_KEY is set" in broken(store, "W")[1]

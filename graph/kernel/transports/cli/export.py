@@ -1,8 +1,10 @@
 """`tradegraph export otel SESSION`: a recorded session as OpenTelemetry GenAI spans, sent to an OTLP/HTTP
-collector (Langfuse, Phoenix, Jaeger, Tempo, …) or drawn as a tree with --stdout. Direct on the store, like
-`store`: it reads the audit log and calls no capability."""
+collector (Langfuse, Phoenix, Jaeger, Tempo, …) or drawn as a tree with --stdout. `tradegraph export head
+SESSION`: the session's chain head (signed with TRADEGRAPH_AUDIT_KEY when set) as JSON, to notarise elsewhere.
+Direct on the store, like `store`: they read the audit log and call no capability."""
 from __future__ import annotations
 
+import json
 import re
 
 from graph.kernel.transports.cli.common import EXIT_FAILED, EXIT_OK, CliError, add_db_flag, open_store
@@ -10,7 +12,8 @@ from graph.telemetry.settings import ENDPOINT_VAR, TRACES_ENDPOINT_VAR, OtelConf
 
 
 def register(sub) -> None:
-    ex = sub.add_parser("export", help="export a recorded session to other tools (otel: OpenTelemetry spans)")
+    ex = sub.add_parser("export", help="export a recorded session to other tools (otel: OpenTelemetry spans; "
+                                       "head: its signed chain head)")
     formats = ex.add_subparsers(dest="format", required=True)
     ot = formats.add_parser("otel", help="send a session's cycles as OpenTelemetry GenAI spans over OTLP/HTTP")
     ot.add_argument("session_id")
@@ -21,6 +24,34 @@ def register(sub) -> None:
     ot.add_argument("--stdout", action="store_true", help="print the span tree (needs no collector)")
     add_db_flag(ot)
     ot.set_defaults(fn=cmd_export_otel)
+    hd = formats.add_parser("head", help="print a session's chain head (seq and hash of its last event, signed "
+                                         "when TRADEGRAPH_AUDIT_KEY is set) as JSON, to keep outside the store")
+    hd.add_argument("session_id")
+    add_db_flag(hd)
+    hd.set_defaults(fn=cmd_export_head)
+
+
+def cmd_export_head(args) -> int:
+    """The head as stored, with the bytes its signature covers. A head that fails its signature under the
+    configured key is refused (exit 1): notarising it would vouch for an edited head."""
+    from database.heads import audit_key
+
+    store = open_store(args.db)
+    try:
+        head = store.events.heads.get(args.session_id)
+        known = head is not None or store.events.exists(args.session_id)
+    finally:
+        store.close()
+    if not known:
+        raise CliError(f"unknown session '{args.session_id}'")
+    if head is None:
+        raise CliError(f"session '{args.session_id}' has no chain head (written before chain heads existed)",
+                       EXIT_FAILED)
+    problem = head.signature_problem(audit_key())
+    if problem is not None:
+        raise CliError(f"session '{args.session_id}': {problem}", EXIT_FAILED)
+    print(json.dumps(head.public()))
+    return EXIT_OK
 
 
 def cmd_export_otel(args) -> int:

@@ -56,13 +56,19 @@ def cmd_replay(args) -> int:
 
 
 def _print_chain(session_id: str, chain: dict) -> int:
+    """One line either way: intact, with how the log stands against its chain head; or the first broken or
+    missing seq (database/events.py verify_chain)."""
     if chain["ok"]:
-        print(f"hash chain intact: {chain['checked']} event(s) of session {session_id}")
+        print(f"hash chain intact: {chain['checked']} event(s) of session {session_id}" + _head_note(chain))
         return EXIT_OK
     broken = chain["first_broken"]
     print(f"tradegraph: error: hash chain of session {session_id} broken at seq {broken['seq']}: "
           f"{broken['reason']}", file=sys.stderr)
     return EXIT_FAILED
+
+
+def _head_note(chain: dict) -> str:
+    return f"; {chain['head_note']}" if chain.get("head_note") else ""
 
 
 def recorded_spend(cycle) -> dict:
@@ -90,7 +96,7 @@ def print_session(session, console: Console | None = None) -> None:
     if session.gap_free:
         c.print(f"seq 1..{session.events}: gap-free")
     if session.chain is not None and session.chain["ok"]:
-        c.print(f"hash chain: intact ({session.chain['checked']} events)")
+        c.print(escape(f"hash chain: intact ({session.chain['checked']} events)" + _head_note(session.chain)))
     for cy in session.cycles:
         c.print()
         c.print(f"[bold]cycle {cy.index}[/bold] {cy.cycle_id}  status: [bold]{cy.status}[/bold]  "
@@ -180,7 +186,7 @@ def _print_verify(report, console: Console | None = None) -> None:
         for d in v.config_differences:
             c.print("    " + escape(d))
     if report.chain is not None and report.chain["ok"]:
-        c.print(f"hash chain: intact ({report.chain['checked']} events)")
+        c.print(escape(f"hash chain: intact ({report.chain['checked']} events)" + _head_note(report.chain)))
     first = report.first_divergence
     if first is None and not report.ok:
         c.print("[bold red]contracts replay identical, but the recording fails its hash chain: not verified"
