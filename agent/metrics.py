@@ -168,3 +168,51 @@ def buy_and_hold_curve(closes: Mapping[str, Sequence[float]], initial_cash: floa
     n = len(next(iter(closes.values()))) if symbols else 0
     shares = {s: initial_cash / len(symbols) / closes[s][0] for s in symbols}
     return [sum(shares[s] * closes[s][i] for s in symbols) for i in range(n)]
+
+
+# ---------------------------------------------------------------- StockBench's definitions
+# StockBench (arXiv 2510.02209; github.com/ChenYXxxx/stockbench, stockbench/backtest/metrics.py) scores a run on its
+# NAV, the equity divided by the starting cash, one point per session. Its Sortino is daily and not annualised, its
+# downside is the sample standard deviation of the negative days only, and the first day's return (0) counts in the
+# mean: the scorecard must compute exactly that to sit beside the published rows.
+
+def nav_returns(equity: Sequence[float]) -> list[float]:
+    """Daily returns as StockBench takes them (pandas pct_change().fillna(0)): the first day's return is 0."""
+    return [0.0] + period_returns(equity) if equity else []
+
+
+def stockbench_metrics(equity: Sequence[float], initial_cash: Optional[float] = None) -> dict[str, Optional[float]]:
+    """cumulative_return, max_drawdown (a negative fraction), sortino (daily), sharpe (annualised) of an equity curve
+    as StockBench computes them. `initial_cash` is the NAV's base: a run's return is against the cash it started
+    with (its `evaluate`); None takes the first point (its buy-and-hold baseline's `extract_key_metrics_summary`)."""
+    if not equity:
+        return {"cumulative_return": None, "max_drawdown": None, "sortino": None, "sharpe": None}
+    base = initial_cash if initial_cash is not None else equity[0]
+    rets = nav_returns(equity)
+    peak, mdd = -math.inf, 0.0
+    for v in equity:  # the running peak starts at the first point, not at the starting cash
+        peak = max(peak, v)
+        mdd = min(mdd, v / peak - 1.0)
+    negative = [r for r in rets if r < 0]
+    downside = _std(negative) if len(negative) > 1 else 0.0
+    vol = _std(rets)
+    return {
+        "cumulative_return": equity[-1] / base - 1.0,
+        "max_drawdown": mdd,
+        "sortino": _mean(rets) / downside if downside > 0 else 0.0,
+        "sharpe": _mean(rets) * TRADING_DAYS / (vol * math.sqrt(TRADING_DAYS)) if vol > 0 else 0.0,
+    }
+
+
+def equal_weight_buy_and_hold(prices: Mapping[str, Sequence[float]], initial_cash: float,
+                              entry_cost_bps: float = 0.0) -> list[float]:
+    """StockBench's passive baseline: the cash split equally across the symbols, each bought once at the first
+    price with `entry_cost_bps` charged on the way in (its commission + slippage), fractional shares, never
+    rebalanced, no dividends; the equity at each later price."""
+    symbols = list(prices)
+    if not symbols:
+        return []
+    n = len(prices[symbols[0]])
+    per = initial_cash / len(symbols) / (1.0 + entry_cost_bps / 1e4)
+    shares = {s: per / prices[s][0] for s in symbols}
+    return [sum(shares[s] * prices[s][i] for s in symbols) for i in range(n)]
