@@ -9,6 +9,7 @@ from typing import Any, Optional
 from agent.budget import BUDGET_KEY, Budget
 from agent.cache import CACHE_KEY
 from agent.data.market import DataError, validate_as_of
+from database.approvals import Decisions, describe
 from database.connection import Store
 from database.errors import AuditSpooled
 from database.portfolio import complete_pending
@@ -131,20 +132,73 @@ class ApprovalConflict(InputError):
 
 def approve_cycle(session_id: str, *, store: Store, approved: bool, by: str,
                   runtime: Optional[CycleRuntime] = None) -> CycleOutcome:
-    """Resumes the session's paused cycle. Nothing pending (never paused, or already decided) is an
-    error and executes nothing; the execution ledger would refuse a second fill in any case."""
+    """Resumes the session's paused cycle. One decision per cycle: the caller first claims it by compare-and-set
+    (database/approvals.py), so of two approvers racing on any transport exactly one resumes it; the other, and
+    anyone after, is refused naming who decided and when. Nothing pending executes nothing; the execution
+    ledger would refuse a second fill in any case."""
     if not store.events.exists(session_id):
         raise SessionNotFound(f"unknown session '{session_id}'")
     graph = build_graph(checkpointer=checkpointer(store))
-    for cycle_id in reversed(store.events.cycle_ids(session_id)):
-        snapshot = graph.get_state({"configurable": {"thread_id": cycle_id}})
+    cycle_id = _paused_cycle(graph, store, session_id)
+    decisions = Decisions(store.db)
+    if cycle_id is None:
+        last = decisions.last(session_id)
+        raise NothingPending(f"session '{session_id}' has no cycle waiting for approval"
+                             + (f": {describe(last)}" if last else ""))
+    token, held = decisions.claim(cycle_id, session_id, approved=approved, by=by)
+    if token is None:
+        _refuse(store, session_id, cycle_id, "approval_refused_decided",
+                f"{'approval' if approved else 'rejection'} by {by} of session '{session_id}' refused: "
+                f"{describe(held)}", by=by)
+    status = None
+    try:
+        if approved:
+            _refuse_if_stale(store, session_id, cycle_id, graph.get_state(_thread(cycle_id)).values
+                             .get("portfolio_version"))
+        rt = _with_execution(runtime or default_runtime(), store)
+        out = _invoke(graph, Command(resume={"approved": approved, "by": by}), store=store, runtime=rt,
+                      session_id=session_id, cycle_id=cycle_id, audit=True)
+        status = out.status
+        return out
+    finally:
+        _close_claim(graph, store, decisions, session_id, cycle_id, token, status)
+
+
+def _close_claim(graph, store: Store, decisions: Decisions, session_id: str, cycle_id: str, token: str,
+                 status: Optional[str]) -> None:
+    """Settled with the cycle's status once the graph took the decision; released when the cycle is still paused
+    (refused as stale, a crash before resuming), so it can be decided again. With the store gone the claim stays
+    `deciding` under no decider, and the next approver takes it over."""
+    try:
+        if status is None and _paused_cycle(graph, store, session_id, only=cycle_id) == cycle_id:
+            decisions.release(cycle_id, token)
+        else:
+            decisions.settle(cycle_id, token, status or "failed")
+    except PyMongoError:
+        decisions.forget(token)  # never hide the exception the decision itself raised
+
+
+def _thread(cycle_id: str) -> dict:
+    return {"configurable": {"thread_id": cycle_id}}
+
+
+def _paused_cycle(graph, store: Store, session_id: str, only: Optional[str] = None) -> Optional[str]:
+    """The session's cycle paused before EXECUTING (its checkpoint waits on the approval interrupt), or None."""
+    for cycle_id in [only] if only else reversed(store.events.cycle_ids(session_id)):
+        snapshot = graph.get_state(_thread(cycle_id))
         if snapshot.next == ("EXECUTING",) and any(t.interrupts for t in snapshot.tasks):
-            if approved:
-                _refuse_if_stale(store, session_id, cycle_id, snapshot.values.get("portfolio_version"))
-            rt = _with_execution(runtime or default_runtime(), store)
-            return _invoke(graph, Command(resume={"approved": approved, "by": by}), store=store, runtime=rt,
-                           session_id=session_id, cycle_id=cycle_id, audit=True)
-    raise NothingPending(f"session '{session_id}' has no cycle waiting for approval")
+            return cycle_id
+    return None
+
+
+def _refuse(store: Store, session_id: str, cycle_id: str, check: str, message: str, **details: Any) -> None:
+    """An approval refused is audited in the cycle it was meant for, then raised (ApprovalConflict: exit 2, 409)."""
+    with store.writer(background=False) as writer:
+        writer.put({"event_id": uuid.uuid4().hex, "session_id": session_id, "cycle_id": cycle_id, "ts": time.time(),
+                    "state": "EXECUTING", "kind": "validation", "schema_version": SCHEMA_VERSION,
+                    "payload": {"schema": "HumanApproval", "check": check, "ok": False, "error": message, **details},
+                    "run_id": None, "parent_run_id": None})
+    raise ApprovalConflict(message)
 
 
 def _refuse_if_stale(store: Store, session_id: str, cycle_id: str, read_version: Optional[int]) -> None:
@@ -154,15 +208,10 @@ def _refuse_if_stale(store: Store, session_id: str, cycle_id: str, read_version:
     now = store.portfolios.state(session_id)
     if read_version is None or int(now.get("version") or 0) == int(read_version):
         return
-    message = (f"approval of cycle {cycle_id} refused: session '{session_id}' moved on since it was decided "
-               f"(portfolio version {read_version}, now {now.get('version')} after cycle {now.get('cycle_id')}); "
-               f"reject it with `tradegraph approve {session_id} --reject` and run a new cycle")
-    with store.writer(background=False) as writer:
-        writer.put({"event_id": uuid.uuid4().hex, "session_id": session_id, "cycle_id": cycle_id, "ts": time.time(),
-                    "state": "EXECUTING", "kind": "validation", "schema_version": SCHEMA_VERSION,
-                    "payload": {"schema": "HumanApproval", "check": "approval_refused_stale", "ok": False,
-                                "error": message}, "run_id": None, "parent_run_id": None})
-    raise ApprovalConflict(message)
+    _refuse(store, session_id, cycle_id, "approval_refused_stale",
+            f"approval of cycle {cycle_id} refused: session '{session_id}' moved on since it was decided "
+            f"(portfolio version {read_version}, now {now.get('version')} after cycle {now.get('cycle_id')}); "
+            f"reject it with `tradegraph approve {session_id} --reject` and run a new cycle")
 
 
 def _with_execution(rt: CycleRuntime, store: Store) -> CycleRuntime:
