@@ -3,14 +3,12 @@
 The paused cycle lives in LangGraph's checkpoint, which two approvers can both read as pending. Before either
 resumes it, each inserts the cycle's claim here (`_id` = cycle id): the unique `_id` lets exactly one insert
 win on any server. The claim then records the decision (`deciding`, then `decided` with the cycle's status), so
-a loser is told who decided and when. A claim whose owner is gone while `deciding` (no longer deciding in this
-process, its pid dead on this host, or older than LEASE_S from another host) can be taken over, so a killed
-approver never blocks a cycle forever.
+a loser is told who decided and when. A claim whose owner is gone while `deciding` (database/claims.py: no
+longer deciding in this process, its pid dead on this host, or older than LEASE_S from another host) can be
+taken over, so a killed approver never blocks a cycle forever.
 """
 from __future__ import annotations
 
-import os
-import socket
 import time
 import uuid
 from typing import Any, Optional
@@ -19,22 +17,22 @@ from pymongo import DESCENDING
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
+from database import claims
+
 COLLECTION = "approvals"
 LEASE_S = 15 * 60  # an approval from another host still deciding after this is taken as dead
-HOST = socket.gethostname()
-# tokens of the claims this process is deciding now: a claim of this pid not in it was left by a failed decision
-_DECIDING: set[str] = set()
 
 
 class Decisions:
     def __init__(self, db: Database) -> None:
         self.col = db[COLLECTION]
 
-    def claim(self, cycle_id: str, session_id: str, *, approved: bool, by: str) -> tuple[Optional[str], Optional[dict]]:
+    def claim(self, cycle_id: str, session_id: str, *, approved: bool,
+              by: str) -> tuple[Optional[str], Optional[dict]]:
         """(token, None) when this caller now decides the cycle; (None, the claim that holds it) otherwise."""
         mine = {"_id": cycle_id, "session_id": session_id, "approved": approved, "by": by, "at": time.time(),
-                "state": "deciding", "owner": {"host": HOST, "pid": os.getpid()}, "token": uuid.uuid4().hex}
-        _DECIDING.add(mine["token"])  # before the insert: no thread of ours ever sees our claim as abandoned
+                "state": "deciding", "owner": claims.owner(), "token": uuid.uuid4().hex}
+        claims.hold(mine["token"])
         won = False
         try:
             for _ in range(10):  # a claim released or taken over between our insert and our read: try again
@@ -44,8 +42,10 @@ class Decisions:
                     return mine["token"], None
                 except DuplicateKeyError:
                     held = self.col.find_one({"_id": cycle_id})
-                if held is not None and held.get("state") == "deciding" and not _owner_alive(held):
-                    won = self.col.find_one_and_replace({"_id": cycle_id, "token": held["token"]}, dict(mine)) is not None
+                if held is not None and held.get("state") == "deciding" and \
+                        not claims.live(held, since=float(held.get("at") or 0), lease_s=LEASE_S):
+                    taken = self.col.find_one_and_replace({"_id": cycle_id, "token": held["token"]}, dict(mine))
+                    won = taken is not None
                     if won:
                         return mine["token"], None
                 elif held is not None:
@@ -53,7 +53,7 @@ class Decisions:
             raise RuntimeError(f"cycle {cycle_id}: its approval claim kept changing while claiming it")
         finally:
             if not won:
-                _DECIDING.discard(mine["token"])
+                claims.drop(mine["token"])
 
     def settle(self, cycle_id: str, token: str, status: str) -> None:
         """The decision is made: the claim stays, as the record losers are shown."""
@@ -61,17 +61,12 @@ class Decisions:
             self.col.update_one({"_id": cycle_id, "token": token},
                                 {"$set": {"state": "decided", "status": status, "decided_at": time.time()}})
         finally:
-            self.forget(token)
+            claims.drop(token)
 
     def release(self, cycle_id: str, token: str) -> None:
         """Nothing was decided (refused, or failed before resuming): the cycle is free to decide again."""
-        self.forget(token)  # first: if the store is gone, the claim left behind reads as abandoned
+        claims.drop(token)  # first: if the store is gone, the claim left behind reads as abandoned
         self.col.delete_one({"_id": cycle_id, "token": token})
-
-    @staticmethod
-    def forget(token: str) -> None:
-        """This process no longer decides under `token` (its claim could not be written): it reads as abandoned."""
-        _DECIDING.discard(token)
 
     def last(self, session_id: str) -> Optional[dict[str, Any]]:
         """The session's latest claim, decided or deciding."""
@@ -79,20 +74,9 @@ class Decisions:
 
 
 def describe(claim: dict[str, Any]) -> str:
-    """`cycle s:c1 was approved by alice (via http) at 2026-…Z (it ended completed)`, or `… is being approved …`."""
+    """`cycle s:c1 was approved by alice (via http) at 2026-…Z (it ended completed)`, or `… is being approved`."""
     verb = "approved" if claim.get("approved") else "rejected"
     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(claim.get("at") or 0)))
     if claim.get("state") == "decided":
         return f"cycle {claim['_id']} was {verb} by {claim.get('by')} at {at} (it ended {claim.get('status')})"
     return f"cycle {claim['_id']} is being {verb} by {claim.get('by')} since {at}"
-
-
-def _owner_alive(claim: dict[str, Any]) -> bool:
-    from database.embedded import pid_alive
-
-    owner = claim.get("owner") or {}
-    if owner.get("host") == HOST:
-        if owner.get("pid") == os.getpid():
-            return claim.get("token") in _DECIDING
-        return pid_alive(int(owner.get("pid") or 0))
-    return time.time() - float(claim.get("at") or 0) < LEASE_S

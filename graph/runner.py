@@ -9,6 +9,7 @@ from typing import Any, Optional
 from agent.budget import BUDGET_KEY, Budget
 from agent.cache import CACHE_KEY
 from agent.data.market import DataError, validate_as_of
+from database import claims
 from database.approvals import Decisions, describe
 from database.connection import Store
 from database.errors import AuditSpooled
@@ -175,7 +176,7 @@ def _close_claim(graph, store: Store, decisions: Decisions, session_id: str, cyc
         else:
             decisions.settle(cycle_id, token, status or "failed")
     except PyMongoError:
-        decisions.forget(token)  # never hide the exception the decision itself raised
+        claims.drop(token)  # never hide the exception the decision itself raised
 
 
 def _thread(cycle_id: str) -> dict:

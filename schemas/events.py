@@ -9,7 +9,9 @@ from schemas.base import SCHEMA_VERSION, Contract
 
 EventKind = Literal[
     "manifest", "transition", "llm_request", "llm_response", "tool_call", "tool_result", "contract", "validation",
-    "error", "retrieval", "telemetry"  # telemetry: a failed or skipped OpenTelemetry export (graph/telemetry/live.py)
+    "error", "retrieval",
+    "telemetry",  # a failed or skipped OpenTelemetry export (graph/telemetry/live.py)
+    "idempotency",  # a use of an idempotency key: the first answer, a replay, a refusal (graph/kernel/idempotent.py)
 ]
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 

@@ -28,6 +28,9 @@ class Capability:
     output_model: type[BaseModel]
     moves_book: bool
     description: str
+    # it starts something (a cycle, a decision, a task) a retried request would start again: it takes an
+    # idempotency key (graph/kernel/idempotent.py)
+    keyed: bool = False
 
 
 @dataclass
@@ -42,10 +45,11 @@ class Context:
 REGISTRY: dict[str, Capability] = {}
 
 
-def capability(input_model: type[BaseModel], output_model: type[BaseModel], *, moves_book: bool = False):
+def capability(input_model: type[BaseModel], output_model: type[BaseModel], *, moves_book: bool = False,
+               keyed: bool = False):
     def register(fn):
         doc = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
-        REGISTRY[fn.__name__] = Capability(fn.__name__, fn, input_model, output_model, moves_book, doc)
+        REGISTRY[fn.__name__] = Capability(fn.__name__, fn, input_model, output_model, moves_book, doc, keyed)
         return fn
     return register
 
@@ -69,7 +73,7 @@ def _cycle_output(out, disabled: Optional[str]) -> m.CycleOutput:
                          execution_disabled=disabled, notes=_jsonable(out.notes))
 
 
-@capability(m.RunCycleInput, m.CycleOutput, moves_book=True)
+@capability(m.RunCycleInput, m.CycleOutput, moves_book=True, keyed=True)
 def run_cycle(ctx: Context, inp: m.RunCycleInput) -> m.CycleOutput:
     """Run one audited trading cycle (SCANNING → … → MEMORIZING); with approve, pause before EXECUTING."""
     from graph.runner import run_cycle as _run
@@ -115,7 +119,7 @@ def data_files(inp, store=None, session_id: Optional[str] = None, policy: Option
     return files
 
 
-@capability(m.ApproveInput, m.CycleOutput, moves_book=True)
+@capability(m.ApproveInput, m.CycleOutput, moves_book=True, keyed=True)
 def approve(ctx: Context, inp: m.ApproveInput) -> m.CycleOutput:
     """Approve (or reject) the session's cycle paused before EXECUTING; a rejection executes nothing."""
     from graph.runner import approve_cycle
@@ -239,7 +243,7 @@ def store_status(ctx: Context, inp: m.StoreStatusInput) -> m.StoreStatusOutput:
 
 
 # ------------------------------------------------------------------------------------------------ tasks
-@capability(m.BacktestInput, m.TaskView)
+@capability(m.BacktestInput, m.TaskView, keyed=True)
 def start_backtest(ctx: Context, inp: m.BacktestInput) -> m.TaskView:
     """Start (or, with an existing run_id, continue) a backtest as a task; returns at once with its id."""
     if inp.run_id is not None:  # the task writes experiments/<run_id>/: nowhere else, whatever let the id through
@@ -248,7 +252,7 @@ def start_backtest(ctx: Context, inp: m.BacktestInput) -> m.TaskView:
     return ctx.tasks.start_backtest(inp)
 
 
-@capability(m.SweepInput, m.TaskView)
+@capability(m.SweepInput, m.TaskView, keyed=True)
 def start_sweep(ctx: Context, inp: m.SweepInput) -> m.TaskView:
     """Start (or, with an existing sweep_id, continue) a sweep of backtests on Ray as a task; returns at once."""
     if inp.ray_address and ctx.policy.transport not in ALWAYS_EXECUTES:

@@ -8,6 +8,8 @@
 
 Both raise the kernel's errors (BadInput, NotFound, Conflict, Forbidden, StoreUnavailable, Failed), and both
 return the capability's output model. Over HTTP the errors are rebuilt from the response's {error, message}.
+The methods that start something (run_cycle, approve, start_backtest, start_sweep) take an `idempotency_key`:
+retrying with the same key gets the first answer and starts nothing again (graph/kernel/idempotent.py).
 """
 from __future__ import annotations
 
@@ -24,8 +26,8 @@ class _Local:
     def __init__(self, kernel, owned: bool):
         self.kernel, self.owned = kernel, owned
 
-    def call(self, name: str, args: dict) -> BaseModel:
-        return self.kernel.call(name, args, transport="local")
+    def call(self, name: str, args: dict, idempotency_key: Optional[str] = None) -> BaseModel:
+        return self.kernel.call(name, args, transport="local", idempotency_key=idempotency_key)
 
     def watch(self, task_id: str, poll_s: float) -> Iterator[m.TaskView]:
         return self.kernel.watch(task_id, poll_s=poll_s)
@@ -42,7 +44,7 @@ class _Http:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s)
 
-    def call(self, name: str, args: dict) -> BaseModel:
+    def call(self, name: str, args: dict, idempotency_key: Optional[str] = None) -> BaseModel:
         from graph.kernel.transports.routes import ROUTES
 
         route = ROUTES[name]
@@ -50,7 +52,8 @@ class _Http:
         path = route.path.format(**{p: args.pop(p) for p in route.path_params})
         body = args if route.body else None
         params = None if route.body else args
-        r = self.http.request(route.method, path, json=body, params=params)
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
+        r = self.http.request(route.method, path, json=body, params=params, headers=headers)
         return REGISTRY[name].output_model.model_validate(self._json(r))
 
     def watch(self, task_id: str, poll_s: float) -> Iterator[m.TaskView]:
@@ -115,20 +118,22 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, name: str, **args: Any) -> Any:
-        return self._b.call(name, args)
+    def _call(self, name: str, idempotency_key: Optional[str] = None, **args: Any) -> Any:
+        return self._b.call(name, args, idempotency_key)
 
     # ------------------------------------------------------------ capabilities (defaults = the models')
     def run_cycle(self, symbols: list[str], as_of: str, session_id: Optional[str] = None, approve: bool = False,
                   memory: Optional[str] = None, prices: Optional[str] = None, news: Optional[str] = None,
                   fundamentals: Optional[str] = None, no_cache: bool = False, max_tokens: Optional[int] = None,
-                  max_cost: Optional[float] = None, max_llm_calls: Optional[int] = None) -> m.CycleOutput:
-        return self._call("run_cycle", symbols=symbols, as_of=as_of, session_id=session_id, approve=approve,
-                          memory=memory, prices=prices, news=news, fundamentals=fundamentals, no_cache=no_cache,
-                          max_tokens=max_tokens, max_cost=max_cost, max_llm_calls=max_llm_calls)
+                  max_cost: Optional[float] = None, max_llm_calls: Optional[int] = None,
+                  idempotency_key: Optional[str] = None) -> m.CycleOutput:
+        return self._call("run_cycle", idempotency_key, symbols=symbols, as_of=as_of, session_id=session_id,
+                          approve=approve, memory=memory, prices=prices, news=news, fundamentals=fundamentals,
+                          no_cache=no_cache, max_tokens=max_tokens, max_cost=max_cost, max_llm_calls=max_llm_calls)
 
-    def approve(self, session_id: str, approved: bool = True, by: str = "api") -> m.CycleOutput:
-        return self._call("approve", session_id=session_id, approved=approved, by=by)
+    def approve(self, session_id: str, approved: bool = True, by: str = "api",
+                idempotency_key: Optional[str] = None) -> m.CycleOutput:
+        return self._call("approve", idempotency_key, session_id=session_id, approved=approved, by=by)
 
     def list_sessions(self, limit: int = 20) -> m.SessionsOutput:
         return self._call("list_sessions", limit=limit)
@@ -167,10 +172,10 @@ class Client:
                        memory: str = "session", run_id: Optional[str] = None, prices: Optional[str] = None,
                        news: Optional[str] = None, fundamentals: Optional[str] = None,
                        no_cache: bool = False, max_tokens: Optional[int] = None, max_cost: Optional[float] = None,
-                       max_llm_calls: Optional[int] = None) -> m.TaskView:
-        return self._call("start_backtest", symbols=symbols, start=start, end=end, every=every, capital=capital,
-                          fees_bps=fees_bps, slippage_bps=slippage_bps, market=market, memory=memory, run_id=run_id,
-                          prices=prices, news=news, fundamentals=fundamentals, no_cache=no_cache,
+                       max_llm_calls: Optional[int] = None, idempotency_key: Optional[str] = None) -> m.TaskView:
+        return self._call("start_backtest", idempotency_key, symbols=symbols, start=start, end=end, every=every,
+                          capital=capital, fees_bps=fees_bps, slippage_bps=slippage_bps, market=market, memory=memory,
+                          run_id=run_id, prices=prices, news=news, fundamentals=fundamentals, no_cache=no_cache,
                           max_tokens=max_tokens, max_cost=max_cost, max_llm_calls=max_llm_calls)
 
     def start_sweep(self, universes: list[list[str]], windows: dict[str, Any], sweep_id: Optional[str] = None,
@@ -181,13 +186,13 @@ class Client:
                     requests_per_minute: Optional[float] = None, tokens_per_minute: Optional[float] = None,
                     prices: Optional[str] = None, news: Optional[str] = None, fundamentals: Optional[str] = None,
                     no_cache: bool = False, max_tokens: Optional[int] = None, max_cost: Optional[float] = None,
-                    max_llm_calls: Optional[int] = None) -> m.TaskView:
+                    max_llm_calls: Optional[int] = None, idempotency_key: Optional[str] = None) -> m.TaskView:
         """A grid of backtests on Ray (graph.kernel.models.SweepInput; docs/scaling.md). The server runs it on its
         own local Ray instance: over HTTP, ray_address is refused."""
-        return self._call("start_sweep", universes=universes, windows=windows, sweep_id=sweep_id, memory=memory,
-                          models=models, overrides=overrides, every=every, capital=capital, fees_bps=fees_bps,
-                          slippage_bps=slippage_bps, market=market, workers=workers, ray_address=ray_address,
-                          max_retries=max_retries, requests_per_minute=requests_per_minute,
+        return self._call("start_sweep", idempotency_key, universes=universes, windows=windows, sweep_id=sweep_id,
+                          memory=memory, models=models, overrides=overrides, every=every, capital=capital,
+                          fees_bps=fees_bps, slippage_bps=slippage_bps, market=market, workers=workers,
+                          ray_address=ray_address, max_retries=max_retries, requests_per_minute=requests_per_minute,
                           tokens_per_minute=tokens_per_minute, prices=prices, news=news, fundamentals=fundamentals,
                           no_cache=no_cache, max_tokens=max_tokens, max_cost=max_cost, max_llm_calls=max_llm_calls)
 

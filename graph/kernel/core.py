@@ -13,7 +13,8 @@ from typing import Any, Callable, Iterator, Mapping, Optional
 from pydantic import BaseModel, ValidationError
 
 from graph.kernel.capabilities import REGISTRY, Capability, Context
-from graph.kernel.errors import BadInput, NotFound, translate, validation_line
+from graph.kernel.errors import BadInput, KernelError, NotFound, translate, validation_line
+from graph.kernel.idempotent import WAIT_S, call_once
 from graph.kernel.policy import TRANSPORTS, Policy
 from graph.kernel.tasks import TaskManager
 
@@ -30,8 +31,10 @@ def default_runtime_factory(memory: Optional[str] = None, data=None):
 class Kernel:
     def __init__(self, store, *, runtime_factory: Optional[Callable[..., Any]] = None,
                  experiments_dir: str | Path = "experiments", env: Optional[Mapping[str, str]] = None,
-                 task_options: Optional[dict] = None):
+                 task_options: Optional[dict] = None, idempotency_wait_s: float = WAIT_S):
         self.store = store
+        # how long a duplicate keyed request waits for the first one's answer before it is told to retry later
+        self.idempotency_wait_s = idempotency_wait_s
         self.runtime_factory = runtime_factory or default_runtime_factory
         env = os.environ if env is None else env
         # read once at start: a policy does not change under a running server
@@ -39,6 +42,10 @@ class Kernel:
         # no store: only the capabilities that read none (features, contract_schemas) can run, as the CLI does
         self.tasks = (TaskManager(store, self.runtime_factory, experiments_dir, **(task_options or {}))
                       if store is not None else None)
+        if store is not None:
+            from database.idempotency import IdempotencyKeys
+
+            IdempotencyKeys(store.db).ensure_indexes()  # the keys' TTL: they live a day
 
     @classmethod
     def open(cls, uri: Optional[str] = None, **options: Any) -> "Kernel":
@@ -56,18 +63,33 @@ class Kernel:
     def capabilities() -> dict[str, Capability]:
         return dict(REGISTRY)
 
-    def call(self, name: str, args: Any = None, *, transport: str = "local") -> BaseModel:
+    def call(self, name: str, args: Any = None, *, transport: str = "local", idempotency_key: Optional[str] = None,
+             caller: Optional[str] = None) -> BaseModel:
+        """With an idempotency key (a capability that starts something), at most once per key: a retry gets the
+        first answer (graph/kernel/idempotent.py); `caller` names who asks, for keys of requests without a session."""
         cap = REGISTRY.get(name)
         if cap is None:
             raise NotFound(f"unknown capability '{name}' (known: {', '.join(REGISTRY)})", field="name")
         inp = self.parse(cap, args)
         ctx = Context(store=self.store, policy=self.policies[transport], tasks=self.tasks,
                       runtime=self.runtime_factory)
+
+        def run() -> BaseModel:
+            try:
+                return cap.fn(ctx, inp)
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except Exception as e:  # noqa: BLE001 - the one place exceptions become kernel errors
+                raise translate(e) from None
+
+        if idempotency_key is None:
+            return run()
         try:
-            return cap.fn(ctx, inp)
-        except (KeyboardInterrupt, SystemExit):
+            return call_once(self.store, cap, inp, run, key=idempotency_key, transport=transport, caller=caller,
+                             wait_s=self.idempotency_wait_s)
+        except KernelError:
             raise
-        except Exception as e:  # noqa: BLE001 - the one place exceptions become kernel errors
+        except Exception as e:  # noqa: BLE001 - the key's own store reads and writes
             raise translate(e) from None
 
     def watch(self, task_id: str, *, poll_s: float = 0.5, timeout_s: Optional[float] = None) -> Iterator[BaseModel]:

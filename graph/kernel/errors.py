@@ -93,7 +93,7 @@ def validation_line(exc: Any) -> tuple[str, Optional[str]]:
     e = errs[0]
     loc = [str(p) for p in e.get("loc", ())]
     # FastAPI prefixes where the value came from; the field is what follows (the whole body if nothing does)
-    field = ".".join(p for p in loc if p not in ("body", "query", "path")) or (loc[0] if loc else None)
+    field = ".".join(p for p in loc if p not in ("body", "query", "path", "header")) or (loc[0] if loc else None)
     got = e.get("input")
     shown = "" if e.get("type") == "missing" else f" (got {_short(got)})"
     more = f" (+{len(errs) - 1} more)" if len(errs) > 1 else ""

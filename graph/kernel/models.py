@@ -83,6 +83,14 @@ def inside(folder: str | Path, name: str, field: str) -> Path:
     return child
 
 
+# ---------------------------------------------------------------- idempotency keys
+# a retried request's key (the Idempotency-Key header, MCP's and the client's idempotency_key): printable ASCII
+# without spaces, as a UUID or any opaque token is
+IdempotencyKey = Annotated[str, StringConstraints(pattern=r"^[\x21-\x7e]{1,255}$")]
+IDEMPOTENCY_KEY_HELP = ("a retry with the same key and the same request gets the first answer and starts nothing "
+                        "again; the same key with another request is refused (422); kept a day (docs/kernel.md)")
+
+
 # a user's own data file, read by the process the kernel runs in (relative paths: against its working directory)
 _DataPath = Annotated[str, StringConstraints(min_length=1, max_length=4096, pattern=r"^[^\x00]+$")]
 _ON_KERNEL = "a path on the machine the kernel runs on (relative: to its working directory)"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Optional
 
-from fastapi import Body, FastAPI, Query, Request
+from fastapi import Body, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from pydantic import BaseModel
@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from graph.kernel import models as m
 from graph.kernel.core import Kernel
 from graph.kernel.errors import BadInput, Failed, KernelError, NotFound, Unauthorized, http_status, validation_line
+from graph.kernel.idempotent import caller_of_token
 from graph.kernel.policy import Policy, check_bind
 from graph.kernel.tasks import TERMINAL
 from graph.kernel.transports.routes import ROUTES, TASK_EVENTS
@@ -29,6 +30,12 @@ class ErrorBody(BaseModel):
     message: str
     field: Optional[str] = None
 
+
+# the IETF httpapi draft's header on every request that starts something
+IdempotencyHeader = Annotated[Optional[m.IdempotencyKey], Header(alias="Idempotency-Key",
+                                                                 description=m.IDEMPOTENCY_KEY_HELP)]
+# read only to tell callers' keys apart (its hash); BearerAuth has checked it already
+AuthHeader = Annotated[Optional[str], Header(alias="Authorization", include_in_schema=False)]
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     s: {"model": ErrorBody} for s in (401, 403, 404, 409, 422, 500, 503)}
@@ -67,6 +74,11 @@ def create_app(kernel: Kernel) -> FastAPI:
     def call(name: str, /, **args: Any) -> BaseModel:
         return kernel.call(name, {k: v for k, v in args.items() if v is not None}, transport=TRANSPORT)
 
+    def call_keyed(name: str, key: Optional[str], authorization: Optional[str], /, **args: Any) -> BaseModel:
+        """A request that starts something, once per Idempotency-Key (graph/kernel/idempotent.py)."""
+        return kernel.call(name, {k: v for k, v in args.items() if v is not None}, transport=TRANSPORT,
+                           idempotency_key=key, caller=caller_of_token(authorization))
+
     def path(name: str) -> str:
         return ROUTES[name].path
 
@@ -91,12 +103,14 @@ def create_app(kernel: Kernel) -> FastAPI:
         return _error(Failed(f"{type(exc).__name__}: {exc}"))
 
     @app.post(path("run_cycle"), response_model=m.CycleOutput, tags=["cycles"])
-    def run_cycle(body: m.RunCycleInput):
-        return call("run_cycle", **body.model_dump())
+    def run_cycle(body: m.RunCycleInput, key: IdempotencyHeader = None, authorization: AuthHeader = None):
+        return call_keyed("run_cycle", key, authorization, **body.model_dump())
 
     @app.post(path("approve"), response_model=m.CycleOutput, tags=["cycles"])
-    def approve(session_id: m.SessionId, body: Annotated[Optional[m.ApprovalDecision], Body()] = None):
-        return call("approve", session_id=session_id, **(body or m.ApprovalDecision()).model_dump())
+    def approve(session_id: m.SessionId, body: Annotated[Optional[m.ApprovalDecision], Body()] = None,
+                key: IdempotencyHeader = None, authorization: AuthHeader = None):
+        return call_keyed("approve", key, authorization, session_id=session_id,
+                          **(body or m.ApprovalDecision()).model_dump())
 
     @app.get(path("list_sessions"), response_model=m.SessionsOutput, tags=["audit"])
     def list_sessions(q: Annotated[m.ListSessionsInput, Query()]):
@@ -135,12 +149,12 @@ def create_app(kernel: Kernel) -> FastAPI:
         return call("store_status")
 
     @app.post(path("start_backtest"), response_model=m.TaskView, status_code=202, tags=["tasks"])
-    def start_backtest(body: m.BacktestInput):
-        return call("start_backtest", **body.model_dump())
+    def start_backtest(body: m.BacktestInput, key: IdempotencyHeader = None, authorization: AuthHeader = None):
+        return call_keyed("start_backtest", key, authorization, **body.model_dump())
 
     @app.post(path("start_sweep"), response_model=m.TaskView, status_code=202, tags=["tasks"])
-    def start_sweep(body: m.SweepInput):
-        return call("start_sweep", **body.model_dump())
+    def start_sweep(body: m.SweepInput, key: IdempotencyHeader = None, authorization: AuthHeader = None):
+        return call_keyed("start_sweep", key, authorization, **body.model_dump())
 
     @app.get(path("list_tasks"), response_model=m.TasksOutput, tags=["tasks"])
     def list_tasks(q: Annotated[m.ListTasksInput, Query()]):

@@ -18,13 +18,15 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools.base import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import ConfigDict
+from pydantic import ConfigDict, TypeAdapter
 
 from graph.kernel.capabilities import Capability
 from graph.kernel.core import Kernel
 from graph.kernel.errors import KernelError
+from graph.kernel.models import IDEMPOTENCY_KEY_HELP, IdempotencyKey
 
 TRANSPORT = "mcp"
+IDEMPOTENCY_ARG = "idempotency_key"  # not a field of the input model: the kernel takes it beside the input
 INSTRUCTIONS = ("tradegraph runs audited LLM trading cycles (SCANNING → … → MEMORIZING) and reads their audit "
                 "log. Session ids are the same as the CLI's and the HTTP API's. Cycles that would execute pause "
                 "before EXECUTING unless the server allows execution over MCP.")
@@ -52,16 +54,28 @@ def _unquote(cap: Capability, args: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def input_schema(cap: Capability) -> dict[str, Any]:
+    """The capability's input model's JSON Schema; one that starts something also takes `idempotency_key`."""
+    schema = cap.input_model.model_json_schema()
+    if cap.keyed:
+        key = {**TypeAdapter(IdempotencyKey).json_schema(), "title": "Idempotency Key",
+               "description": IDEMPOTENCY_KEY_HELP}
+        schema = {**schema, "properties": {**schema.get("properties", {}), IDEMPOTENCY_ARG: key}}
+    return schema
+
+
 def tool_for(kernel: Kernel, cap: Capability) -> Tool:
     def run(arguments: dict[str, Any]) -> Any:
+        arguments = dict(arguments)
+        key = arguments.pop(IDEMPOTENCY_ARG, None) if cap.keyed else None
         try:
-            return kernel.call(cap.name, _unquote(cap, arguments), transport=TRANSPORT)
+            return kernel.call(cap.name, _unquote(cap, arguments), transport=TRANSPORT, idempotency_key=key)
         except KernelError as e:
             return CallToolResult(content=[TextContent(type="text", text=f"{e.kind}: {e.message}")], is_error=True)
 
     moves = " Moves the book: off over MCP unless TRADEGRAPH_ALLOW_EXECUTION includes mcp." if cap.moves_book else ""
     return Tool(fn=run, name=cap.name, title=cap.name.replace("_", " "), description=cap.description + moves,
-                parameters=cap.input_model.model_json_schema(),
+                parameters=input_schema(cap),
                 fn_metadata=FuncMetadata(arg_model=_Arguments, output_model=cap.output_model),
                 is_async=False, context_kwarg=None,
                 annotations=ToolAnnotations(destructive_hint=cap.moves_book, open_world_hint=False))
