@@ -61,6 +61,12 @@ class Store:
     spool_dir: Path = field(default_factory=lambda: embedded.default_home() / "spool", repr=False)
     target: str = ""
     _closed: bool = field(default=False, repr=False)
+    # an embedded store's home (None otherwise): its server may come back on another port, see reconnect()
+    embedded_home: Path | None = field(default=None, repr=False)
+    # how many times reconnect() has moved this store to a new client, and how long it waits for the server
+    generation: int = field(default=0, repr=False)
+    timeout_s: float = field(default=5.0, repr=False)
+    _reconnecting: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def llm_cache(self) -> LlmCacheStore:
@@ -81,6 +87,41 @@ class Store:
         self.executions.ensure_indexes()
         self.memories.ensure_indexes()
 
+    def moved(self) -> bool:
+        """An embedded store whose server is no longer the one this client talks to: stopped (`store stop`), or
+        started again on another port (`store stop` + `store start`, a killed server restarted). One small file
+        read, no network: cheap enough to ask before every request."""
+        if self.embedded_home is None or self._closed:
+            return False
+        port = embedded.recorded_port(self.embedded_home)
+        return port is not None and port != _port_of(self.uri)
+
+    def reconnect(self, seen: int) -> bool:
+        """Point an embedded store at its server again, as connect() found it (running under the same home, on
+        whatever port it now has, else started): a fresh client, and everything built on it, swapped in here so
+        that every holder of this Store (the kernel, its task manager) uses it from now on; the old client is
+        closed. `seen` is the generation the caller found broken: a reconnect another thread did meanwhile is
+        not done twice. False when nothing needed doing: the server this client talks to still answers, or the
+        store's address can't move (a mongodb:// URI: pymongo reconnects to it by itself). Raises
+        StoreUnavailable while no server answers."""
+        if self.embedded_home is None or self._closed:
+            return False
+        with self._reconnecting:
+            if self.generation != seen:
+                return True
+            port = _port_of(self.uri)
+            if not self.moved() and port and embedded.answers(port):
+                return False  # the server this client talks to is there: a new client would change nothing
+            fresh = _connect_embedded(self.embedded_home, self.timeout_s)  # redelivers its spool, as any connect
+            old = self.client
+            # owned only if no server was running and this one started it: then it stops it on close
+            for name in ("uri", "client", "db", "events", "portfolios", "executions", "memories",
+                         "owned_server_home"):
+                setattr(self, name, getattr(fresh, name))
+            self.generation += 1
+        old.close()
+        return True
+
     def close(self) -> None:
         if self._closed:
             return
@@ -96,6 +137,12 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _port_of(uri: str) -> int | None:
+    from urllib.parse import urlsplit
+
+    return urlsplit(uri).port
 
 
 def _build(uri: str, client: Any, db: Any, *, lock: threading.Lock | None = None,
@@ -142,29 +189,34 @@ def _connect_mongodb(uri: str, timeout_s: float, owned: Path | None = None, targ
         raise StoreUnavailable(f"MongoDB at {redact(uri)} unavailable: {_first_line(exc)}") from None
 
 
+def _connect_embedded(home_path: Path, timeout_s: float) -> Store:
+    """The server running under home_path (on whatever port it has), else one started for this store."""
+    try:
+        port, pid, started = embedded.ensure_server(home_path)
+    except (embedded.EmbeddedServerError, OSError) as exc:
+        raise StoreUnavailable(f"embedded store under {home_path} unavailable: {_first_line(exc)}") from None
+    owned = home_path.expanduser().resolve() if started else None
+    if started:
+        embedded.stop_at_exit(home_path, pid)
+    try:
+        # the embedded server's port changes per start: its spool target is its home
+        store = _connect_mongodb(f"mongodb://{embedded.HOST}:{port}/{DEFAULT_DB}", timeout_s, owned=owned,
+                                 target=f"embedded:{home_path.expanduser().resolve()}#{DEFAULT_DB}")
+        # whole-session reads go straight to its SQLite file (EventStore._read_local)
+        store.events.local_file = embedded.database_file(home_path, store.db.name)
+        store.embedded_home, store.timeout_s = home_path.expanduser().resolve(), timeout_s
+        return store
+    except StoreUnavailable:
+        if owned is not None:
+            embedded.stop_server(owned)
+        raise
+
+
 def connect(uri: str | None = None, *, home: str | Path | None = None, timeout_s: float = 5.0) -> Store:
     """uri -> $MONGODB_URI -> an embedded nx-27017 server under home ($TRADEGRAPH_HOME, ./.tradegraph)."""
     uri = uri or os.environ.get("MONGODB_URI") or None
     if uri is None:
-        home_path = Path(home) if home is not None else embedded.default_home()
-        try:
-            port, pid, started = embedded.ensure_server(home_path)
-        except (embedded.EmbeddedServerError, OSError) as exc:
-            raise StoreUnavailable(f"embedded store under {home_path} unavailable: {_first_line(exc)}") from None
-        owned = home_path.expanduser().resolve() if started else None
-        if started:
-            embedded.stop_at_exit(home_path, pid)
-        try:
-            # the embedded server's port changes per start: its spool target is its home
-            store = _connect_mongodb(f"mongodb://{embedded.HOST}:{port}/{DEFAULT_DB}", timeout_s, owned=owned,
-                                     target=f"embedded:{home_path.expanduser().resolve()}#{DEFAULT_DB}")
-            # whole-session reads go straight to its SQLite file (EventStore._read_local)
-            store.events.local_file = embedded.database_file(home_path, store.db.name)
-            return store
-        except StoreUnavailable:
-            if owned is not None:
-                embedded.stop_server(owned)
-            raise
+        return _connect_embedded(Path(home) if home is not None else embedded.default_home(), timeout_s)
     if uri.startswith("mongomock://"):
         return _connect_mongomock(uri)
     if uri.startswith(("mongodb://", "mongodb+srv://")):

@@ -128,6 +128,11 @@ def _ping(port: int, timeout_s: float = 1.0) -> bool:
         client.close()
 
 
+def answers(port: int) -> bool:
+    """A server on this loopback port answers ping (a dead port refuses at once)."""
+    return _ping(port)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
@@ -139,6 +144,16 @@ def _read_state(p: dict[str, Path]) -> dict[str, Any] | None:
         return json.loads(p["state"].read_text())
     except (OSError, ValueError):
         return None
+
+
+def recorded_port(home: str | Path) -> int | None:
+    """The port server.json names for home's server, 0 when none is recorded (stopped), None while the file
+    can't be read whole (being rewritten: ask again later). Read without the lock and without pinging: cheap."""
+    p = _paths(home)
+    if not p["state"].exists():
+        return 0
+    state = _read_state(p)
+    return int(state.get("port") or 0) if state is not None else None
 
 
 def _status(p: dict[str, Path]) -> dict[str, Any]:

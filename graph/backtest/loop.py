@@ -7,7 +7,10 @@ last, rejected -> hold with every reason), marks the portfolio to market at the 
 appends a DecisionPointLog to experiments/{run_id}/episode_log.jsonl.
 
 A run is resumable: the same run id continues after the last logged decision point, and ends
-with the same trade_history.json bytes as an uninterrupted run.
+with the same trade_history.json bytes as an uninterrupted run. A point is logged only when its cycle was
+decided with the store there to record it: a cycle the store went away under (its audit spooled, or it failed
+on the store) or that was stopped at once stops the run before its point is logged, and the resumed run decides
+that point again (the old cycle marked superseded).
 """
 from __future__ import annotations
 
@@ -21,6 +24,9 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from pymongo.errors import (AutoReconnect, ConnectionFailure, InvalidOperation, NetworkTimeout, NotPrimaryError,
+                            ServerSelectionTimeoutError, WaitQueueTimeoutError)
+
 from agent.config import AgentConfig
 from agent.data.market import MarketData, parse_date
 from agent.markets import trading_days
@@ -28,6 +34,8 @@ from agent.metrics import TRADING_DAYS, buy_and_hold_curve, summarize
 from database.connection import Store
 from agent.budget import Budget
 from agent.pricing import Spend
+from database.errors import AuditSpooled, StoreUnavailable
+from database.spool import pending_files
 from graph.runner import run_cycle
 from graph.runtime import CycleRuntime, default_runtime
 from graph.backtest.simulation import SimulationExecution
@@ -45,6 +53,22 @@ SHORT_WINDOW_POINTS = 63
 
 class BacktestError(ValueError):
     """Bad backtest input (unknown symbol, dates outside the data, a run id with another config)."""
+
+
+class CycleNotAudited(StoreUnavailable):
+    """The store went away during a decision point's cycle: its record is incomplete (the audit spooled) or it
+    failed on the store, not on anything it decided. The point is not logged; the run stops there, resumable."""
+
+
+class RunInterrupted(RuntimeError):
+    """The run was told to stop at once (a second Ctrl-C): the point under way is not logged, resumable."""
+
+
+# a cycle that failed with one of these failed because the store went away (or was closed under it), not on
+# anything it decided: never that point's decision
+STORE_FAULTS = frozenset(c.__name__ for c in (
+    StoreUnavailable, AuditSpooled, ConnectionFailure, AutoReconnect, NetworkTimeout, ServerSelectionTimeoutError,
+    NotPrimaryError, WaitQueueTimeoutError, InvalidOperation))
 
 
 # ---------------------------------------------------------------- calendar and cases
@@ -221,11 +245,13 @@ def episode_runtime(config: EpisodeConfig, runtime: Optional[CycleRuntime], sim:
 
 
 def _supersede_cut_off(store: Store, session_id: str, logs: list[DecisionPointLog]) -> None:
-    """A process killed mid-cycle leaves that cycle cut off in the audit and its decision point unlogged; the
-    resumed run decides the point again in a new cycle. Say so in the audit (once per cut-off cycle), so a
-    reader never takes the cut-off cycle, or a fill it recorded, for the point's decision: the simulated book
-    only ever moves by logged points. The notes it memorised are withdrawn too: recalled by the points after,
-    they would make the resumed run decide otherwise than an uninterrupted one (the fault test caught this)."""
+    """A process killed mid-cycle, a store that went away under a cycle, or a run stopped at once leaves that
+    cycle cut off and its decision point unlogged; the resumed run decides the point again in a new cycle. Say
+    so in the audit (once per cut-off cycle), so a reader never takes the cut-off cycle, or a fill it recorded,
+    for the point's decision: the simulated book only ever moves by logged points. The notes it memorised are
+    withdrawn too: recalled by the points after, they would make the resumed run decide otherwise than an
+    uninterrupted one (the fault test caught this). The caller redelivers spooled events first, so the marker
+    follows the whole old cycle."""
     cycles = store.events.cycle_ids(session_id)
     logged = {lg.agent_output.get("cycle_id") for lg in logs}
     last = max((i for i, c in enumerate(cycles) if c in logged), default=-1)
@@ -242,7 +268,8 @@ def _supersede_cut_off(store: Store, session_id: str, logs: list[DecisionPointLo
                         "payload": {"type": "cycle_superseded", "decision_point_idx": len(logs),
                                     "withdrawn_memories": notes,
                                     "message": f"cycle {cycle_id} was cut off before decision point {len(logs)} "
-                                               f"was logged (its process stopped); the resumed run decides the "
+                                               f"was logged (its process stopped, the store went away under it "
+                                               f"or the run was stopped at once); the resumed run decides the "
                                                f"point again in a new cycle and applies nothing of this one "
                                                f"({len(notes)} memorised note(s) withdrawn)"},
                         "run_id": None, "parent_run_id": None})
@@ -252,10 +279,13 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
                  out_dir: str | Path = DEFAULT_EXPERIMENTS, run_id: Optional[str] = None,
                  max_steps: Optional[int] = None,
                  on_step: Optional[Callable[[DecisionPointLog], None]] = None,
-                 budget: Optional[Budget] = None) -> EpisodeResult:
+                 budget: Optional[Budget] = None,
+                 stop_now: Optional[Callable[[], bool]] = None) -> EpisodeResult:
     """Run (or resume) an episode; returns its result. `max_steps` stops after that many new decision
     points (the run stays resumable); `on_step` is called after each logged decision point; `budget`
-    replaces the run's own (a sweep's, shared with its other episodes)."""
+    replaces the run's own (a sweep's, shared with its other episodes). `stop_now` returning True stops the
+    run before it logs another point (RunInterrupted); a cycle the store went away under raises
+    CycleNotAudited. Either way the point under way is not logged and the run resumes at it."""
     run_id = run_id or config.episode_id
     run_dir = Path(out_dir) / run_id
     sim = SimulationExecution.for_market(config.market, fees_bps=config.fees_bps, slippage_bps=config.slippage_bps)
@@ -282,6 +312,8 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
         before = Spend.merge(lg.agent_output.get("llm_cost") for lg in logs)
         rt.budget.spent(before["total_tokens"], before["usd"], before["calls"])
 
+    if pending_files(store.spool_dir):
+        store.recover_spool()  # a cut-off cycle's spooled events first: its superseding follows all of it
     _supersede_cut_off(store, session_id, logs)
     bar = _Progress(len(dates), len(logs), progress and sys.stderr.isatty())
     steps = 0
@@ -291,13 +323,24 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
                 if max_steps is not None and steps >= max_steps:
                     break
                 date = dates[idx]
+                _stop_if_asked(stop_now, idx, date)
                 prev = dates[idx - 1] if idx else None
                 case = build_case(config, rt.market, date, idx, portfolio, prev)
-                # the cycle reads its starting portfolio from the store: hand it the simulation's
-                store.portfolios.save(session_id, portfolio, f"{session_id}:pre{idx}")
-                sim.portfolio = portfolio
-                outcome = run_cycle(list(config.tickers), date, store=store, session_id=session_id, runtime=rt,
-                                    case=case.for_agent())
+                try:
+                    # the cycle reads its starting portfolio from the store: hand it the simulation's
+                    store.portfolios.save(session_id, portfolio, f"{session_id}:pre{idx}")
+                    sim.portfolio = portfolio
+                    outcome = run_cycle(list(config.tickers), date, store=store, session_id=session_id,
+                                        runtime=rt, case=case.for_agent())
+                except Exception:
+                    _stop_if_asked(stop_now, idx, date)  # the store was closed under it: the stop, not a fault
+                    raise
+                _stop_if_asked(stop_now, idx, date)
+                fault = store_fault(outcome)
+                if fault:
+                    raise CycleNotAudited(f"decision point {idx} ({date}) not logged: cycle {outcome.cycle_id} "
+                                          f"{fault}; the run stops here and decides this point again when "
+                                          f"resumed with run id {run_id} once the store is back")
                 # SCANNING may have closed positions on their levels first: the decision starts from that book
                 _, exit_trades = sim.exits.get(outcome.cycle_id, ([], []))
                 action, decision, result, after, output = extract(outcome, sim, sim.portfolio)
@@ -326,6 +369,24 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
     if len(logs) == len(dates):
         _write_atomic(run_dir / "result.json", result.model_dump_json(indent=2) + "\n")
     return result
+
+
+def store_fault(outcome) -> Optional[str]:
+    """Why a cycle is no decision of its point because of the store (None when it is one): its audit spooled,
+    or it failed on the store."""
+    if outcome.audit_error:
+        return f"could not be audited ({outcome.audit_error})"
+    error = outcome.error or {}
+    if error.get("type") in STORE_FAULTS:
+        return f"failed on the store in {error.get('state')} ({error['type']}: " \
+               f"{str(error.get('message') or '').splitlines()[0][:200] if error.get('message') else ''})"
+    return None
+
+
+def _stop_if_asked(stop_now: Optional[Callable[[], bool]], idx: int, date: str) -> None:
+    if stop_now is not None and stop_now():
+        raise RunInterrupted(f"stopped at once before decision point {idx} ({date}) was logged; the same run id "
+                             f"resumes at it")
 
 
 def logged_trades(logs: list[DecisionPointLog]) -> list[ExecutedTrade]:

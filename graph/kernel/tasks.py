@@ -6,6 +6,8 @@ queued or running task reads as once its owner is gone (its pid is dead on this 
 stale), so a crash needs no clean-up to be seen. Cancellation is cooperative: the flag in the document is
 read after every decision point (run_backtest's on_step), and raising there leaves the run resumable.
 Resuming runs run_backtest again with the same run id, which continues after the last logged point.
+A store that goes away under a task ends it `failed` (or, when not even that can be written, the task reads
+`interrupted` once its thread is gone): resumable either way, and never a crash on a closed client.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 from pymongo import DESCENDING, ReturnDocument
+from pymongo.errors import PyMongoError
 
 from database.embedded import pid_alive
 
@@ -36,6 +39,8 @@ HOST = socket.gethostname()
 # only while its thread is
 _LIVE: dict[str, threading.Thread] = {}
 _LIVE_LOCK = threading.Lock()
+# task id -> set when its run must stop at once (abandon): the point under way is not logged
+_STOP_NOW: dict[str, threading.Event] = {}
 
 ARTIFACT_FILES = (("config.json", "application/json"), ("episode_log.jsonl", "application/jsonl"),
                   ("trade_history.json", "application/json"), ("result.json", "application/json"),
@@ -52,9 +57,13 @@ class TaskManager:
         self.store, self.runtime_factory = store, runtime_factory
         self.experiments = Path(experiments_dir).expanduser().resolve()
         self.heartbeat_s, self.stale_s = heartbeat_s, stale_s
-        self.col = store.db[COLLECTION]
         self.col.create_index([("created_at", DESCENDING)])
         self.col.create_index("run_id")
+
+    @property
+    def col(self):
+        # read through the store each time: a store reconnected to a server on another port has a new client
+        return self.store.db[COLLECTION]
 
     # ------------------------------------------------------------ reads
     def _doc(self, task_id: str) -> dict:
@@ -105,6 +114,15 @@ class TaskManager:
             if v.status in TERMINAL or (deadline is not None and time.monotonic() > deadline):
                 return
             time.sleep(poll_s)
+
+    def abandon(self, task_id: str) -> None:
+        """Stop this process's run of the task at once, before it logs another decision point (a second Ctrl-C,
+        or a foreground caller that lost the store): call it before closing the store under the run, so that
+        the cycle the closing breaks is never logged as its point's decision."""
+        with _LIVE_LOCK:
+            stop = _STOP_NOW.get(task_id)
+        if stop is not None:
+            stop.set()
 
     def join(self, task_id: str, timeout_s: Optional[float] = None) -> None:
         """Wait for this process's worker of the task to end (a foreground caller closes the store after)."""
@@ -253,6 +271,7 @@ class TaskManager:
         thread = threading.Thread(target=target, args=args, name=f"task-{task_id}", daemon=True)
         with _LIVE_LOCK:
             _LIVE[task_id] = thread
+            _STOP_NOW[task_id] = threading.Event()
         thread.start()
 
     def _set(self, task_id: str, **fields: Any) -> Optional[dict]:
@@ -286,8 +305,10 @@ class TaskManager:
             from graph.kernel.capabilities import with_spending
 
             runtime = with_spending(self.runtime_factory(config.memory, data), inp)  # the cache switch, the budgets
+            with _LIVE_LOCK:
+                stop = _STOP_NOW.get(task_id) or threading.Event()
             result = run_backtest(config, self.store, progress=False, runtime=runtime,
-                                  out_dir=self.experiments, run_id=run_id, on_step=on_step)
+                                  out_dir=self.experiments, run_id=run_id, on_step=on_step, stop_now=stop.is_set)
             plot = None
             if result.equity_curve:
                 from graph.backtest.plot import plot_result
@@ -304,20 +325,33 @@ class TaskManager:
     @contextlib.contextmanager
     def _lifecycle(self, task_id: str) -> Iterator[None]:
         """Around a task's body: its heartbeat; a cancel ends it `cancelled`, any other exception `failed` with the
-        error (a task never dies silently); and its worker leaves _LIVE however it ends."""
+        error (a task never dies silently); and its worker leaves _LIVE however it ends. A run stopped at once
+        writes nothing more (its caller is closing the store); a store that is gone or closed can't take the
+        final status either: the task then reads `interrupted`, its thread being gone, resumable."""
+        from graph.backtest.loop import RunInterrupted
+
         stop_beat = threading.Event()
         threading.Thread(target=self._heartbeat, args=(task_id, stop_beat), daemon=True).start()
         try:
             yield
+        except RunInterrupted:
+            pass
         except TaskCancelled:
-            self._set(task_id, status="cancelled", finished_at=time.time())
+            self._set_final(task_id, status="cancelled", finished_at=time.time())
         except BaseException as e:  # noqa: BLE001 - its document says why
             err = translate(e)
-            self._set(task_id, status="failed", finished_at=time.time(), error=f"{err.kind}: {err.message}")
+            self._set_final(task_id, status="failed", finished_at=time.time(), error=f"{err.kind}: {err.message}")
         finally:
             stop_beat.set()
             with _LIVE_LOCK:
                 _LIVE.pop(task_id, None)
+                _STOP_NOW.pop(task_id, None)
+
+    def _set_final(self, task_id: str, **fields: Any) -> None:
+        try:
+            self._set(task_id, **fields)
+        except PyMongoError:  # the store is gone (or closed): the document can't say it, the dead thread does
+            pass
 
     def _heartbeat(self, task_id: str, stop: threading.Event) -> None:
         # a cycle can take longer than the staleness window with a networked model: beat independently

@@ -562,20 +562,28 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
         writer.close()
     replayed = {s: final[k] for s, k in CONTRACT_KEYS.items() if final.get(k) is not None}
     divergences = []
-    # a cut-off (or paused) recording is compared only as far as it goes
-    states = [s for s in STATES if s in cycle.contracts or (cycle.ended and s in replayed)]
+    # a backtest decided this cycle's point again in a later cycle (the store went away under it, or its process
+    # stopped): what it recorded is compared, not how it ended, which the fault decided (graph/backtest/loop.py)
+    superseded = next((e for e in cycle.errors if e.get("type") == "cycle_superseded"), None)
+    ended = cycle.ended and superseded is None
+    # a cut-off (or paused, or superseded) recording is compared only as far as it goes
+    states = [s for s in STATES if s in cycle.contracts or (ended and s in replayed)]
     for s in states:
         d = first_diff((cycle.contracts.get(s) or {}).get("data", _MISSING), replayed.get(s, _MISSING))
         if d:
             divergences.append(Divergence(cycle.cycle_id, s, *d))
     recorded_failure = fatal_error(cycle)
-    if cycle.ended and (recorded_failure or failure):  # the same contracts, failed another way, still diverged
+    if ended and (recorded_failure or failure):  # the same contracts, failed another way, still diverged
         d = first_diff({k: (recorded_failure or {}).get(k, _MISSING) for k in ("state", "type", "message")},
                        {k: (failure or {}).get(k, _MISSING) for k in ("state", "type", "message")}, "error")
         if d:
             where = (recorded_failure or failure or {}).get("state") or "RUNNER"
             divergences.append(Divergence(cycle.cycle_id, where, *d))
-    if cycle.paused:
+    if superseded is not None:
+        notes.append(f"recorded cycle is superseded (decision point {superseded.get('decision_point_idx')} was "
+                     f"decided again in a later cycle): compared its {len(states)} recorded state(s), not how it "
+                     f"ended")
+    elif cycle.paused:
         notes.append("recorded cycle is waiting for human approval: the replay paused at the same gate")
     elif cycle.cut_off:
         notes.append(f"recorded cycle is cut off: compared {len(states)} recorded state(s) only")

@@ -7,11 +7,49 @@ import argparse
 import sys
 from typing import Optional
 
-from graph.kernel.errors import KernelError, exit_code
+from graph.kernel.core import Kernel
+from graph.kernel.errors import KernelError, StoreUnavailable, exit_code, translate
 from graph.kernel.policy import PolicyError
 from graph.kernel.transports.cli.common import add_db_flag
 
 EXIT_POLICY = 2
+
+
+class ReconnectingKernel(Kernel):
+    """`serve`'s kernel. A server process outlives its embedded store's server: before a request, a store whose
+    server moved (stopped, or back on another port: `store stop` + `store start`, a killed server restarted) or
+    on which the last request failed is reconnected (database.connection.Store.reconnect). The request after
+    the store is back succeeds, with no restart of `serve` and no polling."""
+
+    def __init__(self, store, **options):
+        super().__init__(store, **options)
+        self._failed_on: Optional[int] = None  # the store generation a request last failed on
+
+    def _reconnect_if_needed(self) -> int:
+        seen = self.store.generation
+        if self._failed_on == seen or self.store.moved():
+            try:
+                self.store.reconnect(seen)
+            except Exception as e:  # noqa: BLE001 - still no server: this request fails like the last one
+                raise translate(e) from None
+            self._failed_on = None
+        return self.store.generation
+
+    def call(self, name, args=None, *, transport: str = "local"):
+        seen = self._reconnect_if_needed()
+        try:
+            return super().call(name, args, transport=transport)
+        except StoreUnavailable:
+            self._failed_on = seen
+            raise
+
+    def watch(self, task_id: str, **options):
+        seen = self._reconnect_if_needed()
+        try:
+            yield from super().watch(task_id, **options)
+        except StoreUnavailable:
+            self._failed_on = seen
+            raise
 
 
 def add_serve_parser(subparsers) -> argparse.ArgumentParser:
@@ -78,9 +116,14 @@ def _guarded(run) -> int:
 
 
 def serve_main(args) -> int:
-    from graph.kernel.transports.http import serve
+    from graph.kernel.policy import Policy, check_bind
+    from graph.kernel.transports.http import TRANSPORT, serve
 
-    return _guarded(lambda: serve(args.host, args.port, db=args.db))
+    def run() -> None:
+        check_bind(args.host, Policy.for_transport(TRANSPORT))  # a refused bind opens no store
+        serve(args.host, args.port, kernel=ReconnectingKernel.open(args.db))
+
+    return _guarded(run)
 
 
 def mcp_main(args) -> int:

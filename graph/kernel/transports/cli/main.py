@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from typing import Any, Callable, Optional
 
@@ -47,6 +48,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"tradegraph: error: {str(e).splitlines()[0]}", file=sys.stderr)
         return EXIT_STORE
     except KeyboardInterrupt:
+        # stopping already: a further Ctrl-C would only break the exit's clean-up (pymongo's, atexit) with a traceback
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         print("tradegraph: interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # a crash is one line and a non-zero exit; the cycle's events hold the details
