@@ -27,7 +27,7 @@ class _Local:
         self.kernel, self.owned = kernel, owned
 
     def call(self, name: str, args: dict, idempotency_key: Optional[str] = None) -> BaseModel:
-        return self.kernel.call(name, args, transport="local", idempotency_key=idempotency_key)
+        return self.kernel.call_keyed(name, args, transport="local", idempotency_key=idempotency_key)
 
     def watch(self, task_id: str, poll_s: float) -> Iterator[m.TaskView]:
         return self.kernel.watch(task_id, poll_s=poll_s)

@@ -63,34 +63,41 @@ class Kernel:
     def capabilities() -> dict[str, Capability]:
         return dict(REGISTRY)
 
-    def call(self, name: str, args: Any = None, *, transport: str = "local", idempotency_key: Optional[str] = None,
-             caller: Optional[str] = None) -> BaseModel:
-        """With an idempotency key (a capability that starts something), at most once per key: a retry gets the
-        first answer (graph/kernel/idempotent.py); `caller` names who asks, for keys of requests without a session."""
-        cap = REGISTRY.get(name)
-        if cap is None:
-            raise NotFound(f"unknown capability '{name}' (known: {', '.join(REGISTRY)})", field="name")
+    def call(self, name: str, args: Any = None, *, transport: str = "local") -> BaseModel:
+        cap = self.capability(name)
         inp = self.parse(cap, args)
         ctx = Context(store=self.store, policy=self.policies[transport], tasks=self.tasks,
                       runtime=self.runtime_factory)
-
-        def run() -> BaseModel:
-            try:
-                return cap.fn(ctx, inp)
-            except (KeyboardInterrupt, SystemExit):
-                raise
-            except Exception as e:  # noqa: BLE001 - the one place exceptions become kernel errors
-                raise translate(e) from None
-
-        if idempotency_key is None:
-            return run()
         try:
-            return call_once(self.store, cap, inp, run, key=idempotency_key, transport=transport, caller=caller,
-                             wait_s=self.idempotency_wait_s)
+            return cap.fn(ctx, inp)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as e:  # noqa: BLE001 - the one place exceptions become kernel errors
+            raise translate(e) from None
+
+    def call_keyed(self, name: str, args: Any = None, *, transport: str = "local",
+                   idempotency_key: Optional[str] = None, caller: Optional[str] = None) -> BaseModel:
+        """call(), at most once per idempotency key (a capability that starts something): a retry with the key gets
+        the first answer (graph/kernel/idempotent.py). `caller` tells apart the keys of requests without a session.
+        The run itself goes through call(), so a subclass's call (serve's reconnecting kernel) applies to it."""
+        if idempotency_key is None:
+            return self.call(name, args, transport=transport)
+        cap = self.capability(name)
+        inp = self.parse(cap, args)
+        try:
+            return call_once(self.store, cap, inp, lambda: self.call(name, inp, transport=transport),
+                             key=idempotency_key, transport=transport, caller=caller, wait_s=self.idempotency_wait_s)
         except KernelError:
             raise
         except Exception as e:  # noqa: BLE001 - the key's own store reads and writes
             raise translate(e) from None
+
+    @staticmethod
+    def capability(name: str) -> Capability:
+        cap = REGISTRY.get(name)
+        if cap is None:
+            raise NotFound(f"unknown capability '{name}' (known: {', '.join(REGISTRY)})", field="name")
+        return cap
 
     def watch(self, task_id: str, *, poll_s: float = 0.5, timeout_s: Optional[float] = None) -> Iterator[BaseModel]:
         """task_status each time it changes, ending with a terminal status: the SSE stream's source."""

@@ -76,8 +76,8 @@ def create_app(kernel: Kernel) -> FastAPI:
 
     def call_keyed(name: str, key: Optional[str], authorization: Optional[str], /, **args: Any) -> BaseModel:
         """A request that starts something, once per Idempotency-Key (graph/kernel/idempotent.py)."""
-        return kernel.call(name, {k: v for k, v in args.items() if v is not None}, transport=TRANSPORT,
-                           idempotency_key=key, caller=caller_of_token(authorization))
+        return kernel.call_keyed(name, {k: v for k, v in args.items() if v is not None}, transport=TRANSPORT,
+                                 idempotency_key=key, caller=caller_of_token(authorization))
 
     def path(name: str) -> str:
         return ROUTES[name].path

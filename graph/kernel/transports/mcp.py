@@ -69,7 +69,7 @@ def tool_for(kernel: Kernel, cap: Capability) -> Tool:
         arguments = dict(arguments)
         key = arguments.pop(IDEMPOTENCY_ARG, None) if cap.keyed else None
         try:
-            return kernel.call(cap.name, _unquote(cap, arguments), transport=TRANSPORT, idempotency_key=key)
+            return kernel.call_keyed(cap.name, _unquote(cap, arguments), transport=TRANSPORT, idempotency_key=key)
         except KernelError as e:
             return CallToolResult(content=[TextContent(type="text", text=f"{e.kind}: {e.message}")], is_error=True)
 
