@@ -19,6 +19,7 @@ from typing import Any
 from agent.config import AgentConfig, RetryPolicy, RiskLimits
 from agent.data.market import DataError
 from agent.data.sources import BY_ATTR, KINDS, DataFiles, Unavailable, is_bundled, load_file
+from agent.data.stockbench import tree_sha256
 from agent.markets import get_profile
 from agent.passes import pass_protocol
 from agent.prompts import BASE_SYSTEM, ROLE_INSTRUCTIONS
@@ -44,6 +45,9 @@ def _data_source(source: Any) -> dict[str, Any]:
     """The file a data source was loaded from and its content hash; in-memory data is named as such. A bundled
     sample says so, so a session continued (or replayed) from another checkout finds it where that one keeps it."""
     label = str(getattr(source, "origin", None) or getattr(source, "source", None) or "<unknown>")
+    sha = None if isinstance(source, Unavailable) else getattr(source, "sha256", None)
+    if sha:  # a StockBench tree or archive: hashed over what was read, when it was read (agent.data.stockbench)
+        return {"source": label, "sha256": sha}
     path = Path(label)
     if not path.is_file():
         return {"source": label, "sha256": None}
@@ -51,6 +55,8 @@ def _data_source(source: Any) -> dict[str, Any]:
 
 
 def _file_entry(path: Path) -> dict[str, Any]:
+    if path.is_dir():  # a StockBench folder: the hash over the files it reads
+        return {"source": str(path.resolve()), "sha256": tree_sha256(path)}
     st = path.stat()
     entry = dict(_hashed(str(path.resolve()), st.st_mtime_ns, st.st_size))
     if any(is_bundled(kind, path) for kind in KINDS):
@@ -180,7 +186,7 @@ def recorded_sources(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             sources[attr] = Unavailable(path, "was in-memory data when recorded: replay reads the recording only")
             continue
         now_path = kind.bundled.resolve() if entry.get("bundled") else Path(path)
-        if not now_path.is_file():
+        if not now_path.exists():
             lines.append(f"{label}.source: recorded file {path} is missing (recorded sha256 {sha[:12]}…)")
             sources[attr] = Unavailable(path, "missing since the run was recorded")
             continue

@@ -2,7 +2,8 @@
 
 Format: {"source": "...", "records": [{"symbol", "as_of": "YYYY-MM-DD" (the period end the figures
 describe), "reported_at": YYYY-MM-DD or ISO datetime (when they became public), "pe", "pb",
-"ev_ebitda", "revenue_growth_pct", "net_margin_pct"}, ...]}. Any metric may be null.
+"ev_ebitda", "revenue_growth_pct", "net_margin_pct"}, ...]}. Any metric may be null; every number must be
+finite (NaN and Infinity, which Python's json would read, are refused naming the record and field).
 
 A record is visible only once reported (agent.markets.visible: before the decision day's close; a
 date alone counts as after the close). Results come out weeks after the period they describe, so
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from agent.data import finite
 from agent.data.market import DataError, DateLike, parse_date
 from agent.markets import MarketProfile, Stamp, parse_stamp, visible
 from schemas.features import Fundamentals
@@ -49,6 +51,9 @@ def _checked(rec: object, n: int, source: str) -> tuple[str, pd.Timestamp, Stamp
     # one spelling in bundles: the date alone, or the instant in UTC
     rec = {**rec, "reported_at": str(reported.ts.date()) if reported.date_only
            else reported.ts.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    bad = finite.first_nonfinite(rec)
+    if bad:
+        raise DataError(f"{where}, {finite.nonfinite_message(bad)}")
     for k in METRICS:
         v = rec.get(k)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
@@ -72,8 +77,10 @@ class FundamentalsSource:
         return {s: (len(rows), str(min(r[1] for r in rows).date()), str(max(r[1] for r in rows).date()))
                 for s, rows in sorted(self._rows.items())}
 
-    def get(self, symbol: str, as_of: DateLike, profile: str | MarketProfile | None = None) -> Fundamentals:
-        """The latest period among records reported before the close of `as_of`, else available=False."""
+    def get(self, symbol: str, as_of: DateLike, profile: str | MarketProfile | None = None,
+            market: object = None) -> Fundamentals:
+        """The latest period among records reported before the decision on `as_of`, else available=False. The
+        figures are the file's own (its P/E was priced by whoever wrote it): `market` is not read."""
         day = parse_date(as_of)
         known = [(period, reported.ts, rec) for reported, period, rec in self._rows.get(symbol.upper(), ())
                  if reported.ts < day + _CLOSE_MARGIN and visible(reported, day, profile)]
@@ -88,7 +95,7 @@ class FundamentalsSource:
 def load_fundamentals(path: str | Path) -> FundamentalsSource:
     p = Path(path)
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
+        doc = finite.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DataError(f"{p}: file not found") from None
     except (OSError, UnicodeDecodeError) as exc:  # a folder, no permission, a binary file
@@ -98,6 +105,9 @@ def load_fundamentals(path: str | Path) -> FundamentalsSource:
     records = doc.get("records") if isinstance(doc, dict) else None
     if not isinstance(records, list):
         raise DataError(f"{p}: expected an object with a 'records' list")
+    bad = finite.first_nonfinite({k: v for k, v in doc.items() if k != "records"})
+    if bad:
+        raise DataError(f"{p}: {finite.nonfinite_message(bad)}")
     return FundamentalsSource(records, source=str(doc.get("source") or p.name), origin=str(p))
 
 

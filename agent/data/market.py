@@ -10,6 +10,7 @@ import functools
 import re
 from datetime import date, datetime
 from pathlib import Path
+from typing import Callable, Optional
 
 import numpy as np
 import pandas as pd
@@ -57,8 +58,11 @@ def parse_date(value: DateLike) -> pd.Timestamp:
 class MarketData:
     """Per-symbol split-adjusted daily bars, immutable after construction."""
 
-    def __init__(self, frames: dict[str, pd.DataFrame], source: str = "<memory>") -> None:
+    def __init__(self, frames: dict[str, pd.DataFrame], source: str = "<memory>", label: str = "prices file",
+                 sha256: Optional[str] = None) -> None:
         self.source = source
+        self.label = label  # what `source` is, in messages: a prices file, a StockBench tree
+        self.sha256 = sha256  # the content hash taken when it was read, where the reader took one (a data tree)
         self._frames: dict[str, pd.DataFrame] = {}
         self._dates: dict[str, np.ndarray] = {}  # datetime64[ns] per symbol, for searchsorted
         for symbol, frame in sorted(frames.items()):
@@ -87,7 +91,7 @@ class MarketData:
         """Which data was searched, as a user would look for it: the file, and whether it is the bundled sample."""
         if self.source == str(VENDORED_CSV):
             return f"the bundled sample prices {self.source} (your own prices: docs/own-data.md)"
-        return f"prices file {self.source}"
+        return f"{self.label} {self.source}"
 
     def rows(self, symbol: str) -> int:
         return len(self._check(symbol))
@@ -166,15 +170,7 @@ def _frames_from_table(raw: pd.DataFrame, path: str, first_row: int) -> dict[str
             i = int(bad.argmax())
             fail(i, col, f"not a number: {df[col].iloc[i]!r}")
         df[col] = num.astype("float64")
-        values = df[col].to_numpy()
-        if col == "volume":
-            neg = values < 0
-            if neg.any():
-                fail(int(neg.argmax()), col, f"negative volume {values[neg.argmax()]}")
-        else:
-            nonpos = ~(values > 0)
-            if nonpos.any():
-                fail(int(nonpos.argmax()), col, f"non-positive price {values[nonpos.argmax()]}")
+    check_bar_values(df, fail)
     frames: dict[str, pd.DataFrame] = {}
     for symbol, group in df.groupby("symbol", sort=True):
         d = group["date"].to_numpy()
@@ -194,6 +190,31 @@ def _frames_from_table(raw: pd.DataFrame, path: str, first_row: int) -> dict[str
     if not frames:
         raise DataError(f"{path}: no data rows")
     return frames
+
+
+def check_bar_values(df: pd.DataFrame, fail: Callable[[int, str, str], None]) -> None:
+    """Every number of every bar finite, prices positive, volume non-negative, and each bar whole: its high at or
+    above its open and close, its low at or below them. `fail(row position, column, what)` raises; the first
+    violation is reported, column by column."""
+    for col in [c for c in (*COLUMNS, "adj_close") if c in df.columns]:
+        values = df[col].to_numpy(dtype="float64")
+        bad = ~np.isfinite(values)
+        if bad.any():
+            fail(int(bad.argmax()), col, f"not a finite number ({values[bad.argmax()]})")
+        bad = values < 0 if col == "volume" else ~(values > 0)
+        if bad.any():
+            fail(int(bad.argmax()), col, f"{'negative volume' if col == 'volume' else 'non-positive price'} "
+                                         f"{values[bad.argmax()]}")
+    o, h, low, c = (df[k].to_numpy(dtype="float64") for k in _PRICE_COLUMNS)
+    top, bottom = np.maximum(o, c), np.minimum(o, c)
+    bad = h < top
+    if bad.any():
+        i = int(bad.argmax())
+        fail(i, "high", f"high {h[i]} is below the bar's open or close ({top[i]})")
+    bad = low > bottom
+    if bad.any():
+        i = int(bad.argmax())
+        fail(i, "low", f"low {low[i]} is above the bar's open or close ({bottom[i]})")
 
 
 def load_market_data(path: str | Path) -> MarketData:

@@ -1,9 +1,10 @@
 """Point-in-time news headlines from a JSONL file.
 
 One JSON object per line: {"symbol", "published_at" (YYYY-MM-DD or ISO datetime), "headline",
-"source"}. A headline is visible at an as-of date only if published before that day's close in the
-chosen market (agent.markets.visible); a date without a time counts as after the close. So a
-decision taken on the close never reads news that came out after it.
+"source"}, optionally "summary", "url", "id" and "related_symbols"; every number in a line must be finite. A
+headline is visible at an as-of date only if published before that day's decision time in the chosen market
+(agent.markets.visible: its close, or its open for a profile deciding at the open); a date without a time counts
+as after the close. So a decision never reads news that came out after it.
 """
 from __future__ import annotations
 
@@ -14,10 +15,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from agent.data import finite
 from agent.data.market import DataError, DateLike, parse_date
 from agent.markets import MarketProfile, Stamp, parse_stamp, visible
 
 SAMPLE_NEWS = Path(__file__).with_name("sample_news.jsonl")
+# kept with an item when given: its summary (a feed's description), its link or the feed's id, the tickers it names
+OPTIONAL = ("summary", "url", "id", "related_symbols")
 _DAY = pd.Timedelta(days=1)
 # a local close is at most a day past UTC midnight: the margin of the coarse window before `visible` decides
 _CLOSE_MARGIN = pd.Timedelta(days=2)
@@ -30,8 +34,9 @@ def parse_published(value: object) -> pd.Timestamp:
 
 
 class NewsSource:
-    def __init__(self, items: list[dict], source: str = "<memory>") -> None:
+    def __init__(self, items: list[dict], source: str = "<memory>", sha256: str | None = None) -> None:
         self.source = source
+        self.sha256 = sha256  # the content hash taken when it was read, where the reader took one (a data tree)
         by_symbol: dict[str, list[tuple[Stamp, str, dict]]] = {}
         for item in items:
             stamp = parse_stamp(item["published_at"])
@@ -40,6 +45,7 @@ class NewsSource:
                 "published_at": str(item["published_at"]).strip(),
                 "headline": str(item["headline"]),
                 "source": str(item.get("source") or "unknown"),
+                **{k: item[k] for k in OPTIONAL if item.get(k) not in (None, "", [])},
             }
             by_symbol.setdefault(rec["symbol"], []).append((stamp, rec["headline"], rec))
         self._items: dict[str, list[dict]] = {}
@@ -86,11 +92,14 @@ def load_news(path: str | Path) -> NewsSource:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = finite.loads(line)
         except json.JSONDecodeError as exc:
             raise DataError(f"{p}: line {lineno}: invalid JSON ({exc.msg})") from None
         if not isinstance(obj, dict):
             raise DataError(f"{p}: line {lineno}: expected a JSON object")
+        bad = finite.first_nonfinite(obj)
+        if bad:
+            raise DataError(f"{p}: line {lineno}, {finite.nonfinite_message(bad)}")
         missing = [k for k in ("symbol", "published_at", "headline") if not obj.get(k)]
         if missing:
             raise DataError(f"{p}: line {lineno}: missing field(s) {', '.join(missing)}")

@@ -1,9 +1,11 @@
-"""Which files a run reads: a user's own prices, news and fundamentals, or the bundled samples.
+"""Which files a run reads: a user's own prices, news, fundamentals and corporate actions, or the bundled samples.
 
 Users name them `prices`, `news` and `fundamentals` (the CLI flags, tradegraph.toml's [data] keys, the kernel's
-input fields); a runtime and the run manifest hold them as `market`, `news` and `fundamentals`. A file is loaded
-once per version (resolved path, size, modification time): a runtime built per call stays cheap, and a backtest's
-cycles share one MarketData, so indicators are computed once per symbol.
+input fields) and `corporate_actions`; a runtime and the run manifest hold them as `market`, `news`, `fundamentals`
+and `actions`. A StockBench tree (a folder or an archive) gives every kind at once: `load_file(kind, tree)`, or
+`stockbench_files(tree)` for all of them. A file is loaded once per version (resolved path, size, modification time;
+a tree: every file it reads): a runtime built per call stays cheap, and a backtest's cycles share one MarketData, so
+indicators are computed once per symbol.
 """
 from __future__ import annotations
 
@@ -13,9 +15,12 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from agent.data.actions import NO_ACTIONS, default_actions, load_actions
 from agent.data.fundamentals import SAMPLE_FUNDAMENTALS, default_fundamentals, load_fundamentals
 from agent.data.market import VENDORED_CSV, DataError, default_market_data, load_market_data
 from agent.data.news import SAMPLE_NEWS, default_news, load_news
+from agent.data.stockbench import SHIPPED_ARCHIVE, load_tree
+from agent.data.stockbench.tree import is_archive, locate
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("prices", "market", load_market_data, VENDORED_CSV, default_market_data),
     Kind("news", "news", load_news, SAMPLE_NEWS, default_news),
     Kind("fundamentals", "fundamentals", load_fundamentals, SAMPLE_FUNDAMENTALS, default_fundamentals),
+    # dividends and splits; "none" for the bundled prices, whose adjusted close already carries them
+    Kind("corporate_actions", "actions", load_actions, NO_ACTIONS, default_actions),
 )}
 BY_ATTR: dict[str, Kind] = {k.attr: k for k in KINDS.values()}
 
@@ -41,6 +48,7 @@ class DataFiles:
     prices: Optional[str] = None
     news: Optional[str] = None
     fundamentals: Optional[str] = None
+    corporate_actions: Optional[str] = None
 
     def given(self) -> dict[str, str]:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name)}
@@ -62,8 +70,17 @@ def is_bundled(kind: str, path: str | Path) -> bool:
     return resolved(path) == KINDS[kind].bundled.resolve()
 
 
+def stockbench_files(path: str | Path | None = None) -> DataFiles:
+    """Every kind read from one StockBench tree: a folder (a checkout, DIR or DIR/storage) or an archive of it;
+    None is the archive shipped with tradegraph. The tree is read here, so a bad one raises DataError now."""
+    p = resolved(SHIPPED_ARCHIVE if path is None else path)
+    load_tree(p)
+    return DataFiles(**{kind: str(p) for kind in KINDS})
+
+
 def load_file(kind: str, path: str | Path) -> Any:
-    """The `kind` source read from `path`. A bad file raises DataError naming it: missing, not a regular file,
+    """The `kind` source read from `path`: a file of that kind, or a StockBench tree (a folder or a .tar.gz of
+    one), whose part of that kind is returned. A bad file raises DataError naming it: missing, not a regular file,
     unreadable, or malformed (file, row, column)."""
     p = resolved(path)
     try:
@@ -72,7 +89,11 @@ def load_file(kind: str, path: str | Path) -> Any:
         raise DataError(f"{p}: file not found") from None
     except OSError as exc:  # a name too long, no permission on a folder above it
         raise DataError(f"{p}: cannot read file: {exc}") from None
-    if not stat.S_ISREG(st.st_mode):  # a folder, a device, a pipe: nothing to parse, maybe never an end
+    if stat.S_ISDIR(st.st_mode) or (stat.S_ISREG(st.st_mode) and is_archive(p)):
+        if locate(p) is None:
+            raise DataError(f"{p}: not a regular file, nor a StockBench data tree (no storage/parquet/ in it)")
+        return load_tree(p).source(kind)
+    if not stat.S_ISREG(st.st_mode):  # a device, a pipe: nothing to parse, maybe never an end
         raise DataError(f"{p}: not a regular file")
     if p == KINDS[kind].bundled.resolve():  # the same object as the default: its indicator frames are shared
         return KINDS[kind].default()

@@ -135,7 +135,7 @@ def build_bundle(
         technical=technical,
         news=nf,
         sentiment=_sentiment(nf),
-        fundamentals=fundamentals.get(symbol, day, profile),
+        fundamentals=fundamentals.get(symbol, day, profile, market=market),  # P/E priced on the run's bars
         forecast=price_forecast(closes, FORECAST_HORIZON),
         history=_history(entry, i, history_bars),
     )

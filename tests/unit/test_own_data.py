@@ -144,7 +144,7 @@ def _bad_file(kind: str, d: Path) -> tuple[Path, str]:
         return d / "nope.csv", "file not found"
     if kind == "a folder":
         (d / "folder.csv").mkdir()
-        return d / "folder.csv", "not a regular file"
+        return d / "folder.csv", "not a regular file, nor a StockBench data tree (no storage/parquet/ in it)"
     bad = d / "bad.csv"
     bad.write_text("symbol,date,open,high,low,close,volume\nACME,2024-03-01,1,2,1,x,5\n")
     return bad, "row 2, column 'close': not a number: 'x'"
@@ -172,7 +172,8 @@ def test_a_bad_file_is_one_line_naming_the_flag_and_exit_2_never_the_bundled_dat
 
 @pytest.mark.parametrize("toml,line", [
     ('[data]\nprices = "nope.csv"\n', "tradegraph.toml [data] prices = 'nope.csv': {d}/nope.csv: file not found"),
-    ('[data]\nprice = "acme.csv"\n', "tradegraph.toml: [data] price: unknown key (known: prices, news, fundamentals)"),
+    ('[data]\nprice = "acme.csv"\n', "tradegraph.toml: [data] price: unknown key (known: prices, news, fundamentals, "
+                                     "stockbench)"),
     ('[data]\nprices = 3\n', "tradegraph.toml: [data] prices = 3: expected a file path"),
     ('[data\nprices = "acme.csv"\n', "tradegraph.toml: invalid TOML: Expected ']' at the end of a table declaration "
                                      "(at line 1, column 6)"),
