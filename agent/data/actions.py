@@ -173,14 +173,7 @@ def _split(rec: object, where: str) -> Split:
 
 def load_actions(path: str | Path) -> CorporateActions:
     p = Path(path)
-    try:
-        doc = finite.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"{p}: file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"{p}: cannot read file: {exc}") from None
-    except ValueError as exc:  # json.JSONDecodeError
-        raise DataError(f"{p}: invalid JSON ({exc})") from None
+    doc = finite.read_json(p)
     if not isinstance(doc, dict) or not all(isinstance(doc.get(k, []), list) for k in ("dividends", "splits")):
         raise DataError(f"{p}: expected an object with 'dividends' and 'splits' lists")
     return build_actions(doc.get("dividends", []), doc.get("splits", []), str(p),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any, Optional
 
 
@@ -24,6 +25,22 @@ def _float(text: str) -> float | NonFinite:
 def loads(text: str | bytes) -> Any:
     """json.loads, with each non-finite number read as a NonFinite marker."""
     return json.loads(text, parse_constant=NonFinite, parse_float=_float)
+
+
+def read_json(path: str | Path) -> Any:
+    """The JSON document in a file, every non-finite number a NonFinite marker; DataError naming the file when it is
+    missing, unreadable or not JSON (with the line)."""
+    from agent.data.market import DataError
+
+    p = Path(path)
+    try:
+        return loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{p}: file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:  # a folder, no permission, a binary file
+        raise DataError(f"{p}: cannot read file: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{p}: line {exc.lineno}: invalid JSON ({exc.msg})") from None
 
 
 def first_nonfinite(obj: Any, path: str = "") -> Optional[tuple[str, str]]:

@@ -12,7 +12,6 @@ keying on the period end would hand a backtest figures nobody had yet: `reported
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -94,14 +93,7 @@ class FundamentalsSource:
 
 def load_fundamentals(path: str | Path) -> FundamentalsSource:
     p = Path(path)
-    try:
-        doc = finite.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"{p}: file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:  # a folder, no permission, a binary file
-        raise DataError(f"{p}: cannot read file: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{p}: line {exc.lineno}: invalid JSON ({exc.msg})") from None
+    doc = finite.read_json(p)
     records = doc.get("records") if isinstance(doc, dict) else None
     if not isinstance(records, list):
         raise DataError(f"{p}: expected an object with a 'records' list")

@@ -17,12 +17,13 @@ reads one from a folder (a checkout: DIR or DIR/storage) or from a tar archive o
 Every number in every file read must be finite, and every bar whole (high >= open, close >= low; volume >= 0): a
 violation is a DataError naming the file, the row or item and the field. Reading ~3,000 one-row Parquet files takes
 seconds, so the parsed tree is kept under $TRADEGRAPH_HOME/cache/stockbench/, keyed by the tree's content hash
-(the archive's sha256; for a folder, a hash over the files read) and CACHE_FORMAT: a changed tree, or a reader
-that changed what it derives (bump CACHE_FORMAT), never reads a stale copy.
+(the archive's sha256; for a folder, a hash over the files read) and by a hash of the reader's own source: a
+changed tree, or a reader that derives differently, never reads a stale copy.
 """
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import tempfile
@@ -41,7 +42,8 @@ from agent.data.stockbench.filings import FilingFundamentals, quarters_of, reduc
 from agent.data.stockbench.tree import READ, Tree, content_sha256, fingerprint, locate, read_files
 
 SHIPPED_ARCHIVE = Path(__file__).with_name("storage.tar.gz")
-CACHE_FORMAT = 1
+# the modules whose code decides what is derived from a tree (and so what a cached copy holds)
+_READER = ("__init__.py", "tree.py", "news.py", "filings.py")
 LABEL = "StockBench data"
 FUNDAMENTALS_LABEL = "StockBench filings (SEC, via Polygon): figures computed by tradegraph"
 
@@ -112,8 +114,17 @@ def cache_dir() -> Path:
     return Path(os.environ.get("TRADEGRAPH_HOME") or ".tradegraph").expanduser() / "cache" / "stockbench"
 
 
+@functools.lru_cache(maxsize=1)
+def reader_version() -> str:
+    """A hash of the reader's source: a cached tree derived by other code is not read."""
+    digest = hashlib.sha256()
+    for name in _READER:
+        digest.update(Path(__file__).with_name(name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def cache_file(sha: str) -> Path:
-    return cache_dir() / f"{sha}.v{CACHE_FORMAT}.json"
+    return cache_dir() / f"{sha}.{reader_version()}.json"
 
 
 def _read_cache(sha: str) -> Optional[dict]:
@@ -121,7 +132,8 @@ def _read_cache(sha: str) -> Optional[dict]:
         doc = json.loads(cache_file(sha).read_bytes())
     except (OSError, ValueError):  # none yet, or a torn or foreign file: derived again from the tree
         return None
-    return doc if isinstance(doc, dict) and doc.get("format") == CACHE_FORMAT and doc.get("sha256") == sha else None
+    ok = isinstance(doc, dict) and doc.get("reader") == reader_version() and doc.get("sha256") == sha
+    return doc if ok else None
 
 
 def _write_cache(sha: str, derived: dict) -> None:
@@ -130,7 +142,7 @@ def _write_cache(sha: str, derived: dict) -> None:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=target.parent, suffix=".tmp", delete=False) as fh:
-            json.dump({**derived, "format": CACHE_FORMAT, "sha256": sha}, fh, allow_nan=False,
+            json.dump({**derived, "reader": reader_version(), "sha256": sha}, fh, allow_nan=False,
                       separators=(",", ":"))
         os.replace(fh.name, target)
     except OSError:
