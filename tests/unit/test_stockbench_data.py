@@ -239,3 +239,72 @@ def _quarters(symbol: str) -> dict[str, dict[str, float]]:
         records = json.load(tar.extractfile(f"storage/cache/financials/{symbol}.quarterly.json"))
     return {r["end_date"]: {k: v["value"] for part in r["financials"].values() for k, v in part.items()}
             for r in records}
+
+
+def test_data_check_reports_the_tree_named_by_the_toml_or_the_flag(sb, tmp_path, monkeypatch, capsys):
+    from graph.kernel.transports.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TRADEGRAPH_CONFIG", raising=False)
+    (tmp_path / "tradegraph.toml").write_text("[data]\nstockbench = true\n")
+    assert main(["data", "check"]) == 0
+    toml_out = capsys.readouterr().out
+    assert main(["data", "check", "--stockbench"]) == 0
+    assert capsys.readouterr().out == toml_out  # one report, though three kinds read the tree
+    lines = toml_out.splitlines()
+    assert lines[0] == f"StockBench data {SHIPPED_ARCHIVE.resolve()} (sha256 {sb.sha256[:12]}…): 21 symbol(s)"
+    assert "  AAPL        148 bars 2024-12-13..2025-07-31; us_equity: every bar on a session, 8 session(s) without a " \
+           "bar (2025-01-10..2025-01-13 (2), 2025-02-11..2025-02-19 (6))" in lines
+    assert "news: 5,523 items, 1 duplicate(s) dropped, 5,522 kept (at their true publication time, UTC)" in lines
+    assert "filings: 998 quarters with a public time, 2 left out (no filing or acceptance time)" in lines
+    assert any(line.startswith("corporate actions: 1,450 dividends, 13 splits") for line in lines)
+
+    # a kind named beside the tree wins for that kind; a tree key that is no path is one line, exit 2
+    (tmp_path / "n.jsonl").write_text('{"symbol": "AAPL", "published_at": "2025-03-03", "headline": "mine"}\n')
+    (tmp_path / "tradegraph.toml").write_text('[data]\nstockbench = true\nnews = "n.jsonl"\n')
+    assert main(["data", "check"]) == 0
+    out = capsys.readouterr().out
+    assert f"news {(tmp_path / 'n.jsonl').resolve()}: 1 symbol(s), 1 headlines" in out and "StockBench data" in out
+    (tmp_path / "tradegraph.toml").write_text("[data]\nstockbench = 3\n")
+    assert main(["data", "check"]) == 2
+    assert capsys.readouterr().err == ("tradegraph: error: tradegraph.toml: [data] stockbench = 3: expected a "
+                                       "StockBench folder or archive, or true\n")
+
+
+def test_a_bundle_on_the_tree_through_the_kernel_carries_the_computed_fundamentals(sb, tmp_path, monkeypatch, capsys):
+    """The kernel's data fields as they are today, each naming the tree: bars, headlines and filings all from it."""
+    from graph.kernel.transports.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TRADEGRAPH_CONFIG", raising=False)
+    (tmp_path / "tradegraph.toml").write_text("[data]\nstockbench = true\n")
+    assert main(["features", "AAPL", "--as-of", "2025-03-03", "--json"]) == 0
+    bundle = json.loads(capsys.readouterr().out)
+    assert bundle["technical"]["close"] == 238.03 and bundle["news"]["unique_count"] > 0
+    f = bundle["fundamentals"]
+    expected = sb.fundamentals.get("AAPL", "2025-03-03", CLOSE).model_dump(mode="json", exclude_none=True)
+    assert {k: v for k, v in f.items() if v is not None} == expected
+    assert (f["as_of"], f["reported_at"], f["price_date"], f["price"]) == ("2024-12-28", "2025-01-31T11:01:27Z",
+                                                                          "2025-03-03", 238.03)
+
+
+def test_a_cycle_on_the_tree_records_it_and_replays_identical(sb, tmp_path, monkeypatch, capsys):
+    import uuid
+
+    from graph.kernel.transports.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TRADEGRAPH_CONFIG", raising=False)
+    (tmp_path / "tradegraph.toml").write_text("[data]\nstockbench = true\n")
+    db = ["--db", f"mongomock://sb_{uuid.uuid4().hex[:8]}"]
+    assert main(["run", "--symbols", "AAPL", "--as-of", "2025-03-03", "--json", *db]) == 0
+    session = json.loads(capsys.readouterr().out)["session_id"]
+    from database.connection import connect
+
+    [manifest] = [e["payload"] for e in connect(db[1]).events.read(session, kind="manifest")]
+    entry = {"source": str(SHIPPED_ARCHIVE.resolve()), "sha256": sb.sha256}
+    assert manifest["data"] == {"market": entry, "news": entry, "fundamentals": entry}
+    (tmp_path / "tradegraph.toml").unlink()  # the replay reads what the manifest names, nothing else
+    assert main(["replay", session, "--verify", *db]) == 0
+    out = capsys.readouterr().out
+    assert "IDENTICAL" in out and "replay identical to the recording" in out and "data source" not in out
