@@ -308,3 +308,18 @@ def test_a_cycle_on_the_tree_records_it_and_replays_identical(sb, tmp_path, monk
     assert main(["replay", session, "--verify", *db]) == 0
     out = capsys.readouterr().out
     assert "IDENTICAL" in out and "replay identical to the recording" in out and "data source" not in out
+
+
+def test_a_tree_reads_nothing_beyond_it_through_a_link(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRADEGRAPH_HOME", str(tmp_path / "home"))
+    root = write_tree(tmp_path / "sb")
+    outside = tmp_path / "secret.json"
+    outside.write_text('{"items": []}')
+    link = root / "storage" / "cache" / "news_by_day" / "ACME" / "2024-03-06.json"
+    link.symlink_to(outside)
+    with pytest.raises(DataError) as e:
+        load_tree(root)
+    assert str(e.value) == f"{link}: a link to {outside.resolve()}, outside the tree: not read"
+    link.unlink()
+    link.symlink_to(root / "storage" / "cache" / "news_by_day" / "ACME" / "2024-03-05.json")  # inside: read
+    assert load_tree(root).news_counts == {"ACME": (3, 2)}

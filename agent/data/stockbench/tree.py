@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +61,9 @@ def _archive_rel(name: str) -> str:
 
 
 def _folder_files(tree: Tree) -> Iterator[tuple[str, os.stat_result]]:
+    """(path relative to the root, stat) of each file read, in walk order. A file that is a link to something
+    outside the tree is refused: a tree allowed as a folder (TRADEGRAPH_DATA_DIRS) reads nothing beyond it."""
+    root = tree.root.resolve()
     for sub in _SUBTREES:
         top = tree.root / sub
         if not top.is_dir():
@@ -69,8 +73,15 @@ def _folder_files(tree: Tree) -> Iterator[tuple[str, os.stat_result]]:
             for name in sorted(filenames):
                 full = os.path.join(dirpath, name)
                 rel = os.path.relpath(full, tree.root).replace(os.sep, "/")
-                if READ.match(rel):
-                    yield rel, os.stat(full)
+                if not READ.match(rel):
+                    continue
+                st = os.lstat(full)
+                if stat.S_ISLNK(st.st_mode):
+                    target = Path(full).resolve()
+                    if not target.is_relative_to(root):
+                        raise DataError(f"{full}: a link to {target}, outside the tree: not read")
+                    st = os.stat(full)
+                yield rel, st
 
 
 def fingerprint(tree: Tree) -> str:
