@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
 import pandas as pd
 
 from agent.data.market import DataError, MarketData, load_market_data, parse_date
@@ -88,8 +89,8 @@ def fetch_yfinance(symbols: list[str], start: str, end: str) -> tuple[pd.DataFra
                 raise NoBars(f"yfinance: no daily bars for {symbol} in {first.date()}..{last.date()}")
             frame, dropped = _as_price_rows(symbol, hist)
             if dropped:
-                notes.append(f"{symbol}: left out {len(dropped)} incomplete bar(s) (a missing or non-positive price), "
-                             f"first {dropped[0]}")
+                notes.append(f"{symbol}: left out {len(dropped)} incomplete bar(s) (a missing, non-positive or "
+                             f"infinite price, or a high or low not containing the open and close), first {dropped[0]}")
             frames.append(frame)
     return pd.concat(frames, ignore_index=True), notes
 
@@ -102,7 +103,11 @@ def _as_price_rows(symbol: str, hist: pd.DataFrame) -> tuple[pd.DataFrame, list[
         "low": hist["Low"].to_numpy("float64"), "close": hist["Close"].to_numpy("float64"),
         "volume": hist["Volume"].fillna(0).to_numpy("float64"), "adj_close": hist["Adj Close"].to_numpy("float64")},
         columns=COLUMNS)
-    bad = ~(frame[_PRICES] > 0).all(axis=1)  # NaN compares False too
+    prices = frame[_PRICES].to_numpy()
+    o, h, low, c, v = (frame[k].to_numpy() for k in ("open", "high", "low", "close", "volume"))
+    # NaN compares False too; a bar whose high or low does not contain its open and close is not one bar
+    bad = ~((prices > 0) & np.isfinite(prices)).all(axis=1) | ~np.isfinite(v) | (v < 0) \
+        | (h < np.maximum(o, c)) | (low > np.minimum(o, c))
     return frame[~bad].reset_index(drop=True), frame.loc[bad, "date"].tolist()
 
 

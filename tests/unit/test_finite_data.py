@@ -210,3 +210,17 @@ def test_data_check_names_a_bad_file_given_as_its_argument(tmp_path, capsys):
                     + '{"symbol": "A", "published_at": "2024-03-01", "headline": "y", "w": -Infinity}\n')
     assert main(["data", "check", str(news)]) == 2
     assert capsys.readouterr().err == f"tradegraph: error: {news}: line 2, field 'w': not a finite number (-Infinity)\n"
+
+
+def test_the_yahoo_fetcher_leaves_out_bars_the_loader_would_refuse():
+    """A fetched file is loaded back before it is kept: a bar Yahoo sends broken is left out (and noted), so one
+    bad day does not cost the whole fetch."""
+    from agent.data.yahoo import _as_price_rows
+
+    days = pd.DatetimeIndex(["2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05", "2024-01-08"], name="Date")
+    hist = pd.DataFrame({"Open": [10, 10, 10, 10, 10], "High": [11, float("inf"), 9.9, 11, 11],
+                         "Low": [9, 9, 9, 10.1, 9], "Close": [10.5, 10.5, 10, 10.5, 10.5],
+                         "Volume": [5, 5, 5, 5, float("inf")], "Adj Close": [10.5] * 5}, index=days)
+    frame, dropped = _as_price_rows("ACME", hist)
+    assert dropped == ["2024-01-03", "2024-01-04", "2024-01-05", "2024-01-08"]
+    assert frame["date"].tolist() == ["2024-01-02"]
