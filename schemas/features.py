@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Optional
 
-from pydantic import Field, StringConstraints
+from pydantic import ConfigDict, Field, StringConstraints
 
 from schemas.base import Contract, IsoDate, Pct, Price, Stance, Symbol, Unit
 
@@ -70,7 +70,16 @@ IsoStamp = Annotated[str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}([T ]\d{
 class Fundamentals(Contract):
     available: bool
     source: Optional[str] = None
-    as_of: Optional[IsoDate] = None  # the period end the figures describe
+def _absent(value) -> bool:
+    """exclude_if of a field added after recordings were made: not written while None, so a bundle that does not
+    use it dumps as before and an older recording replays identical."""
+    return value is None
+
+
+    as_of: Optional[IsoDate] = None  # the period end the figures describe (the latest filing they draw on)
+    # a NaN or an infinity is no figure: refused here as well as by every loader
+    model_config = ConfigDict(allow_inf_nan=False)
+
     reported_at: Optional[IsoStamp] = None  # when they became public: the record is visible only after this
     pe: Optional[float] = None
     pb: Optional[float] = None
@@ -80,6 +89,17 @@ class Fundamentals(Contract):
 
 
 class PriceForecast(Contract):
+    # computed by code from filings (agent/data/stockbench/filings.py); None, and not written, where a filing lacks
+    # what they need or a source does not compute them
+    eps_ttm: Optional[float] = Field(default=None, gt=-1e5, lt=1e5, exclude_if=_absent)  # diluted, last 4 quarters
+    gross_margin_pct: Optional[Pct] = Field(default=None, exclude_if=_absent)
+    operating_margin_pct: Optional[Pct] = Field(default=None, exclude_if=_absent)
+    current_ratio: Optional[float] = Field(default=None, ge=0, lt=1e4, exclude_if=_absent)
+    debt_to_equity: Optional[float] = Field(default=None, gt=-1e4, lt=1e4, exclude_if=_absent)  # long-term debt/equity
+    # the close P/E and P/B divide (the last one the decision may know) and the bar it closed
+    price: Optional[Price] = Field(default=None, exclude_if=_absent)
+    price_date: Optional[IsoDate] = Field(default=None, exclude_if=_absent)
+    basis: Optional[str] = Field(default=None, max_length=300, exclude_if=_absent)  # how they were computed, in words
     """Evidence only: by construction this type never reaches sizing or risk."""
 
     horizon_days: int = Field(ge=1, le=260)
