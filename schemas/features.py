@@ -67,28 +67,25 @@ class SentimentFeatures(Contract):
 IsoStamp = Annotated[str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$")]
 
 
-class Fundamentals(Contract):
-    available: bool
-    source: Optional[str] = None
 def _absent(value) -> bool:
     """exclude_if of a field added after recordings were made: not written while None, so a bundle that does not
     use it dumps as before and an older recording replays identical."""
     return value is None
 
 
-    as_of: Optional[IsoDate] = None  # the period end the figures describe (the latest filing they draw on)
+class Fundamentals(Contract):
     # a NaN or an infinity is no figure: refused here as well as by every loader
     model_config = ConfigDict(allow_inf_nan=False)
 
+    available: bool
+    source: Optional[str] = None
+    as_of: Optional[IsoDate] = None  # the period end the figures describe (the latest filing they draw on)
     reported_at: Optional[IsoStamp] = None  # when they became public: the record is visible only after this
     pe: Optional[float] = None
     pb: Optional[float] = None
     ev_ebitda: Optional[float] = None
     revenue_growth_pct: Optional[Pct] = None
     net_margin_pct: Optional[Pct] = None
-
-
-class PriceForecast(Contract):
     # computed by code from filings (agent/data/stockbench/filings.py); None, and not written, where a filing lacks
     # what they need or a source does not compute them
     eps_ttm: Optional[float] = Field(default=None, gt=-1e5, lt=1e5, exclude_if=_absent)  # diluted, last 4 quarters
@@ -100,6 +97,9 @@ class PriceForecast(Contract):
     price: Optional[Price] = Field(default=None, exclude_if=_absent)
     price_date: Optional[IsoDate] = Field(default=None, exclude_if=_absent)
     basis: Optional[str] = Field(default=None, max_length=300, exclude_if=_absent)  # how they were computed, in words
+
+
+class PriceForecast(Contract):
     """Evidence only: by construction this type never reaches sizing or risk."""
 
     horizon_days: int = Field(ge=1, le=260)
