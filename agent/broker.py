@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import date
 from typing import Mapping, Optional
 
-from agent.markets import MarketProfile
+from agent.markets import MarketProfile, bar_cutoff
 from schemas.decision import Decision, DecisionResult, ExecutedTrade
 from schemas.portfolio import PortfolioSnapshot, Position
 
@@ -86,10 +86,13 @@ def execute_decision(
         fills.append((i, o, fill, fee))
     if reasons:
         return DecisionResult(status="rejected", message="; ".join(reasons)), portfolio
-    return _apply(fills, portfolio, as_of, cash)
+    return _apply(fills, portfolio, as_of, cash, str(bar_cutoff(profile, as_of).date()))
 
 
-def _apply(fills, portfolio: PortfolioSnapshot, as_of: str, cash: float) -> tuple[DecisionResult, PortfolioSnapshot]:
+def _apply(fills, portfolio: PortfolioSnapshot, as_of: str, cash: float, seen_through: str
+           ) -> tuple[DecisionResult, PortfolioSnapshot]:
+    """`seen_through`: the last bar the filling decision read whole. A new position's levels are checked from the
+    next bar on: at the close the bar after as_of, at the open as_of's own (it filled at that bar's open)."""
     positions = {s: p.model_copy() for s, p in portfolio.positions.items()}
     realized = portfolio.realized_pnl_today if portfolio.as_of == as_of else 0.0
     trades = []
@@ -103,7 +106,8 @@ def _apply(fills, portfolio: PortfolioSnapshot, as_of: str, cash: float) -> tupl
                 # the order's bracket stays with the position: later bars are checked against it (agent/exits.py)
                 positions[o.symbol] = Position(symbol=o.symbol, quantity=o.quantity, avg_price=fill, opened=as_of,
                                                stop=o.stop, target=o.target, horizon_sessions=o.horizon_sessions,
-                                               conviction=o.conviction, setup=list(o.setup), checked_through=as_of)
+                                               conviction=o.conviction, setup=list(o.setup),
+                                               checked_through=seen_through)
             else:
                 qty = pos.quantity + o.quantity
                 avg = (pos.avg_price * pos.quantity + fill * o.quantity) / qty

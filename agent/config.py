@@ -157,6 +157,9 @@ class AgentConfig:
     fees_bps: float = 1.0
     slippage_bps: float = 2.0
     market: str = "us_equity"
+    # when a cycle dated D decides (agent/markets.py): at D's close on its whole bar (the default), or at D's open
+    # on the bars through the previous close and D's opening price, which it also fills at (StockBench)
+    decide_at: str = "close"
     deep_tier_conviction: float = 0.75
     self_critique_below: float = 0.40
     # per-cycle (a backtest: per-run) caps on LLM spending, each checked before the call that would cross it
@@ -186,6 +189,7 @@ class AgentConfig:
         """The configuration from the environment; a value that can't be used, or a provider whose package or
         key is missing, raises ConfigError naming the variable (and the extra to install)."""
         from agent import providers
+        from agent.markets import DECIDE_AT
 
         env = os.environ
         quick, deep = env.get("TRADEGRAPH_QUICK_MODEL") or None, env.get("TRADEGRAPH_DEEP_MODEL") or None
@@ -201,10 +205,14 @@ class AgentConfig:
         if tool_choice not in providers.TOOL_CHOICE_SETTINGS:
             raise ConfigError(f"TRADEGRAPH_TOOL_CHOICE={tool_choice!r} must be one of "
                               f"{', '.join(providers.TOOL_CHOICE_SETTINGS)}")
+        decide_at = env.get("TRADEGRAPH_DECIDE_AT") or "close"
+        if decide_at not in DECIDE_AT:
+            raise ConfigError(f"TRADEGRAPH_DECIDE_AT={decide_at!r} must be one of {', '.join(DECIDE_AT)}")
         memory = env.get("TRADEGRAPH_MEMORY") or "on"
         if memory not in MEMORY_MODES:
             raise ConfigError(f"TRADEGRAPH_MEMORY={memory!r} must be one of {', '.join(MEMORY_MODES)}")
         values = dict(
+            decide_at=decide_at,
             memory=memory,
             memory_top_k=_env_number("TRADEGRAPH_MEMORY_TOP_K", 3, int, 1, 50),
             provider=provider,
@@ -225,6 +233,8 @@ class AgentConfig:
             risk=RiskLimits.load(),
         )
         values.update({k: v for k, v in overrides.items() if v is not None})
+        if values["decide_at"] not in DECIDE_AT:
+            raise ConfigError(f"decision time {values['decide_at']!r} must be one of {', '.join(DECIDE_AT)}")
         if values["memory"] not in MEMORY_MODES:
             raise ConfigError(f"memory mode {values['memory']!r} must be one of {', '.join(MEMORY_MODES)}")
         for tier, defaulted in zip(("quick", "deep"), providers.default_models(provider) or (None, None)):

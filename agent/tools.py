@@ -18,6 +18,7 @@ from agent.fence import fence
 from schemas.decision import Decision, DecisionResult, Order
 # which tools each state may call is a column of the state table (schemas/states.py)
 from schemas.states import ALLOW_LISTS, allow_list, allow_lists  # noqa: F401 - a state's list under a pass protocol
+from schemas.base import MAX_SYMBOLS
 from schemas.features import FeatureBundle, NewsFeatures
 from schemas.portfolio import PortfolioSnapshot
 
@@ -70,7 +71,8 @@ def portfolio_record(portfolio: PortfolioSnapshot) -> dict:
 
 
 class SnapshotArgs(BaseModel):
-    symbols: list[str] = Field(description="symbols of this cycle's universe", min_length=1, max_length=50)
+    symbols: list[str] = Field(description="symbols of this cycle's universe", min_length=1,
+                               max_length=MAX_SYMBOLS)
 
 
 @tool(args_schema=SnapshotArgs)
@@ -81,9 +83,16 @@ def get_market_snapshot(symbols: list[str], config: RunnableConfig) -> list[dict
 
 
 def snapshot_row(symbol: str, bundle: FeatureBundle) -> dict:
-    """One symbol of `get_market_snapshot`'s answer; PLANNING's evidence carries the same rows (no tool pass)."""
+    """One symbol of `get_market_snapshot`'s answer; PLANNING's evidence carries the same rows (no tool pass).
+    Deciding at the open, `close` is the last whole bar's (the session before) and `open` the day's opening
+    price, the one the orders fill at."""
     t = bundle.technical.model_dump()
-    return {"symbol": symbol, "as_of": bundle.as_of, **{k: t[k] for k in SNAPSHOT_FIELDS}}
+    row = {"symbol": symbol, "as_of": bundle.as_of, **{k: t[k] for k in SNAPSHOT_FIELDS}}
+    if bundle.open_price is not None:
+        row["open"] = bundle.open_price
+    if bundle.missing_sessions:
+        row["missing_sessions"] = list(bundle.missing_sessions)
+    return row
 
 
 class IndicatorArgs(BaseModel):

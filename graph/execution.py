@@ -1,7 +1,7 @@
 """The standalone execution backend: the paper broker, a ledger keyed by cycle id, a versioned stored portfolio."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 from agent.broker import execute_decision
 from agent.config import AgentConfig
@@ -10,14 +10,15 @@ from database.connection import Store
 from database.portfolio import commit_fill, complete_pending
 from schemas.decision import Decision, DecisionResult, ExecutedTrade
 from schemas.memory import ClosedTrade
-from schemas.portfolio import PortfolioSnapshot
+from schemas.portfolio import DividendCredit, PortfolioSnapshot
 
 
 class PaperExecution:
     def __init__(self, store: Store, config: AgentConfig):
         self.store = store
         self.config = config
-        self.profile = get_profile(config.market)
+        # the time rule matters to the broker too: a position bought at the open is checked from that day's bar
+        self.profile = get_profile(config.market, config.decide_at)
 
     def lookup(self, cycle_id: str) -> Optional[dict]:
         session_id = cycle_id.rsplit(":c", 1)[0]
@@ -42,13 +43,18 @@ class PaperExecution:
         return commit_fill(self.store.portfolios, self.store.executions, cycle_id, session_id, result, base_version)
 
     def settle_exits(self, cycle_id: str, session_id: str, *, closed: list[ClosedTrade], trades: list[ExecutedTrade],
-                     portfolio_after: PortfolioSnapshot, base_version: Optional[int]) -> Optional[int]:
-        """The same outbox as a fill, under its own ledger key: at most once per cycle, against the version read."""
+                     portfolio_after: PortfolioSnapshot, base_version: Optional[int],
+                     dividends: Sequence[DividendCredit] = ()) -> Optional[int]:
+        """The same outbox as a fill, under its own ledger key: at most once per cycle, against the version read.
+        The dividends credited before the decision ride in the same entry (an ex-date is paid once: the book
+        it commits marks each position as credited through the cycle's day)."""
         if base_version is None:
             base_version = self.version(session_id) or 0
         result = {"kind": "exits", "closed": [c.model_dump(mode="json") for c in closed],
                   "trades": [t.model_dump(mode="json") for t in trades],
                   "portfolio_after": portfolio_after.model_dump(mode="json")}
+        if dividends:
+            result["dividends"] = [d.model_dump(mode="json") for d in dividends]
         if not commit_fill(self.store.portfolios, self.store.executions, exits_key(cycle_id), session_id, result,
                            base_version):
             raise RuntimeError(f"cycle {cycle_id} already closed positions on their levels: not closing them twice")

@@ -81,9 +81,10 @@ def _version(package: str) -> str | None:
         return None
 
 
-def _profile(name: str) -> dict[str, Any]:
+def _profile(name: str, decide_at: str) -> dict[str, Any]:
+    """The market profile the cycle ran under, deciding when it decided (replay rebuilds it from `config`)."""
     return {k: (str(v) if not isinstance(v, (str, int, float, bool, type(None))) else v)
-            for k, v in dataclasses.asdict(get_profile(name)).items()}
+            for k, v in dataclasses.asdict(get_profile(name, decide_at)).items()}
 
 
 @functools.lru_cache(maxsize=1)
@@ -107,7 +108,7 @@ def build_manifest(runtime, inputs: dict[str, Any] | None = None) -> dict[str, A
     models = tier_records(settings)
     manifest = {
         "config": dataclasses.asdict(settings),
-        "market_profile": _profile(settings.market),
+        "market_profile": _profile(settings.market, settings.decide_at),
         # each tier's provider, model, the structured-output method and tool_choice its JSON pass used, and its
         # endpoint's host (the SDK's default when none is set; credentials in the URL never leave it)
         "models": models,
@@ -123,6 +124,8 @@ def build_manifest(runtime, inputs: dict[str, Any] | None = None) -> dict[str, A
         "data": {"market": _data_source(runtime.market), "news": _data_source(runtime.news),
                  "fundamentals": _data_source(runtime.fundamentals)},
     }
+    if getattr(runtime, "actions", None) is not None:  # the dividends it credits change the book: recorded too
+        manifest["data"]["actions"] = _data_source(runtime.actions)
     if inputs is not None:  # ids are on the event itself
         manifest[INPUTS] = {k: v for k, v in inputs.items() if k not in ("session_id", "cycle_id")}
     return manifest
@@ -251,6 +254,8 @@ def summary_line(m: dict) -> str:
                      for k, v in (m.get("data") or {}).items())
     return (f"{settings.get('provider')} {settings.get('quick_model')}/{settings.get('deep_model')}"
             + (f" @ {m['model_endpoint_host']}" if m.get("model_endpoint_host") else "")
-            + f" · market {settings.get('market')} · fees {settings.get('fees_bps')} bps, slippage {settings.get('slippage_bps')} bps"
+            + f" · market {settings.get('market')}"
+            + (f" deciding at the {settings['decide_at']}" if settings.get("decide_at", "close") != "close" else "")
+            + f" · fees {settings.get('fees_bps')} bps, slippage {settings.get('slippage_bps')} bps"
             + f" · max_notional {risk.get('max_notional_pct')}%, risk/trade {risk.get('risk_per_trade_pct')}%"
             + f" · budget {settings.get('token_budget') or 'none'} · data: {data}")

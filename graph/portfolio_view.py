@@ -30,6 +30,11 @@ def committed_trades(entries: Iterable[dict]) -> list[dict]:
     return trades
 
 
+def committed_dividends(entries: Iterable[dict]) -> float:
+    """The cash dividends credited before decisions (carried by a cycle's `kind: exits` entry): realised income."""
+    return sum(float(d["amount"]) for e in entries for d in (e.get("result") or {}).get("dividends") or [])
+
+
 def realized_by_average_cost(trades: Iterable[dict]) -> tuple[float, float]:
     """(realised P&L net of every fee, fees paid). A sell realises (price − average cost) × quantity."""
     held: dict[str, tuple[float, float]] = {}  # symbol -> (quantity, average cost)
@@ -82,6 +87,7 @@ def portfolio_view(store: Store, session_id: str, market: MarketData) -> Portfol
     entries = store.executions.committed(session_id)
     trades = committed_trades(entries)
     realized, fees = realized_by_average_cost(trades)
+    realized += committed_dividends(entries)
     start = starting_cash(store, session_id)
     if start is None:  # a session recorded before manifests: the cash its committed fills started from, exactly
         start = cash_before_fills(snapshot, trades)

@@ -27,7 +27,7 @@ from graph.memory import MemoryBank, MemoryRecall
 from graph.runtime import AUDIT_WRITER_KEY, CycleContext, CycleRuntime, default_runtime
 from graph.state import CONTRACT_KEYS
 from graph.telemetry.live import export_ended_cycle
-from schemas.base import SCHEMA_VERSION
+from schemas.base import MAX_SYMBOLS, SCHEMA_VERSION
 from schemas.portfolio import PortfolioSnapshot
 
 
@@ -80,6 +80,8 @@ def parse_symbols(raw: str | list[str]) -> list[str]:
         raise InputError(f"no symbols given in {raw!r}")
     if len(set(symbols)) != len(symbols):
         raise InputError(f"duplicate symbol in {raw!r}")
+    if len(symbols) > MAX_SYMBOLS:  # every per-symbol list of the contracts is sized for at most this many
+        raise InputError(f"{len(symbols)} symbols given: a cycle takes at most {MAX_SYMBOLS}")
     return symbols
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
@@ -18,14 +18,16 @@ from agent.data.fundamentals import FundamentalsSource, default_fundamentals
 from agent.data.market import MarketData, default_market_data
 from agent.data.news import NewsSource, default_news
 from agent.data.sources import DataFiles, load_sources
+from agent.dividends import DividendSource
 from agent.features.bundle import build_bundle, default_cache
 from agent.features.technical import IndicatorCache
 from agent.llm import make_model
+from agent.markets import MarketProfile, get_profile
 from agent.tools import TOOL_CONTEXT_KEY, ToolContext
 from schemas.decision import Decision, DecisionResult, ExecutedTrade
 from schemas.features import FeatureBundle
 from schemas.memory import ClosedTrade
-from schemas.portfolio import PortfolioSnapshot
+from schemas.portfolio import DividendCredit, PortfolioSnapshot
 
 # the cycle's audit writer: EXECUTING waits on it (the durability barrier) before anything fills
 AUDIT_WRITER_KEY = "audit_writer"
@@ -47,9 +49,11 @@ class ExecutionBackend(Protocol):
         ...
 
     def settle_exits(self, cycle_id: str, session_id: str, *, closed: list[ClosedTrade], trades: list[ExecutedTrade],
-                     portfolio_after: PortfolioSnapshot, base_version: Optional[int]) -> Optional[int]:
-        """Commit the positions SCANNING closed on their levels; returns the portfolio's new version (None
-        where there is no stored portfolio). A portfolio that moved on raises PortfolioConflict."""
+                     portfolio_after: PortfolioSnapshot, base_version: Optional[int],
+                     dividends: Sequence[DividendCredit] = ()) -> Optional[int]:
+        """Commit what SCANNING settled before the decision: the positions it closed on their levels and the
+        dividends it credited; returns the portfolio's new version (None where there is no stored portfolio). A
+        portfolio that moved on raises PortfolioConflict."""
 
 
 @dataclass
@@ -79,6 +83,9 @@ class CycleRuntime:
     # a budget shared by every cycle run with this runtime (agent/budget.py Budget: a backtest's, per run); None:
     # each cycle gets its own from the configuration
     budget: Optional[Any] = None
+    # corporate actions (agent/dividends.py DividendSource): held positions are credited their cash dividends on
+    # the ex-date; None (the bundled data) credits nothing
+    actions: Optional[DividendSource] = None
     _models: dict[str, BaseChatModel] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -88,11 +95,17 @@ class CycleRuntime:
                 self._models[tier] = self.model_factory(self.config, tier)
             return self._models[tier]
 
+    @property
+    def profile(self) -> MarketProfile:
+        """The market profile deciding at the configured time: every time and price rule of a cycle reads it
+        (which bars are whole, what is published, the price orders fill at)."""
+        return get_profile(self.config.market, self.config.decide_at)
+
     def bundle(self, symbol: str, as_of: str) -> FeatureBundle:
         if self.bundle_source is not None:
             return self.bundle_source(symbol, as_of)
         return build_bundle(symbol, as_of, market=self.market, news=self.news, fundamentals=self.fundamentals,
-                            cache=self.cache, profile=self.config.market)
+                            cache=self.cache, profile=self.profile)
 
 
 @dataclass
@@ -108,14 +121,15 @@ def default_runtime(config: Optional[AgentConfig] = None, execution: Optional[Ex
     """`data` names a user's own files (read here, once per file version); what it leaves out, and no source
     given in `overrides`, is the bundled sample."""
     sources = load_sources(data)
-    for attr in ("market", "news", "fundamentals"):  # a source object given outright wins over a file
+    for attr in ("market", "news", "fundamentals", "actions"):  # a source object given outright wins over a file
         given = overrides.pop(attr, None)
         if given is not None:
             sources[attr] = given
     return CycleRuntime(config=config or AgentConfig.from_env(), market=sources.get("market") or default_market_data(),
                         news=sources.get("news") or default_news(),
                         fundamentals=sources.get("fundamentals") or default_fundamentals(),
-                        cache=overrides.pop("cache", None) or default_cache(), execution=execution, **overrides)
+                        actions=sources.get("actions"), cache=overrides.pop("cache", None) or default_cache(),
+                        execution=execution, **overrides)
 
 
 _default: Optional[CycleRuntime] = None

@@ -5,7 +5,7 @@ from typing import Literal, Optional, get_args
 
 from pydantic import Field
 
-from schemas.base import Contract, ShortText, Stance, Symbol, Unit
+from schemas.base import MAX_SYMBOLS, Contract, ShortText, Stance, Symbol, Unit
 
 AnalystRole = Literal["news", "sentiment", "technical", "fundamental"]
 ANALYST_ROLES: tuple[AnalystRole, ...] = get_args(AnalystRole)
@@ -41,7 +41,7 @@ class SymbolPanel(Contract):
 
 
 class QuantReport(Contract):
-    panels: list[SymbolPanel] = Field(min_length=1, max_length=50)
+    panels: list[SymbolPanel] = Field(min_length=1, max_length=MAX_SYMBOLS)
     degraded: bool = False
 
     def panel(self, symbol: str) -> SymbolPanel:

@@ -6,6 +6,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 SCHEMA_VERSION = 1
+# the most symbols one cycle takes (StockBench's universe is 20): every list and text that grows with the symbols
+# (universe, snapshots, panels, debates, theses, orders, exits, reviews, memory tags) is sized from it
+MAX_SYMBOLS = 100
 
 Symbol = Annotated[str, StringConstraints(pattern=r"^[A-Z][A-Z0-9.\-]{0,9}$")]
 IsoDate = Annotated[str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}$")]
@@ -22,6 +25,12 @@ ExitReason = Literal["stop", "target", "horizon", "signal"]
 Side = Literal["BUY", "SELL"]
 
 CycleStatus = Literal["completed", "rejected", "failed", "degraded"]
+
+
+def unset(value) -> bool:
+    """`exclude_if` of a field added after recordings were made: left out of a record while None or empty, so a
+    contract that does not use it dumps as it did before, and a recording made then replays identical."""
+    return value is None or value == [] or value == {}
 
 
 class Contract(BaseModel):

@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from schemas.base import Contract, Direction, ShortText, Symbol, Unit
+from schemas.base import MAX_SYMBOLS, Contract, Direction, ShortText, Symbol, Unit
 
 
 class DebateCase(Contract):
@@ -39,7 +39,7 @@ class DebateResult(ManagerVerdict):
 
 
 class DebateReport(Contract):
-    results: list[DebateResult] = Field(min_length=1, max_length=50)
+    results: list[DebateResult] = Field(min_length=1, max_length=MAX_SYMBOLS)
 
     def result(self, symbol: str) -> DebateResult:
         for r in self.results:

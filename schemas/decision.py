@@ -5,7 +5,12 @@ from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
-from schemas.base import Contract, Direction, ExitReason, IsoDate, NonNegMoney, Price, ShortText, Side, Symbol, Unit
+from schemas.base import (MAX_SYMBOLS, Contract, Direction, ExitReason, IsoDate, NonNegMoney, Price, ShortText, Side,
+                          Symbol, Unit)
+
+
+# room for one symbol's clause in a text that lists every symbol (a decision's rationale, a cycle's summary)
+RATIONALE_PER_SYMBOL = 120
 
 
 class TradeThesis(Contract):
@@ -42,13 +47,14 @@ class Order(Contract):
 class Decision(Contract):
     """What an agent submits; an empty order list is a hold."""
 
-    orders: list[Order] = Field(default_factory=list, max_length=50)
+    orders: list[Order] = Field(default_factory=list, max_length=MAX_SYMBOLS)
 
 
 class PortfolioDecision(Contract):
-    theses: list[TradeThesis] = Field(default_factory=list, max_length=50)
-    orders: list[Order] = Field(default_factory=list, max_length=50)
-    rationale: ShortText
+    theses: list[TradeThesis] = Field(default_factory=list, max_length=MAX_SYMBOLS)
+    orders: list[Order] = Field(default_factory=list, max_length=MAX_SYMBOLS)
+    # written by code: a clause per thesis and the symbols no lot fits, so it grows with the universe
+    rationale: str = Field(min_length=1, max_length=RATIONALE_PER_SYMBOL * MAX_SYMBOLS)
 
     def as_decision(self) -> Decision:
         return Decision(orders=list(self.orders))

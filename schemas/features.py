@@ -9,7 +9,10 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import ConfigDict, Field, StringConstraints
 
-from schemas.base import Contract, IsoDate, Pct, Price, Stance, Symbol, Unit
+from schemas.base import Contract, IsoDate, Pct, Price, Stance, Symbol, Unit, unset
+
+# the most missing sessions a bundle lists (the latest ones)
+MISSING_MAX = 60
 
 EventClass = Literal["earnings", "guidance", "rating", "regulatory", "macro", "other"]
 
@@ -127,5 +130,12 @@ class FeatureBundle(Contract):
     sentiment: SentimentFeatures
     fundamentals: Fundamentals
     forecast: Optional[PriceForecast] = None
-    # the last bars up to as_of: the only raw prices a tool may hand a model
+    # the last bars a decision on as_of may read whole (through as_of at the close, the session before at the
+    # open): the only raw prices a tool may hand a model
     history: list[PriceBar] = Field(default_factory=list, max_length=60)
+    # deciding at the open: as_of's opening price, the only number of that day's bar the decision knows (it is
+    # the price orders are sized, checked and filled at). None, and not written, at the close
+    open_price: Optional[Price] = Field(default=None, exclude_if=unset)
+    # sessions of the market's calendar from the first history bar through the last bar the decision may read
+    # that have no bar in the data: a gap, shown rather than bridged silently (the latest MISSING_MAX of them)
+    missing_sessions: list[IsoDate] = Field(default_factory=list, max_length=MISSING_MAX, exclude_if=unset)

@@ -5,8 +5,8 @@ from typing import Literal, Optional
 
 from pydantic import Field
 
-from schemas.base import (Contract, CycleStatus, Direction, ExitReason, IsoDate, Money, Pct, Price, ShortText,
-                          Symbol)
+from schemas.base import (MAX_SYMBOLS, Contract, CycleStatus, Direction, ExitReason, IsoDate, Money, Pct, Price,
+                          ShortText, Symbol)
 
 Outcome = Literal["win", "loss", "scratch"]
 # seed 000's full set; code assigns one of the first three from the outcome (win/loss/scratch)
@@ -52,16 +52,23 @@ class TradeReview(Contract):
     memory_record: str = Field(default="", max_length=2000)
 
 
+# room for one symbol in a cycle summary that names each symbol's thesis and order
+SUMMARY_PER_SYMBOL = 160
+
+
 class AgentMemory(Contract):
     cycle_id: str = Field(min_length=1, max_length=200)
     as_of: IsoDate
     status: CycleStatus
-    summary: ShortText
+    # the bounds below grow with the universe: a 20-symbol cycle's tags are its 20 symbols and its status
+    summary: str = Field(min_length=1, max_length=SUMMARY_PER_SYMBOL * MAX_SYMBOLS)
     lessons: list[str] = Field(default_factory=list, max_length=10)
-    decisions: list[str] = Field(default_factory=list, max_length=50)
-    tags: list[str] = Field(default_factory=list, max_length=20)
+    # a thesis and an order per symbol (set by code)
+    decisions: list[str] = Field(default_factory=list, max_length=2 * MAX_SYMBOLS)
+    # every symbol, the status and a few words of the model's own
+    tags: list[str] = Field(default_factory=list, max_length=MAX_SYMBOLS + 20)
     # the reviewer's output for each position this cycle closed (stop/target/horizon at the scan, signal sells)
-    reviews: list[TradeReview] = Field(default_factory=list, max_length=50)
+    reviews: list[TradeReview] = Field(default_factory=list, max_length=MAX_SYMBOLS)
 
 
 class MemoryNote(Contract):

@@ -3,16 +3,17 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from schemas.base import Contract, ShortText, Symbol
+from schemas.base import MAX_SYMBOLS, Contract, ShortText, Symbol
 
 
 class Plan(Contract):
     objective: ShortText
-    assets: list[Symbol] = Field(min_length=1, max_length=50)
+    assets: list[Symbol] = Field(min_length=1, max_length=MAX_SYMBOLS)
     quant_question: ShortText
     timeframes: list[str] = Field(min_length=1, max_length=5)
     constraints: dict[str, str | float | int | bool]
-    expected_outputs: list[str] = Field(min_length=1, max_length=20)
+    # a model may name an output per symbol: sized from the universe too
+    expected_outputs: list[str] = Field(min_length=1, max_length=MAX_SYMBOLS)
 
     @field_validator("assets")
     @classmethod

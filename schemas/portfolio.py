@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from schemas.base import Contract, IsoDate, NonNegMoney, Price, Symbol
+from schemas.base import Contract, IsoDate, NonNegMoney, Price, Symbol, unset
 
 
 class Position(Contract):
@@ -19,8 +19,22 @@ class Position(Contract):
     # bars checked against the levels so far, and the last of them: the horizon exit counts the data's own bars
     sessions_held: int = Field(default=0, ge=0)
     checked_through: IsoDate | None = None
+    # the decision day through which its cash dividends were credited (agent/dividends.py); unset (and not
+    # written) until a corporate-actions source first checks it, so a book without one reads as before
+    dividends_through: IsoDate | None = Field(default=None, exclude_if=unset)
     conviction: float | None = Field(default=None, ge=0, le=1)
     setup: list[str] = Field(default_factory=list, max_length=20)
+
+
+class DividendCredit(Contract):
+    """A cash dividend paid into the book on its ex-date: `quantity` shares held into that day, `per_share` each.
+    The bars are split-adjusted and not dividend-adjusted, so this cash is the dividend's only trace."""
+
+    symbol: Symbol
+    ex_date: IsoDate
+    per_share: Price
+    quantity: float = Field(gt=0, lt=1e10)
+    amount: NonNegMoney
 
 
 class PortfolioSnapshot(Contract):

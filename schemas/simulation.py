@@ -9,9 +9,9 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, model_validator
 
-from schemas.base import Contract, IsoDate, NonNegMoney, Price, Symbol
+from schemas.base import Contract, IsoDate, NonNegMoney, Price, Symbol, unset
 from schemas.decision import Decision, DecisionResult, ExecutedTrade, Order
-from schemas.portfolio import PortfolioSnapshot
+from schemas.portfolio import DividendCredit, PortfolioSnapshot
 
 SIMULATION_VERSION = "1.0"
 CASE_ID_PATTERN = r"^.+:\d+$"
@@ -71,7 +71,10 @@ class CaseMetadata(Contract):
 
 
 class Case(Contract):
-    """What the agent decides on. `metadata` is stored with the case but never shown to the agent."""
+    """What the agent decides on. `metadata` is stored with the case but never shown to the agent.
+
+    `tickers` are the ones that can trade at this decision point; a listed ticker with no bar that day is in
+    `untradable` with the reason instead (and its news item in `case_data`), never traded at a stale price."""
 
     case_id: str = Field(pattern=CASE_ID_PATTERN, max_length=300)
     tickers: list[Symbol] = Field(min_length=1)
@@ -79,6 +82,7 @@ class Case(Contract):
     stock_data: dict[Symbol, StockData]
     portfolio: PortfolioSnapshot
     metadata: CaseMetadata
+    untradable: dict[Symbol, str] = Field(default_factory=dict, exclude_if=unset)
 
     @model_validator(mode="after")
     def _consistent(self) -> "Case":
@@ -114,6 +118,10 @@ class EpisodeConfig(Contract):
     # past notes the agents recall: session (this run's only, the default: a rerun is independent of other
     # runs), on (every run's, known before each date), off
     memory: Literal["on", "off", "session"] = "session"
+    # when each decision point decides: at its close (on its whole bar, filled and marked at the close) or at its
+    # open (StockBench: on the bars through the previous close and the day's opening price, filled and marked at
+    # the open). Not written while it is the default, so a run's config.json reads as before
+    decide_at: Literal["close", "open"] = Field(default="close", exclude_if=lambda v: v == "close")
 
     @model_validator(mode="after")
     def _dates(self) -> "EpisodeConfig":
@@ -186,6 +194,8 @@ class DecisionPointLog(Contract):
     execution_result: DecisionResult
     # positions closed on their stop, target or horizon before the cycle decided (in the bars since the last point)
     exits: list[ExecutedTrade] = Field(default_factory=list)
+    # cash dividends credited before the cycle decided (ex-dates since the last point)
+    dividends: list[DividendCredit] = Field(default_factory=list, exclude_if=unset)
     portfolio_before: PortfolioSnapshot
     portfolio_after: PortfolioSnapshot
     prices: dict[Symbol, float]

@@ -18,8 +18,9 @@ from agent.features.forecast import WINDOW as FORECAST_WINDOW
 from agent.features.forecast import price_forecast
 from agent.features.news import news_features
 from agent.features.technical import CLOSE_ONLY_COLUMNS, INDICATOR_COLUMNS, IndicatorCache, close_indicators
-from agent.markets import MarketProfile
+from agent.markets import CalendarRangeError, MarketProfile, bar_cutoff, get_profile, trading_days
 from schemas.features import (
+    MISSING_MAX,
     FeatureBundle,
     Fundamentals,
     NewsFeatures,
@@ -96,6 +97,21 @@ def _history(entry: Any, i: int, n: int) -> list[PriceBar]:
     return out
 
 
+def _missing_sessions(entry: Any, lo: int, i: int, cutoff: pd.Timestamp, profile: MarketProfile) -> list[str]:
+    """Sessions of the market's calendar from bar `lo` through `cutoff` with no bar: the gaps in the window a
+    decision reads (the latest MISSING_MAX). A window the calendar does not cover lists none (nothing to hold
+    the bars against)."""
+    if i < lo:
+        return []
+    try:
+        sessions = trading_days(profile, pd.Timestamp(entry.dates[lo]), cutoff)
+    except CalendarRangeError:
+        return []
+    sessions = pd.DatetimeIndex(sessions).as_unit("ns")
+    missing = sessions[~np.isin(sessions.values, entry.dates[lo: i + 1])]
+    return missing.strftime("%Y-%m-%d").tolist()[-MISSING_MAX:]
+
+
 def _sentiment(news: NewsFeatures) -> SentimentFeatures:
     has_news = news.unique_count > 0
     return SentimentFeatures(news_sentiment=news.net_sentiment if has_news else None, news_items=news.unique_count)
@@ -111,19 +127,27 @@ def build_bundle(
     history_bars: int = HISTORY_BARS,
     profile: str | MarketProfile | None = None,
 ) -> FeatureBundle:
-    """The evidence for `symbol` as known at the close of `as_of` in the market `profile` (default US):
-    no later bar, and no headline or filing published at or after that close."""
+    """The evidence for `symbol` as known at the decision on `as_of` in the market `profile` (default US, at the
+    close): no bar the decision cannot read whole (at the open: none dated `as_of`, whose opening price alone is
+    given as `open_price`), and no headline or filing published at or after the decision time."""
     market = market if market is not None else default_market_data()
     news = news if news is not None else default_news()
     fundamentals = fundamentals if fundamentals is not None else default_fundamentals()
     cache = cache if cache is not None else _CACHE
     day = parse_date(as_of)
+    profile = get_profile(profile)
+    cutoff = bar_cutoff(profile, day)
 
     entry = cache.entry(symbol, market)
-    i = int(entry.dates.searchsorted(day.to_datetime64(), side="right")) - 1
+    i = int(entry.dates.searchsorted(cutoff.to_datetime64(), side="right")) - 1
     if i < 0:
         first, last = market.date_range(symbol)
-        raise DataError(f"no bar for {symbol} on or before {day.date()} (data {first.date()}..{last.date()})")
+        raise DataError(f"no bar for {symbol} on or before {cutoff.date()} (data {first.date()}..{last.date()})")
+    open_price = None
+    if profile.decide_at == "open":
+        if i + 1 >= len(entry.dates) or entry.dates[i + 1] != day.to_datetime64():
+            raise DataError(f"no {symbol} bar on {day.date()}: no opening price to decide at")
+        open_price = round_value(float(entry.ohlcv[i + 1][0]))
     values = dict(zip(INDICATOR_COLUMNS, entry.matrix[i].tolist()))
     technical = technical_from_values(values, i + 1)
 
@@ -138,6 +162,8 @@ def build_bundle(
         fundamentals=fundamentals.get(symbol, day, profile, market=market),  # P/E priced on the run's bars
         forecast=price_forecast(closes, FORECAST_HORIZON),
         history=_history(entry, i, history_bars),
+        open_price=open_price,
+        missing_sessions=_missing_sessions(entry, max(0, i + 1 - history_bars), i, cutoff, profile),
     )
 
 

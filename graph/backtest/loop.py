@@ -29,7 +29,7 @@ from pymongo.errors import (AutoReconnect, ConnectionFailure, InvalidOperation, 
 
 from agent.config import AgentConfig
 from agent.data.market import MarketData, parse_date
-from agent.markets import trading_days
+from agent.markets import bar_cutoff, fill_field, get_profile, trading_days
 from agent.metrics import TRADING_DAYS, buy_and_hold_curve, summarize
 from database.connection import Store
 from agent.budget import Budget
@@ -42,8 +42,8 @@ from graph.backtest.simulation import SimulationExecution
 from schemas.base import SCHEMA_VERSION
 from schemas.decision import Decision, DecisionResult, ExecutedTrade
 from schemas.portfolio import PortfolioSnapshot
-from schemas.simulation import (Case, CaseData, CaseMetadata, DecisionPointLog, EpisodeConfig, EpisodeResult,
-                                EquityPoint, IntervalPriceSummary, PricePoint, StockData, TradeHistory)
+from schemas.simulation import (Case, CaseData, CaseDataItem, CaseMetadata, DecisionPointLog, EpisodeConfig,
+                                EpisodeResult, EquityPoint, IntervalPriceSummary, PricePoint, StockData, TradeHistory)
 
 DEFAULT_EXPERIMENTS = Path("experiments")
 FAILED_STATUSES = ("failed", "degraded")
@@ -73,13 +73,17 @@ STORE_FAULTS = frozenset(c.__name__ for c in (
 
 # ---------------------------------------------------------------- calendar and cases
 def decision_dates(market: MarketData, tickers: list[str], start: str, end: str, every: int,
-                   profile: str = "us_equity") -> list[str]:
-    """Every `every`-th session of the market's calendar in [start, end] on which every ticker has a bar
-    (a Shanghai holiday is no decision point even where US bars exist)."""
-    common: set = {d.strftime("%Y-%m-%d") for d in trading_days(profile, start, end)}
+                   profile: str = "us_equity", decide_at: str = "close") -> list[str]:
+    """Every `every`-th session of the market's calendar in [start, end] on which at least one ticker can trade
+    (a Shanghai holiday is no decision point even where US bars exist): it has a bar that day, and at the open
+    a bar before it too (the bars a decision at the open reads end the session before). A ticker without one
+    that day sits the point out (build_case)."""
+    sessions = {d.strftime("%Y-%m-%d") for d in trading_days(profile, start, end)}
+    traded: set = set()
     for t in tickers:
-        common &= {d.strftime("%Y-%m-%d") for d in market.trading_dates(t, start, end)}
-    return sorted(common)[::every]
+        dates = market.trading_dates(t, None if decide_at == "open" else start, end)
+        traded |= {d.strftime("%Y-%m-%d") for d in dates[1 if decide_at == "open" else 0:]}
+    return sorted(sessions & traded)[::every]
 
 
 def validate_config(config: EpisodeConfig, market: MarketData) -> None:
@@ -94,8 +98,10 @@ def validate_config(config: EpisodeConfig, market: MarketData) -> None:
             if ts < first or ts > last:
                 raise BacktestError(f"{name} date {value} is outside the data for {t} "
                                     f"({first.date()}..{last.date()})")
-    if not decision_dates(market, config.tickers, config.start, config.end, config.every, config.market):
-        raise BacktestError(f"no common trading date for {','.join(config.tickers)} in {config.start}..{config.end}")
+    if not decision_dates(market, config.tickers, config.start, config.end, config.every, config.market,
+                          config.decide_at):
+        raise BacktestError(f"no session in {config.start}..{config.end} on which any of {','.join(config.tickers)} "
+                            f"can trade")
 
 
 def _bar(ts, row) -> PricePoint:
@@ -105,23 +111,55 @@ def _bar(ts, row) -> PricePoint:
 
 def build_case(config: EpisodeConfig, market: MarketData, date: str, idx: int, portfolio: PortfolioSnapshot,
                prev_date: Optional[str]) -> Case:
-    """A Case from point-in-time data only: MarketData.as_of never returns a bar after `date`."""
+    """A Case from point-in-time data only: the bars a decision on `date` may read whole (MarketData.as_of at
+    the bar cutoff: through `date` at the close, through the session before at the open) and the price it fills
+    at (`date`'s close, or its open). A ticker with no bar on `date` cannot trade: it is left out of the point's
+    tickers and listed as untradable with the reason, in the Case and in an item the planner reads."""
+    profile = get_profile(config.market, config.decide_at)
+    cutoff = bar_cutoff(profile, date)
     stock: dict[str, StockData] = {}
+    untradable: dict[str, str] = {}
     for t in config.tickers:
-        frame = market.as_of(t, date)
+        today, frame = market.bars(t, date, date), market.as_of(t, cutoff)
+        if today.empty or frame.empty:
+            untradable[t] = untradable_reason(market, t, date, today.empty)
+            continue
         tail = frame.iloc[-config.bars_in_case:]
         bars = [_bar(ts, row) for ts, row in zip(tail.index, tail.itertuples())]
-        window = frame if prev_date is None else frame[frame.index > parse_date(prev_date)]
+        window = frame if prev_date is None else frame[frame.index > bar_cutoff(profile, prev_date)]
         window = window if len(window) else frame.iloc[-1:]
         summary = IntervalPriceSummary(
             start=window.index[0].strftime("%Y-%m-%d"), end=window.index[-1].strftime("%Y-%m-%d"),
             open=float(window.open.iloc[0]), high=float(window.high.max()), low=float(window.low.min()),
             close=float(window.close.iloc[-1]), volume=float(window.volume.sum()))
-        stock[t] = StockData(ticker=t, current_price=float(frame.close.iloc[-1]), daily_bars=bars,
+        stock[t] = StockData(ticker=t, current_price=float(today[fill_field(profile)].iloc[0]), daily_bars=bars,
                              interval_summary=summary)
-    return Case(case_id=f"{config.episode_id}:{idx}", tickers=list(config.tickers), case_data=CaseData(),
-                stock_data=stock, portfolio=portfolio,
+    items = [CaseDataItem(kind="other", timestamp=date, content=f"{t}: {why}") for t, why in untradable.items()]
+    return Case(case_id=f"{config.episode_id}:{idx}", tickers=list(stock), case_data=CaseData(items=items),
+                stock_data=stock, portfolio=portfolio, untradable=untradable,
                 metadata=CaseMetadata(decision_point_idx=idx, information_cutoff_timestamp=date))
+
+
+def untradable_reason(market: MarketData, ticker: str, date: str, no_bar_today: bool) -> str:
+    last = market.as_of(ticker, date, lookback=1)
+    if not no_bar_today:
+        return f"its first bar is on {date}: no earlier bar to decide on at the open, so it cannot trade today"
+    since = f"; its last bar is {last.index[-1].date()} (close {float(last.close.iloc[-1]):g})" if len(last) else ""
+    return f"no bar on {date}: it cannot trade today and is never filled at a stale price{since}"
+
+
+def point_prices(config: EpisodeConfig, market: MarketData, case: Case, date: str) -> dict[str, float]:
+    """What each ticker is marked at after the point's trades: the price orders fill at that day (its close, or
+    its open), or for a ticker without a bar that day its last close before it (never its cost)."""
+    field = fill_field(get_profile(config.market, config.decide_at))
+    prices = {}
+    for t in config.tickers:
+        if t in case.stock_data:
+            prices[t] = case.stock_data[t].current_price
+            continue
+        today = market.bars(t, date, date)
+        prices[t] = float(today[field].iloc[0]) if len(today) else float(market.as_of(t, date).close.iloc[-1])
+    return prices
 
 
 def mark_to_market(portfolio: PortfolioSnapshot, prices: dict[str, float]) -> tuple[float, float]:
@@ -237,7 +275,8 @@ def episode_runtime(config: EpisodeConfig, runtime: Optional[CycleRuntime], sim:
                     budget: Optional[Budget] = None) -> CycleRuntime:
     base = runtime or default_runtime(AgentConfig.from_env())
     settings = dataclasses.replace(base.config, starting_cash=config.initial_cash, fees_bps=config.fees_bps,
-                                    slippage_bps=config.slippage_bps, market=config.market, memory=config.memory)
+                                    slippage_bps=config.slippage_bps, market=config.market, memory=config.memory,
+                                    decide_at=config.decide_at)
     # the budgets hold for the whole run (one Budget shared by its cycles), or for a whole sweep (given)
     return dataclasses.replace(base, config=settings, execution=sim, run_id=config.episode_id, _models={},
                                _lock=threading.Lock(),
@@ -288,10 +327,12 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
     CycleNotAudited. Either way the point under way is not logged and the run resumes at it."""
     run_id = run_id or config.episode_id
     run_dir = Path(out_dir) / run_id
-    sim = SimulationExecution.for_market(config.market, fees_bps=config.fees_bps, slippage_bps=config.slippage_bps)
+    sim = SimulationExecution.for_market(config.market, fees_bps=config.fees_bps, slippage_bps=config.slippage_bps,
+                                         decide_at=config.decide_at)
     rt = episode_runtime(config, runtime, sim, budget)
     validate_config(config, rt.market)
-    dates = decision_dates(rt.market, config.tickers, config.start, config.end, config.every, config.market)
+    dates = decision_dates(rt.market, config.tickers, config.start, config.end, config.every, config.market,
+                           config.decide_at)
 
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg_path, log_path, th_path = run_dir / "config.json", run_dir / "episode_log.jsonl", run_dir / "trade_history.json"
@@ -330,7 +371,7 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
                     # the cycle reads its starting portfolio from the store: hand it the simulation's
                     store.portfolios.save(session_id, portfolio, f"{session_id}:pre{idx}")
                     sim.portfolio = portfolio
-                    outcome = run_cycle(list(config.tickers), date, store=store, session_id=session_id,
+                    outcome = run_cycle(list(case.tickers), date, store=store, session_id=session_id,
                                         runtime=rt, case=case.for_agent())
                 except Exception:
                     _stop_if_asked(stop_now, idx, date)  # the store was closed under it: the stop, not a fault
@@ -344,11 +385,13 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
                 # SCANNING may have closed positions on their levels first: the decision starts from that book
                 _, exit_trades = sim.exits.get(outcome.cycle_id, ([], []))
                 action, decision, result, after, output = extract(outcome, sim, sim.portfolio)
-                prices = {t: sd.current_price for t, sd in case.stock_data.items()}
+                # marked after the point's trades at the prices they filled at (StockBench's NAV at the open)
+                prices = point_prices(config, rt.market, case, date)
                 equity, _ = mark_to_market(after, prices)
                 entry = DecisionPointLog(
                     case_id=case.case_id, decision_point_idx=idx, date=date, action=action, agent_output=output,
-                    extracted_decision=decision, execution_result=result, exits=exit_trades, portfolio_before=portfolio,
+                    extracted_decision=decision, execution_result=result, exits=exit_trades,
+                    dividends=sim.dividends.get(outcome.cycle_id, []), portfolio_before=portfolio,
                     portfolio_after=after, prices=prices, equity=round(equity, 6),
                     steps_remaining=len(dates) - idx - 1)
                 log_file.write(entry.model_dump_json() + "\n")
@@ -442,7 +485,8 @@ def episode_result(config: EpisodeConfig, logs: list[DecisionPointLog],
                         f"(first: {failed[0]['date']}: {failed[0]['error']})")
     benchmark = {"kind": "buy_and_hold", "tickers": list(config.tickers),
                  "weights": {t: round(1 / len(config.tickers), 6) for t in config.tickers},
-                 "initial_cash": config.initial_cash, "bought_at": "the first decision point's close, fractional shares",
+                 "initial_cash": config.initial_cash,
+                 "bought_at": f"the first decision point's {config.decide_at}, fractional shares",
                  "fees_bps": 0.0, "slippage_bps": 0.0, "rebalanced": False}
     return EpisodeResult(episode_id=config.episode_id, decision_points=len(logs),
                          trade_history=TradeHistory(trades=trades), final_portfolio=portfolio, equity_curve=curve,

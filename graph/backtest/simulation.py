@@ -8,13 +8,13 @@ owns the portfolio. Every submit_decision call of a cycle is kept so the loop ca
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Sequence
 
 from agent.broker import execute_decision
 from agent.markets import MarketProfile, get_profile
 from schemas.decision import Decision, DecisionResult, ExecutedTrade
 from schemas.memory import ClosedTrade
-from schemas.portfolio import PortfolioSnapshot
+from schemas.portfolio import DividendCredit, PortfolioSnapshot
 
 
 @dataclass
@@ -36,11 +36,14 @@ class SimulationExecution:
     ledger: dict[str, dict] = field(default_factory=dict)
     # per cycle: the positions SCANNING closed on their levels and their fills
     exits: dict[str, tuple[list[ClosedTrade], list[ExecutedTrade]]] = field(default_factory=dict)
+    # per cycle: the cash dividends SCANNING credited
+    dividends: dict[str, list[DividendCredit]] = field(default_factory=dict)
 
     @classmethod
     def for_market(cls, market: str, *, fees_bps: float, slippage_bps: float,
-                   portfolio: Optional[PortfolioSnapshot] = None) -> "SimulationExecution":
-        return cls(profile=get_profile(market), fees_bps=fees_bps, slippage_bps=slippage_bps, portfolio=portfolio)
+                   portfolio: Optional[PortfolioSnapshot] = None, decide_at: str = "close") -> "SimulationExecution":
+        return cls(profile=get_profile(market, decide_at), fees_bps=fees_bps, slippage_bps=slippage_bps,
+                   portfolio=portfolio)
 
     # ------------------------------------------------------------- ExecutionBackend
     def lookup(self, cycle_id: str) -> Optional[dict]:
@@ -67,8 +70,10 @@ class SimulationExecution:
         return True
 
     def settle_exits(self, cycle_id: str, session_id: str, *, closed: list[ClosedTrade], trades: list[ExecutedTrade],
-                     portfolio_after: PortfolioSnapshot, base_version: Optional[int]) -> Optional[int]:
+                     portfolio_after: PortfolioSnapshot, base_version: Optional[int],
+                     dividends: Sequence[DividendCredit] = ()) -> Optional[int]:
         self.exits[cycle_id] = (list(closed), list(trades))
+        self.dividends[cycle_id] = list(dividends)
         self.portfolio = portfolio_after
         return None
 

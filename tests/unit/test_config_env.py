@@ -50,6 +50,7 @@ BAD: dict[str, tuple[str, dict[str, str]]] = {
     "TRADEGRAPH_LLM_MAX_WAIT_S": ("inf", {}),
     "TRADEGRAPH_LLM_TIMEOUT": ("0", {}),
     "TRADEGRAPH_MEMORY": ("always", {}),
+    "TRADEGRAPH_DECIDE_AT": ("noon", {}),
     "TRADEGRAPH_MEMORY_TOP_K": ("100", {}),
     "TRADEGRAPH_RISK_LIMITS": ("/nonexistent/limits.toml", {}),
     "TRADEGRAPH_HOME": (A_FILE, {}),
