@@ -74,7 +74,8 @@ class Case(Contract):
     """What the agent decides on. `metadata` is stored with the case but never shown to the agent.
 
     `tickers` are the ones that can trade at this decision point; a listed ticker with no bar that day is in
-    `untradable` with the reason instead (and its news item in `case_data`), never traded at a stale price."""
+    `untradable` with the reason instead (and in an item of `case_data`, which the planner reads), never traded at
+    a stale price."""
 
     case_id: str = Field(pattern=CASE_ID_PATTERN, max_length=300)
     tickers: list[Symbol] = Field(min_length=1)

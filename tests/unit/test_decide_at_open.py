@@ -184,3 +184,17 @@ def test_a_backtest_at_the_open_trades_and_marks_at_opens(tmp_path, mstore):
         for s, sd in case["stock_data"].items():
             assert sd["daily_bars"][-1]["timestamp"] < day
             assert sd["current_price"] == float(_bar(s, day)["open"])
+
+
+def test_a_held_symbol_outside_the_cycle_is_marked_at_the_open_at_the_open(mstore):
+    from schemas.portfolio import PortfolioSnapshot, Position
+
+    held = PortfolioSnapshot(cash=90_000.0, positions={"IBM": Position(symbol="IBM", quantity=10, avg_price=150.0,
+                                                                       opened="2012-02-01")})
+    for decide_at, field in (("open", "open"), ("close", "close")):
+        session = f"marks-{decide_at}"
+        mstore.portfolios.save(session, held, "seed")
+        out = run_cycle(["AAPL"], DAY, store=mstore, session_id=session,
+                        runtime=default_runtime(AgentConfig(decide_at=decide_at)))
+        assert out.contracts["SCANNING"]["marks"] == {"IBM": round_value(float(_bar("IBM", DAY)[field]))}
+        assert "untradable" not in out.contracts["SCANNING"]  # IBM has a bar that day
