@@ -9,8 +9,8 @@ appends a DecisionPointLog to experiments/{run_id}/episode_log.jsonl.
 A run is resumable: the same run id continues after the last logged decision point, and ends
 with the same trade_history.json bytes as an uninterrupted run. A point is logged only when its cycle was
 decided with the store there to record it: a cycle the store went away under (its audit spooled, or it failed
-on the store) or that was stopped at once stops the run before its point is logged, and the resumed run decides
-that point again (the old cycle marked superseded).
+on the store, as when a second Ctrl-C closes it) stops the run before its point is logged, and the resumed run
+decides that point again (the old cycle marked superseded).
 """
 from __future__ import annotations
 
@@ -58,10 +58,6 @@ class BacktestError(ValueError):
 class CycleNotAudited(StoreUnavailable):
     """The store went away during a decision point's cycle: its record is incomplete (the audit spooled) or it
     failed on the store, not on anything it decided. The point is not logged; the run stops there, resumable."""
-
-
-class RunInterrupted(RuntimeError):
-    """The run was told to stop at once (a second Ctrl-C): the point under way is not logged, resumable."""
 
 
 # a cycle that failed with one of these failed because the store went away (or was closed under it), not on
@@ -318,13 +314,11 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
                  out_dir: str | Path = DEFAULT_EXPERIMENTS, run_id: Optional[str] = None,
                  max_steps: Optional[int] = None,
                  on_step: Optional[Callable[[DecisionPointLog], None]] = None,
-                 budget: Optional[Budget] = None,
-                 stop_now: Optional[Callable[[], bool]] = None) -> EpisodeResult:
+                 budget: Optional[Budget] = None) -> EpisodeResult:
     """Run (or resume) an episode; returns its result. `max_steps` stops after that many new decision
     points (the run stays resumable); `on_step` is called after each logged decision point; `budget`
-    replaces the run's own (a sweep's, shared with its other episodes). `stop_now` returning True stops the
-    run before it logs another point (RunInterrupted); a cycle the store went away under raises
-    CycleNotAudited. Either way the point under way is not logged and the run resumes at it."""
+    replaces the run's own (a sweep's, shared with its other episodes). A cycle the store went away under
+    raises CycleNotAudited: its point is not logged and the run resumes at it."""
     run_id = run_id or config.episode_id
     run_dir = Path(out_dir) / run_id
     sim = SimulationExecution.for_market(config.market, fees_bps=config.fees_bps, slippage_bps=config.slippage_bps,
@@ -364,19 +358,13 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
                 if max_steps is not None and steps >= max_steps:
                     break
                 date = dates[idx]
-                _stop_if_asked(stop_now, idx, date)
                 prev = dates[idx - 1] if idx else None
                 case = build_case(config, rt.market, date, idx, portfolio, prev)
-                try:
-                    # the cycle reads its starting portfolio from the store: hand it the simulation's
-                    store.portfolios.save(session_id, portfolio, f"{session_id}:pre{idx}")
-                    sim.portfolio = portfolio
-                    outcome = run_cycle(list(case.tickers), date, store=store, session_id=session_id,
-                                        runtime=rt, case=case.for_agent())
-                except Exception:
-                    _stop_if_asked(stop_now, idx, date)  # the store was closed under it: the stop, not a fault
-                    raise
-                _stop_if_asked(stop_now, idx, date)
+                # the cycle reads its starting portfolio from the store: hand it the simulation's
+                store.portfolios.save(session_id, portfolio, f"{session_id}:pre{idx}")
+                sim.portfolio = portfolio
+                outcome = run_cycle(list(case.tickers), date, store=store, session_id=session_id, runtime=rt,
+                                    case=case.for_agent())
                 fault = store_fault(outcome)
                 if fault:
                     raise CycleNotAudited(f"decision point {idx} ({date}) not logged: cycle {outcome.cycle_id} "
@@ -424,12 +412,6 @@ def store_fault(outcome) -> Optional[str]:
         return f"failed on the store in {error.get('state')} ({error['type']}: " \
                f"{str(error.get('message') or '').splitlines()[0][:200] if error.get('message') else ''})"
     return None
-
-
-def _stop_if_asked(stop_now: Optional[Callable[[], bool]], idx: int, date: str) -> None:
-    if stop_now is not None and stop_now():
-        raise RunInterrupted(f"stopped at once before decision point {idx} ({date}) was logged; the same run id "
-                             f"resumes at it")
 
 
 def logged_trades(logs: list[DecisionPointLog]) -> list[ExecutedTrade]:

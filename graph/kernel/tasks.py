@@ -39,8 +39,6 @@ HOST = socket.gethostname()
 # only while its thread is
 _LIVE: dict[str, threading.Thread] = {}
 _LIVE_LOCK = threading.Lock()
-# task id -> set when its run must stop at once (abandon): the point under way is not logged
-_STOP_NOW: dict[str, threading.Event] = {}
 
 ARTIFACT_FILES = (("config.json", "application/json"), ("episode_log.jsonl", "application/jsonl"),
                   ("trade_history.json", "application/json"), ("result.json", "application/json"),
@@ -114,15 +112,6 @@ class TaskManager:
             if v.status in TERMINAL or (deadline is not None and time.monotonic() > deadline):
                 return
             time.sleep(poll_s)
-
-    def abandon(self, task_id: str) -> None:
-        """Stop this process's run of the task at once, before it logs another decision point (a second Ctrl-C,
-        or a foreground caller that lost the store): call it before closing the store under the run, so that
-        the cycle the closing breaks is never logged as its point's decision."""
-        with _LIVE_LOCK:
-            stop = _STOP_NOW.get(task_id)
-        if stop is not None:
-            stop.set()
 
     def join(self, task_id: str, timeout_s: Optional[float] = None) -> None:
         """Wait for this process's worker of the task to end (a foreground caller closes the store after)."""
@@ -271,7 +260,6 @@ class TaskManager:
         thread = threading.Thread(target=target, args=args, name=f"task-{task_id}", daemon=True)
         with _LIVE_LOCK:
             _LIVE[task_id] = thread
-            _STOP_NOW[task_id] = threading.Event()
         thread.start()
 
     def _set(self, task_id: str, **fields: Any) -> Optional[dict]:
@@ -305,10 +293,8 @@ class TaskManager:
             from graph.kernel.capabilities import with_spending
 
             runtime = with_spending(self.runtime_factory(config.memory, data), inp)  # the cache switch, the budgets
-            with _LIVE_LOCK:
-                stop = _STOP_NOW.get(task_id) or threading.Event()
             result = run_backtest(config, self.store, progress=False, runtime=runtime,
-                                  out_dir=self.experiments, run_id=run_id, on_step=on_step, stop_now=stop.is_set)
+                                  out_dir=self.experiments, run_id=run_id, on_step=on_step)
             plot = None
             if result.equity_curve:
                 from graph.backtest.plot import plot_result
@@ -325,17 +311,12 @@ class TaskManager:
     @contextlib.contextmanager
     def _lifecycle(self, task_id: str) -> Iterator[None]:
         """Around a task's body: its heartbeat; a cancel ends it `cancelled`, any other exception `failed` with the
-        error (a task never dies silently); and its worker leaves _LIVE however it ends. A run stopped at once
-        writes nothing more (its caller is closing the store); a store that is gone or closed can't take the
-        final status either: the task then reads `interrupted`, its thread being gone, resumable."""
-        from graph.backtest.loop import RunInterrupted
-
+        error (a task never dies silently); and its worker leaves _LIVE however it ends. A store that is gone or
+        closed can't take the final status: the task then reads `interrupted`, its thread being gone, resumable."""
         stop_beat = threading.Event()
         threading.Thread(target=self._heartbeat, args=(task_id, stop_beat), daemon=True).start()
         try:
             yield
-        except RunInterrupted:
-            pass
         except TaskCancelled:
             self._set_final(task_id, status="cancelled", finished_at=time.time())
         except BaseException as e:  # noqa: BLE001 - its document says why
@@ -345,7 +326,6 @@ class TaskManager:
             stop_beat.set()
             with _LIVE_LOCK:
                 _LIVE.pop(task_id, None)
-                _STOP_NOW.pop(task_id, None)
 
     def _set_final(self, task_id: str, **fields: Any) -> None:
         try:

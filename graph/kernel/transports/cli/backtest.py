@@ -175,9 +175,9 @@ def run_in_foreground(args, inputs: dict) -> Any:
 
 
 def _stop_at_once(k, task, wait_s: float = 5.0) -> None:
-    """Tell the task's thread to log no further point, then close the store under it so that whatever it is
-    waiting on ends now; it is given a moment to end tidily (its cycle's events go to the spool)."""
-    k.tasks.abandon(task.task_id)
+    """Close the store under the task's thread, so that whatever it waits on ends now, and give it a moment to
+    end tidily. The cycle under way then fails on the closed store (its events spooled): the loop logs no such
+    cycle as its point's decision, so the resumed run decides that point again."""
     k.store.close()
     k.tasks.join(task.task_id, timeout_s=wait_s)
 
