@@ -266,6 +266,46 @@ def start_sweep(ctx: Context, inp: m.SweepInput) -> m.TaskView:
     return ctx.tasks.start_sweep(inp)
 
 
+@capability(m.BenchmarkInput, m.TaskView, keyed=True)
+def start_benchmark(ctx: Context, inp: m.BenchmarkInput) -> m.TaskView:
+    """Start (or, with an existing benchmark_id, continue) StockBench as a task: one backtest per model configuration
+    at the open, then the scorecard beside buy-and-hold and the published rows; returns at once."""
+    if inp.benchmark_id is not None:
+        m.inside(ctx.tasks.experiments, inp.benchmark_id, "benchmark_id")
+    _data_allowed(ctx, inp.data)
+    return ctx.tasks.start_benchmark(inp)
+
+
+@capability(m.BenchmarkInput, m.BenchmarkEstimate)
+def estimate_benchmark(ctx: Context, inp: m.BenchmarkInput) -> m.BenchmarkEstimate:
+    """Projected LLM calls, tokens and dollars of a benchmark, from a dry run with the offline model on a throwaway
+    store: no request is sent to any provider."""
+    from graph.kernel.benchmark_tasks import estimate
+
+    _data_allowed(ctx, inp.data)
+    return m.BenchmarkEstimate.model_validate(estimate(ctx.store, inp))
+
+
+def _data_allowed(ctx: Context, path: Optional[str]) -> None:
+    refusal = ctx.policy.data_refusal(path) if path else None
+    if refusal is not None:
+        raise Forbidden(f"data: {refusal}", field="data")
+
+
+@capability(m.LookaheadInput, m.LookaheadOutput)
+def audit_lookahead(ctx: Context, inp: m.LookaheadInput) -> m.LookaheadOutput:
+    """Every bar, news item, filing or memory a recorded cycle saw dated after its decision time, for a session, a
+    backtest run, or every run of a benchmark or sweep."""
+    from graph.kernel.benchmark_tasks import lookahead_sessions
+    from graph.replay.lookahead import audit_sessions
+
+    resolved, sessions = lookahead_sessions(ctx.store, ctx.tasks.experiments, inp.target)
+    report = audit_sessions(ctx.store, sessions).as_dict()
+    return m.LookaheadOutput(target=inp.target, resolved=resolved, sessions=sessions, cycles=report["cycles"],
+                             checked=report["checked"], leaks=report["leaks"], unaudited=report["unaudited"],
+                             clean=not report["leaks"] and not report["unaudited"])
+
+
 @capability(m.TaskInput, m.TaskView)
 def task_status(ctx: Context, inp: m.TaskInput) -> m.TaskView:
     """A task's status and progress (points done of total, equity, ETA); interrupted if its owner died."""
@@ -286,7 +326,7 @@ def cancel_task(ctx: Context, inp: m.TaskInput) -> m.TaskView:
 
 @capability(m.TaskInput, m.TaskView)
 def resume_task(ctx: Context, inp: m.TaskInput) -> m.TaskView:
-    """Continue an interrupted, cancelled or failed backtest where its log ends, in this process."""
+    """Continue an interrupted, cancelled or failed backtest, sweep or benchmark where its logs end, in this process."""
     run_id = ctx.tasks.status(inp.task_id).run_id
     if run_id is not None:  # a document written before ids were checked (or edited in the store) is not run outside
         m.inside(ctx.tasks.experiments, run_id, "run_id")
@@ -295,7 +335,8 @@ def resume_task(ctx: Context, inp: m.TaskInput) -> m.TaskView:
 
 @capability(m.TaskInput, m.ArtifactsOutput)
 def task_artifacts(ctx: Context, inp: m.TaskInput) -> m.ArtifactsOutput:
-    """A task's files (trade history, episode log, result, equity PNG), its folder and its metrics."""
+    """A task's files (a backtest's trade history, episode log, result and equity PNG; a sweep's results; a
+    benchmark's scorecard), its folder and its metrics."""
     run_dir = ctx.tasks.status(inp.task_id).run_dir
     if run_dir:  # the files listed (and served over HTTP) are read from the folder the task document names
         m.inside(Path(run_dir).parent, Path(run_dir).name, "run_dir")

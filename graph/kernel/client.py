@@ -8,8 +8,9 @@
 
 Both raise the kernel's errors (BadInput, NotFound, Conflict, Forbidden, StoreUnavailable, Failed), and both
 return the capability's output model. Over HTTP the errors are rebuilt from the response's {error, message}.
-The methods that start something (run_cycle, approve, start_backtest, start_sweep) take an `idempotency_key`:
-retrying with the same key gets the first answer and starts nothing again (graph/kernel/idempotent.py).
+The methods that start something (run_cycle, approve, start_backtest, start_sweep, start_benchmark) take an
+`idempotency_key`: retrying with the same key gets the first answer and starts nothing again
+(graph/kernel/idempotent.py).
 """
 from __future__ import annotations
 
@@ -180,8 +181,8 @@ class Client:
 
     def start_sweep(self, universes: list[list[str]], windows: dict[str, Any], sweep_id: Optional[str] = None,
                     memory: list[str] = ["session"], models: list[dict[str, Any]] = [],  # noqa: B006 - never mutated
-                    overrides: list[dict[str, Any]] = [], every: int = 5, capital: float = 100_000.0,  # noqa: B006
-                    fees_bps: float = 1.0, slippage_bps: float = 2.0, market: str = "us_equity", workers: int = 2,
+                    overrides: list[dict[str, Any]] = [], every: int = 5, decide_at: str = "close",  # noqa: B006
+                    capital: float = 100_000.0, fees_bps: float = 1.0, slippage_bps: float = 2.0, market: str = "us_equity", workers: int = 2,
                     ray_address: Optional[str] = None, max_retries: int = 3,
                     requests_per_minute: Optional[float] = None, tokens_per_minute: Optional[float] = None,
                     prices: Optional[str] = None, news: Optional[str] = None, fundamentals: Optional[str] = None,
@@ -190,11 +191,39 @@ class Client:
         """A grid of backtests on Ray (graph.kernel.models.SweepInput; docs/scaling.md). The server runs it on its
         own local Ray instance: over HTTP, ray_address is refused."""
         return self._call("start_sweep", idempotency_key, universes=universes, windows=windows, sweep_id=sweep_id,
-                          memory=memory, models=models, overrides=overrides, every=every, capital=capital,
+                          memory=memory, models=models, overrides=overrides, every=every, decide_at=decide_at,
+                          capital=capital,
                           fees_bps=fees_bps, slippage_bps=slippage_bps, market=market, workers=workers,
                           ray_address=ray_address, max_retries=max_retries, requests_per_minute=requests_per_minute,
                           tokens_per_minute=tokens_per_minute, prices=prices, news=news, fundamentals=fundamentals,
                           no_cache=no_cache, max_tokens=max_tokens, max_cost=max_cost, max_llm_calls=max_llm_calls)
+
+    def start_benchmark(self, benchmark_id: Optional[str] = None, models: list[dict[str, Any]] = [],  # noqa: B006
+                        symbols: Optional[list[str]] = None, start: str = "2025-03-01", end: str = "2025-06-30",
+                        memory: str = "session", data: Optional[str] = None, workers: int = 1,
+                        no_cache: bool = False, max_tokens: Optional[int] = None, max_cost: Optional[float] = None,
+                        max_llm_calls: Optional[int] = None, idempotency_key: Optional[str] = None) -> m.TaskView:
+        """StockBench (graph.kernel.models.BenchmarkInput; docs/stockbench.md) as a task: the defaults are the
+        paper's protocol; the scorecard is the task's artifacts once it succeeds."""
+        return self._call("start_benchmark", idempotency_key, benchmark_id=benchmark_id, models=models,
+                          symbols=symbols, start=start, end=end, memory=memory, data=data, workers=workers,
+                          no_cache=no_cache, max_tokens=max_tokens, max_cost=max_cost, max_llm_calls=max_llm_calls)
+
+    def estimate_benchmark(self, benchmark_id: Optional[str] = None, models: list[dict[str, Any]] = [],  # noqa: B006
+                           symbols: Optional[list[str]] = None, start: str = "2025-03-01", end: str = "2025-06-30",
+                           memory: str = "session", data: Optional[str] = None, workers: int = 1,
+                           no_cache: bool = False, max_tokens: Optional[int] = None,
+                           max_cost: Optional[float] = None, max_llm_calls: Optional[int] = None
+                           ) -> m.BenchmarkEstimate:
+        """What start_benchmark with the same arguments would cost, from a dry run with the offline model: no
+        request is sent to any provider."""
+        return self._call("estimate_benchmark", benchmark_id=benchmark_id, models=models, symbols=symbols,
+                          start=start, end=end, memory=memory, data=data, workers=workers, no_cache=no_cache,
+                          max_tokens=max_tokens, max_cost=max_cost, max_llm_calls=max_llm_calls)
+
+    def audit_lookahead(self, target: str) -> m.LookaheadOutput:
+        """Every piece of evidence a session's (a run's, a benchmark's) cycles saw dated after their decision time."""
+        return self._call("audit_lookahead", target=target)
 
     def list_tasks(self, limit: int = 20) -> m.TasksOutput:
         return self._call("list_tasks", limit=limit)

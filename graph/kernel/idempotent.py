@@ -1,5 +1,6 @@
-"""Idempotency keys on the capabilities that start something (run_cycle, approve, start_backtest, start_sweep), for
-every transport: HTTP's `Idempotency-Key` header, MCP's and the Python client's `idempotency_key` argument.
+"""Idempotency keys on the capabilities that start something (run_cycle, approve, start_backtest, start_sweep,
+start_benchmark), for every transport: HTTP's `Idempotency-Key` header, MCP's and the Python client's `idempotency_key`
+argument.
 
 - The first request with a key runs; its answer (the output, or the kernel error it raised) is stored
   (database/idempotency.py) with a fingerprint of the request: sha256 of the capability and its validated input,

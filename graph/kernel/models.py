@@ -23,6 +23,9 @@ Day = Annotated[str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}$")]
 Ticker = Annotated[str, StringConstraints(min_length=1, max_length=12, pattern=r"^[A-Za-z][A-Za-z0-9.\-]*$")]
 Market = Literal["us_equity", "cn_a_share", "crypto"]
 MemoryMode = Literal["on", "off", "session"]
+# when a backtest's decision points decide: at the close (on the day's whole bar, filled and marked at the close) or
+# at the open (on the bars through the previous close and the day's open, filled and marked at the open: StockBench)
+DecideAt = Literal["close", "open"]
 
 
 # ---------------------------------------------------------------- names that become paths
@@ -385,6 +388,7 @@ class OverrideSet(Input):
     slippage_bps: Optional[float] = Field(None, ge=0, le=1000)
     market: Optional[Market] = None
     every: Optional[int] = Field(None, ge=1, le=260)
+    decide_at: Optional[DecideAt] = None
     risk_per_trade_pct: Optional[float] = Field(None, gt=0, le=100)
     daily_loss_cap_pct: Optional[float] = Field(None, gt=0, le=100)
     max_notional_pct: Optional[float] = Field(None, gt=0, le=100)
@@ -405,6 +409,8 @@ class SweepInput(LlmSpending):
                                       description="tiers per configuration (default: the configured ones)")
     overrides: list[OverrideSet] = Field([], max_length=50)
     every: int = Field(5, ge=1, le=260, description="decide every N trading days")
+    decide_at: DecideAt = Field("close", description="decide, fill and mark at each session's close (default) or "
+                                                     "open (StockBench's protocol)")
     capital: float = Field(100_000.0, gt=0, lt=1e12)
     fees_bps: float = Field(1.0, ge=0, le=1000)
     slippage_bps: float = Field(2.0, ge=0, le=1000)
@@ -418,6 +424,81 @@ class SweepInput(LlmSpending):
     prices: PricesFile = None
     news: NewsFile = None
     fundamentals: FundamentalsFile = None
+
+
+# ---------------------------------------------------------------- benchmarks (graph/benchmark/)
+BenchmarkId = FolderName(80)  # its runs' folders and sessions are `{benchmark_id}-e000`: room for the suffix
+StockBenchTree = Annotated[Optional[_DataPath], Field(description=(
+    f"a StockBench data tree: a checkout, its storage/ folder or an archive of it; {_ON_KERNEL}; default: the "
+    f"archive shipped with tradegraph"))]
+
+
+class BenchmarkInput(LlmSpending):
+    """StockBench's protocol as tradegraph backtests (graph/benchmark/stockbench/): one run per model configuration,
+    deciding, filling and marking at the open; the defaults are the paper's. The budgets (max_tokens, max_cost,
+    max_llm_calls) hold for the whole benchmark, every run and worker together."""
+
+    benchmark_id: Optional[BenchmarkId] = Field(
+        None, description="resume this benchmark if it exists (same protocol, data and models); new id when omitted")
+    models: list[ModelChoice] = Field([], max_length=20, description=(
+        "one run per configuration, `provider:model` per tier (default: the configured tiers; offline without a key)"))
+    symbols: Optional[list[Ticker]] = Field(None, min_length=1, max_length=20, description=(
+        "default: StockBench's 20 DJIA symbols"))
+    start: Day = Field("2025-03-01", description="first day of the window (StockBench's: 2025-03-01)")
+    end: Day = Field("2025-06-30", description="last day of the window (StockBench's: 2025-06-30)")
+    memory: MemoryMode = Field("session", description="past notes agents recall: session (each run's own), on, off")
+    data: StockBenchTree = None
+    workers: int = Field(1, ge=1, le=4096, description=(
+        "runs at once: more than 1 spreads the configurations on Ray through the sweep machinery"))
+
+
+class EstimateConfiguration(Output):
+    name: str
+    quick_model: str
+    deep_model: str
+    calls: int
+    input_tokens: int
+    output_tokens: int = Field(description="expected: the offline model's answers to the same requests")
+    output_tokens_worst: int = Field(description="every call at the output cap the budget reserves")
+    total_tokens: int
+    usd: Optional[float] = Field(description="None when a tier's model has no price (never $0)")
+    usd_worst: Optional[float]
+    priced_as: dict[str, Optional[str]] = Field(description="tier -> the price table's name for its model")
+    unpriced: list[str]
+
+
+class BenchmarkEstimate(Output):
+    """Projected calls, tokens and dollars of a benchmark, from a dry run with the offline model: no request sent."""
+    benchmark: str
+    window: dict[str, Any]
+    symbols: list[str]
+    per_point: dict[str, Any] = Field(description="one decision point's calls and tokens, in total and by state")
+    configurations: list[EstimateConfiguration]
+    total: dict[str, Any]
+    output_cap: int
+    prompt_tokens_per_symbol_decision: float
+    dry_run: dict[str, Any]
+    tokenizer: str
+    output_assumption: str
+    method: str
+
+
+class LookaheadInput(Input):
+    target: SessionId = Field(description="a session id, a backtest run id (its session bt-<id>) or a benchmark "
+                                          "or sweep id (every run's session)")
+
+
+class LookaheadOutput(Output):
+    """graph.replay.lookahead: every bar, news item, filing or memory a recorded cycle saw dated after its decision
+    time."""
+    target: str
+    resolved: Literal["session", "run", "benchmark", "sweep"]
+    sessions: list[str]
+    cycles: int
+    checked: dict[str, int] = Field(description="pieces of evidence checked, by kind")
+    leaks: list[dict[str, Any]]
+    unaudited: list[dict[str, Any]] = Field(description="cycles nothing says the decision time of")
+    clean: bool = Field(description="no leak and every cycle audited")
 
 
 TaskStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted"]

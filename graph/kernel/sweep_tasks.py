@@ -48,7 +48,7 @@ def plan_sweep(manager, inp: SweepInput, sweep_id: Optional[str] = None, task_id
     market = manager.runtime_factory(None, DataFiles(**data) if data else None).market
     checked = set()
     for ep in episodes:
-        key = (ep.symbols, ep.window, ep.market, ep.every)
+        key = (ep.symbols, ep.window, ep.market, ep.every, ep.decide_at)
         if key not in checked:
             checked.add(key)
             try:

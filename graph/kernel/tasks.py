@@ -126,13 +126,18 @@ class TaskManager:
         from graph.sweep.results import SWEEP_FILES
 
         found, metrics = [], None
-        for name, media in SWEEP_FILES if doc["kind"] == "sweep" else ARTIFACT_FILES:
+        files = SWEEP_FILES if doc["kind"] == "sweep" else ARTIFACT_FILES
+        if doc["kind"] == "benchmark":
+            from graph.kernel.benchmark_tasks import artifacts
+
+            files, metrics = artifacts(doc)
+        for name, media in files:
             p = run_dir / name if run_dir else None
             if p is not None and p.is_file():
                 found.append(Artifact(name=name, path=str(p), bytes=p.stat().st_size, media_type=media))
         if doc["kind"] == "sweep" and run_dir is not None and (run_dir / "aggregate.json").is_file():
             metrics = {"aggregate": json.loads((run_dir / "aggregate.json").read_text()), "summary": doc.get("summary")}
-        elif run_dir is not None and (run_dir / "result.json").is_file():
+        elif doc["kind"] == "backtest" and run_dir is not None and (run_dir / "result.json").is_file():
             res = json.loads((run_dir / "result.json").read_text())
             metrics = {k: res.get(k) for k in ("metrics", "benchmark_metrics", "actions", "cycle_statuses",
                                                "exits", "warnings", "decision_points")}
@@ -161,6 +166,11 @@ class TaskManager:
 
         return start_sweep(self, inp)
 
+    def start_benchmark(self, inp) -> TaskView:
+        from graph.kernel.benchmark_tasks import start_benchmark
+
+        return start_benchmark(self, inp)
+
     def _plan_sweep(self, inp: SweepInput, sweep_id: str, task_id: str):
         from graph.kernel.sweep_tasks import plan_sweep
 
@@ -187,9 +197,13 @@ class TaskManager:
         doc = self._doc(task_id)
         v = self.view(doc)
         if not v.resumable:
-            raise Conflict(f"task {task_id} is {v.status}: only an interrupted, cancelled or failed backtest "
+            raise Conflict(f"task {task_id} is {v.status}: only an interrupted, cancelled or failed task "
                            f"can be resumed", field="task_id")
-        if doc["kind"] == "sweep":
+        if doc["kind"] == "benchmark":
+            from graph.kernel.benchmark_tasks import resume_plan, run_benchmark_task
+
+            plan = resume_plan(self, doc)
+        elif doc["kind"] == "sweep":
             plan = self._plan_sweep(SweepInput.model_validate(doc["params"]), sweep_id=doc["run_id"],
                                     task_id=task_id)
         else:
@@ -203,7 +217,9 @@ class TaskManager:
                       "updated_at": time.time(), "heartbeat_at": time.time()}}, return_document=ReturnDocument.AFTER)
         if claimed is None:
             raise Conflict(f"task {task_id} changed while resuming it (another process resumed it?)", field="task_id")
-        if doc["kind"] == "sweep":
+        if doc["kind"] == "benchmark":
+            self._start_thread(task_id, run_benchmark_task, (self, task_id, plan))
+        elif doc["kind"] == "sweep":
             self._start_thread(task_id, self._run_sweep, (task_id, plan))
         else:
             self._launch(task_id, config, run_id, data, inp)

@@ -56,7 +56,7 @@ def episode_config(ep: Episode):
 
     return EpisodeConfig(episode_id=ep.episode_id, tickers=list(ep.symbols), initial_cash=ep.capital,
                          start=ep.window.start, end=ep.window.end, every=ep.every, fees_bps=ep.fees_bps,
-                         slippage_bps=ep.slippage_bps, market=ep.market, memory=ep.memory)
+                         slippage_bps=ep.slippage_bps, market=ep.market, memory=ep.memory, decide_at=ep.decide_at)
 
 
 def episode_runtime(ep: Episode, ctx: SweepContext):

@@ -18,7 +18,7 @@ from typing import Any, Optional
 from agent.markets import trading_days
 
 # the settings an override set may change: the episode's own, and the risk engine's limits (agent/risk_limits.toml)
-EPISODE_KEYS = ("capital", "fees_bps", "slippage_bps", "market", "every")
+EPISODE_KEYS = ("capital", "fees_bps", "slippage_bps", "market", "every", "decide_at")
 RISK_KEYS = ("risk_per_trade_pct", "daily_loss_cap_pct", "max_notional_pct", "max_positions", "exposure_cap_pct")
 
 
@@ -53,9 +53,13 @@ class Episode:
     every: int
     risk: dict[str, float] = field(default_factory=dict)
     override_label: Optional[str] = None
+    # when each decision point decides (schemas.simulation.EpisodeConfig.decide_at): at the close, or at the open
+    # (StockBench). Left out of as_dict while it is the default, so the grid hash of every sweep written before it
+    # existed is unchanged and such a sweep resumes its own episodes
+    decide_at: str = "close"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"episode_id": self.episode_id, "index": self.index, "config_key": self.config_key,
+        return {**({"decide_at": self.decide_at} if self.decide_at != "close" else {}),"episode_id": self.episode_id, "index": self.index, "config_key": self.config_key,
                 "symbols": list(self.symbols), "start": self.window.start, "end": self.window.end,
                 "window": self.window.label, "in_sample": list(self.window.in_sample) if self.window.in_sample else None,
                 "memory": self.memory, "quick_model": self.quick_model, "deep_model": self.deep_model,
@@ -70,7 +74,7 @@ class Episode:
                    symbols=tuple(d["symbols"]), window=w, memory=d["memory"], quick_model=d.get("quick_model"),
                    deep_model=d.get("deep_model"), capital=d["capital"], fees_bps=d["fees_bps"],
                    slippage_bps=d["slippage_bps"], market=d["market"], every=d["every"], risk=dict(d.get("risk") or {}),
-                   override_label=d.get("override"))
+                   override_label=d.get("override"), decide_at=d.get("decide_at", "close"))
 
 
 # ------------------------------------------------------------------------------------------------ windows
@@ -172,7 +176,8 @@ def expand(grid: Any, sweep_id: str) -> list[Episode]:
                             fees_bps=float(values.get("fees_bps", grid.fees_bps)),
                             slippage_bps=float(values.get("slippage_bps", grid.slippage_bps)), market=market,
                             every=int(values.get("every", grid.every)),
-                            risk={k: values[k] for k in RISK_KEYS if k in values}, override_label=label))
+                            risk={k: values[k] for k in RISK_KEYS if k in values}, override_label=label,
+                            decide_at=values.get("decide_at", getattr(grid, "decide_at", "close"))))
     if len({(e.config_key, e.window) for e in episodes}) != len(episodes):
         raise GridError("the grid names the same configuration twice (a repeated universe, memory mode or model)")
     return episodes

@@ -156,6 +156,18 @@ def create_app(kernel: Kernel) -> FastAPI:
     def start_sweep(body: m.SweepInput, key: IdempotencyHeader = None, authorization: AuthHeader = None):
         return call_keyed("start_sweep", key, authorization, **body.model_dump())
 
+    @app.post(path("start_benchmark"), response_model=m.TaskView, status_code=202, tags=["benchmarks"])
+    def start_benchmark(body: m.BenchmarkInput, key: IdempotencyHeader = None, authorization: AuthHeader = None):
+        return call_keyed("start_benchmark", key, authorization, **body.model_dump())
+
+    @app.post(path("estimate_benchmark"), response_model=m.BenchmarkEstimate, tags=["benchmarks"])
+    def estimate_benchmark(body: m.BenchmarkInput):
+        return call("estimate_benchmark", **body.model_dump())
+
+    @app.get(path("audit_lookahead"), response_model=m.LookaheadOutput, tags=["audit"])
+    def audit_lookahead(target: m.SessionId):
+        return call("audit_lookahead", target=target)
+
     @app.get(path("list_tasks"), response_model=m.TasksOutput, tags=["tasks"])
     def list_tasks(q: Annotated[m.ListTasksInput, Query()]):
         return call("list_tasks", **q.model_dump())
