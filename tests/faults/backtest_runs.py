@@ -22,6 +22,9 @@ SESSION = f"bt-{RUN_ID}"
 # 2 symbols, 10 decision points on the bundled data; loose limits so that it trades (17 fills, exits on stops,
 # targets and horizons)
 WINDOW = ["--symbols", "AAPL,MSFT", "--start", "2011-01-03", "--end", "2011-03-14", "--every", "5"]
+# the same config as the kernel's input (a task over HTTP or in process)
+TASK_INPUT = {"symbols": WINDOW[1].split(","), "start": WINDOW[3], "end": WINDOW[5], "every": int(WINDOW[7]),
+              "run_id": RUN_ID}
 LOOSE = "max_notional_pct = 60\nexposure_cap_pct = 100\n"
 VERDICT = re.compile(r"^cycle (\S+): (IDENTICAL|DIVERGED|SKIPPED)\s+\((\d+) state", re.M)
 
@@ -146,6 +149,20 @@ def compare_with_uninterrupted(run_dir: Path, alone_dir: Path) -> dict[str, int]
     assert (run_dir / "trade_history.json").read_bytes() == (alone_dir / "trade_history.json").read_bytes()
     assert counts == {"points_differing": 0, "points_not_completed": 0}, counts
     return counts
+
+
+def verify_as_uninterrupted(store: PrivateStore, cut: str, alone_verdicts: dict[str, tuple[str, int]]) -> None:
+    """`replay --verify` of the recovered session: exit 0 (chain intact), the superseded cycle identical as far as
+    it recorded and said to be superseded, every other cycle with the uninterrupted run's verdict, in order."""
+    verify = store.cli("replay", SESSION, "--verify")
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    mine = verdicts(verify.stdout)
+    assert mine.pop(cut)[0] == "IDENTICAL" and "recorded cycle is superseded" in verify.stdout, verify.stdout
+    assert list(mine.values()) == list(alone_verdicts.values()), "the decided cycles verify as the uninterrupted"
+
+
+def stored_ids(db) -> set[str]:
+    return {e["event_id"] for e in db.state_events.find({"session_id": SESSION}, {"event_id": 1})}
 
 
 def superseded_cycles(db) -> list[str]:

@@ -1,5 +1,5 @@
-"""The uninterrupted run the backtest recovery faults compare with (tests/faults/backtest_runs.py): run once per
-test session, on a store of its own."""
+"""The backtest recovery faults' stores (tests/faults/backtest_runs.py) and the uninterrupted run they compare with,
+run once per test session on a store of its own."""
 from __future__ import annotations
 
 import pytest
@@ -19,5 +19,16 @@ def uninterrupted(tmp_path_factory):
         verify = store.cli("replay", SESSION, "--verify")
         assert verify.returncode == 0, verify.stdout + verify.stderr
         yield root / "exp" / RUN_ID, verdicts(verify.stdout)
+    finally:
+        store.stop()
+
+
+@pytest.fixture
+def private_store(tmp_path):
+    """An embedded store of the test's own, started apart (so the test can kill and restart it), stopped after."""
+    store = PrivateStore(tmp_path)
+    store.start()
+    try:
+        yield store
     finally:
         store.stop()

@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from graph.kernel.core import Kernel
-from tests.faults.backtest_runs import (RUN_ID, SESSION, PrivateStore, backtest, compare_with_uninterrupted,
-                                        freeze_mid_cycle, interrupt, reached, superseded_cycles, under_way,
-                                        verdicts)
+from tests.faults.backtest_runs import (RUN_ID, backtest, compare_with_uninterrupted, freeze_mid_cycle, interrupt,
+                                        reached, stored_ids, superseded_cycles, under_way, verify_as_uninterrupted)
 
 pytestmark = pytest.mark.integration
 
@@ -65,56 +64,48 @@ def test_sigint_cancels_the_task_and_the_run_resumes(embedded_uri, tmp_path):
     assert logs[: len(done)] == done, "the resumed run kept the interrupted run's points as they were"
 
 
-def test_a_second_sigint_stops_at_once_and_the_resumed_run_equals_an_uninterrupted_one(tmp_path, uninterrupted):
+def test_a_second_sigint_stops_at_once_and_the_resumed_run_equals_an_uninterrupted_one(private_store, tmp_path,
+                                                                                       uninterrupted):
     """Ctrl-C, then Ctrl-C again while the decision point under way is still deciding: exit 130 at once, no
     traceback, and the cut point never logged (before: a permanent `failed` point, once `executed_with_errors`
     shown only by result.json and DIVERGED under replay --verify). Resumed, it equals an uninterrupted run."""
     alone_dir, alone_verdicts = uninterrupted
-    store = PrivateStore(tmp_path)
-    store.start()
-    try:
-        out = tmp_path / "exp"
-        log = out / RUN_ID / "episode_log.jsonl"
-        db = store.db()
-        cut = None
-        for _attempt in range(3):  # each attempt resumes the last; one catches the cycle still deciding
-            proc = store.popen(*backtest(out))
-            if freeze_mid_cycle(proc, db, log, after=len(_lines(log)) + 1, before="DEBATE") is None:
-                pytest.fail(f"the run ended before it could be interrupted: {proc.communicate()}")
-            interrupt(proc)  # pending while stopped: handled as it goes on
-            os.kill(proc.pid, signal.SIGCONT)
-            first = proc.stderr.readline()
-            assert "Ctrl-C again stops at once" in first, first
-            # the first Ctrl-C is being handled: freeze again, and strike while a cycle is still deciding
-            os.kill(proc.pid, signal.SIGSTOP)
-            logged, cycle = len(_lines(log)), under_way(db, log)
-            if cycle is not None and not reached(db, cycle, "EXECUTING"):
-                cut = cycle
-                interrupt(proc)
-            os.kill(proc.pid, signal.SIGCONT)
-            _, err = proc.communicate(timeout=120)
-            assert proc.returncode == 130 and "Traceback" not in first + err, first + err
-            if cut is not None:
-                break
-        assert cut is not None, "no attempt caught a cycle still deciding after the first Ctrl-C"
-        assert err.strip().splitlines() == ["tradegraph: interrupted"], err
-        steps = _lines(log)
-        assert len(steps) == logged and cut not in {s["agent_output"]["cycle_id"] for s in steps}
-        assert {s["agent_output"]["cycle_status"] for s in steps} == {"completed"}
+    store, out = private_store, tmp_path / "exp"
+    log = out / RUN_ID / "episode_log.jsonl"
+    db = store.db()
+    cut = None
+    for attempt in range(1, 4):  # each attempt resumes the last; one catches the cycle still deciding
+        proc = store.popen(*backtest(out))
+        if freeze_mid_cycle(proc, db, log, after=len(_lines(log)) + 1, before="DEBATE") is None:
+            pytest.fail(f"the run ended before it could be interrupted: {proc.communicate()}")
+        interrupt(proc)  # pending while stopped: handled as it goes on
+        os.kill(proc.pid, signal.SIGCONT)
+        first = proc.stderr.readline()
+        assert "Ctrl-C again stops at once" in first, first
+        # the first Ctrl-C is being handled: freeze again, and strike while a cycle is still deciding
+        os.kill(proc.pid, signal.SIGSTOP)
+        logged, cycle = len(_lines(log)), under_way(db, log)
+        if cycle is not None and not reached(db, cycle, "EXECUTING"):
+            cut = cycle
+            interrupt(proc)
+        os.kill(proc.pid, signal.SIGCONT)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130 and "Traceback" not in first + err, first + err
+        if cut is not None:
+            break
+    assert cut is not None, "no attempt caught a cycle still deciding after the first Ctrl-C"
+    assert err.strip().splitlines() == ["tradegraph: interrupted"], err
+    steps = _lines(log)
+    assert len(steps) == logged and cut not in {s["agent_output"]["cycle_id"] for s in steps}
+    assert {s["agent_output"]["cycle_status"] for s in steps} == {"completed"}
 
-        spooled = store.spooled_ids()
-        again = store.cli(*backtest(out))
-        assert again.returncode == 0, again.stderr
-        counts = compare_with_uninterrupted(out / RUN_ID, alone_dir)
-        stored = {e["event_id"] for e in db.state_events.find({"session_id": SESSION}, {"event_id": 1})}
-        assert not spooled - stored, "what the stopped cycle spooled is redelivered"
-        assert superseded_cycles(db) == [cut], "the cycle the second Ctrl-C cut is marked superseded, once"
-        verify = store.cli("replay", SESSION, "--verify")
-        assert verify.returncode == 0, verify.stdout + verify.stderr
-        mine = verdicts(verify.stdout)
-        assert mine.pop(cut)[0] == "IDENTICAL" and "recorded cycle is superseded" in verify.stdout
-        assert list(mine.values()) == list(alone_verdicts.values())
-        print(f"\ndouble SIGINT mid-cycle: injected=1, attempts={_attempt + 1}, spooled={len(spooled)}, "
-              f"events_lost={len(spooled - stored)}, " + ", ".join(f"{k}={v}" for k, v in counts.items()))
-    finally:
-        store.stop()
+    spooled = store.spooled_ids()
+    again = store.cli(*backtest(out))
+    assert again.returncode == 0, again.stderr
+    counts = compare_with_uninterrupted(out / RUN_ID, alone_dir)
+    lost = len(spooled - stored_ids(db))
+    assert lost == 0, "what the stopped cycle spooled is redelivered"
+    assert superseded_cycles(db) == [cut], "the cycle the second Ctrl-C cut is marked superseded, once"
+    verify_as_uninterrupted(store, cut, alone_verdicts)
+    print(f"\ndouble SIGINT mid-cycle: injected=1, attempts={attempt}, spooled={len(spooled)}, events_lost={lost}, "
+          + ", ".join(f"{k}={v}" for k, v in counts.items()))

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
 
 import pytest
 
-from tests.faults.backtest_runs import (RUN_ID, SESSION, WINDOW, PrivateStore, backtest,
-                                        compare_with_uninterrupted, freeze_mid_cycle, lines, superseded_cycles,
-                                        verdicts)
+from tests.faults.backtest_runs import (RUN_ID, SESSION, TASK_INPUT, backtest, compare_with_uninterrupted,
+                                        freeze_mid_cycle, lines, stored_ids, superseded_cycles,
+                                        verify_as_uninterrupted)
 
 pytestmark = pytest.mark.integration
 
@@ -20,82 +22,65 @@ FIGURES: dict[str, int] = {}
 
 
 def test_a_store_killed_mid_backtest_gives_one_line_and_the_resumed_run_equals_an_uninterrupted_one(
-        tmp_path, uninterrupted):
+        private_store, tmp_path, uninterrupted):
     alone_dir, alone_verdicts = uninterrupted
-    store = PrivateStore(tmp_path)
-    store.start()
-    try:
-        out = tmp_path / "exp"
-        log = out / RUN_ID / "episode_log.jsonl"
-        proc = store.popen(*backtest(out))
-        db = store.db()
-        cut = freeze_mid_cycle(proc, db, log, after=3)
-        assert cut is not None, f"the run ended before a cycle could be cut: {proc.communicate()}"
-        logged_before = len(lines(log))
-        store.kill()
-        os.kill(proc.pid, signal.SIGCONT)
-        _, err = proc.communicate(timeout=300)
+    store, out = private_store, tmp_path / "exp"
+    log = out / RUN_ID / "episode_log.jsonl"
+    proc = store.popen(*backtest(out))
+    db = store.db()
+    cut = freeze_mid_cycle(proc, db, log, after=3)
+    assert cut is not None, f"the run ended before a cycle could be cut: {proc.communicate()}"
+    logged_before = len(lines(log))
+    store.kill()
+    os.kill(proc.pid, signal.SIGCONT)
+    _, err = proc.communicate(timeout=300)
 
-        # one line, exit 3, naming how to go on; no traceback from the task thread on a closed client
-        assert proc.returncode == 3, err
-        assert len(err.strip().splitlines()) == 1 and err.startswith("tradegraph: error: "), err
-        assert "Traceback" not in err and f"--run-id {RUN_ID}" in err
-        # the cut-off point is not logged as a decision (before: a `failed` point that resuming never re-ran)
-        steps = lines(log)
-        assert len(steps) == logged_before and cut not in {s["agent_output"]["cycle_id"] for s in steps}
-        assert {s["agent_output"]["cycle_status"] for s in steps} == {"completed"}
-        spooled = store.spooled_ids()
-        assert spooled, "the cut cycle's events that the dead store could not take wait in the spool"
+    # one line, exit 3, naming how to go on; no traceback from the task thread on a closed client
+    assert proc.returncode == 3, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("tradegraph: error: "), err
+    assert "Traceback" not in err and f"--run-id {RUN_ID}" in err
+    # the cut-off point is not logged as a decision (before: a `failed` point that resuming never re-ran)
+    steps = lines(log)
+    assert len(steps) == logged_before and cut not in {s["agent_output"]["cycle_id"] for s in steps}
+    assert {s["agent_output"]["cycle_status"] for s in steps} == {"completed"}
+    spooled = store.spooled_ids()
+    assert spooled, "the cut cycle's events that the dead store could not take wait in the spool"
 
-        store.start()  # a new server, on a port of its own
-        again = store.cli(*backtest(out))
-        assert again.returncode == 0, again.stderr
-        assert "redelivered" in again.stderr  # the spool first, so the superseding follows all of the old cycle
-
-        counts = compare_with_uninterrupted(out / RUN_ID, alone_dir)
-        db = store.db()
-        stored = {e["event_id"] for e in db.state_events.find({"session_id": SESSION}, {"event_id": 1})}
-        assert not spooled - stored and not store.spooled_ids(), "every spooled event is in the store"
-        assert superseded_cycles(db) == [cut], "the cut-off cycle is marked superseded, once"
-        marker_seq = db.state_events.find_one({"session_id": SESSION, "payload.type": "cycle_superseded"})["seq"]
-        assert marker_seq > max(e["seq"] for e in db.state_events.find({"session_id": SESSION, "cycle_id": cut,
-                                                                          "payload.type": {"$ne": "cycle_superseded"}}))
-
-        verify = store.cli("replay", SESSION, "--verify")
-        assert verify.returncode == 0, verify.stdout + verify.stderr
-        mine = verdicts(verify.stdout)
-        assert mine.pop(cut)[0] == "IDENTICAL" and "recorded cycle is superseded" in verify.stdout
-        assert list(mine.values()) == list(alone_verdicts.values()), "the decided cycles verify as the uninterrupted"
-        FIGURES.update(injected=1, spooled=len(spooled), events_lost=len(spooled - stored), **counts)
-    finally:
-        store.stop()
+    store.start()  # a new server, on a port of its own
+    again = store.cli(*backtest(out))
+    assert again.returncode == 0, again.stderr
+    counts = compare_with_uninterrupted(out / RUN_ID, alone_dir)
+    db = store.db()
+    lost = len(spooled - stored_ids(db))
+    assert lost == 0 and not store.spooled_ids(), "every spooled event is in the store"
+    # the spool went in first, so the superseding follows all of the old cycle
+    assert superseded_cycles(db) == [cut], "the cut-off cycle is marked superseded, once"
+    marker = db.state_events.find_one({"session_id": SESSION, "payload.type": "cycle_superseded"})["seq"]
+    assert marker == max(e["seq"] for e in db.state_events.find({"session_id": SESSION, "cycle_id": cut}))
+    verify_as_uninterrupted(store, cut, alone_verdicts)
+    FIGURES.update(injected=1, spooled=len(spooled), events_lost=lost, **counts)
 
 
-def test_a_task_thread_whose_store_dies_ends_resumable_without_a_crash(tmp_path, monkeypatch, uninterrupted):
+def test_a_task_thread_whose_store_dies_ends_resumable_without_a_crash(private_store, tmp_path, monkeypatch,
+                                                                        uninterrupted):
     """In one process, as under `serve`: the store's server SIGKILLed under a running backtest task, and nobody
     stopping the thread. It ends on its own, and its final status can't be written to a dead store: no exception
     escapes the thread (before: `Cannot use MongoClient after close` / a timeout, a traceback), the task reads
     `interrupted`, resumable. With the server back on a new port, the same store object reconnects and the
     resumed task ends as the uninterrupted run."""
-    import threading
-    import time
-
     from graph.kernel.core import Kernel
 
     alone_dir, _ = uninterrupted
-    store = PrivateStore(tmp_path)
+    store = private_store
     for name, value in store.env.items():
         if name.startswith("TRADEGRAPH_"):
             monkeypatch.setenv(name, value)
     monkeypatch.delenv("MONGODB_URI", raising=False)
     escaped: list = []
     monkeypatch.setattr(threading, "excepthook", lambda args: escaped.append(args.exc_value))
-    store.start()
     k = Kernel.open(None, experiments_dir=tmp_path / "exp")
     try:
-        symbols = WINDOW[1].split(",")
-        task = k.call("start_backtest", {"symbols": symbols, "start": WINDOW[3], "end": WINDOW[5],
-                                         "every": int(WINDOW[7]), "run_id": RUN_ID})
+        task = k.call("start_backtest", TASK_INPUT)
         log = tmp_path / "exp" / RUN_ID / "episode_log.jsonl"
         deadline = time.monotonic() + 300
         while len(lines(log)) < 3 and time.monotonic() < deadline:
@@ -118,7 +103,6 @@ def test_a_task_thread_whose_store_dies_ends_resumable_without_a_crash(tmp_path,
         FIGURES["task thread crashes"] = len(escaped)
     finally:
         k.close()
-        store.stop()
 
 
 def teardown_module(module) -> None:
