@@ -10,6 +10,7 @@ from langchain_core.tools import BaseTool
 from agent.audit_events import emit
 from agent.calibration import ABSTAIN_MODEL
 from agent.config import AgentConfig
+from agent.guards import GuardError, cites
 from agent.memory.recall import past_notes
 from agent.passes import structured_pass, tool_pass
 from agent.prompts import fenced_headlines, task_messages
@@ -77,27 +78,15 @@ def run_analyst(role: AnalystRole, snap: MarketSnapshot, model: BaseChatModel, s
     notes = past_notes(config, role, snap)
     note = structured_pass(model, task_messages(f"analyst:{role}", evidence, notes=notes), AnalystNote,
                            max_retries=settings.max_repair_retries, config=config, method=settings.structured_method,
-                           expect_symbol=snap.symbol, check=same_role)
+                           expect_symbol=snap.symbol, check=same_role, cite_evidence=True)
     note = note.model_copy(update={"model_used": model_name})
     if note.confidence < settings.self_critique_below:
         critique_ev = {**evidence, "note": note.model_dump(mode="json")}
         revised = structured_pass(model, task_messages(f"critique:{role}", critique_ev, notes=notes), AnalystNote,
                                   max_retries=settings.max_repair_retries, config=config, method=settings.structured_method,
-                                  expect_symbol=snap.symbol, check=same_role)
+                                  expect_symbol=snap.symbol, check=same_role, cite_evidence=True)
         note = revised.model_copy(update={"model_used": model_name, "self_critiqued": True})
     return note
-
-
-def cites(value: float | None, computed: float | None, min_decimals: int = 2) -> bool:
-    """True if `value` is `computed`, or `computed` rounded to the decimals `value` is written with
-    (at least `min_decimals`, so 66.4 → 66 is not a citation)."""
-    if value is None or computed is None:
-        return value is computed
-    if abs(value - computed) <= 1e-9 * max(1.0, abs(computed)):
-        return True
-    text = repr(float(value))
-    decimals = len(text.split(".")[1]) if "." in text and "e" not in text else 0
-    return decimals >= min_decimals and abs(round(computed, decimals) - value) <= 10 ** -(decimals + 3)
 
 
 def run_quant(question: str, snap: MarketSnapshot, model: BaseChatModel, tools: dict[str, BaseTool],
@@ -113,9 +102,11 @@ def run_quant(question: str, snap: MarketSnapshot, model: BaseChatModel, tools: 
         # or rounded (a real model copies 66.7226 as 66.72); a number that is not the bundle's still fails
         for name, value in ans.metrics.items():
             if name not in tech:
-                raise ValueError(f"metric {name!r} is not a computed indicator; cite only: {', '.join(sorted(tech))}")
+                raise GuardError("citation", f"metric {name!r} is not a computed indicator; cite only: "
+                                 f"{', '.join(sorted(tech))}")
             if not cites(value, tech[name]):
-                raise ValueError(f"metric {name}={value} differs from the computed value {tech[name]}")
+                raise GuardError("citation", f"metric {name}={value} differs from the computed value {tech[name]}")
 
     return structured_pass(model, messages, QuantAnswer, max_retries=settings.max_repair_retries, config=config,
-                           method=settings.structured_method, expect_symbol=snap.symbol, check=cites_only_bundle)
+                           method=settings.structured_method, expect_symbol=snap.symbol, check=cites_only_bundle,
+                           cite_evidence=True)

@@ -28,11 +28,13 @@ from pydantic import BaseModel
 from agent.audit_events import emit
 from agent.budget import BudgetExceeded, budget_of, output_cap, request_tokens
 from agent import cache as response_cache
+from agent.guards import GuardError, Shown, check_figures, check_symbol
 from agent.json_chat_model import answer_text, lean_schema, parse_answer, response_format
 from agent.llm import ATTEMPT_KEY, AttemptPlan, call_failed, describe_failure, next_wait, retry_policy_of
 from agent.prompts import repair_message
 from agent.pricing import call_cost, price_of
 from agent.providers import choices_of, model_name_of
+from agent.tools import TOOL_CONTEXT_KEY
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -280,13 +282,20 @@ def structured_pass(
     method: str = "auto",
     check: Optional[Callable[[T], None]] = None,
     expect_symbol: Optional[str] = None,
+    cite_evidence: bool = False,
 ) -> T:
+    """`expect_symbol`: the contract is about this symbol: another one in its `symbol` field fails the state at once
+    (TickerGuardError); another one named in its text outside a quotation is repaired (agent/guards.py).
+    `cite_evidence`: every figure its text states must be one of the evidence's (analysts and the quant, whose
+    evidence is the bundle)."""
     method = structured_method(model, method)
     bound = bind_json(model, schema, method)
     parse = parse_answer(schema)
+    shown = Shown(messages) if expect_symbol is not None else None  # what the model may quote and cite
     messages = list(messages) + [json_instruction(schema, method, lean=pass_protocol(config) >= 2)]
     error = ""
     for attempt in range(1, max_retries + 2):
+        guard: dict = {}
         out = parse(call_model(model, bound, messages, config))
         parsed, parsing_error = out["parsed"], out["parsing_error"]
         error = _short_error(parsing_error) if parsing_error is not None else ""
@@ -300,16 +309,28 @@ def structured_pass(
                                     "check": "ticker_guard", "error": message}, config)
                 raise TickerGuardError(schema.__name__, message, attempt)
             try:
+                if shown is not None:
+                    check_symbol(parsed, expect_symbol, universe_of(config), shown)
+                    if cite_evidence:
+                        check_figures(parsed, shown)
                 if check:
                     check(parsed)
             except ValueError as e:
                 error = str(e)
+                guard = {"check": e.check, "symbol": expect_symbol} if isinstance(e, GuardError) else {}
         if not error:
             emit("validation", {"schema": schema.__name__, "attempt": attempt, "ok": True}, config)
             return parsed
-        emit("validation", {"schema": schema.__name__, "attempt": attempt, "ok": False, "error": error}, config)
+        emit("validation", {"schema": schema.__name__, "attempt": attempt, "ok": False, "error": error, **guard},
+             config)
         messages += [_as_answer(out["raw"]), repair_message(schema.__name__, error)]
     raise ContractError(schema.__name__, error, max_retries + 1)
+
+
+def universe_of(config: Optional[RunnableConfig]) -> tuple[str, ...]:
+    """The cycle's universe, from the tool context its states run with (none outside a cycle)."""
+    ctx = ((config or {}).get("configurable") or {}).get(TOOL_CONTEXT_KEY)
+    return tuple(ctx.universe) if ctx is not None else ()
 
 
 def structured_method(model: BaseChatModel, configured: str) -> str:

@@ -5,23 +5,23 @@ evidence can be re-derived in an audit.
 """
 from __future__ import annotations
 
-import difflib
+import functools
 import math
 import re
+from typing import NamedTuple
 
 import pandas as pd
 
 from agent.data.market import DataError, DateLike, parse_date
+from agent.features.dedupe import Deduper, Story, story_of
 from agent.fence import neutralise
-from agent.markets import MarketProfile, parse_stamp, visible
+from agent.markets import MarketProfile, Stamp, parse_stamp, visible
 from schemas.features import NewsFeatures, NewsItemFeature
 
 HALF_LIFE_DAYS = 7.0
-JACCARD_DUP = 0.8
-DIFFLIB_DUP = 0.9
-MAX_ITEMS = 50
+MAX_ITEMS = 6  # the newest unique items a bundle carries: what the news analyst reads (README: prompt tokens)
 MAX_HEADLINE = 500
-_DAY = pd.Timedelta(days=1)
+_DAY_NS = pd.Timedelta(days=1).value
 
 # First matching class wins; more specific classes come first ("analyst cuts rating after
 # earnings" is a rating event; "raises outlook with results" is guidance).
@@ -94,71 +94,90 @@ def lexicon_sentiment(headline: str) -> float:
 
 def recency_weight(published: pd.Timestamp, as_of_day: pd.Timestamp) -> float:
     """exp decay with a 7-day half-life; anything published on the as-of day weighs 1."""
-    age_days = max(0.0, (as_of_day - published) / _DAY)
+    age_days = max(0.0, (as_of_day.value - published.value) / _DAY_NS)  # pandas' own Timedelta / Timedelta
     return math.pow(0.5, age_days / HALF_LIFE_DAYS)
-
-
-def is_near_duplicate(a: str, b: str, a_tokens: set[str], b_tokens: set[str]) -> bool:
-    if a == b:
-        return True
-    union = a_tokens | b_tokens
-    if union and len(a_tokens & b_tokens) / len(union) >= JACCARD_DUP:
-        return True
-    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() >= DIFFLIB_DUP
 
 
 def _r(x: float) -> float:
     return round(x, 4)
 
 
+class _Shown(NamedTuple):
+    """A headline as a prompt shows it (neutralised, one line, bounded) and what code derives from its text."""
+    text: str
+    story: Story
+    event_class: str
+    sentiment: float
+
+
+# Memoised per text: a backtest's overlapping 30-day windows show each headline about 20 times, and
+# neutralising, classifying and scoring walk its characters in Python
+@functools.lru_cache(maxsize=16384)
+def _shown(headline: str) -> _Shown:
+    text = neutralise(headline)[:MAX_HEADLINE]
+    return _Shown(text, story_of(normalise_text(text)), event_class(text), lexicon_sentiment(text))
+
+
+@functools.lru_cache(maxsize=1024)
+def _source(source: str) -> str:
+    return neutralise(source)[:200] or "unknown"
+
+
+@functools.lru_cache(maxsize=16384)
+def _stamp(published_at: str) -> Stamp:
+    return parse_stamp(published_at)
+
+
+def _identities(h: dict) -> set[tuple[str, str]]:
+    """The feed's own identity of an item, where it gives one: the same id or url is the same article."""
+    return {(k, str(h[k])) for k in ("id", "url") if h.get(k) not in (None, "")}
+
+
 def news_features(headlines: list[dict], as_of: DateLike, profile: str | MarketProfile | None = None) -> NewsFeatures:
-    """Features of the headlines known before the close of `as_of` in the market `profile` (default US)."""
+    """Features of the headlines known before the decision time of `as_of` in the market `profile` (default US
+    at the close). Duplicates count once: an item repeating an earlier one's id or url, or the same story as a
+    kept headline (agent/features/dedupe.py), is dropped; the first report is the one kept."""
     day = parse_date(as_of)
     shown = []
     for n, h in enumerate(headlines):
         try:
-            stamp = parse_stamp(h["published_at"])
+            published = h["published_at"]
+            stamp = _stamp(published) if isinstance(published, str) else parse_stamp(published)
             ts, known = stamp.ts, visible(stamp, day, profile)
         except (KeyError, TypeError, ValueError):
             raise DataError(f"headline {n}: missing or unparseable published_at") from None
         if known:
             shown.append((ts, h))
-    # Chronological: the first report of a story is kept, later repeats are dropped.
-    shown.sort(key=lambda p: (p[0], str(p[1].get("headline", ""))))
-    kept: list[tuple[pd.Timestamp, dict, str]] = []
-    kept_keys: list[tuple[str, set[str]]] = []
+    shown.sort(key=lambda p: (p[0], str(p[1].get("headline", ""))))  # chronological: the first report is kept
+    deduper = Deduper()
+    seen_ids: set[tuple[str, str]] = set()
+    kept: list[tuple[pd.Timestamp, dict, _Shown]] = []
     duplicates = 0
     for ts, h in shown:
-        text = neutralise(str(h.get("headline", "")))[:MAX_HEADLINE]
-        if not text:
+        view = _shown(str(h.get("headline", "")))
+        if not view.text:
             continue  # nothing left to show after neutralising
-        norm = normalise_text(text)
-        toks = set(norm.split())
-        if any(is_near_duplicate(norm, kn, toks, kt) for kn, kt in kept_keys):
+        ids = _identities(h)
+        if seen_ids & ids or not deduper.offer(view.story):
             duplicates += 1
-            continue
-        kept.append((ts, h, text))
-        kept_keys.append((norm, toks))
+        else:
+            kept.append((ts, h, view))
+        seen_ids |= ids
 
-    items: list[NewsItemFeature] = []
     weighted = total_w = 0.0
-    for ts, h, text in kept:
+    weights = []
+    for ts, h, view in kept:
         w = recency_weight(ts, day)
-        s = lexicon_sentiment(text)
-        weighted += w * s
+        weights.append(w)
+        weighted += w * view.sentiment
         total_w += w
-        items.append(NewsItemFeature(
-            published_at=str(h["published_at"]),
-            headline=text,
-            source=neutralise(str(h.get("source") or "unknown"))[:200] or "unknown",
-            event_class=event_class(text),
-            recency_weight=_r(w),
-            sentiment=_r(s),
-        ))
-    items.reverse()  # newest first: prompts show the freshest evidence at the top
     net = _r(weighted / total_w) if total_w > 0 else 0.0
+    items = [NewsItemFeature(published_at=str(h["published_at"]), headline=view.text,
+                             source=_source(str(h.get("source") or "unknown")), event_class=view.event_class,
+                             recency_weight=_r(w), sentiment=_r(view.sentiment))
+             for (ts, h, view), w in zip(reversed(kept), reversed(weights))][:MAX_ITEMS]  # newest first
     return NewsFeatures(
-        items=items[:MAX_ITEMS],
+        items=items,
         unique_count=len(kept),
         duplicates_removed=duplicates,
         net_sentiment=max(-1.0, min(1.0, net)),

@@ -11,7 +11,8 @@ from langgraph.types import Command
 from agent.debate import run_debate
 from agent.parallel import run_parallel
 from graph.nodes.common import done, state_node
-from graph.runtime import runtime_of
+from graph.nodes.planning import scan_context
+from graph.runtime import runtime_of, with_tools
 from graph.state import CycleState
 from schemas.analysis import QuantReport
 from schemas.debate import DebateReport
@@ -24,7 +25,8 @@ def debate(state: CycleState, config: RunnableConfig) -> Command[Literal["DECIDI
     scan = MarketScan.model_validate(state["scan"])
     report = QuantReport.model_validate(state["quant"])
     model = rt.model("quick")
-    tasks = {p.symbol: (lambda p=p: run_debate(p, scan.snapshot(p.symbol), model, rt.config, config))
+    guarded = with_tools(config, scan_context(scan))  # the guards read the cycle's universe from it (no tool is bound)
+    tasks = {p.symbol: (lambda p=p: run_debate(p, scan.snapshot(p.symbol), model, rt.config, guarded))
              for p in report.panels}
     if not rt.config.parallel_llm or len(tasks) < 2:
         # the offline model runs inline, in panel order: its recordings are unchanged

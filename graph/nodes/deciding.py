@@ -11,7 +11,8 @@ from agent.features.regime import regime_words
 from agent.parallel import run_parallel
 from agent.trader import orders_for, run_trader, trader_tier
 from graph.nodes.common import done, state_node
-from graph.runtime import runtime_of
+from graph.nodes.planning import scan_context
+from graph.runtime import runtime_of, with_tools
 from graph.state import CycleState
 from schemas.analysis import QuantReport
 from schemas.debate import DebateReport
@@ -27,8 +28,9 @@ def deciding(state: CycleState, config: RunnableConfig) -> Command[Literal["VALI
     debates = DebateReport.model_validate(state["debate"])
     # one thesis per symbol, independent of the others: a networked model writes them at once (one call deep,
     # not one per symbol); the offline model inline, in debate order
+    guarded = with_tools(config, scan_context(scan))  # the guards read the cycle's universe from it (no tool is bound)
     tasks = {d.symbol: (lambda d=d: run_trader(d, report.panel(d.symbol), scan.snapshot(d.symbol),
-                                               rt.model(trader_tier(d, rt.config)), rt.config, config))
+                                               rt.model(trader_tier(d, rt.config)), rt.config, guarded))
              for d in debates.results if d.winner != "NONE"}  # no side was taken: nothing to write a thesis for
     written = run_parallel(tasks, parallel=rt.config.parallel_llm)
     theses = [written[s] for s in tasks]

@@ -1,15 +1,20 @@
 """Guards against what a real model sends and the offline model never does: a plan naming an asset
 twice, a rebuttal about another ticker, a quant citing a rounded (or an invented) number, and a panel
-where nobody takes a side. Each answer is scripted; the code under test is the real cycle."""
+where nobody takes a side. Each answer is scripted; the code under test is the real cycle. Then the rules of
+the text guards (agent/guards.py) one by one; on StockBench's real headlines in test_stockbench_news.py."""
 from __future__ import annotations
 
 import json
 
 import pytest
+from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 
 from agent.config import RiskLimits
+from agent.guards import GuardError, Shown, check_figures, check_symbol, figures, mentions
+from agent.prompts import render_evidence
 from agent.risk import RiskInput, RiskOrder, evaluate
 from graph.runner import run_cycle
+from schemas.analysis import AnalystNote
 from schemas.plan import Plan
 from schemas.portfolio import PortfolioSnapshot, Position
 from tests.helpers import events_of, mock_store, runtime_with
@@ -121,3 +126,59 @@ def test_cn_a_share_orders_come_in_lots_of_100():
     buys = [o for o in out.contracts["DECIDING"]["orders"] if o["side"] == "BUY"]
     assert buys and all(o["quantity"] % 100 == 0 for o in buys)
     assert out.contracts["VALIDATING"]["passed"] and out.contracts["EXECUTING"]["status"] == "filled"
+
+
+# ---------------------------------------------------------------- the rules of agent/guards.py, one by one
+UNIVERSE = ("AAPL", "MSFT", "GS", "V", "BRK.B")
+HEADLINE = "These 2 Tech Titans Generate Substantial Cash: MSFT & AAPL"  # a real StockBench headline
+
+
+def _shown(**evidence):
+    return Shown([SystemMessage(content="system MSFT 99.99"),  # the system prompt is not evidence
+                  HumanMessage(content="TASK: x\n" + render_evidence(evidence)),
+                  ToolMessage(content=json.dumps({"close": 201.7}), tool_call_id="1")])
+
+
+def _note(summary="", key_points=(), evidence=(), **kw):
+    return AnalystNote(symbol="AAPL", analyst="news", stance=0.25, confidence=0.5, summary=summary or "s",
+                       key_points=list(key_points), evidence=list(evidence), **kw)
+
+
+def test_a_mention_is_a_ticker_by_its_form_or_a_universe_symbol_as_a_word():
+    assert mentions("buy $PLTR and NASDAQ: AMZN, NasdaqGS:HON", UNIVERSE) == {"PLTR", "AMZN", "HON"}
+    assert mentions("MSFT leads; (GS) lags; BRK.B holds", UNIVERSE) == {"MSFT", "GS", "BRK.B"}
+    # one letter only in a ticker's form; a capital inside a word or a lower-case word is no mention
+    assert mentions("a V-shaped recovery in MSFTX and msft", UNIVERSE) == set()
+    assert mentions("Visa (V) and $V", UNIVERSE) == {"V"}
+
+
+def test_a_verbatim_quote_of_what_was_shown_may_name_another_symbol_own_words_may_not():
+    shown = _shown(news={"items": [{"headline": f"<UNTRUSTED_FEED_DATA>\n{HEADLINE}\n</UNTRUSTED_FEED_DATA>"}]})
+    for ok in (HEADLINE, f"\u201c{HEADLINE}\u201d", f'Yahoo ran "{HEADLINE}" on Tuesday', HEADLINE.upper()):
+        check_symbol(_note(summary=ok), "AAPL", UNIVERSE, shown)
+    for bad in ("MSFT generates more cash", f'"{HEADLINE} and more" says buy MSFT', '"MSFT"',
+                f"{HEADLINE}, so buy MSFT"):
+        with pytest.raises(GuardError, match="names MSFT") as e:
+            check_symbol(_note(key_points=[bad]), "AAPL", UNIVERSE, shown)
+        assert e.value.check == "cross_symbol"
+    check_symbol(_note(summary="AAPL and $AAPL, Apple itself"), "AAPL", UNIVERSE, shown)  # its own symbol
+
+
+def test_a_figure_is_a_decimal_a_percentage_or_a_dollar_amount():
+    assert [(w, v, d) for w, v, d in figures("SMA50 above SMA200, Q1 2025, RSI14 at 66.72, +22%, $1,200.5 and 5-10")] \
+        == [("66.72", 66.72, 2), ("22%", 22.0, 0), ("$1,200.5", 1200.5, 1)]
+
+
+def test_figures_must_be_the_evidences_or_the_notes_own():
+    shown = _shown(technical={"rsi14": 66.7226, "close": 201.7}, fundamentals={"pe": 31.25, "net_margin_pct": 24.3},
+                   news={"items": [{"headline": "Palantir soars 22% on record quarter, lifting tech stocks"}]})
+    for ok in ("RSI14 66.7226", "RSI14 at 66.72", "rsi 66.723", "P/E 31.25", "margin 24.3%", "close $201.7",
+               "stance 0.25 on confidence 0.5", '"Palantir soars 22% on record quarter, lifting tech stocks"',
+               "3 headlines over 30 days"):
+        check_figures(_note(summary=ok), shown)
+    check_figures(_note(summary="trend 0.33", subscores={"trend": 0.33}), shown)  # its own subscore
+    for bad in ("RSI14 at 66.7", "RSI14 at 66.73", "P/E 41.37", "Palantir soared 22%", "margin 24%", "close $202",
+                "system said 99.99"):
+        with pytest.raises(GuardError, match="is not a figure of the evidence") as e:
+            check_figures(_note(key_points=[bad]), shown)
+        assert e.value.check == "citation"
