@@ -48,6 +48,11 @@ class Protocol:
         if (self.fees_bps, self.slippage_bps) != (COMMISSION_BPS, SLIPPAGE_BPS):
             lines.append(f"costs: commission {self.fees_bps:g} bp, slippage {self.slippage_bps:g} bp; the paper's "
                          f"are {COMMISSION_BPS:g} and {SLIPPAGE_BPS:g}")
+        if self.memory != "session":
+            lines.append(f"memory {self.memory}: " + (
+                "agents recall notes of every run known before each date" if self.memory == "on" else
+                "agents recall no past notes") + " (StockBench shows each symbol's own recent decisions, as "
+                "tradegraph's default 'session' recalls the run's own notes)")
         return lines + list(ALWAYS)
 
 

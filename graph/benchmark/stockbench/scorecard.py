@@ -139,6 +139,9 @@ def plot(card: dict[str, Any], path: str | Path) -> Path:
     ax.grid(alpha=0.3)
     axdd.set_ylabel("drawdown %")
     axdd.grid(alpha=0.3)
+    # a short window gets one tick per session day, never the same date twice (half-day ticks)
+    span = (pd.Timestamp(w["end"]) - pd.Timestamp(w["start"])).days
+    axdd.xaxis.set_major_locator(mdates.DayLocator() if span <= 14 else mdates.AutoDateLocator(maxticks=10))
     axdd.xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d"))
     fig.tight_layout()
     out = Path(path)
