@@ -68,34 +68,44 @@ class Shown:
     """What a structured pass showed the model, as its guards read it: the text it may quote (every string of
     the evidence block and the tool results, the past notes; fence markers aside) and the numbers it may cite
     (every number of the evidence and the tool results, whatever the fields: a Fundamentals field added later
-    counts with no change here)."""
+    counts with no change here). Read from the messages only when a guard needs it: most answers name no
+    other symbol and state only figures found at once."""
 
     def __init__(self, messages: Iterable[BaseMessage]):
-        texts: list[str] = []
-        numbers: set[float] = set()
-        for m in messages:
-            if not isinstance(m, (HumanMessage, ToolMessage)) or not isinstance(m.content, str):
-                continue
-            parts: list[Any] = [_json_or_text(block) for block in _EVIDENCE_RE.findall(m.content)]
+        self._messages = [m for m in messages if isinstance(m, (HumanMessage, ToolMessage))
+                          and isinstance(m.content, str)]
+
+    @functools.cached_property
+    def _shown(self) -> list[Any]:
+        parts: list[Any] = []
+        for m in self._messages:
+            parts += [_json_or_text(block) for block in _EVIDENCE_RE.findall(m.content)]
             rest = _EVIDENCE_RE.sub(" ", m.content)
             parts.append(_json_or_text(rest) if isinstance(m, ToolMessage) else rest)
-            for leaf in _leaves(parts):
-                if isinstance(leaf, str):
-                    texts.append(_norm(leaf))
-                elif isinstance(leaf, (int, float)) and not isinstance(leaf, bool):
-                    numbers.add(abs(float(leaf)))
-        self.text = "\n".join(texts)
-        self.numbers = sorted(numbers)
+        return list(_leaves(parts))
+
+    @functools.cached_property
+    def text(self) -> str:
+        return "\n".join(_norm(leaf) for leaf in self._shown if isinstance(leaf, str))
+
+    @functools.cached_property
+    def numbers(self) -> list[float]:
+        return _numbers(self._shown)
 
     def quotes(self, text: str) -> bool:
         norm = _norm(text).strip(" '\"\u201c\u201d\u2018\u2019.,;:")
         return len(norm) >= MIN_QUOTE and norm in self.text
 
     def own_words(self, text: str) -> str:
-        """`text` without its quotations: all of it when it is one, else its double-quoted spans that are."""
+        """`text` without its quotations: all of it when it is one, else its double-quoted spans that are. A span
+        leaves " | ", which joins nothing into a figure or a ticker: own words never hold one the text lacks."""
         if self.quotes(text):
             return ""
-        return _QUOTED_RE.sub(lambda m: " " if self.quotes(m.group(1) or m.group(2)) else m.group(0), text)
+        return _QUOTED_RE.sub(lambda m: " | " if self.quotes(m.group(1) or m.group(2)) else m.group(0), text)
+
+
+def _numbers(leaves: Iterable[Any]) -> list[float]:
+    return sorted({abs(float(x)) for x in leaves if isinstance(x, (int, float)) and not isinstance(x, bool)})
 
 
 def strings_of(contract: BaseModel, skip: Collection[str] = ("symbol",)) -> list[str]:
@@ -125,7 +135,10 @@ def mentions(text: str, universe: Collection[str]) -> set[str]:
 
 def check_symbol(contract: BaseModel, asked: str, universe: Collection[str], shown: Shown) -> None:
     """A contract about `asked` names no other symbol in its own words (a quotation may)."""
-    for text in strings_of(contract):
+    texts = strings_of(contract)
+    if not mentions("\n".join(texts), universe) - {asked}:
+        return  # no other symbol anywhere: nothing to tell quotation from own words for
+    for text in texts:
         others = sorted(mentions(shown.own_words(text), universe) - {asked})
         if others:
             raise GuardError("cross_symbol", f"a {type(contract).__name__} about {asked} names {', '.join(others)} "
@@ -158,11 +171,16 @@ def figures(text: str) -> Iterator[tuple[str, float, int]]:
 def check_figures(contract: BaseModel, shown: Shown) -> None:
     """Every figure a contract states in its own words is a number it was shown, as written or rounded to the
     decimals written (at least 2), or one of its own numbers (stance, confidence, subscores, metrics)."""
-    own = sorted(abs(float(x)) for x in _leaves(contract.model_dump(mode="json"))
-                 if isinstance(x, (int, float)) and not isinstance(x, bool))
+    own = _numbers(_leaves(contract.model_dump(mode="json")))
+
+    def cited(value: float, decimals: int) -> bool:
+        return _near(value, decimals, own) or _near(value, decimals, shown.numbers)
+
     for text in strings_of(contract):
+        if all(cited(v, d) for _, v, d in figures(text)):
+            continue  # every figure is cited, quoted or not
         for written, value, decimals in figures(shown.own_words(text)):
-            if not (_near(value, decimals, shown.numbers) or _near(value, decimals, own)):
+            if not cited(value, decimals):
                 raise GuardError("citation", f"{written} in {text[:120]!r} is not a figure of the evidence: cite "
                                  f"computed values as given (or rounded to 2+ decimals), or quote the headline")
 

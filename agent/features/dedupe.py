@@ -47,6 +47,16 @@ def is_near_duplicate(a: str, b: str, a_tokens: set[str] | frozenset[str], b_tok
     return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() >= DIFFLIB_DUP
 
 
+def full_scan(norms: list[str]) -> list[str]:
+    """The definition applied the slow way, each headline against every kept one: what `Deduper` is pinned to
+    (tests/unit/test_news_dedupe.py, bench/bench_news.py)."""
+    kept: list[str] = []
+    for n in norms:
+        if not any(is_near_duplicate(n, k, set(n.split()), set(k.split())) for k in kept):
+            kept.append(n)
+    return kept
+
+
 def _bigram_bound(t: int) -> int:
     """Bigram occurrences two headlines whose lengths sum to t share when difflib's ratio is >= 0.9."""
     return -(-(7 * t - 20) // 20)  # ceil(0.35 t - 1)

@@ -8,7 +8,8 @@ import random
 
 import pytest
 
-from agent.features.dedupe import DIFFLIB_DUP, Deduper, _bigram_bound, is_near_duplicate, same_story, story_of
+from agent.features.dedupe import (DIFFLIB_DUP, Deduper, _bigram_bound, full_scan, is_near_duplicate, same_story,
+                                   story_of)
 from agent.features.news import news_features, normalise_text
 
 BASE = [  # real StockBench headlines (AAPL, AXP, BA, CRM, HON, 2025), normalised below
@@ -22,15 +23,6 @@ BASE = [  # real StockBench headlines (AAPL, AXP, BA, CRM, HON, 2025), normalise
     "Q1",
     "AI",
 ]
-
-
-def full_scan(norms: list[str]) -> list[str]:
-    """The definition, applied the slow way: each headline against every kept one."""
-    kept: list[str] = []
-    for n in norms:
-        if not any(is_near_duplicate(n, k, set(n.split()), set(k.split())) for k in kept):
-            kept.append(n)
-    return kept
 
 
 def fast(norms: list[str]) -> list[str]:
