@@ -18,8 +18,9 @@ import pytest
 from agent.data.sources import load_file, stockbench_files
 from agent.metrics import equal_weight_buy_and_hold, stockbench_metrics
 from graph.kernel.transports.cli.main import main as cli_main
-from tests.fakes.fake_openai import Fault, FakeOpenAI
-from tests.kernel.servers import REPO, free_port, serve, server_env
+from tests.fakes.fake_openai import Fault
+from graph.kernel.client import Client
+from tests.kernel.servers import REPO, McpToolError, free_port, mcp_stdio, serve, server_env
 
 pytestmark = pytest.mark.integration
 
@@ -129,18 +130,29 @@ def test_a_benchmark_over_http_is_a_keyed_task_with_its_scorecard_served(embedde
             assert bad.status_code == 422 and bad.json()["field"] == "benchmark_id"
             outside = h.post("/benchmarks/stockbench", json={**body, "benchmark_id": "d", "data": "/etc"})
             assert outside.status_code == 403 and "TRADEGRAPH_DATA_DIRS" in outside.json()["message"]
-    assert os.listdir(tmp_path / "experiments") == ["http-sb"]  # nothing of the refused requests was written
+        # the same capabilities over MCP (another process on the same store) and the Python client over HTTP
+        with mcp_stdio(server_env(db, tmp_path / "home"), tmp_path) as mcp, Client.http(base) as client:
+            args = {**body, "benchmark_id": "mcp-sb", "end": "2025-03-04", "idempotency_key": "k-mcp-1"}
+            started = mcp("start_benchmark", args)
+            assert mcp("start_benchmark", args).task_id == started.task_id  # keyed: one task
+            seen = list(client.watch_task(started.task_id))  # run by the MCP server, watched over HTTP
+            assert seen[-1].status == "succeeded" and seen[-1].progress.done == 2, seen[-1].error
+            assert mcp("audit_lookahead", {"target": "mcp-sb"}).clean
+            assert client.audit_lookahead("bt-mcp-sb-e000").resolved == "session"
+            with pytest.raises(McpToolError, match="^not_found: 'nope' is no session"):
+                mcp("audit_lookahead", {"target": "nope"})
+            est = client.estimate_benchmark(symbols=["AAPL"], start="2025-03-03", end="2025-03-04")
+            assert est.window["sessions"] == 2 and est.configurations[0].usd == 0.0  # offline: priced at $0
+    # nothing of the refused requests was written
+    assert sorted(os.listdir(tmp_path / "experiments")) == ["http-sb", "mcp-sb"]
 
 
 @pytest.fixture
-def provider(monkeypatch):
-    """The counting OpenAI-compatible fake as the configured provider."""
-    with FakeOpenAI() as server:
-        monkeypatch.setenv("TRADEGRAPH_LLM", "openai")
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("TRADEGRAPH_LLM_BACKOFF_S", "0.01")
-        yield server
+def provider(openai_server, monkeypatch):
+    """The counting OpenAI-compatible fake (tests/conftest.py) as the configured provider."""
+    monkeypatch.setenv("TRADEGRAPH_LLM", "openai")
+    monkeypatch.setenv("TRADEGRAPH_LLM_BACKOFF_S", "0.01")
+    return openai_server
 
 
 def test_estimate_sends_no_request_and_the_run_it_prices_does(provider, tmp_path, capsys):
@@ -229,3 +241,46 @@ def test_several_configurations_on_ray_are_the_runs_one_worker_gives(embedded_ur
     here_rows = [r for r in json.loads(here.stdout)["rows"] if r["kind"] == "run"]
     assert [r["name"] for r in here_rows] == [r["name"] for r in ray_rows]
     assert [[p["equity"] for p in r["nav"]] for r in here_rows] == [[p["equity"] for p in r["nav"]] for r in ray_rows]
+
+
+def test_one_budget_holds_across_every_run_of_the_benchmark(provider, tmp_path, capsys):
+    """--max-llm-calls is the whole benchmark's: two configurations on the counting provider send exactly the
+    allowed requests between them (one run alone would send more), then every later call is refused unsent."""
+    args = ["benchmark", "stockbench", "--symbols", "AAPL,MSFT", "--start", "2025-03-03", "--end", "2025-03-04",
+            "--model", "openai:gpt-4o-mini", "--model", "openai:gpt-4o", "--max-llm-calls", "40", "--json",
+            "--db", f"mongomock://budget_{uuid.uuid4().hex[:8]}", "--out", str(tmp_path / "exp"),
+            "--benchmark-id", "budget"]
+    code = cli_main(args)
+    captured = capsys.readouterr()
+    runs = [r for r in json.loads(captured.out)["rows"] if r["kind"] == "run"]
+    assert len(provider.requests) == 40 == sum(r["llm_calls"] for r in runs)
+    assert runs[0]["llm_calls"] > 27 > runs[1]["llm_calls"]  # the first run alone took most of it
+    assert runs[1]["failed_points"] == 2 and code == 1 and "failed" in captured.err
+
+
+def test_ctrl_c_stops_after_the_current_point_and_the_same_id_resumes(embedded_uri, tmp_path):
+    import signal
+    import time
+
+    db = f"{embedded_uri}/sbc_{uuid.uuid4().hex[:10]}"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRADEGRAPH_HOME": str(tmp_path / "home")}
+    args = [sys.executable, "-m", "graph.kernel.transports.cli", "benchmark", "stockbench", "--symbols", "AAPL,MSFT",
+            "--start", "2025-03-03", "--end", "2025-03-12", "--benchmark-id", "sigint", "--json", "--db", db,
+            "--out", str(tmp_path / "exp")]
+    log = tmp_path / "exp" / "sigint" / "episodes" / "sigint-e000" / "episode_log.jsonl"
+    proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (log.exists() and log.read_text().count("\n") >= 1):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "resumes with --benchmark-id sigint" in err and out == ""
+    stopped = [json.loads(line)["decision_point_idx"] for line in log.read_text().splitlines()]
+    assert stopped == list(range(len(stopped))) and 1 <= len(stopped) < 8
+    assert not (tmp_path / "exp" / "sigint" / "scorecard.json").exists()
+    again = tradegraph(*args[3:], env=env, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert [json.loads(line)["decision_point_idx"] for line in log.read_text().splitlines()] == list(range(8))
+    assert len(json.loads(again.stdout)["rows"][0]["nav"]) == 8

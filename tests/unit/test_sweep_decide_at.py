@@ -3,21 +3,13 @@ and into the grid hash only when it is not the default, so a sweep written befor
 episodes (same ids, same hash)."""
 from __future__ import annotations
 
-from graph.kernel.models import SweepInput
 from graph.sweep.episode import episode_config
 from graph.sweep.grid import Episode, expand, grid_hash
+from tests.unit.test_sweep_grid import _grid  # the grid its tests expand
 
 # the hash of this grid as the code before decide_at wrote it (graph/sweep/grid.py at f82ee58~1): a sweep started
 # then must resume now
 HASH_BEFORE_DECIDE_AT = "a6210066abbdad5d92c47727c4651f5d95cb07268b6d5b89f045a27548a530a7"
-
-
-def _grid(**kw) -> SweepInput:
-    base = dict(universes=[["AAPL", "MSFT"], ["IBM"]], memory=["off", "session"],
-                windows={"kind": "rolling", "start": "2012-01-03", "end": "2012-06-29", "length": 42, "step": 21},
-                overrides=[{"label": "base"}, {"label": "tight", "max_positions": 1, "fees_bps": 10}])
-    base.update(kw)
-    return SweepInput.model_validate(base)
 
 
 def test_the_default_leaves_every_existing_grid_hash_as_it_was():

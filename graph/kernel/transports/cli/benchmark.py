@@ -65,10 +65,7 @@ def cmd_benchmark(args) -> int:
     if args.json:
         print(json.dumps(card, default=str))
     else:
-        from rich.console import Console
-
-        console = Console()
-        render(console if console.is_terminal else Console(width=150), card, Path(args.out) / card["benchmark_id"])
+        render(_console(), card, Path(args.out) / card["benchmark_id"])
     return verdict(card, args.allow_failures)
 
 
@@ -135,10 +132,9 @@ def _estimate(args, given: dict[str, Any]) -> int:
     if args.json:
         print(est.model_dump_json())
         return EXIT_OK
-    from rich.console import Console
     from rich.table import Table
 
-    c = Console()
+    c = _console()
     w = est.window
     t = Table(title=f"StockBench estimate: {len(est.symbols)} symbols × {w['sessions']} sessions "
                     f"({w['start']}..{w['end']})")
@@ -156,6 +152,14 @@ def _estimate(args, given: dict[str, Any]) -> int:
     c.print(f"tokens: {est.tokenizer}")
     c.print(f"output: {est.output_assumption}")
     return EXIT_OK
+
+
+def _console():
+    """A terminal's own width; piped or logged, wide enough for the table (rich would wrap it at 80)."""
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=150)
 
 
 def _usd(v: Optional[float], unpriced: list[str]) -> str:
