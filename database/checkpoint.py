@@ -7,8 +7,10 @@ CHECKPOINT_DB_SUFFIX = "_checkpoints"
 
 
 def _patch_mongomock() -> None:
-    """mongomock's bulk update builder rejects the `sort=` that pymongo 4.9+ UpdateOne passes along;
-    it has no meaning for these single-document upserts, so it is accepted and dropped."""
+    """pymongo 4.9+ UpdateOne hands the bulk builder a `sort=` (None unless the caller gave one), which mongomock
+    4.3's builder does not accept: every MongoDBSaver.put_writes failed. MongoDBSaver never sets one (each upsert
+    matches one document by its unique key), so None is accepted and dropped; a real sort is refused, not ignored.
+    The conformance suite on mongomock fails without it (tests/integration/test_checkpoint_conformance.py)."""
     from mongomock.collection import BulkOperationBuilder
 
     if getattr(BulkOperationBuilder.add_update, "_tradegraph_patched", False):
@@ -16,6 +18,8 @@ def _patch_mongomock() -> None:
     original = BulkOperationBuilder.add_update
 
     def add_update(self, selector, doc, *args, sort=None, **kwargs):
+        if sort is not None:
+            raise NotImplementedError(f"mongomock cannot apply an update's sort={sort!r}")
         return original(self, selector, doc, *args, **kwargs)
 
     add_update._tradegraph_patched = True

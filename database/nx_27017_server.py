@@ -1,4 +1,4 @@
-"""The embedded store's server: nx-27017 with three changes to how it stores and answers documents.
+"""The embedded store's server: nx-27017 with four changes to how it stores, finds and answers documents.
 
 Run as a script by database/embedded.py (`python database/nx_27017_server.py <nx-27017 arguments>`); it
 imports only nx_27017 and neosqlite, never tradegraph.
@@ -16,6 +16,26 @@ imports only nx_27017 and neosqlite, never tradegraph.
    client's retry (idempotent by event_id) or its spool has the rest.
 2. No deepcopy of each inserted document (a third of an insert's server time; see _internal_insert).
 3. Replies are converted to BSON types by a faster function with the same output (_fast_reply_converter).
+4. A query that compares a field with an array or an embedded document answers as MongoDB does. neosqlite
+   1.17, whose query matching nx-27017 uses, binds such a value itself as an SQLite parameter
+   (`json_extract(data, '$.f') = ?` with a list: "Error binding parameter N: type 'list' is not
+   supported"), reads `{f: {k: v}}` as operators ("Operator 'k' is not a valid query operation"), fails
+   the same way inside `$eq`, `$in` and `$nin` (`$ne` answers wrongly), and in its Python tier compares an
+   array only as a whole (20 errors and 2 wrong answers in tests/integration/test_embedded_query_equality.py).
+   MongoDBSaver sends exactly this for a metadata filter (`{"metadata.source": ["msgpack", b"..."]}`: each
+   metadata value is its serde's (type, bytes) pair), so listing a thread's checkpoints by metadata (state
+   history, time travel) failed on the embedded store. Here the value is put in the form neosqlite stores
+   documents in (its JSON, with its binary/ObjectId/$date markers) and compared node by node, in SQL with
+   json_type/json_extract and in Python the same way: arrays element by element in order, embedded
+   documents field by field in order (as MongoDB: `{p: 1, q: 2}` is not `{q: 2, p: 1}`), numbers by value
+   (2 equals 2.0), a boolean never equal to a number; the field also matches when it is an array holding
+   an element equal to the value, and arrays along a dotted path are traversed, as in MongoDB. `$in` is
+   the OR of those equalities (scalar members keep neosqlite's own equality), `$nin` and `$ne` their
+   negation (a missing field matches). This replaces neosqlite's three matchers for these shapes: the find
+   cursor's SQL (_build_field_clause), the translator behind count, update, delete and aggregation `$match`
+   (build_where_clause), and the Python tier both fall back to (_apply_query). What SQL cannot hold (a key
+   containing `"`, operands of more than 200 nodes) is answered by the Python tier; what neither handles
+   (neosqlite's own `a[0]` paths, a regex, NaN, Decimal128 inside the value) keeps neosqlite's behaviour.
 
 Left alone (plain nx-27017): an insert that starts or runs inside a client transaction (its own BEGIN
 IMMEDIATE on the same connection), a connection already inside a transaction, and any other nx-27017
@@ -23,8 +43,11 @@ or neosqlite version than the ones this was read against (nothing is patched the
 """
 from __future__ import annotations
 
+import itertools
+import json
 import logging
 import sys
+from typing import Any, Callable, Iterator
 
 # the versions whose code the changes below were read against (nx-27017 0.8.1, neosqlite 1.17.2)
 NX_VERSIONS = ("0.8.",)
@@ -150,6 +173,297 @@ def _fast_reply_converter():
     return convert
 
 
+class _Inexpressible(Exception):
+    """A field or value change 4 does not handle: neosqlite's own translation is kept for it."""
+
+
+class _PythonOnly(_Inexpressible):
+    """Change 4 answers it in the Python tier but not in SQL (a key holding `"`, a value too large for one SQL
+    expression): the SQL builders answer "unsupported" (None), so their callers take the Python tier."""
+
+
+# a SQL fragment and the parameters it binds, in order
+Clause = tuple[str, list]
+_EQUALITY_OPERATORS = ("$eq", "$ne", "$in", "$nin")
+# nodes of one field's array/document operands (and $in members) in SQL: each is a term or two of an AND/OR
+# chain, and SQLite refuses an expression deeper than 1000
+_SQL_NODES = 200
+_aliases = itertools.count()  # json_each aliases, unique within any statement
+
+
+def _is_composite(value: Any) -> bool:
+    return isinstance(value, (list, dict))
+
+
+def _composite_conditions(field: str, condition: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The part of a field's condition that compares it with an array or a document, as {operator: operand}
+    ($eq for a plain value), and the field's other operators; None when there is no such part (neosqlite's
+    own handling is right then)."""
+    if field.startswith("$") or field == "_id":
+        return None
+    if isinstance(condition, list) or (isinstance(condition, dict) and not any(k.startswith("$") for k in condition)):
+        return {"$eq": condition}, {}
+    if not isinstance(condition, dict):
+        return None
+    ours = {op: operand for op, operand in condition.items() if op in _EQUALITY_OPERATORS and (
+        _is_composite(operand) if op in ("$eq", "$ne")
+        else isinstance(operand, list) and any(map(_is_composite, operand)))}
+    return (ours, {op: v for op, v in condition.items() if op not in ours}) if ours else None
+
+
+def _segments(field: str) -> list[str]:
+    segments = field.split(".")
+    if any(not s or "[" in s or s.startswith("$") for s in segments):  # "a[0]" is neosqlite's own syntax
+        raise _Inexpressible
+    return segments
+
+
+def _stored_form(value: Any) -> Any:
+    """value as neosqlite keeps it in a document's JSON: bytes as its binary marker, ObjectId and datetime as
+    theirs (the insert path's own conversion and serializer), so a query value and a stored one compare."""
+    from neosqlite.collection.json_helpers import neosqlite_json_dumps
+    from neosqlite.collection.query_helper.utils import _convert_bytes_to_binary
+
+    try:
+        return json.loads(neosqlite_json_dumps(_convert_bytes_to_binary(value), allow_nan=False))
+    except (TypeError, ValueError) as exc:  # a regex, a Decimal128, NaN ...
+        raise _Inexpressible from exc
+
+
+# --- in SQL (find, count, update and delete filters) ---
+
+def _label(key: str) -> str:
+    if '"' in key:  # a quoted JSON-path label has no escape for it
+        raise _PythonOnly
+    return f'."{key}"'
+
+
+def _nodes(value: Any) -> int:
+    if isinstance(value, list):
+        return 1 + sum(map(_nodes, value))
+    if isinstance(value, dict):
+        return 1 + sum(map(_nodes, value.values()))
+    return 4 if isinstance(value, bytes) else 1  # binary is a three-field marker document when stored
+
+
+def _at(base: str | None, suffix: str) -> Clause:
+    """A JSON path into `data`: a literal, or a json_each row's fullkey with a literal suffix."""
+    return ("?", [suffix]) if base is None else (f"({base} || ?)", [suffix])
+
+
+def _all(*clauses: Clause) -> Clause:
+    return "(" + " AND ".join(c[0] for c in clauses) + ")", [p for c in clauses for p in c[1]]
+
+
+def _any(*clauses: Clause) -> Clause:
+    return "(" + " OR ".join(c[0] for c in clauses) + ")", [p for c in clauses for p in c[1]]
+
+
+def _none(clause: Clause) -> Clause:
+    # a missing path makes json_type NULL, and NOT NULL is NULL: a missing field must match $ne/$nin
+    return f"NOT COALESCE({clause[0]}, 0)", clause[1]
+
+
+def _equal(base: str | None, suffix: str, value: Any) -> Clause:
+    """The JSON node at the path equals value (in stored form) as MongoDB compares: arrays element by element,
+    documents field by field in order, numbers by value, a boolean never equal to a number."""
+    at, p = _at(base, suffix)
+    kind = f"json_type(data, {at})"
+    if value is None:
+        return f"{kind} = 'null'", p
+    if isinstance(value, bool):
+        return f"{kind} = ?", [*p, "true" if value else "false"]
+    if isinstance(value, (int, float)):
+        return f"({kind} IN ('integer', 'real') AND json_extract(data, {at}) = ?)", [*p, *p, value]
+    if isinstance(value, str):
+        return f"({kind} = 'text' AND json_extract(data, {at}) = ?)", [*p, *p, value]
+    if isinstance(value, list):
+        shape: Clause = (f"{kind} = 'array' AND json_array_length(data, {at}) = ?", [*p, *p, len(value)])
+        return _all(shape, *(_equal(base, f"{suffix}[{i}]", item) for i, item in enumerate(value)))
+    keys = json.dumps(list(value), separators=(",", ":"), ensure_ascii=False)
+    shape = (f"{kind} = 'object' AND (SELECT json_group_array(key) FROM json_each(data, {at})) = ?", [*p, *p, keys])
+    return _all(shape, *(_equal(base, suffix + _label(k), item) for k, item in value.items()))
+
+
+def _some_element(base: str | None, suffix: str, holds: Callable[[str], Clause]) -> Clause:
+    """The node at the path is an array and `holds` is true of one of its elements (given its path)."""
+    at, p = _at(base, suffix)
+    alias = f"tg_e{next(_aliases)}"
+    inner, q = holds(f"{alias}.fullkey")
+    return (f"(json_type(data, {at}) = 'array' AND EXISTS (SELECT 1 FROM json_each(data, {at}) AS {alias} "
+            f"WHERE {inner}))", [*p, *p, *q])
+
+
+def _matches(base: str | None, suffix: str, segments: list[str], value: Any, traversable: bool) -> Clause:
+    """MongoDB's `{field: value}` for the node at the path followed by the field's remaining segments: the
+    leaf equals value or is an array holding it; an array met on the way is traversed (one level, as MongoDB)."""
+    if not segments:
+        return _any(_equal(base, suffix, value), _some_element(base, suffix, lambda e: _equal(e, "", value)))
+    head, rest = segments[0], segments[1:]
+    arms = [_matches(base, suffix + _label(head), rest, value, True)]
+    if head.isdigit():  # "a.0": the first element of an array a
+        arms.append(_matches(base, f"{suffix}[{int(head)}]", rest, value, True))
+    if traversable:
+        arms.append(_some_element(base, suffix, lambda e: _matches(e, "", segments, value, False)))
+    return _any(*arms)
+
+
+def _field_equals(field: str, value: Any) -> Clause:
+    return _matches(None, "$", _segments(field), _stored_form(value), traversable=False)
+
+
+def _field_clause(field: str, ours: dict[str, Any], rest: dict[str, Any],
+                  plain: Callable[[Any], Clause | None]) -> Clause:
+    """The SQL for one field's condition; plain(condition) is neosqlite's own clause for that field, used for
+    scalar $in members and the field's other operators."""
+    def own(condition: Any) -> Clause:
+        clause = plain(condition)
+        if clause is None:
+            raise _Inexpressible
+        return clause
+
+    def member(m: Any) -> Clause:
+        return _field_equals(field, m) if _is_composite(m) else own(m)
+
+    if sum(map(_nodes, ours.values())) > _SQL_NODES:
+        raise _PythonOnly
+    parts = []
+    for op, operand in ours.items():
+        if op in ("$eq", "$ne"):
+            equal = _field_equals(field, operand)
+            parts.append(equal if op == "$eq" else _none(equal))
+        else:
+            one_of = _any(*map(member, operand))
+            parts.append(one_of if op == "$in" else _none(one_of))
+    if rest:
+        parts.append(own(rest))
+    return _all(*parts)
+
+
+# --- in Python (neosqlite's fallback tier: $or/$and/$nor/$not, aggregation $match) ---
+
+def _same(a: Any, b: Any) -> bool:
+    """MongoDB equality of two values in stored form (the SQL _equal's rules)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def _leaves(node: Any, segments: list[str], traversable: bool) -> Iterator[Any]:
+    """The values a dotted path reaches in a decoded document (the SQL _matches's walk)."""
+    if not segments:
+        yield node
+        return
+    head, rest = segments[0], segments[1:]
+    if isinstance(node, dict) and head in node:
+        yield from _leaves(node[head], rest, True)
+    if isinstance(node, list):
+        if head.isdigit() and int(head) < len(node):
+            yield from _leaves(node[int(head)], rest, True)
+        if traversable:
+            for element in node:
+                yield from _leaves(element, segments, False)
+
+
+def _holds(document: dict, field: str, value: Any) -> bool:
+    target = _stored_form(value)
+    for leaf in _leaves(document, _segments(field), False):
+        try:
+            leaf = _stored_form(leaf)
+        except _Inexpressible:
+            continue  # a NaN, a Decimal ...: not equal to an array or a document
+        if _same(leaf, target) or (isinstance(leaf, list) and any(_same(e, target) for e in leaf)):
+            return True
+    return False
+
+
+def _field_holds(document: dict, field: str, ours: dict[str, Any], rest: dict[str, Any],
+                 plain: Callable[[Any], bool]) -> bool:
+    """The Python tier's answer for one field's condition; plain(condition) is neosqlite's own."""
+    def member(m: Any) -> bool:
+        return _holds(document, field, m) if _is_composite(m) else plain(m)
+
+    for op, operand in ours.items():
+        if op in ("$eq", "$ne"):
+            if _holds(document, field, operand) != (op == "$eq"):
+                return False
+        elif any(map(member, operand)) != (op == "$in"):
+            return False
+    return not rest or plain(rest)
+
+
+def _patch_query_translation() -> None:
+    """Change 4 (see the module docstring) at neosqlite's three places that compare a field with a value: the
+    find cursor's SQL, the translator behind count, update, delete and aggregation $match, and the Python tier
+    they fall back to ($or/$and/$nor/$not, aggregation stages)."""
+    from neosqlite.collection.query_helper._sql_query_builder import SqlQueryBuilderMixin
+    from neosqlite.collection.query_helper.query_builder import QueryBuilderMixin
+    from neosqlite.collection.sql_translator_unified import SQLClauseBuilder
+
+    plain_clause = SqlQueryBuilderMixin._build_field_clause
+    plain_where = SQLClauseBuilder.build_where_clause
+    plain_apply = QueryBuilderMixin._apply_query
+    if getattr(plain_clause, "_tradegraph_equality", False):
+        return
+
+    def _build_field_clause(self, field, value):
+        split = _composite_conditions(field, value)
+        if split is not None:
+            try:
+                return _field_clause(field, *split, lambda c: plain_clause(self, field, c))
+            except _PythonOnly:
+                return None  # the cursor's Python tier (below) answers
+            except _Inexpressible:
+                pass
+        return plain_clause(self, field, value)
+
+    def build_where_clause(self, query, context="direct", is_nested=False, query_param=None):
+        splits = {f: sp for f, c in query.items() if (sp := _composite_conditions(f, c)) is not None}
+        if not splits or self.data_column != "data":
+            return plain_where(self, query, context, is_nested, query_param)
+
+        def plain(field: str, condition: Any) -> Clause | None:
+            sql, params = plain_where(self, {field: condition}, context, True, query_param)
+            return None if sql is None else (sql, params)
+
+        try:
+            ours = [_field_clause(f, *sp, lambda c, f=f: plain(f, c)) for f, sp in splits.items()]
+        except _PythonOnly:
+            return None, []  # its callers' own fallback: the Python tier, as for an operator it lacks
+        except _Inexpressible:
+            return plain_where(self, query, context, is_nested, query_param)
+        rest = {f: c for f, c in query.items() if f not in splits}
+        sql, params = plain_where(self, rest, context, True, query_param) if rest else ("", [])
+        if sql is None:
+            return None, []
+        where, params = _all(*ours, *([(sql, params)] if sql else []))
+        return (where if is_nested else f"WHERE {where}"), params
+
+    def _apply_query(self, query, document):
+        if document is None or not isinstance(query, dict):
+            return plain_apply(self, query, document)
+        splits = {f: sp for f, c in query.items() if (sp := _composite_conditions(f, c)) is not None}
+        if not splits:
+            return plain_apply(self, query, document)
+        try:
+            held = all(_field_holds(document, f, *sp, lambda c, f=f: plain_apply(self, {f: c}, document))
+                       for f, sp in splits.items())
+        except _Inexpressible:
+            return plain_apply(self, query, document)
+        return held and plain_apply(self, {f: c for f, c in query.items() if f not in splits}, document)
+
+    _build_field_clause._tradegraph_equality = True  # type: ignore[attr-defined]
+    SqlQueryBuilderMixin._build_field_clause = _build_field_clause
+    SQLClauseBuilder.build_where_clause = build_where_clause
+    QueryBuilderMixin._apply_query = _apply_query
+
+
 def _versions() -> tuple[str, str]:
     from importlib.metadata import version
 
@@ -158,7 +472,7 @@ def _versions() -> tuple[str, str]:
 
 def patch() -> bool:
     """Apply the changes (one transaction per insert command; no deepcopy per document; a faster reply
-    converter with the same output); False if the
+    converter with the same output; equality with arrays and documents); False if the
     installed nx-27017/neosqlite are not the versions they were written against (nothing is changed then)."""
     from neosqlite.collection.query_helper import QueryHelper
     from nx_27017 import handler as nx_handler
@@ -166,9 +480,10 @@ def patch() -> bool:
 
     nx_version, neo_version = _versions()
     if not (nx_version.startswith(NX_VERSIONS) and neo_version.startswith(NEOSQLITE_VERSIONS)):
-        log.warning("tradegraph: nx-27017 %s / neosqlite %s are not the versions the insert path was written for: "
+        log.warning("tradegraph: nx-27017 %s / neosqlite %s are not the versions these changes were written for: "
                     "left unpatched", nx_version, neo_version)
         return False
+    _patch_query_translation()
     cls = nx_handler.NeoSQLiteHandler
     if getattr(cls.handle_insert, "_tradegraph_batched", False):
         return True
