@@ -6,13 +6,14 @@ import hashlib
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
 import orjson
 from pymongo import ASCENDING, DESCENDING, ReturnDocument, WriteConcern
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
+from database.blobs import BlobStore, split
 from database.heads import ChainHeads, LogEnd, Outside, audit_key, compare, cycle_number
 from database.portfolio import ExecutionLedger
 from schemas.events import StateEvent
@@ -82,11 +83,15 @@ class EventStore:
         if serialize is not None:
             self.col, self._sync_col = db[COLLECTION], db[COUNTERS]
             self.heads = ChainHeads(db)
+            self.blobs = BlobStore(db)
         else:
             one = single_node(db)
             self.col = db.get_collection(COLLECTION, write_concern=ACKED_SINGLE if one else ACKED)
             self._sync_col = db.get_collection(COUNTERS, write_concern=DURABLE_SINGLE if one else DURABLE)
             self.heads = ChainHeads(db, ACKED_SINGLE if one else ACKED)
+            # a pack is acknowledged like the events that follow it: a crash can leave a pack without its events,
+            # never an event without its pack
+            self.blobs = BlobStore(db, ACKED_SINGLE if one else ACKED)
         self.counters = db[COUNTERS]
         # Only set for mongomock: it has no concurrency control (find_one_and_update is a
         # read-then-write in Python, and finds iterate a dict other threads mutate), so every
@@ -125,22 +130,28 @@ class EventStore:
             if seen is not None and _content(seen) != _content(d):
                 raise DuplicateEventError(f"event_id {d['event_id']!r} appears twice in one batch with different content")
             fresh.setdefault(d["event_id"], d)
+        # large payloads go to the batch's packs (database/blobs.py), stored before any event that references them
+        packs, stored = split([d["payload"] for d in fresh.values()])
+        for pack in packs:
+            self.blobs.put(pack)
+        stored_payloads = {event_id: p for event_id, p in zip(fresh, stored)}
         by_session: dict[str, list[dict[str, Any]]] = {}
         for d in fresh.values():
             by_session.setdefault(d["session_id"], []).append(d)
         written: list[dict[str, Any]] = []
         for session_id, group in by_session.items():
-            written += self._append_session(session_id, group)
+            written += self._append_session(session_id, group, stored_payloads)
         order = {event_id: i for i, event_id in enumerate(fresh)}
         return sorted(written, key=lambda d: order[d["event_id"]])
 
-    def _append_session(self, session_id: str, group: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _append_session(self, session_id: str, group: list[dict[str, Any]],
+                        stored_payloads: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         """Store the group, then move the session's chain head (database/heads.py) to the highest event the
         group now has in the log: after the insert is acknowledged, so the head never runs ahead of the log
         (a process killed in between leaves the log ahead of its head, which verify_chain reports as such)."""
         top: list[tuple[int, str]] = []  # (seq, hash) of the group's highest stored event, newly or before
         try:
-            written = self._insert_session(session_id, group, top)
+            written = self._insert_session(session_id, group, top, stored_payloads)
         except BaseException:
             if top:  # part of the group is stored: its head too, if the store still answers; the error stands
                 with contextlib.suppress(PyMongoError):
@@ -150,14 +161,15 @@ class EventStore:
             self.heads.advance(session_id, *top[0])
         return written
 
-    def _insert_session(self, session_id: str, group: list[dict[str, Any]],
-                        top: list[tuple[int, str]]) -> list[dict[str, Any]]:
+    def _insert_session(self, session_id: str, group: list[dict[str, Any]], top: list[tuple[int, str]],
+                        stored_payloads: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         """Seqs are taken by the insert itself, never reserved ahead of it (eventsourcing's
         originator_version): the unique (session_id, seq) index makes a racing writer's insert fail,
         and it retries from the new head. An insert that dies half way leaves a contiguous prefix, so a
         process killed at any instant leaves no gap. An event_id already stored with identical content
         is a no-op; with other content it is a DuplicateEventError. `top` gets the highest (seq, hash) of
-        the group found in the log, also when the call raises after storing part of it."""
+        the group found in the log, also when the call raises after storing part of it. Each event is hashed
+        in full and stored with its payload's stored form (`stored_payloads`, by event_id: see blobs.split)."""
 
         def reached(doc: dict[str, Any]) -> None:
             if not top or int(doc["seq"]) > top[0][0]:
@@ -174,8 +186,9 @@ class EventStore:
                 d["seq"], d["prev_hash"] = seq, prev
                 d["hash"] = prev = event_hash(d)
             try:
-                # insert_many adds _id to the dicts it is given: hand it copies, return clean docs
-                self.col.insert_many([dict(d) for d in pending], ordered=True)
+                # insert_many adds _id to the dicts it is given: hand it copies, return clean (full) docs
+                self.col.insert_many([{**d, "payload": stored_payloads.get(d["event_id"], d["payload"])}
+                                      for d in pending], ordered=True)
             except BulkWriteError as exc:
                 n = int(exc.details.get("nInserted", 0))
                 written += pending[:n]
@@ -184,6 +197,8 @@ class EventStore:
                     reached(pending[n - 1])
                 clash, pending = pending[n], pending[n + 1:]
                 old = self.col.find_one({"event_id": clash["event_id"]}, {"_id": 0})
+                if old is not None:
+                    self.blobs.expand([old])  # compared in full: a pack is only how it is stored
                 if old is None:  # another writer took this seq: re-read the head and go on from there
                     self._heads.pop(session_id, None)
                     pending = [clash] + pending
@@ -245,6 +260,14 @@ class EventStore:
 
     # ---- reads --------------------------------------------------------------------------
     def read(self, session_id: str, kind: str | None = None, cycle_id: str | None = None) -> list[dict[str, Any]]:
+        """The session's events in seq order, in full: a payload stored in a pack (database/blobs.py) is rebuilt
+        here, the one place every reader goes through."""
+        return self._read(session_id, kind, cycle_id)[0]
+
+    def _read(self, session_id: str, kind: str | None = None,
+              cycle_id: str | None = None) -> tuple[list[dict[str, Any]], dict[int, Optional[str]]]:
+        """(events, {position of each event stored with a pack: None, or why its pack could not be read}): such
+        an event keeps its stored form."""
         # the seq range lets nx-27017 walk the (session_id, seq) index; a no-op filter on MongoDB
         query: dict[str, Any] = {"session_id": session_id, "seq": {"$gte": 1}}
         if kind is not None:
@@ -260,7 +283,7 @@ class EventStore:
             docs = local if local is not None else self._read_ranges(session_id)
         for d in docs:
             d.pop("_id", None)
-        return docs
+        return docs, self.blobs.expand(docs, self.local_file)
 
     def _read_ranges(self, session_id: str) -> list[dict[str, Any]]:
         """A whole session in seq ranges of READ_CHUNK, each one query in one batch: nx-27017 materialises
@@ -373,7 +396,8 @@ class EventStore:
         report: dict[str, Any] = {"ok": False, "checked": 0, "first_broken": None,
                                   "head": outside.head.public() if outside.head else None, "head_note": "",
                                   "after_head": 0}
-        for doc in self.read(session_id):
+        docs, packed = self._read(session_id)
+        for pos, doc in enumerate(docs):
             checked += 1
             seq = int(doc["seq"])
             reason = None
@@ -383,8 +407,12 @@ class EventStore:
                 reason = "event carries no hash (written before the chain existed, or stripped)"
             elif doc.get("prev_hash") != prev:
                 reason = "prev_hash does not match the hash of the event before it (an event was removed or replaced)"
+            elif packed.get(pos):
+                reason = f"its payload cannot be read: {packed[pos]} (the pack was deleted or edited)"
             elif event_hash(doc) != doc["hash"]:
-                reason = "content does not match its hash (the event was edited after it was written)"
+                reason = ("content does not match its hash (the event, or the pack holding its payload, was edited "
+                          "after it was written)" if pos in packed else
+                          "content does not match its hash (the event was edited after it was written)")
             if reason is not None:
                 return {**report, "checked": checked, "first_broken": {"seq": min(seq, checked), "reason": reason}}
             prev = doc["hash"]

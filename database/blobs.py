@@ -1,0 +1,220 @@
+"""The audit log's packs: the large payloads of each appended batch, stored once, compressed, content-addressed.
+
+Measured on offline backtests (4 bundled symbols, ~200 events a decision point; 20 StockBench symbols, ~1,000),
+three quarters of `state_events`' bytes are payloads (LLM prompts with their evidence, contracts, retrieved notes),
+mostly unique per event: one evidence block differs from the next by its numbers, so storing equal texts once
+removes little (~12%), while the texts of one batch compressed together shrink ~8x (their field names, wording and
+figures repeat across the batch's requests, answers, contracts and notes). So: per batch, one pack.
+
+An event whose payload is larger than INLINE_MAX keeps its small fields inline (queryable, readable as before) and
+moves its other fields to an entry of the batch's pack (collection `state_blobs`): its payload then holds
+`"$blob": "<pack id>:<entry>"` beside the inline fields. A pack's id is the sha256 of its uncompressed bytes (its
+entries, one JSON line each, equal entries once); `z` is those bytes compressed with zstd. Packs are immutable and
+inserted before the events that reference them, so no crash leaves a reference to nothing (at worst a pack nothing
+references). The hash chain (database/events.py) is computed over the full event, as read() returns it: editing,
+swapping or deleting a pack breaks the chain at the first event that references it.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import sqlite3
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional
+
+import orjson
+import zstandard
+from pymongo.database import Database
+from pymongo.errors import DuplicateKeyError
+from pymongo.write_concern import WriteConcern
+
+COLLECTION = "state_blobs"
+REF = "$blob"  # the payload key naming an event's pack entry (never a key of a payload we write)
+INLINE_MAX = 256  # bytes of canonical JSON: a payload up to this size stays whole in its event
+# the string fields of a packed payload up to this size stay inline, so a query can still name them (an error's
+# type, a transition's target, a tool's name); numbers, flags, lists and longer texts move
+FIELD_INLINE_MAX = 48
+PACK_MAX = 4 << 20  # uncompressed bytes per pack, far below MongoDB's 16 MB per document
+LEVEL = 3  # zstd: ~8x on a batch at ~300 MB/s (zlib -6 compresses as well at a fifth of the speed)
+READ_CHUNK = 500  # pack ids per query
+
+_local = threading.local()  # zstd contexts are not thread-safe: one pair per thread
+
+
+def _zstd() -> tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor]:
+    ctx = getattr(_local, "zstd", None)
+    if ctx is None:
+        ctx = _local.zstd = (zstandard.ZstdCompressor(level=LEVEL), zstandard.ZstdDecompressor())
+    return ctx
+
+
+@dataclass(frozen=True)
+class Pack:
+    id: str
+    raw: bytes  # the entries, one JSON line each
+    entries: int
+
+
+def split(payloads: list[dict[str, Any]]) -> tuple[list[Pack], list[dict[str, Any]]]:
+    """The packs of a batch's payloads and each payload's stored form (the payload itself when it stays whole).
+    An entry is `[every key of the payload in order, {moved fields}]`, so a read gives back the same dict."""
+    packs: list[Pack] = []
+    lines: list[bytes] = []
+    index: dict[bytes, int] = {}
+    size = 0
+    out: list[dict[str, Any]] = []
+    pending: list[tuple[int, dict[str, Any], int]] = []  # (position in out, inline fields, entry)
+
+    def close() -> None:
+        nonlocal lines, index, size, pending
+        if lines:
+            raw = b"\n".join(lines)
+            pack = Pack(hashlib.sha256(raw).hexdigest(), raw, len(lines))
+            packs.append(pack)
+            for pos, inline, entry in pending:
+                out[pos] = {REF: f"{pack.id}:{entry}", **inline}
+        lines, index, size, pending = [], {}, 0, []
+
+    for payload in payloads:
+        if REF in payload:
+            raise ValueError(f"payload key {REF!r} is reserved for the store's pack references")
+        encoded = {k: orjson.dumps(v) for k, v in payload.items()}
+        if sum(len(k) + len(b) + 4 for k, b in encoded.items()) <= INLINE_MAX:
+            out.append(payload)
+            continue
+        inline = {k: v for k, v in payload.items() if isinstance(v, str) and len(encoded[k]) <= FIELD_INLINE_MAX}
+        moved = b",".join(orjson.dumps(k) + b":" + b for k, b in encoded.items() if k not in inline)
+        line = b"[" + orjson.dumps(list(payload)) + b",{" + moved + b"}]"
+        if size and size + len(line) > PACK_MAX:
+            close()
+        entry = index.get(line)
+        if entry is None:
+            entry = index[line] = len(lines)
+            lines.append(line)
+            size += len(line) + 1
+        out.append(payload)  # replaced by its stored form when its pack closes
+        pending.append((len(out) - 1, inline, entry))
+    close()
+    return packs, out
+
+
+def ref_of(payload: Any) -> Optional[str]:
+    """The pack entry a stored payload references, or None (a payload stored whole, or not a dict)."""
+    if isinstance(payload, dict):
+        ref = payload.get(REF)
+        return ref if isinstance(ref, str) else None
+    return None
+
+
+def _merge(stored: dict[str, Any], line: bytes) -> Optional[dict[str, Any]]:
+    """The payload rebuilt from its stored form and its entry, or None when the entry is not one. Inline fields win
+    (a field set in the stored event behind the store's back shows, and so breaks the chain); an inline field the
+    entry does not list comes last."""
+    try:
+        keys, moved = orjson.loads(line)
+    except (orjson.JSONDecodeError, ValueError, TypeError):
+        return None
+    if not isinstance(keys, list) or not isinstance(moved, dict):
+        return None
+    inline = {k: v for k, v in stored.items() if k != REF}
+    out = {}
+    for k in keys:
+        if k in inline:
+            out[k] = inline.pop(k)
+        elif k in moved:
+            out[k] = moved[k]
+    out.update(inline)
+    return out
+
+
+class BlobStore:
+    """The `state_blobs` collection: `_id` a pack's sha256, `z` its compressed bytes, `n` its entries."""
+
+    def __init__(self, db: Database, write_concern: Optional[WriteConcern] = None) -> None:
+        self.col = db.get_collection(COLLECTION, write_concern=write_concern) if write_concern else db[COLLECTION]
+
+    def put(self, pack: Pack) -> None:
+        """Store a pack; one already stored has the same bytes (its id is their hash), so that is done too."""
+        try:
+            self.col.insert_one({"_id": pack.id, "n": pack.entries, "z": _zstd()[0].compress(pack.raw)})
+        except DuplicateKeyError:
+            pass
+
+    def expand(self, docs: list[dict[str, Any]], local_file=None) -> dict[int, Optional[str]]:
+        """Rebuild, in place, the payload of every event that references a pack. Returns {position in docs: None, or
+        why its pack entry cannot be read} for those events; an unreadable one keeps its stored form (its hash then
+        fails, and verify_chain names it with the reason)."""
+        wanted: dict[str, list[tuple[int, int]]] = {}
+        for pos, doc in enumerate(docs):
+            ref = ref_of(doc.get("payload"))
+            if ref is None:
+                continue
+            pack_id, _, entry = ref.partition(":")
+            wanted.setdefault(pack_id, []).append((pos, int(entry) if entry.isdigit() else -1))
+        if not wanted:
+            return {}
+        compressed = self._read_local(list(wanted), local_file) if local_file is not None else None
+        if compressed is None:
+            compressed = self._read(list(wanted))
+        found: dict[int, Optional[str]] = {}
+        for pack_id, uses in wanted.items():
+            lines, reason = _lines(pack_id, compressed.get(pack_id))
+            for pos, entry in uses:
+                payload = _merge(docs[pos]["payload"], lines[entry]) if lines and 0 <= entry < len(lines) else None
+                if payload is None:
+                    found[pos] = reason or f"pack {pack_id[:12]}… has no readable entry {entry}"
+                else:
+                    docs[pos]["payload"] = payload
+                    found[pos] = None
+        return found
+
+    def _read(self, ids: list[str]) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        for i in range(0, len(ids), READ_CHUNK):
+            for doc in self.col.find({"_id": {"$in": ids[i:i + READ_CHUNK]}}):
+                out[str(doc["_id"])] = bytes(doc.get("z") or b"")
+        return out
+
+    @staticmethod
+    def _read_local(ids: list[str], path) -> Optional[dict[str, bytes]]:
+        """The packs straight from the embedded server's SQLite file (see EventStore._read_local), or None to ask
+        the server: nx-27017 stores a binary as {"__neosqlite_binary__": true, "data": base64}."""
+        try:
+            con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        except sqlite3.Error:
+            return None
+        out: dict[str, bytes] = {}
+        try:
+            con.text_factory = bytes
+            for i in range(0, len(ids), READ_CHUNK):
+                chunk = ids[i:i + READ_CHUNK]
+                rows = con.execute(f"SELECT data FROM {COLLECTION} WHERE _id IN ({','.join('?' * len(chunk))})",
+                                   chunk)
+                for (raw,) in rows:
+                    doc = orjson.loads(raw)
+                    z = doc.get("z")
+                    if not (isinstance(z, dict) and z.get("__neosqlite_binary__") and isinstance(z.get("data"), str)):
+                        return None
+                    out[str(doc["_id"])] = base64.b64decode(z["data"])
+        except (sqlite3.Error, orjson.JSONDecodeError, ValueError):
+            return None
+        finally:
+            con.close()
+        if len(out) < len(ids):
+            return None  # not there (yet, or not under that column): the server's answer decides
+        return out
+
+
+def _lines(pack_id: str, compressed: Optional[bytes]) -> tuple[Optional[list[bytes]], Optional[str]]:
+    if compressed is None:
+        return None, f"pack {pack_id[:12]}… is missing from {COLLECTION}"
+    try:
+        return _zstd()[1].decompress(compressed).split(b"\n"), None
+    except zstandard.ZstdError as exc:
+        return None, f"pack {pack_id[:12]}… cannot be decompressed ({exc})"
+
+
+def packed(docs: Iterable[dict[str, Any]]) -> int:
+    """How many of these stored events reference a pack (tests, benchmarks)."""
+    return sum(1 for d in docs if ref_of(d.get("payload")) is not None)
