@@ -6,7 +6,6 @@ headline naming another company is accepted. The offline model answers everythin
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 from typing import Any
@@ -20,7 +19,6 @@ from agent.analysts import analyst_evidence
 from agent.config import AgentConfig
 from agent.data.news import NewsSource
 from agent.data.sources import stockbench_files
-from agent.data.stockbench import load_tree
 from agent.features.bundle import build_bundle
 from agent.features.dedupe import Deduper, full_scan, story_of
 from agent.features.news import news_features, normalise_text
@@ -32,25 +30,12 @@ from graph.runner import run_cycle
 from graph.runtime import default_runtime
 from tests.fakes.fake_openai import Fault
 from tests.helpers import events_of, filled, mock_store
+from tests.unit.test_stockbench_data import sb  # noqa: F401 - the shipped tree, derived once per module
 
 OPEN = get_profile("us_equity", decide_at="open")
 DJIA20 = "AAPL AMGN AMZN AXP BA CAT CRM GS HD HON IBM JNJ JPM MCD MSFT PG SHW TRV UNH V".split()
 DAY = "2025-06-04"  # AAPL's newest headlines include "These 2 Tech Titans Generate Substantial Cash: MSFT & AAPL"
 CO_MENTION = "These 2 Tech Titans Generate Substantial Cash: MSFT & AAPL"
-
-
-@pytest.fixture(scope="module")
-def sb(tmp_path_factory):
-    """The shipped tree, derived into a home of this module's own."""
-    home, before = tmp_path_factory.mktemp("home"), os.environ.get("TRADEGRAPH_HOME")
-    os.environ["TRADEGRAPH_HOME"] = str(home)
-    try:
-        yield load_tree()
-    finally:
-        if before is None:
-            os.environ.pop("TRADEGRAPH_HOME")
-        else:
-            os.environ["TRADEGRAPH_HOME"] = before
 
 
 # ------------------------------------------------------------------ duplicates count once
