@@ -284,3 +284,13 @@ def test_ctrl_c_stops_after_the_current_point_and_the_same_id_resumes(embedded_u
     assert again.returncode == 0, again.stderr
     assert [json.loads(line)["decision_point_idx"] for line in log.read_text().splitlines()] == list(range(8))
     assert len(json.loads(again.stdout)["rows"][0]["nav"]) == 8
+
+
+@pytest.mark.parametrize("value", ["..", ".", "", "a/../..", "/abs"])
+def test_ids_that_would_leave_their_folder_are_refused_on_the_cli(value, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    db = ["--db", f"mongomock://ids_{uuid.uuid4().hex[:8]}", "--out", str(tmp_path / "exp")]
+    assert cli_main(["benchmark", "stockbench", "--benchmark-id", value, "--symbols", "AAPL", *db]) == 2
+    assert "--benchmark-id" in capsys.readouterr().err
+    assert cli_main(["audit", "lookahead", value, *db]) == 2
+    assert list(tmp_path.iterdir()) == []  # nothing written anywhere
