@@ -8,11 +8,12 @@ figures repeat across the batch's requests, answers, contracts and notes). So: p
 
 An event whose payload is larger than INLINE_MAX keeps its small fields inline (queryable, readable as before) and
 moves its other fields to an entry of the batch's pack (collection `state_blobs`): its payload then holds
-`"$blob": "<pack id>:<entry>"` beside the inline fields. A pack's id is the sha256 of its uncompressed bytes (its
-entries, one JSON line each, equal entries once); `z` is those bytes compressed with zstd. Packs are immutable and
-inserted before the events that reference them, so no crash leaves a reference to nothing (at worst a pack nothing
-references). The hash chain (database/events.py) is computed over the full event, as read() returns it: editing,
-swapping or deleting a pack breaks the chain at the first event that references it.
+`"_pack": "<pack id>:<entry>"` beside the inline fields. A pack's id is the sha256 of its uncompressed bytes (its
+entries, one JSON line each, equal entries once); `z` is those bytes compressed with zstd; `sessions` the sessions
+whose events reference it. Packs are immutable and inserted before the events that reference them, so no crash
+leaves a reference to nothing (at worst a pack nothing references). The hash chain (database/events.py) is computed
+over the full event, as read() returns it: editing, swapping or deleting a pack breaks the chain at the first event
+that references it. Deleting a session's events, then `release(session)`, deletes the packs no other session uses.
 """
 from __future__ import annotations
 
@@ -30,7 +31,9 @@ from pymongo.errors import DuplicateKeyError
 from pymongo.write_concern import WriteConcern
 
 COLLECTION = "state_blobs"
-REF = "$blob"  # the payload key naming an event's pack entry (never a key of a payload we write)
+# the payload key naming an event's pack entry (never a key of a payload we write; no `$`, which MongoDB before 5.0
+# refuses in a field name)
+REF = "_pack"
 INLINE_MAX = 256  # bytes of canonical JSON: a payload up to this size stays whole in its event
 # the string fields of a packed payload up to this size stay inline, so a query can still name them (an error's
 # type, a transition's target, a tool's name); numbers, flags, lists and longer texts move
@@ -54,11 +57,13 @@ class Pack:
     id: str
     raw: bytes  # the entries, one JSON line each
     entries: int
+    sessions: list[str]  # the sessions whose events reference it
 
 
-def split(payloads: list[dict[str, Any]]) -> tuple[list[Pack], list[dict[str, Any]]]:
-    """The packs of a batch's payloads and each payload's stored form (the payload itself when it stays whole).
-    An entry is `[every key of the payload in order, {moved fields}]`, so a read gives back the same dict."""
+def split(payloads: list[dict[str, Any]], sessions: list[str]) -> tuple[list[Pack], list[dict[str, Any]]]:
+    """The packs of a batch's payloads (`sessions[i]` the session of payloads[i]) and each payload's stored form
+    (the payload itself when it stays whole). An entry is `[every key of the payload in order, {moved fields}]`,
+    so a read gives back the same dict."""
     packs: list[Pack] = []
     lines: list[bytes] = []
     index: dict[bytes, int] = {}
@@ -70,7 +75,8 @@ def split(payloads: list[dict[str, Any]]) -> tuple[list[Pack], list[dict[str, An
         nonlocal lines, index, size, pending
         if lines:
             raw = b"\n".join(lines)
-            pack = Pack(hashlib.sha256(raw).hexdigest(), raw, len(lines))
+            owners = sorted({sessions[pos] for pos, _, _ in pending})
+            pack = Pack(hashlib.sha256(raw).hexdigest(), raw, len(lines), owners)
             packs.append(pack)
             for pos, inline, entry in pending:
                 out[pos] = {REF: f"{pack.id}:{entry}", **inline}
@@ -135,11 +141,24 @@ class BlobStore:
         self.col = db.get_collection(COLLECTION, write_concern=write_concern) if write_concern else db[COLLECTION]
 
     def put(self, pack: Pack) -> None:
-        """Store a pack; one already stored has the same bytes (its id is their hash), so that is done too."""
-        try:
-            self.col.insert_one({"_id": pack.id, "n": pack.entries, "z": _zstd()[0].compress(pack.raw)})
-        except DuplicateKeyError:
-            pass
+        """Store a pack. One already stored has the same bytes (its id is their hash): its sessions gain these, in
+        one atomic update that also proves it is still there (a `release` may have deleted it just before)."""
+        doc = {"_id": pack.id, "n": pack.entries, "sessions": pack.sessions, "z": _zstd()[0].compress(pack.raw)}
+        for _ in range(3):
+            try:
+                self.col.insert_one(dict(doc))
+                return
+            except DuplicateKeyError:
+                if self.col.update_one({"_id": pack.id},
+                                       {"$addToSet": {"sessions": {"$each": pack.sessions}}}).matched_count:
+                    return
+        raise RuntimeError(f"pack {pack.id[:12]}… was deleted three times while being stored")
+
+    def release(self, session_id: str) -> int:
+        """After a session's events are deleted: forget it in its packs and delete those no session uses now.
+        Returns how many packs were deleted."""
+        self.col.update_many({"sessions": session_id}, {"$pull": {"sessions": session_id}})
+        return self.col.delete_many({"sessions": {"$size": 0}}).deleted_count
 
     def expand(self, docs: list[dict[str, Any]], local_file=None) -> dict[int, Optional[str]]:
         """Rebuild, in place, the payload of every event that references a pack. Returns {position in docs: None, or

@@ -131,7 +131,7 @@ class EventStore:
                 raise DuplicateEventError(f"event_id {d['event_id']!r} appears twice in one batch with different content")
             fresh.setdefault(d["event_id"], d)
         # large payloads go to the batch's packs (database/blobs.py), stored before any event that references them
-        packs, stored = split([d["payload"] for d in fresh.values()])
+        packs, stored = split([d["payload"] for d in fresh.values()], [d["session_id"] for d in fresh.values()])
         for pack in packs:
             self.blobs.put(pack)
         stored_payloads = {event_id: p for event_id, p in zip(fresh, stored)}
@@ -343,6 +343,11 @@ class EventStore:
         finally:
             con.close()
         return docs
+
+    def release_packs(self, session_id: str) -> int:
+        """Once a session's events are deleted, delete the packs no other session's events use (see
+        database/blobs.py); the packs it shares stay. Returns how many were deleted."""
+        return self.blobs.release(session_id)
 
     def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
         """Most recent sessions first: session_id, first_ts, last_ts, events, cycles, last_kind, last_state,

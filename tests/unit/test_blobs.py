@@ -191,6 +191,22 @@ def test_a_payload_using_the_reserved_key_is_refused_before_anything_is_written(
     assert store.events.count("K") == 0 and store.db[blobs.COLLECTION].count_documents({}) == 0
 
 
+def test_releasing_a_deleted_session_deletes_the_packs_only_it_used(store: Store, recorded) -> None:
+    events = copies(recorded, "A")
+    shared = [{**e, "event_id": uuid.uuid4().hex, "session_id": "B", "cycle_id": "B:c1"} for e in events[:30]]
+    store.events.append(events[:30])  # the same payloads in the same batch: one pack, used by A and B
+    store.events.append(shared)
+    store.events.append(events[30:])  # a pack only A uses
+    col = store.db[blobs.COLLECTION]
+    assert col.count_documents({}) == 2 and col.count_documents({"sessions": ["A", "B"]}) == 1
+    store.events.col.delete_many({"session_id": "A"})
+    assert store.events.release_packs("A") == 1
+    assert col.count_documents({}) == 1 and store.events.verify_chain("B")["ok"]
+    assert [e["payload"] for e in store.events.read("B")] == [e["payload"] for e in shared]
+    store.events.col.delete_many({"session_id": "B"})
+    assert store.events.release_packs("B") == 1 and col.count_documents({}) == 0
+
+
 # ---------------------------------------------------------------------------- events stored whole (older sessions)
 def test_events_stored_whole_read_verify_and_continue_beside_packed_ones(store: Store, recorded, monkeypatch) -> None:
     events = copies(recorded, "O")
