@@ -279,7 +279,7 @@ class EventStore:
         if kind is not None or cycle_id is not None:
             docs = list(self.col.find(query).sort("seq", ASCENDING))
         else:
-            local = self._read_local(session_id) if self.local_file is not None else None
+            local = self._read_local_stored(session_id) if self.local_file is not None else None
             docs = local if local is not None else self._read_ranges(session_id)
         for d in docs:
             d.pop("_id", None)
@@ -306,8 +306,16 @@ class EventStore:
             lo = int(after["seq"])
 
     def _read_local(self, session_id: str) -> list[dict[str, Any]] | None:
-        """A whole session straight from the embedded server's SQLite file, read-only, or None to ask the
-        server instead. nx-27017 spends ~0.1 ms a document answering a read (the stored JSON decoded, every
+        """A whole session, in full, straight from the embedded server's SQLite file (its packs too), or None to ask
+        the server instead (see _read_local_stored)."""
+        docs = self._read_local_stored(session_id)
+        if docs is not None:
+            self.blobs.expand(docs, self.local_file)
+        return docs
+
+    def _read_local_stored(self, session_id: str) -> list[dict[str, Any]] | None:
+        """A whole session as stored, straight from the embedded server's SQLite file, read-only, or None to ask
+        the server instead. nx-27017 spends ~0.1 ms a document answering a read (the stored JSON decoded, every
         value walked for ObjectIds, sized, BSON-encoded; then decoded here): 1 s for 10k events. Here one
         indexed SELECT on its own (session_id, seq) index and orjson. SQLite's WAL lets this reader run beside
         the server's writer and see exactly the committed events the server would return.
