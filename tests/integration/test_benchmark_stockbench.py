@@ -178,15 +178,21 @@ def test_estimate_sends_no_request_and_the_run_it_prices_does(provider, tmp_path
 def test_a_failed_decision_point_makes_the_exit_1_and_says_so(provider, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("TRADEGRAPH_MAX_RETRIES", "0")
     provider.faults = [Fault(when="Plan", status=401)]  # the first point's plan is refused: that cycle fails
+    db = f"mongomock://fail_{uuid.uuid4().hex[:8]}"
     args = ["benchmark", "stockbench", "--symbols", "AAPL,MSFT", "--start", "2025-03-03", "--end", "2025-03-04",
-            "--json", "--db", f"mongomock://fail_{uuid.uuid4().hex[:8]}", "--out", str(tmp_path / "exp"),
-            "--benchmark-id", "fails"]
+            "--json", "--db", db, "--out", str(tmp_path / "exp"), "--benchmark-id", "fails"]
     code = cli_main(args)
     captured = capsys.readouterr()
     assert not provider.faults, "the scripted refusal was used"
     run = json.loads(captured.out)["rows"][0]
     assert run["failed_points"] == 1 and len(run["nav"]) == 2
     assert code == 1 and "1 decision point(s) failed (allowed: 0)" in captured.err
+    # the task every transport sees says so too: its progress and its summary
+    from database import connect
+
+    task = connect(db).db["tasks"].find_one({"run_id": "fails"})
+    assert task["progress"]["failed"] == 1 and task["summary"]["failed_points"] == 1
+    assert task["summary"]["clean"] is False and "1 decision point(s) failed" in task["summary"]["warnings"][0]
     # accepted when allowed, and still reported
     assert cli_main(args + ["--allow-failures", "1"]) == 0
     assert json.loads(capsys.readouterr().out)["rows"][0]["failed_points"] == 1

@@ -246,12 +246,23 @@ def logged_points(plan: BenchmarkPlan, ep: Episode) -> int:
     return len(load_logs(plan.ctx.episodes_dir / ep.episode_id / "episode_log.jsonl"))
 
 
+def failed_points(plan: BenchmarkPlan) -> int:
+    """Decision points logged as failed across every run (a line scan: cheap enough to repeat each second)."""
+    total = 0
+    for ep in plan.episodes:
+        path = plan.ctx.episodes_dir / ep.episode_id / "episode_log.jsonl"
+        if path.exists():
+            total += path.read_text().count('"action":"failed"')
+    return total
+
+
 def run(plan: BenchmarkPlan, store, *, on_progress: Callable[[dict[str, Any]], None] = lambda p: None,
         cancel_requested: Callable[[], bool] = lambda: False) -> None:
     """Run (or resume) every configuration; returns once each has logged every decision point. Raises
     BenchmarkCancelled when asked to stop (between points: resumable) and BenchmarkIncomplete when a run ended
     short (a Ray episode that failed); a store that goes away stops it with the backtest's own error."""
     progress = Progress(plan.total_points, on_progress)
+    progress.failed = failed_points(plan)  # a resumed benchmark's earlier failures still count
     progress.update(sum(logged_points(plan, ep) for ep in plan.episodes), running=0)
     if plan.workers > 1:
         _run_on_ray(plan, store, progress, cancel_requested)
@@ -305,6 +316,7 @@ def _run_on_ray(plan: BenchmarkPlan, store, progress: Progress, cancel_requested
     def on_sweep(p: dict[str, Any]) -> None:
         done = {d["_id"]: int(d.get("done") or 0) for d in store.db[COLLECTION].find({"_id": {"$in": ids}})}
         points = sum(max(done.get(ep.episode_id, 0), logged_points(plan, ep)) for ep in plan.episodes)
+        progress.failed = failed_points(plan)
         progress.update(points, running=int(p.get("running") or 0))
 
     summary = run_sweep(sweep, on_progress=on_sweep, cancel_requested=cancel_requested)
