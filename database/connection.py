@@ -11,7 +11,9 @@ from typing import Any
 
 from database import embedded
 from database.errors import StoreUnavailable
+from database.admin_log import AdminLog
 from database.events import EventStore
+from database.sessions import FoldingWriter, SessionSummaries, SummarisedEvents
 from database.spool import RecoveryReport, pending_files, recover
 from database.writer import BufferedEventWriter
 from database.llm_cache import LlmCacheStore
@@ -19,6 +21,8 @@ from database.memories import MemoryStore
 from database.portfolio import ExecutionLedger, PortfolioStore
 
 DEFAULT_DB = "tradegraph"
+# the longest Store.close() waits for a server to end its sessions on
+CLOSE_TIMEOUT_S = 0.5
 SCHEMES = ("mongodb://", "mongodb+srv://", "mongomock://")
 
 # mongomock clients shared per URI, so two connect() calls see the same data like a server would
@@ -31,12 +35,17 @@ def redact(uri: str) -> str:
     return re.sub(r"^([a-z0-9+.-]+://[^:/@]+):[^@/]*@", r"\1:***@", uri, flags=re.I)
 
 
+def check_store_uri(uri: str, named: str) -> None:
+    """A URI connect() can't use is bad input, named as the user gave it (`named`), its password hidden."""
+    if not uri.startswith(SCHEMES):
+        raise ValueError(f"{named} is not a store URI: expected {', '.join(SCHEMES)}")
+
+
 def check_store_uri_env(env) -> None:
-    """MONGODB_URI at start-up (agent/config.py check_environment): a URI connect() can't use, named with its
-    password hidden."""
+    """MONGODB_URI at start-up (agent/config.py check_environment)."""
     uri = env.get("MONGODB_URI")
-    if uri and not uri.startswith(SCHEMES):
-        raise ValueError(f"MONGODB_URI={redact(uri)!r} is not a store URI: expected {', '.join(SCHEMES)}")
+    if uri:
+        check_store_uri(uri, f"MONGODB_URI={redact(uri)!r}")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -57,16 +66,37 @@ class Store:
     memories: MemoryStore
     # set when this Store started the embedded server and must stop it on close
     owned_server_home: Path | None = field(default=None, repr=False)
-    # where audit events that this store could not take wait for redelivery, and the name they wait under
+    # where audit events that this store could not take wait for redelivery (under the home resolve_home finds,
+    # whatever the store: a MONGODB_URI store's too), and the name they wait under
     spool_dir: Path = field(default_factory=lambda: embedded.default_home() / "spool", repr=False)
     target: str = ""
     _closed: bool = field(default=False, repr=False)
     # an embedded store's home (None otherwise): its server may come back on another port, see reconnect()
     embedded_home: Path | None = field(default=None, repr=False)
+    # why that home (TRADEGRAPH_HOME, a project's .tradegraph, the per-user default): what `location` says
+    home: embedded.Home | None = field(default=None, repr=False)
     # how many times reconnect() has moved this store to a new client, and how long it waits for the server
     generation: int = field(default=0, repr=False)
     timeout_s: float = field(default=5.0, repr=False)
     _reconnecting: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def sessions(self) -> SessionSummaries:
+        """Per-session summaries, what listing reads instead of the log (database/sessions.py)."""
+        return SessionSummaries(self.db, self.events)
+
+    @property
+    def admin_log(self) -> AdminLog:
+        """Every deletion of a session (database/admin_log.py)."""
+        return AdminLog(self.db)
+
+    @property
+    def location(self) -> str:
+        """Where this store is, in words (a session not found here names it): an embedded store's folder and why
+        that folder, else the URI with its password hidden."""
+        if self.home is not None:
+            return self.home.describe()
+        return str(self.embedded_home) if self.embedded_home is not None else redact(self.uri)
 
     @property
     def llm_cache(self) -> LlmCacheStore:
@@ -74,8 +104,9 @@ class Store:
         return LlmCacheStore(self.db)
 
     def writer(self, **options: Any) -> BufferedEventWriter:
-        """A buffered audit writer that spools to local disk if this store stops taking events."""
-        return BufferedEventWriter(self.events, spool_dir=self.spool_dir, target=self.target, **options)
+        """A buffered audit writer that spools to local disk if this store stops taking events, and folds the
+        sessions it wrote into their summaries when it closes."""
+        return FoldingWriter(self.sessions, self.events, spool_dir=self.spool_dir, target=self.target, **options)
 
     def recover_spool(self) -> RecoveryReport:
         """Redeliver spooled events meant for this store (idempotent by event_id)."""
@@ -86,6 +117,8 @@ class Store:
         self.portfolios.ensure_indexes()
         self.executions.ensure_indexes()
         self.memories.ensure_indexes()
+        self.sessions.ensure_indexes()
+        self.admin_log.ensure_indexes()
 
     def moved(self) -> bool:
         """An embedded store whose server is no longer the one this client talks to: stopped (`store stop`), or
@@ -113,6 +146,7 @@ class Store:
             if not self.moved() and port and embedded.answers(port):
                 return False  # the server this client talks to is there: a new client would change nothing
             fresh = _connect_embedded(self.embedded_home, self.timeout_s)  # redelivers its spool, as any connect
+            fresh.events.seen = self.events.seen  # what was appended and not folded yet is folded on the new client
             old = self.client
             # owned only if no server was running and this one started it: then it stops it on close
             for name in ("uri", "client", "db", "events", "portfolios", "executions", "memories",
@@ -126,9 +160,15 @@ class Store:
         if self._closed:
             return
         self._closed = True
+        self.sessions.fold_all()  # what this process appended and did not fold yet (never raises)
         # a shared mongomock client is the "server": closing it would drop nothing, but keep it usable
         if not self.uri.startswith("mongomock://"):
-            self.client.close()
+            import pymongo
+
+            # close() ends the client's server sessions, selecting a server first: on a store that is gone that
+            # would wait the whole server-selection timeout, and a stopping `serve` with it
+            with pymongo.timeout(CLOSE_TIMEOUT_S):
+                self.client.close()
         if self.owned_server_home is not None:
             embedded.stop_server(self.owned_server_home)
 
@@ -148,7 +188,7 @@ def _port_of(uri: str) -> int | None:
 def _build(uri: str, client: Any, db: Any, *, lock: threading.Lock | None = None,
            owned: Path | None = None, target: str | None = None) -> Store:
     store = Store(
-        uri=uri, client=client, db=db, events=EventStore(db, serialize=lock),
+        uri=uri, client=client, db=db, events=SummarisedEvents(db, serialize=lock),
         portfolios=PortfolioStore(db), executions=ExecutionLedger(db), memories=MemoryStore(db), owned_server_home=owned,
         target=target or f"{redact(uri)}#{db.name}",
     )
@@ -189,7 +229,7 @@ def _connect_mongodb(uri: str, timeout_s: float, owned: Path | None = None, targ
         raise StoreUnavailable(f"MongoDB at {redact(uri)} unavailable: {_first_line(exc)}") from None
 
 
-def _connect_embedded(home_path: Path, timeout_s: float) -> Store:
+def _connect_embedded(home_path: Path, timeout_s: float, home: embedded.Home | None = None) -> Store:
     """The server running under home_path (on whatever port it has), else one started for this store."""
     try:
         port, pid, started = embedded.ensure_server(home_path)
@@ -205,6 +245,7 @@ def _connect_embedded(home_path: Path, timeout_s: float) -> Store:
         # whole-session reads go straight to its SQLite file (EventStore._read_local)
         store.events.local_file = embedded.database_file(home_path, store.db.name)
         store.embedded_home, store.timeout_s = home_path.expanduser().resolve(), timeout_s
+        store.home = home
         return store
     except StoreUnavailable:
         if owned is not None:
@@ -213,10 +254,14 @@ def _connect_embedded(home_path: Path, timeout_s: float) -> Store:
 
 
 def connect(uri: str | None = None, *, home: str | Path | None = None, timeout_s: float = 5.0) -> Store:
-    """uri -> $MONGODB_URI -> an embedded nx-27017 server under home ($TRADEGRAPH_HOME, ./.tradegraph)."""
+    """uri -> $MONGODB_URI -> an embedded nx-27017 server under home (default: embedded.resolve_home, i.e.
+    $TRADEGRAPH_HOME, else a project's .tradegraph found upward, else the per-user data directory)."""
     uri = uri or os.environ.get("MONGODB_URI") or None
     if uri is None:
-        return _connect_embedded(Path(home) if home is not None else embedded.default_home(), timeout_s)
+        if home is not None:
+            return _connect_embedded(Path(home), timeout_s)
+        found = embedded.resolve_home()
+        return _connect_embedded(found.path, timeout_s, found)
     if uri.startswith("mongomock://"):
         return _connect_mongomock(uri)
     if uri.startswith(("mongodb://", "mongodb+srv://")):

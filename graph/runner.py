@@ -99,6 +99,10 @@ def run_cycle(symbols: str | list[str], as_of: str, *, store: Store, session_id:
     """
     rt = _with_execution(runtime or default_runtime(), store)
     symbols = parse_symbols(symbols)
+    if session_id is not None and not store.events.exists(session_id) and store.portfolios.load(session_id) is None:
+        # first: a session looked for in the wrong store would otherwise read as the data's fault (its own files
+        # are known only from its recording)
+        raise SessionNotFound(f"unknown session '{session_id}'")
     try:
         validate_as_of(rt.market, symbols, as_of, rt.config.market)
     except DataError as e:
@@ -107,8 +111,6 @@ def run_cycle(symbols: str | list[str], as_of: str, *, store: Store, session_id:
         # a fill a crash left half way is finished (or aborted) before this cycle reads the portfolio
         complete_pending(store.portfolios, store.executions, session_id)
         portfolio, version = store.portfolios.load_versioned(session_id)
-        if portfolio is None and not store.events.exists(session_id):
-            raise SessionNotFound(f"unknown session '{session_id}'")
     else:
         session_id = f"s-{uuid.uuid4().hex[:12]}"
         portfolio, version = None, 0
@@ -303,3 +305,8 @@ def _close_quietly(writer: BufferedEventWriter) -> Optional[str]:
     except AuditSpooled as e:
         return str(e)
     return None
+
+
+# a session summary reads its last cycle's status the way replay does (database/sessions.py): importing replay
+# registers that reading. Last, since replay imports this module
+import graph.replay.session  # noqa: E402,F401

@@ -34,6 +34,7 @@ The graph is compiled without a checkpointer: the server refuses one and brings 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import uuid
 from typing import Any, Optional
@@ -41,16 +42,20 @@ from typing import Any, Optional
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
+from agent.audit_events import emit
 from database.connection import Store, connect
 from database.writer import BufferedEventWriter
 from graph.audit import AuditHandler
 from graph.builder import build_graph
+from graph.manifest import build_manifest
 from graph.execution import PaperExecution
 from graph.memory import MemoryBank
 import graph.runtime as runtime_mod
 from graph.nodes.scanning import scanning
-from graph.runtime import CycleRuntime, default_runtime
+import graph.replay.session  # noqa: F401 - registers how session summaries read a cycle's status
+from graph.runtime import CycleRuntime, default_runtime, runtime_of
 from graph.state import CONTRACT_KEYS, CycleState
+from schemas.portfolio import PortfolioSnapshot
 
 _lock = threading.Lock()
 _graph = None
@@ -72,10 +77,22 @@ def studio_scanning(state: CycleState, config: RunnableConfig) -> Command:
         fresh["portfolio"] = stored.model_dump(mode="json")
     # EXECUTING commits only against the portfolio version read here
     fresh["portfolio_version"] = version
+    if conf.get("session_id"):  # a run: its configuration and inputs first, as runner._invoke records a CLI cycle's
+        rt = runtime_of(config)
+        emit("manifest", build_manifest(rt, studio_inputs(fresh, rt.config.starting_cash)), config)
     # session_id/cycle_id now come from the run config (graph/nodes/scanning.py `_ids`)
     cmd = scanning(fresh, config)
     reset = {k: None for k in _CYCLE_KEYS if k in state}
     return Command(goto=cmd.goto, update={**reset, **(cmd.update or {})}, graph=cmd.graph, resume=cmd.resume)
+
+
+def studio_inputs(state: dict[str, Any], starting_cash: float) -> dict[str, Any]:
+    """What a Studio run starts from, as a CLI cycle's manifest records it (replay re-executes from these): the
+    symbols and date submitted, the stored portfolio (or a new session's starting cash) and its version. A
+    Studio run never pauses for approval."""
+    portfolio = state.get("portfolio") or PortfolioSnapshot(cash=starting_cash).model_dump(mode="json")
+    return {"symbols": list(state["symbols"]), "as_of": state["as_of"], "portfolio": portfolio,
+            "portfolio_version": state.get("portfolio_version") or 0, "approval_required": False}
 
 
 def build_studio_graph():
@@ -99,9 +116,10 @@ def _resources() -> tuple[Store, CycleRuntime]:
             _store = connect()
         if _runtime is None:
             rt = default_runtime()
-            rt.execution = PaperExecution(_store, rt.config)
             # Studio runs write their reviews and notes; they recall none (the recall object cannot travel in
-            # a server's pickled configurable: a known gap, README Status)
+            # a server's pickled configurable: a known gap, README Status), and their manifests say so
+            rt.config = dataclasses.replace(rt.config, memory="off")
+            rt.execution = PaperExecution(_store, rt.config)
             rt.memory = MemoryBank(_store.memories)
             _runtime = rt
             # configurable values are pickled into checkpoint metadata by the server: the runtime
@@ -123,10 +141,13 @@ class WriteThroughWriter:
 
     def __init__(self, store: Store):
         self._writer = BufferedEventWriter(store.events, background=False, flush_every=1)
+        self._summaries = store.sessions
 
     def put(self, event: dict[str, Any]) -> None:
         self._writer.put(event)
         self._writer.flush()
+        if event.get("kind") == "transition":  # no end-of-run hook here: the summary follows state by state
+            self._summaries.fold(event["session_id"])
 
     def close(self) -> None:
         self._writer.close()

@@ -17,13 +17,31 @@ _SCRUBBED_PREFIXES = ("OTEL_", "TRADEGRAPH_", "OPENAI_", "ANTHROPIC_", "GOOGLE_A
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _clean_environment() -> Iterator[None]:
+def _clean_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     # session scope: it must run before any module-scoped fixture that already runs a cycle
     with pytest.MonkeyPatch.context() as mp:
         for name in list(os.environ):
             if name.startswith(_SCRUBBED_PREFIXES) and name != "TRADEGRAPH_HOME":
                 mp.delenv(name)
+        if not os.environ.get("TRADEGRAPH_HOME"):
+            # unset, the store would be a project's .tradegraph found upward or the user's own data directory
+            # (database/embedded.py resolve_home): never a test's
+            mp.setenv("TRADEGRAPH_HOME", str(tmp_path_factory.mktemp("tradegraph_home")))
         yield
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`@pytest.mark.requires("ray")`: skipped, naming the extra, where an optional extra is not installed (`make
+    test` installs them all, so there every such test runs)."""
+    import importlib.util
+
+    extras = {"ray": "sweep"}
+    for item in items:
+        for mark in item.iter_markers("requires"):
+            module = mark.args[0]
+            if importlib.util.find_spec(module) is None:
+                item.add_marker(pytest.mark.skip(reason=f"{module} is not installed: pip install -e "
+                                                        f"'.[{extras.get(module, module)}]' (make test installs it)"))
 
 
 @pytest.fixture(scope="session")

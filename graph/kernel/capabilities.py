@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 from pydantic import BaseModel
 
 from graph.kernel import models as m
-from graph.kernel.errors import BadInput, Forbidden, NotFound
+from graph.kernel.errors import BadInput, Conflict, Forbidden, NotFound
 from graph.kernel.policy import ALWAYS_EXECUTES, Policy
 
 
@@ -31,6 +31,8 @@ class Capability:
     # it starts something (a cycle, a decision, a task) a retried request would start again: it takes an
     # idempotency key (graph/kernel/idempotent.py)
     keyed: bool = False
+    # it deletes stored sessions: off over HTTP and MCP unless the policy allows it (Policy.deletion_refusal)
+    deletes: bool = False
 
 
 @dataclass
@@ -46,10 +48,11 @@ REGISTRY: dict[str, Capability] = {}
 
 
 def capability(input_model: type[BaseModel], output_model: type[BaseModel], *, moves_book: bool = False,
-               keyed: bool = False):
+               keyed: bool = False, deletes: bool = False):
     def register(fn):
         doc = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
-        REGISTRY[fn.__name__] = Capability(fn.__name__, fn, input_model, output_model, moves_book, doc, keyed)
+        REGISTRY[fn.__name__] = Capability(fn.__name__, fn, input_model, output_model, moves_book, doc, keyed,
+                                           deletes)
         return fn
     return register
 
@@ -136,18 +139,58 @@ def approve(ctx: Context, inp: m.ApproveInput) -> m.CycleOutput:
 # ------------------------------------------------------------------------------------------------ audit log
 @capability(m.ListSessionsInput, m.SessionsOutput)
 def list_sessions(ctx: Context, inp: m.ListSessionsInput) -> m.SessionsOutput:
-    """Recent sessions, newest first: events, cycles, and the last cycle's status, symbols and as-of."""
-    from graph.replay.session import build_session
+    """Recent sessions, newest first, from their summaries (never the log): kind, events, bytes, cycles, and the
+    last cycle's status, symbols and as-of; replay sessions only with all."""
+    listing = ctx.store.sessions.list(inp.limit, replays=inp.all)
+    fields = m.SessionSummary.model_fields
+    out = [m.SessionSummary(**{k: v for k, v in s.items() if k in fields},
+                            behind=listing.behind.get(s["session_id"], 0)) for s in listing.sessions]
+    return m.SessionsOutput(sessions=out, replays_hidden=not inp.all, unsummarised=listing.unsummarised)
 
-    out = []
-    for s in ctx.store.events.sessions(limit=inp.limit):
-        # the last cycle alone (~200 events), not the session: a backtest's session holds every point's
-        last = build_session(s["session_id"], ctx.store.events.read(s["session_id"], cycle_id=s["last_cycle_id"]))
-        cycle = last.cycles[-1] if last.cycles else None
-        inputs = (cycle.inputs or {}) if cycle else {}
-        out.append(m.SessionSummary(**s, status=cycle.status if cycle else None, symbols=inputs.get("symbols") or [],
-                                    as_of=inputs.get("as_of")))
-    return m.SessionsOutput(sessions=out)
+
+def _deletions(ctx: Context, inp: m.DeleteSessionInput | m.PruneSessionsInput, plan, reason: str,
+               note: Optional[str] = None) -> m.DeletionOutput:
+    """Delete the plan (or, dry, show it), recorded in the admin log as done by `by` on this transport."""
+    from database.retention import Retention, SessionActive
+
+    if not inp.dry_run:
+        refusal = ctx.policy.deletion_refusal()
+        if refusal is not None:
+            raise Forbidden(refusal, field="dry_run")
+        by = inp.by if ctx.policy.transport in ALWAYS_EXECUTES else f"{inp.by} (via {ctx.policy.transport})"
+        try:
+            plan = Retention(ctx.store).delete(plan, by=by, reason=reason, keep_memories=inp.keep_memories,
+                                               force=inp.force)
+        except SessionActive as e:
+            raise Conflict(str(e), field="session_id") from None
+    return m.DeletionOutput(dry_run=inp.dry_run, sessions=[m.DeletedSession(**d.as_dict()) for d in plan], note=note)
+
+
+@capability(m.DeleteSessionInput, m.DeletionOutput, deletes=True)
+def delete_session(ctx: Context, inp: m.DeleteSessionInput) -> m.DeletionOutput:
+    """Delete a session and its replays (events, summary, book, ledger, checkpoints, memories unless kept), recorded
+    in the admin log with its chain head; dry_run lists what would go."""
+    from database.retention import Retention, UnknownSession
+
+    try:
+        plan = Retention(ctx.store).plan_delete(inp.session_id)
+    except UnknownSession as e:
+        raise NotFound(str(e), field="session_id") from None
+    return _deletions(ctx, inp, plan, reason="sessions delete")
+
+
+@capability(m.PruneSessionsInput, m.DeletionOutput, deletes=True)
+def prune_sessions(ctx: Context, inp: m.PruneSessionsInput) -> m.DeletionOutput:
+    """Delete every session last written longer ago than older_than (of one kind, or any), as delete_session does
+    each; dry_run lists what would go."""
+    from database.retention import Retention, parse_duration
+
+    plan = Retention(ctx.store).plan_prune(parse_duration(inp.older_than), inp.kind)
+    unsummarised = ctx.store.sessions.list(1).unsummarised
+    note = (f"at least {unsummarised} session(s) have no summary and were not considered: `tradegraph store "
+            f"reindex` adds them" if unsummarised else None)
+    reason = f"sessions prune --older-than {inp.older_than}" + (f" --kind {inp.kind}" if inp.kind else "")
+    return _deletions(ctx, inp, plan, reason=reason, note=note)
 
 
 @capability(m.ReadEventsInput, m.EventsOutput)

@@ -136,8 +136,21 @@ class Client:
                 idempotency_key: Optional[str] = None) -> m.CycleOutput:
         return self._call("approve", idempotency_key, session_id=session_id, approved=approved, by=by)
 
-    def list_sessions(self, limit: int = 20) -> m.SessionsOutput:
-        return self._call("list_sessions", limit=limit)
+    def list_sessions(self, limit: int = 20, all: bool = False) -> m.SessionsOutput:  # noqa: A002 - the input's name
+        return self._call("list_sessions", limit=limit, all=all)
+
+    def delete_session(self, session_id: str, dry_run: bool = False, keep_memories: bool = False,
+                       by: str = "api", force: bool = False) -> m.DeletionOutput:
+        """Delete a session and its replays, recorded in the admin log (docs/kernel.md: off over HTTP unless the
+        server sets TRADEGRAPH_ALLOW_DELETE); dry_run lists what would go."""
+        return self._call("delete_session", session_id=session_id, dry_run=dry_run, keep_memories=keep_memories,
+                          by=by, force=force)
+
+    def prune_sessions(self, older_than: str, kind: Optional[str] = None, dry_run: bool = False,
+                       keep_memories: bool = False, by: str = "api", force: bool = False) -> m.DeletionOutput:
+        """Delete every session last written longer ago than older_than ('30d', '12h'), of one kind or any."""
+        return self._call("prune_sessions", older_than=older_than, kind=kind, dry_run=dry_run,
+                          keep_memories=keep_memories, by=by, force=force)
 
     def read_events(self, session_id: str, cycle_id: Optional[str] = None, kind: Optional[str] = None,
                     limit: int = 1000, offset: int = 0) -> m.EventsOutput:

@@ -182,15 +182,24 @@ class CycleOutput(Output):
 
 
 # ---------------------------------------------------------------- audit log
+SessionKind = Literal["run", "backtest", "replay", "studio", "other"]
+
+
 class ListSessionsInput(Input):
     limit: int = Field(20, ge=1, le=1000)
+    all: bool = Field(False, description="include replay sessions (replay-<session>-<n>, one per --verify), "
+                                         "left out otherwise")
 
 
 class SessionSummary(Output):
+    """A session as its summary has it (database/sessions.py: a cache of the log, rebuilt by `store reindex`)."""
     session_id: str
-    first_ts: Optional[float] = None
-    last_ts: Optional[float] = None
+    kind: SessionKind = Field("other", description="run (s-…), backtest (bt-…), replay (replay-…), studio "
+                                                   "(studio-…) or other")
+    first_ts: Optional[float] = Field(None, description="when its first event was written (epoch seconds)")
+    last_ts: Optional[float] = Field(None, description="when its last summarised event was written")
     events: int
+    bytes: int = Field(0, description="its events' size as compact JSON, as the log returns them")
     cycles: int
     last_kind: Optional[str] = None
     last_state: Optional[str] = None
@@ -198,10 +207,56 @@ class SessionSummary(Output):
     status: Optional[str] = Field(None, description="the last cycle's status, as replay reads it from its events")
     symbols: list[str] = Field(default_factory=list, description="the last cycle's symbols")
     as_of: Optional[str] = Field(None, description="the last cycle's as-of date")
+    replay_of: Optional[str] = Field(None, description="for a replay session: the session it re-executed")
+    behind: int = Field(0, description="events the log holds past this summary: a cycle still running, or a "
+                                       "writer stopped before it summarised (`tradegraph store reindex`)")
 
 
 class SessionsOutput(Output):
     sessions: list[SessionSummary]
+    replays_hidden: bool = Field(False, description="replay sessions were left out (ask with all)")
+    unsummarised: int = Field(0, description="at least this many sessions have events but no summary yet (a "
+                                             "first cycle running, a writer killed in it, a store written before "
+                                             "summaries): `tradegraph store reindex` adds them")
+
+
+class RetentionOptions(Input):
+    dry_run: bool = Field(False, description="list what would be deleted and delete nothing")
+    keep_memories: bool = Field(False, description="leave the notes its cycles wrote (default: deleted with it)")
+    by: str = Field("api", min_length=1, max_length=100, description="who deletes; recorded in the admin log")
+    force: bool = Field(False, description="delete a session written to in the last minute too (it may still be "
+                                           "running: its writer's next events would start a log with no beginning)")
+
+
+class DeleteSessionInput(RetentionOptions):
+    session_id: SessionId
+
+
+class PruneSessionsInput(RetentionOptions):
+    older_than: str = Field(pattern=r"^[1-9][0-9]{0,8}[smhdw]$", description=(
+        "sessions last written longer ago than this: a whole number and s, m, h, d or w (30d, 12h)"))
+    kind: Optional[SessionKind] = Field(None, description="only sessions of this kind (default: every kind)")
+
+
+class DeletedSession(Output):
+    session_id: str
+    kind: str
+    events: int
+    cycles: int
+    bytes: int
+    first_ts: Optional[float] = None
+    last_ts: Optional[float] = None
+    head: Optional[dict[str, Any]] = Field(None, description="its chain head as it stood (tradegraph export head)")
+    replay_of: Optional[str] = None
+    admin_seq: Optional[int] = Field(None, description="the admin log record of its deletion (none on a dry run)")
+    removed: dict[str, int] = Field(default_factory=dict, description="documents removed, by collection")
+
+
+class DeletionOutput(Output):
+    dry_run: bool
+    sessions: list[DeletedSession] = Field(description="each session deleted (or, on a dry run, that would be), "
+                                                       "a session's replay sessions after it")
+    note: Optional[str] = None
 
 
 class EventsQuery(Input):

@@ -6,6 +6,9 @@
   and off over HTTP and MCP unless `TRADEGRAPH_ALLOW_EXECUTION` lists the transport (`http`, `mcp`, or
   `http,mcp`). Off, a cycle still runs, pauses before EXECUTING (checkpointed, as with --approve) and
   says why; approve is refused naming the setting.
+- Deleting sessions (delete_session, prune_sessions; a dry run changes nothing and is allowed everywhere) follows
+  the same rule under its own setting, `TRADEGRAPH_ALLOW_DELETE` (`http`, `mcp`, or `http,mcp`): allowing remote
+  trading does not allow remote deletion of the audit trail.
 - A caller's own data files (prices, news, fundamentals) are paths on the server's disk: any path in-process and
   on the CLI; over HTTP and MCP only inside a folder `TRADEGRAPH_DATA_DIRS` lists (os.pathsep-separated), since a
   parse error quotes the file (a header line is enough to leak /proc/self/environ).
@@ -23,6 +26,7 @@ TRANSPORTS = ("local", "cli", "http", "mcp")
 # trusted: the caller already runs code as this user on this machine
 ALWAYS_EXECUTES = ("local", "cli")
 EXECUTION_ENV = "TRADEGRAPH_ALLOW_EXECUTION"
+DELETE_ENV = "TRADEGRAPH_ALLOW_DELETE"
 TOKEN_ENV = "TRADEGRAPH_API_TOKEN"
 DATA_DIRS_ENV = "TRADEGRAPH_DATA_DIRS"
 
@@ -37,6 +41,7 @@ class Policy:
     allow_execution: bool
     token: Optional[str] = None
     data_dirs: tuple[Path, ...] = ()
+    allow_delete: bool = False
 
     @classmethod
     def for_transport(cls, transport: str, env: Optional[Mapping[str, str]] = None) -> "Policy":
@@ -44,7 +49,8 @@ class Policy:
         if transport not in TRANSPORTS:
             raise PolicyError(f"unknown transport {transport!r} (known: {', '.join(TRANSPORTS)})")
         return cls(transport, transport in ALWAYS_EXECUTES or transport in allowed_transports(env),
-                   (env.get(TOKEN_ENV) or "").strip() or None, data_dirs(env))
+                   (env.get(TOKEN_ENV) or "").strip() or None, data_dirs(env),
+                   transport in ALWAYS_EXECUTES or transport in deleting_transports(env))
 
     def data_refusal(self, path: str) -> Optional[str]:
         """None when this transport may have the kernel read the file at `path`, else the line saying how to allow it."""
@@ -66,6 +72,13 @@ class Policy:
         return (f"execution is disabled over {self.transport}: set {EXECUTION_ENV}={self.transport} on the "
                 f"server to allow it")
 
+    def deletion_refusal(self) -> Optional[str]:
+        """None when this transport may delete sessions, else the one line saying how to allow it."""
+        if self.allow_delete:
+            return None
+        return (f"deleting sessions is disabled over {self.transport}: set {DELETE_ENV}={self.transport} on the "
+                f"server to allow it (a dry run is allowed)")
+
     def authorized(self, header: Optional[str]) -> bool:
         if self.token is None:
             return True
@@ -74,14 +87,18 @@ class Policy:
         return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), self.token.encode())
 
 
-def allowed_transports(env: Mapping[str, str]) -> set[str]:
-    raw = env.get(EXECUTION_ENV, "")
+def allowed_transports(env: Mapping[str, str], var: str = EXECUTION_ENV) -> set[str]:
+    raw = env.get(var, "")
     names = {n.strip().lower() for n in raw.split(",") if n.strip()}
     unknown = names - {"http", "mcp"}
     if unknown:
-        raise PolicyError(f"{EXECUTION_ENV}={raw!r}: unknown transport(s) {', '.join(sorted(unknown))} "
+        raise PolicyError(f"{var}={raw!r}: unknown transport(s) {', '.join(sorted(unknown))} "
                           f"(use http, mcp or http,mcp)")
     return names
+
+
+def deleting_transports(env: Mapping[str, str]) -> set[str]:
+    return allowed_transports(env, DELETE_ENV)
 
 
 def data_dirs(env: Mapping[str, str]) -> tuple[Path, ...]:

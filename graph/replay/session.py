@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Optional
 
 from database.connection import Store
+from database.sessions import use_cycle_reader
 from graph.runner import SessionNotFound
 from schemas.base import SCHEMA_VERSION
 from schemas.states import STATES
@@ -160,7 +161,8 @@ def load_session(store: Store, session_id: str, *, check_chain: bool = False) ->
             if check_chain and store.events.heads.get(session_id) is not None:
                 # every event deleted: the session is gone from the log, not from its chain head
                 return Session(session_id, 0, [], None, None, [], [], chain=store.events.verify_chain(session_id))
-            raise SessionNotFound(f"unknown session '{session_id}'")
+            gone = store.admin_log.deletion_line(session_id)  # a deleted session says when, by whom, what it was
+            raise SessionNotFound(f"unknown session '{session_id}'" + (f": {gone}" if gone else ""))
         session = build_session(session_id, events)
     if check_chain:
         session.chain = store.events.verify_chain(session_id)
@@ -266,6 +268,19 @@ def build_session(session_id: str, events: list[dict]) -> Session:
     return Session(session_id=session_id, events=len(events), cycles=list(cycles.values()),
                    first_ts=events[0].get("ts"), last_ts=events[-1].get("ts"),
                    seq_gaps=_gaps([e["seq"] for e in events]), schema_versions=sorted(versions), replay_of=replay_of)
+
+
+def last_cycle_facts(session_id: str, events: list[dict]) -> dict[str, Any]:
+    """What a session summary (database/sessions.py) shows of its last cycle, read from that cycle's events the
+    way replay reads them: its status, symbols and as-of; and the session a replay session replays."""
+    session = build_session(session_id, events)
+    cycle = session.cycles[-1]
+    inputs = cycle.inputs or {}
+    return {"status": cycle.status, "symbols": inputs.get("symbols") or [], "as_of": inputs.get("as_of"),
+            "replay_of": session.replay_of}
+
+
+use_cycle_reader(last_cycle_facts)
 
 
 def _status(c: Cycle) -> str:
@@ -455,16 +470,19 @@ def verify_session(store: Store, session_id: str, *, config=None) -> VerifyRepor
     store.events.append([_replay_event(replay_id, session.cycles[0].cycle_id, {
         "check": "replay_of", "ok": True, "replay_of": session_id, "cycles": [c.cycle_id for c in session.cycles]})])
     verdicts = []
-    for cycle in session.cycles:
-        v = _verify_cycle(store, session_id, replay_id, cycle, today, config)
-        verdicts.append(v)
-        first = v.divergences[0] if v.divergences else None
-        store.events.append([_replay_event(replay_id, cycle.cycle_id, {
-            "check": "replay_verify", "ok": first is None, "replay_of": session_id,
-            "compared_states": v.compared_states, "notes": v.notes, "config_differences": v.config_differences,
-            "first_divergence": None if first is None else
-            {"state": first.state, "path": first.path, "recorded": _short(first.recorded),
-             "replayed": _short(first.replayed)}})])
+    try:
+        for cycle in session.cycles:
+            v = _verify_cycle(store, session_id, replay_id, cycle, today, config)
+            verdicts.append(v)
+            first = v.divergences[0] if v.divergences else None
+            store.events.append([_replay_event(replay_id, cycle.cycle_id, {
+                "check": "replay_verify", "ok": first is None, "replay_of": session_id,
+                "compared_states": v.compared_states, "notes": v.notes, "config_differences": v.config_differences,
+                "first_divergence": None if first is None else
+                {"state": first.state, "path": first.path, "recorded": _short(first.recorded),
+                 "replayed": _short(first.replayed)}})])
+    finally:
+        store.sessions.fold(replay_id)  # its own writers, not Store.writer()'s: its summary is brought up here
     return VerifyReport(session_id, replay_id, verdicts, session.warnings(), chain=session.chain)
 
 

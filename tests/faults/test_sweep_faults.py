@@ -19,7 +19,7 @@ from pymongo import MongoClient
 
 from database import connect
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.requires("ray")]
 
 CLI = [sys.executable, "-m", "graph.kernel.transports.cli"]
 ENV = {**os.environ, "TRADEGRAPH_LLM": "offline"}

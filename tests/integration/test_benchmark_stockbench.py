@@ -223,6 +223,7 @@ def test_a_cancelled_benchmark_resumes_with_every_point_logged_once(tmp_path):
 TWO_CONFIGS = ["--model", "offline:offline-quick/offline:offline-deep", "--model", "offline:offline-deep"]
 
 
+@pytest.mark.requires("ray")
 def test_several_configurations_on_ray_are_the_runs_one_worker_gives(embedded_uri, tmp_path):
     """--workers 2 hands the same episodes to the sweep's Ray driver; one worker, in a process that never imports
     Ray, runs the same configurations to the same figures."""

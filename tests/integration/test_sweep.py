@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pymongo import MongoClient
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.requires("ray")]
 
 CLI = [sys.executable, "-m", "graph.kernel.transports.cli"]
 # loose enough for the offline agent's sizing to pass VALIDATING, so the episodes trade (an equality of two

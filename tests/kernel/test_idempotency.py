@@ -138,6 +138,7 @@ def test_retried_approvals_with_one_key_decide_once_and_answer_alike(db_uri, htt
     assert httpx.post(f"{http_url}/sessions/{session}/approval", json={"by": "frank"}, timeout=300).status_code == 409
 
 
+@pytest.mark.requires("ray")
 def test_keyed_backtests_start_one_task_and_sweeps_replay_their_answer(http_url, workdir):
     key = uuid.uuid4().hex
     body = {"symbols": ["AAPL"], "start": "2012-03-01", "end": "2012-03-09", "every": 5, "memory": "off"}

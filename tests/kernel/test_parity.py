@@ -124,6 +124,7 @@ def test_a_backtest_task_over_http_reports_progress_over_sse_and_serves_its_arti
     assert mcp("task_status", {"task_id": task.task_id}).status == "succeeded"
 
 
+@pytest.mark.requires("ray")
 def test_a_sweep_started_over_http_runs_on_the_servers_ray_and_is_seen_over_mcp(http_url, mcp):
     windows = {"kind": "list", "spans": [["2012-03-01", "2012-03-16"], ["2012-03-19", "2012-03-30"]]}
     with Client.http(http_url) as http:

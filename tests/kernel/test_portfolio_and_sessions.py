@@ -94,7 +94,7 @@ def test_sessions_show_each_last_cycle_status_symbols_and_as_of(db, capsys, monk
     assert main(["sessions", "--db", db]) == 0
     table = capsys.readouterr().out
     lines = {ln.split()[1]: ln for ln in table.splitlines() if ln.startswith("│")}
-    assert "completed" in lines[paused] and "2012-06-04" in lines[paused] and "AAPL,MSFT,IBM,GOOG" in lines[paused]
+    assert "completed" in lines[paused] and "2012-06-04" in lines[paused] and "AAPL, MSFT, IBM, GOOG" in lines[paused]
 
 
 def test_a_session_on_its_own_prices_is_valued_on_them(db, capsys, tmp_path, monkeypatch):

@@ -116,6 +116,14 @@ def create_app(kernel: Kernel) -> FastAPI:
     def list_sessions(q: Annotated[m.ListSessionsInput, Query()]):
         return call("list_sessions", **q.model_dump())
 
+    @app.delete(path("delete_session"), response_model=m.DeletionOutput, tags=["audit"])
+    def delete_session(session_id: m.SessionId, q: Annotated[m.RetentionOptions, Query()]):
+        return call("delete_session", session_id=session_id, **q.model_dump())
+
+    @app.post(path("prune_sessions"), response_model=m.DeletionOutput, tags=["audit"])
+    def prune_sessions(body: m.PruneSessionsInput):
+        return call("prune_sessions", **body.model_dump())
+
     @app.get(path("read_events"), response_model=m.EventsOutput, tags=["audit"])
     def read_events(session_id: m.SessionId, q: Annotated[m.EventsQuery, Query()]):
         return call("read_events", session_id=session_id, **q.model_dump())
@@ -223,6 +231,12 @@ def asgi_app(kernel: Kernel):
     return BearerAuth(app, policy) if policy.token else app
 
 
+# how long a stopping server waits for requests still running: one waiting on a store that is gone (pymongo's
+# server selection, 5 s; a hung server's socket, 30 s) would otherwise hold the stop for as long. A request cut off
+# here ends like a crash: its audit so far is stored or spooled, a half-done fill completed on the next connect
+SHUTDOWN_GRACE_S = 1.0
+
+
 def exit_cleanly_on_sigterm() -> None:
     """uvicorn re-raises SIGTERM once it has shut down; with the default handler the process would die
     there, before closing the store, and leak the embedded server it started. Exit through Python instead."""
@@ -243,6 +257,7 @@ def serve(host: str = "127.0.0.1", port: int = 8000, *, db: Optional[str] = None
     exit_cleanly_on_sigterm()
     kernel = kernel or Kernel.open(db)
     try:
-        uvicorn.run(asgi_app(kernel), host=host, port=port, log_level=log_level)
+        uvicorn.run(asgi_app(kernel), host=host, port=port, log_level=log_level,
+                    timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
     finally:
         kernel.close()

@@ -74,11 +74,14 @@ def tool_for(kernel: Kernel, cap: Capability) -> Tool:
             return CallToolResult(content=[TextContent(type="text", text=f"{e.kind}: {e.message}")], is_error=True)
 
     moves = " Moves the book: off over MCP unless TRADEGRAPH_ALLOW_EXECUTION includes mcp." if cap.moves_book else ""
+    if cap.deletes:
+        moves = (" Deletes stored sessions: off over MCP unless TRADEGRAPH_ALLOW_DELETE includes mcp (a dry run is "
+                 "allowed).")
     return Tool(fn=run, name=cap.name, title=cap.name.replace("_", " "), description=cap.description + moves,
                 parameters=input_schema(cap),
                 fn_metadata=FuncMetadata(arg_model=_Arguments, output_model=cap.output_model),
                 is_async=False, context_kwarg=None,
-                annotations=ToolAnnotations(destructive_hint=cap.moves_book, open_world_hint=False))
+                annotations=ToolAnnotations(destructive_hint=cap.moves_book or cap.deletes, open_world_hint=False))
 
 
 def create_server(kernel: Kernel) -> MCPServer:

@@ -22,6 +22,8 @@ ROUTES: dict[str, Route] = {
     "run_cycle": Route("POST", "/cycles", body=True),
     "approve": Route("POST", "/sessions/{session_id}/approval", body=True),
     "list_sessions": Route("GET", "/sessions"),
+    "delete_session": Route("DELETE", "/sessions/{session_id}"),
+    "prune_sessions": Route("POST", "/sessions/prune", body=True),
     "read_events": Route("GET", "/sessions/{session_id}/events"),
     "portfolio": Route("GET", "/sessions/{session_id}/portfolio"),
     "replay": Route("GET", "/sessions/{session_id}/replay"),

@@ -52,7 +52,8 @@ def metrics_table(result) -> "Any":
 
 def cmd_backtest(args) -> int:
     from graph.kernel.models import RunId
-    from graph.kernel.transports.cli.common import EXIT_FAILED, EXIT_OK, CliError, parse_window
+    from graph.kernel.transports.cli.common import (EXIT_FAILED, EXIT_OK, CliError, parse_window, writable_dir,
+                                                    writable_file)
     from pathlib import Path
 
     from graph.kernel.transports.cli.data import data_inputs
@@ -68,6 +69,8 @@ def cmd_backtest(args) -> int:
         raise CliError(f"--every {args.every} must be at least 1")
     if args.allow_failures < 0:
         raise CliError(f"--allow-failures {args.allow_failures} must be non-negative")
+    writable_dir("--out", args.out)  # outputs that can't be written are refused before any point runs
+    writable_file("--plot", args.plot, makes_folders=True)
     run_id = args.run_id if args.run_id is not None else f"bt-{uuid.uuid4().hex[:8]}"  # "" is refused, not replaced
     check_id_flag(RunId, run_id, "--run-id")  # before it is joined to --out below
     # a run that exists is resumed on the files it started on (the kernel reads them from its session)

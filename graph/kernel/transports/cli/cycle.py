@@ -67,8 +67,8 @@ def register(sub) -> None:
     r.add_argument("--approve", action="store_true",
                    help="pause before EXECUTING until `tradegraph approve SESSION_ID [--reject]`")
     r.add_argument("--memory", default=None, choices=["on", "off", "session"],
-                   help="past notes agents recall: on (all, known before --as-of; default, or $TRADEGRAPH_MEMORY), "
-                        "session (this session's only), off")
+                   help="past notes agents recall: session (this session's only; default, or $TRADEGRAPH_MEMORY), "
+                        "on (every run's, known before --as-of), off")
     add_spending_flags(r, "cycle")
     add_data_flags(r)
     add_db_flag(r)

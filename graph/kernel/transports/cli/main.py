@@ -26,16 +26,40 @@ COMMANDS = (cycle, sessions, features, store, serve_cli, replay, backtest, sweep
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tradegraph", description="Auditable LLM trading-agent cycles on LangGraph")
+    p.add_argument("--version", action="version", version=f"tradegraph {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
     for commands in COMMANDS:
         commands.register(sub)
     return p
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tradegraph")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed: pip install -e .)"
+
+
+def _bad_db_flag(args) -> Optional[str]:
+    """--db is checked like $MONGODB_URI: a URI no store speaks is bad input (2), not an unreachable store (3)."""
+    from database.connection import check_store_uri, redact
+
+    db = getattr(args, "db", None)
+    try:
+        if db:
+            check_store_uri(db, f"--db {redact(db)!r}")
+    except ValueError as e:
+        return str(e)
+    return None
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     fn: Callable[[Any], int] = args.fn
-    problem = serve_cli.startup_error()  # every command: a bad variable stops it before it opens or writes anything
+    # every command: a bad variable or --db stops it before it opens or writes anything
+    problem = serve_cli.startup_error() or _bad_db_flag(args)
     if problem:
         print(f"tradegraph: error: {problem}", file=sys.stderr)
         return EXIT_INPUT
@@ -47,6 +71,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     except StoreUnavailable as e:  # the store went away mid-command: one line naming it
         print(f"tradegraph: error: {str(e).splitlines()[0]}", file=sys.stderr)
         return EXIT_STORE
+    except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as e:
+        # a path the command was given (an output file or folder) that can't be used: bad input, one line
+        print(f"tradegraph: error: {e.filename or ''}: {e.strerror or type(e).__name__}", file=sys.stderr)
+        return EXIT_INPUT
     except KeyboardInterrupt:
         # stopping already: a further Ctrl-C would only break the exit's clean-up (pymongo's, atexit) with a traceback
         signal.signal(signal.SIGINT, signal.SIG_IGN)
