@@ -1,4 +1,7 @@
 # Two commands set everything up on a fresh machine: `make run` and `make test`.
+# Each install is stamped in .venv and redone when pyproject.toml changes: `run` installs what running needs (no
+# extras), `test` adds the `dev` extra (everything the tests use, Ray and the Studio server included), `studio` adds
+# the `studio` extra.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -8,31 +11,41 @@ AS_OF ?= 2012-06-01
 
 .PHONY: run test test-unit bench studio schemas clean
 
-$(VENV)/.installed: pyproject.toml
+$(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev,studio]"
+
+$(VENV)/.installed-run: pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e .
 	touch $@
 
-run: $(VENV)/.installed
+$(VENV)/.installed-test: pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@
+
+$(VENV)/.installed-studio: pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e ".[studio]"
+	touch $@
+
+run: $(VENV)/.installed-run
 	$(TG) run --symbols $(SYMBOLS) --as-of $(AS_OF)
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed-test
 	$(PY) -m pytest
 
-test-unit: $(VENV)/.installed
+test-unit: $(VENV)/.installed-test
 	$(PY) -m pytest -m "not integration"
 
 # every issue-14 measure, then one table against its targets (bench/run_all.py); the store and memory
 # micro-benchmarks run on their own: bench/bench_store.py, bench/bench_memory.py
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed-test
 	$(PY) bench/run_all.py
 
-studio: $(VENV)/.installed
+studio: $(VENV)/.installed-studio
 	$(VENV)/bin/langgraph dev --no-browser
 
-schemas: $(VENV)/.installed
+schemas: $(VENV)/.installed-run
 	$(TG) schemas --out out/schemas
 
 clean:
-	rm -rf $(VENV) .tradegraph .langgraph_api out
+	rm -rf $(VENV) .langgraph_api out

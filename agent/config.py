@@ -172,9 +172,10 @@ class AgentConfig:
     # tradegraph's own retries of failed LLM calls (429/5xx/timeouts) and the per-request timeout
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     risk: RiskLimits = field(default_factory=RiskLimits)
-    # which past notes agents are given: on (every memory known before the cycle's date), session (this
-    # session's only: a backtest rerun is then independent of other runs), off (none; memories are still written)
-    memory: str = "on"
+    # which past notes agents are given: session (this session's only, the default: a run's result depends on its
+    # inputs and its own history, never on other runs in the store), on (every memory known before the cycle's date,
+    # whatever run wrote it: asked for explicitly), off (none; memories are still written)
+    memory: str = "session"
     memory_top_k: int = 3
 
     @property
@@ -208,7 +209,7 @@ class AgentConfig:
         decide_at = env.get("TRADEGRAPH_DECIDE_AT") or "close"
         if decide_at not in DECIDE_AT:
             raise ConfigError(f"TRADEGRAPH_DECIDE_AT={decide_at!r} must be one of {', '.join(DECIDE_AT)}")
-        memory = env.get("TRADEGRAPH_MEMORY") or "on"
+        memory = env.get("TRADEGRAPH_MEMORY") or "session"
         if memory not in MEMORY_MODES:
             raise ConfigError(f"TRADEGRAPH_MEMORY={memory!r} must be one of {', '.join(MEMORY_MODES)}")
         values = dict(

@@ -1,4 +1,4 @@
-"""Embedded store: an nx-27017 (MongoDB wire protocol over SQLite) server per TRADEGRAPH_HOME.
+"""Embedded store: an nx-27017 (MongoDB wire protocol over SQLite) server per home (resolve_home: where).
 
 Layout under home: data/<db>.db (one SQLite file per logical database, so test databases
 and `drop_database` stay isolated; the single-file mode shares one namespace across
@@ -18,8 +18,9 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 10.0
@@ -33,8 +34,59 @@ class EmbeddedServerError(RuntimeError):
     """The embedded server could not be started or stopped."""
 
 
+PROJECT_DIR = ".tradegraph"
+
+
+@dataclass(frozen=True)
+class Home:
+    """Where the store's data and spool live, and why there (what `store status` and a not-found error say)."""
+
+    path: Path
+    chosen_by: str  # "TRADEGRAPH_HOME", "project" (a .tradegraph found upward), "user" (the per-user directory)
+
+    def reason(self) -> str:
+        return {"TRADEGRAPH_HOME": "from $TRADEGRAPH_HOME", "project": f"the {PROJECT_DIR} folder found from here",
+                "user": "the per-user default"}[self.chosen_by]
+
+    def describe(self) -> str:
+        return f"{self.path} ({self.reason()})"
+
+
+def user_home(env: Mapping[str, str] | None = None) -> Path:
+    """The per-user data directory (XDG Base Directory): $XDG_DATA_HOME/tradegraph, else
+    ~/.local/share/tradegraph. A relative $XDG_DATA_HOME is ignored, as the specification says."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_DATA_HOME") or ""
+    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".local" / "share"
+    return root / "tradegraph"
+
+
+def project_home(start: Path | None = None) -> Path | None:
+    """A `.tradegraph` folder in `start` (the working directory) or the nearest folder above it, as git finds
+    `.git`: a project keeps its store next to it, from any of its subfolders."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / PROJECT_DIR
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def resolve_home(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Home:
+    """$TRADEGRAPH_HOME; else a `.tradegraph` found from the working directory upward (an existing project store
+    wins: nothing splits); else the per-user directory, the same from every folder. A new store is never made in
+    the working directory by accident: a project store is one you created (`mkdir .tradegraph`)."""
+    env = os.environ if env is None else env
+    if env.get("TRADEGRAPH_HOME"):
+        return Home(Path(env["TRADEGRAPH_HOME"]).expanduser().resolve(), "TRADEGRAPH_HOME")
+    found = project_home(cwd)
+    if found is not None:
+        return Home(found, "project")
+    return Home(user_home(env).expanduser().resolve(), "user")
+
+
 def default_home() -> Path:
-    return Path(os.environ.get("TRADEGRAPH_HOME") or ".tradegraph")
+    return resolve_home().path
 
 
 def _paths(home: str | Path) -> dict[str, Path]:
@@ -210,6 +262,7 @@ def _spawn(p: dict[str, Path]) -> tuple[int, int]:
 def _terminate(pid: int, timeout_s: float = 5.0) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
+        os.kill(pid, signal.SIGCONT)  # a stopped server (SIGSTOP, Ctrl-Z) handles the TERM only once continued
     deadline = time.monotonic() + timeout_s
     while pid_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -62,15 +62,41 @@ def starting_cash(store: Store, session_id: str) -> Optional[float]:
     return None
 
 
-def _valued(pos, market: MarketData, as_of: Optional[str]) -> PositionView:
-    price = price_date = None
-    if as_of is not None:
-        try:
-            bars = market.as_of(pos.symbol, as_of, lookback=1)
-        except DataError:
-            bars = None
-        if bars is not None and len(bars):
-            price, price_date = float(bars["close"].iloc[-1]), bars.index[-1].strftime("%Y-%m-%d")
+def last_as_of(store: Store, session_id: str) -> Optional[str]:
+    """The date the session's last recorded cycle ran for (its manifest's inputs)."""
+    dates = [((e.get("payload") or {}).get("inputs") or {}).get("as_of")
+             for e in store.events.read(session_id, kind="manifest")]
+    return next((d for d in reversed(dates) if d), None)
+
+
+def recorded_prices(store: Store, session_id: str, as_of: Optional[str]) -> dict[str, float]:
+    """The prices the session's last scan dated `as_of` saw, held symbols outside its universe included
+    (MarketScan.prices): what the book is valued at when the session's price file can no longer be read."""
+    scans = [(e.get("payload") or {}).get("data") or {} for e in store.events.read(session_id, kind="contract")
+             if (e.get("payload") or {}).get("name") == "MarketScan"]
+    scan = next((s for s in reversed(scans) if s.get("as_of") == as_of), None)
+    if scan is None:
+        return {}
+    return {**(scan.get("marks") or {}), **{s["symbol"]: float(s["price"]) for s in scan.get("snapshots") or []}}
+
+
+def _price(symbol: str, market: Optional[MarketData], recorded: dict[str, float], as_of: Optional[str]
+           ) -> tuple[Optional[float], Optional[str]]:
+    """(price, its date): the close at as_of in the session's market data, or, without it, the recorded price."""
+    if as_of is None:
+        return None, None
+    if market is None:
+        return (recorded[symbol], as_of) if symbol in recorded else (None, None)
+    try:
+        bars = market.as_of(symbol, as_of, lookback=1)
+    except DataError:
+        bars = None
+    if bars is not None and len(bars):
+        return float(bars["close"].iloc[-1]), bars.index[-1].strftime("%Y-%m-%d")
+    return None, None
+
+
+def _valued(pos, price: Optional[float], price_date: Optional[str]) -> PositionView:
     value = None if price is None else pos.quantity * price
     pnl = None if price is None else (price - pos.avg_price) * pos.quantity
     return PositionView(symbol=pos.symbol, quantity=pos.quantity, avg_price=pos.avg_price, price=price,
@@ -80,10 +106,17 @@ def _valued(pos, market: MarketData, as_of: Optional[str]) -> PositionView:
                         horizon_sessions=pos.horizon_sessions)
 
 
-def portfolio_view(store: Store, session_id: str, market: MarketData) -> PortfolioView:
+def portfolio_view(store: Store, session_id: str, market: Optional[MarketData]) -> PortfolioView:
+    """The book valued on `market` (the session's own data), or, when None (its price file moved or went away),
+    on the prices its recording holds. A session that never filled (paused for approval, rejected, held) has no
+    stored book: its cash is its starting cash, at its last cycle's date."""
     snapshot, version = store.portfolios.load_versioned(session_id)
     if snapshot is None:
-        raise NoPortfolio(session_id)
+        start = starting_cash(store, session_id)
+        if start is None:  # neither a book nor a recorded configuration: nothing to show
+            raise NoPortfolio(session_id)
+        snapshot = PortfolioSnapshot(cash=start, as_of=last_as_of(store, session_id))
+    recorded = recorded_prices(store, session_id, snapshot.as_of) if market is None and snapshot.positions else {}
     entries = store.executions.committed(session_id)
     trades = committed_trades(entries)
     realized, fees = realized_by_average_cost(trades)
@@ -91,7 +124,7 @@ def portfolio_view(store: Store, session_id: str, market: MarketData) -> Portfol
     start = starting_cash(store, session_id)
     if start is None:  # a session recorded before manifests: the cash its committed fills started from, exactly
         start = cash_before_fills(snapshot, trades)
-    positions = [_valued(p, market, snapshot.as_of) for p in snapshot.positions.values()]
+    positions = [_valued(p, *_price(p.symbol, market, recorded, snapshot.as_of)) for p in snapshot.positions.values()]
     priced = all(p.market_value is not None for p in positions)
     equity = snapshot.cash + sum(p.market_value for p in positions) if priced else None
     unrealized = sum(p.unrealized_pnl for p in positions) if priced else None

@@ -3,11 +3,8 @@
 The same function as `tradegraph run`.
 """
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from graph.kernel.transports.cli.main import main  # noqa: E402
+from _tradegraph import run  # this folder, first on the path when a script is run
 
 if __name__ == "__main__":
-    sys.exit(main(["run", *sys.argv[1:]]))
+    sys.exit(run("run"))

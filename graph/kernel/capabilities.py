@@ -207,14 +207,20 @@ def read_events(ctx: Context, inp: m.ReadEventsInput) -> m.EventsOutput:
 def portfolio(ctx: Context, inp: m.SessionInput) -> m.PortfolioView:
     """The session's book at its last as-of: positions with their levels and age, cash, equity, realised and
     unrealised P&L (fees included), valued on the prices the session read."""
-    from graph.portfolio_view import portfolio_view
+    from agent.data.market import DataError
+    from graph.portfolio_view import NoPortfolio, portfolio_view
 
-    if ctx.store.portfolios.load(inp.session_id) is None:
-        what = "unknown session" if not ctx.store.events.exists(inp.session_id) else "no stored portfolio for session"
-        hint = "" if what == "unknown session" else " (a backtest keeps its book in its run folder's trade history)"
-        raise NotFound(f"{what} '{inp.session_id}'{hint}", field="session_id")
-    rt = ctx.runtime(None, data_files(inp, ctx.store, inp.session_id))
-    return portfolio_view(ctx.store, inp.session_id, rt.market)
+    if ctx.store.portfolios.load(inp.session_id) is None and not ctx.store.events.exists(inp.session_id):
+        raise NotFound(f"unknown session '{inp.session_id}'", field="session_id")
+    try:
+        market = ctx.runtime(None, data_files(inp, ctx.store, inp.session_id)).market
+    except (BadInput, DataError):  # its price file moved or went away: the prices it recorded value the book
+        market = None
+    try:
+        return portfolio_view(ctx.store, inp.session_id, market)
+    except NoPortfolio:
+        raise NotFound(f"no stored portfolio for session '{inp.session_id}' (a backtest keeps its book in its run "
+                       f"folder's trade history)", field="session_id") from None
 
 
 @capability(m.SessionInput, m.ReplayOutput)

@@ -11,6 +11,8 @@ kernel, not the SDK, so a bad argument comes back as the same one-line error eve
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sys
 from typing import Any, Optional
 
@@ -86,7 +88,18 @@ def tool_for(kernel: Kernel, cap: Capability) -> Tool:
 
 def create_server(kernel: Kernel) -> MCPServer:
     tools = [tool_for(kernel, cap) for cap in kernel.capabilities().values()]
-    return MCPServer(name="tradegraph", instructions=INSTRUCTIONS, version="0.1.0", tools=tools, log_level="WARNING")
+    server = MCPServer(name="tradegraph", instructions=INSTRUCTIONS, version="0.1.0", tools=tools, log_level="WARNING")
+    quiet_root_handlers()
+    return server
+
+
+def quiet_root_handlers() -> None:
+    """The SDK puts a handler on the root logger that lets through whatever a library's own logger passes on, and
+    bm25s sets its logger to DEBUG ("Building index from tokens" on every memory index build): on stderr, the
+    stdio server's only channel besides the protocol. Below WARNING nothing is shown unless TRADEGRAPH_DEBUG."""
+    if not os.environ.get("TRADEGRAPH_DEBUG"):
+        for handler in logging.getLogger().handlers:
+            handler.setLevel(logging.WARNING)
 
 
 def run_stdio(db: Optional[str] = None) -> None:
@@ -105,7 +118,7 @@ def run_http(port: int, host: str = "127.0.0.1", db: Optional[str] = None) -> No
     import uvicorn
 
     from graph.kernel.policy import Policy, check_bind
-    from graph.kernel.transports.http import BearerAuth, exit_cleanly_on_sigterm
+    from graph.kernel.transports.http import SHUTDOWN_GRACE_S, BearerAuth, exit_cleanly_on_sigterm
 
     policy = Policy.for_transport(TRANSPORT)
     check_bind(host, policy)
@@ -113,7 +126,8 @@ def run_http(port: int, host: str = "127.0.0.1", db: Optional[str] = None) -> No
     kernel = Kernel.open(db)
     try:
         app = create_server(kernel).streamable_http_app(host=host)
-        uvicorn.run(BearerAuth(app, policy) if policy.token else app, host=host, port=port, log_level="warning")
+        uvicorn.run(BearerAuth(app, policy) if policy.token else app, host=host, port=port, log_level="warning",
+                    timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
     finally:
         kernel.close()
 

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Iterator, Optional
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_STORE, EXIT_EXECUTED_WITH_ERRORS = 0, 1, 2, 3, 4
@@ -63,10 +65,48 @@ def kernel(db: Optional[str], *, needs_store: bool = True, **options: Any) -> It
     try:
         yield Kernel(store, **options)
     except KernelError as e:
-        raise CliError(e.message, exit_code(e)) from None
+        raise CliError(e.message + _searched(e, store), exit_code(e)) from None
     finally:
         if store is not None:
             store.close()
+
+
+def _searched(err, store) -> str:
+    """A session not found names the store it was looked for in: another folder or $TRADEGRAPH_HOME may hold it."""
+    from graph.kernel.errors import NotFound
+
+    if isinstance(err, NotFound) and err.field == "session_id" and store is not None:
+        return f" in the store at {store.location}"
+    return ""
+
+
+def writable_file(flag: str, path: str | None, *, makes_folders: bool = False) -> None:
+    """An output file the command will write, checked before it does any work: a folder that does not exist (unless
+    the command makes it), is a file, or can't be written to is bad input, one line naming the flag; nothing runs."""
+    if path is None:
+        return
+    if Path(path).expanduser().is_dir():
+        raise CliError(f"{flag} {path}: is a folder, not a file")
+    _check_folder(flag, path, Path(path).expanduser().parent, makes_folders)
+
+
+def writable_dir(flag: str, path: str | None) -> None:
+    """An output folder the command makes if missing (its parents too): the nearest one that exists must be a
+    folder it can write to."""
+    if path is not None:
+        _check_folder(flag, path, Path(path).expanduser(), True)
+
+
+def _check_folder(flag: str, given: str, folder: Path, makes_folders: bool) -> None:
+    existing = folder
+    while makes_folders and not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.exists():
+        raise CliError(f"{flag} {given}: folder {folder} does not exist")
+    if not existing.is_dir():
+        raise CliError(f"{flag} {given}: {existing} is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise CliError(f"{flag} {given}: folder {existing} is not writable")
 
 
 def kernel_call(db: Optional[str], name: str, *, needs_store: bool = True, **args: Any) -> Any:

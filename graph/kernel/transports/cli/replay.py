@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from graph.kernel.transports.cli.common import EXIT_FAILED, EXIT_OK, kernel_call
+from graph.kernel.transports.cli.common import EXIT_FAILED, EXIT_OK, kernel_call, writable_file
 from graph.manifest import summary_line
 from graph.kernel.transports.cli.render import notes_table, spend_table
 
@@ -34,6 +34,7 @@ def register(subparsers) -> None:
 def cmd_replay(args) -> int:
     """The `replay` capability for tables, --json, --html and --check-chain (its chain is the one checked with
     the session); the `verify` capability for --verify."""
+    writable_file("--html", args.html)  # before the session is read: a page that can't be written is bad input
     if args.verify:
         report = kernel_call(args.db, "verify", session_id=args.session_id).report()
         _print_verify(report)

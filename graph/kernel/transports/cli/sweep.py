@@ -11,8 +11,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from graph.kernel.transports.cli.common import EXIT_FAILED, EXIT_OK, CliError
+from rich.markup import escape
 
+from graph.kernel.transports.cli.common import EXIT_FAILED, EXIT_OK, CliError, writable_dir
 
 
 def parse_windows(text: str) -> dict[str, Any]:
@@ -90,9 +91,34 @@ def grid_inputs(args) -> dict[str, Any]:
     return grid
 
 
-def aggregate_table(agg: list[dict[str, Any]], summary: dict[str, Any]) -> Any:
-    """Per configuration across its windows: medians, the spread, its buy and hold, failures."""
+def shortest_windows(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Per configuration, the fewest decision points of a window it completed: how much its ratios can mean."""
+    short: dict[str, int] = {}
+    for r in rows:
+        if r.get("status") == "succeeded":
+            short[r["config_key"]] = min(short.get(r["config_key"], 10**9), int(r.get("decision_points") or 0))
+    return short
+
+
+def short_window_warning(shortest: dict[str, int]) -> str | None:
+    """The warning the backtest prints under a short window's figures (graph/backtest/loop.py), for a sweep's."""
+    from graph.backtest.loop import SHORT_WINDOW_POINTS
+
+    short = {k: n for k, n in shortest.items() if n < SHORT_WINDOW_POINTS}
+    if not short:
+        return None
+    named = ", ".join(f"{k} ({n})" for k, n in list(short.items())[:3]) + (", …" if len(short) > 3 else "")
+    return (f"* short windows: {len(short)} configuration(s) completed a window of fewer than {SHORT_WINDOW_POINTS} "
+            f"decision points (fewest: {named}); its Sharpe extrapolates so few points to a year and means little")
+
+
+def aggregate_table(agg: list[dict[str, Any]], summary: dict[str, Any], shortest: dict[str, int] | None = None
+                    ) -> Any:
+    """Per configuration across its windows: medians, the spread, its buy and hold, failures. A Sharpe drawn from a
+    window too short to mean anything is starred (short_window_warning says why)."""
     from rich.table import Table
+
+    from graph.backtest.loop import SHORT_WINDOW_POINTS
 
     def pct(spread: dict, stat: str = "median", sign: str = "+") -> str:
         v = (spread or {}).get(stat)
@@ -109,8 +135,9 @@ def aggregate_table(agg: list[dict[str, Any]], summary: dict[str, Any]) -> Any:
         t.add_column(col, justify="right", no_wrap=True)
     for a in agg:
         sharpe = a["sharpe"]["median"]
+        star = "*" if (shortest or {}).get(a["config_key"], SHORT_WINDOW_POINTS) < SHORT_WINDOW_POINTS else ""
         t.add_row(a["config_key"], f"{a['succeeded']}/{a['episodes']}", pct(a["total_return"]),
-                  "—" if sharpe is None else f"{sharpe:.2f}",
+                  "—" if sharpe is None else f"{sharpe:.2f}{star}",
                   pct(a["max_drawdown"], sign=""), pct(a["benchmark_total_return"]),
                   f"{a['beat_benchmark']}/{a['succeeded']}",
                   f"[bold red]{a['failed_cycles']}[/]" if a["failed_cycles"] else "0")
@@ -124,6 +151,7 @@ def cmd_sweep(args) -> int:
 
     if args.allow_failures < 0:
         raise CliError(f"--allow-failures {args.allow_failures} must be non-negative")
+    writable_dir("--out", args.out)
     grid = grid_inputs(args)
     if not args.resume:
         grid.update(data_inputs(args))
@@ -143,18 +171,22 @@ def cmd_sweep(args) -> int:
         if view.status != "succeeded":
             raise from_line(view.error) if view.error else Failed(f"sweep task {task.task_id} {view.status}")
         arts = k.call("task_artifacts", {"task_id": task.task_id}, transport="cli")
+    from graph.sweep.results import load_rows
+
     summary, agg = view.summary or {}, (arts.metrics or {}).get("aggregate") or []
     files = {a.name: a.path for a in arts.artifacts}
+    shortest = shortest_windows(list(load_rows(Path(arts.run_dir)).values())) if arts.run_dir else {}
+    short = short_window_warning(shortest)
     if args.json:
         print(json.dumps({"sweep_id": task.run_id, "run_dir": arts.run_dir, "summary": summary, "aggregate": agg,
-                          "files": files}, default=str))
+                          "files": files, "warnings": [short] if short else []}, default=str))
     else:
         from rich.console import Console
 
         c = Console()
-        c.print(aggregate_table(agg, summary))
-        for w in summary.get("warnings") or []:
-            c.print(f"[yellow]warning:[/] {w}")
+        c.print(aggregate_table(agg, summary, shortest))
+        for w in (summary.get("warnings") or []) + ([short] if short else []):
+            c.print(f"[yellow]warning:[/] {escape(w)}")
         c.print(f"sweep {task.run_id}: results in {arts.run_dir}/ (results.csv, aggregate.csv"
                 + (", sweep.png" if "sweep.png" in files else "") + ")")
     failed_eps = summary.get("by_status", {}).get("failed", 0)

@@ -1,0 +1,33 @@
+"""What every script here does: run one `tradegraph` command from this source tree. On a Python that can't (too
+old, or without tradegraph's dependencies: the system one), one line says which Python to use, not a traceback.
+
+Kept to syntax any Python 3 parses, so the line shows even where tradegraph itself would not import."""
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
+
+
+def wrong_python(why):
+    """The one line for a Python that can't run tradegraph; exit code 2 (like any bad input)."""
+    again = "{} {}".format(VENV_PYTHON, " ".join(sys.argv)).rstrip()
+    if VENV_PYTHON.exists():
+        how = "use " + again
+    else:
+        how = "run `make run` in {} first (it creates .venv), then {}".format(ROOT, again)
+    sys.stderr.write("tradegraph: error: {} ({}): {}\n".format(sys.executable, why, how))
+    return 2
+
+
+def run(command):
+    """`tradegraph COMMAND ARGS...` with this script's arguments; its exit code."""
+    if sys.version_info < (3, 11):
+        return wrong_python("Python {}.{}; tradegraph needs 3.11 or newer".format(*sys.version_info[:2]))
+    sys.path.insert(0, str(ROOT))
+    try:
+        from graph.kernel.transports.cli.main import main
+    except ImportError as e:
+        return wrong_python("no module named {!r}: tradegraph's dependencies are not installed for it".format(
+            e.name or str(e)))
+    return main([command] + sys.argv[1:])
