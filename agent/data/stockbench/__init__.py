@@ -110,8 +110,14 @@ def _load(tree: Tree, version: str) -> StockBench:
 
 # ------------------------------------------------------------------------------------------ the derived cache
 def cache_dir() -> Path:
-    """Under the store's home ($TRADEGRAPH_HOME, else ./.tradegraph: database.embedded.default_home's rule)."""
-    return Path(os.environ.get("TRADEGRAPH_HOME") or ".tradegraph").expanduser() / "cache" / "stockbench"
+    """$TRADEGRAPH_HOME/cache/stockbench when set (tests keep it in theirs), else the per-user cache directory
+    ($XDG_CACHE_HOME/tradegraph, ~/.cache/tradegraph). Never the working directory: a `.tradegraph` folder made
+    there would be found as a project's store (database/embedded.py resolve_home)."""
+    if os.environ.get("TRADEGRAPH_HOME"):
+        return Path(os.environ["TRADEGRAPH_HOME"]).expanduser() / "cache" / "stockbench"
+    xdg = os.environ.get("XDG_CACHE_HOME") or ""
+    root = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return root / "tradegraph" / "stockbench"
 
 
 @functools.lru_cache(maxsize=1)
