@@ -13,8 +13,8 @@ point costs on disk.
    median of --repeats.
 
 Resumable: the store lives under --home (default out/bench_store_growth); run it again and it continues where it
-stopped (a copy is idempotent by event id). On this 2-core machine the seed takes about a minute and the fill
-about 20 minutes (see the README).
+stopped (a copy is idempotent by event id). Measured on this 2-core machine shared with other work: the seed 24 s,
+the fill 9 min (322 copies, 1.06 GB), 9 min 36 s in all; a second run only measures (seconds).
 Run: PYTHONPATH=. .venv/bin/python bench/bench_store_growth.py [--events 1000000] [--home DIR]
 """
 from __future__ import annotations
