@@ -133,8 +133,10 @@ def test_replay_uses_recorded_hits_however_memory_changes(mstore, stopped_sessio
     assert any(e["hits"] for e in _retrievals(mstore, third.session_id, third.cycle_id))
     # memory moves on: the recalled review is forgotten, a louder one is added
     assert mstore.memories.forget(memory_id=f"{second.cycle_id}:review:AAPL") == 1
+    # (of this session: a cycle recalls only its own session's notes unless memory is `on`)
     mstore.memories.add(MemoryRecord(memory_id="late", kind="review", symbol="AAPL", direction="LONG",
-                                     outcome="loss", signal="Falsified", known_at="2012-03-01", session_id="x",
+                                     outcome="loss", signal="Falsified", known_at="2012-03-01",
+                                     session_id=second.session_id,
                                      text="AAPL LONG setup uptrend above_sma50 rsi_overbought chart trend momentum "
                                           "stop loss falsified"))
     report = verify_session(mstore, third.session_id)
