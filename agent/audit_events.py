@@ -5,13 +5,46 @@ that records LLM and tool calls records these too, in the same order, from any t
 """
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any
 
-from langchain_core.callbacks import dispatch_custom_event
+from langchain_core.callbacks import CallbackManager, dispatch_custom_event
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import ensure_config, get_callback_manager_for_config
 
 AUDIT_EVENT = "tradegraph.audit"
 
+# The callback manager each config dispatches to, as dispatch_custom_event builds it (ensure_config, then
+# CallbackManager.configure): a 20-symbol decision point emits ~430 events from a few dozen configs, and building
+# the manager was half an event's cost. Keyed by the config object itself (held, so its id stays its own); a config
+# is never changed in place (LangChain's and ours are copied, never mutated), so its manager is the same each time.
+_MANAGERS: OrderedDict[int, tuple[RunnableConfig, CallbackManager]] = OrderedDict()
+_MANAGERS_MAX = 256
+_lock = threading.Lock()
+
+
+def _manager(config: RunnableConfig) -> CallbackManager | None:
+    key = id(config)
+    with _lock:
+        held = _MANAGERS.get(key)
+        if held is not None and held[0] is config:
+            _MANAGERS.move_to_end(key)
+            return held[1]
+    manager = get_callback_manager_for_config(ensure_config(config))
+    if manager.parent_run_id is None:
+        return None  # outside a run: dispatch_custom_event says so itself
+    with _lock:
+        _MANAGERS[key] = (config, manager)
+        if len(_MANAGERS) > _MANAGERS_MAX:
+            _MANAGERS.popitem(last=False)
+    return manager
+
 
 def emit(kind: str, payload: dict[str, Any], config: RunnableConfig | None) -> None:
-    dispatch_custom_event(AUDIT_EVENT, {"kind": kind, "payload": payload}, config=config)
+    event = {"kind": kind, "payload": payload}
+    manager = _manager(config) if config is not None else None
+    if manager is None:
+        dispatch_custom_event(AUDIT_EVENT, event, config=config)
+        return
+    manager.on_custom_event(AUDIT_EVENT, event, run_id=manager.parent_run_id)

@@ -26,6 +26,22 @@ def estimate_tokens(text: str) -> int:
     return max(1, (len(text) + 3) // 4)
 
 
+# the tokens of a request's tools and response format: the same few objects every call (response_format is cached
+# per contract, agent/json_chat_model.py), held with their count
+_SCHEMA_TOKENS: dict[int, tuple[Any, int]] = {}
+
+
+def _schema_tokens(value: Any) -> int:
+    held = _SCHEMA_TOKENS.get(id(value))
+    if held is not None and held[0] is value:
+        return held[1]
+    n = estimate_tokens(json.dumps(value))
+    if len(_SCHEMA_TOKENS) > 512:
+        _SCHEMA_TOKENS.clear()
+    _SCHEMA_TOKENS[id(value)] = (value, n)
+    return n
+
+
 def _message_text(m: BaseMessage) -> str:
     text = m.content if isinstance(m.content, str) else json.dumps(m.content)
     if isinstance(m, AIMessage) and m.tool_calls:
@@ -78,7 +94,7 @@ class OfflineChatModel(JsonChatModel):
         if tools:
             prompt_tokens += estimate_tokens(json.dumps(tools))
         if response_format:
-            prompt_tokens += estimate_tokens(json.dumps(response_format))
+            prompt_tokens += _schema_tokens(response_format)
         out_tokens = estimate_tokens(_message_text(message))
         message.usage_metadata = {
             "input_tokens": prompt_tokens,

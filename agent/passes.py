@@ -191,7 +191,7 @@ def call_model(model: BaseChatModel, bound: Runnable, messages: list[BaseMessage
         plan = AttemptPlan.of(policy, attempt)
         response_id = uuid.uuid4().hex
         try:
-            ai = bound.invoke(messages, _with_attempt(config, plan, response_id))
+            ai = _invoke(bound, messages, _with_attempt(config, plan, response_id))
         except Exception as e:
             failure = describe_failure(e)
             if failure.partial is None:
@@ -212,6 +212,16 @@ def call_model(model: BaseChatModel, bound: Runnable, messages: list[BaseMessage
         if key is not None:
             _cache_write(cache, key, ai, response_id, model, config)
         return ai
+
+
+def _invoke(bound: Runnable, messages: list[BaseMessage], config: RunnableConfig) -> AIMessage:
+    """`bound.invoke`, less a config merge: a binding that carries only arguments (bind_tools, bind_json) calls its
+    model with them and the config as given, which is all RunnableBinding.invoke does once its own empty config is
+    merged in (the model's invoke copies the config and its callbacks itself)."""
+    if (isinstance(bound, RunnableBinding) and type(bound).invoke is RunnableBinding.invoke and not bound.config
+            and not bound.config_factories):
+        return bound.bound.invoke(messages, config, **bound.kwargs)
+    return bound.invoke(messages, config)
 
 
 def _reserve(budget, model, bound, messages):

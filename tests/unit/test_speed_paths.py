@@ -1,0 +1,83 @@
+"""The fast paths of issue 24's speed work give what the paths they replace gave (bench/bench_stockbench.py measures
+them; these pin their answers)."""
+from __future__ import annotations
+
+import json
+import math
+from enum import Enum
+
+import numpy as np
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.runnables import RunnableLambda
+
+from agent.audit_events import AUDIT_EVENT, emit
+from graph.audit import to_plain
+
+
+class _Kind(str, Enum):
+    A = "a"
+
+
+def _json_path(value):
+    return json.loads(json.dumps(value))
+
+
+def test_to_plain_equals_the_json_round_trip_on_json_data_and_types_it_does_not_know():
+    samples = [
+        {"text": "héllo \u2039x\u203a", "n": [1, 2.5, -0.0, 1e300, 5e-324, 0.1 + 0.2, 2**63 - 1], "none": None,
+         "nested": {"t": (1, "two"), "b": True, "deep": [{"x": [[]]}]}},
+        [{"role": "user", "content": "TASK: quant"}, {"tool_calls": [{"args": {"symbol": "AAPL"}}]}],
+        # not JSON's own: each takes the json module's path, as before
+        {"numpy": np.float64(1.5)}, {1: "int key", True: "bool key"}, {"big": 2**70}, {"enum": _Kind.A},
+        {"sub": type("S", (str,), {})("x")},
+    ]
+    for value in samples:
+        out = to_plain(value)
+        assert out == _json_path(value) and type(out) is type(_json_path(value))
+        assert json.dumps(out) == json.dumps(_json_path(value))
+    assert type(to_plain({"numpy": np.float64(1.5)})["numpy"]) is float
+
+
+def test_to_plain_copies():
+    inner = {"a": [1]}
+    out = to_plain({"inner": inner})
+    inner["a"].append(2)
+    assert out == {"inner": {"a": [1]}}
+
+
+def test_to_plain_writes_a_non_finite_float_as_null_as_the_hash_chain_reads_it():
+    from database.events import event_hash
+
+    out = to_plain({"x": math.nan, "y": [math.inf, -math.inf], "z": 1.0})
+    assert out == {"x": None, "y": [None, None], "z": 1.0}
+    assert event_hash({"payload": {"x": math.nan}}) == event_hash({"payload": {"x": None}})
+
+
+class _Recorder(BaseCallbackHandler):
+    def __init__(self, name):
+        self.name, self.seen = name, []
+
+    def on_custom_event(self, name, data, *, run_id, tags=None, metadata=None, **kwargs):
+        if name == AUDIT_EVENT:
+            self.seen.append((data["kind"], data["payload"], run_id, (metadata or {}).get("who")))
+
+
+def test_emit_reaches_each_configs_own_handlers_with_its_run_id_and_metadata():
+    first, second = _Recorder("first"), _Recorder("second")
+    run_ids = []
+
+    def body(x, config):
+        run_ids.append(config["callbacks"].parent_run_id)
+        for i in range(3):  # the same config object again and again: one manager built, the same events
+            emit("validation", {"i": i}, config)
+        emit("error", {"same": x}, {**config, "metadata": {**config["metadata"], "who": "copy"}})
+        return x
+
+    step = RunnableLambda(body)
+    step.invoke(1, {"callbacks": [first], "metadata": {"who": "one"}})
+    step.invoke(2, {"callbacks": [second], "metadata": {"who": "two"}})
+    assert first.seen == [("validation", {"i": i}, run_ids[0], "one") for i in range(3)] + [
+        ("error", {"same": 1}, run_ids[0], "copy")]
+    assert second.seen == [("validation", {"i": i}, run_ids[1], "two") for i in range(3)] + [
+        ("error", {"same": 2}, run_ids[1], "copy")]
+    assert run_ids[0] != run_ids[1]
