@@ -58,6 +58,7 @@ BAD: dict[str, tuple[str, dict[str, str]]] = {
     "TRADEGRAPH_API_TOKEN": ("   ", {}),
     "TRADEGRAPH_AUDIT_KEY": ("  ", {}),
     "TRADEGRAPH_ALLOW_EXECUTION": ("ftp", {}),
+    "TRADEGRAPH_ALLOW_DELETE": ("smtp", {}),
     "TRADEGRAPH_DATA_DIRS": ("/nonexistent/data", {}),
     "TRADEGRAPH_CONFIG": ("/nonexistent/tradegraph.toml", {}),
     "MONGODB_URI": ("redis://localhost:6379", {}),
