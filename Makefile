@@ -9,7 +9,7 @@ TG := $(VENV)/bin/tradegraph
 SYMBOLS ?= AAPL,MSFT
 AS_OF ?= 2012-06-01
 
-.PHONY: run test test-unit bench studio schemas clean
+.PHONY: run test test-unit bench docs studio schemas clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,11 @@ test-unit: $(VENV)/.installed-test
 # micro-benchmarks run on their own: bench/bench_store.py, bench/bench_memory.py
 bench: $(VENV)/.installed-test
 	$(PY) bench/run_all.py
+
+# the example outputs in README.md and docs/own-data.md, rewritten from the offline model in a fresh store
+# (scripts/make_docs.py; `--check` is what tests/integration/test_docs_current.py runs)
+docs: $(VENV)/.installed-run
+	$(PY) scripts/make_docs.py
 
 studio: $(VENV)/.installed-studio
 	$(VENV)/bin/langgraph dev --no-browser

@@ -20,14 +20,24 @@ def wrong_python(why):
     return 2
 
 
-def run(command):
-    """`tradegraph COMMAND ARGS...` with this script's arguments; its exit code."""
+def unusable():
+    """None when this Python can run tradegraph from this source tree (then on its path); else the exit code, after
+    the one line saying which Python to use."""
     if sys.version_info < (3, 11):
         return wrong_python("Python {}.{}; tradegraph needs 3.11 or newer".format(*sys.version_info[:2]))
     sys.path.insert(0, str(ROOT))
     try:
-        from graph.kernel.transports.cli.main import main
+        import graph.kernel.transports.cli.main  # noqa: F401 (all of tradegraph's dependencies, imported once)
     except ImportError as e:
         return wrong_python("no module named {!r}: tradegraph's dependencies are not installed for it".format(
             e.name or str(e)))
+    return None
+
+
+def run(command):
+    """`tradegraph COMMAND ARGS...` with this script's arguments; its exit code."""
+    problem = unusable()
+    if problem is not None:
+        return problem
+    from graph.kernel.transports.cli.main import main
     return main([command] + sys.argv[1:])
