@@ -88,11 +88,28 @@ class _Partition:
         return bm25
 
 
+_QUERIES_KEPT = 4096  # query vectors kept (a backtest asks ~9 agents x a few setups: a few hundred distinct)
+
+
 class HybridIndex:
     def __init__(self, embeddings: Optional[Embeddings] = None, k_rrf: int = RRF_K) -> None:
         self.embeddings = embeddings or HashedEmbeddings()
         self.k_rrf = k_rrf
+        # HashedEmbeddings is a pure function of the text, and the same queries come back every cycle (an agent's
+        # words plus a setup's): each one's unit vector is computed once. Another embedder is asked every time.
+        self._queries: Optional[dict[str, np.ndarray]] = {} if type(self.embeddings) is HashedEmbeddings else None
         self.reset([])
+
+    def _query_vector(self, query: str) -> np.ndarray:
+        cached = self._queries.get(query) if self._queries is not None else None
+        if cached is not None:
+            return cached
+        q = _unit(np.asarray(self.embeddings.embed_query(query), dtype=np.float32)[None, :])[0]
+        if self._queries is not None:
+            if len(self._queries) >= _QUERIES_KEPT:
+                self._queries.clear()
+            self._queries[query] = q
+        return q
 
     def __len__(self) -> int:
         return len(self._records)
@@ -172,7 +189,7 @@ class HybridIndex:
         bm25 = part.view(key, visible)
         scores = bm25.get_scores_from_ids(words)[np.searchsorted(visible, cand)]
         bm25_rank = _ranks(scores, part.id_rank[cand])
-        q = _unit(np.asarray(self.embeddings.embed_query(query), dtype=np.float32)[None, :])[0]
+        q = self._query_vector(query)
         # einsum, not BLAS: a multithreaded OpenBLAS matvec is 5-10x slower on a busy 2-core machine; over a
         # slice (a view, no copy) up to the last candidate, which is nearly all of them
         dense = np.einsum("ij,j->i", part.matrix[:cand[-1] + 1], q)[cand]
