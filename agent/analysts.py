@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Optional
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 
@@ -12,8 +13,8 @@ from agent.calibration import ABSTAIN_MODEL
 from agent.config import AgentConfig
 from agent.guards import GuardError, cites
 from agent.memory.recall import past_notes
-from agent.passes import structured_pass, tool_pass
-from agent.prompts import fenced_headlines, task_messages
+from agent.passes import MODEL_SETS, PASS_PROTOCOL, pass_protocol, structured_pass, tool_pass
+from agent.prompts import LEAN_FROM, fenced_headlines, render_notes, task_messages
 from agent.providers import model_name_of
 from schemas.analysis import AnalystNote, AnalystRole, QuantAnswer
 from schemas.market import MarketSnapshot
@@ -21,7 +22,13 @@ from schemas.market import MarketSnapshot
 ABSTAIN_CONFIDENCE = 0.15
 
 
-def analyst_evidence(role: AnalystRole, snap: MarketSnapshot) -> Optional[dict]:
+# what a fundamental analyst is not shown from protocol 4 (agent/passes.py): where the figures came from, and that
+# there are figures; the basis (what each ratio means) and the dates stay
+_FUNDAMENTALS_UNSHOWN = frozenset({"source", "available"})
+
+
+def analyst_evidence(role: AnalystRole, snap: MarketSnapshot,
+                     protocol: int = PASS_PROTOCOL) -> Optional[dict]:
     """The evidence one analyst sees, or None when it has no real data and must abstain."""
     b = snap.bundle
     base = {"symbol": snap.symbol, "as_of": snap.as_of, "price": snap.price, "prev_close": snap.prev_close}
@@ -43,7 +50,8 @@ def analyst_evidence(role: AnalystRole, snap: MarketSnapshot) -> Optional[dict]:
     if role == "fundamental":
         if not b.fundamentals.available:
             return None
-        return {**base, "fundamentals": b.fundamentals.model_dump()}
+        return {**base, "fundamentals": b.fundamentals.model_dump(
+            exclude=_FUNDAMENTALS_UNSHOWN if protocol >= LEAN_FROM else None)}
     raise ValueError(f"unknown analyst role {role!r}")
 
 
@@ -63,7 +71,8 @@ def abstain(role: AnalystRole, symbol: str) -> AnalystNote:
 
 def run_analyst(role: AnalystRole, snap: MarketSnapshot, model: BaseChatModel, settings: AgentConfig,
                 config: RunnableConfig) -> AnalystNote:
-    evidence = analyst_evidence(role, snap)
+    protocol = pass_protocol(config)
+    evidence = analyst_evidence(role, snap, protocol)
     if evidence is None:
         note = abstain(role, snap.symbol)
         emit("validation", {"schema": "AnalystNote", "check": "abstention", "ok": True, "symbol": snap.symbol,
@@ -76,13 +85,16 @@ def run_analyst(role: AnalystRole, snap: MarketSnapshot, model: BaseChatModel, s
 
     model_name = model_name_of(model)
     notes = past_notes(config, role, snap)
-    note = structured_pass(model, task_messages(f"analyst:{role}", evidence, notes=notes), AnalystNote,
-                           max_retries=settings.max_repair_retries, config=config, method=settings.structured_method,
-                           expect_symbol=snap.symbol, check=same_role, cite_evidence=True)
+    note = structured_pass(model, task_messages(f"analyst:{role}", evidence, notes=notes, protocol=protocol),
+                           AnalystNote, max_retries=settings.max_repair_retries, config=config,
+                           method=settings.structured_method, expect_symbol=snap.symbol, check=same_role,
+                           cite_evidence=True)
     note = note.model_copy(update={"model_used": model_name})
     if note.confidence < settings.self_critique_below:
-        critique_ev = {**evidence, "note": note.model_dump(mode="json")}
-        revised = structured_pass(model, task_messages(f"critique:{role}", critique_ev, notes=notes), AnalystNote,
+        code_sets = set(MODEL_SETS["AnalystNote"]) if protocol >= LEAN_FROM else None
+        critique_ev = {**evidence, "note": note.model_dump(mode="json", exclude=code_sets)}
+        revised = structured_pass(model, task_messages(f"critique:{role}", critique_ev, notes=notes,
+                                                       protocol=protocol), AnalystNote,
                                   max_retries=settings.max_repair_retries, config=config, method=settings.structured_method,
                                   expect_symbol=snap.symbol, check=same_role, cite_evidence=True)
         note = revised.model_copy(update={"model_used": model_name, "self_critiqued": True})
@@ -92,10 +104,20 @@ def run_analyst(role: AnalystRole, snap: MarketSnapshot, model: BaseChatModel, s
 def run_quant(question: str, snap: MarketSnapshot, model: BaseChatModel, tools: dict[str, BaseTool],
               allowed: frozenset[str], settings: AgentConfig, config: RunnableConfig) -> QuantAnswer:
     tech = snap.bundle.technical.model_dump()
-    evidence = {"symbol": snap.symbol, "as_of": snap.as_of, "question": question, "technical": tech}
-    messages = task_messages("quant", evidence, notes=past_notes(config, "quant", snap))
+    protocol = pass_protocol(config)
+    notes = past_notes(config, "quant", snap)
+    if protocol >= LEAN_FROM:
+        # the indicators come from its tools, which is what the tool pass is for; the notes matter to the answer,
+        # not to what to fetch, so they join the structured pass only
+        evidence = {"symbol": snap.symbol, "as_of": snap.as_of, "question": question}
+        messages = task_messages("quant", evidence, protocol=protocol)
+    else:
+        evidence = {"symbol": snap.symbol, "as_of": snap.as_of, "question": question, "technical": tech}
+        messages = task_messages("quant", evidence, notes=notes, protocol=protocol)
     messages = tool_pass(model, messages, tools, allowed, state="ANALYZING", max_steps=settings.max_tool_steps,
                          config=config)
+    if protocol >= LEAN_FROM and notes:
+        messages.append(HumanMessage(content=render_notes(notes, protocol)))
 
     def cites_only_bundle(ans: QuantAnswer) -> None:
         # the anti-hallucination guard: a metric must be a bundle field with the bundle's value, as written

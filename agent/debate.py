@@ -10,16 +10,19 @@ from agent.calibration import ABSTAIN_MODEL, calibrate, takes_side
 from agent.config import AgentConfig
 from agent.memory.recall import past_notes
 from agent.parallel import run_parallel
-from agent.passes import ContractError, TickerGuardError, structured_pass
-from agent.prompts import task_messages
+from agent.passes import ContractError, TickerGuardError, pass_protocol, structured_pass
+from agent.prompts import LEAN_FROM, task_messages
 from schemas.analysis import AnalystNote, SymbolPanel
 from schemas.debate import DebateCase, DebateResult, ManagerVerdict
 from schemas.market import MarketSnapshot
 
 
-def _brief(n: AnalystNote) -> dict:
-    return {"analyst": n.analyst, "stance": n.stance, "confidence": n.confidence, "summary": n.summary,
-            "key_points": n.key_points[:2], "abstained": n.model_used == ABSTAIN_MODEL}
+def _brief(n: AnalystNote, points: bool = True) -> dict:
+    brief = {"analyst": n.analyst, "stance": n.stance, "confidence": n.confidence, "summary": n.summary,
+             "key_points": n.key_points[:2], "abstained": n.model_used == ABSTAIN_MODEL}
+    if not points:
+        del brief["key_points"]
+    return brief
 
 
 def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, settings: AgentConfig,
@@ -37,6 +40,8 @@ def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, s
     bears = [_brief(n) for n in panel.notes if n.stance < 0]
 
     recalled = {side: past_notes(config, side, snap) for side in ("bull", "bear")}
+    protocol = pass_protocol(config)
+    lean = protocol >= LEAN_FROM
 
     def ask(task: str, evidence: dict) -> DebateCase:
         side = "bull" if task.startswith("bull") else "bear"
@@ -45,8 +50,11 @@ def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, s
             if c.side != side:
                 raise ValueError(f"side must be {side!r}, got {c.side!r}")
 
-        return structured_pass(model, task_messages(task, evidence, notes=recalled[side]), DebateCase, max_retries=settings.max_repair_retries,
-                               config=config, method=settings.structured_method, expect_symbol=sym, check=right_side)
+        # from protocol 4 a rebuttal's evidence is its side's case, which was built on these notes
+        notes = () if lean and task.endswith("_rebuttal") else recalled[side]
+        return structured_pass(model, task_messages(task, evidence, notes=notes, protocol=protocol), DebateCase,
+                               max_retries=settings.max_repair_retries, config=config,
+                               method=settings.structured_method, expect_symbol=sym, check=right_side)
 
     def bear_points():
         return [p for n in bears for p in n["key_points"]]
@@ -54,11 +62,15 @@ def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, s
     def bull_points():
         return [p for n in bulls for p in n["key_points"]]
 
+    def case_evidence(own: list[dict], opposing: list[str]) -> dict:
+        evidence = {**base, "notes": own, "key_points": key_points, "opposing_points": opposing}
+        if lean and own:  # the panel's key points are the side's notes' and the opposing ones: said once
+            del evidence["key_points"]
+        return evidence
+
     build = run_parallel({
-        "bull": lambda: ask("bull_build", {**base, "notes": bulls, "key_points": key_points,
-                                           "opposing_points": bear_points()}),
-        "bear": lambda: ask("bear_build", {**base, "notes": bears, "key_points": key_points,
-                                           "opposing_points": bull_points()}),
+        "bull": lambda: ask("bull_build", case_evidence(bulls, bear_points())),
+        "bear": lambda: ask("bear_build", case_evidence(bears, bull_points())),
     }, parallel=settings.parallel_llm)
     bull, bear = build["bull"], build["bear"]
 
@@ -79,9 +91,9 @@ def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, s
                             parallel=settings.parallel_llm)
 
     verdict = structured_pass(
-        model, task_messages("manager", {**base, "notes": [_brief(n) for n in panel.notes],
+        model, task_messages("manager", {**base, "notes": [_brief(n, points=not lean) for n in panel.notes],
                                          "bull": rebutted["bull"].model_dump(), "bear": rebutted["bear"].model_dump()},
-                             notes=past_notes(config, "manager", snap)),
+                             notes=past_notes(config, "manager", snap), protocol=protocol),
         ManagerVerdict, max_retries=settings.max_repair_retries, config=config, method=settings.structured_method,
         expect_symbol=sym)
     conviction, share = calibrate(verdict.conviction, panel.notes, verdict.winner)

@@ -42,6 +42,24 @@ def _schema_tokens(value: Any) -> int:
     return n
 
 
+def _fetched_indicators(messages: list[BaseMessage]) -> dict[str, Any]:
+    """Every value the conversation's get_indicators calls returned, later calls winning."""
+    found: dict[str, Any] = {}
+    # a provider's wire format names a tool result by its call's id only
+    ids = {c.get("id") for m in messages if isinstance(m, AIMessage) for c in m.tool_calls
+           if c.get("name") == "get_indicators"}
+    for m in messages:
+        if isinstance(m, ToolMessage) and (m.name == "get_indicators" or m.tool_call_id in ids) \
+                and m.status != "error":
+            try:
+                values = json.loads(m.content) if isinstance(m.content, str) else None
+            except ValueError:
+                values = None
+            if isinstance(values, dict):
+                found.update(values)
+    return found
+
+
 def _message_text(m: BaseMessage) -> str:
     text = m.content if isinstance(m.content, str) else json.dumps(m.content)
     if isinstance(m, AIMessage) and m.tool_calls:
@@ -82,9 +100,15 @@ class OfflineChatModel(JsonChatModel):
         if response_format:
             schema_name = response_format["json_schema"]["name"]
             raw = self._scripted(schema_name)
+            if task == "quant" and "technical" not in evidence:
+                # pass protocol 4: the quant's indicators are what its tools returned, not part of its evidence
+                evidence = {**evidence, "technical": _fetched_indicators(messages)}
             if raw is None:
-                raw = json.dumps(offline_rules.answer(task, schema_name, evidence, find_notes(messages)),
-                                 sort_keys=True)
+                answer = offline_rules.answer(task, schema_name, evidence, find_notes(messages))
+                asked = (response_format["json_schema"].get("schema") or {}).get("properties")
+                if asked is not None:  # the fields the schema it was sent asks for (code sets the others)
+                    answer = {k: v for k, v in answer.items() if k in asked}
+                raw = json.dumps(answer, sort_keys=True)
             message = AIMessage(content=raw)
         elif tools:
             message = self._tool_step(task, evidence, messages, [t["function"]["name"] for t in tools])

@@ -26,6 +26,8 @@ def _cite(block: dict[str, Any], *names: str) -> list[str]:
 
 
 # ---------------------------------------------------------------- planning / quant
+QUANT_METRICS = ("close", "sma50", "sma200", "rsi14", "macd_hist", "atr14")  # what the quant's answer cites
+
 def plan(ev: dict) -> dict:
     symbols = ev["symbols"]
     limits = ev.get("limits", {})
@@ -42,10 +44,12 @@ def plan(ev: dict) -> dict:
 
 
 def quant(ev: dict) -> dict:
+    """The indicators are the evidence's, or (pass protocol 4) those its tools returned: it states and cites only
+    what it has."""
     t = ev["technical"]
     close, sma50, sma200 = t.get("close"), t.get("sma50"), t.get("sma200")
     parts = []
-    if sma50 is not None:
+    if sma50 is not None and close is not None:
         parts.append(f"close {'above' if close > sma50 else 'below'} SMA50")
     if sma50 is not None and sma200 is not None:
         parts.append(f"SMA50 {'above' if sma50 > sma200 else 'below'} SMA200")
@@ -53,14 +57,13 @@ def quant(ev: dict) -> dict:
         parts.append(f"RSI14 at {t['rsi14']}")
     if t.get("macd_hist") is not None:
         parts.append(f"MACD histogram {'positive' if t['macd_hist'] > 0 else 'negative'}")
-    if t.get("atr14") is not None:
+    if t.get("atr14") is not None and close is not None:
         parts.append(f"ATR14 {t['atr14']} against a close of {close}")
-    names = ("close", "sma50", "sma200", "rsi14", "macd_hist", "atr14")
     return {
         "symbol": ev["symbol"],
         "question": ev["question"],
         "answer": ("; ".join(parts) or "Too little history for indicators") + ".",
-        "metrics": {n: t.get(n) for n in names},
+        "metrics": {n: t[n] for n in QUANT_METRICS if n in t},
     }
 
 
@@ -360,6 +363,11 @@ def tool_plan(task: str, ev: dict, offered: list[str]) -> list[dict]:
     if task == "planning":  # asked only under pass protocols 1 and 2: since 3 PLANNING offers no tools
         calls = [{"name": "get_portfolio", "args": {}},
                  {"name": "get_market_snapshot", "args": {"symbols": ev["symbols"]}}]
+    elif task == "quant" and "technical" not in ev:
+        # pass protocol 4: the evidence is the question alone; fetch the indicators the answer rests on, and the
+        # last week's bars
+        calls = [{"name": "get_indicators", "args": {"symbol": ev["symbol"], "names": list(QUANT_METRICS)}},
+                 {"name": "get_price_history", "args": {"symbol": ev["symbol"], "lookback": 5}}]
     elif task == "quant":
         calls = [{"name": "get_indicators", "args": {"symbol": ev["symbol"],
                                                      "names": ["rsi14", "macd_hist", "sma50", "sma200", "atr14"]}},

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import json
 import time
 import uuid
@@ -29,7 +30,8 @@ from agent.audit_events import emit
 from agent.budget import BudgetExceeded, budget_of, output_cap, request_tokens
 from agent import cache as response_cache
 from agent.guards import GuardError, Shown, check_figures, check_symbol
-from agent.json_chat_model import answer_text, lean_schema, parse_answer, response_format
+from agent.json_chat_model import (_DATA_KEYWORDS, _NAMED_SCHEMAS, answer_text, lean_schema, parse_answer,
+                                   response_format)
 from agent.llm import ATTEMPT_KEY, AttemptPlan, call_failed, describe_failure, next_wait, retry_policy_of
 from agent.prompts import repair_message
 from agent.pricing import call_cost, price_of
@@ -65,10 +67,20 @@ class TickerGuardError(ContractError):
 #      had already put in the scan, so its evidence, built by code, now carries their answers and the planner is one
 #      structured pass (one call fewer on every cycle's critical path). Its retired allow-list, which a replay of a
 #      protocol 1 or 2 recording needs, is schemas/states.py `RETIRED_ALLOW_LISTS`. Passes otherwise as in 2.
-# Only what the messages hold is versioned: a replay matches a request by its messages, the tools' names and the
-# structured output's name, so the leaner response_format schemas (agent/json_chat_model.py `lean_schema`) need none.
-PASS_PROTOCOLS = (1, 2, 3)
-PASS_PROTOCOL = 3  # what this code records and runs live
+#   4: lean prompts (issue 24: a StockBench symbol-decision cost ~13k prompt tokens): a shorter system prompt; past
+#      notes with their tags and fenced text on one line (agent/prompts.py); a rebuttal without the notes its side's
+#      case was built on (that case is its evidence); no point repeated within one prompt (a debate side's key points
+#      are its notes' and the opposing ones; the manager's panel briefs leave out the points the cases carry); the
+#      quant's evidence is its question, the indicators come from its tools, and its notes join it for the
+#      structured pass only (the tool pass decides what to fetch); a critique's note and a fundamental analyst's
+#      evidence without what code sets (model_used, self_critiqued; source, available); the JSON schema a model is
+#      sent leaves out the fields code sets (MODEL_SETS) and string lengths and patterns (the contract still checks
+#      them all). Passes otherwise as in 3.
+# Only what the messages hold needs a version for replays: a replay matches a request by its messages, the tools'
+# names and the structured output's name (the response_format schemas are versioned all the same, so a recording's
+# requests say what they were sent).
+PASS_PROTOCOLS = (1, 2, 3, 4)
+PASS_PROTOCOL = 4  # what this code records and runs live
 PASS_PROTOCOL_KEY = "pass_protocol"  # configurable key: a replay's recorded protocol
 _protocol_in_use: contextvars.ContextVar[int] = contextvars.ContextVar("pass_protocol", default=PASS_PROTOCOL)
 
@@ -299,10 +311,11 @@ def structured_pass(
     `cite_evidence`: every figure its text states must be one of the evidence's (analysts and the quant, whose
     evidence is the bundle)."""
     method = structured_method(model, method)
-    bound = bind_json(model, schema, method)
+    protocol = pass_protocol(config)
+    bound = bind_json(model, schema, method, protocol)
     parse = parse_answer(schema)
     shown = Shown(messages) if expect_symbol is not None else None  # what the model may quote and cite
-    messages = list(messages) + [json_instruction(schema, method, lean=pass_protocol(config) >= 2)]
+    messages = list(messages) + [json_instruction(schema, method, lean=protocol >= 2, protocol=protocol)]
     error = ""
     for attempt in range(1, max_retries + 2):
         guard: dict = {}
@@ -349,7 +362,56 @@ def structured_method(model: BaseChatModel, configured: str) -> str:
     return choices_of(model).get("structured_method") or (configured if configured != "auto" else "json_schema")
 
 
-def bind_json(model: BaseChatModel, schema: type[BaseModel], method: str) -> Runnable:
+# the fields of a contract that code sets after the model answers (the model is not asked for them from protocol 4)
+MODEL_SETS: dict[str, tuple[str, ...]] = {
+    "AnalystNote": ("model_used", "self_critiqued"),  # agent/analysts.py
+    "TradeThesis": ("price_source", "atr14"),          # agent/thesis.py anchor_prices
+    "AgentMemory": ("decisions", "reviews"),           # graph/nodes/memorizing.py grounding
+}
+_UNSENT_KEYWORDS = frozenset({"maxLength", "minLength", "pattern"})
+
+
+def _asked_schema(node: Any) -> Any:
+    """A lean schema less string lengths and patterns (no data keyword's value is touched)."""
+    if isinstance(node, list):
+        return [_asked_schema(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        if key in _UNSENT_KEYWORDS and not isinstance(value, dict):
+            continue
+        if key in _DATA_KEYWORDS:
+            out[key] = value
+        elif key in _NAMED_SCHEMAS and isinstance(value, dict):
+            out[key] = {name: _asked_schema(sub) for name, sub in value.items()}
+        else:
+            out[key] = _asked_schema(value)
+    return out
+
+
+@functools.lru_cache(maxsize=128)
+def asked_schema(schema: type[BaseModel]) -> dict:
+    """The JSON schema a model is sent from pass protocol 4: the contract's lean schema without the fields code sets
+    (never a required one) and without string lengths and patterns. What validates is the contract itself."""
+    full = lean_schema(schema.model_json_schema())
+    dropped = MODEL_SETS.get(schema.__name__, ())
+    if set(dropped) & set(full.get("required", ())):
+        raise ValueError(f"{schema.__name__}: a required field cannot be left for code to set")
+    full["properties"] = {k: v for k, v in full["properties"].items() if k not in dropped}
+    if "$defs" in full and "$ref" not in json.dumps(full["properties"]):
+        del full["$defs"]  # only the dropped fields used them
+    return _asked_schema(full)
+
+
+@functools.lru_cache(maxsize=128)
+def _asked_response_format(schema: type[BaseModel]) -> dict:
+    return {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": asked_schema(schema),
+                                                   "strict": False}}
+
+
+def bind_json(model: BaseChatModel, schema: type[BaseModel], method: str,
+              protocol: int = PASS_PROTOCOL) -> Runnable:
     """The model asked for the contract as JSON, never with the state's tools. json_schema and json_mode go as
     an OpenAI-style `response_format`, which every provider's LangChain class maps to its own parameter
     (Anthropic's output_config, Ollama's format, Gemini's response schema). function_calling offers the
@@ -359,7 +421,8 @@ def bind_json(model: BaseChatModel, schema: type[BaseModel], method: str) -> Run
         forced = schema.__name__ if choices_of(model).get("tool_choice", True) else None
         return model.bind_tools([tool], tool_choice=forced,
                                 ls_structured_output_format={"kwargs": {"method": method}, "schema": tool})
-    rf = response_format(schema, method)
+    lean = protocol >= 4 and method == "json_schema"
+    rf = _asked_response_format(schema) if lean else response_format(schema, method)
     # plain JSON Schema, parsed here: `with_structured_output` would hand ChatOpenAI's SDK the schema class,
     # which raises on an invalid answer before the repair prompt can quote the raw answer and its error
     return model.bind(response_format=rf, ls_structured_output_format={"kwargs": {"method": method}, "schema": rf})
@@ -385,11 +448,13 @@ def finish_reason(message: Any) -> Optional[str]:
     return reason
 
 
-def json_instruction(schema: type[BaseModel], method: str, *, lean: bool = True) -> HumanMessage:
+def json_instruction(schema: type[BaseModel], method: str, *, lean: bool = True,
+                     protocol: Optional[int] = None) -> HumanMessage:
     text = f"Reply with only a JSON object for the {schema.__name__} schema."
-    if method == "json_mode":  # no schema travels with json_object requests: state it (protocol 1: with titles)
-        full = schema.model_json_schema()
-        text += " Schema: " + json.dumps(lean_schema(full) if lean else full, separators=(",", ":"))
+    if method == "json_mode":  # no schema travels with json_object requests: state it (protocol 1: with titles,
+        full = schema.model_json_schema()  # 2 and 3 without, 4 without the fields code sets either)
+        stated = asked_schema(schema) if (protocol or 0) >= 4 else lean_schema(full) if lean else full
+        text += " Schema: " + json.dumps(stated, separators=(",", ":"))
     return HumanMessage(content=text)
 
 

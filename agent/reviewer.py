@@ -7,7 +7,7 @@ from langchain_core.runnables import RunnableConfig
 
 from agent.config import AgentConfig
 from agent.exits import outcome_of
-from agent.passes import structured_pass
+from agent.passes import pass_protocol, structured_pass
 from agent.prompts import task_messages
 from schemas.memory import ClosedTrade, TradeReview
 
@@ -41,9 +41,9 @@ def review_trade(trade: ClosedTrade, model, settings: AgentConfig, config: Runna
                 "result": {"reason": trade.reason, "exit_price": trade.exit_price, "opened": trade.opened,
                            "closed": trade.closed, "sessions_held": trade.sessions_held,
                            "return_pct": trade.return_pct, **facts}}
-    drafted = structured_pass(model, task_messages("reviewer", evidence), TradeReview,
-                              max_retries=settings.max_repair_retries, config=config, method=settings.structured_method,
-                              expect_symbol=trade.symbol)
+    drafted = structured_pass(model, task_messages("reviewer", evidence, protocol=pass_protocol(config)),
+                              TradeReview, max_retries=settings.max_repair_retries, config=config,
+                              method=settings.structured_method, expect_symbol=trade.symbol)
     # whatever the model wrote in the factual fields is replaced by the numbers
     return drafted.model_copy(update={
         **facts, "symbol": trade.symbol, "direction": trade.direction,

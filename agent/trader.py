@@ -8,7 +8,7 @@ from langchain_core.runnables import RunnableConfig
 from agent.calibration import ABSTAIN_MODEL
 from agent.config import AgentConfig
 from agent.memory.recall import past_notes
-from agent.passes import structured_pass
+from agent.passes import pass_protocol, structured_pass
 from agent.prompts import task_messages
 from agent.markets import get_profile
 from agent.risk import equity, evaluate, risk_input, size_position
@@ -41,7 +41,8 @@ def run_trader(debate: DebateResult, panel: SymbolPanel, snap: MarketSnapshot, m
         if th.direction != debate.winner:
             raise ValueError(f"direction must follow the debate winner {debate.winner}, got {th.direction}")
 
-    thesis = structured_pass(model, task_messages("trader", evidence, notes=past_notes(config, "trader", snap)),
+    thesis = structured_pass(model, task_messages("trader", evidence, notes=past_notes(config, "trader", snap),
+                                                  protocol=pass_protocol(config)),
                              TradeThesis,
                              max_retries=settings.max_repair_retries, config=config, method=settings.structured_method,
                              expect_symbol=snap.symbol, check=follows_debate)

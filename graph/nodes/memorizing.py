@@ -12,7 +12,7 @@ from langgraph.types import Command
 from agent.exits import closed_trade
 from agent.features.regime import regime_words
 from agent.parallel import run_parallel
-from agent.passes import structured_pass
+from agent.passes import pass_protocol, structured_pass
 from agent.prompts import task_messages
 from agent.reviewer import review_trade
 from graph.nodes.common import done, state_node
@@ -88,9 +88,9 @@ def memorizing(state: CycleState, config: RunnableConfig) -> Command[Literal["__
     # call deep instead of one per closed position + 1); the offline model runs them inline, reviews first, as
     # before, so its recordings are unchanged
     tasks = {f"review:{i}": (lambda t=t: review_trade(t, model, rt.config, config)) for i, t in enumerate(closed)}
-    tasks["summary"] = lambda: structured_pass(model, task_messages("memory", evidence), AgentMemory,
-                                               max_retries=rt.config.max_repair_retries, config=config,
-                                               method=rt.config.structured_method)
+    prompt = task_messages("memory", evidence, protocol=pass_protocol(config))
+    tasks["summary"] = lambda: structured_pass(model, prompt, AgentMemory, max_retries=rt.config.max_repair_retries,
+                                               config=config, method=rt.config.structured_method)
     written = run_parallel(tasks, parallel=rt.config.parallel_llm)
     reviews: list[TradeReview] = [written[f"review:{i}"] for i in range(len(closed))]
     memory = written["summary"]

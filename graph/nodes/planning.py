@@ -50,14 +50,15 @@ def planning(state: CycleState, config: RunnableConfig) -> Command[Literal["ANAL
     rt = runtime_of(config)
     scan = MarketScan.model_validate(state["scan"])
     tool_config = with_tools(config, scan_context(scan))
-    tools = allow_list("PLANNING", pass_protocol(config))
+    protocol = pass_protocol(config)
+    tools = allow_list("PLANNING", protocol)
     evidence = planning_evidence(scan, rt.config, with_tool_answers=not tools)
     items = (state.get("case") or {}).get("case_data", {}).get("items", [])
     if items:  # a backtest Case's own information items: third-party text, fenced like headlines
         evidence["case_items"] = [{"kind": i["kind"], "timestamp": i.get("timestamp"), "content": fence(i["content"])}
                                   for i in items]
     model = rt.model("quick")
-    messages = task_messages("planning", evidence)
+    messages = task_messages("planning", evidence, protocol=protocol)
     if tools:  # protocols 1 and 2: the model fetched the portfolio and the snapshot itself
         messages = tool_pass(model, messages, REGISTRY, tools, state="PLANNING", max_steps=rt.config.max_tool_steps,
                              config=tool_config)

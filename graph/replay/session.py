@@ -420,14 +420,17 @@ JSON_INSTRUCTION = "Reply with only a JSON object"  # agent/passes.py json_instr
 
 
 def inferred_pass_protocol(calls: list[LlmCall]) -> Optional[int]:
-    """The pass protocol a cycle's requests were made under. Protocol 3 is the only one whose PLANNING offered none
-    of the registered tools (it asks for the Plan at once; a Plan asked as a function call offers the contract as
-    its one tool). Before it, a structured pass (its JSON instruction, whatever the method) that followed tool
-    results tells: protocol 1 asked the model again after them (an answer without tool calls stands before the JSON
-    instruction), protocol 2 did not (the tool results do). None when neither shows (no PLANNING request, no
-    structured pass after a tool)."""
+    """The pass protocol a cycle's requests were made under. Protocol 4 sent its own system prompt. Protocol 3 is the
+    only earlier one whose PLANNING offered none of the registered tools (it asks for the Plan at once; a Plan asked
+    as a function call offers the contract as its one tool). Before it, a structured pass (its JSON instruction,
+    whatever the method) that followed tool results tells: protocol 1 asked the model again after them (an answer
+    without tool calls stands before the JSON instruction), protocol 2 did not (the tool results do). None when
+    neither shows (no PLANNING request, no structured pass after a tool)."""
+    from agent.prompts import BASE_SYSTEM
     from agent.tools import REGISTRY
 
+    if any(m.get("type") == "system" and m.get("content") == BASE_SYSTEM for call in calls for m in call.messages[:1]):
+        return 4  # protocol 4's system prompt (agent/prompts.py): no earlier protocol sent it
     planning = [call for call in calls if call.state == "PLANNING"]
     if planning and not any(name in REGISTRY for call in planning for name in call.tools):
         return 3

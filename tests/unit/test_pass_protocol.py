@@ -1,7 +1,7 @@
 """The pass protocol (agent/passes.py): protocol 2 ends a tool pass with the round whose tool results came back,
 so the structured pass reads them directly; protocol 1 (the code before) asked the model once more. Protocol 3
-drops PLANNING's tool pass: its evidence carries what its two tools returned. Each cycle's manifest records its
-protocol, and a replay asks what its recording asked: an old-protocol session, with or without the manifest entry,
+drops PLANNING's tool pass: its evidence carries what its two tools returned. Protocol 4 leans the prompts
+(tests/unit/test_lean_prompts.py). Each cycle's manifest records its protocol, and a replay asks what its recording asked: an old-protocol session, with or without the manifest entry,
 still verifies identical; a replay that departs is reported."""
 from __future__ import annotations
 
@@ -39,8 +39,8 @@ def _record(symbols=SYMBOLS, protocol=None, script=None):
 
 @pytest.fixture(scope="module")
 def both():
-    """The same 4-symbol cycle recorded under each protocol (3: today's default)."""
-    return {1: _record(protocol=1), 2: _record(protocol=2), 3: _record()}
+    """The same 4-symbol cycle recorded under each protocol (4: today's default)."""
+    return {1: _record(protocol=1), 2: _record(protocol=2), 3: _record(protocol=3), 4: _record()}
 
 
 def _requests(store, out, state=None):
@@ -76,7 +76,7 @@ def test_protocol_2_drops_the_call_after_the_tool_round(both):
 
 def test_protocol_3_plans_in_one_call_without_tools(both):
     (s2, o2), (s3, o3) = both[2], both[3]
-    assert PASS_PROTOCOL == 3 and pass_protocol() == 3
+    assert PASS_PROTOCOL == 4 and pass_protocol() == 4
     assert [bool(e["payload"]["tools"]) for e in _requests(s2, o2, "PLANNING")] == [True, False]
     [plan] = _requests(s3, o3, "PLANNING")
     assert plan["payload"]["tools"] == [] and plan["payload"]["structured_output"] == "Plan"
@@ -192,21 +192,22 @@ def test_the_manifest_records_the_allow_lists_its_protocol_ran_with(both):
 OLD_PLANNING_TOOLS = "allow-list PLANNING: recorded ['get_market_snapshot', 'get_portfolio'], now []"
 
 
-@pytest.mark.parametrize("protocol,requests", [(1, 48), (2, 43)])
+@pytest.mark.parametrize("protocol,requests", [(1, 48), (2, 43), (3, 42)])
 def test_an_old_protocol_recording_verifies_identical(both, protocol, requests):
     store, out = both[protocol]
     manifest = events_of(store, out, "manifest")[0]["payload"]
     assert manifest["protocols"] == {"passes": protocol}
-    assert pass_protocol() == 3  # outside the context: today's code runs protocol 3
+    assert pass_protocol() == 4  # outside the context: today's code runs protocol 4
     report = verify_session(store, out.session_id)
     assert report.identical and report.ok, report.first_divergence
     verdict = report.cycles[0]
-    assert verdict.config_differences == [OLD_PLANNING_TOOLS, f"protocol passes: recorded {protocol}, now 3"]
+    assert verdict.config_differences == [OLD_PLANNING_TOOLS] * (protocol < 3) + [
+        f"protocol passes: recorded {protocol}, now 4"]
     assert any(f"replayed under pass protocol {protocol}, as recorded" in n for n in verdict.notes), verdict.notes
     # the replay asked every recorded request, PLANNING's tool pass included, and nothing else
     replayed = events_of(store, type("O", (), {"session_id": report.replay_session_id}), "llm_request")
     assert len(replayed) == requests
-    assert [bool(e["payload"]["tools"]) for e in replayed if e["state"] == "PLANNING"][0] is True
+    assert [bool(e["payload"]["tools"]) for e in replayed if e["state"] == "PLANNING"][0] is (protocol < 3)
     assert not any("not asked for" in n or "unrecorded" in n for n in verdict.notes)
 
 
@@ -236,7 +237,7 @@ def test_a_manifest_from_before_protocol_versions_replays_as_protocol_1(both):
     report = verify_session(old, out.session_id)
     assert report.identical and report.ok, report.first_divergence
     assert any("predates protocol versions" in n for n in report.cycles[0].notes)
-    assert report.cycles[0].config_differences == [OLD_PLANNING_TOOLS, "protocol: recorded '<absent>', now {'passes': 3}"]
+    assert report.cycles[0].config_differences == [OLD_PLANNING_TOOLS, "protocol: recorded '<absent>', now {'passes': 4}"]
 
 
 def test_a_replay_that_departs_from_the_recording_is_reported(both):
@@ -280,7 +281,7 @@ def test_a_manifest_that_names_the_wrong_side_of_protocol_3_is_reported(both, re
 
 
 def test_a_new_protocol_recording_verifies_identical(both):
-    store, out = both[3]
+    store, out = both[4]
     report = verify_session(store, out.session_id)
     assert report.identical and report.ok and report.cycles[0].config_differences == []
     assert report.cycles[0].notes == []
@@ -355,7 +356,7 @@ def test_without_a_structured_pass_to_follow_the_model_is_asked_again(both):
     assert asked[False] == ["ai", "tool", "tool", "ai"]
 
 
-@pytest.mark.parametrize("protocol", [1, 2, 3])
+@pytest.mark.parametrize("protocol", [1, 2, 3, 4])
 def test_a_cycle_without_a_manifest_replays_under_the_protocol_its_requests_show(both, protocol):
     """No manifest: recorded before manifests (protocol 1) or by a Studio run (today's): the requests tell which."""
     from graph.replay.session import inferred_pass_protocol

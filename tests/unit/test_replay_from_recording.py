@@ -127,9 +127,9 @@ def test_a_cycle_that_ran_out_of_token_budget_replays_the_same_failure():
 
 def test_a_different_failure_is_a_divergence_even_with_the_same_contracts():
     store = mock_store()
-    # 8000 tokens run out in ANALYZING (pass protocol 3 spends ~7,400 through ANALYZING, each call reserving its
-    # output cap before it is sent; 9000 run out in DEBATE)
-    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(token_budget=8000))
+    # 6000 tokens run out in ANALYZING (pass protocol 4 spends between 6,500 and 7,000 through ANALYZING, each call
+    # reserving its output cap before it is sent; 7000 run out in DEBATE)
+    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(token_budget=6000))
     # a bigger budget today must not matter (the recorded one is used), but an edited error must show
     store.db["state_events"].update_one({"session_id": out.session_id, "kind": "error",
                                          "payload.type": "TokenBudgetExceeded"},

@@ -81,3 +81,31 @@ def test_emit_reaches_each_configs_own_handlers_with_its_run_id_and_metadata():
     assert second.seen == [("validation", {"i": i}, run_ids[1], "two") for i in range(3)] + [
         ("error", {"same": 2}, run_ids[1], "copy")]
     assert run_ids[0] != run_ids[1]
+
+
+def test_recall_with_cached_query_vectors_equals_recall_without():
+    """A HybridIndex keeps HashedEmbeddings' query vectors; one with another embedder (here the same function under
+    another class, which is never cached) ranks the same records the same way, query after query."""
+    from agent.memory.embeddings import HashedEmbeddings
+    from agent.memory.index import HybridIndex
+    from schemas.memory import MemoryRecord
+
+    class Uncached(HashedEmbeddings):
+        pass
+
+    words = ["above_sma50", "below_sma50", "rsi_neutral", "macd_negative", "macd_positive", "high_volatility"]
+    records = [MemoryRecord(memory_id=f"m{i}", kind="cycle" if i % 3 else "review", symbol="AAPL" if i % 2 else "MSFT",
+                            direction="LONG", known_at=f"2025-03-{1 + i % 28:02d}", session_id="s", run_id="r",
+                            cycle_id=f"c{i}", text=f"setup {words[i % 6]} {words[(i * 5) % 6]}; stop target {i}")
+               for i in range(60)]
+    cached, plain = HybridIndex(), HybridIndex(Uncached())
+    assert cached._queries is not None and plain._queries is None
+    for index in (cached, plain):
+        index.add(records)
+    queries = [f"{a} {b} long stop" for a in words for b in words] * 2  # each asked twice: the second from the cache
+    for q in queries:
+        for symbol in ("AAPL", "MSFT"):
+            got = [cached.search(q, symbol=symbol, before=d, session_id="s", k=3) for d in ("2025-03-10", "2025-03-29")]
+            want = [plain.search(q, symbol=symbol, before=d, session_id="s", k=3) for d in ("2025-03-10", "2025-03-29")]
+            assert got == want
+    assert len(cached._queries) == len(set(queries))
