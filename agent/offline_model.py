@@ -8,6 +8,7 @@ The decisions come from rules over the numbers in the prompt's <EVIDENCE> block
 """
 from __future__ import annotations
 
+import inspect
 import json
 import threading
 from typing import Any, Optional
@@ -127,6 +128,9 @@ class OfflineChatModel(JsonChatModel):
         }
         message.response_metadata = {"model_name": self.model_name, "finish_reason": "stop"}
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+    # LangChain inspects `_generate`'s signature on every call (does it take run_manager?): computed once here
+    _generate.__signature__ = inspect.signature(_generate)
 
     def _tool_step(self, task: str, evidence: dict, messages: list[BaseMessage], offered: list[str]) -> AIMessage:
         already_called = any(isinstance(m, ToolMessage) for m in messages)

@@ -30,8 +30,8 @@ from agent.audit_events import emit
 from agent.budget import BudgetExceeded, budget_of, output_cap, request_tokens
 from agent import cache as response_cache
 from agent.guards import GuardError, Shown, check_figures, check_symbol
-from agent.json_chat_model import (_DATA_KEYWORDS, _NAMED_SCHEMAS, answer_text, lean_schema, parse_answer,
-                                   response_format)
+from agent.json_chat_model import (_DATA_KEYWORDS, _NAMED_SCHEMAS, JsonChatModel, answer_text, lean_schema,
+                                   parse_answer, response_format)
 from agent.llm import ATTEMPT_KEY, AttemptPlan, call_failed, describe_failure, next_wait, retry_policy_of
 from agent.prompts import repair_message
 from agent.pricing import call_cost, price_of
@@ -130,7 +130,7 @@ def tool_pass(
     offered = [tools[name] for name in sorted(allowed) if name in tools]
     # never a tool_choice: every API's default with tools offered is "auto", and some OpenAI-compatible
     # servers (LM Studio) reject the parameter outright
-    bound = model.bind_tools(offered)
+    bound = _bound(model, ("tools",) + tuple((t.name, id(t)) for t in offered), lambda: model.bind_tools(offered))
     messages = list(messages)
     for _ in range(max_steps):
         ai = call_model(model, bound, messages, config)
@@ -417,15 +417,40 @@ def bind_json(model: BaseChatModel, schema: type[BaseModel], method: str,
     (Anthropic's output_config, Ollama's format, Gemini's response schema). function_calling offers the
     contract as the one tool, forced by tool_choice only where the server accepts it."""
     if method == "function_calling":
-        tool = convert_to_openai_tool(schema)  # LangChain leaves out the titles already
-        forced = schema.__name__ if choices_of(model).get("tool_choice", True) else None
-        return model.bind_tools([tool], tool_choice=forced,
-                                ls_structured_output_format={"kwargs": {"method": method}, "schema": tool})
+        def make() -> Runnable:
+            tool = convert_to_openai_tool(schema)  # LangChain leaves out the titles already
+            forced = schema.__name__ if choices_of(model).get("tool_choice", True) else None
+            return model.bind_tools([tool], tool_choice=forced,
+                                    ls_structured_output_format={"kwargs": {"method": method}, "schema": tool})
+        return _bound(model, ("json", schema, method), make)
     lean = protocol >= 4 and method == "json_schema"
     rf = _asked_response_format(schema) if lean else response_format(schema, method)
     # plain JSON Schema, parsed here: `with_structured_output` would hand ChatOpenAI's SDK the schema class,
-    # which raises on an invalid answer before the repair prompt can quote the raw answer and its error
-    return model.bind(response_format=rf, ls_structured_output_format={"kwargs": {"method": method}, "schema": rf})
+    # which raises on an invalid answer before the repair prompt can quote the raw answer and its error.
+    # ls_structured_output_format is LangSmith's record of it, which LangChain converts again on every call: a
+    # provider's model gets it; tradegraph's own (offline, replay) read response_format alone, as the audit does
+    if isinstance(model, JsonChatModel):
+        return _bound(model, ("json", schema, method, lean), lambda: model.bind(response_format=rf))
+    return _bound(model, ("json", schema, method, lean), lambda: model.bind(
+        response_format=rf, ls_structured_output_format={"kwargs": {"method": method}, "schema": rf}))
+
+
+# A pass's binding (the model with its tools or its response format) is the same for every pass of the same model and
+# schema or tools: built once. RunnableBinding is immutable (bind returns a new one), so sharing it is safe
+_BINDINGS: dict[tuple, tuple[BaseChatModel, Runnable]] = {}
+_BINDINGS_MAX = 512
+
+
+def _bound(model: BaseChatModel, key: tuple, make: Callable[[], Runnable]) -> Runnable:
+    full = (id(model),) + key
+    held = _BINDINGS.get(full)
+    if held is not None and held[0] is model:
+        return held[1]
+    bound = make()
+    if len(_BINDINGS) >= _BINDINGS_MAX:
+        _BINDINGS.clear()
+    _BINDINGS[full] = (model, bound)
+    return bound
 
 
 def _as_answer(raw: Any) -> AIMessage:

@@ -5,6 +5,7 @@ NaN/inf (indicator warm-up) becomes None, never 0.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -103,13 +104,21 @@ def _missing_sessions(entry: Any, lo: int, i: int, cutoff: pd.Timestamp, profile
     the bars against)."""
     if i < lo:
         return []
-    try:
-        sessions = trading_days(profile, pd.Timestamp(entry.dates[lo]), cutoff)
-    except CalendarRangeError:
+    sessions = _sessions(profile, pd.Timestamp(entry.dates[lo]), cutoff)
+    if sessions is None:
         return []
-    sessions = pd.DatetimeIndex(sessions).as_unit("ns")
     missing = sessions[~np.isin(sessions.values, entry.dates[lo: i + 1])]
     return missing.strftime("%Y-%m-%d").tolist()[-MISSING_MAX:]
+
+
+@functools.lru_cache(maxsize=1024)
+def _sessions(profile: MarketProfile, start: pd.Timestamp, end: pd.Timestamp) -> pd.DatetimeIndex | None:
+    """The calendar's sessions in [start, end] (None outside the calendar's range): the same window for every symbol
+    of a decision point, asked once (an index is immutable)."""
+    try:
+        return pd.DatetimeIndex(trading_days(profile, start, end)).as_unit("ns")
+    except CalendarRangeError:
+        return None
 
 
 def _sentiment(news: NewsFeatures) -> SentimentFeatures:

@@ -109,3 +109,29 @@ def test_recall_with_cached_query_vectors_equals_recall_without():
             want = [plain.search(q, symbol=symbol, before=d, session_id="s", k=3) for d in ("2025-03-10", "2025-03-29")]
             assert got == want
     assert len(cached._queries) == len(set(queries))
+
+
+def test_a_pass_binding_is_built_once_per_model_and_schema():
+    from agent.offline_model import OfflineChatModel
+    from agent.passes import bind_json
+    from schemas.analysis import AnalystNote, QuantAnswer
+
+    one, two = OfflineChatModel(), OfflineChatModel()
+    a = bind_json(one, AnalystNote, "json_schema", 4)
+    assert bind_json(one, AnalystNote, "json_schema", 4) is a
+    assert bind_json(two, AnalystNote, "json_schema", 4) is not a
+    assert bind_json(one, QuantAnswer, "json_schema", 4) is not a
+    assert bind_json(one, AnalystNote, "json_schema", 3) is not a  # protocol 3 sends the full lean schema
+    assert a.kwargs["response_format"]["json_schema"]["name"] == "AnalystNote"
+    assert "ls_structured_output_format" not in a.kwargs
+
+
+def test_a_providers_binding_still_carries_its_langsmith_record(monkeypatch):
+    from langchain_openai import ChatOpenAI
+
+    from agent.passes import bind_json
+    from schemas.analysis import AnalystNote
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    bound = bind_json(ChatOpenAI(model="gpt-4o-mini"), AnalystNote, "json_schema", 4)
+    assert bound.kwargs["ls_structured_output_format"]["schema"] is bound.kwargs["response_format"]
