@@ -6,7 +6,9 @@ and no tool can see past the cycle's as-of date.
 """
 from __future__ import annotations
 
+import inspect
 import threading
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -150,6 +152,19 @@ REGISTRY: dict[str, BaseTool] = {
     t.name: t for t in (get_portfolio, get_market_snapshot, get_indicators, get_news_features, get_price_history,
                         submit_decision)
 }
+
+
+def _annotations_resolved(t: BaseTool) -> None:
+    """LangChain resolves a tool function's type hints on every call (to find its RunnableConfig parameter): with
+    this module's postponed annotations that is an eval of each one each time. Resolved once here, to the same
+    types (Annotated metadata kept), so each call reads them as they are."""
+    func = t.func
+    func.__annotations__ = typing.get_type_hints(func, include_extras=True)
+    func.__signature__ = inspect.signature(func)
+
+
+for _tool in REGISTRY.values():
+    _annotations_resolved(_tool)
 
 def invoke_tool(name: str, args: dict[str, Any], *, state: str, config: RunnableConfig) -> Any:
     """Code-driven tool call (SCANNING, EXECUTING): same registry, same allow-list, same audit."""

@@ -100,9 +100,11 @@ def validate_config(config: EpisodeConfig, market: MarketData) -> None:
                             f"can trade")
 
 
-def _bar(ts, row) -> PricePoint:
-    return PricePoint(timestamp=ts.strftime("%Y-%m-%d"), open=float(row.open), high=float(row.high),
-                      low=float(row.low), close=float(row.close), volume=float(row.volume))
+_BAR_FIELDS = ("open", "high", "low", "close", "volume")
+
+
+def _bar(ts, row: list[float]) -> PricePoint:
+    return PricePoint(timestamp=ts.strftime("%Y-%m-%d"), **dict(zip(_BAR_FIELDS, map(float, row))))
 
 
 def build_case(config: EpisodeConfig, market: MarketData, date: str, idx: int, portfolio: PortfolioSnapshot,
@@ -116,13 +118,19 @@ def build_case(config: EpisodeConfig, market: MarketData, date: str, idx: int, p
     stock: dict[str, StockData] = {}
     untradable: dict[str, str] = {}
     for t in config.tickers:
-        today, frame = market.bars(t, date, date), market.as_of(t, cutoff)
+        today = market.bars(t, date, date)
+        # only the rows the case reads are copied (the whole history only for the first point's window), never
+        # the full history per ticker and point: the last bars_in_case bars, and those since the last point
+        seen = market.position_as_of(t, cutoff)
+        since = 0 if prev_date is None else market.position_as_of(t, bar_cutoff(profile, prev_date))
+        frame = market.as_of(t, cutoff, lookback=seen - min(since, max(0, seen - config.bars_in_case)))
         if today.empty or frame.empty:
             untradable[t] = untradable_reason(market, t, date, today.empty)
             continue
         tail = frame.iloc[-config.bars_in_case:]
-        bars = [_bar(ts, row) for ts, row in zip(tail.index, tail.itertuples())]
-        window = frame if prev_date is None else frame[frame.index > bar_cutoff(profile, prev_date)]
+        bars = [_bar(ts, row) for ts, row in zip(tail.index, tail[list(_BAR_FIELDS)].to_numpy().tolist())]
+        # the bars after the last point's cutoff (prev_date None: all of them), else the last one
+        window = frame.iloc[max(0, since - (seen - len(frame))):]
         window = window if len(window) else frame.iloc[-1:]
         summary = IntervalPriceSummary(
             start=window.index[0].strftime("%Y-%m-%d"), end=window.index[-1].strftime("%Y-%m-%d"),

@@ -7,6 +7,7 @@ import math
 from enum import Enum
 
 import numpy as np
+import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableLambda
 
@@ -135,3 +136,62 @@ def test_a_providers_binding_still_carries_its_langsmith_record(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     bound = bind_json(ChatOpenAI(model="gpt-4o-mini"), AnalystNote, "json_schema", 4)
     assert bound.kwargs["ls_structured_output_format"]["schema"] is bound.kwargs["response_format"]
+
+
+def _case_by_the_definition(config, market, date, idx, portfolio, prev_date):
+    """build_case as first written (graph/backtest/loop.py before issue 24's speed work): each ticker's whole history
+    read and filtered, its bars read row by row. The fast build must give the very same Case."""
+    from agent.markets import bar_cutoff, fill_field, get_profile
+    from graph.backtest.loop import untradable_reason
+    from schemas.simulation import (Case, CaseData, CaseDataItem, CaseMetadata, IntervalPriceSummary, PricePoint,
+                                    StockData)
+
+    profile = get_profile(config.market, config.decide_at)
+    cutoff = bar_cutoff(profile, date)
+    stock, untradable = {}, {}
+    for t in config.tickers:
+        today, frame = market.bars(t, date, date), market.as_of(t, cutoff)
+        if today.empty or frame.empty:
+            untradable[t] = untradable_reason(market, t, date, today.empty)
+            continue
+        tail = frame.iloc[-config.bars_in_case:]
+        bars = [PricePoint(timestamp=ts.strftime("%Y-%m-%d"), open=float(r.open), high=float(r.high),
+                           low=float(r.low), close=float(r.close), volume=float(r.volume))
+                for ts, r in zip(tail.index, tail.itertuples())]
+        window = frame if prev_date is None else frame[frame.index > bar_cutoff(profile, prev_date)]
+        window = window if len(window) else frame.iloc[-1:]
+        summary = IntervalPriceSummary(
+            start=window.index[0].strftime("%Y-%m-%d"), end=window.index[-1].strftime("%Y-%m-%d"),
+            open=float(window.open.iloc[0]), high=float(window.high.max()), low=float(window.low.min()),
+            close=float(window.close.iloc[-1]), volume=float(window.volume.sum()))
+        stock[t] = StockData(ticker=t, current_price=float(today[fill_field(profile)].iloc[0]), daily_bars=bars,
+                             interval_summary=summary)
+    items = [CaseDataItem(kind="other", timestamp=date, content=f"{t}: {why}") for t, why in untradable.items()]
+    return Case(case_id=f"{config.episode_id}:{idx}", tickers=list(stock), case_data=CaseData(items=items),
+                stock_data=stock, portfolio=portfolio, untradable=untradable,
+                metadata=CaseMetadata(decision_point_idx=idx, information_cutoff_timestamp=date))
+
+
+@pytest.mark.parametrize("decide_at,every", [("open", 1), ("open", 7), ("close", 3)])
+def test_build_case_equals_its_definition_on_stockbenchs_window(decide_at, every):
+    """Every point of StockBench's window (its Feb 11-19 gap in 16 symbols included), at the open and the close,
+    points 1 and 7 and 3 sessions apart, the first point with no previous one."""
+    from graph.backtest.loop import build_case, decision_dates
+    from graph.benchmark.stockbench.run import load_data
+    from graph.benchmark.stockbench.protocol import SYMBOLS
+    from schemas.portfolio import PortfolioSnapshot
+    from schemas.simulation import EpisodeConfig
+
+    _, market = load_data(None)
+    config = EpisodeConfig(episode_id="pin", tickers=list(SYMBOLS), initial_cash=100_000.0, start="2025-02-03",
+                           end="2025-06-30",
+                           every=every, market="us_equity", decide_at=decide_at)
+    dates = decision_dates(market, list(SYMBOLS), config.start, config.end, every, "us_equity", decide_at)
+    book = PortfolioSnapshot(cash=100_000.0)
+    untradable = 0
+    for i, date in enumerate(dates):
+        prev = dates[i - 1] if i else None
+        fast = build_case(config, market, date, i, book, prev)
+        assert fast == _case_by_the_definition(config, market, date, i, book, prev), date
+        untradable += len(fast.untradable)
+    assert untradable > 0 if every == 1 else True
