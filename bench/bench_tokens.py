@@ -97,6 +97,61 @@ def request_tokens(body: dict, count) -> int:
     return n
 
 
+def wire_body(request: dict, protocol: int) -> dict:
+    """The body ChatOpenAI sends for an audited `llm_request` (its messages as recorded, the tools it names, the
+    response format its protocol asks with): so an offline run's prompts are measured as a provider would get them.
+    Checked against the fake server's bodies by --stockbench (the same counts)."""
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+    from langchain_openai.chat_models.base import _convert_message_to_dict
+
+    from agent.json_chat_model import response_format
+    from agent.passes import _asked_response_format
+    from agent.tools import REGISTRY
+    from schemas import ALL_CONTRACTS
+
+    def message(m: dict):
+        kind, content = m.get("type"), m.get("content") or ""
+        if kind == "system":
+            return SystemMessage(content=content)
+        if kind == "ai":
+            return AIMessage(content=content, tool_calls=[{**c, "type": "tool_call"} for c in m.get("tool_calls") or []])
+        if kind == "tool":
+            return ToolMessage(content=content, tool_call_id=m.get("tool_call_id") or "")
+        return HumanMessage(content=content)
+
+    body: dict = {"messages": [_convert_message_to_dict(message(m)) for m in request.get("messages") or []]}
+    if request.get("tools"):
+        body["tools"] = [convert_to_openai_tool(REGISTRY[name]) for name in request["tools"] if name in REGISTRY]
+    name = request.get("structured_output")
+    if name in ALL_CONTRACTS:
+        contract = ALL_CONTRACTS[name]
+        body["response_format"] = _asked_response_format(contract) if protocol >= 4 else response_format(contract)
+    return body
+
+
+def audited_tokens(events: list[dict], count) -> list[dict]:
+    """Per cycle of a recorded session, in order: {cycle_id, symbols (decided), requests, tokens, by_task}, every
+    audited request measured by `request_tokens` on its `wire_body`."""
+    cycles: dict[str, dict] = {}
+    protocols: dict[str, int] = {}
+    for e in events:
+        c = cycles.setdefault(e["cycle_id"], {"cycle_id": e["cycle_id"], "symbols": 0, "requests": 0, "tokens": 0,
+                                              "by_task": {}})
+        p = e.get("payload") or {}
+        if e["kind"] == "manifest":
+            protocols[e["cycle_id"]] = int((p.get("protocols") or {}).get("passes") or 1)
+        elif e["kind"] == "contract" and p.get("name") == "MarketScan":
+            c["symbols"] = len(p["data"]["snapshots"])
+        elif e["kind"] == "llm_request":
+            n = request_tokens(wire_body(p, protocols.get(e["cycle_id"], 4)), count)
+            task = _task({"messages": p.get("messages") or []})
+            c["requests"] += 1
+            c["tokens"] += n
+            c["by_task"][task] = c["by_task"].get(task, 0) + n
+    return [c for c in cycles.values() if c["symbols"]]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--symbol", default="AAPL")
@@ -217,12 +272,14 @@ def stockbench_points(args, count) -> list[dict]:
     decided = [len(next(e["payload"]["data"]["snapshots"] for e in evs if e["kind"] == "contract"
                         and e["payload"]["name"] == "MarketScan")) for evs in cycles.values()]
     paths = [critical_path(evs) for evs in cycles.values()]
+    audited = audited_tokens(events, count)
     start = 0
     for i, (date, cut) in enumerate(cuts):
         per_task: dict[str, int] = {}
         for b in bodies[start:cut]:
             per_task[_task(b)] = per_task.get(_task(b), 0) + request_tokens(b, count)
         points.append({"date": date, "symbols": decided[i], "requests": cut - start, "tokens": sum(per_task.values()),
+                       "audited_tokens": audited[i]["tokens"],
                        "by_task": per_task, "bytes": sum(body_bytes(b) for b in bodies[start:cut]),
                        "critical_path": paths[i]})
         if args.dump and i == len(cuts) - 1:
@@ -234,6 +291,7 @@ def stockbench_points(args, count) -> list[dict]:
 def run_stockbench(args) -> None:
     name, count = counter()
     points = stockbench_points(args, count)
+    mismatched = [p["date"] for p in points if p["tokens"] != p["audited_tokens"]]
     print(f"StockBench at the open, {args.symbols} symbols, ChatOpenAI -> fake_openai (every request sent, no cache); "
           f"prompt tokens ({name}) per symbol-decision = a point's input tokens / the symbols it decided:")
     for p in points:
@@ -251,6 +309,8 @@ def run_stockbench(args) -> None:
     print(f"tokens per symbol-decision: mean {mean:,.0f}, worst point {worst:,.0f}; target <= {TARGET_SB_TOKENS:,}: "
           f"{'MET' if worst <= TARGET_SB_TOKENS else 'MISSED'}; critical path (max over points) {path}, target <= "
           f"{TARGET_PATH}: {'MET' if path <= TARGET_PATH else 'MISSED'}")
+    print("the same requests measured from the audit log (bench_stockbench.py's way): "
+          + ("equal at every point" if not mismatched else f"DIFFERENT on {', '.join(mismatched)}"))
     print(f"RESULT sb_tokens_per_symbol={worst:.0f} sb_tokens_mean={mean:.0f} tokenizer={name} "
           f"points={len(points)} sb_critical_path={path}")
 
