@@ -85,13 +85,12 @@ def split(payloads: list[dict[str, Any]], sessions: list[str]) -> tuple[list[Pac
     for payload in payloads:
         if REF in payload:
             raise ValueError(f"payload key {REF!r} is reserved for the store's pack references")
-        encoded = {k: orjson.dumps(v) for k, v in payload.items()}
-        if sum(len(k) + len(b) + 4 for k, b in encoded.items()) <= INLINE_MAX:
+        if _size(payload) <= INLINE_MAX:
             out.append(payload)
             continue
-        inline = {k: v for k, v in payload.items() if isinstance(v, str) and len(encoded[k]) <= FIELD_INLINE_MAX}
-        moved = b",".join(orjson.dumps(k) + b":" + b for k, b in encoded.items() if k not in inline)
-        line = b"[" + orjson.dumps(list(payload)) + b",{" + moved + b"}]"
+        inline = {k: v for k, v in payload.items() if isinstance(v, str) and _inline_field(v)}
+        # [every key in order, {moved fields}]: orjson writes a list and a dict exactly so, in one call
+        line = orjson.dumps([list(payload), {k: v for k, v in payload.items() if k not in inline}])
         if size and size + len(line) > PACK_MAX:
             close()
         entry = index.get(line)
@@ -103,6 +102,18 @@ def split(payloads: list[dict[str, Any]], sessions: list[str]) -> tuple[list[Pac
         pending.append((len(out) - 1, inline, entry))
     close()
     return packs, out
+
+
+def _size(payload: dict[str, Any]) -> int:
+    """sum(len(key) + len(its value's JSON) + 4) over the fields: the payload's compact JSON less one byte, less
+    what a key's JSON holds beyond its characters (escapes, multi-byte UTF-8), from one encoding of the whole."""
+    extra = sum(len(orjson.dumps(k)) - 2 - len(k) for k in payload)
+    return len(orjson.dumps(payload)) - 1 - extra
+
+
+def _inline_field(value: str) -> bool:
+    """The string's JSON is at most FIELD_INLINE_MAX bytes (it has at least its characters and two quotes)."""
+    return len(value) + 2 <= FIELD_INLINE_MAX and len(orjson.dumps(value)) <= FIELD_INLINE_MAX
 
 
 def ref_of(payload: Any) -> Optional[str]:

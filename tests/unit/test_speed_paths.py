@@ -13,6 +13,8 @@ from langchain_core.runnables import RunnableLambda
 
 from agent.audit_events import AUDIT_EVENT, emit
 from graph.audit import to_plain
+from graph.runner import run_cycle
+from tests.helpers import runtime_with
 
 
 class _Kind(str, Enum):
@@ -195,3 +197,77 @@ def test_build_case_equals_its_definition_on_stockbenchs_window(decide_at, every
         assert fast == _case_by_the_definition(config, market, date, i, book, prev), date
         untradable += len(fast.untradable)
     assert untradable > 0 if every == 1 else True
+
+
+def _split_by_definition(payloads, sessions):
+    """database/blobs.py split as first written: each field encoded alone, the entry joined by hand. The fast split
+    must store exactly this."""
+    import hashlib
+
+    import orjson
+
+    from database.blobs import FIELD_INLINE_MAX, INLINE_MAX, PACK_MAX, REF, Pack
+
+    packs, lines, index, size, out, pending = [], [], {}, 0, [], []
+
+    def close():
+        nonlocal lines, index, size, pending
+        if lines:
+            raw = b"\n".join(lines)
+            pack = Pack(hashlib.sha256(raw).hexdigest(), raw, len(lines), sorted({sessions[p] for p, _, _ in pending}))
+            packs.append(pack)
+            for pos, inline, entry in pending:
+                out[pos] = {REF: f"{pack.id}:{entry}", **inline}
+        lines, index, size, pending = [], {}, 0, []
+
+    for payload in payloads:
+        encoded = {k: orjson.dumps(v) for k, v in payload.items()}
+        if sum(len(k) + len(b) + 4 for k, b in encoded.items()) <= INLINE_MAX:
+            out.append(payload)
+            continue
+        inline = {k: v for k, v in payload.items() if isinstance(v, str) and len(encoded[k]) <= FIELD_INLINE_MAX}
+        moved = b",".join(orjson.dumps(k) + b":" + b for k, b in encoded.items() if k not in inline)
+        line = b"[" + orjson.dumps(list(payload)) + b",{" + moved + b"}]"
+        if size and size + len(line) > PACK_MAX:
+            close()
+        entry = index.get(line)
+        if entry is None:
+            entry = index[line] = len(lines)
+            lines.append(line)
+            size += len(line) + 1
+        out.append(payload)
+        pending.append((len(out) - 1, inline, entry))
+    close()
+    return packs, out
+
+
+def test_split_stores_what_its_definition_stored():
+    """A real cycle's payloads, and payloads at each threshold: a whole payload of 256 and 257 bytes by the rule,
+    keys and strings whose JSON is longer than their characters (escapes, multi-byte text), string fields of 46 to
+    49 bytes of JSON, repeats (stored once), and enough bulk to close a pack mid-batch."""
+    from database import blobs
+    from database.blobs import INLINE_MAX
+
+    store = connect_mock()
+    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    real = [e["payload"] for e in store.events.read(out.session_id)]
+    edge = []
+    for n in range(200, 270):  # around INLINE_MAX, one and two fields, keys and text that JSON escapes
+        edge += [{"k": "x" * n}, {"a": 1, "text": "y" * (n - 20)}, {'é"\\k': "z" * (n - 12)}, {"k": "é" * (n // 2)}]
+    for n in range(40, 52):
+        edge += [{"name": "s" * n, "blob": "b" * 400}, {"name": "\n" * (n // 2), "blob": "b" * 400},
+                 {"ñ": "ü" * (n // 2), "blob": [1, 2, {"x": "b" * 300}]}]
+    edge += [real[5], real[5], {}, {"n": None, "f": 1.5, "b": True, "l": []}]
+    bulk = [{"text": "%06d" % i + "q" * 70_000} for i in range(130)]  # ~9 MB: packs close at PACK_MAX
+    for payloads in (real, edge, bulk, real + edge + bulk):
+        sessions = [f"s{i % 3}" for i in range(len(payloads))]
+        fast, slow = blobs.split(payloads, sessions), _split_by_definition(payloads, sessions)
+        assert fast == slow
+    assert any(blobs._size(p) == INLINE_MAX for p in edge) and any(blobs._size(p) == INLINE_MAX + 1 for p in edge)
+    assert len(blobs.split(bulk, ["s"] * len(bulk))[0]) > 1
+
+
+def connect_mock():
+    from tests.helpers import mock_store
+
+    return mock_store()
