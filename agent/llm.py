@@ -15,7 +15,7 @@ import os
 import random
 import re
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Iterator, Literal, Optional
 
 from langchain_core.language_models import BaseChatModel
@@ -67,7 +67,9 @@ class AttemptPlan:
                    backoff_s=round(min(backoff, policy.max_wait_s), 6), max_wait_s=policy.max_wait_s)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        # asdict's generic deep copy, spelled out: four plain fields, asked for on every LLM attempt
+        return {"attempt": self.attempt, "retries_left": self.retries_left, "backoff_s": self.backoff_s,
+                "max_wait_s": self.max_wait_s}
 
     @classmethod
     def from_dict(cls, data: Optional[dict]) -> Optional["AttemptPlan"]:

@@ -271,3 +271,15 @@ def connect_mock():
     from tests.helpers import mock_store
 
     return mock_store()
+
+
+def test_an_attempt_plan_reads_as_its_fields():
+    from dataclasses import asdict
+
+    from agent.config import RetryPolicy
+    from agent.llm import AttemptPlan
+
+    for attempt in (1, 2, 5):
+        plan = AttemptPlan.of(RetryPolicy(), attempt)
+        assert plan.as_dict() == asdict(plan) and list(plan.as_dict()) == list(asdict(plan))
+        assert AttemptPlan.from_dict(plan.as_dict()) == plan
