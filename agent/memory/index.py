@@ -58,14 +58,22 @@ class _Partition:
         self.post_pos = pairs % max(n, 1)
         self.post_ptr = np.searchsorted(pairs // max(n, 1), np.arange(self.n_words + 1))
         self.views: OrderedDict[tuple, bm25s.BM25] = OrderedDict()
+        self._visible: dict[tuple, np.ndarray] = {}
 
     def visible(self, before: Optional[str], session_id: Optional[str]) -> tuple[tuple, np.ndarray]:
         # 'left': a record known on the date itself is not known before it
         cut = len(self.records) if before is None else int(np.searchsorted(self.known, before, side="left"))
-        positions = np.arange(cut)
-        if session_id is not None:
-            positions = positions[self.session[:cut] == session_id]
-        return (cut, session_id), positions
+        key = (cut, session_id)
+        positions = self._visible.get(key)  # every agent of a cycle asks for the same (read-only, never changed)
+        if positions is None:
+            positions = np.arange(cut)
+            if session_id is not None:
+                positions = positions[self.session[:cut] == session_id]
+            positions.flags.writeable = False
+            if len(self._visible) >= _VIEWS_PER_PARTITION:
+                self._visible.clear()
+            self._visible[key] = positions
+        return key, positions
 
     def floor(self, words: list[int], positions: np.ndarray) -> np.ndarray:
         """The visible records that hold at least one of the query's words, read from the postings."""
@@ -98,6 +106,7 @@ class HybridIndex:
         # HashedEmbeddings is a pure function of the text, and the same queries come back every cycle (an agent's
         # words plus a setup's): each one's unit vector is computed once. Another embedder is asked every time.
         self._queries: Optional[dict[str, np.ndarray]] = {} if type(self.embeddings) is HashedEmbeddings else None
+        self._query_tokens: dict[str, list[str]] = {}  # a query's distinct words, in order (a pure function)
         self.reset([])
 
     def _query_vector(self, query: str) -> np.ndarray:
@@ -175,9 +184,17 @@ class HybridIndex:
                                                  self._matrix, self._vocab)
         return part
 
+    def _query_words(self, query: str) -> list[str]:
+        words = self._query_tokens.get(query)
+        if words is None:
+            if len(self._query_tokens) >= _QUERIES_KEPT:
+                self._query_tokens.clear()
+            words = self._query_tokens[query] = list(dict.fromkeys(tokenize(query)))
+        return words
+
     def search(self, query: str, *, symbol: Optional[str], before: Optional[str], session_id: Optional[str] = None,
                k: int = 5) -> list[RetrievalHit]:
-        words = [self._vocab[w] for w in dict.fromkeys(tokenize(query)) if w in self._vocab]
+        words = [self._vocab[w] for w in self._query_words(query) if w in self._vocab]
         if not words or k <= 0:
             return []
         part = self._partition(symbol)
