@@ -115,7 +115,8 @@ def wire_body(request: dict, protocol: int) -> dict:
         if kind == "system":
             return SystemMessage(content=content)
         if kind == "ai":
-            return AIMessage(content=content, tool_calls=[{**c, "type": "tool_call"} for c in m.get("tool_calls") or []])
+            calls = [{**c, "type": "tool_call"} for c in m.get("tool_calls") or []]
+            return AIMessage(content=content, tool_calls=calls)
         if kind == "tool":
             return ToolMessage(content=content, tool_call_id=m.get("tool_call_id") or "")
         return HumanMessage(content=content)

@@ -1,5 +1,5 @@
-"""`make bench`: every issue-14 measure and the issue-15 sweep scaling in one run, then one table of its RESULT
-lines against the targets.
+"""`make bench`: every issue-14 measure, the issue-15 sweep scaling and issue 24's StockBench targets in one run,
+then one table of its RESULT lines against the targets.
 
 Each script runs in its own process (its own embedded server, no warm caches shared), its output streamed as
 it comes; the table at the end reads only the `RESULT k=v …` line each one prints last.
@@ -46,6 +46,8 @@ def main() -> None:
     feat = run("bench_features.py")
     tok = run("bench_tokens.py")
     sw = run("bench_sweep.py", "--repeats", "1" if args.quick else "3")
+    # the full window is the target's; --quick runs its first two weeks (the time then says nothing of the target)
+    sb = run("bench_stockbench.py", *(["--end", "2025-03-14"] if args.quick else []))
 
     def f(d: dict, k: str) -> float | None:
         try:
@@ -82,6 +84,24 @@ def main() -> None:
     print("\nissue 14 targets")
     for name, now, target, ok in rows:
         print(f"  {name:<{width}}  {now:<28} {target:<12} {ok}")
+    sb_rows = []
+    elapsed = f(sb, "sb_elapsed_s")
+    sb_rows.append(("StockBench offline, 20 symbols x 83 sessions" if not args.quick else
+                    "StockBench offline, 20 symbols, 2025-03-03..03-14",
+                    f"{sb.get('sb_elapsed_s', '?')} s ({sb.get('sb_s_per_point', '?')} s/point, load "
+                    f"{sb.get('load', '?')})", "<= 60 s",
+                    verdict(None if elapsed is None or args.quick else elapsed <= 60)))
+    per_symbol = f(sb, "sb_tokens_per_symbol")
+    sb_rows.append((f"prompt tokens per symbol-decision ({sb.get('tokenizer', '?')}), worst point",
+                    f"{sb.get('sb_tokens_per_symbol', '?')} (mean {sb.get('sb_tokens_mean', '?')})", "<= 8k",
+                    verdict(None if per_symbol is None else per_symbol <= 8_000)))
+    path = f(sb, "sb_critical_path")
+    sb_rows.append(("LLM critical path, 20 symbols", f"{sb.get('sb_critical_path', '?')} calls", "<= 8",
+                    verdict(None if path is None else path <= 8)))
+    width = max(len(r[0]) for r in sb_rows)
+    print("\nissue 24 targets (bench/bench_stockbench.py)")
+    for name, now, target, ok in sb_rows:
+        print(f"  {name:<{width}}  {now:<36} {target:<8} {ok}")
     print("\nissue 15 measures (8-episode sweep, offline model, one embedded store)")
     print(f"  episodes/s with 1 / 2 workers   {sw.get('episodes_per_s_1', '?')} / {sw.get('episodes_per_s_2', '?')}"
           f"  (scaling efficiency {sw.get('efficiency', '?')})")
