@@ -20,7 +20,7 @@ AUDIT_EVENT = "tradegraph.audit"
 # the manager was half an event's cost. Keyed by the config object itself (held, so its id stays its own); a config
 # is never changed in place (LangChain's and ours are copied, never mutated), so its manager is the same each time.
 _MANAGERS: OrderedDict[int, tuple[RunnableConfig, CallbackManager]] = OrderedDict()
-_MANAGERS_MAX = 256
+_MANAGERS_MAX = 64  # a cycle emits from ~15 configs: the last few cycles, and no more of their contexts, stay held
 _lock = threading.Lock()
 
 

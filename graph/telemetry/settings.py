@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 ENDPOINT_VAR = "OTEL_EXPORTER_OTLP_ENDPOINT"
 TRACES_ENDPOINT_VAR = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 PROTOCOL_VARS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+TIMEOUT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")
 TRACES_PATH = "v1/traces"
 
 
@@ -43,11 +44,25 @@ def traces_url(endpoint: Optional[str] = None, env: Mapping[str, str] = os.envir
         protocol = _env(env, name)
         if protocol is not None and protocol != "http/protobuf":
             raise OtelConfigError(f"{name}={protocol!r}: tradegraph exports OTLP over HTTP only (http/protobuf)")
+    for name in TIMEOUT_VARS:
+        _check_timeout(name, _env(env, name))
     if _env(env, TRACES_ENDPOINT_VAR):
         return _checked(TRACES_ENDPOINT_VAR, _env(env, TRACES_ENDPOINT_VAR), signal_path=False)
     if _env(env, ENDPOINT_VAR):
         return _checked(ENDPOINT_VAR, _env(env, ENDPOINT_VAR), signal_path=True)
     return None
+
+
+def _check_timeout(name: str, value: Optional[str]) -> None:
+    # the SDK reads seconds and falls back to 10 s on a value it cannot parse, with only a log warning: refused here
+    if value is None:
+        return
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not (seconds > 0 and seconds != float("inf")):
+        raise OtelConfigError(f"{name}={value!r} is not a positive number of seconds")
 
 
 def _checked(source: str, url: str, *, signal_path: bool) -> str:

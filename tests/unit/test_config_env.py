@@ -76,6 +76,8 @@ BAD: dict[str, tuple[str, dict[str, str]]] = {
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": ("collector:4318", {}),
     "OTEL_EXPORTER_OTLP_PROTOCOL": ("grpc", {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}),
     "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": ("http/json", {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}),
+    "OTEL_EXPORTER_OTLP_TIMEOUT": ("ten", {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}),
+    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": ("-1", {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}),
 }
 # read, but any value is a valid one: no bad value to test (the reason stands next to each)
 ANY_VALUE = {

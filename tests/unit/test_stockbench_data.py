@@ -36,6 +36,7 @@ def sb(tmp_path_factory):
     home = tmp_path_factory.mktemp("home")
     before = os.environ.get("TRADEGRAPH_HOME")
     os.environ["TRADEGRAPH_HOME"] = str(home)
+    loaded_trees.cache_clear()  # another module may have loaded it in its own home: this one's load is cold
     try:
         yield load_tree()
     finally:
