@@ -133,7 +133,7 @@ class Budget:
 
 
 # a LangGraph Studio server's runs carry only strings in their config: their budgets come from the process's
-# configuration (graph/runtime.py set_default_runtime installs it), one Budget per cycle id
+# configuration (graph/machine/runtime.py set_default_runtime installs it), one Budget per cycle id
 _process: dict[str, Any] = {"settings": None, "cycles": OrderedDict()}
 _process_lock = threading.Lock()
 

@@ -10,7 +10,7 @@ Only a provider's model at temperature 0 (or one that takes none) is cached: a s
 answer to reuse, and the offline and replay models are tradegraph's own (free, deterministic, or the
 recording itself: `replay --verify` must answer from the recording, never from here).
 
-The store behind it is a Protocol (database/llm_cache.py implements it, graph/runtime.py wires it): agent code
+The store behind it is a Protocol (database/llm_cache.py implements it, graph/machine/runtime.py wires it): agent code
 never sees the database. A read or write that fails is a miss, audited as a non-fatal `llm_cache_error`.
 """
 from __future__ import annotations
@@ -41,7 +41,7 @@ class ResponseCache(Protocol):
     def put(self, key: str, entry: dict[str, Any]) -> None: ...
 
 
-# a LangGraph Studio server's runs carry only strings in their config: the process's cache (graph/runtime.py
+# a LangGraph Studio server's runs carry only strings in their config: the process's cache (graph/machine/runtime.py
 # set_default_runtime installs it) serves them
 _process_cache: list[Optional[ResponseCache]] = [None]
 

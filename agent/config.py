@@ -8,13 +8,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
+from agent.env import ConfigError, RetryPolicy, env_number as _env_number
 from schemas.base import NonNegMoney
 
 DEFAULT_RISK_FILE = Path(__file__).with_name("risk_limits.toml")
-
-
-class ConfigError(ValueError):
-    """A configuration value that can't be used; the message names it."""
 
 
 @dataclass(frozen=True)
@@ -60,20 +57,6 @@ class RiskLimits:
         return cls(**values)
 
 
-def _env_number(name: str, default, cast=float, lo=0, hi=float("inf")):
-    """A number from the environment; unset or empty is the default, anything unusable is an error naming it."""
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = cast(raw)
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not {'an integer' if cast is int else 'a number'}") from None
-    if not lo <= value <= hi:  # NaN fails this too
-        raise ConfigError(f"{name}={raw!r} is outside {lo:g}..{hi:g}")
-    return value
-
-
 def _token_budget():
     """TRADEGRAPH_MAX_TOKENS, or its older name TRADEGRAPH_TOKEN_BUDGET: one limit, so two different values are
     an error rather than a silent choice."""
@@ -104,27 +87,6 @@ def _upper_bound(annotated) -> float:
                 if getattr(c, attr, None) is not None:
                     return getattr(c, attr)
     raise TypeError(f"{annotated} has no upper bound")
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How tradegraph itself retries a failed LLM call (the SDK's own retries are off, so each attempt
-    is audited): 429, 5xx and timeouts, at most `retries` times (seed 002: 3), waiting `backoff_s × 2^(n-1)`
-    less up to `jitter` of it, or what the provider's Retry-After asks; never longer than `max_wait_s`."""
-
-    retries: int = 3
-    backoff_s: float = 1.0
-    jitter: float = 0.5  # fraction of each backoff taken off at random, so parallel callers spread out
-    max_wait_s: float = 60.0
-    timeout_s: float = 60.0  # per HTTP request
-
-    @classmethod
-    def from_env(cls) -> "RetryPolicy":
-        return cls(retries=_env_number("TRADEGRAPH_LLM_RETRIES", 3, int, 0, 10),
-                   backoff_s=_env_number("TRADEGRAPH_LLM_BACKOFF_S", 1.0, float, 0, 60),
-                   jitter=_env_number("TRADEGRAPH_LLM_JITTER", 0.5, float, 0, 1),
-                   max_wait_s=_env_number("TRADEGRAPH_LLM_MAX_WAIT_S", 60.0, float, 0, 3600),
-                   timeout_s=_env_number("TRADEGRAPH_LLM_TIMEOUT", 60.0, float, 0.001, 3600))
 
 
 MEMORY_MODES = ("on", "off", "session")

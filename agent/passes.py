@@ -54,7 +54,7 @@ class TickerGuardError(ContractError):
 
 
 # The pass protocol: how the passes talk to the model (what a request's messages hold), recorded in each cycle's
-# manifest (graph/manifest.py) so that a replay asks the model what the recording asked (Temporal's versioning:
+# manifest (graph/machine/manifest.py) so that a replay asks the model what the recording asked (Temporal's versioning:
 # history is the truth; a session recorded under protocol 1 replays under protocol 1).
 #   1: after every tool round the model is asked again, until it answers without tool calls; tool results as
 #      json.dumps' default text. The answer of that last call ("no more tools") is thrown away by the structured
@@ -366,7 +366,7 @@ def structured_method(model: BaseChatModel, configured: str) -> str:
 MODEL_SETS: dict[str, tuple[str, ...]] = {
     "AnalystNote": ("model_used", "self_critiqued"),  # agent/analysts.py
     "TradeThesis": ("price_source", "atr14"),          # agent/thesis.py anchor_prices
-    "AgentMemory": ("decisions", "reviews"),           # graph/nodes/memorizing.py grounding
+    "AgentMemory": ("decisions", "reviews"),           # graph/machine/nodes/memorizing.py grounding
 }
 _UNSENT_KEYWORDS = frozenset({"maxLength", "minLength", "pattern"})
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 from urllib.parse import urlsplit, urlunsplit
 
-from agent.config import ConfigError, RetryPolicy
+from agent.env import ConfigError, RetryPolicy
 
 OFFLINE = "offline"
 # json_schema: the provider constrains the answer to the contract's JSON Schema; json_mode: any JSON object,

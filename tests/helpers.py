@@ -6,7 +6,7 @@ import uuid
 from agent.config import AgentConfig
 from agent.offline_model import OfflineChatModel
 from database.connection import connect
-from graph.runtime import default_runtime
+from graph.machine.runtime import default_runtime
 
 
 def mock_store():

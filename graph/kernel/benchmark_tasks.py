@@ -13,14 +13,15 @@ from typing import Any, Optional
 
 from graph.kernel.errors import BadInput, Conflict, NotFound
 from graph.kernel.models import BenchmarkInput, inside
+from graph.kernel.tasks import TaskCancelled, TaskKind, new_task_id, register
 
 FILES = (("benchmark.json", "application/json"), ("scorecard.json", "application/json"),
          ("scorecard.csv", "text/csv"), ("scorecard.png", "image/png"))
 
 
 def protocol_of(inp: BenchmarkInput):
-    from graph.benchmark.stockbench.protocol import SYMBOLS, Protocol
-    from graph.runner import InputError, parse_symbols
+    from graph.services.benchmark.stockbench.protocol import SYMBOLS, Protocol
+    from graph.machine.runner import InputError, parse_symbols
 
     try:
         symbols = tuple(parse_symbols(inp.symbols)) if inp.symbols else SYMBOLS
@@ -37,7 +38,7 @@ def models_of(inp: BenchmarkInput) -> list[tuple[Optional[str], Optional[str]]]:
 
 def _graph_errors(fn, *args, **kwargs):
     """The benchmark driver's refusals as kernel errors: bad input names its field, a changed benchmark conflicts."""
-    from graph.benchmark.stockbench.run import BenchmarkChanged, BenchmarkError
+    from graph.services.benchmark.stockbench.run import BenchmarkChanged, BenchmarkError
 
     try:
         return fn(*args, **kwargs)
@@ -49,7 +50,7 @@ def _graph_errors(fn, *args, **kwargs):
 
 def plan_benchmark(manager, inp: BenchmarkInput, benchmark_id: str, task_id: Optional[str] = None):
     from agent.config import AgentConfig
-    from graph.benchmark.stockbench.run import plan
+    from graph.services.benchmark.stockbench.run import plan
 
     inside(manager.experiments, benchmark_id, "benchmark_id")
     uri = home = None
@@ -70,55 +71,45 @@ def plan_benchmark(manager, inp: BenchmarkInput, benchmark_id: str, task_id: Opt
                          limits=limits, no_cache=inp.no_cache)
 
 
-def start_benchmark(manager, inp: BenchmarkInput):
-    from graph.benchmark.stockbench.run import logged_points
-    from graph.kernel.tasks import ACTIVE
+def start(manager, inp: BenchmarkInput):
+    from graph.services.benchmark.stockbench.run import logged_points
 
     benchmark_id = inp.benchmark_id or f"sb-{uuid.uuid4().hex[:8]}"
-    busy = [v for v in (manager.view(d) for d in manager.col.find({"run_id": benchmark_id,
-                                                                   "status": {"$in": list(ACTIVE)}}))
-            if v.status in ACTIVE]
-    if busy:
-        raise Conflict(f"benchmark '{benchmark_id}' is already being run by task {busy[0].task_id}",
-                       field="benchmark_id")
-    task_id = f"t-{uuid.uuid4().hex[:12]}"
+    manager.refuse_busy(benchmark_id, "benchmark", "benchmark_id")
+    task_id = new_task_id()
     plan = plan_benchmark(manager, inp, benchmark_id, task_id)
-    now = time.time()
-    manager.col.insert_one({
-        "_id": task_id, "kind": "benchmark", "status": "queued", "params": inp.model_dump(mode="json"),
-        "run_id": benchmark_id, "run_dir": str(plan.dir), "owner": manager._me(), "created_at": now,
-        "updated_at": now, "heartbeat_at": now, "cancel_requested": False,
-        "progress": {"done": sum(logged_points(plan, ep) for ep in plan.episodes), "total": plan.total_points},
-        "error": None, "summary": None})
-    manager._start_thread(task_id, run_benchmark_task, (manager, task_id, plan))
+    manager.create("benchmark", inp, benchmark_id, plan.dir,
+                   {"done": sum(logged_points(plan, ep) for ep in plan.episodes), "total": plan.total_points},
+                   task_id=task_id)
+    manager.start_thread(task_id, run_benchmark_task, (manager, task_id, plan))
     return manager.status(task_id)
 
 
-def resume_plan(manager, doc: dict[str, Any]):
-    return plan_benchmark(manager, BenchmarkInput.model_validate(doc["params"]), doc["run_id"], doc["_id"])
+def resume(manager, doc: dict[str, Any]):
+    plan = plan_benchmark(manager, BenchmarkInput.model_validate(doc["params"]), doc["run_id"], doc["_id"])
+    return run_benchmark_task, (manager, doc["_id"], plan)
 
 
 def run_benchmark_task(manager, task_id: str, plan) -> None:
-    from graph.benchmark.stockbench.run import BenchmarkCancelled, BenchmarkIncomplete, run, score
-    from graph.kernel.tasks import TaskCancelled
+    from graph.services.benchmark.stockbench.run import BenchmarkCancelled, BenchmarkIncomplete, run, score
 
     plan.ctx.task_id = task_id
-    with manager._lifecycle(task_id):
-        manager._set(task_id, status="running", started_at=time.time())
+    with manager.lifecycle(task_id):
+        manager.set(task_id, status="running", started_at=time.time())
         started = time.monotonic()
 
         def cancel_requested() -> bool:
             return bool((manager.col.find_one({"_id": task_id}, {"cancel_requested": 1}) or {}).get("cancel_requested"))
 
         try:
-            run(plan, manager.store, on_progress=lambda p: manager._set(task_id, progress=p),
+            run(plan, manager.store, on_progress=lambda p: manager.set(task_id, progress=p),
                 cancel_requested=cancel_requested)
         except BenchmarkCancelled:
             raise TaskCancelled() from None
         except BenchmarkIncomplete as e:
             raise RuntimeError(f"{e}; resume the task (or run the benchmark id again) to finish it") from None
         card, paths = score(plan, manager.store, elapsed_s=round(time.monotonic() - started, 1))
-        manager._set(task_id, status="succeeded", finished_at=time.time(), summary=summary_of(card, paths))
+        manager.set(task_id, status="succeeded", finished_at=time.time(), summary=summary_of(card, paths))
 
 
 def summary_of(card: dict[str, Any], paths: list[Path]) -> dict[str, Any]:
@@ -138,17 +129,19 @@ def summary_of(card: dict[str, Any], paths: list[Path]) -> dict[str, Any]:
             "elapsed_s": card.get("elapsed_s"), "files": [str(p) for p in paths], "warnings": warnings}
 
 
-def artifacts(doc: dict[str, Any]) -> tuple[list[tuple[str, str]], Optional[dict[str, Any]]]:
-    run_dir = Path(doc["run_dir"]) if doc.get("run_dir") else None
+def artifacts(doc: dict[str, Any], run_dir: Optional[Path]) -> tuple[list[tuple[str, str]], Optional[dict[str, Any]]]:
     metrics = None
     if run_dir is not None and (run_dir / "scorecard.json").is_file():
         metrics = {"scorecard": json.loads((run_dir / "scorecard.json").read_text()), "summary": doc.get("summary")}
     return list(FILES), metrics
 
 
+KIND = register(TaskKind("benchmark", resume=resume, artifacts=artifacts))
+
+
 # ------------------------------------------------------------------------------------------------ estimate
 def estimate(store, inp: BenchmarkInput):
-    from graph.benchmark.stockbench.estimate import estimate as _estimate
+    from graph.services.benchmark.stockbench.estimate import estimate as _estimate
 
     return _graph_errors(_estimate, protocol_of(inp), models_of(inp), inp.data, store=store)
 
@@ -157,7 +150,7 @@ def estimate(store, inp: BenchmarkInput):
 def lookahead_sessions(store, experiments: Path, target: str) -> tuple[str, list[str]]:
     """(what the target is, its sessions): a session id, a backtest run id (bt-<id>), or a benchmark or sweep id
     whose folder under experiments/ names its runs."""
-    from graph.backtest.loop import session_id_of
+    from graph.services.backtest.loop import session_id_of
 
     if store.events.exists(target):
         return "session", [target]

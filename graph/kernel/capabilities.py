@@ -6,7 +6,6 @@ kernel's five kinds by kernel.errors.translate, in Kernel.call, never here.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -15,8 +14,10 @@ from typing import Any, Callable, Optional
 
 from pydantic import BaseModel
 
+from graph.kernel import backtest_tasks, benchmark_tasks, sweep_tasks  # each registers its task kind
 from graph.kernel import models as m
 from graph.kernel.errors import BadInput, Conflict, Forbidden, NotFound
+from graph.kernel.inputs import data_files, with_spending
 from graph.kernel.policy import ALWAYS_EXECUTES, Policy
 
 
@@ -40,7 +41,7 @@ class Context:
     store: Any               # database.connection.Store
     policy: Policy
     tasks: Any               # kernel.tasks.TaskManager
-    # (memory mode, agent.data.sources.DataFiles or None) -> a fresh graph.runtime.CycleRuntime
+    # (memory mode, agent.data.sources.DataFiles or None) -> a fresh graph.machine.runtime.CycleRuntime
     runtime: Callable[..., Any]
 
 
@@ -79,7 +80,7 @@ def _cycle_output(out, disabled: Optional[str]) -> m.CycleOutput:
 @capability(m.RunCycleInput, m.CycleOutput, moves_book=True, keyed=True)
 def run_cycle(ctx: Context, inp: m.RunCycleInput) -> m.CycleOutput:
     """Run one audited trading cycle (SCANNING → … → MEMORIZING); with approve, pause before EXECUTING."""
-    from graph.runner import run_cycle as _run
+    from graph.machine.runner import run_cycle as _run
 
     refusal = ctx.policy.execution_refusal()
     # execution off on this transport: the same pause as --approve, so the cycle stops before EXECUTING,
@@ -90,42 +91,10 @@ def run_cycle(ctx: Context, inp: m.RunCycleInput) -> m.CycleOutput:
     return _cycle_output(out, refusal)
 
 
-def with_spending(rt, inp: m.LlmSpending):
-    """The runtime with the input's cache switch and budgets over the environment's."""
-    overrides = inp.config_overrides()
-    if overrides:
-        rt.config = dataclasses.replace(rt.config, **overrides)
-    return rt
-
-
-def data_files(inp, store=None, session_id: Optional[str] = None, policy: Optional[Policy] = None):
-    """The input's own data files over what the session read before (graph.manifest.session_files), each one read
-    here first, so a bad file is bad input naming its field (the runtime then reuses what was read). A file the
-    transport's policy may not read is refused before it is opened."""
-    from agent.data.market import DataError
-    from agent.data.sources import DataFiles, load_file
-    from graph.manifest import session_files
-
-    # an input without data fields (approve, portfolio) gets what its session read
-    given = DataFiles(**{k: getattr(inp, k, None) for k in ("prices", "news", "fundamentals")})
-    for kind, path in given.given().items():
-        refusal = policy.data_refusal(path) if policy is not None else None
-        if refusal is not None:
-            raise Forbidden(f"{kind}: {refusal}", field=kind)
-    files = session_files(store, session_id, given) if store is not None else given
-    for kind, path in files.given().items():
-        try:
-            load_file(kind, path)
-        except DataError as e:
-            origin = kind if kind in given.given() else f"{kind} (as session '{session_id}' read it)"
-            raise BadInput(f"{origin}: {e}", field=kind) from None
-    return files
-
-
 @capability(m.ApproveInput, m.CycleOutput, moves_book=True, keyed=True)
 def approve(ctx: Context, inp: m.ApproveInput) -> m.CycleOutput:
     """Approve (or reject) the session's cycle paused before EXECUTING; a rejection executes nothing."""
-    from graph.runner import approve_cycle
+    from graph.machine.runner import approve_cycle
 
     refusal = ctx.policy.execution_refusal()
     if refusal is not None and inp.approved:  # rejecting moves nothing: allowed everywhere
@@ -208,7 +177,7 @@ def portfolio(ctx: Context, inp: m.SessionInput) -> m.PortfolioView:
     """The session's book at its last as-of: positions with their levels and age, cash, equity, realised and
     unrealised P&L (fees included), valued on the prices the session read."""
     from agent.data.market import DataError
-    from graph.portfolio_view import NoPortfolio, portfolio_view
+    from graph.services.portfolio_view import NoPortfolio, portfolio_view
 
     if ctx.store.portfolios.load(inp.session_id) is None and not ctx.store.events.exists(inp.session_id):
         raise NotFound(f"unknown session '{inp.session_id}'", field="session_id")
@@ -226,7 +195,7 @@ def portfolio(ctx: Context, inp: m.SessionInput) -> m.PortfolioView:
 @capability(m.SessionInput, m.ReplayOutput)
 def replay(ctx: Context, inp: m.SessionInput) -> m.ReplayOutput:
     """The session rebuilt from state_events alone: cycles, contracts, LLM and tool calls, hash chain."""
-    from graph.replay.session import load_session
+    from graph.services.replay.session import load_session
 
     return m.ReplayOutput.model_validate(_jsonable(load_session(ctx.store, inp.session_id, check_chain=True).to_dict()))
 
@@ -236,7 +205,7 @@ def verify(ctx: Context, inp: m.SessionInput) -> m.VerifyOutput:
     """Re-execute every cycle from the recording alone (a new replay session) and compare the contracts."""
     from dataclasses import asdict
 
-    from graph.replay.session import verify_session
+    from graph.services.replay.session import verify_session
 
     report = verify_session(ctx.store, inp.session_id)
     first = report.first_divergence
@@ -298,7 +267,7 @@ def start_backtest(ctx: Context, inp: m.BacktestInput) -> m.TaskView:
     if inp.run_id is not None:  # the task writes experiments/<run_id>/: nowhere else, whatever let the id through
         m.inside(ctx.tasks.experiments, inp.run_id, "run_id")
     data_files(inp, policy=ctx.policy)  # refused by the transport's policy before the task reads anything
-    return ctx.tasks.start_backtest(inp)
+    return backtest_tasks.start(ctx.tasks, inp)
 
 
 @capability(m.SweepInput, m.TaskView, keyed=True)
@@ -312,7 +281,7 @@ def start_sweep(ctx: Context, inp: m.SweepInput) -> m.TaskView:
     if inp.sweep_id is not None:
         m.inside(ctx.tasks.experiments, inp.sweep_id, "sweep_id")
     data_files(inp, policy=ctx.policy)  # refused by the transport's policy before the task reads anything
-    return ctx.tasks.start_sweep(inp)
+    return sweep_tasks.start(ctx.tasks, inp)
 
 
 @capability(m.BenchmarkInput, m.TaskView, keyed=True)
@@ -322,17 +291,16 @@ def start_benchmark(ctx: Context, inp: m.BenchmarkInput) -> m.TaskView:
     if inp.benchmark_id is not None:
         m.inside(ctx.tasks.experiments, inp.benchmark_id, "benchmark_id")
     _data_allowed(ctx, inp.data)
-    return ctx.tasks.start_benchmark(inp)
+    return benchmark_tasks.start(ctx.tasks, inp)
 
 
 @capability(m.BenchmarkInput, m.BenchmarkEstimate)
 def estimate_benchmark(ctx: Context, inp: m.BenchmarkInput) -> m.BenchmarkEstimate:
     """Projected LLM calls, tokens and dollars of a benchmark, from a dry run with the offline model on a throwaway
     store: no request is sent to any provider."""
-    from graph.kernel.benchmark_tasks import estimate
 
     _data_allowed(ctx, inp.data)
-    return m.BenchmarkEstimate.model_validate(estimate(ctx.store, inp))
+    return m.BenchmarkEstimate.model_validate(benchmark_tasks.estimate(ctx.store, inp))
 
 
 def _data_allowed(ctx: Context, path: Optional[str]) -> None:
@@ -345,10 +313,9 @@ def _data_allowed(ctx: Context, path: Optional[str]) -> None:
 def audit_lookahead(ctx: Context, inp: m.LookaheadInput) -> m.LookaheadOutput:
     """Every bar, news item, filing or memory a recorded cycle saw dated after its decision time, for a session, a
     backtest run, or every run of a benchmark or sweep."""
-    from graph.kernel.benchmark_tasks import lookahead_sessions
-    from graph.replay.lookahead import audit_sessions
+    from graph.services.replay.lookahead import audit_sessions
 
-    resolved, sessions = lookahead_sessions(ctx.store, ctx.tasks.experiments, inp.target)
+    resolved, sessions = benchmark_tasks.lookahead_sessions(ctx.store, ctx.tasks.experiments, inp.target)
     report = audit_sessions(ctx.store, sessions).as_dict()
     return m.LookaheadOutput(target=inp.target, resolved=resolved, sessions=sessions, cycles=report["cycles"],
                              checked=report["checked"], leaks=report["leaks"], unaudited=report["unaudited"],
@@ -398,7 +365,7 @@ def task_artifacts(ctx: Context, inp: m.TaskInput) -> m.ArtifactsOutput:
 def memory_search(ctx: Context, inp: m.MemorySearchInput) -> m.MemorySearchOutput:
     """Past reviews and notes of a symbol as an agent would recall them at a date (BM25 + dense, RRF k=60)."""
     from agent.data.market import parse_date
-    from graph.memory import MemoryBank
+    from graph.machine.memory import MemoryBank
 
     as_of = parse_date(inp.as_of).strftime("%Y-%m-%d")  # a real date, or bad input naming it
     symbol = inp.symbol.strip().upper()

@@ -17,13 +17,14 @@ from graph.kernel.errors import BadInput, KernelError, NotFound, translate, vali
 from graph.kernel.idempotent import WAIT_S, call_once
 from graph.kernel.policy import TRANSPORTS, Policy
 from graph.kernel.tasks import TaskManager
+from graph.services.telemetry import live as _live_export  # noqa: F401 - every cycle exported when configured
 
 
 def default_runtime_factory(memory: Optional[str] = None, data=None):
     """A fresh runtime per call (a runtime binds its execution backend to a store) on the bundled samples or the
     user's files `data` (agent.data.sources.DataFiles); what it reads is cached per file version, so this is cheap."""
     from agent.config import AgentConfig
-    from graph.runtime import default_runtime
+    from graph.machine.runtime import default_runtime
 
     return default_runtime(AgentConfig.from_env(memory=memory), data=data)
 

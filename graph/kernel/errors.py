@@ -116,9 +116,9 @@ def translate(exc: BaseException) -> KernelError:
     from agent.data.market import DataError
     from database.errors import StoreUnavailable as DbStoreUnavailable
     from database.portfolio import PortfolioConflict
-    from graph.backtest.loop import BacktestError
-    from graph.replay.session import SchemaVersionMismatch
-    from graph.runner import ApprovalConflict, InputError, NothingPending, SessionNotFound
+    from graph.services.backtest.loop import BacktestError
+    from graph.services.replay.session import SchemaVersionMismatch
+    from graph.machine.runner import ApprovalConflict, InputError, NothingPending, SessionNotFound
 
     text = str(exc)
     if isinstance(exc, SessionNotFound):
@@ -132,10 +132,10 @@ def translate(exc: BaseException) -> KernelError:
         if "already exists" in text or "does not match" in text:
             return Conflict(text, field="run_id")
         return BadInput(text)
-    from graph.sweep.driver import SweepError
-    from graph.sweep.grid import GridError
+    from graph.services.sweep.driver import SweepError
+    from graph.services.sweep.grid import GridError
 
-    from graph.sweep.results import GridChanged
+    from graph.services.sweep.results import GridChanged
 
     if isinstance(exc, (GridError, SweepError)):
         return BadInput(text)

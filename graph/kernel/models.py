@@ -282,7 +282,7 @@ class SessionInput(Input):
 
 
 class ReplayOutput(Output):
-    """graph.replay.Session.to_dict(): the session rebuilt from state_events alone."""
+    """graph.services.replay.Session.to_dict(): the session rebuilt from state_events alone."""
     session_id: str
     events: int
     cycles: list[dict[str, Any]]
@@ -296,9 +296,9 @@ class ReplayOutput(Output):
     warnings: list[str]
 
     def session(self):
-        """Back into the graph.replay.Session it was dumped from (what the CLI's tables and HTML page read):
+        """Back into the graph.services.replay.Session it was dumped from (what the CLI's tables and HTML page read):
         its derived fields (gap_free, warnings, cut_off) are recomputed by the Session itself."""
-        from graph.replay.session import Cycle, LlmCall, Session, ToolCall
+        from graph.services.replay.session import Cycle, LlmCall, Session, ToolCall
 
         cycles = [_dataclass(Cycle, c, llm_calls=[_dataclass(LlmCall, x) for x in c["llm_calls"]],
                              tool_calls=[_dataclass(ToolCall, x) for x in c["tool_calls"]]) for c in self.cycles]
@@ -316,9 +316,9 @@ class VerifyOutput(Output):
     first_divergence: Optional[dict[str, Any]] = None
 
     def report(self):
-        """Back into the graph.replay.VerifyReport it was dumped from (ok, identical and first_divergence are
+        """Back into the graph.services.replay.VerifyReport it was dumped from (ok, identical and first_divergence are
         the report's own properties again)."""
-        from graph.replay.session import CycleVerdict, Divergence, VerifyReport
+        from graph.services.replay.session import CycleVerdict, Divergence, VerifyReport
 
         cycles = [_dataclass(CycleVerdict, c, divergences=[_dataclass(Divergence, d) for d in c["divergences"]])
                   for c in self.cycles]
@@ -401,7 +401,7 @@ class BacktestInput(LlmSpending):
     fundamentals: FundamentalsFile = None
 
 
-# ---------------------------------------------------------------- sweeps (graph/sweep/)
+# ---------------------------------------------------------------- sweeps (graph/services/sweep/)
 class ListWindows(Input):
     kind: Literal["list"]
     spans: list[tuple[Day, Day]] = Field(min_length=1, max_length=1000, description="[[start, end], ...]")
@@ -481,7 +481,7 @@ class SweepInput(LlmSpending):
     fundamentals: FundamentalsFile = None
 
 
-# ---------------------------------------------------------------- benchmarks (graph/benchmark/)
+# ---------------------------------------------------------------- benchmarks (graph/services/benchmark/)
 BenchmarkId = FolderName(80)  # its runs' folders and sessions are `{benchmark_id}-e000`: room for the suffix
 StockBenchTree = Annotated[Optional[_DataPath], Field(description=(
     f"a StockBench data tree: a checkout, its storage/ folder or an archive of it; {_ON_KERNEL}; default: the "
@@ -489,7 +489,7 @@ StockBenchTree = Annotated[Optional[_DataPath], Field(description=(
 
 
 class BenchmarkInput(LlmSpending):
-    """StockBench's protocol as tradegraph backtests (graph/benchmark/stockbench/): one run per model configuration,
+    """StockBench's protocol as tradegraph backtests (graph/services/benchmark/stockbench/): one run per model configuration,
     deciding, filling and marking at the open; the defaults are the paper's. The budgets (max_tokens, max_cost,
     max_llm_calls) hold for the whole benchmark, every run and worker together."""
 
@@ -544,7 +544,7 @@ class LookaheadInput(Input):
 
 
 class LookaheadOutput(Output):
-    """graph.replay.lookahead: every bar, news item, filing or memory a recorded cycle saw dated after its decision
+    """graph.services.replay.lookahead: every bar, news item, filing or memory a recorded cycle saw dated after its decision
     time."""
     target: str
     resolved: Literal["session", "run", "benchmark", "sweep"]

@@ -6,13 +6,15 @@ The task's run id is the sweep id and its folder experiments/{sweep_id}/. Its pr
 """
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
-from graph.kernel.errors import BadInput, Conflict
+from graph.kernel.errors import BadInput
 from graph.kernel.models import SweepInput
+from graph.kernel.tasks import TaskKind, new_task_id, register
 
 
 def store_address(store) -> tuple[Optional[str], Optional[str]]:
@@ -30,11 +32,11 @@ def plan_sweep(manager, inp: SweepInput, sweep_id: Optional[str] = None, task_id
     data in any episode, a provider that isn't ready, a changed grid under an existing sweep id."""
     from agent.config import AgentConfig, ConfigError
     from agent.data.sources import DataFiles, resolved
-    from graph.backtest.loop import validate_config
-    from graph.sweep.driver import SweepPlan
-    from graph.sweep.episode import SweepContext, episode_config
-    from graph.sweep.grid import expand, grid_hash
-    from graph.sweep.results import write_grid
+    from graph.services.backtest.loop import validate_config
+    from graph.services.sweep.driver import SweepPlan
+    from graph.services.sweep.episode import SweepContext, episode_config
+    from graph.services.sweep.grid import expand, grid_hash
+    from graph.services.sweep.results import write_grid
 
     try:
         import ray  # noqa: F401
@@ -81,33 +83,41 @@ def plan_sweep(manager, inp: SweepInput, sweep_id: Optional[str] = None, task_id
 
 
 def run_sweep_task(manager, task_id: str, plan) -> None:
-    from graph.sweep.driver import run_sweep
+    from graph.services.sweep.driver import run_sweep
 
     plan.ctx.task_id = task_id
-    with manager._lifecycle(task_id):
-        manager._set(task_id, status="running", started_at=time.time())
-        summary = run_sweep(plan, on_progress=lambda p: manager._set(task_id, progress=p),
+    with manager.lifecycle(task_id):
+        manager.set(task_id, status="running", started_at=time.time())
+        summary = run_sweep(plan, on_progress=lambda p: manager.set(task_id, progress=p),
                             cancel_requested=lambda: bool((manager.col.find_one(
                                 {"_id": task_id}, {"cancel_requested": 1}) or {}).get("cancel_requested")))
-        manager._set(task_id, status="cancelled" if summary["cancelled"] else "succeeded", finished_at=time.time(),
-                     summary=summary)
+        manager.set(task_id, status="cancelled" if summary["cancelled"] else "succeeded", finished_at=time.time(),
+                    summary=summary)
 
 
-def start_sweep(manager, inp: SweepInput):
-    from graph.kernel.tasks import ACTIVE
-
+def start(manager, inp: SweepInput):
     sweep_id = inp.sweep_id or f"sw-{uuid.uuid4().hex[:8]}"
-    busy = [v for v in (manager.view(d) for d in manager.col.find({"run_id": sweep_id, "status": {"$in": list(ACTIVE)}}))
-            if v.status in ACTIVE]
-    if busy:
-        raise Conflict(f"sweep '{sweep_id}' is already being run by task {busy[0].task_id}", field="sweep_id")
-    task_id = f"t-{uuid.uuid4().hex[:12]}"
+    manager.refuse_busy(sweep_id, "sweep", "sweep_id")
+    task_id = new_task_id()
     plan = plan_sweep(manager, inp, sweep_id, task_id)
-    now = time.time()
-    manager.col.insert_one({
-        "_id": task_id, "kind": "sweep", "status": "queued", "params": inp.model_dump(mode="json"),
-        "run_id": sweep_id, "run_dir": str(Path(manager.experiments) / sweep_id), "owner": manager._me(),
-        "created_at": now, "updated_at": now, "heartbeat_at": now, "cancel_requested": False,
-        "progress": {"done": 0, "total": len(plan.episodes), "unit": "episodes"}, "error": None, "summary": None})
-    manager._start_thread(task_id, manager._run_sweep, (task_id, plan))
+    manager.create("sweep", inp, sweep_id, Path(manager.experiments) / sweep_id,
+                   {"done": 0, "total": len(plan.episodes), "unit": "episodes"}, task_id=task_id)
+    manager.start_thread(task_id, run_sweep_task, (manager, task_id, plan))
     return manager.status(task_id)
+
+
+def resume(manager, doc: dict[str, Any]):
+    plan = plan_sweep(manager, SweepInput.model_validate(doc["params"]), sweep_id=doc["run_id"], task_id=doc["_id"])
+    return run_sweep_task, (manager, doc["_id"], plan)
+
+
+def artifacts(doc: dict[str, Any], run_dir: Optional[Path]):
+    from graph.services.sweep.results import SWEEP_FILES
+
+    metrics = None
+    if run_dir is not None and (run_dir / "aggregate.json").is_file():
+        metrics = {"aggregate": json.loads((run_dir / "aggregate.json").read_text()), "summary": doc.get("summary")}
+    return list(SWEEP_FILES), metrics
+
+
+KIND = register(TaskKind("sweep", resume=resume, artifacts=artifacts))

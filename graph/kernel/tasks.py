@@ -12,12 +12,12 @@ A store that goes away under a task ends it `failed` (or, when not even that can
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
@@ -26,8 +26,8 @@ from pymongo.errors import PyMongoError
 
 from database.embedded import pid_alive
 
-from graph.kernel.errors import BadInput, Conflict, NotFound, translate
-from graph.kernel.models import Artifact, ArtifactsOutput, BacktestInput, SweepInput, TaskProgress, TaskView
+from graph.kernel.errors import Conflict, NotFound, translate
+from graph.kernel.models import Artifact, ArtifactsOutput, TaskProgress, TaskView
 
 COLLECTION = "tasks"
 ACTIVE = ("queued", "running")
@@ -40,9 +40,36 @@ HOST = socket.gethostname()
 _LIVE: dict[str, threading.Thread] = {}
 _LIVE_LOCK = threading.Lock()
 
-ARTIFACT_FILES = (("config.json", "application/json"), ("episode_log.jsonl", "application/jsonl"),
-                  ("trade_history.json", "application/json"), ("result.json", "application/json"),
-                  ("equity.png", "image/png"))
+
+
+@dataclass(frozen=True)
+class TaskKind:
+    """What the manager needs of a kind of task (backtest, sweep, benchmark), each defined in its own module above
+    this one, which registers it: how to resume one from its document (planned and refused before the claim: the
+    worker's target and its arguments) and which files and figures it leaves in its folder."""
+
+    name: str
+    resume: Callable[["TaskManager", dict], tuple[Callable[..., None], tuple]]
+    artifacts: Callable[[dict, Optional[Path]], tuple[list[tuple[str, str]], Optional[dict]]]
+
+
+KINDS: dict[str, TaskKind] = {}
+
+
+def register(kind: TaskKind) -> TaskKind:
+    KINDS[kind.name] = kind
+    return kind
+
+
+def kind_of(name: str) -> TaskKind:
+    if name not in KINDS:  # its module was not imported: graph/kernel/capabilities.py imports every kind
+        raise NotFound(f"unknown task kind '{name}' (known: {', '.join(sorted(KINDS)) or 'none loaded'})",
+                       field="kind")
+    return KINDS[name]
+
+
+def new_task_id() -> str:
+    return f"t-{uuid.uuid4().hex[:12]}"
 
 
 class TaskCancelled(Exception):
@@ -123,63 +150,33 @@ class TaskManager:
     def artifacts(self, task_id: str) -> ArtifactsOutput:
         doc = self._doc(task_id)
         run_dir = Path(doc["run_dir"]) if doc.get("run_dir") else None
-        from graph.sweep.results import SWEEP_FILES
-
-        found, metrics = [], None
-        files = SWEEP_FILES if doc["kind"] == "sweep" else ARTIFACT_FILES
-        if doc["kind"] == "benchmark":
-            from graph.kernel.benchmark_tasks import artifacts
-
-            files, metrics = artifacts(doc)
+        files, metrics = kind_of(doc["kind"]).artifacts(doc, run_dir)
+        found = []
         for name, media in files:
             p = run_dir / name if run_dir else None
             if p is not None and p.is_file():
                 found.append(Artifact(name=name, path=str(p), bytes=p.stat().st_size, media_type=media))
-        if doc["kind"] == "sweep" and run_dir is not None and (run_dir / "aggregate.json").is_file():
-            metrics = {"aggregate": json.loads((run_dir / "aggregate.json").read_text()), "summary": doc.get("summary")}
-        elif doc["kind"] == "backtest" and run_dir is not None and (run_dir / "result.json").is_file():
-            res = json.loads((run_dir / "result.json").read_text())
-            metrics = {k: res.get(k) for k in ("metrics", "benchmark_metrics", "actions", "cycle_statuses",
-                                               "exits", "warnings", "decision_points")}
         return ArtifactsOutput(task_id=task_id, run_dir=str(run_dir) if run_dir else None, artifacts=found,
                                metrics=metrics)
 
     # ------------------------------------------------------------ writes
-    def start_backtest(self, inp: BacktestInput) -> TaskView:
-        config, run_id, total, data = self._prepare(inp)
-        active = [self.view(d) for d in self.col.find({"run_id": run_id, "status": {"$in": list(ACTIVE)}})]
-        busy = [v for v in active if v.status in ACTIVE]
+    def refuse_busy(self, run_id: str, what: str, field: str) -> None:
+        """One task at a time per run id: another active one is a conflict naming it."""
+        busy = [v for v in (self.view(d) for d in self.col.find({"run_id": run_id, "status": {"$in": list(ACTIVE)}}))
+                if v.status in ACTIVE]
         if busy:
-            raise Conflict(f"run '{run_id}' is already being run by task {busy[0].task_id}", field="run_id")
+            raise Conflict(f"{what} '{run_id}' is already being run by task {busy[0].task_id}", field=field)
+
+    def create(self, kind: str, inp, run_id: str, run_dir: str | Path, progress: dict[str, Any],
+               task_id: Optional[str] = None) -> str:
+        """The task's document, queued and owned by this process; its id."""
         now = time.time()
-        task_id = f"t-{uuid.uuid4().hex[:12]}"
-        doc = {"_id": task_id, "kind": "backtest", "status": "queued", "params": inp.model_dump(mode="json"),
-               "run_id": run_id, "run_dir": str(self.experiments / run_id), "owner": self._me(),
-               "created_at": now, "updated_at": now, "heartbeat_at": now, "cancel_requested": False,
-               "progress": {"done": 0, "total": total}, "error": None, "summary": None}
-        self.col.insert_one(doc)
-        self._launch(task_id, config, run_id, data, inp)
-        return self.status(task_id)
-
-    def start_sweep(self, inp: SweepInput) -> TaskView:
-        from graph.kernel.sweep_tasks import start_sweep
-
-        return start_sweep(self, inp)
-
-    def start_benchmark(self, inp) -> TaskView:
-        from graph.kernel.benchmark_tasks import start_benchmark
-
-        return start_benchmark(self, inp)
-
-    def _plan_sweep(self, inp: SweepInput, sweep_id: str, task_id: str):
-        from graph.kernel.sweep_tasks import plan_sweep
-
-        return plan_sweep(self, inp, sweep_id, task_id)
-
-    def _run_sweep(self, task_id: str, plan) -> None:
-        from graph.kernel.sweep_tasks import run_sweep_task
-
-        run_sweep_task(self, task_id, plan)
+        task_id = task_id or new_task_id()
+        self.col.insert_one({"_id": task_id, "kind": kind, "status": "queued", "params": inp.model_dump(mode="json"),
+                             "run_id": run_id, "run_dir": str(run_dir), "owner": self.me(), "created_at": now,
+                             "updated_at": now, "heartbeat_at": now, "cancel_requested": False,
+                             "progress": progress, "error": None, "summary": None})
+        return task_id
 
     def cancel(self, task_id: str) -> TaskView:
         v = self.status(task_id)
@@ -199,133 +196,34 @@ class TaskManager:
         if not v.resumable:
             raise Conflict(f"task {task_id} is {v.status}: only an interrupted, cancelled or failed task "
                            f"can be resumed", field="task_id")
-        if doc["kind"] == "benchmark":
-            from graph.kernel.benchmark_tasks import resume_plan, run_benchmark_task
-
-            plan = resume_plan(self, doc)
-        elif doc["kind"] == "sweep":
-            plan = self._plan_sweep(SweepInput.model_validate(doc["params"]), sweep_id=doc["run_id"],
-                                    task_id=task_id)
-        else:
-            inp = BacktestInput.model_validate(doc["params"])
-            config, run_id, _, data = self._prepare(inp, run_id=doc["run_id"])
+        target, args = kind_of(doc["kind"]).resume(self, doc)  # refused here, before the claim, as at start
         # compare-and-set on what was read: two processes resuming the same task, one wins
         claimed = self.col.find_one_and_update(
             {"_id": task_id, "status": doc["status"], "updated_at": doc["updated_at"],
              **{f"owner.{k}": v for k, v in (doc.get("owner") or {}).items()}},
-            {"$set": {"status": "queued", "owner": self._me(), "cancel_requested": False, "error": None,
+            {"$set": {"status": "queued", "owner": self.me(), "cancel_requested": False, "error": None,
                       "updated_at": time.time(), "heartbeat_at": time.time()}}, return_document=ReturnDocument.AFTER)
         if claimed is None:
             raise Conflict(f"task {task_id} changed while resuming it (another process resumed it?)", field="task_id")
-        if doc["kind"] == "benchmark":
-            self._start_thread(task_id, run_benchmark_task, (self, task_id, plan))
-        elif doc["kind"] == "sweep":
-            self._start_thread(task_id, self._run_sweep, (task_id, plan))
-        else:
-            self._launch(task_id, config, run_id, data, inp)
+        self.start_thread(task_id, target, args)
         return self.status(task_id)
 
     # ------------------------------------------------------------ the worker
-    def _me(self) -> dict:
+    def me(self) -> dict:
         return {"host": HOST, "pid": os.getpid()}
 
-    def _prepare(self, inp: BacktestInput, run_id: Optional[str] = None):
-        """Everything that can be refused is refused here, before a task exists."""
-        from graph.backtest.loop import decision_dates, validate_config
-        from graph.runner import parse_symbols
-        from schemas.simulation import EpisodeConfig
-
-        run_id = run_id or inp.run_id or f"bt-{uuid.uuid4().hex[:8]}"
-        config = EpisodeConfig(episode_id=run_id, tickers=parse_symbols(inp.symbols), initial_cash=inp.capital,
-                               start=inp.start, end=inp.end, every=inp.every, fees_bps=inp.fees_bps,
-                               slippage_bps=inp.slippage_bps, market=inp.market, memory=inp.memory)
-        data = self._data(inp, run_id)
-        market = self.runtime_factory(None, data).market
-        for t in config.tickers:  # an unknown symbol names the prices file searched
-            market._check(t)
-        validate_config(config, market)
-        cfg_path = self.experiments / run_id / "config.json"
-        if cfg_path.exists() and EpisodeConfig.model_validate_json(cfg_path.read_text()) != config:
-            raise Conflict(f"run id '{run_id}' already exists with a different config ({cfg_path})", field="run_id")
-        total = len(decision_dates(market, config.tickers, config.start, config.end, config.every, config.market))
-        if total == 0:
-            raise BadInput(f"no decision point in {inp.start}..{inp.end}", field="start")
-        return config, run_id, total, data
-
-    def _data(self, inp: BacktestInput, run_id: str):
-        """The files given, else those the run read before it stopped; a resumed run refuses other files than it
-        started on (by path: a file appended to since is read as it is now)."""
-        from agent.data.sources import DataFiles, resolved
-        from graph.backtest.loop import session_id_of
-        from graph.kernel.capabilities import data_files
-        from graph.manifest import session_files
-
-        session = session_id_of(run_id)
-        given = DataFiles(prices=inp.prices, news=inp.news, fundamentals=inp.fundamentals).given()
-        before = session_files(self.store, session, DataFiles()).given() if given else {}
-        for kind, path in given.items():
-            if kind in before and resolved(path) != resolved(before[kind]):
-                raise Conflict(f"run '{run_id}' was run on {kind} {before[kind]}, not {path}: resume it without "
-                               f"--{kind} (or with the same file), or start a new run id", field=kind)
-        return data_files(inp, self.store, session)
-
-    def _launch(self, task_id: str, config, run_id: str, data, inp: BacktestInput) -> None:
-        self._start_thread(task_id, self._run, (task_id, config, run_id, data, inp))
-
-    def _start_thread(self, task_id: str, target, args: tuple) -> None:
+    def start_thread(self, task_id: str, target, args: tuple) -> None:
         thread = threading.Thread(target=target, args=args, name=f"task-{task_id}", daemon=True)
         with _LIVE_LOCK:
             _LIVE[task_id] = thread
         thread.start()
 
-    def _set(self, task_id: str, **fields: Any) -> Optional[dict]:
+    def set(self, task_id: str, **fields: Any) -> Optional[dict]:
         fields["updated_at"] = fields["heartbeat_at"] = time.time()
         return self.col.find_one_and_update({"_id": task_id}, {"$set": fields}, return_document=ReturnDocument.AFTER)
 
-    def _run(self, task_id: str, config, run_id: str, data, inp: BacktestInput) -> None:
-        from graph.backtest.loop import run_backtest
-
-        with self._lifecycle(task_id):
-            doc = self._set(task_id, status="running", started_at=time.time())
-            if doc and doc.get("cancel_requested"):
-                raise TaskCancelled()
-            progress = dict((doc or {}).get("progress") or {})
-            total, trades = int(progress.get("total", 0)), int(progress.get("trades", 0))
-            started, first_done = time.monotonic(), [None]
-
-            def on_step(entry) -> None:
-                nonlocal trades
-                done = entry.decision_point_idx + 1
-                if first_done[0] is None:
-                    first_done[0] = done - 1  # a resumed run starts past zero: rate from this process's points
-                rate = (time.monotonic() - started) / max(1, done - first_done[0])
-                trades += len(entry.exits) + len(entry.execution_result.executed_trades)
-                after = self._set(task_id, progress={"done": done, "total": total, "date": entry.date,
-                                                     "equity": entry.equity, "trades": trades,
-                                                     "eta_s": round(rate * (total - done), 1)})
-                if after and after.get("cancel_requested"):
-                    raise TaskCancelled()
-
-            from graph.kernel.capabilities import with_spending
-
-            runtime = with_spending(self.runtime_factory(config.memory, data), inp)  # the cache switch, the budgets
-            result = run_backtest(config, self.store, progress=False, runtime=runtime,
-                                  out_dir=self.experiments, run_id=run_id, on_step=on_step)
-            plot = None
-            if result.equity_curve:
-                from graph.backtest.plot import plot_result
-
-                plot = str(plot_result(result, self.experiments / run_id / "equity.png"))
-            summary = {"decision_points": result.decision_points, "actions": result.actions,
-                       "total_return": result.metrics.get("total_return"), "warnings": result.warnings,
-                       "plot": plot}
-            self._set(task_id, status="succeeded", finished_at=time.time(), summary=summary,
-                      progress={"done": result.decision_points, "total": total, "trades": trades, "eta_s": 0.0,
-                                "equity": result.equity_curve[-1].equity if result.equity_curve else None,
-                                "date": result.equity_curve[-1].date if result.equity_curve else None})
-
     @contextlib.contextmanager
-    def _lifecycle(self, task_id: str) -> Iterator[None]:
+    def lifecycle(self, task_id: str) -> Iterator[None]:
         """Around a task's body: its heartbeat; a cancel ends it `cancelled`, any other exception `failed` with the
         error (a task never dies silently); and its worker leaves _LIVE however it ends. A store that is gone or
         closed can't take the final status: the task then reads `interrupted`, its thread being gone, resumable."""
@@ -334,18 +232,18 @@ class TaskManager:
         try:
             yield
         except TaskCancelled:
-            self._set_final(task_id, status="cancelled", finished_at=time.time())
+            self.set_final(task_id, status="cancelled", finished_at=time.time())
         except BaseException as e:  # noqa: BLE001 - its document says why
             err = translate(e)
-            self._set_final(task_id, status="failed", finished_at=time.time(), error=f"{err.kind}: {err.message}")
+            self.set_final(task_id, status="failed", finished_at=time.time(), error=f"{err.kind}: {err.message}")
         finally:
             stop_beat.set()
             with _LIVE_LOCK:
                 _LIVE.pop(task_id, None)
 
-    def _set_final(self, task_id: str, **fields: Any) -> None:
+    def set_final(self, task_id: str, **fields: Any) -> None:
         try:
-            self._set(task_id, **fields)
+            self.set(task_id, **fields)
         except PyMongoError:  # the store is gone (or closed): the document can't say it, the dead thread does
             pass
 

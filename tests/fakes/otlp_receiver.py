@@ -1,5 +1,5 @@
 """A loopback OTLP/HTTP trace receiver for tests: it DECODES each ExportTraceServiceRequest it is sent (the
-protobuf a real collector parses) into the plain span form graph/telemetry/tree.py draws, so a test asserts
+protobuf a real collector parses) into the plain span form graph/services/telemetry/tree.py draws, so a test asserts
 on what crossed the wire, not on what the exporter meant to send.
 
 `status` scripts the answer (e.g. 503) to test a collector that refuses; `delay_s` one that hangs.

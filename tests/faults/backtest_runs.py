@@ -16,7 +16,7 @@ from typing import Optional
 
 from pymongo import MongoClient
 
-CLI = [sys.executable, "-m", "graph.kernel.transports.cli"]
+CLI = [sys.executable, "-m", "graph.transports.cli"]
 RUN_ID = "k"
 SESSION = f"bt-{RUN_ID}"
 # 2 symbols, 10 decision points on the bundled data; loose limits so that it trades (17 fills, exits on stops,

@@ -29,7 +29,7 @@ def _lines(path: Path) -> list[dict]:
 def test_sigint_cancels_the_task_and_the_run_resumes(embedded_uri, tmp_path):
     db = f"{embedded_uri}/bt_sigint_{uuid.uuid4().hex[:8]}"
     out = tmp_path / "exp"
-    argv = [sys.executable, "-m", "graph.kernel.transports.cli", "backtest", "--symbols", "AAPL,MSFT",
+    argv = [sys.executable, "-m", "graph.transports.cli", "backtest", "--symbols", "AAPL,MSFT",
             "--start", "2011-01-03", "--end", "2011-06-30", "--run-id", "sig", "--json", "--db", db,
             "--out", str(out)]
     env = {**os.environ, "TRADEGRAPH_LLM": "offline"}

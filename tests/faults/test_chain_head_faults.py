@@ -22,8 +22,8 @@ import pytest
 
 from database import connect
 from database.events import event_hash
-from graph.kernel.transports.cli.main import main
-from graph.runner import run_cycle
+from graph.transports.cli.main import main
+from graph.machine.runner import run_cycle
 from tests.helpers import runtime_with
 
 pytestmark = pytest.mark.integration
@@ -106,7 +106,7 @@ def check_chain(uri: str, sid: str, capsys, key: str | None = None) -> tuple[int
 def tg(args: list[str], extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("MONGODB_URI", "TRADEGRAPH_AUDIT_KEY")}
     env.update(PYTHONPATH=str(ROOT), **(extra or {}))
-    return subprocess.run([sys.executable, "-m", "graph.kernel.transports.cli.main", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "graph.transports.cli.main", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -137,7 +137,7 @@ KILL_BETWEEN_BATCH_AND_HEAD = """
 import os, signal, sys
 from database import connect
 from database.heads import ChainHeads
-from graph.runner import run_cycle
+from graph.machine.runner import run_cycle
 from tests.helpers import runtime_with
 uri, sid, nth = sys.argv[1], sys.argv[2], int(sys.argv[3])
 real, calls = ChainHeads.advance, []

@@ -26,11 +26,11 @@ import pytest
 
 from database import connect
 from database.portfolio import PortfolioConflict
-from graph.builder import build_graph
-from graph.execution import PaperExecution
-from graph.nodes.common import EXECUTED_WITH_ERRORS
-from graph.nodes.executing import executing
-from graph.runner import ApprovalConflict, approve_cycle, run_cycle
+from graph.machine.builder import build_graph
+from graph.machine.execution import PaperExecution
+from graph.machine.nodes.common import EXECUTED_WITH_ERRORS
+from graph.machine.nodes.executing import executing
+from graph.machine.runner import ApprovalConflict, approve_cycle, run_cycle
 from schemas.portfolio import PortfolioSnapshot
 from tests.fakes.tcp_proxy import FaultyProxy
 from tests.helpers import runtime_with
@@ -219,7 +219,7 @@ class FillWatch(PaperExecution):
 
 def test_a_fill_is_preceded_by_its_durable_events(embedded_uri, db_name, tmp_path, monkeypatch):
     """Audit before action, against a slow store: at the instant of the fill, every event of the cycle up to
-    EXECUTING's entry is stored. Without the barrier (graph/nodes/executing.py audit_barrier) the fill lands
+    EXECUTING's entry is stored. Without the barrier (graph/machine/nodes/executing.py audit_barrier) the fill lands
     while they are still on the wire, every time."""
     monkeypatch.setenv("TRADEGRAPH_HOME", str(tmp_path / "home"))
     link = SlowAuditLink(int(embedded_uri.rsplit(":", 1)[1]))
@@ -370,7 +370,7 @@ def test_an_old_approval_after_a_newer_fill_is_refused(embedded_uri, db_name, tg
 
 
 def test_a_failure_after_the_fill_never_reads_as_nothing_executed(embedded_uri, db_name, tg_home):
-    from graph.kernel.transports.cli.main import EXIT_EXECUTED_WITH_ERRORS, cycle_exit_code
+    from graph.transports.cli.main import EXIT_EXECUTED_WITH_ERRORS, cycle_exit_code
 
     store = connect(f"{embedded_uri}/{db_name}")
     emitted = Emitted(store)

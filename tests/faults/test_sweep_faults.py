@@ -21,7 +21,7 @@ from database import connect
 
 pytestmark = [pytest.mark.integration, pytest.mark.requires("ray")]
 
-CLI = [sys.executable, "-m", "graph.kernel.transports.cli"]
+CLI = [sys.executable, "-m", "graph.transports.cli"]
 ENV = {**os.environ, "TRADEGRAPH_LLM": "offline"}
 LOOSE = "max_notional_pct = 60\nexposure_cap_pct = 100\n"
 

@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from graph.kernel.transports.cli.main import main as cli_main
+from graph.transports.cli.main import main as cli_main
 from tests.fakes.fake_openai import Fault, FakeOpenAI
 
 pytestmark = pytest.mark.integration

@@ -17,9 +17,9 @@ import pytest
 
 from agent.data.sources import load_file, stockbench_files
 from agent.metrics import equal_weight_buy_and_hold, stockbench_metrics
-from graph.kernel.transports.cli.main import main as cli_main
+from graph.transports.cli.main import main as cli_main
 from tests.fakes.fake_openai import Fault
-from graph.kernel.client import Client
+from graph.transports.client import Client
 from tests.kernel.servers import REPO, McpToolError, free_port, mcp_stdio, serve, server_env
 
 pytestmark = pytest.mark.integration
@@ -29,7 +29,7 @@ WINDOW = ["--start", "2025-03-03", "--end", "2025-03-07"]  # 5 sessions
 
 
 def tradegraph(*args: str, env: dict[str, str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "graph.kernel.transports.cli", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "graph.transports.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -238,7 +238,7 @@ def test_several_configurations_on_ray_are_the_runs_one_worker_gives(embedded_ur
 
     # one worker: the same command in a process that reports whether Ray was ever imported
     probe = ("import sys, runpy; sys.argv = ['tradegraph'] + sys.argv[1:]\n"
-             "try:\n    runpy.run_module('graph.kernel.transports.cli', run_name='__main__')\n"
+             "try:\n    runpy.run_module('graph.transports.cli', run_name='__main__')\n"
              "finally:\n    print('RAY_IMPORTED' if 'ray' in sys.modules else 'RAY_NOT_IMPORTED', file=sys.stderr)\n")
     here = subprocess.run([sys.executable, "-c", probe, *common, "--workers", "1", "--benchmark-id", "here", "--db",
                            f"{embedded_uri}/sbh_{uuid.uuid4().hex[:8]}"], cwd=tmp_path, env=env,
@@ -271,7 +271,7 @@ def test_ctrl_c_stops_after_the_current_point_and_the_same_id_resumes(embedded_u
 
     db = f"{embedded_uri}/sbc_{uuid.uuid4().hex[:10]}"
     env = {**os.environ, "PYTHONPATH": str(REPO), "TRADEGRAPH_HOME": str(tmp_path / "home")}
-    args = [sys.executable, "-m", "graph.kernel.transports.cli", "benchmark", "stockbench", "--symbols", "AAPL,MSFT",
+    args = [sys.executable, "-m", "graph.transports.cli", "benchmark", "stockbench", "--symbols", "AAPL,MSFT",
             "--start", "2025-03-03", "--end", "2025-03-12", "--benchmark-id", "sigint", "--json", "--db", db,
             "--out", str(tmp_path / "exp")]
     log = tmp_path / "exp" / "sigint" / "episodes" / "sigint-e000" / "episode_log.jsonl"

@@ -5,10 +5,10 @@ import dataclasses
 import pytest
 
 from agent.config import AgentConfig
-from graph.backtest.loop import run_backtest
-from graph.kernel.transports.cli.main import main
-from graph.runner import run_cycle
-from graph.runtime import default_runtime
+from graph.services.backtest.loop import run_backtest
+from graph.transports.cli.main import main
+from graph.machine.runner import run_cycle
+from graph.machine.runtime import default_runtime
 from schemas.simulation import EpisodeConfig
 from tests.helpers import events_of, mock_store
 
@@ -122,18 +122,18 @@ def test_the_cli_flags_stop_the_cycle_and_a_bad_one_is_exit_2(fake, capsys):
 
 
 def test_a_studio_run_takes_its_budgets_and_cache_from_the_process(monkeypatch):
-    """A LangGraph Studio server's runs carry only strings in their config (graph/studio.py): set_default_runtime
+    """A LangGraph Studio server's runs carry only strings in their config (graph/transports/studio.py): set_default_runtime
     installs the process's budgets ($TRADEGRAPH_MAX_*) and cache; a run tradegraph started never uses them."""
     from agent.budget import BUDGET_KEY, budget_of
     from agent.cache import CACHE_KEY, cache_of
-    from graph.execution import PaperExecution
-    from graph.runtime import set_default_runtime
+    from graph.machine.execution import PaperExecution
+    from graph.machine.runtime import set_default_runtime
 
     monkeypatch.setenv("TRADEGRAPH_MAX_LLM_CALLS", "7")
     store = mock_store()
     rt = default_runtime(AgentConfig.from_env())
     rt.execution = PaperExecution(store, rt.config)
-    import graph.runtime as runtime_mod
+    import graph.machine.runtime as runtime_mod
 
     before = runtime_mod._default
     set_default_runtime(rt)

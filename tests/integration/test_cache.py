@@ -4,9 +4,9 @@ import json
 import pytest
 
 from agent.config import AgentConfig
-from graph.replay.session import load_session, verify_session
-from graph.runner import run_cycle
-from graph.runtime import default_runtime
+from graph.services.replay.session import load_session, verify_session
+from graph.machine.runner import run_cycle
+from graph.machine.runtime import default_runtime
 from tests.helpers import events_of, mock_store
 
 pytestmark = pytest.mark.integration
@@ -123,7 +123,7 @@ def test_a_session_answered_from_the_cache_verifies(fake):
 
 def test_no_cache_is_an_input_field_and_a_cli_flag(fake):
     from graph.kernel.core import Kernel
-    from graph.kernel.transports.cli.main import main
+    from graph.transports.cli.main import main
 
     store = mock_store()
     k = Kernel(store)

@@ -3,9 +3,9 @@ a server that reports no usage is counted by estimate."""
 import pytest
 
 from agent.config import AgentConfig
-from graph.kernel.transports.cli.render import print_cycle
-from graph.runner import run_cycle
-from graph.runtime import default_runtime
+from graph.transports.cli.render import print_cycle
+from graph.machine.runner import run_cycle
+from graph.machine.runtime import default_runtime
 from tests.fakes.fake_openai import FakeOpenAI
 from tests.helpers import events_of, mock_store
 

@@ -14,7 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def tg(args, home, timeout=120, env_extra=None):
     env = {k: v for k, v in os.environ.items() if k not in ("MONGODB_URI", "OPENAI_API_KEY", "TRADEGRAPH_LLM")}
     env.update({"TRADEGRAPH_HOME": str(home), "PYTHONPATH": ROOT, **(env_extra or {})})
-    return subprocess.run([sys.executable, "-m", "graph.kernel.transports.cli.main", *args], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "graph.transports.cli.main", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def tradegraph(*argv: str, cwd: Path | None = None, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
     full = {**os.environ, "PYTHONPATH": str(REPO), "TRADEGRAPH_LLM": "offline", **env}
-    return subprocess.run([sys.executable, "-m", "graph.kernel.transports.cli", *argv], cwd=cwd or REPO, env=full,
+    return subprocess.run([sys.executable, "-m", "graph.transports.cli", *argv], cwd=cwd or REPO, env=full,
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -168,8 +168,8 @@ def test_inserts_are_not_fsynced_per_document_but_the_barrier_is(tmp_path: Path,
 
 
 def test_a_session_read_from_the_sqlite_file_is_the_servers_answer(tg_home: Path) -> None:
-    from graph.replay.session import load_session
-    from graph.runner import run_cycle
+    from graph.services.replay.session import load_session
+    from graph.machine.runner import run_cycle
 
     store = connect()  # the embedded path: it knows the server's file
     try:

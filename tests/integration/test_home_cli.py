@@ -24,7 +24,7 @@ def tradegraph(cwd: Path, *argv: str, user: Path, **env: str) -> subprocess.Comp
     """The CLI as a user runs it: no TRADEGRAPH_HOME, MONGODB_URI or XDG_DATA_HOME unless given, HOME = `user`."""
     base = {k: v for k, v in os.environ.items() if k not in ("TRADEGRAPH_HOME", "MONGODB_URI", "XDG_DATA_HOME")}
     base.update({"HOME": str(user), "PYTHONPATH": str(REPO), "TRADEGRAPH_LLM": "offline", **env})
-    return subprocess.run([sys.executable, "-m", "graph.kernel.transports.cli", *argv], cwd=cwd, env=base,
+    return subprocess.run([sys.executable, "-m", "graph.transports.cli", *argv], cwd=cwd, env=base,
                           capture_output=True, text=True, timeout=300)
 
 

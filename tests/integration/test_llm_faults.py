@@ -13,9 +13,9 @@ import pytest
 
 from agent.config import AgentConfig, RetryPolicy
 from agent.llm import AttemptPlan, describe_failure, next_wait, parse_retry_after
-from graph.replay.session import verify_session
-from graph.runner import run_cycle
-from graph.runtime import default_runtime
+from graph.services.replay.session import verify_session
+from graph.machine.runner import run_cycle
+from graph.machine.runtime import default_runtime
 from tests.fakes.fake_openai import Fault, FakeOpenAI
 from tests.helpers import audited_attempts, events_of, filled, mock_store, one_line_error
 

@@ -2,9 +2,9 @@
 import pytest
 
 from agent.config import AgentConfig
-from graph.replay.session import verify_session
-from graph.runner import run_cycle
-from graph.runtime import default_runtime
+from graph.services.replay.session import verify_session
+from graph.machine.runner import run_cycle
+from graph.machine.runtime import default_runtime
 from tests.helpers import events_of, mock_store
 
 pytestmark = pytest.mark.integration

@@ -7,10 +7,10 @@ from collections import Counter
 import pytest
 
 from agent.config import AgentConfig
-from graph.kernel.transports.cli.main import main
-from graph.runner import run_cycle
-from graph.runtime import default_runtime
-from graph.telemetry.settings import OtelConfigError, traces_url
+from graph.transports.cli.main import main
+from graph.machine.runner import run_cycle
+from graph.machine.runtime import default_runtime
+from graph.services.telemetry.settings import OtelConfigError, traces_url
 from schemas.states import STATES
 from tests.fakes.fake_openai import Fault, FakeOpenAI
 from tests.fakes.otlp_receiver import OtlpReceiver

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from graph.replay.session import load_session
-from graph.runner import approve_cycle, run_cycle
-from graph.telemetry import live
-from graph.telemetry.export import send, spans_of
+from graph.services.replay.session import load_session
+from graph.machine.runner import approve_cycle, run_cycle
+from graph.services.telemetry import live
+from graph.services.telemetry.export import send, spans_of
 from tests.fakes.otlp_receiver import OtlpReceiver
 from tests.helpers import mock_store, runtime_with
 from tests.integration.test_otel_export import OTEL_VARS, assert_matches_audit, closed_port, kind
@@ -59,7 +59,7 @@ def test_a_dead_collector_neither_fails_nor_holds_the_cycle_and_is_audited(monke
     url = f"http://127.0.0.1:{closed_port()}"
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
-    with caplog.at_level(logging.WARNING, logger="graph.telemetry.live"):
+    with caplog.at_level(logging.WARNING, logger="graph.services.telemetry.live"):
         store, out, took = cycle()
     assert out.status == "completed" and out.error is None
     assert took < baseline + 1.0 + 1.0  # the exporter's 1 s timeout, plus slack for a busy machine

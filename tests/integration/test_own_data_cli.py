@@ -22,7 +22,7 @@ def tg(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.Completed
     env = {k: v for k, v in os.environ.items()
            if k not in ("MONGODB_URI", "OPENAI_API_KEY", "TRADEGRAPH_LLM", "TRADEGRAPH_CONFIG")}
     env.update({"TRADEGRAPH_HOME": str(cwd / ".tg_home"), "PYTHONPATH": str(ROOT)})
-    return subprocess.run([sys.executable, "-m", "graph.kernel.transports.cli.main", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "graph.transports.cli.main", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 

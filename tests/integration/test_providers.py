@@ -18,9 +18,9 @@ import pytest
 
 from agent.config import AgentConfig
 from agent.tools import REGISTRY
-from graph.replay.session import verify_session
-from graph.runner import run_cycle
-from graph.runtime import default_runtime
+from graph.services.replay.session import verify_session
+from graph.machine.runner import run_cycle
+from graph.machine.runtime import default_runtime
 from tests.fakes.fake_anthropic import FakeAnthropic
 from tests.fakes.fake_gemini import FakeGemini
 from tests.fakes.fake_ollama import FakeOllama

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from database.connection import connect
-from graph.kernel.transports.cli.main import main
-from graph.runner import run_cycle
+from graph.transports.cli.main import main
+from graph.machine.runner import run_cycle
 from tests.unit.test_replay import _short_manager, copy_session
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,7 +96,7 @@ def test_schema_version_mismatch_exits_2(recorded, capsys):
 def test_cli_end_to_end_on_embedded(embedded_uri, tmp_path):
     """`tradegraph run` twice, then `tradegraph replay --verify`, as separate processes on a real server."""
     db = f"{embedded_uri}/cli_{uuid.uuid4().hex[:8]}"
-    exe = [sys.executable, "-m", "graph.kernel.transports.cli.main"]
+    exe = [sys.executable, "-m", "graph.transports.cli.main"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TRADEGRAPH_LLM": "offline"}
     env.pop("OPENAI_API_KEY", None)
 

@@ -12,7 +12,7 @@ import pytest
 
 from agent.data.market import VENDORED_CSV, load_market_data
 from database.connection import connect
-from graph.runner import run_cycle
+from graph.machine.runner import run_cycle
 from tests.helpers import runtime_with
 from tests.integration.test_cli import tg
 

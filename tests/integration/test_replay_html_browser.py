@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from database.connection import connect
-from graph.replay.session import load_session
-from graph.replay.html import render_html
-from graph.runner import run_cycle
-from graph.state import CONTRACT_KEYS
+from graph.services.replay.session import load_session
+from graph.services.replay.html import render_html
+from graph.machine.runner import run_cycle
+from graph.machine.state import CONTRACT_KEYS
 
 pytestmark = pytest.mark.integration
 

@@ -37,7 +37,7 @@ def test_serve_stops_while_a_request_waits_on_a_hung_store_and_stops_the_store_i
     home, port = tmp_path / "home", _free_port()
     env = {**os.environ, "TRADEGRAPH_HOME": str(home), "PYTHONPATH": str(REPO), "TRADEGRAPH_LLM": "offline"}
     env.pop("MONGODB_URI", None)  # its own embedded store, started (and owned) by the server
-    proc = subprocess.Popen([sys.executable, "-m", "graph.kernel.transports.cli", "serve", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "graph.transports.cli", "serve", "--port", str(port)],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     nx_pid = None
@@ -99,7 +99,7 @@ def test_the_mcp_server_writes_no_debug_line_to_stderr(tmp_path):
     errlog = tmp_path / "stderr.txt"
 
     async def session() -> tuple[dict, dict]:
-        params = StdioServerParameters(command=sys.executable, args=["-m", "graph.kernel.transports.cli", "mcp"],
+        params = StdioServerParameters(command=sys.executable, args=["-m", "graph.transports.cli", "mcp"],
                                        env=env, cwd=str(tmp_path))
         with open(errlog, "w") as err:
             async with stdio_client(params, errlog=err) as (read, write):

@@ -16,8 +16,8 @@ from pymongo import MongoClient, monitoring
 
 from database import connect
 from graph.kernel.core import Kernel
-from graph.kernel.transports.cli.main import main
-from graph.runner import run_cycle
+from graph.transports.cli.main import main
+from graph.machine.runner import run_cycle
 from tests.unit.test_session_summaries import from_log, summary
 
 pytestmark = pytest.mark.integration
@@ -64,7 +64,7 @@ def test_listing_sends_no_command_to_the_log(embedded_uri):
 CHILD = """
 import sys
 from database import connect
-from graph.runner import run_cycle
+from graph.machine.runner import run_cycle
 store = connect(sys.argv[1])
 run_cycle(["AAPL", "MSFT", "IBM", "GOOG"], sys.argv[2], store=store, session_id=sys.argv[3] or None)
 print("cycle ended before the kill", flush=True)

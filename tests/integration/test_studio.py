@@ -1,5 +1,5 @@
 """`langgraph dev` serves the graph from langgraph.json, and a run through the official SDK client is
-audited into the store like a CLI cycle (graph/studio.py)."""
+audited into the store like a CLI cycle (graph/transports/studio.py)."""
 from __future__ import annotations
 
 import os
@@ -15,8 +15,8 @@ import pytest
 
 from database.connection import connect
 from database.embedded import stop_server
-from graph.replay.session import load_session
-from graph.state import CONTRACT_KEYS
+from graph.services.replay.session import load_session
+from graph.machine.state import CONTRACT_KEYS
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""A LangGraph Studio run records its manifest as a CLI cycle does (graph/studio.py), so `replay --verify` of a
+"""A LangGraph Studio run records its manifest as a CLI cycle does (graph/transports/studio.py), so `replay --verify` of a
 brand-new Studio session re-executes it with the configuration and inputs it ran with, never "no manifest
 recorded (an older session)"."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from database.connection import connect
-from graph.replay.session import verify_session
+from graph.services.replay.session import verify_session
 from tests.integration.test_studio import _tail, dev_server  # noqa: F401 - the `langgraph dev` server fixture
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,7 @@ from pymongo import MongoClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.requires("ray")]
 
-CLI = [sys.executable, "-m", "graph.kernel.transports.cli"]
+CLI = [sys.executable, "-m", "graph.transports.cli"]
 # loose enough for the offline agent's sizing to pass VALIDATING, so the episodes trade (an equality of two
 # empty trade histories would prove nothing)
 LOOSE = {"max_notional_pct": 60.0, "exposure_cap_pct": 100.0}

@@ -1,6 +1,6 @@
 """A sweep's table never shows a ratio from a window too short to mean anything without a word: the Sharpe is
 starred and a warning names the configuration and its fewest decision points (the backtest's own threshold,
-graph/backtest/loop.py SHORT_WINDOW_POINTS)."""
+graph/services/backtest/loop.py SHORT_WINDOW_POINTS)."""
 from __future__ import annotations
 
 import os
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from graph.backtest.loop import SHORT_WINDOW_POINTS
-from graph.kernel.transports.cli.sweep import shortest_windows, short_window_warning
+from graph.services.backtest.loop import SHORT_WINDOW_POINTS
+from graph.transports.cli.sweep import shortest_windows, short_window_warning
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,7 +35,7 @@ def test_the_warning_starts_below_the_backtests_threshold_and_counts_only_comple
 @pytest.mark.requires("ray")
 def test_a_sweep_over_a_short_window_stars_its_sharpe_and_says_why(embedded_uri, tmp_path):
     db = f"{embedded_uri}/sweep_short_{uuid.uuid4().hex[:8]}"
-    r = subprocess.run([sys.executable, "-m", "graph.kernel.transports.cli", "sweep", "--symbols", "AAPL,MSFT",
+    r = subprocess.run([sys.executable, "-m", "graph.transports.cli", "sweep", "--symbols", "AAPL,MSFT",
                         "--windows", "2012-03-01..2012-03-30", "--every", "5", "--workers", "1", "--no-progress",
                         "--db", db, "--out", str(tmp_path / "exp")],
                        env={**os.environ, "PYTHONPATH": str(REPO), "TRADEGRAPH_LLM": "offline", "COLUMNS": "160"},

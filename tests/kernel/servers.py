@@ -35,9 +35,9 @@ def server_env(uri: str, home: Path, **extra: str) -> dict[str, str]:
 @contextlib.contextmanager
 def serve(args: list[str], env: dict[str, str], cwd: Path, ready_url: str, token: Optional[str] = None,
           timeout_s: float = 90.0) -> Iterator[subprocess.Popen]:
-    """Start `python -m graph.kernel.transports.serve_cli ARGS`; yield once ready_url answers (any status < 500)."""
+    """Start `python -m graph.transports.serve_cli ARGS`; yield once ready_url answers (any status < 500)."""
     log = open(cwd / f"server-{time.monotonic_ns()}.log", "w+b")
-    proc = subprocess.Popen([sys.executable, "-m", "graph.kernel.transports.serve_cli", *args], cwd=cwd, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "graph.transports.serve_cli", *args], cwd=cwd, env=env,
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
@@ -92,12 +92,12 @@ class McpToolError(Exception):
 
 @contextlib.contextmanager
 def mcp_stdio(env: dict[str, str], cwd: Path) -> Iterator[McpCaller]:
-    """`python -m graph.kernel.transports.mcp` spawned by the official client (its stderr goes to ours)."""
+    """`python -m graph.transports.mcp` spawned by the official client (its stderr goes to ours)."""
     from anyio.from_thread import start_blocking_portal
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
-    params = StdioServerParameters(command=sys.executable, args=["-m", "graph.kernel.transports.mcp"], cwd=str(cwd),
+    params = StdioServerParameters(command=sys.executable, args=["-m", "graph.transports.mcp"], cwd=str(cwd),
                                    env=env)
     with start_blocking_portal() as portal:
         client = Client(params, read_timeout_seconds=300)

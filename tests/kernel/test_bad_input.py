@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 
 from graph.kernel import Kernel
-from graph.kernel.transports.http import create_app
+from graph.transports.http import create_app
 
 pytestmark = pytest.mark.integration
 EXAMPLES = 60  # per operation and mode

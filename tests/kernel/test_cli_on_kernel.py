@@ -8,7 +8,7 @@ import pytest
 
 from graph.kernel import errors as E
 from graph.kernel.core import Kernel
-from graph.kernel.transports.cli.main import main
+from graph.transports.cli.main import main
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import pytest
 from database.connection import connect
 from graph.kernel import Kernel
 from graph.kernel import errors as E
-from graph.kernel.client import Client
+from graph.transports.client import Client
 from tests.kernel.servers import McpToolError, free_port, mcp_stdio, serve, server_env
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from graph.kernel import REGISTRY, Kernel
 from graph.kernel import errors as E
-from graph.kernel.client import Client
+from graph.transports.client import Client
 from graph.kernel.policy import Policy, PolicyError, check_bind, is_loopback
 
 
@@ -41,9 +41,9 @@ def _cases():
     from agent.data.market import DataError
     from database.errors import AuditSpooled, StoreUnavailable
     from database.portfolio import PortfolioConflict
-    from graph.backtest.loop import BacktestError
-    from graph.replay.session import SchemaVersionMismatch
-    from graph.runner import ApprovalConflict, InputError, NothingPending, SessionNotFound
+    from graph.services.backtest.loop import BacktestError
+    from graph.services.replay.session import SchemaVersionMismatch
+    from graph.machine.runner import ApprovalConflict, InputError, NothingPending, SessionNotFound
 
     return [
         (SessionNotFound("unknown session 'x'"), E.NotFound),
@@ -199,8 +199,8 @@ def test_every_client_method_has_the_capabilitys_fields_and_defaults():
 
 
 def test_every_capability_has_an_http_route_in_the_openapi_schema(kernel):
-    from graph.kernel.transports.http import create_app
-    from graph.kernel.transports.routes import ROUTES
+    from graph.transports.http import create_app
+    from graph.transports.routes import ROUTES
 
     assert set(ROUTES) == set(REGISTRY)
     spec = create_app(kernel).openapi()
@@ -212,7 +212,7 @@ def test_every_capability_has_an_http_route_in_the_openapi_schema(kernel):
 def test_mcp_tools_take_their_schemas_from_the_same_models(kernel):
     import anyio
 
-    from graph.kernel.transports.mcp import create_server
+    from graph.transports.mcp import create_server
 
     tools = {t.name: t for t in anyio.run(create_server(kernel).list_tools)}
     assert set(tools) == set(REGISTRY)

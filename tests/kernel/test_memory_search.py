@@ -7,7 +7,7 @@ import pytest
 
 from graph.kernel import Kernel
 from graph.kernel import errors as E
-from graph.kernel.client import Client
+from graph.transports.client import Client
 from schemas.memory import MemoryRecord
 
 
@@ -43,7 +43,7 @@ def test_bad_input_is_named(client, args, needle):
 def test_over_http_the_same_hits_and_a_422_naming_the_date(client):
     from fastapi.testclient import TestClient
 
-    from graph.kernel.transports.http import create_app
+    from graph.transports.http import create_app
 
     http = TestClient(create_app(client._b.kernel))
     r = http.get("/memory/AAPL", params={"query": "stop uptrend", "as_of": "2012-03-01"})

@@ -60,7 +60,7 @@ def test_cli_refuses_each_id_and_writes_nothing(workdir, value):
             ["sweep", "--symbols", "AAPL", "--windows", "2012-03-01..2012-03-30", "--sweep-id", value],
             ["sweep", "--resume", value]]
     for cmd in cmds:
-        r = subprocess.run([sys.executable, "-m", "graph.kernel.transports.cli.main", *cmd, "--out", "experiments",
+        r = subprocess.run([sys.executable, "-m", "graph.transports.cli.main", *cmd, "--out", "experiments",
                             "--db", db], cwd=workdir, capture_output=True, text=True, timeout=120,
                            env={**os.environ, "PYTHONPATH": str(REPO), "TRADEGRAPH_HOME": str(workdir / "home")})
         assert r.returncode == 2, (cmd, r.stderr)

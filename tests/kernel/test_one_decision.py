@@ -107,7 +107,7 @@ def test_two_cli_approvals_racing_one_wins_the_other_exits_2(db_uri, http_url, t
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY",)}
     env.update({"MONGODB_URI": db_uri, "PYTHONPATH": str(REPO), "TRADEGRAPH_LLM": "offline",
                 "TRADEGRAPH_HOME": str(tmp_path / "home")})
-    procs = [subprocess.Popen([sys.executable, "-m", "graph.kernel.transports.cli.main", "approve", session, "--by",
+    procs = [subprocess.Popen([sys.executable, "-m", "graph.transports.cli.main", "approve", session, "--by",
                                name], env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for name in ("carol", "dave")]
     results = [(p.wait(300), *p.communicate()) for p in procs]

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from graph.kernel.client import Client
+from graph.transports.client import Client
 from tests.kernel.servers import free_port, mcp_stdio, serve, server_env
 
 pytestmark = pytest.mark.integration

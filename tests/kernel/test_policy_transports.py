@@ -11,7 +11,7 @@ import uuid
 import httpx
 import pytest
 
-from graph.kernel.client import Client
+from graph.transports.client import Client
 from graph.kernel.errors import Forbidden, Unauthorized
 from tests.kernel.servers import REPO, McpToolError, free_port, mcp_stdio, serve, server_env
 
@@ -116,8 +116,8 @@ def test_mcp_streamable_http_requires_the_token_too(db_uri, workdir):
 @pytest.mark.parametrize("command", [["serve", "--host", "0.0.0.0"], ["mcp", "--http", "0", "--host", "0.0.0.0"]])
 def test_a_non_loopback_bind_without_a_token_refuses_to_start(command, db_uri, workdir):
     env = server_env(db_uri, workdir / "home")
-    r = subprocess.run([sys.executable, "-m", "graph.kernel.transports.serve_cli", *command, "--port", str(free_port())]
-                       if command[0] == "serve" else [sys.executable, "-m", "graph.kernel.transports.serve_cli", *command],
+    r = subprocess.run([sys.executable, "-m", "graph.transports.serve_cli", *command, "--port", str(free_port())]
+                       if command[0] == "serve" else [sys.executable, "-m", "graph.transports.serve_cli", *command],
                        env=env, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()

@@ -9,8 +9,8 @@ import pytest
 
 from graph.kernel import errors as E
 from graph.kernel.core import Kernel
-from graph.kernel.transports.cli.main import main
-from graph.replay.session import load_session
+from graph.transports.cli.main import main
+from graph.services.replay.session import load_session
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ def test_the_book_adds_up_and_matches_the_stored_snapshot(db, capsys):
     assert view.fills == len(trades) and any(t.get("reason") == "stop" for t in trades), "exits are counted"
     assert view.starting_cash == 100_000.0
     # what a session without a manifest falls back on: undoing every committed fill gives the same cash
-    from graph.portfolio_view import cash_before_fills, committed_trades
+    from graph.services.portfolio_view import cash_before_fills, committed_trades
 
     k = Kernel.open(db)
     try:

@@ -12,9 +12,9 @@ import pytest
 from database import connect
 from graph.kernel import errors as E
 from graph.kernel.core import Kernel
-from graph.kernel.transports.cli.main import main
-from graph.replay.session import verify_session
-from graph.runner import run_cycle
+from graph.transports.cli.main import main
+from graph.services.replay.session import verify_session
+from graph.machine.runner import run_cycle
 from tests.kernel.servers import McpToolError, free_port, mcp_stdio, serve, server_env
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from graph.kernel.transports.cli.main import main
+from graph.transports.cli.main import main
 
 BOX = "│┃"
 
@@ -58,7 +58,7 @@ def test_sessions_at_80_columns(db, capsys, monkeypatch):
 
     # a session id longer than a column can be folds onto the next lines, whole and in order
     from database import connect
-    from graph.backtest.loop import run_backtest
+    from graph.services.backtest.loop import run_backtest
     from schemas.simulation import EpisodeConfig
 
     long_run = "a-run-id-much-longer-than-any-column-of-an-80-column-terminal-could-ever-hold"

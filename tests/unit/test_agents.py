@@ -6,7 +6,7 @@ import pytest
 from agent.analysts import ABSTAIN_CONFIDENCE
 from agent.calibration import ABSTAIN_MODEL, calibrate, opposition_share
 from agent.thesis import ThesisError, anchor_prices, validate_thesis
-from graph.runner import run_cycle
+from graph.machine.runner import run_cycle
 from schemas.analysis import AnalystNote
 from schemas.decision import TradeThesis
 from tests.helpers import events_of, mock_store, runtime_with
@@ -121,7 +121,7 @@ def test_self_critique_fires_only_below_the_floor():
 def test_high_conviction_escalates_the_trader_to_the_deep_tier():
     from agent.config import AgentConfig
     from agent.offline_model import OfflineChatModel
-    from graph.runtime import default_runtime
+    from graph.machine.runtime import default_runtime
 
     store = mock_store()
     cfg = AgentConfig(deep_tier_conviction=0.55)  # a threshold this date's four verdicts straddle

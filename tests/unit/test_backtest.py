@@ -11,9 +11,9 @@ import pytest
 from agent.config import AgentConfig, RiskLimits
 from agent.data.market import MarketData, default_market_data
 from database import connect
-from graph.backtest.loop import load_logs, run_backtest
-from graph.kernel.transports.cli.main import main as cli_main
-from graph.runtime import default_runtime
+from graph.services.backtest.loop import load_logs, run_backtest
+from graph.transports.cli.main import main as cli_main
+from graph.machine.runtime import default_runtime
 from schemas.simulation import EpisodeConfig
 
 TICKERS = ["AAPL", "MSFT"]
@@ -137,7 +137,7 @@ def test_a_cycle_cut_off_before_its_log_line_is_superseded_and_its_notes_withdra
 
 def test_resume_refuses_a_different_config(tmp_path):
     _run(tmp_path, "x", max_steps=1)
-    from graph.backtest.loop import BacktestError
+    from graph.services.backtest.loop import BacktestError
     with pytest.raises(BacktestError, match="different config"):
         _run(tmp_path, "x", config=_config(fees_bps=5.0))
 

@@ -23,7 +23,7 @@ from pymongo.errors import PyMongoError
 
 from database import DuplicateEventError, Store, blobs, connect
 from database.blobs import packed
-from graph.runner import run_cycle
+from graph.machine.runner import run_cycle
 from tests.helpers import runtime_with
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,7 +147,7 @@ def test_an_edited_swapped_or_deleted_pack_breaks_the_chain_at_the_first_event_u
 
 
 def test_check_chain_names_the_seq_of_a_tampered_pack(capsys, monkeypatch) -> None:
-    from graph.kernel.transports.cli.main import main as cli_main
+    from graph.transports.cli.main import main as cli_main
 
     uri = f"mongomock://packs_cli_{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv("MONGODB_URI", uri)
@@ -222,7 +222,7 @@ def test_events_stored_whole_read_verify_and_continue_beside_packed_ones(store: 
 
 
 def test_a_session_recorded_whole_replays_identical_and_its_replay_is_packed(monkeypatch) -> None:
-    from graph.replay.session import verify_session
+    from graph.services.replay.session import verify_session
 
     store = connect(f"mongomock://whole_{uuid.uuid4().hex[:8]}")
     monkeypatch.setattr(blobs, "INLINE_MAX", 10 ** 9)
@@ -333,8 +333,8 @@ def _disk_bytes(path) -> int:
 def test_a_backtest_takes_less_disk_than_its_events_as_json(tg_home) -> None:
     """Stored whole, the audit log took ~1.65x its events' compact JSON on the embedded store's disk (nx-27017's
     JSON with spaces, its ObjectId markers, page slack, six indexes); with packs ~0.8x."""
-    from graph.backtest.loop import run_backtest, session_id_of
-    from graph.runtime import default_runtime
+    from graph.services.backtest.loop import run_backtest, session_id_of
+    from graph.machine.runtime import default_runtime
     from schemas.simulation import EpisodeConfig
 
     store = connect()

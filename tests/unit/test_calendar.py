@@ -18,9 +18,9 @@ from agent.markets import (
 )
 from agent.offline_model import OfflineChatModel
 from database.connection import connect
-from graph.kernel.transports.cli.main import main as cli_main
-from graph.runner import InputError, run_cycle
-from graph.runtime import default_runtime
+from graph.transports.cli.main import main as cli_main
+from graph.machine.runner import InputError, run_cycle
+from graph.machine.runtime import default_runtime
 
 
 def _counting_runtime(market: str = "us_equity"):

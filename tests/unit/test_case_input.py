@@ -3,8 +3,8 @@ and its metadata never does."""
 import json
 
 from agent.data.market import default_market_data
-from graph.backtest.loop import build_case
-from graph.runner import run_cycle
+from graph.services.backtest.loop import build_case
+from graph.machine.runner import run_cycle
 from schemas.portfolio import PortfolioSnapshot
 from schemas.simulation import CaseDataItem, EpisodeConfig
 from tests.helpers import events_of, mock_store, runtime_with

@@ -18,7 +18,7 @@ import pytest
 from agent.config import AgentConfig, ConfigError, check_environment
 from agent.providers import PROVIDERS
 from database.connection import connect
-from graph.kernel.transports.cli.main import main
+from graph.transports.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ["run", "--symbols", "AAPL", "--as-of", "2012-06-01"]
@@ -217,7 +217,7 @@ def test_the_installed_command_stops_before_writing(tmp_path):
     env.update(TRADEGRAPH_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
 
     def tg(*args, **extra):
-        return subprocess.run([sys.executable, "-m", "graph.kernel.transports.cli.main", *args], cwd=tmp_path,
+        return subprocess.run([sys.executable, "-m", "graph.transports.cli.main", *args], cwd=tmp_path,
                               env={**env, **extra}, capture_output=True, text=True, timeout=120)
 
     cash = tg(*RUN, TRADEGRAPH_STARTING_CASH="1e99")
@@ -272,9 +272,9 @@ def test_a_setting_the_provider_cannot_honour_is_refused(env, message, monkeypat
         AgentConfig.from_env()
 
 
-@pytest.mark.parametrize("module,args", [("graph.kernel.transports.serve_cli", ["serve", "--port", "0"]),
-                                         ("graph.kernel.transports.serve_cli", ["mcp"]),
-                                         ("graph.kernel.transports.mcp", [])])
+@pytest.mark.parametrize("module,args", [("graph.transports.serve_cli", ["serve", "--port", "0"]),
+                                         ("graph.transports.serve_cli", ["mcp"]),
+                                         ("graph.transports.mcp", [])])
 def test_servers_started_on_their_own_check_first(module, args, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ALL_VARS}
     env.update(TRADEGRAPH_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT), TRADEGRAPH_LLM_JITTER="2")

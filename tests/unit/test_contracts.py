@@ -3,7 +3,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from graph.kernel.transports.cli.main import main
+from graph.transports.cli.main import main
 from schemas import ALL_CONTRACTS, STATE_CONTRACTS, AnalystNote, Order, Plan, StateEvent, TradeThesis
 from schemas.decision import DecisionResult
 

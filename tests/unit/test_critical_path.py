@@ -3,7 +3,7 @@ import json
 import sys
 from pathlib import Path
 
-from graph.runner import run_cycle
+from graph.machine.runner import run_cycle
 from tests.helpers import mock_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))

@@ -5,7 +5,7 @@ import pytest
 
 from agent.config import RiskLimits
 
-from graph.runner import InputError, SessionNotFound, run_cycle
+from graph.machine.runner import InputError, SessionNotFound, run_cycle
 from schemas.states import STATES
 from tests.helpers import events_of, mock_store, runtime_with
 
@@ -131,8 +131,8 @@ def test_sizer_stays_within_a_tight_daily_loss_cap():
 
 
 def test_failed_validation_routes_to_memorizing_without_executing():
-    from graph.builder import build_graph
-    from graph.nodes.deciding import deciding
+    from graph.machine.builder import build_graph
+    from graph.machine.nodes.deciding import deciding
 
     def oversized(state, config):  # a decision the risk engine must refuse: ten times the sized quantity
         cmd = deciding(state, config)
@@ -202,3 +202,42 @@ def test_token_budget_fails_the_cycle_closed():
     assert len(events_of(store, out, "llm_request")) == len(events_of(store, out, "llm_response"))
     unlimited = run_cycle("AAPL,MSFT", "2012-06-01", store=mock_store(), runtime=runtime_with())
     assert unlimited.status == "completed" and unlimited.tokens["total_tokens"] > 6000
+
+
+@pytest.mark.parametrize("goto", ["EXECUTING", "SCANNING", "NOWHERE"])
+def test_a_node_that_goes_where_the_table_forbids_fails_the_cycle_closed(goto):
+    """DECIDING handing straight to EXECUTING would skip the risk checks: LangGraph follows any goto to a node that
+    exists, so the machine checks each one against the state table."""
+    from langgraph.types import Command
+
+    from graph.machine.builder import build_graph
+    from graph.machine.nodes.deciding import deciding
+
+    def skips_validation(state, config):
+        cmd = deciding(state, config)
+        return Command(goto=goto, update=cmd.update)
+
+    store = mock_store()
+    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(),
+                    graph=build_graph(overrides={"DECIDING": skips_validation}))
+    assert out.status == "failed"
+    [error] = [e["payload"] for e in events_of(store, out, "error")]
+    assert error["type"] == "IllegalTransition" and error["state"] == "DECIDING"
+    assert f"it asked for {goto}" in error["message"] and "VALIDATING" in error["message"]
+    assert set(out.contracts) == {"SCANNING", "PLANNING", "ANALYZING", "DEBATE"}  # its decision never stands
+    assert store.executions.get(out.cycle_id) is None
+    path = [e["payload"]["to"] for e in events_of(store, out, "transition")]
+    assert path[-2:] == ["DECIDING", "END"]
+
+
+def test_the_same_decision_through_the_table_executes():
+    """The control: the unchanged DECIDING through a swapped-in node goes on to VALIDATING."""
+    from graph.machine.builder import build_graph
+    from graph.machine.nodes.deciding import deciding
+
+    def unchanged(state, config):
+        return deciding(state, config)
+
+    out = run_cycle("AAPL,MSFT", "2012-06-01", store=mock_store(), runtime=runtime_with(),
+                    graph=build_graph(overrides={"DECIDING": unchanged}))
+    assert out.status == "completed" and "VALIDATING" in out.contracts

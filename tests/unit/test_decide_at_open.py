@@ -13,11 +13,11 @@ from agent.data.news import NewsSource
 from agent.features.bundle import round_value
 from agent.metrics import buy_and_hold_curve
 from agent.tools import ToolContext, get_indicators, get_market_snapshot, get_price_history
-from graph.backtest.loop import load_logs, run_backtest
-from graph.replay.lookahead import audit_events
-from graph.replay.session import verify_session
-from graph.runner import run_cycle
-from graph.runtime import default_runtime, with_tools
+from graph.services.backtest.loop import load_logs, run_backtest
+from graph.services.replay.lookahead import audit_events
+from graph.services.replay.session import verify_session
+from graph.machine.runner import run_cycle
+from graph.machine.runtime import default_runtime, with_tools
 from schemas.simulation import EpisodeConfig
 from tests.helpers import mock_store
 

@@ -10,11 +10,11 @@ import pytest
 from agent.config import AgentConfig, RiskLimits
 from agent.dividends import credit_dividends, due_dividends
 from agent.data.market import default_market_data
-from graph.backtest.loop import load_logs, run_backtest
-from graph.portfolio_view import portfolio_view
-from graph.replay.session import verify_session
-from graph.runner import run_cycle
-from graph.runtime import default_runtime
+from graph.services.backtest.loop import load_logs, run_backtest
+from graph.services.portfolio_view import portfolio_view
+from graph.services.replay.session import verify_session
+from graph.machine.runner import run_cycle
+from graph.machine.runtime import default_runtime
 from schemas.portfolio import PortfolioSnapshot, Position
 from schemas.simulation import EpisodeConfig
 from tests.helpers import mock_store

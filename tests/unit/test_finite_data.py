@@ -166,7 +166,7 @@ def _bad_files(d: Path) -> dict[str, tuple[str, Path, str]]:
 def _tg(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("MONGODB_URI", "TRADEGRAPH_CONFIG", "TRADEGRAPH_LLM")}
     env.update({"TRADEGRAPH_HOME": str(cwd / "home"), "PYTHONPATH": str(ROOT)})
-    return subprocess.run([sys.executable, "-m", "graph.kernel.transports.cli.main", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "graph.transports.cli.main", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -200,7 +200,7 @@ def test_data_check_and_run_refuse_it_in_one_line_exit_2_and_write_no_session(em
 
 
 def test_data_check_names_a_bad_file_given_as_its_argument(tmp_path, capsys):
-    from graph.kernel.transports.cli.main import main
+    from graph.transports.cli.main import main
 
     path = _csv(tmp_path, ("10", "11", "9", "inf", "5"))
     assert main(["data", "check", str(path)]) == 2

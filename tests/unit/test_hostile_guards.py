@@ -13,7 +13,7 @@ from agent.config import RiskLimits
 from agent.guards import GuardError, Shown, check_figures, check_symbol, figures, mentions
 from agent.prompts import render_evidence
 from agent.risk import RiskInput, RiskOrder, evaluate
-from graph.runner import run_cycle
+from graph.machine.runner import run_cycle
 from schemas.analysis import AnalystNote
 from schemas.plan import Plan
 from schemas.portfolio import PortfolioSnapshot, Position

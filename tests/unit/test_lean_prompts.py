@@ -11,8 +11,8 @@ import pytest
 
 from agent.passes import MODEL_SETS, asked_schema, use_pass_protocol
 from agent.prompts import BASE_SYSTEM, BASE_SYSTEM_BEFORE_4, NOTES_HEADER, find_notes, render_notes
-from graph.replay.session import verify_session
-from graph.runner import run_cycle
+from graph.services.replay.session import verify_session
+from graph.machine.runner import run_cycle
 from schemas import ALL_CONTRACTS
 from schemas.memory import RetrievalHit
 from tests.helpers import events_of, mock_store, runtime_with

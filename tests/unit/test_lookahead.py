@@ -13,8 +13,8 @@ from agent.data.fundamentals import SAMPLE_FUNDAMENTALS, FundamentalsSource
 from agent.data.market import MarketData, default_market_data
 from agent.data.news import SAMPLE_NEWS, NewsSource
 from database import connect
-from graph.backtest.loop import load_logs, run_backtest
-from graph.runtime import default_runtime
+from graph.services.backtest.loop import load_logs, run_backtest
+from graph.machine.runtime import default_runtime
 from schemas.simulation import EpisodeConfig
 
 TICKERS = ["AAPL", "MSFT"]

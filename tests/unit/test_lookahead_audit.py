@@ -7,9 +7,9 @@ import copy
 import pytest
 
 from agent.data.news import NewsSource
-from graph.backtest.loop import run_backtest
-from graph.replay.lookahead import audit_events, audit_sessions
-from graph.runner import run_cycle
+from graph.services.backtest.loop import run_backtest
+from graph.services.replay.lookahead import audit_events, audit_sessions
+from graph.machine.runner import run_cycle
 from schemas.simulation import EpisodeConfig
 from tests.helpers import mock_store, runtime_with
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from agent.config import AgentConfig
 from agent.offline_model import OfflineChatModel
 from database.connection import connect
-from graph.replay.session import verify_session
-from graph.runner import run_cycle
-from graph.runtime import default_runtime
+from graph.services.replay.session import verify_session
+from graph.machine.runner import run_cycle
+from graph.machine.runtime import default_runtime
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from critical_path import critical_path  # noqa: E402

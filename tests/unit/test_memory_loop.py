@@ -14,10 +14,10 @@ from agent.exits import outcome_of
 from agent.offline_model import OfflineChatModel
 from agent.reviewer import review_trade
 from database.connection import connect
-from graph.kernel.transports.cli.main import main as cli_main
-from graph.replay.session import verify_session
-from graph.runner import run_cycle
-from graph.runtime import default_runtime
+from graph.transports.cli.main import main as cli_main
+from graph.services.replay.session import verify_session
+from graph.machine.runner import run_cycle
+from graph.machine.runtime import default_runtime
 from schemas.memory import ClosedTrade, MemoryRecord
 
 SYMBOLS = "AAPL,MSFT,IBM,GOOG"

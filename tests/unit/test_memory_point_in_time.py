@@ -7,8 +7,8 @@ import uuid
 
 from agent.config import AgentConfig
 from database import connect
-from graph.backtest.loop import load_logs, run_backtest
-from graph.runtime import default_runtime
+from graph.services.backtest.loop import load_logs, run_backtest
+from graph.machine.runtime import default_runtime
 from schemas.memory import MemoryRecord
 from schemas.simulation import EpisodeConfig
 

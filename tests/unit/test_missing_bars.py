@@ -9,9 +9,9 @@ import pytest
 from agent.config import AgentConfig, RiskLimits
 from agent.data.market import MarketData
 from agent.markets import trading_days
-from graph.backtest.loop import decision_dates, load_logs, run_backtest
-from graph.runner import InputError, run_cycle
-from graph.runtime import default_runtime
+from graph.services.backtest.loop import decision_dates, load_logs, run_backtest
+from graph.machine.runner import InputError, run_cycle
+from graph.machine.runtime import default_runtime
 from schemas.simulation import EpisodeConfig
 from tests.helpers import mock_store
 from tests.unit.synthetic_prices import write_prices

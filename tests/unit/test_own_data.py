@@ -14,8 +14,8 @@ import pytest
 
 from agent.data.market import VENDORED_CSV, DataError
 from agent.data.sources import DataFiles, Unavailable, load_file
-from graph.kernel.transports.cli.main import main
-from graph.manifest import recorded_sources
+from graph.transports.cli.main import main
+from graph.machine.manifest import recorded_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 ACME_CSV = ROOT / "docs" / "examples" / "acme.csv"
@@ -250,8 +250,8 @@ def test_the_data_fields_travel_over_http_and_mcp_like_any_other(env):
     from fastapi.testclient import TestClient
 
     from graph.kernel import Kernel
-    from graph.kernel.transports.http import create_app
-    from graph.kernel.transports.mcp import create_server
+    from graph.transports.http import create_app
+    from graph.transports.mcp import create_server
 
     acme, _ = env
     k = Kernel.open(f"mongomock://own_{uuid.uuid4().hex[:8]}", env={"TRADEGRAPH_DATA_DIRS": str(acme.parent)})
@@ -272,7 +272,7 @@ def test_over_the_network_only_files_in_the_folders_the_server_allows(env, tmp_p
     from fastapi.testclient import TestClient
 
     from graph.kernel import Kernel
-    from graph.kernel.transports.http import create_app
+    from graph.transports.http import create_app
 
     acme, _ = env
     allowed = tmp_path / "allowed"

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from agent.data.market import load_market_data
-from graph.kernel.transports.cli.main import main
+from graph.transports.cli.main import main
 from tests.fixtures.recorded_http import recorded_session
 
 FETCH = ["data", "fetch", "--source", "yfinance", "--symbols", "ACME", "--start", "2024-01-02", "--end", "2024-01-31"]

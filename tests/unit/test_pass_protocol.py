@@ -15,8 +15,8 @@ import pytest
 from agent.json_chat_model import lean_schema, response_format
 from agent.passes import PASS_PROTOCOL, json_instruction, pass_protocol, use_pass_protocol
 from agent.prompts import find_evidence
-from graph.replay.session import load_session, verify_session
-from graph.runner import run_cycle
+from graph.services.replay.session import load_session, verify_session
+from graph.machine.runner import run_cycle
 from schemas.states import ALLOW_LISTS, MARKET_TOOLS, STATE_CONTRACTS, allow_list
 from tests.helpers import events_of, mock_store, runtime_with
 
@@ -122,7 +122,7 @@ def test_planning_evidence_carries_open_positions_whole(both):
     returns it; protocol 2's summary had the quantity only."""
     from agent.config import AgentConfig
     from agent.tools import REGISTRY, TOOL_CONTEXT_KEY
-    from graph.nodes.planning import planning_evidence, scan_context
+    from graph.machine.nodes.planning import planning_evidence, scan_context
     from schemas.market import MarketScan
     from schemas.portfolio import PortfolioSnapshot, Position
 
@@ -340,7 +340,7 @@ def test_without_a_structured_pass_to_follow_the_model_is_asked_again(both):
     from agent.passes import tool_pass
     from agent.prompts import task_messages
     from agent.tools import REGISTRY, TOOL_CONTEXT_KEY
-    from graph.nodes.planning import scan_context
+    from graph.machine.nodes.planning import scan_context
     from schemas.market import MarketScan
 
     store, out = both[3]
@@ -359,7 +359,7 @@ def test_without_a_structured_pass_to_follow_the_model_is_asked_again(both):
 @pytest.mark.parametrize("protocol", [1, 2, 3, 4])
 def test_a_cycle_without_a_manifest_replays_under_the_protocol_its_requests_show(both, protocol):
     """No manifest: recorded before manifests (protocol 1) or by a Studio run (today's): the requests tell which."""
-    from graph.replay.session import inferred_pass_protocol
+    from graph.services.replay.session import inferred_pass_protocol
 
     store, out = both[protocol]
     bare = _copy(store, out.session_id, None)
@@ -374,7 +374,7 @@ def test_the_protocol_is_read_from_requests_whatever_the_structured_method():
     """A JSON pass asked as a function call offers its contract as its one tool and may be audited without a
     structured_output name: PLANNING offering only "Plan" still reads as protocol 3, and the JSON instruction alone
     places a structured pass after its tool results."""
-    from graph.replay.session import LlmCall, inferred_pass_protocol
+    from graph.services.replay.session import LlmCall, inferred_pass_protocol
 
     system, task = {"type": "system", "content": "s"}, {"type": "human", "content": "TASK: x"}
     instruction = {"type": "human", "content": "Reply with only a JSON object for the QuantAnswer schema."}

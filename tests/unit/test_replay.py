@@ -7,8 +7,8 @@ import uuid
 import pytest
 
 from database.connection import connect
-from graph.replay.session import SessionNotFound, first_diff, load_session, verify_session
-from graph.runner import run_cycle
+from graph.services.replay.session import SessionNotFound, first_diff, load_session, verify_session
+from graph.machine.runner import run_cycle
 from schemas.states import STATES
 
 

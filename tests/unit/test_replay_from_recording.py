@@ -8,9 +8,9 @@ from pathlib import Path
 
 from agent.config import RiskLimits
 from agent.data.market import VENDORED_CSV, load_market_data
-from graph.kernel.transports.cli.main import main as cli_main
-from graph.replay.session import load_session, verify_session
-from graph.runner import approve_cycle, run_cycle
+from graph.transports.cli.main import main as cli_main
+from graph.services.replay.session import load_session, verify_session
+from graph.machine.runner import approve_cycle, run_cycle
 from tests.helpers import mock_store, runtime_with
 
 
@@ -91,7 +91,7 @@ def test_check_chain_names_the_first_tampered_event(capsys, monkeypatch):
 # ---------------------------------------------------------------- recorded inputs, budget, pause, differences
 def _case_with_item():
     from agent.data.market import default_market_data
-    from graph.backtest.loop import build_case
+    from graph.services.backtest.loop import build_case
     from schemas.portfolio import PortfolioSnapshot
     from schemas.simulation import CaseDataItem, EpisodeConfig
 
@@ -219,7 +219,7 @@ def test_a_tampered_recording_fails_verify_even_when_the_contracts_replay_identi
 
 
 def test_the_endpoint_is_recorded_as_its_host_only(monkeypatch):
-    from graph.manifest import build_manifest
+    from graph.machine.manifest import build_manifest
 
     rt = runtime_with(provider="openai")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)

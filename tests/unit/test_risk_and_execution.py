@@ -7,7 +7,7 @@ from agent.broker import execute_decision
 from agent.config import RiskLimits
 from agent.markets import get_profile
 from agent.risk import RiskInput, RiskOrder, evaluate, size_position
-from graph.runner import run_cycle
+from graph.machine.runner import run_cycle
 from schemas.decision import Decision, Order
 from schemas.portfolio import PortfolioSnapshot, Position
 from tests.helpers import mock_store, runtime_with
@@ -104,7 +104,7 @@ def test_sells_fill_before_buys_with_fees_and_slippage():
 
 # ------------------------------------------------------------------ idempotence and sessions
 def test_executing_the_same_cycle_twice_never_fills_twice():
-    from graph.execution import PaperExecution
+    from graph.machine.execution import PaperExecution
     from agent.config import AgentConfig
 
     store = mock_store()

@@ -9,8 +9,8 @@ import orjson
 import pytest
 
 from database.sessions import SessionSummaries
-from graph.replay.session import load_session, verify_session
-from graph.runner import approve_cycle, run_cycle
+from graph.services.replay.session import load_session, verify_session
+from graph.machine.runner import approve_cycle, run_cycle
 
 FACTS = ("session_id", "kind", "seq", "events", "bytes", "cycles", "first_ts", "last_ts", "last_cycle_id",
          "last_kind", "last_state", "status", "symbols", "as_of", "replay_of")
@@ -51,7 +51,7 @@ def test_cycles_and_an_approval_are_summarised_as_the_log_says(store):
 
 
 def test_a_backtest_and_its_replay_are_summarised_and_the_replay_is_listed_only_when_asked(store, tmp_path):
-    from graph.backtest.loop import run_backtest
+    from graph.services.backtest.loop import run_backtest
     from schemas.simulation import EpisodeConfig
 
     cfg = EpisodeConfig(episode_id=f"sum{uuid.uuid4().hex[:6]}", tickers=["AAPL"], initial_cash=100_000,

@@ -6,9 +6,9 @@ from pydantic import ValidationError
 
 from agent.broker import execute_decision
 from agent.markets import get_profile
-from graph.backtest.loop import extract
-from graph.runner import CycleOutcome
-from graph.backtest.simulation import SimulationExecution
+from graph.services.backtest.loop import extract
+from graph.machine.runner import CycleOutcome
+from graph.services.backtest.simulation import SimulationExecution
 from schemas.decision import Decision, Order
 from schemas.portfolio import PortfolioSnapshot, Position
 from schemas.simulation import Case, CaseMetadata, EpisodeConfig, PricePoint, StockData

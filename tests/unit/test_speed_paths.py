@@ -12,8 +12,8 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableLambda
 
 from agent.audit_events import AUDIT_EVENT, emit
-from graph.audit import to_plain
-from graph.runner import run_cycle
+from graph.machine.audit import to_plain
+from graph.machine.runner import run_cycle
 from tests.helpers import runtime_with
 
 
@@ -141,10 +141,10 @@ def test_a_providers_binding_still_carries_its_langsmith_record(monkeypatch):
 
 
 def _case_by_the_definition(config, market, date, idx, portfolio, prev_date):
-    """build_case as first written (graph/backtest/loop.py before issue 24's speed work): each ticker's whole history
+    """build_case as first written (graph/services/backtest/loop.py before issue 24's speed work): each ticker's whole history
     read and filtered, its bars read row by row. The fast build must give the very same Case."""
     from agent.markets import bar_cutoff, fill_field, get_profile
-    from graph.backtest.loop import untradable_reason
+    from graph.services.backtest.loop import untradable_reason
     from schemas.simulation import (Case, CaseData, CaseDataItem, CaseMetadata, IntervalPriceSummary, PricePoint,
                                     StockData)
 
@@ -178,9 +178,9 @@ def _case_by_the_definition(config, market, date, idx, portfolio, prev_date):
 def test_build_case_equals_its_definition_on_stockbenchs_window(decide_at, every):
     """Every point of StockBench's window (its Feb 11-19 gap in 16 symbols included), at the open and the close,
     points 1 and 7 and 3 sessions apart, the first point with no previous one."""
-    from graph.backtest.loop import build_case, decision_dates
-    from graph.benchmark.stockbench.run import load_data
-    from graph.benchmark.stockbench.protocol import SYMBOLS
+    from graph.services.backtest.loop import build_case, decision_dates
+    from graph.services.benchmark.stockbench.run import load_data
+    from graph.services.benchmark.stockbench.protocol import SYMBOLS
     from schemas.portfolio import PortfolioSnapshot
     from schemas.simulation import EpisodeConfig
 

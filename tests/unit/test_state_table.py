@@ -6,8 +6,8 @@ import typing
 from langgraph.types import Command
 
 from agent.tools import REGISTRY
-from graph.builder import build_graph
-from graph.nodes import NODE_FUNCTIONS
+from graph.machine.builder import build_graph
+from graph.machine.nodes import NODE_FUNCTIONS
 from schemas.states import ALLOW_LISTS, STATE_TABLE
 
 

@@ -169,7 +169,7 @@ def test_one_path_gives_every_kind(sb):
 
 
 def test_the_manifest_records_the_archive_by_its_sha256(sb):
-    from graph.manifest import _data_source
+    from graph.machine.manifest import _data_source
 
     sha = hashlib.sha256(SHIPPED_ARCHIVE.read_bytes()).hexdigest()
     for source in (sb.market, sb.news, sb.fundamentals, sb.actions):
@@ -178,7 +178,7 @@ def test_the_manifest_records_the_archive_by_its_sha256(sb):
 
 
 def test_a_folder_tree_its_hash_a_change_and_the_cache(tmp_path, monkeypatch):
-    from graph.manifest import _data_source, recorded_sources
+    from graph.machine.manifest import _data_source, recorded_sources
 
     monkeypatch.setenv("TRADEGRAPH_HOME", str(tmp_path / "home"))
     root = write_tree(tmp_path / "checkout")
@@ -243,7 +243,7 @@ def _quarters(symbol: str) -> dict[str, dict[str, float]]:
 
 
 def test_data_check_reports_the_tree_named_by_the_toml_or_the_flag(sb, tmp_path, monkeypatch, capsys):
-    from graph.kernel.transports.cli.main import main
+    from graph.transports.cli.main import main
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("TRADEGRAPH_CONFIG", raising=False)
@@ -274,7 +274,7 @@ def test_data_check_reports_the_tree_named_by_the_toml_or_the_flag(sb, tmp_path,
 
 def test_a_bundle_on_the_tree_through_the_kernel_carries_the_computed_fundamentals(sb, tmp_path, monkeypatch, capsys):
     """The kernel's data fields as they are today, each naming the tree: bars, headlines and filings all from it."""
-    from graph.kernel.transports.cli.main import main
+    from graph.transports.cli.main import main
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("TRADEGRAPH_CONFIG", raising=False)
@@ -292,7 +292,7 @@ def test_a_bundle_on_the_tree_through_the_kernel_carries_the_computed_fundamenta
 def test_a_cycle_on_the_tree_records_it_and_replays_identical(sb, tmp_path, monkeypatch, capsys):
     import uuid
 
-    from graph.kernel.transports.cli.main import main
+    from graph.transports.cli.main import main
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("TRADEGRAPH_CONFIG", raising=False)

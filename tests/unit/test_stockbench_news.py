@@ -26,8 +26,8 @@ from agent.fence import FENCE_CLOSE, FENCE_OPEN
 from agent.markets import get_profile
 from agent.offline_model import OfflineChatModel
 from agent.prompts import find_evidence, task_messages
-from graph.runner import run_cycle
-from graph.runtime import default_runtime
+from graph.machine.runner import run_cycle
+from graph.machine.runtime import default_runtime
 from tests.fakes.fake_openai import Fault
 from tests.helpers import events_of, filled, mock_store
 from tests.unit.test_stockbench_data import sb  # noqa: F401 - the shipped tree, derived once per module

@@ -11,8 +11,8 @@ import math
 
 import pytest
 
-from graph.benchmark.stockbench import scorecard
-from graph.benchmark.stockbench.protocol import SYMBOLS, Protocol, published
+from graph.services.benchmark.stockbench import scorecard
+from graph.services.benchmark.stockbench.protocol import SYMBOLS, Protocol, published
 from schemas.portfolio import PortfolioSnapshot
 from schemas.simulation import EpisodeResult, EquityPoint, TradeHistory
 

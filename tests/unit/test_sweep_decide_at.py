@@ -3,11 +3,11 @@ and into the grid hash only when it is not the default, so a sweep written befor
 episodes (same ids, same hash)."""
 from __future__ import annotations
 
-from graph.sweep.episode import episode_config
-from graph.sweep.grid import Episode, expand, grid_hash
+from graph.services.sweep.episode import episode_config
+from graph.services.sweep.grid import Episode, expand, grid_hash
 from tests.unit.test_sweep_grid import _grid  # the grid its tests expand
 
-# the hash of this grid as the code before decide_at wrote it (graph/sweep/grid.py at f82ee58~1): a sweep started
+# the hash of this grid as the code before decide_at wrote it (graph/services/sweep/grid.py at f82ee58~1): a sweep started
 # then must resume now
 HASH_BEFORE_DECIDE_AT = "a6210066abbdad5d92c47727c4651f5d95cb07268b6d5b89f045a27548a530a7"
 

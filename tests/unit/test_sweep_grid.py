@@ -10,9 +10,9 @@ from agent.budget import CallBudgetExceeded, TokenBudgetExceeded
 from agent.markets import trading_days
 from graph.kernel.errors import BadInput
 from graph.kernel.models import SweepInput
-from graph.sweep.grid import GridError, expand, grid_hash, rolling_windows, walk_forward_windows
-from graph.sweep.limits import SharedLimits, SweepBudget
-from graph.sweep.results import aggregate, write_grid, GridChanged
+from graph.services.sweep.grid import GridError, expand, grid_hash, rolling_windows, walk_forward_windows
+from graph.services.sweep.limits import SharedLimits, SweepBudget
+from graph.services.sweep.results import aggregate, write_grid, GridChanged
 
 
 def _grid(**kw) -> SweepInput:
@@ -149,8 +149,8 @@ def test_a_mongomock_store_cannot_run_a_sweep():
 
 
 def test_a_multi_node_cluster_on_the_embedded_store_is_refused_in_one_line():
-    from graph.sweep.driver import SweepError, SweepPlan, check_cluster
-    from graph.sweep.episode import SweepContext
+    from graph.services.sweep.driver import SweepError, SweepPlan, check_cluster
+    from graph.services.sweep.episode import SweepContext
 
     plan = SweepPlan(episodes=[], ctx=SweepContext("s", None, "/tmp", None, "/tmp/home"), workers=2)
     check_cluster(plan, [{"Alive": True}, {"Alive": False}])  # one live node: this machine, fine
@@ -182,7 +182,7 @@ def test_a_worker_told_to_wait_sleeps_until_the_minute_allows_its_request():
 
 
 def _cli(argv, capsys):
-    from graph.kernel.transports.cli.main import main
+    from graph.transports.cli.main import main
 
     code = main(argv)
     return code, capsys.readouterr().err.strip().splitlines()

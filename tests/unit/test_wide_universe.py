@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agent.config import AgentConfig, RiskLimits
-from graph.runner import run_cycle
-from graph.runtime import default_runtime
+from graph.machine.runner import run_cycle
+from graph.machine.runtime import default_runtime
 from tests.helpers import mock_store
 from tests.unit.synthetic_prices import write_prices
 

@@ -1,0 +1,87 @@
+"""EXECUTING: the execution tool, and only it, receives the validated decision. Keyed by cycle id:
+a cycle that already executed returns its recorded result instead of filling twice."""
+from __future__ import annotations
+
+from typing import Literal
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import Command, interrupt
+
+from agent.audit_events import emit
+
+from agent.tools import invoke_tool
+from graph.machine.nodes.common import done, state_node
+from graph.machine.nodes.planning import scan_context
+from database.portfolio import PortfolioConflict
+from graph.machine.runtime import audit_barrier, runtime_of, with_tools
+from graph.machine.state import CycleState
+from schemas.decision import DecisionResult, PortfolioDecision
+from schemas.execution import ExecutionResult
+from schemas.market import MarketScan
+from schemas.portfolio import PortfolioSnapshot
+from schemas.validation import DecisionValidation
+
+
+class ExecutionRefused(RuntimeError):
+    pass
+
+
+def await_approval(state: CycleState, config: RunnableConfig) -> Command | None:
+    """With approval required, pause here (LangGraph interrupt) until `tradegraph approve` resumes the cycle."""
+    if not state.get("approval_required"):
+        return None
+    recorded = runtime_of(config).recorded_approval  # a replay answers with the recorded decision
+    answer = recorded if recorded is not None else interrupt(
+        {"cycle_id": state["cycle_id"], "session_id": state["session_id"], "orders": state["decision"]["orders"],
+         "validation_passed": state["validation"]["passed"]})
+    approved, by = bool(answer.get("approved")), str(answer.get("by") or "unknown")
+    emit("validation", {"schema": "HumanApproval", "check": "human_approval", "ok": approved, "by": by}, config)
+    if approved:
+        return None
+    return Command(goto="MEMORIZING", update={"status": "rejected", "approval": {"approved": False, "by": by}})
+
+
+@state_node("EXECUTING", gate=await_approval)
+def executing(state: CycleState, config: RunnableConfig) -> Command[Literal["MEMORIZING", "__end__"]]:
+    rt = runtime_of(config)
+    validation = DecisionValidation.model_validate(state["validation"])
+    if not validation.passed:  # the router never sends a failed validation here; refuse anyway
+        raise ExecutionRefused("EXECUTING reached with a failed validation")
+    if rt.execution is None:
+        raise ExecutionRefused("no execution backend is wired for this run")
+    scan = MarketScan.model_validate(state["scan"])
+    decision = PortfolioDecision.model_validate(state["decision"])
+    cycle_id, session_id = state["cycle_id"], state["session_id"]
+    # audit before action: every event so far must be durable in the store, or nothing fills
+    audit_barrier(config)
+
+    recorded = rt.execution.lookup(cycle_id)
+    if recorded is not None:
+        result = ExecutionResult.model_validate({**recorded, "replayed_from_ledger": True})
+        return done("EXECUTING", result, "MEMORIZING", config)
+
+    # fill only against the portfolio this cycle read at SCANNING; the commit re-checks it atomically
+    base_version, current = state.get("portfolio_version"), rt.execution.version(session_id)
+    if base_version is not None and current is not None and current != base_version:
+        raise PortfolioConflict.moved_on(session_id, cycle_id, base_version, current)
+
+    after: dict[str, PortfolioSnapshot] = {}
+
+    def execute(d):
+        res, portfolio = rt.execution.execute(
+            d, cycle_id=cycle_id, session_id=session_id, universe=list(scan.universe),
+            prices={s.symbol: s.price for s in scan.snapshots},
+            prev_closes={s.symbol: s.prev_close for s in scan.snapshots if s.prev_close},
+            portfolio=scan.portfolio, as_of=scan.as_of)
+        after["portfolio"] = portfolio
+        return res
+
+    raw = invoke_tool("submit_decision", decision.as_decision().model_dump(mode="json"), state="EXECUTING",
+                      config=with_tools(config, scan_context(scan, executor=execute)))
+    res = DecisionResult.model_validate(raw)
+    status = "hold" if not decision.orders else ("filled" if res.status == "accepted" else "rejected")
+    result = ExecutionResult(cycle_id=cycle_id, status=status, result=res,
+                             portfolio_after=after.get("portfolio", scan.portfolio))
+    rt.execution.record(cycle_id, session_id, result.model_dump(mode="json"), base_version=base_version)
+    return done("EXECUTING", result, "MEMORIZING", config,
+                **({"status": "rejected"} if status == "rejected" else {}))

@@ -1,0 +1,28 @@
+"""VALIDATING: the deterministic risk engine; a single failed check routes past EXECUTING."""
+from __future__ import annotations
+
+from typing import Literal
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import Command
+
+from agent.audit_events import emit
+from agent.risk import evaluate, risk_input
+from graph.machine.nodes.common import done, state_node
+from graph.machine.runtime import runtime_of
+from graph.machine.state import CycleState
+from schemas.decision import PortfolioDecision
+from schemas.market import MarketScan
+
+
+@state_node("VALIDATING")
+def validating(state: CycleState, config: RunnableConfig) -> Command[Literal["EXECUTING", "MEMORIZING", "__end__"]]:
+    rt = runtime_of(config)
+    scan = MarketScan.model_validate(state["scan"])
+    decision = PortfolioDecision.model_validate(state["decision"])
+    validation = evaluate(risk_input(decision, scan.portfolio, scan.prices(), scan.as_of), rt.config.risk)
+    emit("validation", {"schema": "DecisionValidation", "check": "risk_engine", "ok": validation.passed,
+                        "reasons": validation.reasons}, config)
+    if validation.passed:
+        return done("VALIDATING", validation, "EXECUTING", config)
+    return done("VALIDATING", validation, "MEMORIZING", config, status="rejected")

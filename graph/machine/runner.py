@@ -1,0 +1,304 @@
+"""Runs one audited cycle: the one function the CLI, scripts, tests and benchmarks all call."""
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from agent.budget import BUDGET_KEY, Budget
+from agent.cache import CACHE_KEY
+from agent.data.market import DataError, validate_as_of
+from database import claims
+from database.approvals import Decisions, describe
+from database.connection import Store
+from database.errors import AuditSpooled
+from database.portfolio import complete_pending
+from database.writer import BufferedEventWriter
+from pymongo.errors import PyMongoError
+from graph.machine.audit import AuditHandler
+from graph.machine.builder import build_graph
+from graph.machine.errors import ApprovalConflict, InputError, NothingPending, SessionNotFound  # noqa: F401 - re-exported
+from database.checkpoint import checkpointer
+from langgraph.types import Command
+from graph.machine.execution import PaperExecution
+from agent.memory.recall import RECALL_KEY
+from graph.machine.manifest import build_manifest
+from graph.machine import recording  # noqa: F401 - registers how a session summary reads its last cycle
+from graph.machine.memory import MemoryBank, MemoryRecall
+from graph.machine.runtime import AUDIT_WRITER_KEY, CycleContext, CycleRuntime, default_runtime
+from graph.machine.state import CONTRACT_KEYS
+from schemas.base import MAX_SYMBOLS, SCHEMA_VERSION
+from schemas.portfolio import PortfolioSnapshot
+
+
+@dataclass
+class CycleOutcome:
+    session_id: str
+    cycle_id: str
+    status: str
+    contracts: dict[str, Any]
+    events: int
+    error: Optional[dict] = None
+    llm_calls: int = 0  # requests sent (failed attempts included); answers from the cache are cached_calls
+    tokens: dict[str, int] = field(default_factory=dict)
+    cached_calls: int = 0
+    # tokens and dollars of the cycle, in total and by state (agent/pricing.py Spend.as_dict)
+    cost: dict[str, Any] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+    # set when the store stopped taking this cycle's events: they wait in a local spool file
+    audit_error: Optional[str] = None
+    # each agent's recalled notes ({agent, symbol, query, filter, hits}), as audited
+    notes: list[dict] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "cycle_id": self.cycle_id, "status": self.status,
+                "contracts": self.contracts, "events": self.events, "audit_error": self.audit_error}
+
+
+_GRAPH = None
+
+# called once an audited cycle has ended with all its events stored (not when it paused for approval): the layers
+# above hook in here (telemetry's live export) rather than the runner importing them. A hook never raises.
+AFTER_CYCLE: list[Callable[[Store, str, str], None]] = []
+
+
+def after_cycle(hook: Callable[[Store, str, str], None]) -> Callable[[Store, str, str], None]:
+    if hook not in AFTER_CYCLE:
+        AFTER_CYCLE.append(hook)
+    return hook
+
+
+def compiled_graph():
+    global _GRAPH
+    if _GRAPH is None:
+        _GRAPH = build_graph()
+    return _GRAPH
+
+
+def parse_symbols(raw: str | list[str]) -> list[str]:
+    items = raw.split(",") if isinstance(raw, str) else list(raw)
+    symbols = [s.strip().upper() for s in items if s.strip()]
+    if not symbols:
+        raise InputError(f"no symbols given in {raw!r}")
+    if len(set(symbols)) != len(symbols):
+        raise InputError(f"duplicate symbol in {raw!r}")
+    if len(symbols) > MAX_SYMBOLS:  # every per-symbol list of the contracts is sized for at most this many
+        raise InputError(f"{len(symbols)} symbols given: a cycle takes at most {MAX_SYMBOLS}")
+    return symbols
+
+
+def next_cycle_id(store: Store, session_id: str) -> str:
+    return f"{session_id}:c{store.events.next_cycle(session_id)}"
+
+
+def run_cycle(symbols: str | list[str], as_of: str, *, store: Store, session_id: Optional[str] = None,
+              runtime: Optional[CycleRuntime] = None, audit: bool = True, graph=None,
+              approve: bool = False, case: Optional[dict] = None) -> CycleOutcome:
+    """Validates inputs before anything is written, so bad input leaves no half-written session.
+
+    With approve=True the cycle pauses before EXECUTING (status `pending_approval`), checkpointed
+    in the store, until `approve_cycle` resumes it, from this process or another.
+    """
+    rt = _with_execution(runtime or default_runtime(), store)
+    symbols = parse_symbols(symbols)
+    if session_id is not None and not store.events.exists(session_id) and store.portfolios.load(session_id) is None:
+        # first: a session looked for in the wrong store would otherwise read as the data's fault (its own files
+        # are known only from its recording)
+        raise SessionNotFound(f"unknown session '{session_id}'")
+    try:
+        validate_as_of(rt.market, symbols, as_of, rt.config.market)
+    except DataError as e:
+        raise InputError(str(e)) from None
+    if session_id is not None:
+        # a fill a crash left half way is finished (or aborted) before this cycle reads the portfolio
+        complete_pending(store.portfolios, store.executions, session_id)
+        portfolio, version = store.portfolios.load_versioned(session_id)
+    else:
+        session_id = f"s-{uuid.uuid4().hex[:12]}"
+        portfolio, version = None, 0
+    portfolio = portfolio or PortfolioSnapshot(cash=rt.config.starting_cash)
+    cycle_id = next_cycle_id(store, session_id)
+    inputs = {"symbols": symbols, "as_of": as_of, "session_id": session_id, "cycle_id": cycle_id,
+              "portfolio": portfolio.model_dump(mode="json"), "portfolio_version": version,
+              "approval_required": approve}
+    if case is not None:
+        inputs["case"] = case
+    if approve:
+        graph = graph or build_graph(checkpointer=checkpointer(store))
+    return _invoke(graph or compiled_graph(), inputs, store=store, runtime=rt, session_id=session_id,
+                   cycle_id=cycle_id, audit=audit)
+
+
+def approve_cycle(session_id: str, *, store: Store, approved: bool, by: str,
+                  runtime: Optional[CycleRuntime] = None) -> CycleOutcome:
+    """Resumes the session's paused cycle. One decision per cycle: the caller first claims it by compare-and-set
+    (database/approvals.py), so of two approvers racing on any transport exactly one resumes it; the other, and
+    anyone after, is refused naming who decided and when. Nothing pending executes nothing; the execution
+    ledger would refuse a second fill in any case."""
+    if not store.events.exists(session_id):
+        raise SessionNotFound(f"unknown session '{session_id}'")
+    graph = build_graph(checkpointer=checkpointer(store))
+    cycle_id = _paused_cycle(graph, store, session_id)
+    decisions = Decisions(store.db)
+    if cycle_id is None:
+        last = decisions.last(session_id)
+        raise NothingPending(f"session '{session_id}' has no cycle waiting for approval"
+                             + (f": {describe(last)}" if last else ""))
+    token, held = decisions.claim(cycle_id, session_id, approved=approved, by=by)
+    if token is None:
+        _refuse(store, session_id, cycle_id, "approval_refused_decided",
+                f"{'approval' if approved else 'rejection'} by {by} of session '{session_id}' refused: "
+                f"{describe(held)}", by=by)
+    status = None
+    try:
+        if approved:
+            _refuse_if_stale(store, session_id, cycle_id, graph.get_state(_thread(cycle_id)).values
+                             .get("portfolio_version"))
+        rt = _with_execution(runtime or default_runtime(), store)
+        out = _invoke(graph, Command(resume={"approved": approved, "by": by}), store=store, runtime=rt,
+                      session_id=session_id, cycle_id=cycle_id, audit=True)
+        status = out.status
+        return out
+    finally:
+        _close_claim(graph, store, decisions, session_id, cycle_id, token, status)
+
+
+def _close_claim(graph, store: Store, decisions: Decisions, session_id: str, cycle_id: str, token: str,
+                 status: Optional[str]) -> None:
+    """Settled with the cycle's status once the graph took the decision; released when the cycle is still paused
+    (refused as stale, a crash before resuming), so it can be decided again. With the store gone the claim stays
+    `deciding` under no decider, and the next approver takes it over."""
+    try:
+        if status is None and _paused_cycle(graph, store, session_id, only=cycle_id) == cycle_id:
+            decisions.release(cycle_id, token)
+        else:
+            decisions.settle(cycle_id, token, status or "failed")
+    except PyMongoError:
+        claims.drop(token)  # never hide the exception the decision itself raised
+
+
+def _thread(cycle_id: str) -> dict:
+    return {"configurable": {"thread_id": cycle_id}}
+
+
+def _paused_cycle(graph, store: Store, session_id: str, only: Optional[str] = None) -> Optional[str]:
+    """The session's cycle paused before EXECUTING (its checkpoint waits on the approval interrupt), or None."""
+    for cycle_id in [only] if only else reversed(store.events.cycle_ids(session_id)):
+        snapshot = graph.get_state(_thread(cycle_id))
+        if snapshot.next == ("EXECUTING",) and any(t.interrupts for t in snapshot.tasks):
+            return cycle_id
+    return None
+
+
+def _refuse(store: Store, session_id: str, cycle_id: str, check: str, message: str, **details: Any) -> None:
+    """An approval refused is audited in the cycle it was meant for, then raised (ApprovalConflict: exit 2, 409)."""
+    with store.writer(background=False) as writer:
+        writer.put({"event_id": uuid.uuid4().hex, "session_id": session_id, "cycle_id": cycle_id, "ts": time.time(),
+                    "state": "EXECUTING", "kind": "validation", "schema_version": SCHEMA_VERSION,
+                    "payload": {"schema": "HumanApproval", "check": check, "ok": False, "error": message, **details},
+                    "run_id": None, "parent_run_id": None})
+    raise ApprovalConflict(message)
+
+
+def _refuse_if_stale(store: Store, session_id: str, cycle_id: str, read_version: Optional[int]) -> None:
+    """Refused, not re-validated: the decision was sized and risk-checked against a portfolio that is gone.
+    The refusal is audited; the cycle stays paused (reject it, or run a new cycle)."""
+    complete_pending(store.portfolios, store.executions, session_id)
+    now = store.portfolios.state(session_id)
+    if read_version is None or int(now.get("version") or 0) == int(read_version):
+        return
+    _refuse(store, session_id, cycle_id, "approval_refused_stale",
+            f"approval of cycle {cycle_id} refused: session '{session_id}' moved on since it was decided "
+            f"(portfolio version {read_version}, now {now.get('version')} after cycle {now.get('cycle_id')}); "
+            f"reject it with `tradegraph approve {session_id} --reject` and run a new cycle")
+
+
+def _with_execution(rt: CycleRuntime, store: Store) -> CycleRuntime:
+    if rt.execution is None:
+        rt.execution = PaperExecution(store, rt.config)
+    if rt.memory is None:
+        rt.memory = MemoryBank(store.memories)
+    if rt.llm_cache is None:
+        rt.llm_cache = store.llm_cache
+    return rt
+
+
+def recall_for(runtime: CycleRuntime, session_id: str):
+    """What agents recall from: a replay's recording, else the bank under the configured mode (none when off)."""
+    if runtime.recorded_recall is not None:
+        return runtime.recorded_recall
+    if runtime.memory is None or runtime.config.memory == "off":
+        return None
+    return MemoryRecall(runtime.memory, runtime.config.memory, session_id, runtime.config.memory_top_k)
+
+
+def cycle_run_config(runtime: CycleRuntime, *, thread_id: str, handler: Optional[AuditHandler],
+                     writer: Optional[BufferedEventWriter], run_name: str, metadata: dict, session_id: str) -> dict:
+    """The run config of one cycle; replay builds its own with this too, so it runs under the same rules
+    (the token budget, recursion limit) as the recording."""
+    configurable = {"thread_id": thread_id, AUDIT_WRITER_KEY: writer,
+                    RECALL_KEY: recall_for(runtime, session_id)}
+    # a backtest's budget is its runtime's, shared by its cycles; a cycle's own is fresh
+    # always set, None included: a run tradegraph starts never falls back to a Studio process's own
+    configurable[BUDGET_KEY] = runtime.budget if runtime.budget is not None else Budget.of(runtime.config)
+    configurable[CACHE_KEY] = runtime.llm_cache if runtime.config.llm_cache else None
+    return {"configurable": configurable, "recursion_limit": 25, "run_name": run_name, "metadata": metadata,
+            "callbacks": [handler] if handler else []}
+
+
+def _invoke(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_id: str, cycle_id: str,
+            audit: bool) -> CycleOutcome:
+    # written continuously off the graph's thread, so the barrier before EXECUTING waits only for the tail
+    writer = store.writer() if audit else None
+    handler = AuditHandler(writer, session_id, cycle_id) if audit else None
+    config = cycle_run_config(runtime, thread_id=cycle_id, handler=handler, writer=writer, run_name="tradegraph-cycle",
+                              metadata={"session_id": session_id, "cycle_id": cycle_id}, session_id=session_id)
+    started = time.perf_counter()
+    if writer is not None and not isinstance(inputs, Command):  # a resumed cycle has its manifest already
+        # configuration and inputs: replay re-executes from this alone
+        writer.put({"event_id": uuid.uuid4().hex, "session_id": session_id, "cycle_id": cycle_id, "ts": time.time(),
+                    "state": "RUNNER", "kind": "manifest", "schema_version": SCHEMA_VERSION,
+                    "payload": build_manifest(runtime, inputs), "run_id": None, "parent_run_id": None})
+    try:
+        final = graph.invoke(inputs, config, context=CycleContext(runtime))
+    except BaseException as e:
+        if writer is not None:
+            # the crash itself is audited before it propagates; nothing of the cycle is lost
+            try:
+                writer.put({"event_id": uuid.uuid4().hex, "session_id": session_id, "cycle_id": cycle_id,
+                            "ts": time.time(), "state": "RUNNER", "kind": "error", "schema_version": SCHEMA_VERSION,
+                            "payload": {"type": type(e).__name__, "message": str(e)}, "run_id": None,
+                            "parent_run_id": None})
+            finally:
+                _close_quietly(writer)
+        raise
+    audit_error = _close_quietly(writer) if writer is not None else None
+    elapsed = time.perf_counter() - started
+    pending = final.get("__interrupt__")
+    contracts = {state: final[key] for state, key in CONTRACT_KEYS.items() if final.get(key) is not None}
+    try:
+        events = store.events.count(session_id) if audit else 0
+    except PyMongoError:
+        events = 0
+    if audit and audit_error is None and not pending:
+        for hook in AFTER_CYCLE:  # OpenTelemetry's live export, when imported (graph/services/telemetry/live.py)
+            hook(store, session_id, cycle_id)
+    return CycleOutcome(
+        session_id=session_id, cycle_id=cycle_id,
+        status="pending_approval" if pending else final.get("status") or "completed", contracts=contracts,
+        events=events, error=final.get("error"),
+        llm_calls=handler.llm_calls if handler else 0, tokens=dict(handler.tokens) if handler else {},
+        cached_calls=handler.cached_calls if handler else 0, cost=handler.spend.as_dict() if handler else {},
+        elapsed_s=elapsed, audit_error=audit_error, notes=list(handler.retrievals) if handler else [])
+
+
+def _close_quietly(writer: BufferedEventWriter) -> Optional[str]:
+    """Close the writer; a store that stopped taking events (they are spooled) comes back as a message
+    for the outcome instead of hiding the cycle's result, which the user must see."""
+    try:
+        writer.close()
+    except AuditSpooled as e:
+        return str(e)
+    return None
+

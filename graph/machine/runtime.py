@@ -1,0 +1,181 @@
+"""What a cycle runs with: configuration, data sources, models and the execution backend.
+
+It travels as the run's context (`CycleContext`, the graph's `context_schema`: `invoke(..., context=...)`), and
+nodes read it with `runtime_of`; a run without one (LangGraph Studio) gets the defaults built from the environment.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Protocol, Sequence
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import get_runtime
+
+from agent.config import AgentConfig
+from agent.data.fundamentals import FundamentalsSource, default_fundamentals
+from agent.data.market import MarketData, default_market_data
+from agent.data.news import NewsSource, default_news
+from agent.data.sources import DataFiles, load_sources
+from agent.dividends import DividendSource
+from agent.features.bundle import build_bundle, default_cache
+from agent.features.technical import IndicatorCache
+from agent.llm import make_model
+from agent.markets import MarketProfile, get_profile
+from agent.tools import TOOL_CONTEXT_KEY, ToolContext
+from schemas.decision import Decision, DecisionResult, ExecutedTrade
+from schemas.features import FeatureBundle
+from schemas.memory import ClosedTrade
+from schemas.portfolio import DividendCredit, PortfolioSnapshot
+
+# the cycle's audit writer: EXECUTING waits on it (the durability barrier) before anything fills
+AUDIT_WRITER_KEY = "audit_writer"
+
+
+class ExecutionBackend(Protocol):
+    """Where EXECUTING's submit_decision lands: the paper broker with a store, or a backtest's simulation."""
+
+    def lookup(self, cycle_id: str) -> Optional[dict]: ...
+
+    def execute(self, decision: Decision, *, cycle_id: str, session_id: str, universe: list[str],
+                prices: dict[str, float], prev_closes: dict[str, float], portfolio: PortfolioSnapshot,
+                as_of: str) -> tuple[DecisionResult, PortfolioSnapshot]: ...
+
+    def version(self, session_id: str) -> Optional[int]:
+        """The stored portfolio's version, or None where there is nothing to compare (a simulation)."""
+
+    def record(self, cycle_id: str, session_id: str, result: dict, *, base_version: Optional[int] = None) -> bool:
+        ...
+
+    def settle_exits(self, cycle_id: str, session_id: str, *, closed: list[ClosedTrade], trades: list[ExecutedTrade],
+                     portfolio_after: PortfolioSnapshot, base_version: Optional[int],
+                     dividends: Sequence[DividendCredit] = ()) -> Optional[int]:
+        """Commit what SCANNING settled before the decision: the positions it closed on their levels and the
+        dividends it credited; returns the portfolio's new version (None where there is no stored portfolio). A
+        portfolio that moved on raises PortfolioConflict."""
+
+
+@dataclass
+class CycleRuntime:
+    config: AgentConfig
+    market: MarketData
+    news: NewsSource
+    fundamentals: FundamentalsSource
+    cache: IndicatorCache
+    execution: Optional[ExecutionBackend] = None
+    model_factory: Callable[[AgentConfig, str], BaseChatModel] = make_model
+    # replay hook: when set, bundles come from here (a recording) instead of being recomputed from data
+    bundle_source: Optional[Callable[[str, str], FeatureBundle]] = None
+    # replay: the recorded MarketScan (its data is the truth: no re-validation against today's files) and
+    # the recorded human approval decision, answered instead of pausing
+    recorded_scan: Optional[dict] = None
+    recorded_approval: Optional[dict] = None
+    # the memory bank MEMORIZING writes to and agents recall from (graph/machine/memory.py); None in a replay
+    memory: Optional[Any] = None
+    # what memories are tagged with besides the session: a backtest's run id
+    run_id: Optional[str] = None
+    # a replay's recall: the recorded hits instead of a search
+    recorded_recall: Optional[Any] = None
+    # where provider answers are cached (agent/cache.py ResponseCache; the store's llm_cache collection); None in
+    # a replay, which answers from its recording alone
+    llm_cache: Optional[Any] = None
+    # a budget shared by every cycle run with this runtime (agent/budget.py Budget: a backtest's, per run); None:
+    # each cycle gets its own from the configuration
+    budget: Optional[Any] = None
+    # corporate actions (agent/dividends.py DividendSource): held positions are credited their cash dividends on
+    # the ex-date; None (the bundled data) credits nothing
+    actions: Optional[DividendSource] = None
+    _models: dict[str, BaseChatModel] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def model(self, tier: str = "quick") -> BaseChatModel:
+        with self._lock:
+            if tier not in self._models:
+                self._models[tier] = self.model_factory(self.config, tier)
+            return self._models[tier]
+
+    @property
+    def profile(self) -> MarketProfile:
+        """The market profile deciding at the configured time: every time and price rule of a cycle reads it
+        (which bars are whole, what is published, the price orders fill at)."""
+        return get_profile(self.config.market, self.config.decide_at)
+
+    def bundle(self, symbol: str, as_of: str) -> FeatureBundle:
+        if self.bundle_source is not None:
+            return self.bundle_source(symbol, as_of)
+        return build_bundle(symbol, as_of, market=self.market, news=self.news, fundamentals=self.fundamentals,
+                            cache=self.cache, profile=self.profile)
+
+
+@dataclass
+class CycleContext:
+    """The graph's `context_schema`: what a run is given besides its input. The runner hands over the cycle's
+    runtime; a LangGraph Studio server, which can only send JSON, hands over nothing (the process default)."""
+
+    runtime: Optional[CycleRuntime] = None
+
+
+def default_runtime(config: Optional[AgentConfig] = None, execution: Optional[ExecutionBackend] = None,
+                    data: Optional[DataFiles] = None, **overrides: Any) -> CycleRuntime:
+    """`data` names a user's own files (read here, once per file version); what it leaves out, and no source
+    given in `overrides`, is the bundled sample."""
+    sources = load_sources(data)
+    for attr in ("market", "news", "fundamentals", "actions"):  # a source object given outright wins over a file
+        given = overrides.pop(attr, None)
+        if given is not None:
+            sources[attr] = given
+    return CycleRuntime(config=config or AgentConfig.from_env(), market=sources.get("market") or default_market_data(),
+                        news=sources.get("news") or default_news(),
+                        fundamentals=sources.get("fundamentals") or default_fundamentals(),
+                        actions=sources.get("actions"), cache=overrides.pop("cache", None) or default_cache(),
+                        execution=execution, **overrides)
+
+
+_default: Optional[CycleRuntime] = None
+_default_lock = threading.Lock()
+
+
+def set_default_runtime(rt: CycleRuntime) -> None:
+    """The runtime for runs whose config carries none (a LangGraph Studio server's runs)."""
+    global _default
+    from agent.budget import install_process_budgets
+    from agent.cache import install_process_cache
+
+    with _default_lock:
+        _default = rt
+    # such runs carry no budget or cache in their config: the process's configuration ($TRADEGRAPH_MAX_TOKENS,
+    # _MAX_COST, _MAX_LLM_CALLS, $TRADEGRAPH_LLM_CACHE) and the store its execution writes to provide them
+    install_process_budgets(rt.config)
+    store = rt.llm_cache or getattr(getattr(rt.execution, "store", None), "llm_cache", None)
+    install_process_cache(store if rt.config.llm_cache else None)
+
+
+def runtime_of(config: RunnableConfig) -> CycleRuntime:
+    """The run's runtime: the LangGraph run context (`graph.invoke(..., context=runtime)`, the graph's
+    `context_schema`); a run started without one (a LangGraph Studio server, which can only send JSON) uses the
+    process default built from the environment."""
+    global _default
+    try:
+        context = get_runtime(CycleContext).context
+    except RuntimeError:  # called outside a graph run
+        context = None
+    if isinstance(context, CycleContext) and context.runtime is not None:
+        return context.runtime
+    with _default_lock:
+        if _default is None:
+            _default = default_runtime()
+        return _default
+
+
+def audit_barrier(config: RunnableConfig) -> None:
+    """Return only once every audit event of the cycle so far is acknowledged by the store.
+    Raises (AuditSpooled, StoreUnavailable, …) if it cannot be: the caller fails closed."""
+    writer = (config or {}).get("configurable", {}).get(AUDIT_WRITER_KEY)
+    if writer is not None:
+        writer.flush(durable=True)
+
+
+def with_tools(config: RunnableConfig, ctx: ToolContext) -> RunnableConfig:
+    """The node's config plus this cycle's tool context (callbacks and metadata unchanged)."""
+    return {**config, "configurable": {**config.get("configurable", {}), TOOL_CONTEXT_KEY: ctx}}

@@ -1,0 +1,1 @@
+"""Services around the machine: replay, backtests, sweeps, the benchmark, telemetry, the portfolio view."""

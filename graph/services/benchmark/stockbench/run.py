@@ -1,0 +1,377 @@
+"""The StockBench benchmark driver: the paper's protocol run as tradegraph backtests, one per model configuration,
+then scored beside the equal-weight buy-and-hold and the published rows (scorecard.py).
+
+Each configuration is one resumable backtest (graph/services/backtest/loop.py `run_backtest`): decisions, fills and marks at
+the open on the StockBench data, in the audit session `bt-<benchmark id>-e<n>`. The configurations are expanded by
+the sweep's own grid (graph/services/sweep/grid.py), so `workers > 1` hands exactly these episodes to the sweep's Ray driver
+and one worker runs the same episodes here, in order, without importing Ray: the two give the same runs, and a
+benchmark started one way resumes the other. Everything lives under experiments/<benchmark id>/: benchmark.json
+(what a resume must match), episodes/<run id>/ (each run's backtest files) and the scorecard.
+
+The budgets (max_tokens, max_cost, max_llm_calls) hold for the whole benchmark: one SharedLimits for every run,
+in this process or as the sweep's Ray actor, checked before each call as a backtest's own budget is.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Callable, Optional, Sequence
+
+from graph.services.benchmark.stockbench.protocol import Protocol
+from graph.services.sweep.episode import SweepContext
+from graph.services.sweep.grid import Episode
+
+BENCHMARK_FILE = "benchmark.json"
+MARKET = "us_equity"
+DECIDE_AT = "open"
+# the look-ahead leaks kept in the scorecard (all are counted): enough to find and fix them, never megabytes
+LEAKS_KEPT = 50
+
+
+class BenchmarkError(ValueError):
+    """Bad benchmark input; the message names the value and `field` the input it came from."""
+
+    def __init__(self, message: str, field: Optional[str] = None):
+        super().__init__(message)
+        self.field = field
+
+
+class BenchmarkChanged(ValueError):
+    """A benchmark id that exists with another protocol, data or models: resume it as it started, or use a new id."""
+
+
+class BenchmarkCancelled(Exception):
+    """Asked to stop: raised between decision points, so every run stays resumable."""
+
+
+class BenchmarkIncomplete(RuntimeError):
+    """A run ended without logging every decision point (its episode failed): nothing is scored."""
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One model configuration: as given (None: the configured tiers) and as resolved for the scorecard."""
+    quick: Optional[str]
+    deep: Optional[str]
+    quick_resolved: str
+    deep_resolved: str
+
+    @property
+    def name(self) -> str:
+        tiers = self.quick_resolved if self.quick_resolved == self.deep_resolved else \
+            f"{self.quick_resolved}/{self.deep_resolved}"
+        return f"tradegraph ({tiers})"
+
+
+@dataclass
+class BenchmarkPlan:
+    benchmark_id: str
+    protocol: Protocol
+    configurations: list[Configuration]
+    episodes: list[Episode]
+    sessions: list[str]                   # the decision dates every run decides on
+    ctx: SweepContext                     # the sweep's context: data files, store address, cache switch
+    workers: int = 1
+    limits: dict[str, Any] = field(default_factory=dict)   # graph.services.sweep.limits.SharedLimits' keyword arguments
+    max_retries: int = 3
+
+    @property
+    def dir(self) -> Path:
+        return Path(self.ctx.experiments) / self.benchmark_id
+
+    @property
+    def total_points(self) -> int:
+        return len(self.sessions) * len(self.episodes)
+
+    def name_of(self, ep: Episode) -> str:
+        return self.configurations[ep.index].name
+
+
+# ------------------------------------------------------------------------------------------------ planning
+def resolve_models(models: Sequence[tuple[Optional[str], Optional[str]]], *, check_ready: bool = True
+                   ) -> list[Configuration]:
+    """Each (quick, deep) as the runs will use it; (None, None) is the configured tiers (offline without a key).
+    With check_ready, a provider that is not ready (package, key, endpoint) is bad input naming the model."""
+    from agent.config import AgentConfig, ConfigError
+
+    out = []
+    for quick, deep in models or [(None, None)]:
+        deep = deep or quick
+        try:
+            settings = AgentConfig.from_env(quick_model=quick, deep_model=deep)
+            resolved = (settings.quick_model, settings.deep_model)
+        except ConfigError as e:
+            if check_ready or quick is None:
+                raise BenchmarkError(f"models: {quick or 'the configured model'}: {e}", field="models") from None
+            resolved = (quick, deep)  # an estimate needs only the names to price them
+        out.append(Configuration(quick, deep, *resolved))
+    if len({(c.quick_resolved, c.deep_resolved) for c in out}) != len(out):
+        raise BenchmarkError("models: the same configuration is named twice", field="models")
+    return out
+
+
+def load_data(data: Optional[str]):
+    """The StockBench tree's DataFiles (every kind, dividends included) and its MarketData."""
+    from agent.data.market import DataError
+    from agent.data.sources import load_file, stockbench_files
+
+    try:
+        files = stockbench_files(data)
+        return files, load_file("prices", files.prices)
+    except DataError as e:
+        raise BenchmarkError(f"data: {e}", field="data") from None
+
+
+def sessions_of(market, protocol: Protocol) -> list[str]:
+    """The protocol's decision dates on this data, refused (naming the value) when it cannot run at all."""
+    from agent.data.market import DataError
+    from graph.services.backtest.loop import decision_dates, validate_config
+
+    for t in protocol.symbols:
+        try:
+            market._check(t)  # an unknown symbol names the data searched
+        except DataError as e:
+            raise BenchmarkError(f"symbols: {e}", field="symbols") from None
+    try:
+        validate_config(episode_config_of(protocol, "check"), market)
+    except ValueError as e:
+        raise BenchmarkError(str(e), field="start") from None
+    return decision_dates(market, list(protocol.symbols), protocol.start, protocol.end, 1, MARKET, DECIDE_AT)
+
+
+def episode_config_of(protocol: Protocol, episode_id: str, every: int = 1, start: Optional[str] = None,
+                      end: Optional[str] = None):
+    from schemas.simulation import EpisodeConfig
+
+    return EpisodeConfig(episode_id=episode_id, tickers=list(protocol.symbols), initial_cash=protocol.initial_cash,
+                         start=start or protocol.start, end=end or protocol.end, every=every,
+                         fees_bps=protocol.fees_bps, slippage_bps=protocol.slippage_bps, market=MARKET,
+                         memory=protocol.memory, decide_at=DECIDE_AT)
+
+
+def expand_episodes(benchmark_id: str, protocol: Protocol, configurations: list[Configuration]) -> list[Episode]:
+    """One episode per configuration over the protocol's one window, through the sweep's grid."""
+    from graph.services.sweep.grid import expand
+
+    grid = SimpleNamespace(
+        universes=[list(protocol.symbols)], memory=[protocol.memory], overrides=[], market=MARKET, every=1,
+        models=[SimpleNamespace(quick=c.quick, deep=c.deep) for c in configurations if c.quick is not None],
+        windows={"kind": "list", "spans": [[protocol.start, protocol.end]]}, capital=protocol.initial_cash,
+        fees_bps=protocol.fees_bps, slippage_bps=protocol.slippage_bps, decide_at=DECIDE_AT)
+    if any(c.quick is None for c in configurations) and len(configurations) > 1:
+        raise BenchmarkError("models: the configured model cannot be one of several configurations: name each "
+                             "one as provider:model", field="models")
+    return expand(grid, benchmark_id)
+
+
+def plan(benchmark_id: str, protocol: Protocol, models: Sequence[tuple[Optional[str], Optional[str]]], *,
+         experiments: str | Path, data: Optional[str] = None, workers: int = 1,
+         store_uri: Optional[str] = None, store_home: Optional[str] = None, task_id: Optional[str] = None,
+         limits: Optional[dict[str, Any]] = None, no_cache: bool = False) -> BenchmarkPlan:
+    """Everything refusable refused before anything runs: the data, the symbols and window on it, the models (each
+    provider ready), and a benchmark id that exists with another protocol, data or models (BenchmarkChanged).
+    Writes experiments/<id>/benchmark.json on first use."""
+    from graph.services.sweep.grid import grid_hash
+
+    configurations = resolve_models(models)
+    files, market = load_data(data)
+    sessions = sessions_of(market, protocol)
+    episodes = expand_episodes(benchmark_id, protocol, configurations)
+    experiments = str(Path(experiments).expanduser().resolve())
+    ctx = SweepContext(sweep_id=benchmark_id, task_id=task_id, experiments=experiments, store_uri=store_uri,
+                       store_home=store_home, data=files.given(), no_cache=no_cache)
+    out = BenchmarkPlan(benchmark_id, protocol, configurations, episodes, sessions, ctx, workers=workers,
+                        limits=dict(limits or {}))
+    identity = {"benchmark": "stockbench", "benchmark_id": benchmark_id, "grid_hash": grid_hash(episodes),
+                "data": files.prices, "models": [[c.quick_resolved, c.deep_resolved] for c in configurations]}
+    _claim(out.dir / BENCHMARK_FILE, identity, {
+        "protocol": {**protocol.__dict__, "symbols": list(protocol.symbols)}, "sessions": sessions,
+        "episodes": [{**e.as_dict(), "name": out.name_of(e)} for e in episodes]})
+    return out
+
+
+_WHAT = {"grid_hash": "settings (symbols, window, memory or model configurations)", "data": "data",
+         "models": "models (the configured tiers resolve differently now)"}
+
+
+def _claim(path: Path, identity: dict[str, Any], details: dict[str, Any]) -> None:
+    if path.exists():
+        before = {k: json.loads(path.read_text()).get(k) for k in identity}
+        changed = [_WHAT.get(k, k) for k in identity if before[k] != identity[k]]
+        if changed:
+            raise BenchmarkChanged(f"benchmark '{identity['benchmark_id']}' exists with other "
+                                   f"{' and '.join(changed)} ({path}): resume it as it started, or give a new "
+                                   f"benchmark id")
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({**identity, **details}, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def episodes_of(benchmark_dir: Path) -> list[dict[str, Any]]:
+    """The runs a benchmark folder names (its benchmark.json), for the look-ahead audit of a benchmark id."""
+    return json.loads((benchmark_dir / BENCHMARK_FILE).read_text())["episodes"]
+
+
+# ------------------------------------------------------------------------------------------------ running
+class Progress:
+    """Decision points done over the whole benchmark (every run), with the date and equity of the last one and an
+    ETA from this process's pace (a resumed benchmark starts past zero)."""
+
+    def __init__(self, total: int, report: Callable[[dict[str, Any]], None]):
+        self.total, self.report = total, report
+        self.started, self.first = time.monotonic(), None
+        self.failed = 0
+
+    def update(self, done: int, *, date: Optional[str] = None, equity: Optional[float] = None,
+               running: int = 1, trades: int = 0) -> None:
+        if self.first is None:
+            self.first = done if date is None else done - 1
+        elapsed = time.monotonic() - self.started
+        new = done - self.first
+        eta = round(elapsed / new * (self.total - done), 1) if new > 0 else None
+        self.report({"done": done, "total": self.total, "date": date, "equity": equity, "trades": trades,
+                     "eta_s": 0.0 if done >= self.total else eta, "unit": "points", "running": running,
+                     "failed": self.failed, "elapsed_s": round(elapsed, 1)})
+
+
+def logged_points(plan: BenchmarkPlan, ep: Episode) -> int:
+    from graph.services.backtest.loop import load_logs
+
+    return len(load_logs(plan.ctx.episodes_dir / ep.episode_id / "episode_log.jsonl"))
+
+
+def failed_points(plan: BenchmarkPlan) -> int:
+    """Decision points logged as failed across every run (a line scan: cheap enough to repeat each second)."""
+    total = 0
+    for ep in plan.episodes:
+        path = plan.ctx.episodes_dir / ep.episode_id / "episode_log.jsonl"
+        if path.exists():
+            total += path.read_text().count('"action":"failed"')
+    return total
+
+
+def run(plan: BenchmarkPlan, store, *, on_progress: Callable[[dict[str, Any]], None] = lambda p: None,
+        cancel_requested: Callable[[], bool] = lambda: False) -> None:
+    """Run (or resume) every configuration; returns once each has logged every decision point. Raises
+    BenchmarkCancelled when asked to stop (between points: resumable) and BenchmarkIncomplete when a run ended
+    short (a Ray episode that failed); a store that goes away stops it with the backtest's own error."""
+    progress = Progress(plan.total_points, on_progress)
+    progress.failed = failed_points(plan)  # a resumed benchmark's earlier failures still count
+    progress.update(sum(logged_points(plan, ep) for ep in plan.episodes), running=0)
+    if plan.workers > 1:
+        _run_on_ray(plan, store, progress, cancel_requested)
+    else:
+        _run_here(plan, store, progress, cancel_requested)
+    short = [ep for ep in plan.episodes if logged_points(plan, ep) < len(plan.sessions)]
+    if short:
+        raise BenchmarkIncomplete(f"run {short[0].episode_id} ({plan.name_of(short[0])}) logged "
+                                  f"{logged_points(plan, short[0])} of {len(plan.sessions)} decision points")
+
+
+def _run_here(plan: BenchmarkPlan, store, progress: Progress, cancel_requested: Callable[[], bool]) -> None:
+    """One run after another in this process: Ray is not imported."""
+    from graph.services.backtest.loop import run_backtest
+    from graph.services.sweep.episode import episode_config, episode_runtime, provider_of
+    from graph.services.sweep.limits import SharedLimits, SweepBudget
+
+    shared = SharedLimits(**plan.limits) if any(v for v in plan.limits.values()) else None
+    before = 0
+    for ep in plan.episodes:
+        rt = episode_runtime(ep, plan.ctx)
+        # one budget for the whole benchmark: each run's earlier spending is counted once when it resumes
+        budget = SweepBudget(shared, ep.episode_id, provider_of(rt.config), call=lambda x: x) if shared else None
+        trades = [0]
+
+        def on_step(entry, base=before) -> None:
+            trades[0] += len(entry.exits) + len(entry.execution_result.executed_trades)
+            progress.failed += entry.action == "failed"
+            progress.update(base + entry.decision_point_idx + 1, date=entry.date, equity=entry.equity,
+                            trades=trades[0])
+            if cancel_requested():
+                raise BenchmarkCancelled()
+
+        if cancel_requested():
+            raise BenchmarkCancelled()
+        run_backtest(episode_config(ep), store, progress=False, runtime=rt, out_dir=plan.ctx.episodes_dir,
+                     run_id=ep.episode_id, on_step=on_step, budget=budget)
+        before += len(plan.sessions)
+
+
+def _run_on_ray(plan: BenchmarkPlan, store, progress: Progress, cancel_requested: Callable[[], bool]) -> None:
+    """The sweep's driver runs the episodes as Ray tasks (graph/services/sweep/driver.py); decision points are counted from
+    the episodes' own progress documents, so the view moves per point, not per run."""
+    from graph.services.sweep.driver import SweepPlan, run_sweep
+    from graph.services.sweep.episode import COLLECTION
+
+    ids = [ep.episode_id for ep in plan.episodes]
+    sweep = SweepPlan(episodes=plan.episodes, ctx=plan.ctx, workers=plan.workers, max_retries=plan.max_retries,
+                      limits=plan.limits)
+
+    def on_sweep(p: dict[str, Any]) -> None:
+        done = {d["_id"]: int(d.get("done") or 0) for d in store.db[COLLECTION].find({"_id": {"$in": ids}})}
+        points = sum(max(done.get(ep.episode_id, 0), logged_points(plan, ep)) for ep in plan.episodes)
+        progress.failed = failed_points(plan)
+        progress.update(points, running=int(p.get("running") or 0))
+
+    summary = run_sweep(sweep, on_progress=on_sweep, cancel_requested=cancel_requested)
+    if summary["cancelled"]:
+        raise BenchmarkCancelled()
+    if summary["failed"]:
+        first = summary["failed"][0]
+        raise BenchmarkIncomplete(f"run {first['episode_id']} failed: {first['error']}")
+
+
+# ------------------------------------------------------------------------------------------------ scoring
+def opens(market, symbols: Sequence[str], dates: Sequence[str]) -> dict[str, list[float]]:
+    """Each symbol's open on each date; a date it has no bar on carries its last open forward (StockBench's
+    forward fill), so the baseline never reads a price from after the date."""
+    import pandas as pd
+
+    out = {}
+    for s in symbols:
+        frame = market.bars(s, None, dates[-1])
+        series = frame["open"].reindex(frame.index.union(pd.DatetimeIndex(dates))).ffill()
+        values = [float(series.loc[pd.Timestamp(d)]) for d in dates]
+        if any(v != v for v in values):  # NaN: no open on or before the first date
+            raise BenchmarkError(f"symbols: {s} has no open on or before {dates[0]}", field="symbols")
+        out[s] = values
+    return out
+
+
+def lookahead_summary(report) -> dict[str, Any]:
+    d = report.as_dict()
+    return {"cycles": d["cycles"], "checked": d["checked"], "leaks": len(d["leaks"]),
+            "leak_lines": [leak.line() for leak in report.leaks[:LEAKS_KEPT]], "unaudited": d["unaudited"],
+            "clean": not d["leaks"] and not d["unaudited"]}
+
+
+def score(plan: BenchmarkPlan, store, *, elapsed_s: Optional[float] = None) -> tuple[dict[str, Any], list[Path]]:
+    """The scorecard of the complete runs: written to experiments/<id>/ (json, csv, png) and returned."""
+    from agent.data.sources import load_file
+    from graph.services.backtest.loop import logged_result, session_id_of
+    from graph.services.benchmark.stockbench import scorecard
+    from graph.services.replay.lookahead import audit_sessions
+    from graph.services.sweep.episode import episode_config
+
+    runs, sessions = [], []
+    for ep in plan.episodes:
+        result = logged_result(episode_config(ep), plan.ctx.episodes_dir / ep.episode_id)
+        sid = session_id_of(ep.episode_id)
+        head = store.events.heads.get(sid)
+        sessions.append(sid)
+        record = scorecard.RunRecord(plan.name_of(ep), result, (sid,), (head.public() if head else None,))
+        runs.append({**scorecard.run_row(record, plan.protocol.initial_cash), "run_id": ep.episode_id})
+    market = load_file("prices", plan.ctx.data["prices"])
+    baseline = scorecard.baseline_row(plan.sessions, opens(market, plan.protocol.symbols, plan.sessions),
+                                      plan.protocol)
+    audit = lookahead_summary(audit_sessions(store, sessions))
+    card = scorecard.build(plan.protocol, plan.sessions, runs, baseline, elapsed_s=elapsed_s, lookahead=audit)
+    card["benchmark_id"] = plan.benchmark_id
+    card["data"] = plan.ctx.data["prices"]
+    return card, scorecard.write(card, plan.dir)

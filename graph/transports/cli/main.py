@@ -1,0 +1,91 @@
+"""The `tradegraph` command line: the parser built from each command module's `register`, and one place where
+an error becomes a line and an exit code."""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from typing import Any, Callable, Optional
+
+from database.errors import StoreUnavailable
+
+from graph.transports import serve_cli
+from graph.transports.cli import (audit, backtest, benchmark, cycle, data, export, features, memory, replay,
+                                        sessions, store, sweep)
+from graph.transports.cli.common import (EXIT_EXECUTED_WITH_ERRORS, EXIT_FAILED, EXIT_INPUT, EXIT_OK,
+                                                EXIT_STORE, CliError, open_store)
+from graph.transports.cli.cycle import cycle_exit_code
+
+__all__ = ["main", "build_parser", "cycle_exit_code", "CliError", "open_store", "EXIT_OK", "EXIT_FAILED",
+           "EXIT_INPUT", "EXIT_STORE", "EXIT_EXECUTED_WITH_ERRORS"]
+
+# the order of `tradegraph --help`
+COMMANDS = (cycle, sessions, features, store, serve_cli, replay, backtest, sweep, benchmark, audit, memory, export, data)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tradegraph", description="Auditable LLM trading-agent cycles on LangGraph")
+    p.add_argument("--version", action="version", version=f"tradegraph {_version()}")
+    sub = p.add_subparsers(dest="command", required=True)
+    for commands in COMMANDS:
+        commands.register(sub)
+    return p
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tradegraph")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed: pip install -e .)"
+
+
+def _bad_db_flag(args) -> Optional[str]:
+    """--db is checked like $MONGODB_URI: a URI no store speaks is bad input (2), not an unreachable store (3)."""
+    from database.connection import check_store_uri, redact
+
+    db = getattr(args, "db", None)
+    try:
+        if db:
+            check_store_uri(db, f"--db {redact(db)!r}")
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    fn: Callable[[Any], int] = args.fn
+    # every command: a bad variable or --db stops it before it opens or writes anything
+    problem = serve_cli.startup_error() or _bad_db_flag(args)
+    if problem:
+        print(f"tradegraph: error: {problem}", file=sys.stderr)
+        return EXIT_INPUT
+    try:
+        return fn(args)
+    except CliError as e:
+        print(f"tradegraph: error: {e}", file=sys.stderr)
+        return e.code
+    except StoreUnavailable as e:  # the store went away mid-command: one line naming it
+        print(f"tradegraph: error: {str(e).splitlines()[0]}", file=sys.stderr)
+        return EXIT_STORE
+    except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as e:
+        # a path the command was given (an output file or folder) that can't be used: bad input, one line
+        print(f"tradegraph: error: {e.filename or ''}: {e.strerror or type(e).__name__}", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        # stopping already: a further Ctrl-C would only break the exit's clean-up (pymongo's, atexit) with a traceback
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print("tradegraph: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a crash is one line and a non-zero exit; the cycle's events hold the details
+        if os.environ.get("TRADEGRAPH_DEBUG"):
+            raise
+        print(f"tradegraph: error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())
