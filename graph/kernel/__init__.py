@@ -2,10 +2,10 @@
 
 Layering: kernel imports graph/database/agent/schemas; nothing below imports kernel.
 """
-from graph.kernel.capabilities import REGISTRY, Capability
+from graph.kernel.capabilities import CAPABILITIES, Capability
 from graph.kernel.core import Kernel
 from graph.kernel.errors import (BadInput, Conflict, Failed, Forbidden, KernelError, NotFound, StoreUnavailable,
                            Unauthorized)
 
-__all__ = ["Kernel", "Capability", "REGISTRY", "KernelError", "BadInput", "NotFound", "Conflict", "Forbidden",
+__all__ = ["Kernel", "Capability", "CAPABILITIES", "KernelError", "BadInput", "NotFound", "Conflict", "Forbidden",
            "Unauthorized", "StoreUnavailable", "Failed"]

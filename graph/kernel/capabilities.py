@@ -6,11 +6,13 @@ kernel's five kinds by kernel.errors.translate, in Kernel.call, never here.
 """
 from __future__ import annotations
 
+import inspect
 import json
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Literal, Optional
 
 from pydantic import BaseModel
 
@@ -22,11 +24,45 @@ from graph.kernel.policy import ALWAYS_EXECUTES, Policy
 
 
 @dataclass(frozen=True)
+class Route:
+    """Where a capability lives over HTTP. The rest is derived (graph/transports/routes.py): the fields the path
+    names are path parameters, typed by the input model; the other fields are the JSON body of a POST, or the query
+    string of a GET or DELETE; the response is the output model; a keyed capability takes an Idempotency-Key."""
+
+    method: Literal["GET", "POST", "DELETE"]
+    path: str
+    tag: str           # the OpenAPI tag that groups it
+    status: int = 200  # 202 for one that starts a task and returns at once
+
+    @classmethod
+    def get(cls, path: str, tag: str) -> "Route":
+        return cls("GET", path, tag)
+
+    @classmethod
+    def post(cls, path: str, tag: str, status: int = 200) -> "Route":
+        return cls("POST", path, tag, status)
+
+    @classmethod
+    def delete(cls, path: str, tag: str) -> "Route":
+        return cls("DELETE", path, tag)
+
+    @property
+    def path_params(self) -> list[str]:
+        return re.findall(r"{(\w+)}", self.path)
+
+    @property
+    def body(self) -> bool:
+        """The fields outside the path travel in a JSON body (else in the query string)."""
+        return self.method == "POST"
+
+
+@dataclass(frozen=True)
 class Capability:
     name: str
     fn: Callable[["Context", Any], BaseModel]
     input_model: type[BaseModel]
     output_model: type[BaseModel]
+    http: Route
     moves_book: bool
     description: str
     # it starts something (a cycle, a decision, a task) a retried request would start again: it takes an
@@ -45,17 +81,32 @@ class Context:
     runtime: Callable[..., Any]
 
 
-REGISTRY: dict[str, Capability] = {}
+# every transport derives from this: MCP's tools, HTTP's endpoints and OpenAPI document, the client's methods
+CAPABILITIES: dict[str, Capability] = {}
 
 
-def capability(input_model: type[BaseModel], output_model: type[BaseModel], *, moves_book: bool = False,
-               keyed: bool = False, deletes: bool = False):
+def capability(input_model: type[BaseModel], output_model: type[BaseModel], *, http: Route,
+               moves_book: bool = False, keyed: bool = False, deletes: bool = False):
+    """Register the function as a capability: its models, its HTTP route and its policy flags, all in one place."""
     def register(fn):
-        doc = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
-        REGISTRY[fn.__name__] = Capability(fn.__name__, fn, input_model, output_model, moves_book, doc, keyed,
-                                           deletes)
+        doc = " ".join(inspect.cleandoc(fn.__doc__ or fn.__name__).split("\n\n")[0].split())  # the first paragraph
+        cap = Capability(fn.__name__, fn, input_model, output_model, http, moves_book, doc, keyed, deletes)
+        _check_route(cap)
+        CAPABILITIES[fn.__name__] = cap
         return fn
     return register
+
+
+def _check_route(cap: Capability) -> None:
+    """A route that cannot be derived is a programming error: refused when the module loads, not at a request."""
+    fields = cap.input_model.model_fields
+    for p in cap.http.path_params:
+        if p not in fields or not fields[p].is_required():
+            raise TypeError(f"{cap.name}: path parameter {{{p}}} must be a required field of "
+                            f"{cap.input_model.__name__}")
+    for other in CAPABILITIES.values():
+        if other.name != cap.name and (other.http.method, other.http.path) == (cap.http.method, cap.http.path):
+            raise TypeError(f"{cap.name}: {cap.http.method} {cap.http.path} is already {other.name}'s route")
 
 
 def _jsonable(obj: Any) -> Any:
@@ -77,7 +128,7 @@ def _cycle_output(out, disabled: Optional[str]) -> m.CycleOutput:
                          execution_disabled=disabled, notes=_jsonable(out.notes))
 
 
-@capability(m.RunCycleInput, m.CycleOutput, moves_book=True, keyed=True)
+@capability(m.RunCycleInput, m.CycleOutput, http=Route.post("/cycles", "cycles"), moves_book=True, keyed=True)
 def run_cycle(ctx: Context, inp: m.RunCycleInput) -> m.CycleOutput:
     """Run one audited trading cycle (SCANNING → … → MEMORIZING); with approve, pause before EXECUTING."""
     from graph.machine.runner import run_cycle as _run
@@ -91,7 +142,8 @@ def run_cycle(ctx: Context, inp: m.RunCycleInput) -> m.CycleOutput:
     return _cycle_output(out, refusal)
 
 
-@capability(m.ApproveInput, m.CycleOutput, moves_book=True, keyed=True)
+@capability(m.ApproveInput, m.CycleOutput, http=Route.post("/sessions/{session_id}/approval", "cycles"),
+            moves_book=True, keyed=True)
 def approve(ctx: Context, inp: m.ApproveInput) -> m.CycleOutput:
     """Approve (or reject) the session's cycle paused before EXECUTING; a rejection executes nothing."""
     from graph.machine.runner import approve_cycle
@@ -106,7 +158,7 @@ def approve(ctx: Context, inp: m.ApproveInput) -> m.CycleOutput:
 
 
 # ------------------------------------------------------------------------------------------------ audit log
-@capability(m.ListSessionsInput, m.SessionsOutput)
+@capability(m.ListSessionsInput, m.SessionsOutput, http=Route.get("/sessions", "audit"))
 def list_sessions(ctx: Context, inp: m.ListSessionsInput) -> m.SessionsOutput:
     """Recent sessions, newest first, from their summaries (never the log): kind, events, bytes, cycles, and the
     last cycle's status, symbols and as-of; replay sessions only with all."""
@@ -135,7 +187,8 @@ def _deletions(ctx: Context, inp: m.DeleteSessionInput | m.PruneSessionsInput, p
     return m.DeletionOutput(dry_run=inp.dry_run, sessions=[m.DeletedSession(**d.as_dict()) for d in plan], note=note)
 
 
-@capability(m.DeleteSessionInput, m.DeletionOutput, deletes=True)
+@capability(m.DeleteSessionInput, m.DeletionOutput, http=Route.delete("/sessions/{session_id}", "audit"),
+            deletes=True)
 def delete_session(ctx: Context, inp: m.DeleteSessionInput) -> m.DeletionOutput:
     """Delete a session and its replays (events, summary, book, ledger, checkpoints, memories unless kept), recorded
     in the admin log with its chain head; dry_run lists what would go."""
@@ -148,7 +201,7 @@ def delete_session(ctx: Context, inp: m.DeleteSessionInput) -> m.DeletionOutput:
     return _deletions(ctx, inp, plan, reason="sessions delete")
 
 
-@capability(m.PruneSessionsInput, m.DeletionOutput, deletes=True)
+@capability(m.PruneSessionsInput, m.DeletionOutput, http=Route.post("/sessions/prune", "audit"), deletes=True)
 def prune_sessions(ctx: Context, inp: m.PruneSessionsInput) -> m.DeletionOutput:
     """Delete every session last written longer ago than older_than (of one kind, or any), as delete_session does
     each; dry_run lists what would go."""
@@ -162,7 +215,7 @@ def prune_sessions(ctx: Context, inp: m.PruneSessionsInput) -> m.DeletionOutput:
     return _deletions(ctx, inp, plan, reason=reason, note=note)
 
 
-@capability(m.ReadEventsInput, m.EventsOutput)
+@capability(m.ReadEventsInput, m.EventsOutput, http=Route.get("/sessions/{session_id}/events", "audit"))
 def read_events(ctx: Context, inp: m.ReadEventsInput) -> m.EventsOutput:
     """A session's state_events in seq order, optionally one cycle's or one kind's, paged."""
     if not ctx.store.events.exists(inp.session_id):
@@ -172,7 +225,7 @@ def read_events(ctx: Context, inp: m.ReadEventsInput) -> m.EventsOutput:
     return m.EventsOutput(session_id=inp.session_id, total=len(events), offset=inp.offset, events=_jsonable(page))
 
 
-@capability(m.SessionInput, m.PortfolioView)
+@capability(m.SessionInput, m.PortfolioView, http=Route.get("/sessions/{session_id}/portfolio", "audit"))
 def portfolio(ctx: Context, inp: m.SessionInput) -> m.PortfolioView:
     """The session's book at its last as-of: positions with their levels and age, cash, equity, realised and
     unrealised P&L (fees included), valued on the prices the session read."""
@@ -192,7 +245,7 @@ def portfolio(ctx: Context, inp: m.SessionInput) -> m.PortfolioView:
                        f"folder's trade history)", field="session_id") from None
 
 
-@capability(m.SessionInput, m.ReplayOutput)
+@capability(m.SessionInput, m.ReplayOutput, http=Route.get("/sessions/{session_id}/replay", "audit"))
 def replay(ctx: Context, inp: m.SessionInput) -> m.ReplayOutput:
     """The session rebuilt from state_events alone: cycles, contracts, LLM and tool calls, hash chain."""
     from graph.services.replay.session import load_session
@@ -200,7 +253,7 @@ def replay(ctx: Context, inp: m.SessionInput) -> m.ReplayOutput:
     return m.ReplayOutput.model_validate(_jsonable(load_session(ctx.store, inp.session_id, check_chain=True).to_dict()))
 
 
-@capability(m.SessionInput, m.VerifyOutput)
+@capability(m.SessionInput, m.VerifyOutput, http=Route.post("/sessions/{session_id}/verify", "audit"))
 def verify(ctx: Context, inp: m.SessionInput) -> m.VerifyOutput:
     """Re-execute every cycle from the recording alone (a new replay session) and compare the contracts."""
     from dataclasses import asdict
@@ -214,7 +267,7 @@ def verify(ctx: Context, inp: m.SessionInput) -> m.VerifyOutput:
 
 
 # ------------------------------------------------------------------------------------------------ data
-@capability(m.FeaturesInput, m.FeatureBundle)
+@capability(m.FeaturesInput, m.FeatureBundle, http=Route.get("/features/{symbol}", "data"))
 def features(ctx: Context, inp: m.FeaturesInput) -> m.FeatureBundle:
     """The FeatureBundle agents may cite for a symbol as known at the close of a date."""
     from agent.data.market import validate_as_of
@@ -227,7 +280,7 @@ def features(ctx: Context, inp: m.FeaturesInput) -> m.FeatureBundle:
                         cache=rt.cache, profile=inp.market)
 
 
-@capability(m.SchemasInput, m.SchemasOutput)
+@capability(m.SchemasInput, m.SchemasOutput, http=Route.get("/schemas", "data"))
 def contract_schemas(ctx: Context, inp: m.SchemasInput) -> m.SchemasOutput:
     """JSON Schemas of the contracts (every one, or one by name)."""
     from schemas import ALL_CONTRACTS
@@ -238,7 +291,7 @@ def contract_schemas(ctx: Context, inp: m.SchemasInput) -> m.SchemasOutput:
     return m.SchemasOutput(schemas={n: ALL_CONTRACTS[n].model_json_schema() for n in names})
 
 
-@capability(m.StoreStatusInput, m.StoreStatusOutput)
+@capability(m.StoreStatusInput, m.StoreStatusOutput, http=Route.get("/store", "data"))
 def store_status(ctx: Context, inp: m.StoreStatusInput) -> m.StoreStatusOutput:
     """Which store this server uses and whether it answers now."""
     from database import embedded
@@ -261,7 +314,7 @@ def store_status(ctx: Context, inp: m.StoreStatusInput) -> m.StoreStatusOutput:
 
 
 # ------------------------------------------------------------------------------------------------ tasks
-@capability(m.BacktestInput, m.TaskView, keyed=True)
+@capability(m.BacktestInput, m.TaskView, http=Route.post("/backtests", "tasks", status=202), keyed=True)
 def start_backtest(ctx: Context, inp: m.BacktestInput) -> m.TaskView:
     """Start (or, with an existing run_id, continue) a backtest as a task; returns at once with its id."""
     if inp.run_id is not None:  # the task writes experiments/<run_id>/: nowhere else, whatever let the id through
@@ -270,7 +323,7 @@ def start_backtest(ctx: Context, inp: m.BacktestInput) -> m.TaskView:
     return backtest_tasks.start(ctx.tasks, inp)
 
 
-@capability(m.SweepInput, m.TaskView, keyed=True)
+@capability(m.SweepInput, m.TaskView, http=Route.post("/sweeps", "tasks", status=202), keyed=True)
 def start_sweep(ctx: Context, inp: m.SweepInput) -> m.TaskView:
     """Start (or, with an existing sweep_id, continue) a sweep of backtests on Ray as a task; returns at once."""
     if inp.ray_address and ctx.policy.transport not in ALWAYS_EXECUTES:
@@ -284,7 +337,8 @@ def start_sweep(ctx: Context, inp: m.SweepInput) -> m.TaskView:
     return sweep_tasks.start(ctx.tasks, inp)
 
 
-@capability(m.BenchmarkInput, m.TaskView, keyed=True)
+@capability(m.BenchmarkInput, m.TaskView, http=Route.post("/benchmarks/stockbench", "benchmarks", status=202),
+            keyed=True)
 def start_benchmark(ctx: Context, inp: m.BenchmarkInput) -> m.TaskView:
     """Start (or, with an existing benchmark_id, continue) StockBench as a task: one backtest per model configuration
     at the open, then the scorecard beside buy-and-hold and the published rows; returns at once."""
@@ -294,7 +348,7 @@ def start_benchmark(ctx: Context, inp: m.BenchmarkInput) -> m.TaskView:
     return benchmark_tasks.start(ctx.tasks, inp)
 
 
-@capability(m.BenchmarkInput, m.BenchmarkEstimate)
+@capability(m.BenchmarkInput, m.BenchmarkEstimate, http=Route.post("/benchmarks/stockbench/estimate", "benchmarks"))
 def estimate_benchmark(ctx: Context, inp: m.BenchmarkInput) -> m.BenchmarkEstimate:
     """Projected LLM calls, tokens and dollars of a benchmark, from a dry run with the offline model on a throwaway
     store: no request is sent to any provider."""
@@ -309,7 +363,7 @@ def _data_allowed(ctx: Context, path: Optional[str]) -> None:
         raise Forbidden(f"data: {refusal}", field="data")
 
 
-@capability(m.LookaheadInput, m.LookaheadOutput)
+@capability(m.LookaheadInput, m.LookaheadOutput, http=Route.get("/audit/lookahead/{target}", "audit"))
 def audit_lookahead(ctx: Context, inp: m.LookaheadInput) -> m.LookaheadOutput:
     """Every bar, news item, filing or memory a recorded cycle saw dated after its decision time, for a session, a
     backtest run, or every run of a benchmark or sweep."""
@@ -322,25 +376,25 @@ def audit_lookahead(ctx: Context, inp: m.LookaheadInput) -> m.LookaheadOutput:
                              clean=not report["leaks"] and not report["unaudited"])
 
 
-@capability(m.TaskInput, m.TaskView)
+@capability(m.TaskInput, m.TaskView, http=Route.get("/tasks/{task_id}", "tasks"))
 def task_status(ctx: Context, inp: m.TaskInput) -> m.TaskView:
     """A task's status and progress (points done of total, equity, ETA); interrupted if its owner died."""
     return ctx.tasks.status(inp.task_id)
 
 
-@capability(m.ListTasksInput, m.TasksOutput)
+@capability(m.ListTasksInput, m.TasksOutput, http=Route.get("/tasks", "tasks"))
 def list_tasks(ctx: Context, inp: m.ListTasksInput) -> m.TasksOutput:
     """Recent tasks, newest first."""
     return m.TasksOutput(tasks=ctx.tasks.list(inp.limit))
 
 
-@capability(m.TaskInput, m.TaskView)
+@capability(m.TaskInput, m.TaskView, http=Route.delete("/tasks/{task_id}", "tasks"))
 def cancel_task(ctx: Context, inp: m.TaskInput) -> m.TaskView:
     """Ask a running task to stop after its current decision point (the run stays resumable)."""
     return ctx.tasks.cancel(inp.task_id)
 
 
-@capability(m.TaskInput, m.TaskView)
+@capability(m.TaskInput, m.TaskView, http=Route.post("/tasks/{task_id}/resume", "tasks", status=202))
 def resume_task(ctx: Context, inp: m.TaskInput) -> m.TaskView:
     """Continue an interrupted, cancelled or failed backtest, sweep or benchmark where its logs end, in this process."""
     run_id = ctx.tasks.status(inp.task_id).run_id
@@ -349,7 +403,7 @@ def resume_task(ctx: Context, inp: m.TaskInput) -> m.TaskView:
     return ctx.tasks.resume(inp.task_id)
 
 
-@capability(m.TaskInput, m.ArtifactsOutput)
+@capability(m.TaskInput, m.ArtifactsOutput, http=Route.get("/tasks/{task_id}/artifacts", "tasks"))
 def task_artifacts(ctx: Context, inp: m.TaskInput) -> m.ArtifactsOutput:
     """A task's files (a backtest's trade history, episode log, result and equity PNG; a sweep's results; a
     benchmark's scorecard), its folder and its metrics."""
@@ -361,7 +415,7 @@ def task_artifacts(ctx: Context, inp: m.TaskInput) -> m.ArtifactsOutput:
 
 
 # ------------------------------------------------------------------------------------------------ memory
-@capability(m.MemorySearchInput, m.MemorySearchOutput)
+@capability(m.MemorySearchInput, m.MemorySearchOutput, http=Route.get("/memory/{symbol}", "memory"))
 def memory_search(ctx: Context, inp: m.MemorySearchInput) -> m.MemorySearchOutput:
     """Past reviews and notes of a symbol as an agent would recall them at a date (BM25 + dense, RRF k=60)."""
     from agent.data.market import parse_date

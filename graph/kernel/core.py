@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional
 
 from pydantic import BaseModel, ValidationError
 
-from graph.kernel.capabilities import REGISTRY, Capability, Context
+from graph.kernel.capabilities import CAPABILITIES, Capability, Context
 from graph.kernel.errors import BadInput, KernelError, NotFound, translate, validation_line
 from graph.kernel.idempotent import WAIT_S, call_once
 from graph.kernel.policy import TRANSPORTS, Policy
@@ -23,10 +23,10 @@ from graph.services.telemetry import live as _live_export  # noqa: F401 - every 
 def default_runtime_factory(memory: Optional[str] = None, data=None):
     """A fresh runtime per call (a runtime binds its execution backend to a store) on the bundled samples or the
     user's files `data` (agent.data.sources.DataFiles); what it reads is cached per file version, so this is cheap."""
-    from agent.config import AgentConfig
+    from agent.config import command_config
     from graph.machine.runtime import default_runtime
 
-    return default_runtime(AgentConfig.from_env(memory=memory), data=data)
+    return default_runtime(command_config(memory=memory), data=data)
 
 
 class Kernel:
@@ -62,7 +62,7 @@ class Kernel:
 
     @staticmethod
     def capabilities() -> dict[str, Capability]:
-        return dict(REGISTRY)
+        return dict(CAPABILITIES)
 
     def call(self, name: str, args: Any = None, *, transport: str = "local") -> BaseModel:
         cap = self.capability(name)
@@ -95,14 +95,14 @@ class Kernel:
 
     @staticmethod
     def capability(name: str) -> Capability:
-        cap = REGISTRY.get(name)
+        cap = CAPABILITIES.get(name)
         if cap is None:
-            raise NotFound(f"unknown capability '{name}' (known: {', '.join(REGISTRY)})", field="name")
+            raise NotFound(f"unknown capability '{name}' (known: {', '.join(CAPABILITIES)})", field="name")
         return cap
 
     def watch(self, task_id: str, *, poll_s: float = 0.5, timeout_s: Optional[float] = None) -> Iterator[BaseModel]:
         """task_status each time it changes, ending with a terminal status: the SSE stream's source."""
-        inp = self.parse(REGISTRY["task_status"], {"task_id": task_id})
+        inp = self.parse(CAPABILITIES["task_status"], {"task_id": task_id})
         try:
             yield from self.tasks.updates(inp.task_id, poll_s=poll_s, timeout_s=timeout_s)
         except (KeyboardInterrupt, SystemExit, GeneratorExit):

@@ -1,26 +1,30 @@
-"""HTTP transport: FastAPI over the kernel. Each endpoint maps a request onto one Kernel.call and the
-kernel's errors onto statuses (kernel.errors.ERROR_TABLE); nothing else happens here.
+"""HTTP transport: FastAPI over the kernel. Each capability's endpoint is derived from its registry entry and models
+(`endpoint`): it maps a request onto one Kernel.call and the kernel's errors onto statuses
+(kernel.errors.ERROR_TABLE); nothing else happens here. Two endpoints are written out, being no capability: a task's
+progress as Server-Sent Events and the download of one of its files.
 
 `serve()` applies the bind policy first: loopback by default, anywhere else only with a token.
 """
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Optional
+from inspect import Parameter, Signature
+from typing import Annotated, Any, Callable, Optional
 
-from fastapi import Body, FastAPI, Header, Query, Request
+from fastapi import Body, FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from graph.kernel import models as m
+from graph.kernel.capabilities import Capability
 from graph.kernel.core import Kernel
 from graph.kernel.errors import BadInput, Failed, KernelError, NotFound, Unauthorized, http_status, validation_line
 from graph.kernel.idempotent import caller_of_token
 from graph.kernel.policy import Policy, check_bind
 from graph.kernel.tasks import TERMINAL
-from graph.transports.routes import ROUTES, TASK_EVENTS
+from graph.transports.routes import ARTIFACT_FILE, TASK_EVENTS, rest_model
 
 TRANSPORT = "http"
 
@@ -65,6 +69,46 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
+# the handler's own parameters beside the capability's path parameters
+BODY, QUERY, KEY, AUTHORIZATION = "body", "query", "key", "authorization"
+
+
+def endpoint(kernel: Kernel, cap: Capability) -> Callable[..., BaseModel]:
+    """The capability's handler, derived from its route and input model (graph/transports/routes.py): its path
+    parameters typed as the input model types them, the other fields as one body or query model, and on a keyed
+    capability the Idempotency-Key header (and the caller's token, to tell callers' keys apart). FastAPI reads the
+    parameters from the signature, so the OpenAPI document is the same as for a handler written out by hand."""
+    fields = cap.input_model.model_fields
+    params = []
+    for p in cap.http.path_params:
+        if p in (BODY, QUERY, KEY, AUTHORIZATION):
+            raise TypeError(f"{cap.name}: a path parameter may not be named {p!r}")
+        params.append(Parameter(p, Parameter.KEYWORD_ONLY, annotation=Annotated[
+            fields[p].annotation, Path(description=fields[p].description), *fields[p].metadata]))
+    rest = rest_model(cap)
+    if rest is not None and cap.http.body:
+        # a POST whose path names its subject may come without a body when the rest has defaults (approve)
+        optional = rest is not cap.input_model and not any(f.is_required() for f in rest.model_fields.values())
+        params.append(Parameter(BODY, Parameter.KEYWORD_ONLY, default=None if optional else Parameter.empty,
+                                annotation=Annotated[Optional[rest], Body()] if optional else rest))
+    elif rest is not None:
+        params.append(Parameter(QUERY, Parameter.KEYWORD_ONLY, annotation=Annotated[rest, Query()]))
+    if cap.keyed:
+        params += [Parameter(KEY, Parameter.KEYWORD_ONLY, default=None, annotation=IdempotencyHeader),
+                   Parameter(AUTHORIZATION, Parameter.KEYWORD_ONLY, default=None, annotation=AuthHeader)]
+
+    def handle(**given: Any) -> BaseModel:
+        key, authorization = given.pop(KEY, None), given.pop(AUTHORIZATION, None)
+        model = given.pop(BODY, None) or given.pop(QUERY, None)
+        args = {**(model.model_dump() if model is not None else {}), **given}
+        return kernel.call_keyed(cap.name, {k: v for k, v in args.items() if v is not None}, transport=TRANSPORT,
+                                 idempotency_key=key, caller=caller_of_token(authorization))
+
+    handle.__signature__ = Signature(params, return_annotation=cap.output_model)  # type: ignore[attr-defined]
+    handle.__name__ = handle.__qualname__ = cap.name
+    return handle
+
+
 def create_app(kernel: Kernel) -> FastAPI:
     app = FastAPI(title="tradegraph", version="0.1.0", responses=ERRORS,
                   description="The tradegraph capability kernel over HTTP. Errors: "
@@ -73,14 +117,6 @@ def create_app(kernel: Kernel) -> FastAPI:
 
     def call(name: str, /, **args: Any) -> BaseModel:
         return kernel.call(name, {k: v for k, v in args.items() if v is not None}, transport=TRANSPORT)
-
-    def call_keyed(name: str, key: Optional[str], authorization: Optional[str], /, **args: Any) -> BaseModel:
-        """A request that starts something, once per Idempotency-Key (graph/kernel/idempotent.py)."""
-        return kernel.call_keyed(name, {k: v for k, v in args.items() if v is not None}, transport=TRANSPORT,
-                                 idempotency_key=key, caller=caller_of_token(authorization))
-
-    def path(name: str) -> str:
-        return ROUTES[name].path
 
     @app.exception_handler(KernelError)
     async def kernel_error(_: Request, exc: KernelError):
@@ -102,101 +138,13 @@ def create_app(kernel: Kernel) -> FastAPI:
     async def crashed(_: Request, exc: Exception):  # pragma: no cover - Kernel.call maps everything first
         return _error(Failed(f"{type(exc).__name__}: {exc}"))
 
-    @app.post(path("run_cycle"), response_model=m.CycleOutput, tags=["cycles"])
-    def run_cycle(body: m.RunCycleInput, key: IdempotencyHeader = None, authorization: AuthHeader = None):
-        return call_keyed("run_cycle", key, authorization, **body.model_dump())
+    for cap in kernel.capabilities().values():
+        app.add_api_route(cap.http.path, endpoint(kernel, cap), methods=[cap.http.method], operation_id=cap.name,
+                          response_model=cap.output_model, status_code=cap.http.status, tags=[cap.http.tag],
+                          description=cap.description)
 
-    @app.post(path("approve"), response_model=m.CycleOutput, tags=["cycles"])
-    def approve(session_id: m.SessionId, body: Annotated[Optional[m.ApprovalDecision], Body()] = None,
-                key: IdempotencyHeader = None, authorization: AuthHeader = None):
-        return call_keyed("approve", key, authorization, session_id=session_id,
-                          **(body or m.ApprovalDecision()).model_dump())
-
-    @app.get(path("list_sessions"), response_model=m.SessionsOutput, tags=["audit"])
-    def list_sessions(q: Annotated[m.ListSessionsInput, Query()]):
-        return call("list_sessions", **q.model_dump())
-
-    @app.delete(path("delete_session"), response_model=m.DeletionOutput, tags=["audit"])
-    def delete_session(session_id: m.SessionId, q: Annotated[m.RetentionOptions, Query()]):
-        return call("delete_session", session_id=session_id, **q.model_dump())
-
-    @app.post(path("prune_sessions"), response_model=m.DeletionOutput, tags=["audit"])
-    def prune_sessions(body: m.PruneSessionsInput):
-        return call("prune_sessions", **body.model_dump())
-
-    @app.get(path("read_events"), response_model=m.EventsOutput, tags=["audit"])
-    def read_events(session_id: m.SessionId, q: Annotated[m.EventsQuery, Query()]):
-        return call("read_events", session_id=session_id, **q.model_dump())
-
-    @app.get(path("portfolio"), response_model=m.PortfolioView, tags=["audit"])
-    def portfolio(session_id: m.SessionId):
-        return call("portfolio", session_id=session_id)
-
-    @app.get(path("replay"), response_model=m.ReplayOutput, tags=["audit"])
-    def replay(session_id: m.SessionId):
-        return call("replay", session_id=session_id)
-
-    @app.post(path("verify"), response_model=m.VerifyOutput, tags=["audit"])
-    def verify(session_id: m.SessionId):
-        return call("verify", session_id=session_id)
-
-    @app.get(path("features"), response_model=m.FeatureBundle, tags=["data"])
-    def features(symbol: m.Ticker, q: Annotated[m.FeaturesQuery, Query()]):
-        return call("features", symbol=symbol, **q.model_dump())
-
-    @app.get(path("memory_search"), response_model=m.MemorySearchOutput, tags=["memory"])
-    def memory_search(symbol: m.Ticker, q: Annotated[m.MemoryQuery, Query()]):
-        return call("memory_search", symbol=symbol, **q.model_dump())
-
-    @app.get(path("contract_schemas"), response_model=m.SchemasOutput, tags=["data"])
-    def contract_schemas(q: Annotated[m.SchemasInput, Query()]):
-        return call("contract_schemas", **q.model_dump())
-
-    @app.get(path("store_status"), response_model=m.StoreStatusOutput, tags=["data"])
-    def store_status():
-        return call("store_status")
-
-    @app.post(path("start_backtest"), response_model=m.TaskView, status_code=202, tags=["tasks"])
-    def start_backtest(body: m.BacktestInput, key: IdempotencyHeader = None, authorization: AuthHeader = None):
-        return call_keyed("start_backtest", key, authorization, **body.model_dump())
-
-    @app.post(path("start_sweep"), response_model=m.TaskView, status_code=202, tags=["tasks"])
-    def start_sweep(body: m.SweepInput, key: IdempotencyHeader = None, authorization: AuthHeader = None):
-        return call_keyed("start_sweep", key, authorization, **body.model_dump())
-
-    @app.post(path("start_benchmark"), response_model=m.TaskView, status_code=202, tags=["benchmarks"])
-    def start_benchmark(body: m.BenchmarkInput, key: IdempotencyHeader = None, authorization: AuthHeader = None):
-        return call_keyed("start_benchmark", key, authorization, **body.model_dump())
-
-    @app.post(path("estimate_benchmark"), response_model=m.BenchmarkEstimate, tags=["benchmarks"])
-    def estimate_benchmark(body: m.BenchmarkInput):
-        return call("estimate_benchmark", **body.model_dump())
-
-    @app.get(path("audit_lookahead"), response_model=m.LookaheadOutput, tags=["audit"])
-    def audit_lookahead(target: m.SessionId):
-        return call("audit_lookahead", target=target)
-
-    @app.get(path("list_tasks"), response_model=m.TasksOutput, tags=["tasks"])
-    def list_tasks(q: Annotated[m.ListTasksInput, Query()]):
-        return call("list_tasks", **q.model_dump())
-
-    @app.get(path("task_status"), response_model=m.TaskView, tags=["tasks"])
-    def task_status(task_id: m.TaskId):
-        return call("task_status", task_id=task_id)
-
-    @app.delete(path("cancel_task"), response_model=m.TaskView, tags=["tasks"])
-    def cancel_task(task_id: m.TaskId):
-        return call("cancel_task", task_id=task_id)
-
-    @app.post(path("resume_task"), response_model=m.TaskView, status_code=202, tags=["tasks"])
-    def resume_task(task_id: m.TaskId):
-        return call("resume_task", task_id=task_id)
-
-    @app.get(path("task_artifacts"), response_model=m.ArtifactsOutput, tags=["tasks"])
-    def task_artifacts(task_id: m.TaskId):
-        return call("task_artifacts", task_id=task_id)
-
-    @app.get(path("task_artifacts") + "/{name}", tags=["tasks"], response_class=FileResponse,
+    # not capabilities, so written here: a file's bytes (not a JSON output model) and a progress stream
+    @app.get(ARTIFACT_FILE, tags=["tasks"], response_class=FileResponse, operation_id="task_artifact_file",
              responses={200: {"content": {"application/octet-stream": {}}}})
     def task_artifact_file(task_id: m.TaskId, name: m.ArtifactName):
         found = {a.name: a for a in call("task_artifacts", task_id=task_id).artifacts}
@@ -205,7 +153,7 @@ def create_app(kernel: Kernel) -> FastAPI:
                            field="name")
         return FileResponse(found[name].path, media_type=found[name].media_type, filename=name)
 
-    @app.get(TASK_EVENTS, tags=["tasks"], response_class=StreamingResponse,
+    @app.get(TASK_EVENTS, tags=["tasks"], response_class=StreamingResponse, operation_id="task_events",
              responses={200: {"content": {"text/event-stream": {}},
                               "description": "`progress` events (a TaskView each), then one `end` event"}})
     def task_events(task_id: m.TaskId):

@@ -1,47 +1,46 @@
-"""Where each capability lives over HTTP: shared by the server (graph/transports/http.py) and the HTTP
-client (graph/transports/client.py), so the two cannot drift. Path parameters come from the template; the other
-arguments go in the JSON body (POST with body=True) or the query string."""
+"""Each capability's HTTP shape, derived from its registry entry (`Capability.http`: method, path, tag, status) and
+its input model; shared by the server (graph/transports/http.py) and the HTTP client (graph/transports/client.py),
+so the two cannot drift and a new capability needs no line here.
+
+The fields the path names are path parameters; the other fields are one model, `rest_model`: the JSON body of a
+POST, or the query string of a GET or DELETE. The endpoints that are not capabilities are named at the bottom."""
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+import functools
+from typing import Any, Optional
+
+from pydantic import BaseModel, create_model
+
+from graph.kernel.capabilities import CAPABILITIES, Capability, Route
 
 
-@dataclass(frozen=True)
-class Route:
-    method: str
-    path: str
-    body: bool = False
-
-    @property
-    def path_params(self) -> list[str]:
-        return re.findall(r"{(\w+)}", self.path)
+def routes() -> dict[str, Route]:
+    """Every capability's route, as registered now."""
+    return {name: cap.http for name, cap in CAPABILITIES.items()}
 
 
-ROUTES: dict[str, Route] = {
-    "run_cycle": Route("POST", "/cycles", body=True),
-    "approve": Route("POST", "/sessions/{session_id}/approval", body=True),
-    "list_sessions": Route("GET", "/sessions"),
-    "delete_session": Route("DELETE", "/sessions/{session_id}"),
-    "prune_sessions": Route("POST", "/sessions/prune", body=True),
-    "read_events": Route("GET", "/sessions/{session_id}/events"),
-    "portfolio": Route("GET", "/sessions/{session_id}/portfolio"),
-    "replay": Route("GET", "/sessions/{session_id}/replay"),
-    "verify": Route("POST", "/sessions/{session_id}/verify"),
-    "features": Route("GET", "/features/{symbol}"),
-    "memory_search": Route("GET", "/memory/{symbol}"),
-    "contract_schemas": Route("GET", "/schemas"),
-    "store_status": Route("GET", "/store"),
-    "start_backtest": Route("POST", "/backtests", body=True),
-    "start_sweep": Route("POST", "/sweeps", body=True),
-    "start_benchmark": Route("POST", "/benchmarks/stockbench", body=True),
-    "estimate_benchmark": Route("POST", "/benchmarks/stockbench/estimate", body=True),
-    "audit_lookahead": Route("GET", "/audit/lookahead/{target}"),
-    "list_tasks": Route("GET", "/tasks"),
-    "task_status": Route("GET", "/tasks/{task_id}"),
-    "cancel_task": Route("DELETE", "/tasks/{task_id}"),
-    "resume_task": Route("POST", "/tasks/{task_id}/resume"),
-    "task_artifacts": Route("GET", "/tasks/{task_id}/artifacts"),
-}
-# not a capability: the progress stream of task_status, as Server-Sent Events
+@functools.cache
+def rest_model(cap: Capability) -> Optional[type[BaseModel]]:
+    """The input model's fields outside the path, as one model: the input model itself when the path names none,
+    None when there are none. Validated again by the kernel as the whole input, so a check that spans a path
+    parameter and another field still applies."""
+    path = set(cap.http.path_params)
+    fields = {name: (f.annotation, f) for name, f in cap.input_model.model_fields.items() if name not in path}
+    if not fields:
+        return None
+    if not path:
+        return cap.input_model
+    name = "".join(w.capitalize() for w in cap.name.split("_")) + ("Body" if cap.http.body else "Query")
+    return create_model(name, __config__=cap.input_model.model_config, __doc__=cap.description, **fields)
+
+
+def request(cap: Capability, args: dict[str, Any]) -> tuple[str, Optional[dict], Optional[dict]]:
+    """(path, query, body) of a call with these arguments; None values are left out (the model's default)."""
+    args = {k: v for k, v in args.items() if v is not None}
+    path = cap.http.path.format(**{p: args.pop(p) for p in cap.http.path_params})
+    return (path, None, args) if cap.http.body else (path, args, None)
+
+
+# not capabilities: the progress stream of task_status as Server-Sent Events, and one file of task_artifacts
 TASK_EVENTS = "/tasks/{task_id}/events"
+ARTIFACT_FILE = "/tasks/{task_id}/artifacts/{name}"

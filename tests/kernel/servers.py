@@ -75,12 +75,12 @@ class McpCaller:
         return self.portal.call(self.client.call_tool, name, args)
 
     def __call__(self, name: str, args: dict[str, Any]):
-        from graph.kernel.capabilities import REGISTRY
+        from graph.kernel.capabilities import CAPABILITIES
 
         r = self.raw(name, args)
         if r.is_error:
             raise McpToolError(r.content[0].text)
-        return REGISTRY[name].output_model.model_validate(r.structured_content)
+        return CAPABILITIES[name].output_model.model_validate(r.structured_content)
 
     def list_tools(self):
         return self.portal.call(self.client.list_tools).tools
