@@ -148,7 +148,7 @@ def submit_decision(orders: list[Order], config: RunnableConfig) -> dict:
     return ctx.executor(decision).model_dump(mode="json")
 
 
-REGISTRY: dict[str, BaseTool] = {
+TOOLS: dict[str, BaseTool] = {
     t.name: t for t in (get_portfolio, get_market_snapshot, get_indicators, get_news_features, get_price_history,
                         submit_decision)
 }
@@ -163,11 +163,11 @@ def _annotations_resolved(t: BaseTool) -> None:
     func.__signature__ = inspect.signature(func)
 
 
-for _tool in REGISTRY.values():
+for _tool in TOOLS.values():
     _annotations_resolved(_tool)
 
 def invoke_tool(name: str, args: dict[str, Any], *, state: str, config: RunnableConfig) -> Any:
     """Code-driven tool call (SCANNING, EXECUTING): same registry, same allow-list, same audit."""
     if name not in ALLOW_LISTS[state]:
         raise ToolError(f"tool {name!r} is not allowed in state {state}")
-    return REGISTRY[name].invoke(args, config)
+    return TOOLS[name].invoke(args, config)

@@ -107,7 +107,7 @@ def wire_body(request: dict, protocol: int) -> dict:
 
     from agent.json_chat_model import response_format
     from agent.passes import _asked_response_format
-    from agent.tools import REGISTRY
+    from agent.tools import TOOLS
     from schemas import ALL_CONTRACTS
 
     def message(m: dict):
@@ -123,7 +123,7 @@ def wire_body(request: dict, protocol: int) -> dict:
 
     body: dict = {"messages": [_convert_message_to_dict(message(m)) for m in request.get("messages") or []]}
     if request.get("tools"):
-        body["tools"] = [convert_to_openai_tool(REGISTRY[name]) for name in request["tools"] if name in REGISTRY]
+        body["tools"] = [convert_to_openai_tool(TOOLS[name]) for name in request["tools"] if name in TOOLS]
     name = request.get("structured_output")
     if name in ALL_CONTRACTS:
         contract = ALL_CONTRACTS[name]

@@ -24,7 +24,7 @@ from agent.markets import get_profile
 from agent.passes import pass_protocol
 from agent.prompts import BASE_SYSTEM, ROLE_INSTRUCTIONS
 from agent.providers import tier_records
-from agent.tools import REGISTRY, allow_lists
+from agent.tools import TOOLS, allow_lists
 
 # the cycle's inputs (symbols, as-of, portfolio, approval_required, a backtest's Case): what replay starts
 # from; not configuration, so never compared with today
@@ -92,7 +92,7 @@ def _code_identity() -> dict[str, Any]:
     """Tool-schema hashes and package versions: fixed for the process, so computed once (~10 ms: JSON Schema
     generation and package metadata) rather than on every cycle's hot path."""
     return {
-        "tools": {name: _sha(tool.tool_call_schema.model_json_schema()) for name, tool in sorted(REGISTRY.items())},
+        "tools": {name: _sha(tool.tool_call_schema.model_json_schema()) for name, tool in sorted(TOOLS.items())},
         "versions": {p: _version(p) for p in PACKAGES},
     }
 

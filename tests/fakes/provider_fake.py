@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Optional, Union
 from langchain_core.messages import AIMessage, BaseMessage
 
 from agent.offline_model import OfflineChatModel
-from agent.tools import REGISTRY
+from agent.tools import TOOLS
 
 _INSTRUCTION = re.compile(r"Reply with only a JSON object for the (\w+) schema")
 
@@ -76,7 +76,7 @@ def schema_asked(messages: Iterable[BaseMessage]) -> Optional[str]:
 def split_tools(names: list[str]) -> tuple[list[str], Optional[str]]:
     """(the state's tools, None) for a tool pass; ([], contract) when the one tool offered is a contract:
     function-calling structured output inside a JSON pass."""
-    if len(names) == 1 and names[0] not in REGISTRY:
+    if len(names) == 1 and names[0] not in TOOLS:
         return [], names[0]
     return names, None
 

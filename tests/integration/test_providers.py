@@ -17,7 +17,7 @@ from typing import Callable
 import pytest
 
 from agent.config import AgentConfig
-from agent.tools import REGISTRY
+from agent.tools import TOOLS
 from graph.services.replay.session import verify_session
 from graph.machine.runner import run_cycle
 from graph.machine.runtime import default_runtime
@@ -156,7 +156,7 @@ def test_a_500_is_retried_with_backoff(provider):
     attempts = audited_attempts(fake, store, out)
     # the first tool pass (the quant's): a JSON pass offered as a function call carries its contract as its one tool
     first = [(r["attempt"], s["http_status"], s.get("retryable")) for r, s in attempts
-             if set(r["tools"]) & set(REGISTRY)][:2]
+             if set(r["tools"]) & set(TOOLS)][:2]
     assert first == [(1, 500, True), (2, 200, None)]
 
 

@@ -121,7 +121,7 @@ def test_planning_evidence_carries_open_positions_whole(both):
     """With a book: every field of each position (levels, horizon, setup) reaches the planner, as get_portfolio
     returns it; protocol 2's summary had the quantity only."""
     from agent.config import AgentConfig
-    from agent.tools import REGISTRY, TOOL_CONTEXT_KEY
+    from agent.tools import TOOLS, TOOL_CONTEXT_KEY
     from graph.machine.nodes.planning import planning_evidence, scan_context
     from schemas.market import MarketScan
     from schemas.portfolio import PortfolioSnapshot, Position
@@ -132,7 +132,7 @@ def test_planning_evidence_carries_open_positions_whole(both):
         symbol="AAPL", quantity=10, avg_price=500.0, opened="2012-05-25", stop=480.0, target=560.0,
         horizon_sessions=10, sessions_held=4, setup=["trend_up"])})
     scan = scan.model_copy(update={"portfolio": book})
-    answer = REGISTRY["get_portfolio"].invoke({}, {"configurable": {TOOL_CONTEXT_KEY: scan_context(scan)}})
+    answer = TOOLS["get_portfolio"].invoke({}, {"configurable": {TOOL_CONTEXT_KEY: scan_context(scan)}})
     settings = AgentConfig.from_env(provider="offline")
     new = planning_evidence(scan, settings, with_tool_answers=True)
     assert new["portfolio"] == answer and new["portfolio"]["positions"]["AAPL"]["stop"] == 480.0
@@ -339,7 +339,7 @@ def test_without_a_structured_pass_to_follow_the_model_is_asked_again(both):
     from agent.offline_model import OfflineChatModel
     from agent.passes import tool_pass
     from agent.prompts import task_messages
-    from agent.tools import REGISTRY, TOOL_CONTEXT_KEY
+    from agent.tools import TOOLS, TOOL_CONTEXT_KEY
     from graph.machine.nodes.planning import scan_context
     from schemas.market import MarketScan
 
@@ -349,7 +349,7 @@ def test_without_a_structured_pass_to_follow_the_model_is_asked_again(both):
     messages = task_messages("quant", {"symbol": "AAPL", "as_of": scan.as_of})
     asked = {}
     for follows in (True, False):
-        got = tool_pass(OfflineChatModel(), messages, REGISTRY, ALLOW_LISTS["ANALYZING"], state="ANALYZING",
+        got = tool_pass(OfflineChatModel(), messages, TOOLS, ALLOW_LISTS["ANALYZING"], state="ANALYZING",
                         max_steps=4, config=config, structured_follows=follows)
         asked[follows] = [m.type for m in got[len(messages):]]
     assert asked[True] == ["ai", "tool", "tool"]

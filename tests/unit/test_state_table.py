@@ -5,7 +5,7 @@ import typing
 
 from langgraph.types import Command
 
-from agent.tools import REGISTRY
+from agent.tools import TOOLS
 from graph.machine.builder import build_graph
 from graph.machine.nodes import NODE_FUNCTIONS
 from schemas.states import ALLOW_LISTS, STATE_TABLE
@@ -35,7 +35,7 @@ def test_the_compiled_graph_has_the_tables_edges():
 
 def test_allow_lists_name_only_registered_tools_and_only_executing_may_execute():
     for state, names in ALLOW_LISTS.items():
-        assert names <= set(REGISTRY), (state, names - set(REGISTRY))
+        assert names <= set(TOOLS), (state, names - set(TOOLS))
     assert [s for s, names in ALLOW_LISTS.items() if "submit_decision" in names] == ["EXECUTING"]
 
 
@@ -47,7 +47,7 @@ def test_retired_allow_lists_are_older_protocols_only_and_never_execute():
 
     assert RETIRED_ALLOW_LISTS, "nothing retired: drop this test with the mapping"
     for state, (retired_in, names) in RETIRED_ALLOW_LISTS.items():
-        assert state in ALLOW_LISTS and names <= set(REGISTRY) and "submit_decision" not in names
+        assert state in ALLOW_LISTS and names <= set(TOOLS) and "submit_decision" not in names
         assert retired_in in PASS_PROTOCOLS and names != ALLOW_LISTS[state]
         assert allow_list(state, retired_in - 1) == names and allow_list(state, retired_in) == ALLOW_LISTS[state]
     assert all(allow_list(s, PASS_PROTOCOL) == ALLOW_LISTS[s] for s in ALLOW_LISTS)

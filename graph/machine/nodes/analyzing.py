@@ -10,7 +10,7 @@ from agent.analysts import run_analyst, run_quant
 from agent.audit_events import emit
 from agent.parallel import run_parallel
 from agent.passes import ContractError, TickerGuardError
-from agent.tools import ALLOW_LISTS, REGISTRY
+from agent.tools import ALLOW_LISTS, TOOLS
 from graph.machine.nodes.common import done, fail, state_node
 from graph.machine.nodes.planning import scan_context
 from graph.machine.runtime import runtime_of, with_tools
@@ -49,7 +49,7 @@ def analyzing(state: CycleState, config: RunnableConfig) -> Command[Literal["DEB
     def quant(snap):
         def go():
             try:
-                return run_quant(plan.quant_question, snap, model, REGISTRY, ALLOW_LISTS["ANALYZING"], rt.config, tool_config)
+                return run_quant(plan.quant_question, snap, model, TOOLS, ALLOW_LISTS["ANALYZING"], rt.config, tool_config)
             except TickerGuardError:
                 raise
             except ContractError as e:  # isolated like an analyst: this symbol loses its quant answer, no more

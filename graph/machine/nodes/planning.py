@@ -14,7 +14,7 @@ from langgraph.types import Command
 from agent.fence import fence
 from agent.passes import pass_protocol, structured_pass, tool_pass
 from agent.prompts import task_messages
-from agent.tools import REGISTRY, ToolContext, allow_list, portfolio_record, snapshot_row
+from agent.tools import TOOLS, ToolContext, allow_list, portfolio_record, snapshot_row
 from graph.machine.nodes.common import done, state_node
 from graph.machine.runtime import runtime_of, with_tools
 from graph.machine.state import CycleState
@@ -60,7 +60,7 @@ def planning(state: CycleState, config: RunnableConfig) -> Command[Literal["ANAL
     model = rt.model("quick")
     messages = task_messages("planning", evidence, protocol=protocol)
     if tools:  # protocols 1 and 2: the model fetched the portfolio and the snapshot itself
-        messages = tool_pass(model, messages, REGISTRY, tools, state="PLANNING", max_steps=rt.config.max_tool_steps,
+        messages = tool_pass(model, messages, TOOLS, tools, state="PLANNING", max_steps=rt.config.max_tool_steps,
                              config=tool_config)
 
     def assets_in_universe(plan: Plan) -> None:

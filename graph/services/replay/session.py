@@ -133,12 +133,12 @@ def inferred_pass_protocol(calls: list[LlmCall]) -> Optional[int]:
     without tool calls stands before the JSON instruction), protocol 2 did not (the tool results do). None when
     neither shows (no PLANNING request, no structured pass after a tool)."""
     from agent.prompts import BASE_SYSTEM
-    from agent.tools import REGISTRY
+    from agent.tools import TOOLS
 
     if any(m.get("type") == "system" and m.get("content") == BASE_SYSTEM for call in calls for m in call.messages[:1]):
         return 4  # protocol 4's system prompt (agent/prompts.py): no earlier protocol sent it
     planning = [call for call in calls if call.state == "PLANNING"]
-    if planning and not any(name in REGISTRY for call in planning for name in call.tools):
+    if planning and not any(name in TOOLS for call in planning for name in call.tools):
         return 3
     for call in calls:
         messages = call.messages

@@ -87,9 +87,9 @@ def _schema_tokens(kind: str, name: str) -> int:
     if kind == "tool":
         from langchain_core.utils.function_calling import convert_to_openai_tool
 
-        from agent.tools import REGISTRY
+        from agent.tools import TOOLS
 
-        tool = REGISTRY.get(name)
+        tool = TOOLS.get(name)
         return estimate_tokens(json.dumps(convert_to_openai_tool(tool))) if tool is not None else 0
     from schemas import ALL_CONTRACTS
 
