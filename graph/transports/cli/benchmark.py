@@ -90,36 +90,13 @@ def verdict(card: dict[str, Any], allowed: int) -> int:
 
 
 def _run(args, given: dict[str, Any]) -> dict[str, Any]:
-    """The kernel's benchmark task, waited for; returns its scorecard."""
-    from graph.kernel.errors import Failed, StoreUnavailable, exit_code, from_line
-    from graph.transports.cli.backtest import _follow, _stop_at_once
+    """The kernel's benchmark task, waited for (graph/transports/cli/foreground.py); returns its scorecard."""
     from graph.transports.cli.common import kernel
+    from graph.transports.cli.foreground import wait_for
 
     with kernel(args.db, experiments_dir=args.out) as k:
-        task = k.call("start_benchmark", given, transport="cli")
-        try:
-            view = _follow(k, task, not args.json and not args.no_progress and sys.stderr.isatty())
-        except KeyboardInterrupt:
-            print(f"tradegraph: stopping after the current decision point (the benchmark resumes with "
-                  f"--benchmark-id {task.run_id}); Ctrl-C again stops at once", file=sys.stderr)
-            try:
-                k.call("cancel_task", {"task_id": task.task_id}, transport="cli")
-                k.tasks.join(task.task_id)
-            except BaseException:
-                _stop_at_once(k, task)
-                raise
-            raise
-        except StoreUnavailable as e:
-            _stop_at_once(k, task)
-            raise CliError(f"{e.message}; the benchmark stopped before its next decision point was logged: run the "
-                           f"same command (--benchmark-id {task.run_id}) once the store is back", exit_code(e)) from None
-        except BaseException:
-            _stop_at_once(k, task)
-            raise
-        k.tasks.join(task.task_id)
-        if view.status != "succeeded":
-            raise from_line(view.error) if view.error else Failed(
-                f"benchmark task {task.task_id} {view.status}; resume it with --benchmark-id {task.run_id}")
+        task, _ = wait_for(k, "start_benchmark", given, args, what="benchmark",
+                           resume=lambda t: f"--benchmark-id {t.run_id}")
         arts = k.call("task_artifacts", {"task_id": task.task_id}, transport="cli")
     return (arts.metrics or {})["scorecard"]
 
