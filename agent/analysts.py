@@ -14,7 +14,8 @@ from agent.config import AgentConfig
 from agent.guards import GuardError, cites
 from agent.memory.recall import past_notes
 from agent.passes import MODEL_SETS, PASS_PROTOCOL, pass_protocol, structured_pass, tool_pass
-from agent.prompts import LEAN_FROM, fenced_headlines, render_notes, task_messages
+from agent.prompts import fenced_headlines, render_notes, task_messages
+from agent.protocols import version
 from agent.providers import model_name_of
 from schemas.analysis import AnalystNote, AnalystRole, QuantAnswer
 from schemas.market import MarketSnapshot
@@ -51,7 +52,7 @@ def analyst_evidence(role: AnalystRole, snap: MarketSnapshot,
         if not b.fundamentals.available:
             return None
         return {**base, "fundamentals": b.fundamentals.model_dump(
-            exclude=_FUNDAMENTALS_UNSHOWN if protocol >= LEAN_FROM else None)}
+            exclude=_FUNDAMENTALS_UNSHOWN if version(protocol).lean_prompts else None)}
     raise ValueError(f"unknown analyst role {role!r}")
 
 
@@ -91,7 +92,7 @@ def run_analyst(role: AnalystRole, snap: MarketSnapshot, model: BaseChatModel, s
                            cite_evidence=True)
     note = note.model_copy(update={"model_used": model_name})
     if note.confidence < settings.self_critique_below:
-        code_sets = set(MODEL_SETS["AnalystNote"]) if protocol >= LEAN_FROM else None
+        code_sets = set(MODEL_SETS["AnalystNote"]) if version(protocol).lean_prompts else None
         critique_ev = {**evidence, "note": note.model_dump(mode="json", exclude=code_sets)}
         revised = structured_pass(model, task_messages(f"critique:{role}", critique_ev, notes=notes,
                                                        protocol=protocol), AnalystNote,
@@ -106,7 +107,7 @@ def run_quant(question: str, snap: MarketSnapshot, model: BaseChatModel, tools: 
     tech = snap.bundle.technical.model_dump()
     protocol = pass_protocol(config)
     notes = past_notes(config, "quant", snap)
-    if protocol >= LEAN_FROM:
+    if version(protocol).lean_prompts:
         # the indicators come from its tools, which is what the tool pass is for; the notes matter to the answer,
         # not to what to fetch, so they join the structured pass only
         evidence = {"symbol": snap.symbol, "as_of": snap.as_of, "question": question}
@@ -116,7 +117,7 @@ def run_quant(question: str, snap: MarketSnapshot, model: BaseChatModel, tools: 
         messages = task_messages("quant", evidence, notes=notes, protocol=protocol)
     messages = tool_pass(model, messages, tools, allowed, state="ANALYZING", max_steps=settings.max_tool_steps,
                          config=config)
-    if protocol >= LEAN_FROM and notes:
+    if version(protocol).lean_prompts and notes:
         messages.append(HumanMessage(content=render_notes(notes, protocol)))
 
     def cites_only_bundle(ans: QuantAnswer) -> None:

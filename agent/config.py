@@ -1,12 +1,14 @@
 """Agent configuration as a dataclass, overridable from the environment (react-agent style)."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
+import threading
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 from agent.env import ConfigError, RetryPolicy, env_number as _env_number
 from schemas.base import NonNegMoney
@@ -198,8 +200,7 @@ class AgentConfig:
         values.update({k: v for k, v in overrides.items() if v is not None})
         if values["decide_at"] not in DECIDE_AT:
             raise ConfigError(f"decision time {values['decide_at']!r} must be one of {', '.join(DECIDE_AT)}")
-        if values["memory"] not in MEMORY_MODES:
-            raise ConfigError(f"memory mode {values['memory']!r} must be one of {', '.join(MEMORY_MODES)}")
+        check_memory_mode(values["memory"])
         for tier, defaulted in zip(("quick", "deep"), providers.default_models(provider) or (None, None)):
             key = f"{tier}_model"
             if values[key] is None:
@@ -216,13 +217,55 @@ class AgentConfig:
         return settings
 
 
+def check_memory_mode(mode: str) -> None:
+    if mode not in MEMORY_MODES:
+        raise ConfigError(f"memory mode {mode!r} must be one of {', '.join(MEMORY_MODES)}")
+
+
+# the configuration a command parsed (check_environment, at its start) and what it was parsed from
+_parsed: dict[str, Any] = {}
+_parsed_lock = threading.Lock()
+
+
+def _parsed_from() -> tuple:
+    """What a parse reads: the environment and the risk limits file it names (its size and time of change)."""
+    path = Path(os.environ.get("TRADEGRAPH_RISK_LIMITS") or DEFAULT_RISK_FILE)
+    try:
+        stat = path.stat()
+        risk = (str(path), stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        risk = (str(path), None, None)
+    return tuple(sorted(os.environ.items())), risk
+
+
+def _parse() -> AgentConfig:
+    settings = AgentConfig.from_env()
+    with _parsed_lock:
+        _parsed.update(source=_parsed_from(), settings=settings)
+    return settings
+
+
+def command_config(memory: Optional[str] = None) -> AgentConfig:
+    """The command's configuration, parsed from the environment once per process and command: check_environment
+    parses it as the command starts, and the CLI and the kernel's runtimes take that one; parsed again only when the
+    environment or the risk limits file changed since (a test, a server whose environment moved). `memory`
+    overrides the mode, checked as `AgentConfig.from_env(memory=...)` checks it."""
+    with _parsed_lock:
+        settings = _parsed.get("settings") if _parsed.get("source") == _parsed_from() else None
+    settings = settings or _parse()
+    if memory is None or memory == settings.memory:
+        return settings
+    check_memory_mode(memory)
+    return dataclasses.replace(settings, memory=memory)
+
+
 def check_environment(also: Iterable[Callable[[Mapping[str, str]], None]] = ()) -> AgentConfig:
     """Every variable tradegraph reads, checked once at start-up so a bad one stops a command before it does
     anything: the configuration (types, ranges, choices, the providers' packages, keys and endpoints), the
     store's home, the debug flag and the API token; `also` are the upper layers' checks (the store URI, the
     execution policy), each raising ValueError. Raises ConfigError, one line naming the variable and value."""
     env = os.environ
-    settings = AgentConfig.from_env()
+    settings = _parse()  # the command's configuration (command_config) from here on
     home = env.get("TRADEGRAPH_HOME")
     if home is not None and home != "":
         if not home.strip():

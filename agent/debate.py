@@ -11,7 +11,8 @@ from agent.config import AgentConfig
 from agent.memory.recall import past_notes
 from agent.parallel import run_parallel
 from agent.passes import ContractError, TickerGuardError, pass_protocol, structured_pass
-from agent.prompts import LEAN_FROM, task_messages
+from agent.prompts import task_messages
+from agent.protocols import version
 from schemas.analysis import AnalystNote, SymbolPanel
 from schemas.debate import DebateCase, DebateResult, ManagerVerdict
 from schemas.market import MarketSnapshot
@@ -41,7 +42,7 @@ def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, s
 
     recalled = {side: past_notes(config, side, snap) for side in ("bull", "bear")}
     protocol = pass_protocol(config)
-    lean = protocol >= LEAN_FROM
+    lean = version(protocol).lean_prompts
 
     def ask(task: str, evidence: dict) -> DebateCase:
         side = "bull" if task.startswith("bull") else "bear"

@@ -11,8 +11,6 @@ when it can (agent/cache.py), checks the budgets before each attempt and retries
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
 import json
 import time
@@ -34,6 +32,7 @@ from agent.json_chat_model import (_DATA_KEYWORDS, _NAMED_SCHEMAS, JsonChatModel
                                    parse_answer, response_format)
 from agent.llm import ATTEMPT_KEY, AttemptPlan, call_failed, describe_failure, next_wait, retry_policy_of
 from agent.prompts import repair_message
+from agent.protocols import CURRENT, PASS_PROTOCOL, PASS_PROTOCOLS, PassProtocol, version  # noqa: F401 - re-exported
 from agent.pricing import call_cost, price_of
 from agent.providers import choices_of, model_name_of
 from agent.tools import TOOL_CONTEXT_KEY
@@ -53,60 +52,19 @@ class TickerGuardError(ContractError):
     """A contract named a symbol other than the one asked about: the state fails closed at once."""
 
 
-# The pass protocol: how the passes talk to the model (what a request's messages hold), recorded in each cycle's
-# manifest (graph/machine/manifest.py) so that a replay asks the model what the recording asked (Temporal's versioning:
-# history is the truth; a session recorded under protocol 1 replays under protocol 1).
-#   1: after every tool round the model is asked again, until it answers without tool calls; tool results as
-#      json.dumps' default text. The answer of that last call ("no more tools") is thrown away by the structured
-#      pass that follows: one sequential call per tool pass for nothing.
-#   2: when a structured pass follows, the pass ends with the first round whose tool calls all ran; their results
-#      go straight into the structured pass's messages. A round with a refused, invalid or failed call is answered
-#      with the error and the model gets another round (bounded by TRADEGRAPH_MAX_TOOL_STEPS), so a model can still
-#      mend a bad call. Tool results as compact JSON; json_mode's schema in the prompt without `title` keys.
-#   3: PLANNING makes no tool pass: its two tools (get_portfolio, get_market_snapshot) only returned what SCANNING
-#      had already put in the scan, so its evidence, built by code, now carries their answers and the planner is one
-#      structured pass (one call fewer on every cycle's critical path). Its retired allow-list, which a replay of a
-#      protocol 1 or 2 recording needs, is schemas/states.py `RETIRED_ALLOW_LISTS`. Passes otherwise as in 2.
-#   4: lean prompts (issue 24: a StockBench symbol-decision cost ~13k prompt tokens): a shorter system prompt; past
-#      notes with their tags and fenced text on one line (agent/prompts.py); a rebuttal without the notes its side's
-#      case was built on (that case is its evidence); no point repeated within one prompt (a debate side's key points
-#      are its notes' and the opposing ones; the manager's panel briefs leave out the points the cases carry); the
-#      quant's evidence is its question, the indicators come from its tools, and its notes join it for the
-#      structured pass only (the tool pass decides what to fetch); a critique's note and a fundamental analyst's
-#      evidence without what code sets (model_used, self_critiqued; source, available); the JSON schema a model is
-#      sent leaves out the fields code sets (MODEL_SETS) and string lengths and patterns (the contract still checks
-#      them all). Passes otherwise as in 3.
-# Only what the messages hold needs a version for replays: a replay matches a request by its messages, the tools'
-# names and the structured output's name (the response_format schemas are versioned all the same, so a recording's
-# requests say what they were sent).
-PASS_PROTOCOLS = (1, 2, 3, 4)
-PASS_PROTOCOL = 4  # what this code records and runs live
-PASS_PROTOCOL_KEY = "pass_protocol"  # configurable key: a replay's recorded protocol
-_protocol_in_use: contextvars.ContextVar[int] = contextvars.ContextVar("pass_protocol", default=PASS_PROTOCOL)
+# The pass protocols, each a named version with what it changed, are agent/protocols.py's table; the passes ask a
+# version's flags. Only what the messages hold needs a version for replays: a replay matches a request by its
+# messages, the tools' names and the structured output's name (the response_format schemas are versioned all the
+# same, so a recording's requests say what they were sent).
+# configurable key: the run's PassProtocol, put in the config a node hands down (graph/machine/runtime.py pass_config)
+PASS_PROTOCOL_KEY = "pass_protocol"
 
 
 def pass_protocol(config: Optional[RunnableConfig] = None) -> int:
-    """The protocol the passes run under: the run config's (a replay sets the recorded one), else this context's
-    (`use_pass_protocol`), else PASS_PROTOCOL."""
-    chosen = ((config or {}).get("configurable") or {}).get(PASS_PROTOCOL_KEY)
-    protocol = _protocol_in_use.get() if chosen is None else chosen
-    if protocol not in PASS_PROTOCOLS:
-        raise ValueError(f"pass protocol {protocol!r} is unknown to this code (it speaks "
-                         f"{', '.join(map(str, PASS_PROTOCOLS))})")
-    return protocol
-
-
-@contextlib.contextmanager
-def use_pass_protocol(protocol: int):
-    """Run (and record) cycles under another pass protocol, e.g. 1 to make a recording as the code before
-    protocol 2 did, 2 as the code before protocol 3. The manifest records `pass_protocol()`, so the recording says which."""
-    if protocol not in PASS_PROTOCOLS:
-        raise ValueError(f"pass protocol {protocol!r} is unknown")
-    token = _protocol_in_use.set(protocol)
-    try:
-        yield
-    finally:
-        _protocol_in_use.reset(token)
+    """The number of the protocol the passes run under: the run's (a replay's is the recorded one), else
+    PASS_PROTOCOL (a pass called outside a cycle)."""
+    chosen: Optional[PassProtocol] = ((config or {}).get("configurable") or {}).get(PASS_PROTOCOL_KEY)
+    return (chosen or CURRENT).number
 
 
 def tool_pass(
@@ -126,7 +84,7 @@ def tool_pass(
     pass reads their results); a model that calls nothing ends it too. Without a structured pass to follow (the
     model's own last answer is the result), or under protocol 1, the model is asked again after each round."""
     protocol = pass_protocol(config)
-    stop_after_results = protocol >= 2 and structured_follows
+    stop_after_results = version(protocol).ends_on_tool_results and structured_follows
     offered = [tools[name] for name in sorted(allowed) if name in tools]
     # never a tool_choice: every API's default with tools offered is "auto", and some OpenAI-compatible
     # servers (LM Studio) reject the parameter outright
@@ -159,7 +117,8 @@ def _run_tool(call: dict, tools: dict[str, BaseTool], allowed: frozenset[str], s
     except Exception as e:  # the tool's own error goes back to the model; the callback audited it
         return ToolMessage(content=f"ERROR: {type(e).__name__}: {e}", tool_call_id=call["id"], name=name,
                            status="error")
-    return ToolMessage(content=to_json_text(result, compact=protocol >= 2), tool_call_id=call["id"], name=name)
+    return ToolMessage(content=to_json_text(result, compact=version(protocol).compact_json), tool_call_id=call["id"],
+                       name=name)
 
 
 def _invalid_tool_call(call: dict, ai: AIMessage, state: str, config: RunnableConfig) -> ToolMessage:
@@ -315,7 +274,8 @@ def structured_pass(
     bound = bind_json(model, schema, method, protocol)
     parse = parse_answer(schema)
     shown = Shown(messages) if expect_symbol is not None else None  # what the model may quote and cite
-    messages = list(messages) + [json_instruction(schema, method, lean=protocol >= 2, protocol=protocol)]
+    messages = list(messages) + [json_instruction(schema, method, lean=version(protocol).compact_json,
+                                                  protocol=protocol)]
     error = ""
     for attempt in range(1, max_retries + 2):
         guard: dict = {}
@@ -423,7 +383,7 @@ def bind_json(model: BaseChatModel, schema: type[BaseModel], method: str,
             return model.bind_tools([tool], tool_choice=forced,
                                     ls_structured_output_format={"kwargs": {"method": method}, "schema": tool})
         return _bound(model, ("json", schema, method), make)
-    lean = protocol >= 4 and method == "json_schema"
+    lean = version(protocol).lean_prompts and method == "json_schema"
     rf = _asked_response_format(schema) if lean else response_format(schema, method)
     # plain JSON Schema, parsed here: `with_structured_output` would hand ChatOpenAI's SDK the schema class,
     # which raises on an invalid answer before the repair prompt can quote the raw answer and its error.
@@ -478,7 +438,8 @@ def json_instruction(schema: type[BaseModel], method: str, *, lean: bool = True,
     text = f"Reply with only a JSON object for the {schema.__name__} schema."
     if method == "json_mode":  # no schema travels with json_object requests: state it (protocol 1: with titles,
         full = schema.model_json_schema()  # 2 and 3 without, 4 without the fields code sets either)
-        stated = asked_schema(schema) if (protocol or 0) >= 4 else lean_schema(full) if lean else full
+        stated = (asked_schema(schema) if protocol is not None and version(protocol).lean_prompts
+                  else lean_schema(full) if lean else full)
         text += " Schema: " + json.dumps(stated, separators=(",", ":"))
     return HumanMessage(content=text)
 

@@ -167,13 +167,9 @@ def main() -> None:
     ap.add_argument("--symbols", type=int, default=20, help="--stockbench: the first N of StockBench's symbols")
     ap.add_argument("--dump", help="--stockbench: write the last point's request bodies here, one JSON a line")
     args = ap.parse_args()
-    go = run_stockbench if args.stockbench else run
-    if args.protocol is not None:
-        from agent.passes import use_pass_protocol
-
-        with use_pass_protocol(args.protocol):
-            return go(args)
-    return go(args)
+    if args.protocol is not None and args.stockbench:  # the protocol is the one cycle's runtime's (run below)
+        ap.error("--protocol measures one cycle: it does not combine with --stockbench")
+    return (run_stockbench if args.stockbench else run)(args)
 
 
 @contextlib.contextmanager
@@ -208,7 +204,9 @@ def run(args) -> None:
     name, count = counter()
     with openai_fake() as fake:
         store = connect(f"mongomock://bench_tokens_{uuid.uuid4().hex[:8]}")
-        out = run_cycle(args.symbol, args.as_of, store=store, runtime=default_runtime(AgentConfig.from_env()))
+        rt = default_runtime(AgentConfig.from_env())
+        rt.protocol = args.protocol if args.protocol is not None else rt.protocol
+        out = run_cycle(args.symbol, args.as_of, store=store, runtime=rt)
         events = store.events.read(out.session_id)
         bodies = list(fake.requests)
     per_request = [request_tokens(b, count) for b in bodies]

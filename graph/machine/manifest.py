@@ -21,7 +21,7 @@ from agent.data.market import DataError
 from agent.data.sources import BY_ATTR, KINDS, DataFiles, Unavailable, is_bundled, load_file
 from agent.data.stockbench import tree_sha256
 from agent.markets import get_profile
-from agent.passes import pass_protocol
+from agent.protocols import version
 from agent.prompts import BASE_SYSTEM, ROLE_INSTRUCTIONS
 from agent.providers import tier_records
 from agent.tools import TOOLS, allow_lists
@@ -116,7 +116,7 @@ def build_manifest(runtime, inputs: dict[str, Any] | None = None) -> dict[str, A
                                or None,
         "prompts": {"system": _sha(BASE_SYSTEM), **{k: _sha(v) for k, v in sorted(ROLE_INSTRUCTIONS.items())}},
         # how the passes talked to the model (agent/passes.py): a replay asks what this recording asked
-        PROTOCOLS: {"passes": (protocol := pass_protocol())},
+        PROTOCOLS: {"passes": (protocol := version(runtime.protocol).number)},
         "tools": dict(_code_identity()["tools"]),
         # the allow-lists this cycle's passes ran with (an older protocol's when a cycle runs under one)
         "allow_lists": copy.deepcopy(_allow_lists(protocol)),

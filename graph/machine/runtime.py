@@ -1,7 +1,10 @@
-"""What a cycle runs with: configuration, data sources, models and the execution backend.
+"""What a cycle runs with: configuration, data sources, models, the execution backend, and what one run adds to them
+(its audit writer, budget, response cache, recall).
 
-It travels as the run's context (`CycleContext`, the graph's `context_schema`: `invoke(..., context=...)`), and
-nodes read it with `runtime_of`; a run without one (LangGraph Studio) gets the defaults built from the environment.
+All of it travels as the run's one context (`CycleContext`, the graph's `context_schema`: `invoke(..., context=...)`,
+langchain-ai/react-agent's pattern), read by nodes with `run_context` / `runtime_of`; a run without one (LangGraph
+Studio) gets the defaults built from the environment. The agent layer below cannot see the graph's context: a node
+hands it what it needs in the config it passes down (`pass_config`).
 """
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import get_runtime
 
+from agent.budget import BUDGET_KEY
+from agent.cache import CACHE_KEY
 from agent.config import AgentConfig
 from agent.data.fundamentals import FundamentalsSource, default_fundamentals
 from agent.data.market import MarketData, default_market_data
@@ -23,15 +28,14 @@ from agent.features.bundle import build_bundle, default_cache
 from agent.features.technical import IndicatorCache
 from agent.llm import make_model
 from agent.markets import MarketProfile, get_profile
+from agent.memory.recall import RECALL_KEY
+from agent.passes import PASS_PROTOCOL_KEY
+from agent.protocols import PASS_PROTOCOL, version
 from agent.tools import TOOL_CONTEXT_KEY, ToolContext
 from schemas.decision import Decision, DecisionResult, ExecutedTrade
 from schemas.features import FeatureBundle
 from schemas.memory import ClosedTrade
 from schemas.portfolio import DividendCredit, PortfolioSnapshot
-
-# the cycle's audit writer: EXECUTING waits on it (the durability barrier) before anything fills
-AUDIT_WRITER_KEY = "audit_writer"
-
 
 class ExecutionBackend(Protocol):
     """Where EXECUTING's submit_decision lands: the paper broker with a store, or a backtest's simulation."""
@@ -86,6 +90,9 @@ class CycleRuntime:
     # corporate actions (agent/dividends.py DividendSource): held positions are credited their cash dividends on
     # the ex-date; None (the bundled data) credits nothing
     actions: Optional[DividendSource] = None
+    # the pass protocol the cycle runs (agent/protocols.py): today's, or a recording's in a replay; the manifest
+    # records it
+    protocol: int = PASS_PROTOCOL
     _models: dict[str, BaseChatModel] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -110,10 +117,19 @@ class CycleRuntime:
 
 @dataclass
 class CycleContext:
-    """The graph's `context_schema`: what a run is given besides its input. The runner hands over the cycle's
-    runtime; a LangGraph Studio server, which can only send JSON, hands over nothing (the process default)."""
+    """The graph's `context_schema`: everything a run is given besides its input, built once per cycle by the
+    runner (graph/machine/runner.py cycle_run_config, which replay calls too). A LangGraph Studio server, which can
+    only send JSON, hands over nothing: its runs use the process default runtime and the process's budgets and
+    cache (agent/budget.py, agent/cache.py)."""
 
     runtime: Optional[CycleRuntime] = None
+    # the cycle's audit writer: SCANNING's settlements and EXECUTING wait on it (the durability barrier)
+    audit_writer: Optional[Any] = None
+    # the cycle's budget (agent/budget.py Budget; a backtest's is shared by its cycles) and response cache
+    # (agent/cache.py ResponseCache), None for none; what agents recall from (agent/memory/recall.py Recall)
+    budget: Optional[Any] = None
+    cache: Optional[Any] = None
+    recall: Optional[Any] = None
 
 
 def default_runtime(config: Optional[AgentConfig] = None, execution: Optional[ExecutionBackend] = None,
@@ -151,27 +167,49 @@ def set_default_runtime(rt: CycleRuntime) -> None:
     install_process_cache(store if rt.config.llm_cache else None)
 
 
-def runtime_of(config: RunnableConfig) -> CycleRuntime:
-    """The run's runtime: the LangGraph run context (`graph.invoke(..., context=runtime)`, the graph's
-    `context_schema`); a run started without one (a LangGraph Studio server, which can only send JSON) uses the
-    process default built from the environment."""
-    global _default
+def _given() -> Optional[CycleContext]:
+    """The context the run was started with (the runner's or a replay's), or None (a Studio run, no run at all)."""
     try:
         context = get_runtime(CycleContext).context
     except RuntimeError:  # called outside a graph run
-        context = None
-    if isinstance(context, CycleContext) and context.runtime is not None:
-        return context.runtime
+        return None
+    return context if isinstance(context, CycleContext) and context.runtime is not None else None
+
+
+def run_context() -> CycleContext:
+    """The run's context (`graph.invoke(..., context=...)`); a run started without one (a LangGraph Studio
+    server, which can only send JSON) gets one on the process default runtime built from the environment."""
+    global _default
+    given = _given()
+    if given is not None:
+        return given
     with _default_lock:
         if _default is None:
             _default = default_runtime()
-        return _default
+        return CycleContext(_default)
 
 
-def audit_barrier(config: RunnableConfig) -> None:
+def runtime_of(config: Optional[RunnableConfig] = None) -> CycleRuntime:
+    """The run's runtime (`run_context().runtime`); `config` is not read (Studio's wrapper passes it)."""
+    return run_context().runtime
+
+
+def pass_config(config: RunnableConfig) -> RunnableConfig:
+    """The node's config as the agent layer reads it: the run's pass protocol and, for a run tradegraph started,
+    its budget, response cache and recall (None included: such a run never falls back to a Studio process's own).
+    The agent layer sits below the graph and cannot read its context; LangChain hands tools and callbacks nothing
+    but this config, so that is where these go (callbacks and metadata unchanged)."""
+    context = _given()
+    given = {PASS_PROTOCOL_KEY: version((context or run_context()).runtime.protocol)}
+    if context is not None:
+        given.update({BUDGET_KEY: context.budget, CACHE_KEY: context.cache, RECALL_KEY: context.recall})
+    return {**config, "configurable": {**config.get("configurable", {}), **given}}
+
+
+def audit_barrier() -> None:
     """Return only once every audit event of the cycle so far is acknowledged by the store.
     Raises (AuditSpooled, StoreUnavailable, …) if it cannot be: the caller fails closed."""
-    writer = (config or {}).get("configurable", {}).get(AUDIT_WRITER_KEY)
+    writer = run_context().audit_writer
     if writer is not None:
         writer.flush(durable=True)
 

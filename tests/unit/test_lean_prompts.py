@@ -9,7 +9,7 @@ import json
 import jsonschema
 import pytest
 
-from agent.passes import MODEL_SETS, asked_schema, use_pass_protocol
+from agent.passes import MODEL_SETS, asked_schema
 from agent.prompts import BASE_SYSTEM, BASE_SYSTEM_BEFORE_4, NOTES_HEADER, find_notes, render_notes
 from graph.services.replay.session import verify_session
 from graph.machine.runner import run_cycle
@@ -22,11 +22,16 @@ DAYS = ("2012-06-01", "2012-06-04")
 COMPARED = ("SCANNING", "PLANNING", "ANALYZING", "DEBATE", "DECIDING", "VALIDATING", "EXECUTING", "MEMORIZING")
 
 
+def _under(protocol):
+    rt = runtime_with()
+    rt.protocol = protocol  # the pass protocol is the runtime's (graph/machine/runtime.py)
+    return rt
+
+
 def _two_days(protocol):
     store = mock_store()
-    with use_pass_protocol(protocol):
-        first = run_cycle(SYMBOLS, DAYS[0], store=store, runtime=runtime_with())
-        second = run_cycle(SYMBOLS, DAYS[1], store=store, session_id=first.session_id, runtime=runtime_with())
+    first = run_cycle(SYMBOLS, DAYS[0], store=store, runtime=_under(protocol))
+    second = run_cycle(SYMBOLS, DAYS[1], store=store, session_id=first.session_id, runtime=_under(protocol))
     return store, first, second
 
 

@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 
 from agent.json_chat_model import lean_schema, response_format
-from agent.passes import PASS_PROTOCOL, json_instruction, pass_protocol, use_pass_protocol
+from agent.passes import PASS_PROTOCOL, json_instruction, pass_protocol
 from agent.prompts import find_evidence
 from graph.services.replay.session import load_session, verify_session
 from graph.machine.runner import run_cycle
@@ -29,11 +29,10 @@ COMPARED = ("SCANNING", "PLANNING", "ANALYZING", "DEBATE", "DECIDING", "VALIDATI
 
 def _record(symbols=SYMBOLS, protocol=None, script=None):
     store = mock_store()
-    if protocol is None:
-        out = run_cycle(symbols, "2012-06-01", store=store, runtime=runtime_with(script))
-    else:
-        with use_pass_protocol(protocol):
-            out = run_cycle(symbols, "2012-06-01", store=store, runtime=runtime_with(script))
+    rt = runtime_with(script)
+    if protocol is not None:
+        rt.protocol = protocol  # the pass protocol is the runtime's (graph/machine/runtime.py)
+    out = run_cycle(symbols, "2012-06-01", store=store, runtime=rt)
     return store, out
 
 

@@ -28,7 +28,7 @@ class QuorumError(RuntimeError):
 
 @state_node("ANALYZING")
 def analyzing(state: CycleState, config: RunnableConfig) -> Command[Literal["DEBATE", "__end__"]]:
-    rt = runtime_of(config)
+    rt = runtime_of()
     scan = MarketScan.model_validate(state["scan"])
     plan = Plan.model_validate(state["plan"])
     tool_config = with_tools(config, scan_context(scan))

@@ -11,6 +11,7 @@ from langgraph.types import Command
 from pydantic import BaseModel
 
 from agent.audit_events import emit
+from graph.machine.runtime import pass_config
 from graph.machine.state import CONTRACT_KEYS, CycleState
 from schemas.states import STATE_SPECS
 
@@ -43,6 +44,7 @@ def guarded(name: str, body: Callable[[CycleState, RunnableConfig], Command],
 
     @functools.wraps(body)
     def node(state: CycleState, config: RunnableConfig) -> Command:
+        config = pass_config(config)
         if gate is not None:
             redirect = gate(state, config)
             if redirect is not None:
@@ -61,6 +63,7 @@ def transition_checked(name: str, fn: Callable[[CycleState, RunnableConfig], Com
 
     @functools.wraps(fn)
     def node(state: CycleState, config: RunnableConfig) -> Command:
+        config = pass_config(config)
         return checked(name, fn(state, config), state, config)
 
     return node

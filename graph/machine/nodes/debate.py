@@ -21,7 +21,7 @@ from schemas.market import MarketScan
 
 @state_node("DEBATE")
 def debate(state: CycleState, config: RunnableConfig) -> Command[Literal["DECIDING", "__end__"]]:
-    rt = runtime_of(config)
+    rt = runtime_of()
     scan = MarketScan.model_validate(state["scan"])
     report = QuantReport.model_validate(state["quant"])
     model = rt.model("quick")

@@ -22,7 +22,7 @@ from schemas.market import MarketScan
 
 @state_node("DECIDING")
 def deciding(state: CycleState, config: RunnableConfig) -> Command[Literal["VALIDATING", "__end__"]]:
-    rt = runtime_of(config)
+    rt = runtime_of()
     scan = MarketScan.model_validate(state["scan"])
     report = QuantReport.model_validate(state["quant"])
     debates = DebateReport.model_validate(state["debate"])

@@ -30,7 +30,7 @@ def await_approval(state: CycleState, config: RunnableConfig) -> Command | None:
     """With approval required, pause here (LangGraph interrupt) until `tradegraph approve` resumes the cycle."""
     if not state.get("approval_required"):
         return None
-    recorded = runtime_of(config).recorded_approval  # a replay answers with the recorded decision
+    recorded = runtime_of().recorded_approval  # a replay answers with the recorded decision
     answer = recorded if recorded is not None else interrupt(
         {"cycle_id": state["cycle_id"], "session_id": state["session_id"], "orders": state["decision"]["orders"],
          "validation_passed": state["validation"]["passed"]})
@@ -43,7 +43,7 @@ def await_approval(state: CycleState, config: RunnableConfig) -> Command | None:
 
 @state_node("EXECUTING", gate=await_approval)
 def executing(state: CycleState, config: RunnableConfig) -> Command[Literal["MEMORIZING", "__end__"]]:
-    rt = runtime_of(config)
+    rt = runtime_of()
     validation = DecisionValidation.model_validate(state["validation"])
     if not validation.passed:  # the router never sends a failed validation here; refuse anyway
         raise ExecutionRefused("EXECUTING reached with a failed validation")
@@ -53,7 +53,7 @@ def executing(state: CycleState, config: RunnableConfig) -> Command[Literal["MEM
     decision = PortfolioDecision.model_validate(state["decision"])
     cycle_id, session_id = state["cycle_id"], state["session_id"]
     # audit before action: every event so far must be durable in the store, or nothing fills
-    audit_barrier(config)
+    audit_barrier()
 
     recorded = rt.execution.lookup(cycle_id)
     if recorded is not None:

@@ -12,7 +12,7 @@ from langgraph.types import Command
 from agent.exits import closed_trade
 from agent.features.regime import regime_words
 from agent.parallel import run_parallel
-from agent.passes import pass_protocol, structured_pass
+from agent.passes import structured_pass
 from agent.prompts import task_messages
 from agent.reviewer import review_trade
 from graph.machine.nodes.common import done, state_node
@@ -68,7 +68,7 @@ def memory_records(state: CycleState, scan: MarketScan, memory: AgentMemory, clo
 
 @state_node("MEMORIZING")
 def memorizing(state: CycleState, config: RunnableConfig) -> Command[Literal["__end__"]]:
-    rt = runtime_of(config)
+    rt = runtime_of()
     status = state.get("status") or "completed"
     validation = state.get("validation") or {}
     execution = state.get("execution") or {}
@@ -88,7 +88,7 @@ def memorizing(state: CycleState, config: RunnableConfig) -> Command[Literal["__
     # call deep instead of one per closed position + 1); the offline model runs them inline, reviews first, as
     # before, so its recordings are unchanged
     tasks = {f"review:{i}": (lambda t=t: review_trade(t, model, rt.config, config)) for i, t in enumerate(closed)}
-    prompt = task_messages("memory", evidence, protocol=pass_protocol(config))
+    prompt = task_messages("memory", evidence, protocol=rt.protocol)
     tasks["summary"] = lambda: structured_pass(model, prompt, AgentMemory, max_retries=rt.config.max_repair_retries,
                                                config=config, method=rt.config.structured_method)
     written = run_parallel(tasks, parallel=rt.config.parallel_llm)

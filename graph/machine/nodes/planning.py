@@ -12,9 +12,10 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from agent.fence import fence
-from agent.passes import pass_protocol, structured_pass, tool_pass
+from agent.passes import structured_pass, tool_pass
+from agent.protocols import version
 from agent.prompts import task_messages
-from agent.tools import TOOLS, ToolContext, allow_list, portfolio_record, snapshot_row
+from agent.tools import TOOLS, ToolContext, portfolio_record, snapshot_row
 from graph.machine.nodes.common import done, state_node
 from graph.machine.runtime import runtime_of, with_tools
 from graph.machine.state import CycleState
@@ -47,19 +48,19 @@ def planning_evidence(scan: MarketScan, settings, *, with_tool_answers: bool) ->
 
 @state_node("PLANNING")
 def planning(state: CycleState, config: RunnableConfig) -> Command[Literal["ANALYZING", "__end__"]]:
-    rt = runtime_of(config)
+    rt = runtime_of()
     scan = MarketScan.model_validate(state["scan"])
     tool_config = with_tools(config, scan_context(scan))
-    protocol = pass_protocol(config)
-    tools = allow_list("PLANNING", protocol)
+    protocol = version(rt.protocol)
+    tools = protocol.allow_list("PLANNING")
     evidence = planning_evidence(scan, rt.config, with_tool_answers=not tools)
     items = (state.get("case") or {}).get("case_data", {}).get("items", [])
     if items:  # a backtest Case's own information items: third-party text, fenced like headlines
         evidence["case_items"] = [{"kind": i["kind"], "timestamp": i.get("timestamp"), "content": fence(i["content"])}
                                   for i in items]
     model = rt.model("quick")
-    messages = task_messages("planning", evidence, protocol=protocol)
-    if tools:  # protocols 1 and 2: the model fetched the portfolio and the snapshot itself
+    messages = task_messages("planning", evidence, protocol=protocol.number)
+    if tools:  # a protocol with `planning_tools` (1 and 2): the model fetched the portfolio and the snapshot itself
         messages = tool_pass(model, messages, TOOLS, tools, state="PLANNING", max_steps=rt.config.max_tool_steps,
                              config=tool_config)
 

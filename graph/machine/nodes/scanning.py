@@ -29,7 +29,7 @@ from schemas.portfolio import DividendCredit, PortfolioSnapshot
 
 @state_node("SCANNING")
 def scanning(state: CycleState, config: RunnableConfig) -> Command[Literal["PLANNING", "__end__"]]:
-    rt = runtime_of(config)
+    rt = runtime_of()
     symbols, as_of = list(state["symbols"]), state["as_of"]
     if rt.recorded_scan is None:  # a replay re-reads the recording, not today's (maybe deleted) files
         # every symbol has a bar dated as_of: at the close its close, at the open its open is the price
@@ -103,7 +103,7 @@ def settle_before_deciding(rt, state: CycleState, portfolio: PortfolioSnapshot, 
         raise ValueError(f"{len(closed)} exit(s) and {len(credits)} dividend(s) to settle "
                          f"({', '.join(sorted({c.symbol for c in [*closed, *credits]}))}) but no execution backend "
                          f"is wired to commit them")
-    audit_barrier(config)
+    audit_barrier()
     version = rt.execution.settle_exits(state["cycle_id"], state["session_id"], closed=closed, trades=trades,
                                         portfolio_after=after, base_version=state.get("portfolio_version"),
                                         dividends=credits)

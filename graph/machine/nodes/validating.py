@@ -17,7 +17,7 @@ from schemas.market import MarketScan
 
 @state_node("VALIDATING")
 def validating(state: CycleState, config: RunnableConfig) -> Command[Literal["EXECUTING", "MEMORIZING", "__end__"]]:
-    rt = runtime_of(config)
+    rt = runtime_of()
     scan = MarketScan.model_validate(state["scan"])
     decision = PortfolioDecision.model_validate(state["decision"])
     validation = evaluate(risk_input(decision, scan.portfolio, scan.prices(), scan.as_of), rt.config.risk)

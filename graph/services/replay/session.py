@@ -203,7 +203,7 @@ def _replay_event(replay_id: str, cycle_id: str, payload: dict) -> dict:
 
 def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, today: dict, config) -> CycleVerdict:
     from agent.config import AgentConfig
-    from agent.passes import PASS_PROTOCOL, PASS_PROTOCOL_KEY, PASS_PROTOCOLS
+    from agent.passes import PASS_PROTOCOL, PASS_PROTOCOLS
     from database.writer import BufferedEventWriter
     from graph.machine.audit import AuditHandler
     from graph.machine.manifest import (PROTOCOLS, config_from_manifest, manifest_differences, recorded_pass_protocol,
@@ -211,7 +211,7 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
     from graph.services.replay.model import (RecordedRecall, RecordedResponses, ReplayChatModel, ReplayExecution,
                                     recorded_bundles, tier_models)
     from graph.machine.runner import compiled_graph, cycle_run_config
-    from graph.machine.runtime import CycleContext, default_runtime
+    from graph.machine.runtime import default_runtime
     from graph.machine.state import CONTRACT_KEYS
 
     scan = (cycle.contracts.get("SCANNING") or {}).get("data")
@@ -256,15 +256,15 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
         graph = build_graph(checkpointer=InMemorySaver())
     writer = BufferedEventWriter(store.events)  # continuous, as a cycle's (database/writer.py)
     handler = AuditHandler(writer, replay_id, cycle.cycle_id)
-    run_config = cycle_run_config(rt, thread_id=f"{replay_id}:{cycle.cycle_id}", handler=handler, writer=None,
-                                  run_name="tradegraph-replay", session_id=session_id,
-                                  metadata={"session_id": replay_id, "cycle_id": cycle.cycle_id,
-                                            "replay_of": session_id})
+    run_config, context = cycle_run_config(rt, thread_id=f"{replay_id}:{cycle.cycle_id}", handler=handler,
+                                           writer=None, run_name="tradegraph-replay", session_id=session_id,
+                                           metadata={"session_id": replay_id, "cycle_id": cycle.cycle_id,
+                                                     "replay_of": session_id})
     # the recorded pass protocol, not today's: a request the recording never made has no answer to replay. A cycle
     # without a manifest (from before manifests, or a Studio run) says it through its requests
     inferred = inferred_pass_protocol(cycle.llm_calls)
     protocol = recorded_pass_protocol(cycle.manifest) if cycle.manifest is not None else (inferred or PASS_PROTOCOL)
-    run_config["configurable"][PASS_PROTOCOL_KEY] = protocol
+    rt.protocol = protocol
     if inferred is not None and inferred != protocol:
         notes.append(f"the manifest says pass protocol {protocol}, but the recorded requests read as protocol "
                      f"{inferred}")
@@ -280,7 +280,7 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
                     "ts": time.time(), "state": "RUNNER", "kind": "manifest", "schema_version": SCHEMA_VERSION,
                     "payload": cycle.manifest, "run_id": None, "parent_run_id": None})
     try:
-        final = graph.invoke(inputs, run_config, context=CycleContext(rt))
+        final = graph.invoke(inputs, run_config, context=context)
         failure = final.get("error")
     except Exception as e:  # noqa: BLE001 - a crash is a divergence, reported like one
         final, failure = {}, {"state": "RUNNER", "type": type(e).__name__, "message": str(e)}

@@ -12,11 +12,11 @@ from graph.transports.cli.spending import add_spending_flags, spending_inputs
 def _cycle_command(args, capability: str, **inputs) -> int:
     """Shared shell of `run` and `approve`: the configuration checked first (a bad setting is exit 2, before any
     store is opened), the capability through the kernel, the approval screen."""
-    from agent.config import AgentConfig, ConfigError
+    from agent.config import ConfigError, command_config
     from graph.transports.cli.render import print_cycle
 
     try:
-        AgentConfig.from_env(memory=getattr(args, "memory", None))
+        command_config(memory=getattr(args, "memory", None))
     except ConfigError as e:
         raise CliError(str(e)) from None
     out = kernel_call(args.db, capability, **inputs)
