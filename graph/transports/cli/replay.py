@@ -12,7 +12,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from graph.transports.cli.common import EXIT_FAILED, EXIT_OK, kernel_call, writable_file
-from graph.machine.manifest import summary_line
 from graph.transports.cli.render import notes_table, spend_table
 
 
@@ -105,6 +104,8 @@ def print_session(session, console: Console | None = None) -> None:
         c.print("path: " + " → ".join(["START"] + [t["to"] for t in cy.transitions if t["to"]])
                 + (" ⏸ waiting for approval" if cy.paused else ""))
         if cy.manifest:
+            from graph.machine.manifest import summary_line
+
             c.print("ran with: " + escape(summary_line(cy.manifest)))
         t = Table(title="states")
         for col in ("state", "contract", "LLM calls", "tokens", "tool calls", "validations (ok/fail)", "errors"):
