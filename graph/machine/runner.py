@@ -6,8 +6,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from agent.budget import BUDGET_KEY, Budget
-from agent.cache import CACHE_KEY
+from agent.budget import Budget
 from agent.data.market import DataError, validate_as_of
 from database import claims
 from database.approvals import Decisions, describe
@@ -22,11 +21,10 @@ from graph.machine.errors import ApprovalConflict, InputError, NothingPending, S
 from database.checkpoint import checkpointer
 from langgraph.types import Command
 from graph.machine.execution import PaperExecution
-from agent.memory.recall import RECALL_KEY
 from graph.machine.manifest import build_manifest
 from graph.machine import recording  # noqa: F401 - registers how a session summary reads its last cycle
 from graph.machine.memory import MemoryBank, MemoryRecall
-from graph.machine.runtime import AUDIT_WRITER_KEY, CycleContext, CycleRuntime, default_runtime
+from graph.machine.runtime import CycleContext, CycleRuntime, default_runtime
 from graph.machine.state import CONTRACT_KEYS
 from schemas.base import MAX_SYMBOLS, SCHEMA_VERSION
 from schemas.portfolio import PortfolioSnapshot
@@ -234,17 +232,20 @@ def recall_for(runtime: CycleRuntime, session_id: str):
 
 
 def cycle_run_config(runtime: CycleRuntime, *, thread_id: str, handler: Optional[AuditHandler],
-                     writer: Optional[BufferedEventWriter], run_name: str, metadata: dict, session_id: str) -> dict:
-    """The run config of one cycle; replay builds its own with this too, so it runs under the same rules
-    (the token budget, recursion limit) as the recording."""
-    configurable = {"thread_id": thread_id, AUDIT_WRITER_KEY: writer,
-                    RECALL_KEY: recall_for(runtime, session_id)}
-    # a backtest's budget is its runtime's, shared by its cycles; a cycle's own is fresh
-    # always set, None included: a run tradegraph starts never falls back to a Studio process's own
-    configurable[BUDGET_KEY] = runtime.budget if runtime.budget is not None else Budget.of(runtime.config)
-    configurable[CACHE_KEY] = runtime.llm_cache if runtime.config.llm_cache else None
-    return {"configurable": configurable, "recursion_limit": 25, "run_name": run_name, "metadata": metadata,
-            "callbacks": [handler] if handler else []}
+                     writer: Optional[BufferedEventWriter], run_name: str, metadata: dict,
+                     session_id: str) -> tuple[dict, CycleContext]:
+    """The run config and the run context of one cycle; replay builds its own with this too, so it runs under the
+    same rules (the token budget, recursion limit) as the recording. What the cycle runs with travels in the
+    context (graph/machine/runtime.py); the config holds only LangGraph's and LangChain's own (the thread, the
+    audit callback, the run's name and metadata)."""
+    context = CycleContext(
+        runtime, audit_writer=writer, recall=recall_for(runtime, session_id),
+        # a backtest's budget is its runtime's, shared by its cycles; a cycle's own is fresh
+        budget=runtime.budget if runtime.budget is not None else Budget.of(runtime.config),
+        cache=runtime.llm_cache if runtime.config.llm_cache else None)
+    config = {"configurable": {"thread_id": thread_id}, "recursion_limit": 25, "run_name": run_name,
+              "metadata": metadata, "callbacks": [handler] if handler else []}
+    return config, context
 
 
 def _invoke(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_id: str, cycle_id: str,
@@ -252,8 +253,9 @@ def _invoke(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_
     # written continuously off the graph's thread, so the barrier before EXECUTING waits only for the tail
     writer = store.writer() if audit else None
     handler = AuditHandler(writer, session_id, cycle_id) if audit else None
-    config = cycle_run_config(runtime, thread_id=cycle_id, handler=handler, writer=writer, run_name="tradegraph-cycle",
-                              metadata={"session_id": session_id, "cycle_id": cycle_id}, session_id=session_id)
+    config, context = cycle_run_config(runtime, thread_id=cycle_id, handler=handler, writer=writer,
+                                       run_name="tradegraph-cycle", session_id=session_id,
+                                       metadata={"session_id": session_id, "cycle_id": cycle_id})
     started = time.perf_counter()
     if writer is not None and not isinstance(inputs, Command):  # a resumed cycle has its manifest already
         # configuration and inputs: replay re-executes from this alone
@@ -261,7 +263,7 @@ def _invoke(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_
                     "state": "RUNNER", "kind": "manifest", "schema_version": SCHEMA_VERSION,
                     "payload": build_manifest(runtime, inputs), "run_id": None, "parent_run_id": None})
     try:
-        final = graph.invoke(inputs, config, context=CycleContext(runtime))
+        final = graph.invoke(inputs, config, context=context)
     except BaseException as e:
         if writer is not None:
             # the crash itself is audited before it propagates; nothing of the cycle is lost
