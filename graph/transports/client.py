@@ -94,7 +94,21 @@ class _Http:
         self.http.close()
 
 
-class Client:
+class _CapabilityMethods(type):
+    """Client.<capability> (and so c.<capability>): looked up in the registry when asked for, so a capability
+    registered after this module loaded is a method too."""
+
+    def __getattr__(cls, name: str) -> Callable[..., Any]:
+        cap = CAPABILITIES.get(name) if not name.startswith("_") else None
+        if cap is None:
+            raise AttributeError(f"'Client' has no attribute '{name}' (capabilities: {', '.join(CAPABILITIES)})")
+        return method(cap)
+
+    def __dir__(cls) -> list[str]:
+        return sorted({*super().__dir__(), *CAPABILITIES})
+
+
+class Client(metaclass=_CapabilityMethods):
     def __init__(self, backend):
         self._b = backend
 
@@ -133,11 +147,7 @@ class Client:
         return self._b.call(name, args, idempotency_key)
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
-        """c.<capability>(...): looked up in the registry when called, so a capability registered later is there."""
-        cap = CAPABILITIES.get(name) if not name.startswith("_") else None
-        if cap is None:
-            raise AttributeError(f"'Client' has no attribute '{name}' (capabilities: {', '.join(CAPABILITIES)})")
-        return method(cap).__get__(self, type(self))
+        return getattr(type(self), name).__get__(self, type(self))
 
     def __dir__(self) -> list[str]:
         return sorted({*super().__dir__(), *CAPABILITIES})

@@ -184,7 +184,7 @@ def test_reads_schemas_features_and_store(kernel):
 # ------------------------------------------------------------------------------------------------ definitions
 def test_every_client_method_has_the_capabilitys_fields_and_defaults():
     for name, cap in CAPABILITIES.items():
-        sig = inspect.signature(getattr(Client(None), name))  # derived from the registry (client.method)
+        sig = inspect.signature(getattr(Client, name))
         params = {p: v for p, v in sig.parameters.items() if p != "self"}
         # a capability that starts something takes an idempotency key beside its input (graph/kernel/idempotent.py)
         if cap.keyed:
