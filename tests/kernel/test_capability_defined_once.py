@@ -164,3 +164,30 @@ def test_a_route_that_cannot_be_derived_is_refused_when_registered():
         def list_sessions_again(ctx, inp):  # pragma: no cover - never registered
             ...
     assert "echo_wrong_param" not in CAPABILITIES and "list_sessions_again" not in CAPABILITIES
+
+
+def test_every_operation_carries_its_input_models_fields_typed(kernel):
+    """Path parameters with the model's constraints, every other field a query parameter or a body property, the
+    output model as the response, the Idempotency-Key header exactly on the keyed ones."""
+    spec = create_app(kernel).openapi()
+    schemas = spec["components"]["schemas"]
+    for name, cap in CAPABILITIES.items():
+        op = spec["paths"][cap.http.path][cap.http.method.lower()]
+        assert op["operationId"] == name and str(cap.http.status) in op["responses"], name
+        params = {p["name"]: p for p in op.get("parameters", [])}
+        fields = cap.input_model.model_json_schema()["properties"]
+        for p in cap.http.path_params:
+            assert params[p]["in"] == "path" and params[p]["required"], (name, p)
+            got, want = params[p]["schema"], fields[p]
+            assert {k: got.get(k) for k in ("type", "pattern", "maxLength")} == \
+                   {k: want.get(k) for k in ("type", "pattern", "maxLength")}, (name, p)
+        rest = set(fields) - set(cap.http.path_params)
+        if cap.http.body and rest:
+            ref = op["requestBody"]["content"]["application/json"]["schema"]
+            ref = ref.get("$ref") or ref["anyOf"][0]["$ref"]
+            assert set(schemas[ref.rsplit("/", 1)[1]]["properties"]) == rest, name
+        else:
+            assert {p for p, v in params.items() if v["in"] == "query"} == rest, name
+        assert ("Idempotency-Key" in params) == cap.keyed, name
+        response = op["responses"][str(cap.http.status)]["content"]["application/json"]["schema"]
+        assert response["$ref"].rsplit("/", 1)[1] == cap.output_model.__name__, name
