@@ -41,6 +41,6 @@ def request(cap: Capability, args: dict[str, Any]) -> tuple[str, Optional[dict],
     return (path, None, args) if cap.http.body else (path, args, None)
 
 
-# not capabilities: the progress stream of task_status as Server-Sent Events, and one file of task_artifacts
-TASK_EVENTS = "/tasks/{task_id}/events"
-ARTIFACT_FILE = "/tasks/{task_id}/artifacts/{name}"
+# not capabilities, under theirs: the progress stream of task_status as Server-Sent Events, one file of task_artifacts
+TASK_EVENTS = CAPABILITIES["task_status"].http.path + "/events"
+ARTIFACT_FILE = CAPABILITIES["task_artifacts"].http.path + "/{name}"
