@@ -18,8 +18,8 @@ from collections import defaultdict
 from agent.config import AgentConfig
 from database import connect
 from database.embedded import start_server, stop_server
-from graph.backtest.loop import run_backtest
-from graph.runtime import default_runtime
+from graph.services.backtest.loop import run_backtest
+from graph.machine.runtime import default_runtime
 from schemas.simulation import EpisodeConfig
 
 TIMES: dict[str, float] = defaultdict(float)
@@ -63,7 +63,7 @@ def main() -> None:
         store = connect(f"mongodb://127.0.0.1:{port}/bench_bt")
         instrument_store(store)
         rt = default_runtime(AgentConfig.from_env(provider="offline"))
-        import graph.runtime as gr
+        import graph.machine.runtime as gr
         gr.build_bundle = timed("features", gr.build_bundle)  # what CycleRuntime.bundle calls
         # warm-up: indicator frames and model construction are one-off costs, not per-cycle ones
         warm = EpisodeConfig(episode_id="warm", tickers=args.symbols.split(","), initial_cash=100_000,

@@ -22,8 +22,8 @@ import uuid
 
 from database import connect
 from database.embedded import start_server, stop_server
-from graph.replay.session import load_session
-from graph.runner import run_cycle
+from graph.services.replay.session import load_session
+from graph.machine.runner import run_cycle
 
 
 def template() -> list[dict]:

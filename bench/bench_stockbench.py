@@ -2,7 +2,7 @@
 
 20 symbols x the 83 sessions of 2025-03-03..06-30, decided, filled and marked at the open, with the offline model
 on a fresh embedded store opened the way the CLI opens one (connect(home=...)); the same driver as `tradegraph
-benchmark stockbench` (graph/benchmark/stockbench/run.py), timed in its parts. Prints, from that one run:
+benchmark stockbench` (graph/services/benchmark/stockbench/run.py), timed in its parts. Prints, from that one run:
 
 - elapsed wall time (planning and the data's first load, the run, the scoring with its look-ahead audit) and
   seconds per decision point; CPU seconds of this process (driver, agents, audit writer) and of the embedded
@@ -35,8 +35,8 @@ from bench_tokens import audited_tokens, counter  # noqa: E402
 from critical_path import critical_path, describe  # noqa: E402
 
 from database import connect  # noqa: E402
-from graph.benchmark.stockbench import run as driver  # noqa: E402
-from graph.benchmark.stockbench.protocol import SYMBOLS, Protocol  # noqa: E402
+from graph.services.benchmark.stockbench import run as driver  # noqa: E402
+from graph.services.benchmark.stockbench.protocol import SYMBOLS, Protocol  # noqa: E402
 
 TARGET_S = 60.0
 TARGET_TOKENS = 8_000
@@ -45,8 +45,8 @@ TARGET_PATH = 8
 
 def estimate_check(plan, events) -> dict:
     """What --estimate projects for this benchmark against what its run sent, both counted by the estimate's rule
-    (graph/benchmark/stockbench/estimate.py measure) over the audited requests."""
-    from graph.benchmark.stockbench.estimate import estimate, measure
+    (graph/services/benchmark/stockbench/estimate.py measure) over the audited requests."""
+    from graph.services.benchmark.stockbench.estimate import estimate, measure
 
     t0 = time.perf_counter()
     est = estimate(plan.protocol, [], None)
@@ -97,7 +97,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-stockbench-") as tmp:
         store = connect(home=Path(tmp) / "home")  # as the CLI opens its embedded store
         try:
-            from graph.backtest.loop import session_id_of
+            from graph.services.backtest.loop import session_id_of
 
             c0, t0 = time.process_time(), time.perf_counter()
             plan = driver.plan("bench", protocol, [], experiments=Path(tmp) / "exp")

@@ -40,8 +40,8 @@ def seed(home: Path, args) -> dict:
     """The seed backtest and its cost on disk, once (kept in seed.json)."""
     from agent.config import AgentConfig
     from database.connection import connect
-    from graph.backtest.loop import run_backtest
-    from graph.runtime import default_runtime
+    from graph.services.backtest.loop import run_backtest
+    from graph.machine.runtime import default_runtime
     from schemas.simulation import EpisodeConfig
 
     done = home / "seed.json"

@@ -30,7 +30,7 @@ UNIVERSES = [["AAPL", "MSFT"], ["IBM", "GOOG"]]
 
 def sweep(k: Kernel, sweep_id: str, workers: int, points: int) -> dict:
     # 2 universes x 4 windows = 8 episodes of `points` decision points each (every 5 sessions)
-    from graph.sweep.grid import rolling_windows
+    from graph.services.sweep.grid import rolling_windows
 
     windows = rolling_windows("us_equity", "2011-01-03", "2012-12-31", 5 * points, 5 * points)[:4]
     grid = {"sweep_id": sweep_id, "universes": UNIVERSES, "every": 5, "workers": workers, "memory": ["session"],
@@ -59,7 +59,7 @@ def main() -> None:
 
     @ray.remote(num_cpus=1)
     def warm(_):
-        import graph.backtest.loop  # noqa: F401 - what an episode imports first
+        import graph.services.backtest.loop  # noqa: F401 - what an episode imports first
         time.sleep(1.0)  # held, so the two warm-ups land on two processes
         return os.getpid()
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from critical_path import critical_path, describe  # noqa: E402
 
 from database import connect  # noqa: E402
-from graph.runner import run_cycle  # noqa: E402
+from graph.machine.runner import run_cycle  # noqa: E402
 
 TARGET_TOKENS = 10_000
 TARGET_SB_TOKENS = 8_000  # issue 24: per symbol-decision on a real StockBench day
@@ -199,7 +199,7 @@ def body_bytes(body: dict) -> int:
 
 def run(args) -> None:
     from agent.config import AgentConfig
-    from graph.runtime import default_runtime
+    from graph.machine.runtime import default_runtime
 
     name, count = counter()
     with openai_fake() as fake:
@@ -242,9 +242,9 @@ def stockbench_points(args, count) -> list[dict]:
     import tempfile
 
     from database.embedded import start_server, stop_server
-    from graph.backtest.loop import session_id_of
-    from graph.benchmark.stockbench import run as driver
-    from graph.benchmark.stockbench.protocol import SYMBOLS, Protocol
+    from graph.services.backtest.loop import session_id_of
+    from graph.services.benchmark.stockbench import run as driver
+    from graph.services.benchmark.stockbench.protocol import SYMBOLS, Protocol
 
     points: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="bench-tokens-") as tmp, openai_fake() as fake:

@@ -5,13 +5,13 @@ a networked model. This counts it from a recorded cycle instead: its `llm_reques
 state, cut into agent runs (a run is a structured pass and the tool passes before it, which depend on each
 other), and combined the way each state's node fans out when the model is networked:
 
-- ANALYZING: every (symbol, analyst) and (symbol, quant) branch at once (graph/nodes/analyzing.py), so
+- ANALYZING: every (symbol, analyst) and (symbol, quant) branch at once (graph/machine/nodes/analyzing.py), so
   the state costs its longest run;
-- DEBATE: symbols at once (graph/nodes/debate.py); within a symbol bull and bear build at once, then
+- DEBATE: symbols at once (graph/machine/nodes/debate.py); within a symbol bull and bear build at once, then
   rebut at once, then the manager judges (agent/debate.py), so a symbol costs max(build) + max(rebuttal)
   + verdict, and the state its slowest symbol;
-- DECIDING: one thesis per symbol, all at once (graph/nodes/deciding.py): its longest run;
-- MEMORIZING: each closed position's review and the cycle's summary at once (graph/nodes/memorizing.py);
+- DECIDING: one thesis per symbol, all at once (graph/machine/nodes/deciding.py): its longest run;
+- MEMORIZING: each closed position's review and the cycle's summary at once (graph/machine/nodes/memorizing.py);
 - every other state: its runs one after another.
 A repair retry is one more call in its run (it waits for the failed answer).
 

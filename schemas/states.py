@@ -2,7 +2,7 @@
 contract it emits, the states it may hand off to, and the tools it may call.
 
 Everything else derives from it: the graph builder adds one node per row with these destinations (the node
-function registers itself by name, graph/nodes/common.py), the contract keys, the JSON Schemas per state, the
+function registers itself by name, graph/machine/nodes/common.py), the contract keys, the JSON Schemas per state, the
 tool allow-lists (the tools themselves are defined in agent/tools.py), the state order of replays and screens.
 """
 from __future__ import annotations
@@ -38,7 +38,7 @@ class StateSpec:
 
 STATE_TABLE: tuple[StateSpec, ...] = (
     StateSpec("SCANNING", "scan", MarketScan, ("PLANNING", END), MARKET_TOOLS),
-    # none since pass protocol 3: its evidence holds what MARKET_TOOLS return (graph/nodes/planning.py)
+    # none since pass protocol 3: its evidence holds what MARKET_TOOLS return (graph/machine/nodes/planning.py)
     StateSpec("PLANNING", "plan", Plan, ("ANALYZING", END), NO_TOOLS),
     StateSpec("ANALYZING", "quant", QuantReport, ("DEBATE", END), QUANT_TOOLS),
     StateSpec("DEBATE", "debate", DebateReport, ("DECIDING", END), NO_TOOLS),

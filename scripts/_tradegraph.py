@@ -27,7 +27,7 @@ def unusable():
         return wrong_python("Python {}.{}; tradegraph needs 3.11 or newer".format(*sys.version_info[:2]))
     sys.path.insert(0, str(ROOT))
     try:
-        import graph.kernel.transports.cli.main  # noqa: F401 (all of tradegraph's dependencies, imported once)
+        import graph.transports.cli.main  # noqa: F401 (all of tradegraph's dependencies, imported once)
     except ImportError as e:
         return wrong_python("no module named {!r}: tradegraph's dependencies are not installed for it".format(
             e.name or str(e)))
@@ -39,5 +39,5 @@ def run(command):
     problem = unusable()
     if problem is not None:
         return problem
-    from graph.kernel.transports.cli.main import main
+    from graph.transports.cli.main import main
     return main([command] + sys.argv[1:])

@@ -89,7 +89,7 @@ class Cli:
 
     def __call__(self, *argv: str, cwd: Optional[Path] = None, env: Optional[dict[str, str]] = None,
                  columns: int = 110, ok: Optional[int] = 0) -> Result:
-        from graph.kernel.transports.cli.main import main
+        from graph.transports.cli.main import main
 
         out, err = io.StringIO(), io.StringIO()
         with _environ({**self.env, "COLUMNS": str(columns), **(env or {})}), _cwd(cwd or self.cwd), \
@@ -133,7 +133,7 @@ def _cwd(path: Path) -> Iterator[None]:
         os.chdir(saved)
 
 
-# the width `tradegraph replay` prints at (graph/kernel/transports/cli/replay.py), whatever the terminal
+# the width `tradegraph replay` prints at (graph/transports/cli/replay.py), whatever the terminal
 REPLAY_WIDTH = 120
 # how a line of `replay --verify` starts; any other line is the rest of the one before, wrapped by rich
 REPLAY_LINE = re.compile(r"^(\$ |verify |cycle |hash chain|replay |WARNING| )")

@@ -155,7 +155,7 @@ def _retrieval(events: list[dict], *, cycle: str, agent: str, symbol: str) -> st
 
 
 def otel_story(cli: Cli, where: Path) -> list[Block]:
-    from graph.telemetry.tree import render
+    from graph.services.telemetry.tree import render
     from tests.fakes.otlp_receiver import OtlpReceiver  # the tests' loopback collector: decodes the protobuf
 
     with OtlpReceiver() as receiver:
