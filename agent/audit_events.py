@@ -13,6 +13,8 @@ from langchain_core.callbacks import CallbackManager, dispatch_custom_event
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config, get_callback_manager_for_config
 
+from schemas.events import EventKind
+
 AUDIT_EVENT = "tradegraph.audit"
 
 # The callback manager each config dispatches to, as dispatch_custom_event builds it (ensure_config, then
@@ -41,7 +43,9 @@ def _manager(config: RunnableConfig) -> CallbackManager | None:
     return manager
 
 
-def emit(kind: str, payload: dict[str, Any], config: RunnableConfig | None) -> None:
+def emit(kind: EventKind, payload: dict[str, Any], config: RunnableConfig | None) -> None:
+    """One of the states' own events; its payload is its kind's model in schemas/events.py (checked when read back,
+    not here: this is the hot path)."""
     event = {"kind": kind, "payload": payload}
     manager = _manager(config) if config is not None else None
     if manager is None:

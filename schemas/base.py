@@ -24,7 +24,12 @@ Direction = Literal["LONG", "SHORT"]
 ExitReason = Literal["stop", "target", "horizon", "signal"]
 Side = Literal["BUY", "SELL"]
 
-CycleStatus = Literal["completed", "rejected", "failed", "degraded"]
+# how a cycle ended: every status the README's table documents, what the CLI prints and the `cycle_ended` event
+# carries (schemas/events.py)
+CycleStatus = Literal["completed", "rejected", "pending_approval", "failed", "degraded", "executed_with_errors"]
+# a status read back from a recording (graph/machine/recording.py): a cycle's own, or `cut_off` when its log stops
+# before it ended (its process died, its store went away), which only a reader can say
+RecordedStatus = Literal[CycleStatus, "cut_off"]
 
 
 def unset(value) -> bool:

@@ -1,22 +1,36 @@
-"""StateEvent: one document of the `state_events` audit log."""
+"""The `state_events` audit log's contract: the envelope every event shares, a payload model per kind, the one
+factory every writer builds an event with, and `parse_event`, which reads a stored document back into its typed
+event (lifting an older payload through the upcasters first).
+
+Writing stays plain: `new_event` returns the document as it is stored, and nothing validates a payload on the write
+path (a 4-symbol cycle writes ~200 events; the audit is already most of a cycle's cost, bench/bench_cycle.py). The
+envelope is checked by the store on append (`StateEvent`), the payloads where they are read back (`parse_event`) and
+in tests (tests/unit/test_event_model.py, tests/unit/test_recorded_sessions.py).
+"""
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, get_args
+import time
+import uuid
+from typing import Annotated, Any, Callable, Literal, Optional, Union, get_args
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 
-from schemas.base import SCHEMA_VERSION, Contract
+from schemas.base import SCHEMA_VERSION, Contract, CycleStatus
 
 EventKind = Literal[
-    "manifest", "transition", "llm_request", "llm_response", "tool_call", "tool_result", "contract", "validation",
+    "manifest",  # a cycle's effective configuration and inputs, its first event (graph/machine/manifest.py)
+    "transition", "llm_request", "llm_response", "tool_call", "tool_result", "contract",
+    "validation",  # a check that passed or not: a schema, the risk engine, a human's approval, a replay's verdict
     "error", "retrieval",
-    "telemetry",  # a failed or skipped OpenTelemetry export (graph/telemetry/live.py)
+    "telemetry",  # a failed or skipped OpenTelemetry export (graph/services/telemetry/live.py)
     "idempotency",  # a use of an idempotency key: the first answer, a replay, a refusal (graph/kernel/idempotent.py)
+    "cycle_ended",  # how the cycle ended, written by the runner last (graph/machine/runner.py)
 ]
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 
 
 class StateEvent(Contract):
+    """The envelope as the store checks it on append (database/events.py): the payload is any JSON object."""
     event_id: str = Field(min_length=1, max_length=200)
     session_id: str = Field(min_length=1, max_length=200)
     cycle_id: str = Field(min_length=1, max_length=200)
@@ -31,3 +45,227 @@ class StateEvent(Contract):
     # tamper evidence, set by the store on append: sha256 of the previous event of the session, and of this one
     prev_hash: Optional[str] = Field(default=None, max_length=64)
     hash: Optional[str] = Field(default=None, max_length=64)
+
+
+def new_event(session_id: str, cycle_id: str, state: str, kind: EventKind, payload: dict[str, Any], *,
+              run_id: Optional[str] = None, parent_run_id: Optional[str] = None,
+              event_id: Optional[str] = None) -> dict[str, Any]:
+    """The one place an event document is made: the plain dict the writer stores (the store adds seq and hashes).
+    The payload must already be plain JSON data; it is not validated here (see the module's note)."""
+    return {"event_id": event_id or uuid.uuid4().hex, "session_id": session_id, "cycle_id": cycle_id,
+            "ts": time.time(), "state": state, "kind": kind, "payload": payload, "schema_version": SCHEMA_VERSION,
+            "run_id": run_id, "parent_run_id": parent_run_id}
+
+
+# ---------------------------------------------------------------------------- payloads, one per kind
+class Payload(BaseModel):
+    """A closed payload: a field this model does not name is a doctored or unknown event, refused."""
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class OpenPayload(Payload):
+    """The kinds many places write, each with its own details (the check's symbol, the error's tool): the fields
+    every reader relies on are typed, the rest are kept as recorded."""
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+JsonObject = dict[str, Any]
+
+
+class ManifestPayload(OpenPayload):  # graph/machine/manifest.py build_manifest; older manifests lack later keys
+    config: JsonObject
+    market_profile: Optional[JsonObject] = None
+    models: Optional[JsonObject] = None
+    model_endpoint_host: Optional[str] = None
+    prompts: Optional[JsonObject] = None
+    protocols: Optional[JsonObject] = None
+    tools: Optional[JsonObject] = None
+    allow_lists: Optional[JsonObject] = None
+    versions: Optional[JsonObject] = None
+    data: Optional[JsonObject] = None
+    inputs: Optional[JsonObject] = None
+
+
+class TransitionPayload(Payload):  # graph/machine/nodes/common.py: `to` END closes the cycle's graph run
+    from_: str = Field(alias="from")
+    to: str
+
+
+class LlmRequestPayload(Payload):  # graph/machine/audit.py on_chat_model_start
+    messages: list[JsonObject]
+    model: Optional[str] = None
+    tools: list[str] = []
+    structured_output: Optional[str] = None
+    attempt: int = Field(1, ge=1)
+
+
+class LlmResponsePayload(Payload):  # graph/machine/audit.py on_llm_end (an answer) and on_llm_error (a failure)
+    text: Any = None
+    tool_calls: list[JsonObject] = []
+    invalid_tool_calls: list[JsonObject] = []
+    usage: JsonObject = {}
+    cost_usd: Optional[float] = None
+    priced_as: Optional[str] = None
+    model: Optional[str] = None
+    finish_reason: Optional[str] = None
+    http_status: Optional[int] = None
+    latency_ms: Optional[float] = None
+    error: Optional[str] = None
+    cached: bool = False
+    cached_from: Optional[str] = None
+    # a failed attempt only (agent/llm.py describe_failure, next_wait)
+    error_type: Optional[str] = None
+    retryable: Optional[bool] = None
+    retry_after_s: Optional[float] = None
+    retry_in_s: Optional[float] = None
+
+
+class ToolCallPayload(Payload):
+    name: str
+    args: Any = None
+
+
+class ToolResultPayload(Payload):
+    name: str
+    result: Any = None
+    error: Optional[str] = None
+    latency_ms: Optional[float] = None
+
+
+class ContractPayload(Payload):  # the state's contract (schemas/), dumped in JSON mode
+    name: str
+    data: JsonObject
+
+
+class ValidationPayload(OpenPayload):  # schema repairs, the risk engine, human approvals, a replay's verdicts
+    ok: bool
+    schema_: Optional[str] = Field(None, alias="schema")
+    check: Optional[str] = None
+    error: Optional[str] = None
+
+
+class ErrorPayload(OpenPayload):  # `type` names it; graph/machine/recording.py NON_FATAL_ERRORS lists the ones a cycle survives
+    type: str
+    message: Optional[str] = None
+    state: Optional[str] = None
+
+
+class RetrievalPayload(Payload):  # agent/memory/recall.py: the past notes one agent was given
+    agent: str
+    symbol: str
+    query: str
+    filter: JsonObject
+    hits: list[JsonObject]
+
+
+class TelemetryPayload(Payload):  # graph/services/telemetry/live.py
+    exporter: str
+    endpoint: Optional[str] = None
+    ok: bool
+    skipped: bool
+    type: Optional[str] = None
+    error: Optional[str] = None
+
+
+class IdempotencyPayload(Payload):  # graph/kernel/idempotent.py
+    key: str
+    use: str
+    capability: str
+    transport: str
+    status: Optional[str] = None
+    fingerprint: Optional[str] = None
+    first_fingerprint: Optional[str] = None
+    first_at: Optional[str] = None
+
+
+class CycleEndedPayload(Payload):
+    """The status the runner returned (and the CLI printed) for a cycle that ended; a cycle paused for approval
+    has none until it is resumed and ends."""
+    status: CycleStatus
+
+
+PAYLOADS: dict[str, type[Payload]] = {
+    "manifest": ManifestPayload, "transition": TransitionPayload, "llm_request": LlmRequestPayload,
+    "llm_response": LlmResponsePayload, "tool_call": ToolCallPayload, "tool_result": ToolResultPayload,
+    "contract": ContractPayload, "validation": ValidationPayload, "error": ErrorPayload,
+    "retrieval": RetrievalPayload, "telemetry": TelemetryPayload, "idempotency": IdempotencyPayload,
+    "cycle_ended": CycleEndedPayload,
+}
+assert set(PAYLOADS) == set(EVENT_KINDS), "every kind has exactly one payload model"
+
+
+class Event(StateEvent):
+    """A stored event read back and typed: the envelope, seq and hashes included, and its payload's model."""
+    payload: Payload
+
+
+def _typed(kind: str, payload: type[Payload]) -> type[Event]:
+    name = "".join(part.title() for part in kind.split("_")) + "Event"
+    return create_model(name, __base__=Event, kind=(Literal[kind], ...), payload=(payload, ...))
+
+
+EVENTS: dict[str, type[Event]] = {kind: _typed(kind, model) for kind, model in PAYLOADS.items()}
+TypedEvent = Annotated[Union[tuple(EVENTS.values())], Field(discriminator="kind")]
+_ADAPTER: TypeAdapter = TypeAdapter(TypedEvent)
+
+
+# ---------------------------------------------------------------------------- versions
+# (kind, version) -> a function lifting a payload of that version to version + 1, as the eventsourcing library's
+# upcasters do. A change to a payload's shape bumps SCHEMA_VERSION (schemas/base.py) and registers one here for
+# each kind it changes; a kind without one at some version kept its shape across that step.
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+
+def upcaster(kind: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
+    def register(fn: Upcaster) -> Upcaster:
+        if kind not in PAYLOADS:
+            raise ValueError(f"upcaster for unknown event kind {kind!r}")
+        if (kind, from_version) in UPCASTERS:
+            raise ValueError(f"two upcasters for {kind} events of schema_version {from_version}")
+        UPCASTERS[(kind, from_version)] = fn
+        return fn
+    return register
+
+
+def upcast(kind: str, version: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload as this code's SCHEMA_VERSION writes it; a copy is lifted, never the stored document."""
+    for v in range(version, SCHEMA_VERSION):
+        lift = UPCASTERS.get((kind, v))
+        if lift is not None:
+            payload = lift(dict(payload))
+    return payload
+
+
+# ---------------------------------------------------------------------------- the read side
+class EventParseError(ValueError):
+    """A stored document that is no event this code knows: an unknown kind, a version from the future, a payload
+    that does not fit its kind's model. The message names the event, its kind and the first bad field."""
+
+
+def parse_event(doc: dict[str, Any]) -> Event:
+    """A stored `state_events` document as its typed event, its payload upcast to SCHEMA_VERSION first."""
+    kind = doc.get("kind")
+    where = f"event seq {doc.get('seq', '?')} of session {doc.get('session_id', '?')!r}"
+    if kind not in PAYLOADS:
+        raise EventParseError(f"{where}: unknown event kind {kind!r} (this code knows {', '.join(EVENT_KINDS)})")
+    version = doc.get("schema_version", SCHEMA_VERSION)
+    if not isinstance(version, int) or not 1 <= version <= SCHEMA_VERSION:
+        raise EventParseError(f"{where}: {kind} event of schema_version {version!r}; this code reads 1.."
+                              f"{SCHEMA_VERSION}")
+    body = {k: v for k, v in doc.items() if k != "_id"}
+    if isinstance(body.get("payload"), dict):
+        body["payload"] = upcast(kind, version, body["payload"])
+    body["schema_version"] = SCHEMA_VERSION
+    try:
+        return _ADAPTER.validate_python(body)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"][1:])  # the first part is the union's tag (the kind)
+        raise EventParseError(f"{where}: bad {kind} event: {loc or '<event>'}: {err['msg']} "
+                              f"(got {_short(err.get('input'))})") from None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -22,13 +22,13 @@ import hashlib
 import json
 import logging
 import time
-import uuid
 from typing import Any, Callable, Optional
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from graph.kernel import errors as E
 from graph.kernel.models import IdempotencyKey
+from schemas.events import new_event
 
 log = logging.getLogger(__name__)
 WAIT_S = 300.0
@@ -154,8 +154,6 @@ def _session_of(out: Optional[BaseModel], inp: BaseModel) -> tuple[Optional[str]
 def _audit(store, session_id: Optional[str], cycle_id: Optional[str], payload: dict[str, Any]) -> None:
     """One `idempotency` event in the session's log (none without a session): written like a telemetry event,
     after the cycle it is about. A store that does not take it costs the event, never the answer."""
-    from schemas.base import SCHEMA_VERSION
-
     if session_id is None:
         return
     try:
@@ -163,9 +161,7 @@ def _audit(store, session_id: Optional[str], cycle_id: Optional[str], payload: d
         if cycle_id is None:
             return
         with store.writer(background=False) as writer:
-            writer.put({"event_id": uuid.uuid4().hex, "session_id": session_id, "cycle_id": cycle_id,
-                        "ts": time.time(), "state": "RUNNER", "kind": "idempotency", "schema_version": SCHEMA_VERSION,
-                        "payload": payload, "run_id": None, "parent_run_id": None})
+            writer.put(new_event(session_id, cycle_id, "RUNNER", "idempotency", payload))
     except Exception as e:  # noqa: BLE001
         log.warning("idempotency key %r: its use could not be audited in session %s: %s", payload.get("key"),
                     session_id, e)

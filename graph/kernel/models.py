@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
 from pydantic_core import PydanticCustomError
 
+from schemas.base import CycleStatus
 from schemas.events import EventKind
 from schemas.features import FeatureBundle
 from schemas.portfolio import PortfolioView
@@ -159,8 +160,8 @@ class ApproveInput(ApprovalDecision):
 class CycleOutput(Output):
     session_id: str
     cycle_id: str
-    status: str = Field(description="completed | rejected | pending_approval | failed | degraded | "
-                                    "executed_with_errors")
+    status: CycleStatus = Field(description="how the cycle ended (README's status table); its `cycle_ended` event "
+                                            "records the same")
     contracts: dict[str, Any] = Field(description="state name -> its contract")
     events: int
     audit_error: Optional[str] = None

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from typing import Any, Optional
 from uuid import UUID
 
@@ -23,7 +22,7 @@ from agent.audit_events import AUDIT_EVENT
 from agent.cache import CACHED_FROM, RESPONSE_ID_KEY
 from agent.pricing import Spend, call_cost
 from agent.llm import ATTEMPT_KEY, AttemptPlan, describe_failure, next_wait
-from schemas.base import SCHEMA_VERSION
+from schemas.events import EventKind, new_event
 
 
 # orjson refuses (TypeError) what is not JSON's own: a subclass of str, int, dict or list, a datetime, a dataclass,
@@ -125,20 +124,12 @@ class AuditHandler(BaseCallbackHandler):
         self.retrievals: list[dict] = []
 
     # -------------------------------------------------------------- plumbing
-    def _put(self, kind: str, payload: dict, metadata: Optional[dict], run_id=None, parent_run_id=None,
+    def _put(self, kind: EventKind, payload: dict, metadata: Optional[dict], run_id=None, parent_run_id=None,
              state: Optional[str] = None, event_id: Optional[str] = None) -> None:
-        self.writer.put({
-            "event_id": event_id or uuid.uuid4().hex,
-            "session_id": self.session_id,
-            "cycle_id": self.cycle_id,
-            "ts": time.time(),
-            "state": state or (metadata or {}).get("langgraph_node") or "RUNNER",
-            "kind": kind,
-            "payload": to_plain(payload),
-            "schema_version": SCHEMA_VERSION,
-            "run_id": str(run_id) if run_id else None,
-            "parent_run_id": str(parent_run_id) if parent_run_id else None,
-        })
+        self.writer.put(new_event(
+            self.session_id, self.cycle_id, state or (metadata or {}).get("langgraph_node") or "RUNNER", kind,
+            to_plain(payload), run_id=str(run_id) if run_id else None,
+            parent_run_id=str(parent_run_id) if parent_run_id else None, event_id=event_id))
 
     # -------------------------------------------------------------- LLM calls
     def on_chat_model_start(self, serialized, messages: list[list[BaseMessage]], *, run_id, parent_run_id=None,

@@ -14,7 +14,7 @@ from typing import Any, Optional
 from database.connection import Store
 from database.sessions import use_cycle_reader
 from graph.machine.errors import SessionNotFound
-from schemas.base import SCHEMA_VERSION
+from schemas.base import SCHEMA_VERSION, RecordedStatus
 from schemas.states import STATES
 
 REPLAY_STATE = "REPLAY"  # state name of the linking events a replay session starts and ends with
@@ -75,17 +75,22 @@ class Cycle:
     errors: list[dict] = field(default_factory=list)
     trades: list[dict] = field(default_factory=list)
     ended: bool = False  # a transition to END was recorded
+    # the status the runner recorded in the cycle's `cycle_ended` event; None: none recorded (the cycle was cut off
+    # or paused, or was recorded before cycles ended with one), and `status` is inferred from its other events
+    recorded_status: Optional[str] = None
     manifest: Optional[dict] = None  # the cycle's effective configuration, as recorded
     inputs: Optional[dict] = None    # the cycle's recorded inputs (from its manifest)
     approval: Optional[dict] = None  # the recorded human decision {approved, by}, if the cycle paused
-    status: str = "unknown"
+    status: RecordedStatus = "cut_off"
     tokens: dict[str, int] = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0,
                                                              "total_tokens": 0})
     events: int = 0
 
     @property
     def cut_off(self) -> bool:
-        return not self.ended
+        """The log stops before the cycle ended: no transition to END and no `cycle_ended` (a crash the runner
+        caught records one, failed)."""
+        return not self.ended and self.recorded_status is None
 
     @property
     def paused(self) -> bool:
@@ -244,6 +249,8 @@ def build_session(session_id: str, events: list[dict]) -> Session:
             c.errors.append({"seq": seq, "state": state, **p})
         elif kind == "retrieval":
             c.retrievals.append({"seq": seq, "state": state, **p})
+        elif kind == "cycle_ended":
+            c.recorded_status = p.get("status")
     for c in cycles.values():
         execution = (c.contracts.get("EXECUTING") or {}).get("data") or {}
         scan = (c.contracts.get("SCANNING") or {}).get("data") or {}
@@ -270,7 +277,11 @@ def last_cycle_facts(session_id: str, events: list[dict]) -> dict[str, Any]:
 use_cycle_reader(last_cycle_facts)
 
 
-def _status(c: Cycle) -> str:
+def _status(c: Cycle) -> RecordedStatus:
+    """The recorded `cycle_ended` status; inferred only for a cycle without one (cut off, paused, or recorded before
+    the runner wrote it), the way the runner decides it."""
+    if c.recorded_status is not None:
+        return c.recorded_status
     if not c.ended:
         validation = (c.contracts.get("VALIDATING") or {}).get("data") or {}
         if ((c.inputs or {}).get("approval_required") and c.approval is None and validation.get("passed")

@@ -26,7 +26,8 @@ from graph.machine import recording  # noqa: F401 - registers how a session summ
 from graph.machine.memory import MemoryBank, MemoryRecall
 from graph.machine.runtime import CycleContext, CycleRuntime, default_runtime
 from graph.machine.state import CONTRACT_KEYS
-from schemas.base import MAX_SYMBOLS, SCHEMA_VERSION
+from schemas.base import MAX_SYMBOLS, CycleStatus
+from schemas.events import new_event
 from schemas.portfolio import PortfolioSnapshot
 
 
@@ -34,7 +35,7 @@ from schemas.portfolio import PortfolioSnapshot
 class CycleOutcome:
     session_id: str
     cycle_id: str
-    status: str
+    status: CycleStatus
     contracts: dict[str, Any]
     events: int
     error: Optional[dict] = None
@@ -192,10 +193,8 @@ def _paused_cycle(graph, store: Store, session_id: str, only: Optional[str] = No
 def _refuse(store: Store, session_id: str, cycle_id: str, check: str, message: str, **details: Any) -> None:
     """An approval refused is audited in the cycle it was meant for, then raised (ApprovalConflict: exit 2, 409)."""
     with store.writer(background=False) as writer:
-        writer.put({"event_id": uuid.uuid4().hex, "session_id": session_id, "cycle_id": cycle_id, "ts": time.time(),
-                    "state": "EXECUTING", "kind": "validation", "schema_version": SCHEMA_VERSION,
-                    "payload": {"schema": "HumanApproval", "check": check, "ok": False, "error": message, **details},
-                    "run_id": None, "parent_run_id": None})
+        writer.put(new_event(session_id, cycle_id, "EXECUTING", "validation",
+                             {"schema": "HumanApproval", "check": check, "ok": False, "error": message, **details}))
     raise ApprovalConflict(message)
 
 
@@ -259,25 +258,25 @@ def _invoke(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_
     started = time.perf_counter()
     if writer is not None and not isinstance(inputs, Command):  # a resumed cycle has its manifest already
         # configuration and inputs: replay re-executes from this alone
-        writer.put({"event_id": uuid.uuid4().hex, "session_id": session_id, "cycle_id": cycle_id, "ts": time.time(),
-                    "state": "RUNNER", "kind": "manifest", "schema_version": SCHEMA_VERSION,
-                    "payload": build_manifest(runtime, inputs), "run_id": None, "parent_run_id": None})
+        writer.put(new_event(session_id, cycle_id, "RUNNER", "manifest", build_manifest(runtime, inputs)))
     try:
         final = graph.invoke(inputs, config, context=context)
     except BaseException as e:
         if writer is not None:
             # the crash itself is audited before it propagates; nothing of the cycle is lost
             try:
-                writer.put({"event_id": uuid.uuid4().hex, "session_id": session_id, "cycle_id": cycle_id,
-                            "ts": time.time(), "state": "RUNNER", "kind": "error", "schema_version": SCHEMA_VERSION,
-                            "payload": {"type": type(e).__name__, "message": str(e)}, "run_id": None,
-                            "parent_run_id": None})
+                writer.put(new_event(session_id, cycle_id, "RUNNER", "error",
+                                     {"type": type(e).__name__, "message": str(e)}))
+                writer.put(_ended(session_id, cycle_id, "failed"))
             finally:
                 _close_quietly(writer)
         raise
+    pending = final.get("__interrupt__")
+    status: CycleStatus = "pending_approval" if pending else final.get("status") or "completed"
+    if writer is not None and not pending:  # a paused cycle ends when it is resumed, in that call
+        writer.put(_ended(session_id, cycle_id, status))
     audit_error = _close_quietly(writer) if writer is not None else None
     elapsed = time.perf_counter() - started
-    pending = final.get("__interrupt__")
     contracts = {state: final[key] for state, key in CONTRACT_KEYS.items() if final.get(key) is not None}
     try:
         events = store.events.count(session_id) if audit else 0
@@ -288,11 +287,16 @@ def _invoke(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_
             hook(store, session_id, cycle_id)
     return CycleOutcome(
         session_id=session_id, cycle_id=cycle_id,
-        status="pending_approval" if pending else final.get("status") or "completed", contracts=contracts,
+        status=status, contracts=contracts,
         events=events, error=final.get("error"),
         llm_calls=handler.llm_calls if handler else 0, tokens=dict(handler.tokens) if handler else {},
         cached_calls=handler.cached_calls if handler else 0, cost=handler.spend.as_dict() if handler else {},
         elapsed_s=elapsed, audit_error=audit_error, notes=list(handler.retrievals) if handler else [])
+
+
+def _ended(session_id: str, cycle_id: str, status: CycleStatus) -> dict:
+    """The cycle's last event: the status this call returns (the CLI prints it), so a reader never infers it."""
+    return new_event(session_id, cycle_id, "RUNNER", "cycle_ended", {"status": status})
 
 
 def _close_quietly(writer: BufferedEventWriter) -> Optional[str]:

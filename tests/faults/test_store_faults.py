@@ -164,9 +164,11 @@ def test_store_cut_when_executing_starts_fails_closed_and_loses_no_event(proxied
     assert len(events) == before + report.redelivered and gap_free(direct, out.session_id)
     assert len({e["event_id"] for e in events}) == len(events)
     assert direct.events.verify_chain(out.session_id)["ok"]
-    # the whole story is on the record: the entry into EXECUTING, its error, the exit to END
-    kinds = [(e["state"], e["kind"]) for e in events[-3:]]
-    assert kinds == [("EXECUTING", "transition"), ("EXECUTING", "error"), ("EXECUTING", "transition")]
+    # the whole story is on the record: the entry into EXECUTING, its error, the exit to END, how the cycle ended
+    kinds = [(e["state"], e["kind"]) for e in events[-4:]]
+    assert kinds == [("EXECUTING", "transition"), ("EXECUTING", "error"), ("EXECUTING", "transition"),
+                     ("RUNNER", "cycle_ended")]
+    assert events[-1]["payload"] == {"status": out.status} and out.status == "failed"
     assert sum(e["kind"] == "llm_request" for e in events) == sum(e["kind"] == "llm_response" for e in events) > 0
     assert not list(Path(os.environ["TRADEGRAPH_HOME"], "spool").glob("*.jsonl"))
     counted = figures(emitted, direct, out.session_id, spooled=in_spool, redelivered=report.redelivered,

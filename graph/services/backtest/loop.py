@@ -19,8 +19,6 @@ import json
 import os
 import sys
 import threading
-import time
-import uuid
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -40,7 +38,7 @@ from graph.machine.runner import run_cycle
 from graph.machine.runtime import CycleRuntime, default_runtime
 from graph.services.backtest.simulation import SimulationExecution
 from graph.services.telemetry import live as _live_export  # noqa: F401 - each cycle exported when configured
-from schemas.base import SCHEMA_VERSION
+from schemas.events import new_event
 from schemas.decision import Decision, DecisionResult, ExecutedTrade
 from schemas.portfolio import PortfolioSnapshot
 from schemas.simulation import (Case, CaseData, CaseDataItem, CaseMetadata, DecisionPointLog, EpisodeConfig,
@@ -307,16 +305,14 @@ def _supersede_cut_off(store: Store, session_id: str, logs: list[DecisionPointLo
                for e in store.events.read(session_id, kind="error", cycle_id=cycle_id)):
             continue
         with store.writer(background=False) as writer:
-            writer.put({"event_id": uuid.uuid4().hex, "session_id": session_id, "cycle_id": cycle_id,
-                        "ts": time.time(), "state": "RUNNER", "kind": "error", "schema_version": SCHEMA_VERSION,
-                        "payload": {"type": "cycle_superseded", "decision_point_idx": len(logs),
+            writer.put(new_event(session_id, cycle_id, "RUNNER", "error", {
+                                    "type": "cycle_superseded", "decision_point_idx": len(logs),
                                     "withdrawn_memories": notes,
                                     "message": f"cycle {cycle_id} was cut off before decision point {len(logs)} "
                                                f"was logged (its process stopped, the store went away under it "
                                                f"or the run was stopped at once); the resumed run decides the "
                                                f"point again in a new cycle and applies nothing of this one "
-                                               f"({len(notes)} memorised note(s) withdrawn)"},
-                        "run_id": None, "parent_run_id": None})
+                                               f"({len(notes)} memorised note(s) withdrawn)"}))
 
 
 def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, runtime: Optional[CycleRuntime] = None,

@@ -18,6 +18,7 @@ from graph.machine.errors import SessionNotFound
 from graph.machine.recording import (NON_FATAL_ERRORS, REPLAY_STATE, Cycle, LlmCall, SchemaVersionMismatch,  # noqa: F401
                                      Session, ToolCall, build_session, fatal_error, load_session)
 from schemas.base import SCHEMA_VERSION
+from schemas.events import new_event
 from schemas.states import STATES
 
 __all__ = ["SessionNotFound", "Session", "Cycle", "LlmCall", "ToolCall", "load_session", "build_session",
@@ -196,9 +197,7 @@ def verify_session(store: Store, session_id: str, *, config=None) -> VerifyRepor
 
 
 def _replay_event(replay_id: str, cycle_id: str, payload: dict) -> dict:
-    return {"event_id": uuid.uuid4().hex, "session_id": replay_id, "cycle_id": cycle_id, "ts": time.time(),
-            "state": REPLAY_STATE, "kind": "validation", "schema_version": SCHEMA_VERSION, "run_id": None,
-            "parent_run_id": None, "payload": payload}
+    return new_event(replay_id, cycle_id, REPLAY_STATE, "validation", payload)
 
 
 def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, today: dict, config) -> CycleVerdict:
@@ -276,9 +275,7 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
         notes.append(f"replayed under pass protocol {protocol}{older}, as recorded; new cycles run protocol "
                      f"{PASS_PROTOCOL}")
     if cycle.manifest is not None:  # the replay ran with the recorded manifest: its own log says so first
-        writer.put({"event_id": uuid.uuid4().hex, "session_id": replay_id, "cycle_id": cycle.cycle_id,
-                    "ts": time.time(), "state": "RUNNER", "kind": "manifest", "schema_version": SCHEMA_VERSION,
-                    "payload": cycle.manifest, "run_id": None, "parent_run_id": None})
+        writer.put(new_event(replay_id, cycle.cycle_id, "RUNNER", "manifest", cycle.manifest))
     try:
         final = graph.invoke(inputs, run_config, context=context)
         failure = final.get("error")

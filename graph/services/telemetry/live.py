@@ -13,12 +13,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from typing import Any, Optional
 
 from graph.machine.runner import after_cycle
 from graph.services.telemetry.settings import configured, shown, traces_url
-from schemas.base import SCHEMA_VERSION
+from schemas.events import new_event
 
 log = logging.getLogger(__name__)
 
@@ -88,9 +87,7 @@ def _failed(store, session_id: str, cycle_id: str, url: Optional[str], exc: Opti
     log.warning("OpenTelemetry export of cycle %s: %s", cycle_id, error)
     try:
         with store.writer(background=False) as writer:
-            writer.put({"event_id": uuid.uuid4().hex, "session_id": session_id, "cycle_id": cycle_id,
-                        "ts": time.time(), "state": "RUNNER", "kind": "telemetry", "schema_version": SCHEMA_VERSION,
-                        "payload": payload, "run_id": None, "parent_run_id": None})
+            writer.put(new_event(session_id, cycle_id, "RUNNER", "telemetry", payload))
     except Exception as e:  # the store went away too: the warning above is all that can be said
         log.warning("could not audit the failed OpenTelemetry export of cycle %s: %s", cycle_id, e)
     return payload

@@ -1,0 +1,221 @@
+"""The audit log's typed contract (schemas/events.py): every event a cycle writes parses into its kind's model, a
+doctored one is refused naming what is wrong, every cycle that ends says how in a `cycle_ended` event equal to the
+status the runner returned, and readers take that status rather than guessing it."""
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from graph.machine.recording import build_session, load_session
+from graph.machine.runner import approve_cycle, run_cycle
+from schemas import events as ev
+from schemas.base import CycleStatus, RecordedStatus
+from schemas.events import EVENT_KINDS, PAYLOADS, EventParseError, parse_event, upcaster
+from tests.helpers import mock_store, runtime_with
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cycle_events(store, out) -> list[dict]:
+    return [e for e in store.events.read(out.session_id) if e["cycle_id"] == out.cycle_id]
+
+
+def _assert_ended_as(store, out, status: str) -> list[dict]:
+    """Every event parses; the cycle's last one is its cycle_ended carrying the status returned; replay reads it."""
+    events = _cycle_events(store, out)
+    typed = [parse_event(e) for e in events]
+    assert [t.kind for t in typed].count("cycle_ended") == 1
+    assert typed[-1].kind == "cycle_ended" and typed[-1].state == "RUNNER"
+    assert out.status == status == typed[-1].payload.status
+    cycle = next(c for c in load_session(store, out.session_id).cycles if c.cycle_id == out.cycle_id)
+    assert cycle.recorded_status == cycle.status == status and not cycle.cut_off
+    return events
+
+
+def test_every_event_of_a_completed_cycle_parses_and_it_ends_completed():
+    store = mock_store()
+    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    events = _assert_ended_as(store, out, "completed")
+    assert out.events == len(events)  # the cycle_ended is counted in the outcome: written before the writer closed
+    kinds = {e["kind"] for e in events}
+    assert {"manifest", "transition", "llm_request", "llm_response", "tool_call", "tool_result", "contract",
+            "validation", "retrieval", "cycle_ended"} <= kinds
+    transition = parse_event(next(e for e in events if e["kind"] == "transition"))
+    assert (transition.payload.from_, transition.payload.to) == ("START", "SCANNING")
+
+
+def test_a_failed_cycle_ends_failed():
+    store = mock_store()
+    bad = json.dumps({"symbol": "AAPL", "winner": "SIDEWAYS", "conviction": 0.5, "manager_rationale": "x"})
+    out = run_cycle("AAPL", "2012-06-01", store=store, runtime=runtime_with({"ManagerVerdict": [bad] * 3}))
+    events = _assert_ended_as(store, out, "failed")
+    assert any(parse_event(e).kind == "error" for e in events)
+
+
+def test_a_degraded_cycle_ends_degraded():
+    store = mock_store()
+    out = run_cycle("AAPL", "2011-10-10", store=store,
+                    runtime=runtime_with({"AnalystNote": ["{}"] * 6}, max_repair_retries=2))
+    _assert_ended_as(store, out, "degraded")
+
+
+def test_a_rejected_decision_ends_rejected():
+    from graph.machine.builder import build_graph
+    from graph.machine.nodes.deciding import deciding
+
+    def oversized(state, config):  # ten times the sized quantity: the risk engine refuses it
+        cmd = deciding(state, config)
+        for o in cmd.update["decision"]["orders"]:
+            o["quantity"] *= 10
+        return cmd
+
+    store = mock_store()
+    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(),
+                    graph=build_graph(overrides={"DECIDING": oversized}))
+    _assert_ended_as(store, out, "rejected")
+
+
+def test_a_failure_after_the_fill_ends_executed_with_errors():
+    unlimited = run_cycle("AAPL,MSFT", "2012-06-01", store=mock_store(), runtime=runtime_with())
+    store = mock_store()  # every call but MEMORIZING's last: the budget runs out after EXECUTING filled
+    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store,
+                    runtime=runtime_with(max_llm_calls=unlimited.llm_calls - 1))
+    _assert_ended_as(store, out, "executed_with_errors")
+
+
+def test_a_paused_cycle_has_no_cycle_ended_until_it_is_decided():
+    store = mock_store()
+    paused = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(), approve=True)
+    assert paused.status == "pending_approval"
+    assert not [e for e in _cycle_events(store, paused) if e["kind"] == "cycle_ended"]
+    assert load_session(store, paused.session_id).cycles[-1].status == "pending_approval"  # inferred, as before
+    out = approve_cycle(paused.session_id, store=store, approved=False, by="tester", runtime=runtime_with())
+    _assert_ended_as(store, out, "rejected")
+
+
+def test_a_crash_the_runner_catches_ends_failed_after_its_error():
+    class Crashing:
+        def invoke(self, inputs, config, context=None):
+            raise RuntimeError("the graph blew up")
+
+    store = mock_store()
+    first = run_cycle("AAPL", "2012-06-01", store=store, runtime=runtime_with())
+    with pytest.raises(RuntimeError, match="blew up"):
+        run_cycle("AAPL", "2012-06-04", store=store, session_id=first.session_id, runtime=runtime_with(),
+                  graph=Crashing())
+    events = [e for e in store.events.read(first.session_id) if e["cycle_id"] != first.cycle_id]
+    session_id = first.session_id
+    assert [e["kind"] for e in events] == ["manifest", "error", "cycle_ended"]
+    assert parse_event(events[-1]).payload.status == "failed"
+    cycle = load_session(store, session_id).cycles[-1]
+    assert cycle.status == "failed" and not cycle.cut_off  # it ended (badly), it was not cut off
+
+
+def test_replay_reads_the_recorded_status_and_infers_only_without_one():
+    store = mock_store()
+    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    events = store.events.read(out.session_id)
+    doctored = copy.deepcopy(events)
+    doctored[-1]["payload"]["status"] = "rejected"  # what it says wins over what the other events suggest
+    assert build_session(out.session_id, doctored).cycles[0].status == "rejected"
+    before = events[:-1]  # a recording from before cycle_ended: inferred as it always was
+    assert build_session(out.session_id, before).cycles[0].status == "completed"
+    cut = [e for e in events if not (e["kind"] == "transition" and e["payload"]["to"] == "END")][:-1]
+    cycle = build_session(out.session_id, cut).cycles[0]
+    assert cycle.status == "cut_off" and cycle.cut_off
+
+
+# ---------------------------------------------------------------------------- parse_event refuses
+@pytest.fixture(scope="module")
+def recorded() -> list[dict]:
+    store = mock_store()
+    out = run_cycle("AAPL", "2012-06-01", store=store, runtime=runtime_with())
+    return store.events.read(out.session_id)
+
+
+def _first(events, kind) -> dict:
+    return copy.deepcopy(next(e for e in events if e["kind"] == kind))
+
+
+def test_an_unknown_kind_is_refused_by_name(recorded):
+    doc = _first(recorded, "transition")
+    doc["kind"] = "teleport"
+    with pytest.raises(EventParseError, match=r"unknown event kind 'teleport'"):
+        parse_event(doc)
+
+
+@pytest.mark.parametrize("kind,doctor,field", [
+    ("transition", lambda p: p.pop("to"), "payload.to"),
+    ("transition", lambda p: p.update(to=7), "payload.to"),
+    ("transition", lambda p: p.update(approved_by="mallory"), "payload.approved_by"),  # a field no writer writes
+    ("llm_response", lambda p: p.update(usage="lots"), "payload.usage"),
+    ("contract", lambda p: p.update(data=["not", "an", "object"]), "payload.data"),
+    ("validation", lambda p: p.pop("ok"), "payload.ok"),
+    ("cycle_ended", lambda p: p.update(status="great"), "payload.status"),
+])
+def test_a_doctored_payload_is_refused_naming_its_kind_and_field(recorded, kind, doctor, field):
+    doc = _first(recorded, kind)
+    parse_event(copy.deepcopy(doc))  # control: the stored one parses
+    doctor(doc["payload"])
+    with pytest.raises(EventParseError, match=rf"bad {kind} event: {re.escape(field)}"):
+        parse_event(doc)
+
+
+def test_an_envelope_without_its_session_or_from_the_future_is_refused(recorded):
+    doc = _first(recorded, "transition")
+    doc.pop("session_id")
+    with pytest.raises(EventParseError, match="session_id"):
+        parse_event(doc)
+    doc = _first(recorded, "transition")
+    doc["schema_version"] = ev.SCHEMA_VERSION + 1
+    with pytest.raises(EventParseError, match="schema_version"):
+        parse_event(doc)
+
+
+# ---------------------------------------------------------------------------- versions
+def test_an_upcaster_lifts_an_older_payload_before_it_is_validated(recorded, monkeypatch):
+    """As a change to a payload would ship: version 2 renames transition's `to` (say) and registers the lift."""
+    monkeypatch.setattr(ev, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(ev, "UPCASTERS", {})
+    doc = _first(recorded, "transition")
+    assert doc["schema_version"] == 1
+    doc["payload"]["target"] = doc["payload"].pop("to")  # the stored v1 shape, in this made-up history
+    with pytest.raises(EventParseError, match="payload.to"):  # without the upcaster, the old shape is refused
+        parse_event(copy.deepcopy(doc))
+
+    @upcaster("transition", 1)
+    def _renamed(payload):
+        payload["to"] = payload.pop("target")
+        return payload
+
+    typed = parse_event(doc)
+    assert typed.payload.to == "SCANNING" and typed.schema_version == 2
+    assert doc["payload"]["target"] == "SCANNING"  # the stored document itself is never rewritten
+    with pytest.raises(ValueError, match="two upcasters"):
+        upcaster("transition", 1)(_renamed)
+
+
+# ---------------------------------------------------------------------------- one model, one factory
+def test_every_kind_has_one_payload_model_and_statuses_are_one_literal():
+    assert set(PAYLOADS) == set(EVENT_KINDS)
+    from typing import get_args
+
+    assert set(get_args(RecordedStatus)) == set(get_args(CycleStatus)) | {"cut_off"}
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("| `status` | Meaning | Exit |"):].split("\n\n")[0]  # README's status table
+    table = re.findall(r"^\| `([a-z_]+)` \|", table, flags=re.M)[1:]  # its first column, below the header
+    assert set(get_args(CycleStatus)) == set(table)
+
+
+def test_no_writer_builds_an_event_envelope_by_hand():
+    """new_event (schemas/events.py) is the one place an event document is made."""
+    by_hand = []
+    for path in [*ROOT.glob("agent/**/*.py"), *ROOT.glob("graph/**/*.py"), *ROOT.glob("database/**/*.py")]:
+        text = path.read_text()
+        if re.search(r"[\"']schema_version[\"']\s*:\s*SCHEMA_VERSION", text):
+            by_hand.append(str(path.relative_to(ROOT)))
+    assert by_hand == []
