@@ -24,9 +24,12 @@ Direction = Literal["LONG", "SHORT"]
 ExitReason = Literal["stop", "target", "horizon", "signal"]
 Side = Literal["BUY", "SELL"]
 
+# the statuses a cycle can have when MEMORIZING writes its note (schemas/memory.py AgentMemory): the model is shown
+# this enum, so it stays as it was (the prompts, tool schemas and recordings' hashes with it)
+MemorisedStatus = Literal["completed", "rejected", "failed", "degraded"]
 # how a cycle ended: every status the README's table documents, what the CLI prints and the `cycle_ended` event
 # carries (schemas/events.py)
-CycleStatus = Literal["completed", "rejected", "pending_approval", "failed", "degraded", "executed_with_errors"]
+CycleStatus = Literal[MemorisedStatus, "pending_approval", "executed_with_errors"]
 # a status read back from a recording (graph/machine/recording.py): a cycle's own, or `cut_off` when its log stops
 # before it ended (its process died, its store went away), which only a reader can say
 RecordedStatus = Literal[CycleStatus, "cut_off"]

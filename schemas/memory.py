@@ -5,7 +5,7 @@ from typing import Literal, Optional
 
 from pydantic import Field
 
-from schemas.base import (MAX_SYMBOLS, Contract, CycleStatus, Direction, ExitReason, IsoDate, Money, Pct, Price,
+from schemas.base import (MAX_SYMBOLS, Contract, Direction, ExitReason, IsoDate, MemorisedStatus, Money, Pct, Price,
                           ShortText, Symbol)
 
 Outcome = Literal["win", "loss", "scratch"]
@@ -59,7 +59,7 @@ SUMMARY_PER_SYMBOL = 160
 class AgentMemory(Contract):
     cycle_id: str = Field(min_length=1, max_length=200)
     as_of: IsoDate
-    status: CycleStatus
+    status: MemorisedStatus
     # the bounds below grow with the universe: a 20-symbol cycle's tags are its 20 symbols and its status
     summary: str = Field(min_length=1, max_length=SUMMARY_PER_SYMBOL * MAX_SYMBOLS)
     lessons: list[str] = Field(default_factory=list, max_length=10)
