@@ -219,3 +219,23 @@ def test_no_writer_builds_an_event_envelope_by_hand():
         if re.search(r"[\"']schema_version[\"']\s*:\s*SCHEMA_VERSION", text):
             by_hand.append(str(path.relative_to(ROOT)))
     assert by_hand == []
+
+
+def test_the_events_written_after_a_cycle_parse_and_leave_its_status_alone():
+    """Idempotency-key uses (graph/kernel/idempotent.py) and failed telemetry exports (graph/services/telemetry/live.py)
+    come after the cycle's cycle_ended, written by their own writers."""
+    from graph.services.telemetry import live
+    from graph.transports.client import Client
+
+    store = mock_store()
+    with Client.local(store) as client:
+        first = client.run_cycle(["AAPL"], "2012-06-01", memory="off", idempotency_key="k-1")
+        again = client.run_cycle(["AAPL"], "2012-06-01", memory="off", idempotency_key="k-1")
+    assert first == again
+    live._failed(store, first.session_id, first.cycle_id, "http://collector.invalid", RuntimeError("refused"),
+                 skipped=False, error="refused")
+    typed = [parse_event(e) for e in store.events.read(first.session_id)]
+    assert [t.kind for t in typed][-4:] == ["cycle_ended", "idempotency", "idempotency", "telemetry"]
+    assert [t.payload.use for t in typed if t.kind == "idempotency"] == ["first", "replay"]
+    assert typed[-1].payload.error == "refused" and not typed[-1].payload.ok
+    assert load_session(store, first.session_id).cycles[0].status == first.status == "completed"
