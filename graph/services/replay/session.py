@@ -8,8 +8,6 @@ failed, lists every way today's configuration differs from the manifest, and che
 """
 from __future__ import annotations
 
-import time
-import uuid
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Optional
 
