@@ -267,7 +267,9 @@ def _invoke(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_
             try:
                 writer.put(new_event(session_id, cycle_id, "RUNNER", "error",
                                      {"type": type(e).__name__, "message": str(e)}))
-                writer.put(_ended(session_id, cycle_id, "failed"))
+                status = _crash_status(store, cycle_id)
+                if status is not None:  # else the store cannot say whether it filled: readers infer from the log
+                    writer.put(_ended(session_id, cycle_id, status))
             finally:
                 _close_quietly(writer)
         raise
@@ -297,6 +299,20 @@ def _invoke(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_
 def _ended(session_id: str, cycle_id: str, status: CycleStatus) -> dict:
     """The cycle's last event: the status this call returns (the CLI prints it), so a reader never infers it."""
     return new_event(session_id, cycle_id, "RUNNER", "cycle_ended", {"status": status})
+
+
+def _crash_status(store: Store, cycle_id: str) -> Optional[CycleStatus]:
+    """How a cycle that crashed out of the graph ended: `executed_with_errors` when the ledger holds its execution
+    (committed, or pending and completed later), never `failed` for a cycle whose orders stand; None when the store
+    cannot be asked (it may be what crashed)."""
+    try:
+        return "executed_with_errors" if _ledger_entry(store, cycle_id) is not None else "failed"
+    except Exception:  # noqa: BLE001 - no answer is not "nothing executed"
+        return None
+
+
+def _ledger_entry(store: Store, cycle_id: str) -> Optional[dict]:
+    return store.executions.get(cycle_id)
 
 
 def _close_quietly(writer: BufferedEventWriter) -> Optional[str]:

@@ -115,6 +115,51 @@ def test_a_crash_the_runner_catches_ends_failed_after_its_error():
     assert cycle.status == "failed" and not cycle.cut_off  # it ended (badly), it was not cut off
 
 
+def test_a_crash_out_of_the_graph_after_the_fill_ends_executed_with_errors():
+    """An exception no node catches (a Ctrl-C in MEMORIZING) after EXECUTING filled: the orders stand, so the cycle
+    never ends `failed`: the runner asks the execution ledger."""
+    from graph.machine.builder import build_graph
+
+    def interrupted(state, config):
+        raise KeyboardInterrupt
+
+    store = mock_store()
+    with pytest.raises(KeyboardInterrupt):
+        run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(),
+                  graph=build_graph(overrides={"MEMORIZING": interrupted}))
+    [session_id] = [s["session_id"] for s in store.events.sessions()]
+    events = store.events.read(session_id)
+    assert [e["kind"] for e in events[-2:]] == ["error", "cycle_ended"]
+    assert store.executions.get(events[-1]["cycle_id"]) is not None  # it did fill
+    assert parse_event(events[-1]).payload.status == "executed_with_errors"
+    assert load_session(store, session_id).cycles[-1].status == "executed_with_errors"
+
+
+def test_a_crash_whose_store_cannot_say_leaves_the_status_to_the_log(monkeypatch):
+    """The ledger cannot be asked after the crash (the store is what failed): no cycle_ended is written rather than
+    a guess (`failed` would say nothing executed), and a reader sees a cycle cut off after its EXECUTING contract."""
+    from graph.machine import runner
+    from graph.machine.builder import build_graph
+
+    def interrupted(state, config):
+        raise KeyboardInterrupt
+
+    def unreachable(store, cycle_id):
+        raise ConnectionError("store gone")
+
+    store = mock_store()
+    monkeypatch.setattr(runner, "_ledger_entry", unreachable)
+    with pytest.raises(KeyboardInterrupt):
+        run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(),
+                  graph=build_graph(overrides={"MEMORIZING": interrupted}))
+    [session_id] = [s["session_id"] for s in store.events.sessions()]
+    events = store.events.read(session_id)
+    assert events[-1]["kind"] == "error" and "cycle_ended" not in [e["kind"] for e in events]
+    cycle = load_session(store, session_id).cycles[-1]
+    # read as the log shows it, a cycle that never reached its end, with the execution it recorded
+    assert cycle.status == "cut_off" and cycle.contracts["EXECUTING"]["data"]["status"] != "hold"
+
+
 def test_replay_reads_the_recorded_status_and_infers_only_without_one():
     store = mock_store()
     out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
