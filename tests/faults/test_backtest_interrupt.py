@@ -76,7 +76,7 @@ def test_a_second_sigint_stops_at_once_and_the_resumed_run_equals_an_uninterrupt
     cut = None
     for attempt in range(1, 4):  # each attempt resumes the last; one catches the cycle still deciding
         proc = store.popen(*backtest(out))
-        if freeze_mid_cycle(proc, db, log, after=len(_lines(log)) + 1, before="DEBATE") is None:
+        if freeze_mid_cycle(proc, db, log, after=len(_lines(log)) + 1, before="EXECUTING") is None:
             pytest.fail(f"the run ended before it could be interrupted: {proc.communicate()}")
         interrupt(proc)  # pending while stopped: handled as it goes on
         os.kill(proc.pid, signal.SIGCONT)
