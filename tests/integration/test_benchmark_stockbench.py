@@ -33,6 +33,22 @@ def tradegraph(*args: str, env: dict[str, str], cwd: Path, timeout: float = 300)
                           capture_output=True, text=True, timeout=timeout)
 
 
+def every_event_parses(db: str, *sessions: str) -> int:
+    """parse_event (schemas/events.py) reads every event these sessions stored; how many there were."""
+    from database.connection import connect
+    from schemas.events import parse_event
+
+    store = connect(db)
+    try:
+        events = [e for s in sessions for e in store.events.read(s)]
+    finally:
+        store.close()
+    assert {e["session_id"] for e in events} == set(sessions)
+    for event in events:
+        parse_event(event)  # raises, naming the event, on one this code cannot read
+    return len(events)
+
+
 def opens(symbols: list[str], dates: list[str]) -> dict[str, list[float]]:
     market = load_file("prices", stockbench_files().prices)
     return {s: [float(market.bars(s, d, d)["open"].iloc[0]) for d in dates] for s in symbols}
@@ -76,6 +92,8 @@ def test_an_offline_benchmark_end_to_end_through_the_cli(embedded_uri, tmp_path)
     verify = tradegraph("replay", "bt-e2e-e000", "--verify", "--db", db, env=env, cwd=tmp_path)
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert "replay identical to the recording" in verify.stdout
+    # every event the benchmark run and its replay stored is one of the audit log's typed events
+    assert every_event_parses(db, "bt-e2e-e000", "replay-bt-e2e-e000-1") > 0
     # the look-ahead audit of the benchmark id finds its run's session and nothing dated after a decision
     audit = tradegraph("audit", "lookahead", "e2e", "--json", "--db", db, "--out", str(tmp_path / "exp"), env=env,
                        cwd=tmp_path)
@@ -230,11 +248,13 @@ def test_several_configurations_on_ray_are_the_runs_one_worker_gives(embedded_ur
     env = {**os.environ, "PYTHONPATH": str(REPO), "TRADEGRAPH_HOME": str(tmp_path / "home")}
     common = ["benchmark", "stockbench", "--symbols", "AAPL,MSFT", "--start", "2025-03-03", "--end", "2025-03-05",
               *TWO_CONFIGS, "--json", "--out", str(tmp_path / "exp")]
-    on_ray = tradegraph(*common, "--workers", "2", "--benchmark-id", "ray", "--db",
-                        f"{embedded_uri}/sbr_{uuid.uuid4().hex[:8]}", env=env, cwd=tmp_path, timeout=600)
+    ray_db = f"{embedded_uri}/sbr_{uuid.uuid4().hex[:8]}"
+    on_ray = tradegraph(*common, "--workers", "2", "--benchmark-id", "ray", "--db", ray_db, env=env, cwd=tmp_path,
+                        timeout=600)
     assert on_ray.returncode == 0, on_ray.stderr
     ray_rows = [r for r in json.loads(on_ray.stdout)["rows"] if r["kind"] == "run"]
     assert [r["session_ids"] for r in ray_rows] == [["bt-ray-e000"], ["bt-ray-e001"]]
+    assert every_event_parses(ray_db, "bt-ray-e000", "bt-ray-e001") > 0  # written by the sweep's Ray workers
 
     # one worker: the same command in a process that reports whether Ray was ever imported
     probe = ("import sys, runpy; sys.argv = ['tradegraph'] + sys.argv[1:]\n"
