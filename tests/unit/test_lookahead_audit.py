@@ -8,7 +8,7 @@ import pytest
 
 from agent.data.news import NewsSource
 from graph.services.backtest.loop import run_backtest
-from graph.services.replay.lookahead import audit_events, audit_sessions
+from graph.services.replay.lookahead import LookaheadReport, audit_events, audit_sessions
 from graph.machine.runner import run_cycle
 from schemas.simulation import EpisodeConfig
 from tests.helpers import mock_store, runtime_with
@@ -67,7 +67,8 @@ def test_a_memory_known_on_the_decision_day_is_a_leak_and_the_day_before_is_not(
     seq = max(e["seq"] for e in events)
     for known, n in (("2012-05-31", 0), ("2012-06-01", 1)):
         extra = {**events[-1], "seq": seq + 1, "kind": "retrieval", "state": "ANALYZING",
-                 "payload": {"agent": "news", "symbol": "AAPL", "hits": [{"id": "m1", "known_at": known}]}}
+                 "payload": {"agent": "news", "symbol": "AAPL", "query": "AAPL news", "filter": {},
+                             "hits": [{"id": "m1", "known_at": known}]}}
         [cycle] = audit_events(events + [extra])
         assert cycle.checked["memory"] == 1 and len(cycle.leaks) == n
 
@@ -92,3 +93,16 @@ def test_a_backtest_is_audited_with_its_cases(tmp_path):
     assert len(report.cycles) == 3 and report.leaks == []
     assert report.checked()["bar"] > 3 * 20  # each Case's bars and each bundle's history
 
+
+
+def test_an_event_the_audit_cannot_read_leaves_its_cycle_unaudited_and_named(recorded):
+    """Evidence in an event that is not one of the log's typed events is not skipped as if it were clean."""
+    _, out, events = recorded
+    events = copy.deepcopy(events)
+    tool = next(e for e in events if e["kind"] == "tool_result")
+    tool["payload"]["smuggled"] = [{"date": "2012-06-04", "open": 1, "high": 1, "low": 1, "close": 1}]
+    [cycle] = audit_events(events)
+    assert cycle.note and "cannot be read" in cycle.note and f"seq {tool['seq']}" in cycle.note
+    assert "smuggled" in cycle.note
+    report = LookaheadReport([out.session_id], [cycle])
+    assert report.as_dict()["unaudited"] == [{"cycle_id": out.cycle_id, "note": cycle.note}]

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Iterator, Optional
 import pandas as pd
 
 from agent.markets import decision_time, get_profile, published_time, session_close
+from schemas.events import Event, EventParseError, parse_event
 
 KINDS = ("bar", "news", "filing", "memory")
 _BAR_KEYS = frozenset({"open", "high", "low", "close"})
@@ -76,10 +77,18 @@ def audit_events(events: Iterable[dict[str, Any]]) -> list[CycleAudit]:
 
 
 def audit_cycle(cycle_id: str, events: list[dict[str, Any]]) -> CycleAudit:
-    manifest = next((e["payload"] for e in events if e.get("kind") == "manifest"), None)
-    config = (manifest or {}).get("config") or {}
-    inputs = (manifest or {}).get("inputs") or {}
-    as_of = inputs.get("as_of") or _scan_as_of(events)
+    """The cycle's events are read as the audit log's typed events (schemas/events.py): one this code cannot read
+    leaves the cycle unaudited, named, so an unreadable recording never passes as clean."""
+    typed, unreadable = [], []
+    for e in events:
+        try:
+            typed.append(parse_event(e))
+        except EventParseError as err:
+            unreadable.append(str(err))
+    manifest = next((t.payload for t in typed if t.kind == "manifest"), None)
+    config = manifest.config if manifest is not None else {}
+    inputs = (manifest.inputs if manifest is not None else None) or {}
+    as_of = inputs.get("as_of") or _scan_as_of(typed)
     decide_at = config.get("decide_at") or "close"
     audit = CycleAudit(cycle_id, as_of, None, decide_at)
     if as_of is None:
@@ -87,10 +96,12 @@ def audit_cycle(cycle_id: str, events: list[dict[str, Any]]) -> CycleAudit:
         return audit
     if manifest is None:
         audit.note = "no manifest recorded: its decision time is taken as the close of its as-of date"
+    if unreadable:
+        audit.note = f"{len(unreadable)} event(s) cannot be read, their evidence unaudited; first: {unreadable[0]}"
     profile = get_profile(config.get("market"), decide_at)
     decided = decision_time(profile, as_of)
     audit.decision_time = _iso(decided)
-    for where, symbol, node in _evidence(events, inputs):
+    for where, symbol, node in _evidence(typed, inputs):
         for kind, sym, dated in _dated(node, symbol):
             audit.checked[kind] += 1
             known = session_close(profile, dated) if kind == "bar" else published_time(dated, profile)
@@ -102,28 +113,26 @@ def audit_cycle(cycle_id: str, events: list[dict[str, Any]]) -> CycleAudit:
     return audit
 
 
-def _scan_as_of(events: list[dict[str, Any]]) -> Optional[str]:
+def _scan_as_of(events: list[Event]) -> Optional[str]:
     for e in events:
-        p = e.get("payload") or {}
-        if e.get("kind") == "contract" and e.get("state") == "SCANNING":
-            return (p.get("data") or {}).get("as_of")
+        if e.kind == "contract" and e.state == "SCANNING":
+            return e.payload.data.get("as_of")
     return None
 
 
-def _evidence(events: list[dict[str, Any]], inputs: dict[str, Any]) -> Iterator[tuple[str, Optional[str], Any]]:
+def _evidence(events: list[Event], inputs: dict[str, Any]) -> Iterator[tuple[str, Optional[str], Any]]:
     """(where, symbol if known, JSON) of everything the agents were shown or could ask for."""
     if inputs.get("case"):
         yield "manifest inputs.case (the backtest's Case)", None, inputs["case"]
     for e in events:
-        kind, p = e.get("kind"), e.get("payload") or {}
-        where = f"seq {e.get('seq')} {e.get('state')} {kind}"
-        if kind == "contract" and e.get("state") == "SCANNING":
-            for snap in (p.get("data") or {}).get("snapshots") or []:
+        where = f"seq {e.seq} {e.state} {e.kind}"
+        if e.kind == "contract" and e.state == "SCANNING":
+            for snap in e.payload.data.get("snapshots") or []:
                 yield where, snap.get("symbol"), snap.get("bundle")
-        elif kind == "tool_result":
-            yield f"{where} {p.get('name') or ''}".rstrip(), None, p.get("result")
-        elif kind == "retrieval":
-            yield where, p.get("symbol"), p.get("hits")
+        elif e.kind == "tool_result":
+            yield f"{where} {e.payload.name}".rstrip(), None, e.payload.result
+        elif e.kind == "retrieval":
+            yield where, e.payload.symbol, e.payload.hits
 
 
 def _dated(node: Any, symbol: Optional[str]) -> Iterator[tuple[str, Optional[str], str]]:
