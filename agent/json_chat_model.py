@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any
+from typing import Any, Callable
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
@@ -28,20 +28,26 @@ def lean_schema(node: Any) -> Any:
     about 20% of a contract's schema), which no validator reads (JSON Schema 2020-12, 9.1: annotations). What
     validates is unchanged: types, required, additionalProperties, enums, bounds, descriptions for the model.
     Validation here is always the Pydantic contract itself (`parse_answer`), never this copy."""
+    return pruned_schema(node, lambda key, value: key == "title" and isinstance(value, str))
+
+
+def pruned_schema(node: Any, drop: Callable[[str, Any], bool]) -> Any:
+    """The schema without the keywords `drop(key, value)` names, wherever they stand as keywords: the values of
+    data keywords are kept verbatim, and the names under properties/$defs are names, never keywords."""
     if isinstance(node, list):
-        return [lean_schema(x) for x in node]
+        return [pruned_schema(x, drop) for x in node]
     if not isinstance(node, dict):
         return node
     out = {}
     for key, value in node.items():
-        if key == "title" and isinstance(value, str):
+        if drop(key, value):
             continue
         if key in _DATA_KEYWORDS:
             out[key] = value
         elif key in _NAMED_SCHEMAS and isinstance(value, dict):
-            out[key] = {name: lean_schema(sub) for name, sub in value.items()}
+            out[key] = {name: pruned_schema(sub, drop) for name, sub in value.items()}
         else:
-            out[key] = lean_schema(value)
+            out[key] = pruned_schema(value, drop)
     return out
 
 

@@ -28,8 +28,8 @@ from agent.audit_events import emit
 from agent.budget import BudgetExceeded, budget_of, output_cap, request_tokens
 from agent import cache as response_cache
 from agent.guards import GuardError, Shown, check_figures, check_symbol
-from agent.json_chat_model import (_DATA_KEYWORDS, _NAMED_SCHEMAS, JsonChatModel, answer_text, lean_schema,
-                                   parse_answer, response_format)
+from agent.json_chat_model import (JsonChatModel, answer_text, lean_schema, parse_answer, pruned_schema,
+                                   response_format)
 from agent.llm import ATTEMPT_KEY, AttemptPlan, call_failed, describe_failure, next_wait, retry_policy_of
 from agent.prompts import repair_message
 from agent.protocols import CURRENT, PASS_PROTOCOL, PASS_PROTOCOLS, PassProtocol, version  # noqa: F401 - re-exported
@@ -333,21 +333,7 @@ _UNSENT_KEYWORDS = frozenset({"maxLength", "minLength", "pattern"})
 
 def _asked_schema(node: Any) -> Any:
     """A lean schema less string lengths and patterns (no data keyword's value is touched)."""
-    if isinstance(node, list):
-        return [_asked_schema(x) for x in node]
-    if not isinstance(node, dict):
-        return node
-    out = {}
-    for key, value in node.items():
-        if key in _UNSENT_KEYWORDS and not isinstance(value, dict):
-            continue
-        if key in _DATA_KEYWORDS:
-            out[key] = value
-        elif key in _NAMED_SCHEMAS and isinstance(value, dict):
-            out[key] = {name: _asked_schema(sub) for name, sub in value.items()}
-        else:
-            out[key] = _asked_schema(value)
-    return out
+    return pruned_schema(node, lambda key, value: key in _UNSENT_KEYWORDS and not isinstance(value, dict))
 
 
 @functools.lru_cache(maxsize=128)

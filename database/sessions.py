@@ -21,7 +21,7 @@ listing says by how much (the session's chain head is further on), the session's
 `store reindex` rebuilds.
 
 The last cycle's status is read the way replay reads it: the graph layer registers that reading
-(`use_cycle_reader`, graph/services/replay/session.py), since this layer may not import it; with none registered a fold
+(`use_cycle_reader`, graph/machine/recording.py), since this layer may not import it; with none registered a fold
 waits (the listing then shows the session behind).
 """
 from __future__ import annotations
@@ -57,7 +57,7 @@ _reader: Optional[CycleReader] = None
 
 
 def use_cycle_reader(reader: CycleReader) -> None:
-    """How a fold reads the last cycle's status (graph/services/replay/session.py registers replay's own reading)."""
+    """How a fold reads the last cycle's status (graph/machine/recording.py registers the recording reader's)."""
     global _reader
     _reader = reader
 
@@ -203,7 +203,7 @@ class SessionSummaries:
         cache, and a cycle must not fail on it; returns the reason it could not, or None."""
         reader = _reader
         if reader is None:
-            return "no cycle reader registered (graph/services/replay/session.py): the summary waits for the next fold"
+            return "no cycle reader registered (graph/machine/recording.py): the summary waits for the next fold"
         try:
             for attempt in range(MAX_RACES):
                 if self._fold_once(session_id, reader, cached=attempt == 0):
@@ -288,7 +288,7 @@ class SessionSummaries:
         (its summary, if any, removed)."""
         reader = _reader
         if reader is None:
-            raise RuntimeError("no cycle reader registered: import graph.services.replay.session first")
+            raise RuntimeError("no cycle reader registered: import graph.machine.recording first")
         events = self.events.read(session_id)
         if not events:
             self.remove(session_id)

@@ -52,7 +52,7 @@ from graph.machine.execution import PaperExecution
 from graph.machine.memory import MemoryBank
 import graph.machine.runtime as runtime_mod
 from graph.machine.nodes.scanning import scanning
-import graph.services.replay.session  # noqa: F401 - registers how session summaries read a cycle's status
+import graph.machine.recording  # noqa: F401 - registers how session summaries read a cycle's status
 from graph.machine.runtime import CycleRuntime, default_runtime, runtime_of
 from graph.machine.state import CONTRACT_KEYS, CycleState
 from schemas.portfolio import PortfolioSnapshot

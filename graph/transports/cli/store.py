@@ -73,7 +73,7 @@ def _store_reindex(args) -> int:
     writer killed before it summarised left behind is corrected, summaries of sessions with no event removed."""
     import sys
 
-    import graph.services.replay.session  # noqa: F401 - registers how a summary reads a cycle's status
+    import graph.machine.recording  # noqa: F401 - registers how a summary reads a cycle's status
 
     store = open_store(args.db)
     try:
