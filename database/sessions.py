@@ -297,8 +297,21 @@ class SessionSummaries:
         try:
             self.col.insert_one(doc)
         except DuplicateKeyError:
-            self.col.update_one({"_id": session_id, "seq": {"$lte": doc["seq"]}}, {"$set": doc})
+            if not self.col.update_one({"_id": session_id, "seq": {"$lte": doc["seq"]}}, {"$set": doc}).matched_count:
+                self._lower(session_id, doc)
         return self.get(session_id)
+
+    def _lower(self, session_id: str, doc: dict[str, Any]) -> None:
+        """The stored summary covers more than the log read holds. A writer that went on since the read leaves
+        the log past it (that summary stands: its fold is newer); otherwise the log lost events (removed, or a
+        summary edited up) and the summary comes down to the log, by compare-and-set on the seq it had."""
+        stored = self.get(session_id)
+        if stored is None or self.events.count(session_id) > int(doc["seq"]):
+            return
+        self.col.update_one({"_id": session_id, "seq": stored["seq"]}, {"$set": doc})
+        seen = getattr(self.events, "seen", None)
+        if seen is not None:  # this process's cached summary would otherwise stand in for the lowered one
+            seen.summaries.pop(session_id, None)
 
     def reindex(self, progress: Optional[Callable[[int, int], None]] = None) -> dict[str, Any]:
         """Every session's summary rebuilt from the log; summaries of sessions with no event removed. Returns

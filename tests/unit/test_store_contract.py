@@ -446,3 +446,19 @@ def test_a_head_checked_under_another_key_or_unsigned_is_named(store: Store, mon
                                    f"configured TRADEGRAPH_AUDIT_KEY ({key_id(b'another key, 32 bytes long......')})")
     store.db["chain_heads"].update_one({"_id": "W"}, {"$unset": {"sig": ""}})
     assert "the chain head is not signed, but TRADEGRAPH_AUDIT_KEY is set" in broken(store, "W")[1]
+
+
+# ---------------------------------------------------------------- issue 28: summaries, the admin log's head, fences
+def test_reindex_lowers_a_summary_whose_log_lost_events(store: Store) -> None:
+    import graph.machine.recording  # noqa: F401 - registers how a summary reads a cycle's status
+
+    store.events.append([make_event("R", n=i) for i in range(77)])
+    assert store.sessions.fold("R") is None and store.sessions.get("R")["events"] == 77
+    store.events.col.delete_one({"session_id": "R", "seq": 77})  # the log loses its last event
+    out = store.sessions.reindex()
+    assert out["corrected"] == 1
+    assert (store.sessions.get("R")["events"], store.sessions.get("R")["seq"]) == (76, 76)
+    # and a summary edited up (more events than the log holds) comes down too
+    store.sessions.col.update_one({"_id": "R"}, {"$set": {"events": 500, "seq": 500}})
+    store.sessions.reindex()
+    assert store.sessions.get("R")["events"] == 76
