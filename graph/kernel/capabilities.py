@@ -373,7 +373,8 @@ def audit_lookahead(ctx: Context, inp: m.LookaheadInput) -> m.LookaheadOutput:
     report = audit_sessions(ctx.store, sessions).as_dict()
     return m.LookaheadOutput(target=inp.target, resolved=resolved, sessions=sessions, cycles=report["cycles"],
                              checked=report["checked"], leaks=report["leaks"], unaudited=report["unaudited"],
-                             clean=not report["leaks"] and not report["unaudited"])
+                             broken=report["broken"],
+                             clean=not report["leaks"] and not report["unaudited"] and not report["broken"])
 
 
 @capability(m.TaskInput, m.TaskView, http=Route.get("/tasks/{task_id}", "tasks"))

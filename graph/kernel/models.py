@@ -554,7 +554,9 @@ class LookaheadOutput(Output):
     checked: dict[str, int] = Field(description="pieces of evidence checked, by kind")
     leaks: list[dict[str, Any]]
     unaudited: list[dict[str, Any]] = Field(description="cycles nothing says the decision time of")
-    clean: bool = Field(description="no leak and every cycle audited")
+    broken: list[dict[str, Any]] = Field([], description="sessions whose hash chain is broken: {session_id, seq, "
+                                                         "reason}; their log is no evidence of what was seen")
+    clean: bool = Field(description="every session's hash chain intact, no leak and every cycle audited")
 
 
 TaskStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted"]

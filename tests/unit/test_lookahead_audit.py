@@ -106,3 +106,56 @@ def test_an_event_the_audit_cannot_read_leaves_its_cycle_unaudited_and_named(rec
     assert "smuggled" in cycle.note
     report = LookaheadReport([out.session_id], [cycle])
     assert report.as_dict()["unaudited"] == [{"cycle_id": out.cycle_id, "note": cycle.note}]
+
+
+# ---------------------------------------------------------------------------- the chain is checked first (issue 28)
+def _leaky_session():
+    """A session whose cycle really saw a headline published after its decision (a leak the audit names)."""
+    store = mock_store()
+    rt = runtime_with()
+    rt.news = NewsSource([{"symbol": "AAPL", "published_at": "2012-06-01T19:59:00Z", "headline": "Apple beats"}])
+    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=rt)
+    return store, out
+
+
+def _audit_cli(store, target, capsys):
+    from graph.transports.cli.main import main
+
+    code = main(["audit", "lookahead", target, "--db", store.uri])
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+def _edit_published_at(store, sid: str, seq: int, value: str) -> None:
+    """The first headline's date in SCANNING's stored contract set in place, as a store writer would (no re-hash; the
+    payload written back whole, as the pack it was stored in held it)."""
+    doc = next(e for e in store.events.read(sid) if e["seq"] == seq)
+    doc["payload"]["data"]["snapshots"][0]["bundle"]["news"]["items"][0]["published_at"] = value
+    store.db["state_events"].replace_one({"session_id": sid, "seq": seq}, doc)
+
+
+def test_a_leaked_date_edited_back_in_the_store_fails_the_audit_naming_the_broken_seq(capsys):
+    store, out = _leaky_session()
+    sid = out.session_id
+    scan = next(e for e in store.events.read(sid) if e["kind"] == "contract" and e["state"] == "SCANNING")
+    # the leak as a tamperer would find it (the item dated past the close), then its date moved back to hide it
+    _edit_published_at(store, sid, scan["seq"], "2012-06-01T20:05:00Z")
+    code, text = _audit_cli(store, sid, capsys)
+    assert code == 1 and "LEAK" in text and f"BROKEN {sid}: hash chain broken at seq {scan['seq']}" in text
+    _edit_published_at(store, sid, scan["seq"], "2012-06-01T13:00:00Z")
+    code, text = _audit_cli(store, sid, capsys)
+    assert code == 1 and "0 leak(s)" in text and "1 session(s) with a broken hash chain" in text
+    assert f"hash chain broken at seq {scan['seq']}: content does not match its hash" in text
+    report = audit_sessions(store, [sid])
+    assert report.leaks == [] and report.broken == [{"session_id": sid, "seq": scan["seq"], "reason":
+                                                     "content does not match its hash (the event was edited after it "
+                                                     "was written)"}]
+
+
+def test_the_scanning_event_deleted_fails_the_audit(capsys):
+    store, out = _leaky_session()
+    assert _audit_cli(store, out.session_id, capsys)[0] == 0  # untouched: clean, chain intact
+    scan = next(e for e in store.events.read(out.session_id) if e["kind"] == "contract" and e["state"] == "SCANNING")
+    store.db["state_events"].delete_one({"session_id": out.session_id, "seq": scan["seq"]})
+    code, text = _audit_cli(store, out.session_id, capsys)
+    assert code == 1 and f"hash chain broken at seq {scan['seq']}: seq {scan['seq']} is missing" in text

@@ -53,6 +53,10 @@ class CycleAudit:
 class LookaheadReport:
     sessions: list[str]
     cycles: list[CycleAudit]
+    # sessions whose hash chain (database/events.py verify_chain) is broken: {session_id, seq, reason}. The audit
+    # reads what the log holds now; a log edited after the fact (a date moved back in place, an event deleted)
+    # is no evidence of what the agents saw, so a broken one is never reported clean
+    broken: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def leaks(self) -> list[Leak]:
@@ -64,7 +68,8 @@ class LookaheadReport:
     def as_dict(self) -> dict[str, Any]:
         return {"sessions": self.sessions, "cycles": len(self.cycles), "checked": self.checked(),
                 "leaks": [leak.__dict__ for leak in self.leaks],
-                "unaudited": [{"cycle_id": c.cycle_id, "note": c.note} for c in self.cycles if c.note]}
+                "unaudited": [{"cycle_id": c.cycle_id, "note": c.note} for c in self.cycles if c.note],
+                "broken": list(self.broken)}
 
 
 def audit_events(events: Iterable[dict[str, Any]]) -> list[CycleAudit]:
@@ -163,7 +168,13 @@ def _iso(ts: pd.Timestamp) -> str:
 
 
 def audit_sessions(store, session_ids: list[str]) -> LookaheadReport:
+    """Each session's hash chain first (its head, counter and ledger included), then its cycles' evidence."""
     cycles: list[CycleAudit] = []
+    broken: list[dict[str, Any]] = []
     for sid in session_ids:
+        chain = store.events.verify_chain(sid)
+        if not chain["ok"]:
+            first = chain["first_broken"]
+            broken.append({"session_id": sid, "seq": first["seq"], "reason": first["reason"]})
         cycles += audit_events(store.events.read(sid))
-    return LookaheadReport(list(session_ids), cycles)
+    return LookaheadReport(list(session_ids), cycles, broken)

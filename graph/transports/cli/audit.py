@@ -1,7 +1,7 @@
 """`tradegraph audit lookahead SESSION_OR_RUN`: every bar, news item, filing or memory a recorded cycle saw dated
 after its decision time (graph/services/replay/lookahead.py), for a session, a backtest run id (its session bt-<id>), or a
 benchmark or sweep id (every run's session). Exit 0 when there is none, 1 otherwise (a cycle nothing says the
-decision time of counts against it too)."""
+decision time of counts against it too, and so does a session whose hash chain is broken: its log is no evidence)."""
 from __future__ import annotations
 
 
@@ -25,7 +25,11 @@ def cmd_lookahead(args) -> int:
                   f"{leak['where']}")
         for cycle in out.unaudited:
             print(f"  UNAUDITED {cycle['cycle_id']}: {cycle['note']}")
-        print(f"{len(out.leaks)} leak(s)" + (f", {len(out.unaudited)} cycle(s) unaudited" if out.unaudited else ""))
+        for b in out.broken:
+            print(f"  BROKEN {b['session_id']}: hash chain broken at seq {b['seq']}: {b['reason']}")
+        print(f"{len(out.leaks)} leak(s)" + (f", {len(out.unaudited)} cycle(s) unaudited" if out.unaudited else "")
+              + (f", {len(out.broken)} session(s) with a broken hash chain: not audited evidence" if out.broken
+                 else ""))
     return EXIT_OK if out.clean else EXIT_FAILED
 
 
