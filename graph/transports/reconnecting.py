@@ -35,6 +35,17 @@ class ReconnectingKernel(Kernel):
             self._failed_on = seen
             raise
 
+    def call_keyed(self, name, args=None, *, transport: str = "local", idempotency_key=None, caller=None):
+        """A keyed request reads and writes its key in the store before it runs (graph/kernel/idempotent.py): it
+        reconnects first too, or every keyed request after a restart would fail until an unkeyed one ran."""
+        seen = self._reconnect_if_needed()
+        try:
+            return super().call_keyed(name, args, transport=transport, idempotency_key=idempotency_key,
+                                      caller=caller)
+        except StoreUnavailable:
+            self._failed_on = seen
+            raise
+
     def watch(self, task_id: str, **options):
         seen = self._reconnect_if_needed()
         try:

@@ -91,6 +91,28 @@ def test_serve_reconnects_to_a_store_back_on_a_new_port_and_its_cut_task_resumes
                    cycles_cut=len(superseded_cycles(db)), **counts)
 
 
+@pytest.mark.slow
+def test_keyed_requests_reconnect_too(private_store, tmp_path):
+    """Issue 28, hole 12: after `store stop` + `store start` on a new port, a POST with an Idempotency-Key is the first
+    request: it must succeed (before: 503 until some unkeyed request had run), and its retry gets the same answer."""
+    store, port = private_store, free_port()
+    base = f"http://127.0.0.1:{port}"
+    cycle = {"symbols": ["AAPL", "MSFT"], "as_of": "2012-06-01", "memory": "off"}
+    with serve(["serve", "--port", str(port)], {**store.env, "PYTHONPATH": str(REPO)}, tmp_path, f"{base}/store"):
+        first = httpx.post(f"{base}/cycles", json=cycle, headers={"Idempotency-Key": "before-restart"}, timeout=120)
+        assert first.status_code == 200, first.text
+        codes = []
+        for kill in (False, True):
+            _restart_elsewhere(store, kill)
+            key = f"after-restart-{kill}"
+            r = httpx.post(f"{base}/cycles", json=cycle, headers={"Idempotency-Key": key}, timeout=120)
+            codes.append(r.status_code)
+            assert r.status_code == 200, r.text
+            again = httpx.post(f"{base}/cycles", json=cycle, headers={"Idempotency-Key": key}, timeout=120)
+            assert again.status_code == 200 and again.json()["session_id"] == r.json()["session_id"], again.text
+    FIGURES.update(keyed_first_requests_after_restart=len(codes), keyed_failed=sum(c != 200 for c in codes))
+
+
 def teardown_module(module) -> None:
     if FIGURES:
         print("\nserve under a store restarted on a new port: " + ", ".join(f"{k}={v}" for k, v in FIGURES.items()))
