@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import importlib.util
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 from urllib.parse import urlsplit, urlunsplit
@@ -96,7 +97,8 @@ def split_model(name: str) -> tuple[Optional[str], str]:
 
 
 def default_provider(llm: Optional[str], quick: Optional[str], deep: Optional[str], env: Mapping[str, str]) -> str:
-    """TRADEGRAPH_LLM, else the provider the tiers name, else openai when OPENAI_API_KEY is set, else offline."""
+    """TRADEGRAPH_LLM, else the provider the tiers name, else openai when OPENAI_API_KEY or OPENAI_BASE_URL is set
+    (an OpenAI-compatible server was pointed at: its model must answer, never the offline one), else offline."""
     if llm:
         name = llm.strip().lower()
         if name != OFFLINE and name not in PROVIDERS:
@@ -105,7 +107,7 @@ def default_provider(llm: Optional[str], quick: Optional[str], deep: Optional[st
     named = [p for p in (split_model(n)[0] for n in (quick, deep) if n) if p]
     if named:
         return named[0]
-    return "openai" if env.get("OPENAI_API_KEY") else OFFLINE
+    return "openai" if (env.get("OPENAI_API_KEY") or env.get("OPENAI_BASE_URL")) else OFFLINE
 
 
 def default_models(provider: str) -> Optional[tuple[str, str]]:
@@ -144,8 +146,12 @@ def check_url(var: str, value: str) -> None:
         parts.port
     except ValueError:
         raise ConfigError(f"{var}={value!r} has a port that is not a number") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    if parts.scheme not in ("http", "https") or not parts.hostname or not _HOST.fullmatch(parts.hostname):
         raise ConfigError(f"{var}={value!r} is not an http(s) URL")
+
+
+# a host name (RFC 1123 labels), an IPv4 address or a bracketed IPv6 one: 'not a url' parses with host 'not a url'
+_HOST = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?|[0-9A-Fa-f:.]+(%\w+)?")
 
 
 def resolve_tier(tier: str, name: str, provider: str, method: str, tool_choice: str, env: Mapping[str, str],
@@ -160,6 +166,14 @@ def resolve_tier(tier: str, name: str, provider: str, method: str, tool_choice: 
     if not model.strip():
         raise ConfigError(f"{var}={name!r} names no model")
     if provider == OFFLINE:
+        if model not in OFFLINE_MODELS:
+            # the offline model answers only under its own names: a name it does not own (a typo'd provider
+            # prefix, a provider's model with none configured) would run offline labelled as that model
+            prefix = name.partition(":")[0] if ":" in name else None
+            why = (f"{prefix!r} is not a provider ({', '.join((OFFLINE, *PROVIDERS))})" if prefix and prefix != OFFLINE
+                   else f"the offline model is {' or '.join(OFFLINE_MODELS)}")
+            raise ConfigError(f"{var}={name!r}: {why}, and no provider is configured for it (set TRADEGRAPH_LLM, or "
+                              f"name it provider:model)")
         if method not in ("auto", "json_schema"):
             raise ConfigError(f"TRADEGRAPH_STRUCTURED_METHOD={method!r} does not apply to the offline model of the "
                               f"{tier} tier ({var}={name!r}), which answers json_schema only")
@@ -194,10 +208,12 @@ def tier_model(settings, tier: str, env: Optional[Mapping[str, str]] = None, wit
     resolution, so what the manifest records is what the JSON pass does."""
     env = os.environ if env is None else env
     name = settings.deep_model if tier == "deep" else settings.quick_model
-    tm = resolve_tier(tier, name, settings.provider, settings.structured_method, settings.tool_choice, env)
+    by = None if env.get("TRADEGRAPH_LLM") or settings.provider != "openai" or env.get("OPENAI_API_KEY") else (
+        "OPENAI_BASE_URL" if env.get("OPENAI_BASE_URL") else None)  # the variable that picked openai, for errors
+    tm = resolve_tier(tier, name, settings.provider, settings.structured_method, settings.tool_choice, env, by)
     if not with_profile or tm.provider == OFFLINE or importlib.util.find_spec(PROVIDERS[tm.provider].package) is None:
         return tm
-    return resolve_tier(tier, name, settings.provider, settings.structured_method, settings.tool_choice, env,
+    return resolve_tier(tier, name, settings.provider, settings.structured_method, settings.tool_choice, env, by,
                         profile=model_profile(tm.provider, tm.model))
 
 
@@ -222,12 +238,15 @@ def check_ready(tm: TierModel, name: str, env: Mapping[str, str]) -> None:
     if tm.provider == OFFLINE:
         return
     p = PROVIDERS[tm.provider]
-    shown = f"{tm.chosen_by}={(tm.provider if tm.chosen_by == 'TRADEGRAPH_LLM' else name)!r}"
+    value = {"TRADEGRAPH_LLM": tm.provider, "OPENAI_BASE_URL": env.get("OPENAI_BASE_URL")}.get(tm.chosen_by, name)
+    shown = f"{tm.chosen_by}={value!r}"
     if importlib.util.find_spec(p.package) is None:
         how = f"pip install 'tradegraph[{p.extra}]'" if p.extra else f"pip install {p.package.replace('_', '-')}"
         raise ConfigError(f"{shown} needs the {p.package} package: {how}")
     if p.key_vars and not any((env.get(k) or "").strip() for k in p.key_vars):
-        raise ConfigError(f"{shown} needs {' or '.join(p.key_vars)} to be set")
+        local = " (a local OpenAI-compatible server takes any value)" if tm.provider == "openai" and (
+            urlsplit(tm.endpoint or "").hostname != OPENAI_HOST) else ""
+        raise ConfigError(f"{shown} needs {' or '.join(p.key_vars)} to be set{local}")
     vertex = env.get(VERTEX_VAR) or ""
     if tm.provider == "google_genai" and vertex.strip().lower() in ("1", "true"):
         # google-genai would quietly send the Gemini API key's requests to Vertex AI instead
