@@ -5,8 +5,9 @@ from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
+from schemas.broker import BrokerOrderOutcome
 from schemas.base import (MAX_SYMBOLS, Contract, Direction, ExitReason, IsoDate, NonNegMoney, Price, ShortText, Side,
-                          Symbol, Unit)
+                          Symbol, Unit, unset)
 
 
 # room for one symbol's clause in a text that lists every symbol (a decision's rationale, a cycle's summary)
@@ -77,6 +78,8 @@ class DecisionResult(Contract):
     status: Literal["accepted", "rejected"]
     message: str = ""
     executed_trades: list[ExecutedTrade] = Field(default_factory=list)
+    # a broker's cycle: every order's outcome (schemas/broker.py); absent from a simulated fill's record
+    orders: Optional[list[BrokerOrderOutcome]] = Field(default=None, exclude_if=unset)
 
     @model_validator(mode="after")
     def _trades_only_when_accepted(self) -> "DecisionResult":

@@ -25,6 +25,9 @@ EventKind = Literal[
     "telemetry",  # a failed or skipped OpenTelemetry export (graph/services/telemetry/live.py)
     "idempotency",  # a use of an idempotency key: the first answer, a replay, a refusal (graph/kernel/idempotent.py)
     "cycle_ended",  # how the cycle ended, written by the runner last (graph/machine/runner.py)
+    # a broker's orders (graph/machine/broker/execution.py): the intent, acknowledged by the store before the
+    # submit; the broker's answer; each later state of the order; a reconciliation; a halt or resume
+    "order_intent", "order_ack", "order_update", "reconciliation", "broker_control",
 ]
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 
@@ -84,6 +87,7 @@ class ManifestPayload(OpenPayload):  # graph/machine/manifest.py build_manifest;
     versions: Optional[JsonObject] = None
     data: Optional[JsonObject] = None
     inputs: Optional[JsonObject] = None
+    broker: Optional[JsonObject] = None  # a broker cycle's broker, host and mandate (graph/machine/broker/)
 
 
 class TransitionPayload(Payload):  # graph/machine/nodes/common.py: `to` END closes the cycle's graph run
@@ -184,12 +188,60 @@ class CycleEndedPayload(Payload):
     status: CycleStatus
 
 
+class OrderIntentPayload(Payload):
+    client_order_id: str
+    symbol: str
+    side: str
+    quantity: float
+    leg: int
+    broker: str
+    resumed: bool = False  # an earlier attempt left this intent: the broker is asked for it before any submit
+
+
+class OrderAckPayload(Payload):
+    client_order_id: str
+    broker_order_id: str
+    status: str
+    filled_quantity: float = 0.0
+    avg_price: Optional[float] = None
+    found_existing: bool = False  # the broker already had it (a lost answer, a killed process): not sent again
+    retries: list[str] = []
+
+
+class OrderUpdatePayload(Payload):
+    client_order_id: str
+    broker_order_id: Optional[str] = None
+    symbol: str
+    status: str
+    filled_quantity: float = 0.0
+    avg_price: Optional[float] = None
+    reason: Optional[str] = None
+    late: bool = False  # seen by a reconciliation after the cycle ended
+
+
+class ReconciliationPayload(Payload):
+    broker: str
+    orders: int
+    updated: list[JsonObject] = []
+    drift: list[JsonObject] = []
+    clean: bool
+
+
+class BrokerControlPayload(Payload):
+    action: Literal["halt", "resume"]
+    by: str
+    reason: str = ""
+    cancelled: list[str] = []
+
+
 PAYLOADS: dict[str, type[Payload]] = {
     "manifest": ManifestPayload, "transition": TransitionPayload, "llm_request": LlmRequestPayload,
     "llm_response": LlmResponsePayload, "tool_call": ToolCallPayload, "tool_result": ToolResultPayload,
     "contract": ContractPayload, "validation": ValidationPayload, "error": ErrorPayload,
     "retrieval": RetrievalPayload, "telemetry": TelemetryPayload, "idempotency": IdempotencyPayload,
-    "cycle_ended": CycleEndedPayload,
+    "cycle_ended": CycleEndedPayload, "order_intent": OrderIntentPayload, "order_ack": OrderAckPayload,
+    "order_update": OrderUpdatePayload, "reconciliation": ReconciliationPayload,
+    "broker_control": BrokerControlPayload,
 }
 assert set(PAYLOADS) == set(EVENT_KINDS), "every kind has exactly one payload model"
 

@@ -12,7 +12,9 @@ from schemas.portfolio import PortfolioSnapshot
 
 class ExecutionResult(Contract):
     cycle_id: str = Field(min_length=1, max_length=200)
-    status: Literal["filled", "rejected", "hold"]
+    # partial: a broker cycle where some orders filled (or may still fill) and others did not (result.orders says
+    # which); its cycle ends executed_with_errors, never completed
+    status: Literal["filled", "partial", "rejected", "hold"]
     result: DecisionResult
     portfolio_after: PortfolioSnapshot
     # True when this cycle had already executed and the stored result was returned instead

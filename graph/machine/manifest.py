@@ -126,6 +126,9 @@ def build_manifest(runtime, inputs: dict[str, Any] | None = None) -> dict[str, A
     }
     if getattr(runtime, "actions", None) is not None:  # the dividends it credits change the book: recorded too
         manifest["data"]["actions"] = _data_source(runtime.actions)
+    identity = getattr(getattr(runtime, "execution", None), "manifest", None)
+    if identity is not None:  # a broker: which one, its host, the mandate (path, sha256, limits)
+        manifest["broker"] = identity()
     if inputs is not None:  # ids are on the event itself
         manifest[INPUTS] = {k: v for k, v in inputs.items() if k not in ("session_id", "cycle_id")}
     return manifest

@@ -20,7 +20,9 @@ from graph.machine.builder import build_graph
 from graph.machine.errors import ApprovalConflict, InputError, NothingPending, SessionNotFound  # noqa: F401 - re-exported
 from database.checkpoint import checkpointer
 from langgraph.types import Command
-from graph.machine.execution import PaperExecution
+from database.broker import BrokerSessions, KillSwitch
+from graph.machine.broker.checks import halted
+from graph.machine.broker.choose import execution_for, session_broker
 from graph.machine.manifest import build_manifest
 from graph.machine import recording  # noqa: F401 - registers how a session summary reads its last cycle
 from graph.machine.memory import MemoryBank, MemoryRecall
@@ -93,13 +95,14 @@ def next_cycle_id(store: Store, session_id: str) -> str:
 
 def run_cycle(symbols: str | list[str], as_of: str, *, store: Store, session_id: Optional[str] = None,
               runtime: Optional[CycleRuntime] = None, audit: bool = True, graph=None,
-              approve: bool = False, case: Optional[dict] = None) -> CycleOutcome:
+              approve: bool = False, case: Optional[dict] = None, broker: Optional[str] = None) -> CycleOutcome:
     """Validates inputs before anything is written, so bad input leaves no half-written session.
 
     With approve=True the cycle pauses before EXECUTING (status `pending_approval`), checkpointed
-    in the store, until `approve_cycle` resumes it, from this process or another.
+    in the store, until `approve_cycle` resumes it, from this process or another. `broker` (sim, alpaca; default
+    $TRADEGRAPH_BROKER) picks the execution backend; a broker's mandate may require the pause.
     """
-    rt = _with_execution(runtime or default_runtime(), store)
+    rt = _with_execution(runtime or default_runtime(), store, broker=broker, session_id=session_id)
     symbols = parse_symbols(symbols)
     if session_id is not None and not store.events.exists(session_id) and store.portfolios.load(session_id) is None:
         # first: a session looked for in the wrong store would otherwise read as the data's fault (its own files
@@ -118,6 +121,9 @@ def run_cycle(symbols: str | list[str], as_of: str, *, store: Store, session_id:
         portfolio, version = None, 0
     portfolio = portfolio or PortfolioSnapshot(cash=rt.config.starting_cash)
     cycle_id = next_cycle_id(store, session_id)
+    if getattr(rt.execution, "mandate", None) is not None:  # a broker: the session is bound to it
+        BrokerSessions(store.db).bind(session_id, rt.execution.broker.name, rt.execution.broker.settings.host)
+        approve = approve or rt.execution.mandate.approval_required
     inputs = {"symbols": symbols, "as_of": as_of, "session_id": session_id, "cycle_id": cycle_id,
               "portfolio": portfolio.model_dump(mode="json"), "portfolio_version": version,
               "approval_required": approve}
@@ -151,10 +157,12 @@ def approve_cycle(session_id: str, *, store: Store, approved: bool, by: str,
                 f"{describe(held)}", by=by)
     status = None
     try:
+        if approved and session_broker(store, session_id) is not None:
+            _refuse_if_halted(store, session_id, cycle_id, by)
         if approved:
             _refuse_if_stale(store, session_id, cycle_id, graph.get_state(_thread(cycle_id)).values
                              .get("portfolio_version"))
-        rt = _with_execution(runtime or default_runtime(), store)
+        rt = _with_execution(runtime or default_runtime(), store, session_id=session_id)
         out = _invoke(graph, Command(resume={"approved": approved, "by": by}), store=store, runtime=rt,
                       session_id=session_id, cycle_id=cycle_id, audit=True)
         status = out.status
@@ -211,9 +219,20 @@ def _refuse_if_stale(store: Store, session_id: str, cycle_id: str, read_version:
             f"reject it with `tradegraph approve {session_id} --reject` and run a new cycle")
 
 
-def _with_execution(rt: CycleRuntime, store: Store) -> CycleRuntime:
+def _refuse_if_halted(store: Store, session_id: str, cycle_id: str, by: str) -> None:
+    """The kill switch (tradegraph broker halt) holds every broker cycle: an approval meanwhile is refused, audited,
+    and the cycle stays paused until `broker resume`."""
+    halt = KillSwitch(store.db).state()
+    if halt.get("halted"):
+        _refuse(store, session_id, cycle_id, "approval_refused_halted",
+                f"approval of cycle {cycle_id} refused: the broker is halted ({halted(halt).value}); "
+                f"`tradegraph broker resume` first", by=by)
+
+
+def _with_execution(rt: CycleRuntime, store: Store, *, broker: Optional[str] = None,
+                    session_id: Optional[str] = None) -> CycleRuntime:
     if rt.execution is None:
-        rt.execution = PaperExecution(store, rt.config)
+        rt.execution = execution_for(store, rt.config, broker, session_id=session_id)
     if rt.memory is None:
         rt.memory = MemoryBank(store.memories)
     if rt.llm_cache is None:

@@ -10,7 +10,8 @@ from langgraph.types import Command, interrupt
 from agent.audit_events import emit
 
 from agent.tools import invoke_tool
-from graph.machine.nodes.common import done, state_node
+from graph.machine.broker.checks import cycle_status
+from graph.machine.nodes.common import EXECUTED_WITH_ERRORS, done, state_node
 from graph.machine.nodes.planning import scan_context
 from database.portfolio import PortfolioConflict
 from graph.machine.runtime import audit_barrier, runtime_of, with_tools
@@ -79,9 +80,16 @@ def executing(state: CycleState, config: RunnableConfig) -> Command[Literal["MEM
     raw = invoke_tool("submit_decision", decision.as_decision().model_dump(mode="json"), state="EXECUTING",
                       config=with_tools(config, scan_context(scan, executor=execute)))
     res = DecisionResult.model_validate(raw)
-    status = "hold" if not decision.orders else ("filled" if res.status == "accepted" else "rejected")
+    status = "hold" if not decision.orders else _status(res)
     result = ExecutionResult(cycle_id=cycle_id, status=status, result=res,
                              portfolio_after=after.get("portfolio", scan.portfolio))
     rt.execution.record(cycle_id, session_id, result.model_dump(mode="json"), base_version=base_version)
-    return done("EXECUTING", result, "MEMORIZING", config,
-                **({"status": "rejected"} if status == "rejected" else {}))
+    # a broker's partial result (some orders filled, others not, or still open) is never `completed`
+    ended = {"rejected": {"status": "rejected"}, "partial": {"status": EXECUTED_WITH_ERRORS}}.get(status, {})
+    return done("EXECUTING", result, "MEMORIZING", config, **ended)
+
+
+def _status(res: DecisionResult) -> str:
+    if res.orders is not None:  # a broker's cycle: per order (graph/machine/broker/execution.py)
+        return cycle_status(res)
+    return "filled" if res.status == "accepted" else "rejected"

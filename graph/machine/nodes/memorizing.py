@@ -15,7 +15,7 @@ from agent.parallel import run_parallel
 from agent.passes import structured_pass
 from agent.prompts import task_messages
 from agent.reviewer import review_trade
-from graph.machine.nodes.common import done, state_node
+from graph.machine.nodes.common import EXECUTED_WITH_ERRORS, done, state_node
 from graph.machine.runtime import runtime_of
 from graph.machine.state import CycleState
 from schemas.decision import ExecutedTrade
@@ -95,7 +95,10 @@ def memorizing(state: CycleState, config: RunnableConfig) -> Command[Literal["__
     reviews: list[TradeReview] = [written[f"review:{i}"] for i in range(len(closed))]
     memory = written["summary"]
     # grounding: what happened is fact, not the model's wording
-    memory = memory.model_copy(update={"cycle_id": state["cycle_id"], "as_of": state["as_of"], "status": status,
+    # the note's status is one the model is shown (MemorisedStatus): a broker's partial fill is noted `degraded`,
+    # and the cycle itself still ends executed_with_errors
+    noted = "degraded" if status == EXECUTED_WITH_ERRORS else status
+    memory = memory.model_copy(update={"cycle_id": state["cycle_id"], "as_of": state["as_of"], "status": noted,
                                        "decisions": decisions, "reviews": reviews})
     if rt.memory is not None:  # a replay writes nothing but its own audit log
         rt.memory.write(memory_records(state, scan, memory, closed, rt.run_id))

@@ -23,6 +23,15 @@ def validating(state: CycleState, config: RunnableConfig) -> Command[Literal["EX
     validation = evaluate(risk_input(decision, scan.portfolio, scan.prices(), scan.as_of), rt.config.risk)
     emit("validation", {"schema": "DecisionValidation", "check": "risk_engine", "ok": validation.passed,
                         "reasons": validation.reasons}, config)
+    mandate = getattr(rt.execution, "check_mandate", None)  # a broker's mandate (agent/brokers/mandate.py)
+    if mandate is not None and decision.orders:
+        refusals = mandate(decision.as_decision(), scan.prices(), scan.portfolio)
+        for r in refusals:
+            emit("validation", {"schema": "Mandate", "check": "mandate", "ok": False, "rule": r.rule,
+                                "limit": r.limit, "value": r.value, "symbol": r.symbol, "error": r.message}, config)
+        if refusals:
+            validation = validation.model_copy(update={
+                "passed": False, "reasons": [*validation.reasons, *(r.message for r in refusals)]})
     if validation.passed:
         return done("VALIDATING", validation, "EXECUTING", config)
     return done("VALIDATING", validation, "MEMORIZING", config, status="rejected")

@@ -1,0 +1,40 @@
+"""Which execution backend a cycle gets: the simulated book (sim, the default) or a broker, from --broker or
+TRADEGRAPH_BROKER; a session that started on a broker stays on it (its approval resumes through the same one)."""
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping, Optional
+
+from agent.brokers import BrokerConfigError
+from agent.brokers.settings import alpaca_settings, broker_name
+from agent.config import AgentConfig
+from database.broker import BrokerSessions
+from database.connection import Store
+from graph.machine.execution import PaperExecution
+
+# tests and the bench shorten how long EXECUTING waits for fills (seconds)
+FILL_WAIT_ENV = "TRADEGRAPH_BROKER_FILL_WAIT_S"
+
+
+def session_broker(store: Store, session_id: Optional[str]) -> Optional[str]:
+    return BrokerSessions(store.db).broker_of(session_id) if session_id else None
+
+
+def execution_for(store: Store, config: AgentConfig, broker: Optional[str] = None, *,
+                  session_id: Optional[str] = None, env: Optional[Mapping[str, str]] = None) -> Any:
+    env = os.environ if env is None else env
+    bound = session_broker(store, session_id)
+    name = broker_name(env, broker)
+    if bound is not None and broker is None:
+        name = bound  # an approval, or a run continuing a session, uses the session's broker
+    elif bound is not None and bound != name:
+        raise BrokerConfigError(f"session '{session_id}' trades through {bound}, not {name}")
+    if name == "sim":
+        return PaperExecution(store, config)
+    from agent.brokers.alpaca import AlpacaBroker
+    from agent.brokers.mandate import load_mandate
+    from graph.machine.broker.execution import BrokerExecution
+
+    settings = alpaca_settings(env)
+    return BrokerExecution(store, config, AlpacaBroker(settings), load_mandate(settings.mandate_path),
+                           fill_wait_s=float(env.get(FILL_WAIT_ENV, "5")))

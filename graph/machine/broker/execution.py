@@ -1,0 +1,217 @@
+"""EXECUTING through a real broker: what a cycle can promise when the broker cannot fill all or nothing.
+
+1. Every check first (checks.py); any refusal and nothing is submitted.
+2. Each order's intent is recorded (`broker_orders`, keyed by its client_order_id) and its `order_intent` event
+   acknowledged by the store (the audit barrier) before any submit.
+3. Sells before buys; a rejection (or a halt raised meanwhile) stops the submits and cancels what has not filled.
+4. The result lists every order: filled at what price, partly filled, cancelled, rejected, not submitted. A cycle
+   where anything did not fill is `partial` (the cycle ends executed_with_errors), never filled/completed; what is
+   still open at the broker is shown as open, and `tradegraph broker reconcile` records it when it fills.
+A retry of the cycle (a killed process restarted, a lost answer) finds each order by its client_order_id.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+
+from agent.broker import _apply
+from agent.markets import bar_cutoff
+from agent.brokers.orders import BrokerRejected, BrokerUnavailable, OrderView
+from agent.brokers.client_ids import client_order_id
+from agent.brokers.mandate import Mandate, Refusal
+from database.broker import BrokerOrders, BrokerSessions, KillSwitch
+from database.connection import Store
+from graph.machine.broker.checks import halted, ny_day, presubmit
+from graph.machine.execution import PaperExecution
+from graph.machine.runtime import run_context
+from agent.config import AgentConfig
+from schemas.broker import BrokerOrderOutcome
+from schemas.decision import Decision, DecisionResult, Order
+from schemas.events import EventKind, new_event
+from schemas.portfolio import PortfolioSnapshot
+
+
+class BrokerExecution(PaperExecution):
+    """The paper book's ledger and outbox (lookup, record, settle_exits) with a real broker's fills."""
+
+    def __init__(self, store: Store, config: AgentConfig, broker: Any, mandate: Mandate, *,
+                 fill_wait_s: float = 5.0, poll_s: float = 0.05):
+        super().__init__(store, config)
+        self.broker, self.mandate = broker, mandate
+        self.orders, self.switch = BrokerOrders(store.db), KillSwitch(store.db)
+        self.fill_wait_s, self.poll_s = fill_wait_s, poll_s
+
+    def manifest(self) -> dict[str, Any]:
+        return {"name": self.broker.name, "host": self.broker.settings.host, "mandate": self.mandate.identity()}
+
+    def check_mandate(self, decision: Decision, prices: dict[str, float],
+                      portfolio: PortfolioSnapshot) -> list[Refusal]:
+        """VALIDATING's check, against the book this cycle read (the broker's own positions are checked again
+        right before the submit)."""
+        from datetime import datetime, timezone
+
+        now = datetime.now(timezone.utc)
+        return self.mandate.check([(o.symbol, o.side, o.quantity) for o in decision.orders], prices,
+                                  {s: p.quantity for s, p in portfolio.positions.items()},
+                                  orders_today=self.orders.count_day(ny_day(now)), now=now)
+
+    def execute(self, decision: Decision, *, cycle_id: str, session_id: str, universe: list[str],
+                prices: dict[str, float], prev_closes: dict[str, float], portfolio: PortfolioSnapshot,
+                as_of: str) -> tuple[DecisionResult, PortfolioSnapshot]:
+        writer = run_context().audit_writer
+        if writer is None:
+            raise RuntimeError("a broker cycle runs only with its audit: nothing submitted")
+        BrokerSessions(self.store.db).bind(session_id, self.broker.name, self.broker.settings.host)
+
+        def audit(kind: EventKind, payload: dict[str, Any]) -> None:
+            writer.put(new_event(session_id, cycle_id, "EXECUTING", kind, payload))
+
+        indexed = list(enumerate(decision.orders))
+        legs = [(i, o, client_order_id(session_id, cycle_id, o.symbol, i))
+                for i, o in [x for x in indexed if x[1].side == "SELL"] + [x for x in indexed if x[1].side == "BUY"]]
+        outcomes: dict[int, BrokerOrderOutcome] = {}
+        if not self.orders.of_cycle(cycle_id):  # nothing of this cycle may have reached the broker: check it all
+            refusals = [r for r in [halted(self.switch.state())] if r] or presubmit(
+                self.broker, self.mandate, [o for _, o, _ in legs], prices, portfolio,
+                self.orders.count_day(ny_day()))
+            if refusals:
+                for r in refusals:
+                    audit("validation", {"schema": "BrokerPrecheck", "check": r.rule, "ok": False, "rule": r.rule,
+                                         "limit": r.limit, "value": r.value, "symbol": r.symbol,
+                                         "error": r.message})
+                why = "; ".join(r.message for r in refusals)
+                for i, o, cid in legs:
+                    outcomes[i] = _outcome(cid, o, None, "not_submitted", why)
+                return _result(outcomes, decision, portfolio, as_of, f"nothing submitted: {why}", as_of)
+        # the intents, each acknowledged by the store before the first submit
+        priors: dict[str, Optional[dict[str, Any]]] = {}
+        day = ny_day()
+        for i, o, cid in legs:
+            priors[cid] = self.orders.intend({"_id": cid, "session_id": session_id, "cycle_id": cycle_id,
+                                              "symbol": o.symbol, "side": o.side, "quantity": o.quantity,
+                                              "leg": i, "day": day})
+            audit("order_intent", {"client_order_id": cid, "symbol": o.symbol, "side": o.side,
+                                   "quantity": o.quantity, "leg": i, "broker": self.broker.name,
+                                   "resumed": priors[cid] is not None})
+        writer.flush(durable=True)
+
+        views: dict[int, OrderView] = {}
+        stop: Optional[str] = None
+        for i, o, cid in legs:
+            if stop is None:  # a halt raised meanwhile, from any process, stops the submits still to come
+                halt = halted(self.switch.state())
+                stop = halt.message if halt else None
+            if stop is not None:
+                found = self._find(cid) if priors[cid] is not None else None  # a killed attempt may have sent it
+                if found is None:
+                    outcomes[i] = _outcome(cid, o, None, "not_submitted", stop)
+                    continue
+                view, existing = found, True
+            else:
+                self.broker.retries.clear()
+                try:
+                    view, existing = self.broker.submit(cid, o.symbol, o.side, o.quantity,
+                                                        maybe_sent=priors[cid] is not None)
+                except BrokerRejected as e:
+                    self.orders.update(cid, state="rejected", status="rejected", reason=e.reason)
+                    audit("order_update", {"client_order_id": cid, "symbol": o.symbol, "status": "rejected",
+                                           "reason": e.reason})
+                    outcomes[i] = _outcome(cid, o, None, "rejected", e.reason)
+                    stop = f"{o.side} {o.quantity:g} {o.symbol} was rejected ({e.reason})"
+                    continue
+                except BrokerUnavailable as e:  # it may or may not exist: reconcile will say
+                    self.orders.update(cid, state="unknown", reason=str(e))
+                    audit("order_update", {"client_order_id": cid, "symbol": o.symbol, "status": "unknown",
+                                           "reason": str(e)})
+                    outcomes[i] = _outcome(cid, o, None, "unknown", str(e))
+                    stop = f"no answer for {o.side} {o.quantity:g} {o.symbol}"
+                    continue
+            views[i] = view
+            self.orders.update(cid, state="acked", broker_order_id=view.id, status=view.status,
+                               filled_quantity=view.filled_qty, avg_price=view.filled_avg_price)
+            audit("order_ack", {"client_order_id": cid, "broker_order_id": view.id, "status": view.status,
+                                "filled_quantity": view.filled_qty, "avg_price": view.filled_avg_price,
+                                "found_existing": existing, "retries": list(self.broker.retries)})
+        views = self._settle(views, legs, audit, cancel=stop is not None)
+        for i, o, cid in legs:
+            if i in views:
+                v = views[i]
+                outcomes[i] = _outcome(cid, o, v, v.status, stop if v.status == "canceled" else None)
+        return _result(outcomes, decision, portfolio, as_of, stop, self._seen_through(as_of))
+
+    def _seen_through(self, as_of: str) -> str:
+        return str(bar_cutoff(self.profile, as_of).date())
+
+    def _find(self, cid: str) -> Optional[OrderView]:
+        try:
+            return self.broker.find(cid)
+        except (BrokerRejected, BrokerUnavailable):
+            return None
+
+    def _settle(self, views: dict[int, OrderView], legs: list, audit, *, cancel: bool) -> dict[int, OrderView]:
+        """Wait (up to fill_wait_s) for the submitted orders to end; after a rejection or a halt, cancel what has
+        not filled. Every change the broker reports is an `order_update`."""
+        cids = {i: cid for i, _, cid in legs}
+        deadline = time.monotonic() + self.fill_wait_s
+
+        def refresh(i: int) -> None:
+            try:
+                new = self.broker.order(views[i].id)
+            except (BrokerRejected, BrokerUnavailable):
+                return
+            if (new.status, new.filled_qty) != (views[i].status, views[i].filled_qty):
+                self.orders.update(cids[i], status=new.status, filled_quantity=new.filled_qty,
+                                   avg_price=new.filled_avg_price)
+                audit("order_update", {"client_order_id": cids[i], "broker_order_id": new.id, "symbol": new.symbol,
+                                       "status": new.status, "filled_quantity": new.filled_qty,
+                                       "avg_price": new.filled_avg_price})
+            views[i] = new
+
+        if cancel:
+            for i, v in list(views.items()):
+                if v.open:
+                    try:
+                        self.broker.cancel(v.id)
+                    except (BrokerRejected, BrokerUnavailable):
+                        pass
+                    refresh(i)
+        while any(v.open for v in views.values()) and time.monotonic() < deadline:
+            time.sleep(self.poll_s)
+            for i, v in list(views.items()):
+                if v.open:
+                    refresh(i)
+        return views
+
+
+def _outcome(cid: str, o: Order, v: Optional[OrderView], status: str, reason: Optional[str]) -> BrokerOrderOutcome:
+    return BrokerOrderOutcome(client_order_id=cid, broker_order_id=v.id if v else None, symbol=o.symbol,
+                              side=o.side, quantity=o.quantity, filled_quantity=v.filled_qty if v else 0.0,
+                              avg_price=v.filled_avg_price if v and v.filled_qty > 0 else None, status=status,
+                              reason=reason[:500] if reason else None)
+
+
+def _result(outcomes: dict[int, BrokerOrderOutcome], decision: Decision, portfolio: PortfolioSnapshot, as_of: str,
+            stop: Optional[str], seen_through: str) -> tuple[DecisionResult, PortfolioSnapshot]:
+    """What the broker confirmed, and only that: the book moves by the filled quantities at their prices."""
+    rows = [outcomes[i] for i in sorted(outcomes)]
+    fills, cash = [], portfolio.cash
+    for i in sorted(outcomes):
+        r = outcomes[i]
+        if r.filled_quantity > 0 and r.avg_price:
+            o = decision.orders[i].model_copy(update={"quantity": r.filled_quantity})
+            fills.append((i, o, r.avg_price, 0.0))
+            cash += (-1 if r.side == "BUY" else 1) * r.filled_quantity * r.avg_price
+    filled = sum(1 for r in rows if r.status == "filled")
+    parts = [f"{filled} of {len(rows)} order(s) filled"]
+    parts += [f"{r.side} {r.quantity:g} {r.symbol}: {r.status}"
+              + (f" ({r.filled_quantity:g} filled)" if 0 < r.filled_quantity < r.quantity else "")
+              + (f" — {r.reason}" if r.reason else "") for r in rows if r.status != "filled"]
+    message = "; ".join(parts)[:2000]
+    if not fills:
+        status = "accepted" if any(r.status not in ("not_submitted", "rejected", "canceled") for r in rows) \
+            else "rejected"
+        return DecisionResult(status=status, message=message, orders=rows), portfolio
+    res, after = _apply(fills, portfolio, as_of, cash, seen_through)
+    return DecisionResult(status="accepted", message=message, executed_trades=res.executed_trades,
+                          orders=rows), after
+
