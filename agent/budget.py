@@ -16,10 +16,17 @@ What a call "would" use is not known before it answers, so each call reserves it
 The reservation is atomic (parallel analysts can't both slip under a limit) and is replaced by the call's real
 usage when it answers. Estimates are estimates: a provider that counts more input tokens than ~4 characters each
 can end a little over a token or dollar limit, never by a whole unplanned call.
+
+The usage a provider reports is checked before it replaces the reservation (`usage_problem`): token counts that are
+not whole numbers between 0 and MAX_REPORTED_TOKENS, a total below input + output, a cost that is negative or not a
+number. Such a report is not believed: the call counts as its reservation (its whole cap) and the caller audits it
+(a `usage` validation, agent/passes.py). A provider answering `total_tokens: -1000000000` would otherwise give the
+budget back a billion tokens and let every later call through.
 """
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -30,6 +37,24 @@ from langchain_core.runnables import RunnableConfig
 BUDGET_KEY = "token_budget"
 DEFAULT_OUTPUT_RESERVE = 1024  # tokens a call with no output cap of its own is assumed to answer at most
 _OUTPUT_CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "num_predict")
+# more tokens than any one request can use (the largest context windows offered hold 1-2 million): a report above it
+# is nonsense, not usage
+MAX_REPORTED_TOKENS = 10_000_000
+_REPORTED = ("input_tokens", "output_tokens", "total_tokens")
+
+
+def usage_problem(usage: dict[str, Any], cost: Optional[float]) -> Optional[str]:
+    """Why a call's reported usage (agent/pricing.py usage_of) and its dollars can't be believed, or None."""
+    for name in _REPORTED:
+        value = usage.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_REPORTED_TOKENS:
+            return f"reported {name} {value!r} is not a whole number from 0 to {MAX_REPORTED_TOKENS:,}"
+    if usage["total_tokens"] < usage["input_tokens"] + usage["output_tokens"]:
+        return (f"reported total_tokens {usage['total_tokens']} is less than input_tokens + output_tokens "
+                f"({usage['input_tokens']} + {usage['output_tokens']})")
+    if cost is not None and (not isinstance(cost, (int, float)) or not math.isfinite(cost) or cost < 0):
+        return f"the call's cost {cost!r} is not a non-negative number of dollars"
+    return None
 
 
 class BudgetExceeded(RuntimeError):
@@ -83,7 +108,9 @@ class Budget:
             self.tokens, self.cost, self.calls = self.tokens + tokens, self.cost + cost, self.calls + calls
 
     def reserve(self, input_tokens: int, max_output: int, price: Any, model: str) -> Reservation:
-        need = Reservation(input_tokens + max_output, 0.0)
+        # the worst case in dollars too (when priced): what a call whose usage report is nonsense is counted as
+        need = Reservation(input_tokens + max_output,
+                           (input_tokens * price.input + max_output * price.output) / 1e6 if price is not None else 0.0)
         with self._lock:
             per = f"per {self.scope}"
             if self.max_llm_calls and self.calls + 1 > self.max_llm_calls:
@@ -108,7 +135,6 @@ class Budget:
                         f"(add it to agent/prices.toml or $TRADEGRAPH_PRICES); the call was not sent",
                         limit=self.max_cost, used=round(self.cost, 8), reserved=round(held.cost, 8),
                         needed=float("nan"), scope=self.scope)
-                need.cost = (input_tokens * price.input + max_output * price.output) / 1e6
                 if self.cost + held.cost + need.cost > self.max_cost:
                     raise CostBudgetExceeded(
                         f"cost budget (max_cost) of ${self.max_cost:g} {per} would be crossed: ${self.cost:.6f} "
@@ -119,8 +145,23 @@ class Budget:
             self._held = Reservation(self._held.tokens + need.tokens, self._held.cost + need.cost)
         return need
 
+    def settle_answer(self, held: Reservation, usage: dict[str, Any], cost: Optional[float]) -> Optional[str]:
+        """An answered call settled with its reported usage, checked first: a report that can't be believed
+        (`usage_problem`) counts as the reservation, the call's whole cap, and why is returned for the audit."""
+        problem = usage_problem(usage, cost)
+        if problem is not None:
+            self.settle(held, held.tokens, held.cost)
+        else:
+            self.settle(held, usage["total_tokens"], cost)
+        return problem
+
     def settle(self, held: Reservation, tokens: int, cost: Optional[float]) -> None:
-        """The reservation replaced by what the call really used (a failed attempt: nothing)."""
+        """The reservation replaced by what the call really used (a failed attempt: nothing). Never less than
+        nothing: a count that is not a non-negative number is taken as the reservation (settle_answer says why)."""
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens <= MAX_REPORTED_TOKENS:
+            tokens = held.tokens
+        if cost is not None and (not isinstance(cost, (int, float)) or not math.isfinite(cost) or cost < 0):
+            cost = held.cost
         with self._lock:
             self._held = Reservation(self._held.tokens - held.tokens, self._held.cost - held.cost)
             self.tokens += int(tokens)

@@ -179,7 +179,12 @@ def call_model(model: BaseChatModel, bound: Runnable, messages: list[BaseMessage
             key = None  # not stored: the SDK raised on it, so a rerun asks again
         if held is not None:
             usage, cost, _ = call_cost(ai, messages, model_name_of(model))
-            budget.settle(held, usage["total_tokens"], cost)
+            problem = budget.settle_answer(held, usage, cost)
+            if problem is not None:  # not believed: counted as the call's cap; the answer itself stands
+                emit("validation", {"check": "usage", "ok": False, "error": problem, "model": model_name_of(model),
+                                    "reported": {k: usage.get(k) for k in ("input_tokens", "output_tokens",
+                                                                           "total_tokens")},
+                                    "counted_tokens": held.tokens, "counted_cost_usd": round(held.cost, 8)}, config)
         if key is not None:
             _cache_write(cache, key, ai, response_id, model, config)
         return ai

@@ -28,6 +28,8 @@ class FakeOpenAI(FakeProvider):
         super().__init__()
         self.reject_tool_choice = reject_tool_choice
         self.report_usage = report_usage  # False: a server that reports no usage (some local ones)
+        # fields of the usage report replaced by these (a provider reporting nonsense, e.g. total_tokens -1e9)
+        self.usage_override: dict = {}
 
     @property
     def base_url(self) -> str:
@@ -68,7 +70,7 @@ class FakeOpenAI(FakeProvider):
             "model": body.get("model", "fake"),
             "choices": [{"index": 0, "message": out, "finish_reason": finish}],
             "usage": {"prompt_tokens": usage["input_tokens"], "completion_tokens": usage["output_tokens"],
-                      "total_tokens": usage["total_tokens"]},
+                      "total_tokens": usage["total_tokens"], **self.usage_override},
         }
         if not self.report_usage:
             del reply["usage"]

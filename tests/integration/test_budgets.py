@@ -172,3 +172,33 @@ def test_start_backtest_takes_the_budget_and_the_cache_switch(fake, tmp_path):
     result = EpisodeResult.model_validate_json(Path(files["result.json"]).read_text())
     assert result.llm_cost["calls"] == 20 and result.actions.get("failed", 0) >= 1
     assert result.llm_cost["cached_calls"] == 0
+
+
+def test_a_nonsense_usage_report_counts_as_the_call_s_cap_and_is_audited(fake, unlimited):
+    """Issue 28: a provider answering `total_tokens: -1000000000` gave the budget back a billion tokens per answer
+    (13 requests ran against 3). Now each such report is not believed: the call counts as its reservation (input
+    estimate + output cap), audited as a failed `usage` validation, so no more requests run than honest usage
+    allows."""
+    limit = unlimited.tokens["total_tokens"] // 4
+    _, honest = _run(token_budget=limit)
+    honest_sent = len(fake.requests)
+    assert 0 < honest_sent < unlimited.llm_calls and honest.error["type"] == "TokenBudgetExceeded"
+    fake.requests.clear()
+    fake.usage_override = {"total_tokens": -1_000_000_000}
+    store, out = _run(token_budget=limit)
+    lied = len(fake.requests)
+    assert 0 < lied <= honest_sent and out.error["type"] == "TokenBudgetExceeded"
+    checks = [e["payload"] for e in events_of(store, out, "validation") if e["payload"].get("check") == "usage"]
+    assert len(checks) == lied and all(c["ok"] is False for c in checks)
+    assert checks[0]["error"] == "reported total_tokens -1000000000 is not a whole number from 0 to 10,000,000"
+    assert checks[0]["reported"]["total_tokens"] == -1_000_000_000 and checks[0]["counted_tokens"] > 0
+    # the refusal counts what was settled: never less than nothing
+    refusal = _refusal(store, out)
+    assert refusal["used"] == sum(c["counted_tokens"] for c in checks) > 0
+    # an absurd report (more than any request can use) is not believed either
+    fake.requests.clear()
+    fake.usage_override = {"prompt_tokens": 10**12, "total_tokens": 10**12 + 5}
+    store, out = _run(token_budget=limit)
+    assert 0 < len(fake.requests) <= honest_sent
+    assert [e["payload"]["error"] for e in events_of(store, out, "validation")
+            if e["payload"].get("check") == "usage"][0].startswith("reported input_tokens 1000000000000 is not")
