@@ -223,6 +223,25 @@ def test_an_item_whose_hour_is_unknown_is_refused(tmp_path, monkeypatch):
                             "publication time is unknown (a Finnhub label is the collector's local time)")
 
 
+@pytest.mark.parametrize("field, value", [("acceptance_datetime", "2023-12-15T21:00:00Z"),
+                                           ("acceptance_datetime", "2023-12-31T21:00:00Z"),
+                                           ("filing_date", "2023-11-20")])
+def test_a_filing_public_before_its_own_period_ends_is_refused_naming_file_and_record(tmp_path, monkeypatch, field,
+                                                                                       value):
+    """Issue 28: a quarter ending 2023-12-31 accepted (or, without an acceptance, filed) on or before that day."""
+    monkeypatch.setenv("TRADEGRAPH_HOME", str(tmp_path / "home"))
+    good = {"start_date": "2022-10-01", "end_date": "2022-12-31", "acceptance_datetime": "2023-02-01T21:00:00Z",
+            "fiscal_period": "Q4", "fiscal_year": "2022", "financials": {}}
+    bad = {"start_date": "2023-10-01", "end_date": "2023-12-31", "fiscal_period": "Q4", "fiscal_year": "2023",
+           "financials": {}, field: value}
+    root = write_tree(tmp_path / "sb", filings_text=json.dumps([good, bad]))
+    with pytest.raises(DataError) as e:
+        load_tree(root)
+    assert str(e.value) == (f"{root.resolve()}/storage/cache/financials/ACME.quarterly.json: record 2: {field} {value} "
+                            f"is not after the period it reports ends (end_date 2023-12-31): a filing is accepted "
+                            f"after its period")
+
+
 def test_a_folder_that_is_no_tree_and_an_archive_without_bars(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataError, match="not a regular file, nor a StockBench data tree"):

@@ -59,6 +59,7 @@ def reduce_filing(rec: Any, where: str) -> dict:
                                                    "filing_date", "acceptance_datetime")}
     if not out["end_date"]:
         raise DataError(f"{where}: missing field end_date")
+    _public_after_its_period(out, where)
     statements = rec.get("financials") or {}
     items: dict[str, float] = {}
     for statement, names in ITEMS.items():
@@ -73,6 +74,23 @@ def reduce_filing(rec: Any, where: str) -> dict:
             items[name] = float(value)
     out["items"] = items
     return out
+
+
+def _public_after_its_period(rec: dict, where: str) -> None:
+    """A filing reports a period that has ended: one accepted (or filed) on or before its period's last day is a
+    record whose dates are wrong, and trusting either would date the figures before they existed. Refused, named.
+    (Unparseable dates are left to quarters_of, which names them.)"""
+    for field in ("acceptance_datetime", "filing_date"):
+        if not rec.get(field):
+            continue
+        try:
+            public, end = parse_stamp(str(rec[field])).ts.date(), parse_date(rec["end_date"]).date()
+        except (ValueError, TypeError, DataError):
+            return
+        if public <= end:
+            raise DataError(f"{where}: {field} {rec[field]} is not after the period it reports ends (end_date "
+                            f"{rec['end_date']}): a filing is accepted after its period")
+        return  # the acceptance decides when it is public (_stamp); a filing date alone only without one
 
 
 @dataclass(frozen=True)
