@@ -79,8 +79,7 @@ class Retention:
         """The session and its replay sessions, as they stand; UnknownSession (with the deletion line when it
         was deleted) if nothing of it is stored."""
         if not self._anything_of(session_id):
-            gone = self.admin.deletion_line(session_id)
-            raise UnknownSession(f"unknown session '{session_id}'" + (f": {gone}" if gone else ""))
+            raise UnknownSession(self.admin.unknown_session(session_id))
         ids = [session_id] + self._replays_of(session_id)
         return [self._facts(s) for s in ids]
 

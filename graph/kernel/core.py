@@ -74,7 +74,19 @@ class Kernel:
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as e:  # noqa: BLE001 - the one place exceptions become kernel errors
-            raise translate(e) from None
+            raise self._naming_deletion(translate(e), inp) from None
+
+    def _naming_deletion(self, err: KernelError, inp: BaseModel) -> KernelError:
+        """Every capability's `unknown session 'X'` (read_events, portfolio, approve, run_cycle on a session, …) says
+        when and by whom X was deleted, as the admin log records it: here once, not in each capability."""
+        session_id = getattr(inp, "session_id", None)
+        if not (isinstance(err, NotFound) and err.field == "session_id" and session_id and self.store is not None
+                and err.message == f"unknown session '{session_id}'"):
+            return err
+        try:
+            return NotFound(self.store.admin_log.unknown_session(session_id), field="session_id")
+        except Exception:  # noqa: BLE001 - the admin log unreadable: the plain answer still stands
+            return err
 
     def call_keyed(self, name: str, args: Any = None, *, transport: str = "local",
                    idempotency_key: Optional[str] = None, caller: Optional[str] = None) -> BaseModel:

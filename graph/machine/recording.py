@@ -153,8 +153,8 @@ def load_session(store: Store, session_id: str, *, check_chain: bool = False) ->
             if check_chain and store.events.heads.get(session_id) is not None:
                 # every event deleted: the session is gone from the log, not from its chain head
                 return Session(session_id, 0, [], None, None, [], [], chain=store.events.verify_chain(session_id))
-            gone = store.admin_log.deletion_line(session_id)  # a deleted session says when, by whom, what it was
-            raise SessionNotFound(f"unknown session '{session_id}'" + (f": {gone}" if gone else ""))
+            # a deleted session says when, by whom, what it was
+            raise SessionNotFound(store.admin_log.unknown_session(session_id))
         session = build_session(session_id, events)
     if check_chain:
         session.chain = store.events.verify_chain(session_id)

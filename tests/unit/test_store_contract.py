@@ -462,3 +462,48 @@ def test_reindex_lowers_a_summary_whose_log_lost_events(store: Store) -> None:
     store.sessions.col.update_one({"_id": "R"}, {"$set": {"events": 500, "seq": 500}})
     store.sessions.reindex()
     assert store.sessions.get("R")["events"] == 76
+
+
+def _two_deletions(store: Store) -> None:
+    from database.admin_log import AdminLog
+
+    log = AdminLog(store.db)
+    for sid in ("D1", "D2"):
+        started = log.append({"action": "delete_session", "phase": "started", "session_id": sid, "by": "alice"})
+        log.append({"action": "delete_session", "phase": "done", "session_id": sid, "started_seq": started["seq"]})
+
+
+def test_the_admin_logs_head_betrays_its_last_records_removed(store: Store) -> None:
+    from database.admin_log import AdminLog
+
+    _two_deletions(store)
+    log = AdminLog(store.db)
+    assert log.verify()["ok"] and log.head().seq == 4
+    assert "deleted" in log.unknown_session("D2") and "by alice" in log.unknown_session("D2")
+    log.col.delete_many({"seq": {"$gte": 3}})  # D2's deletion hidden: its two records removed from the end
+    report = log.verify()
+    assert not report["ok"] and report["first_broken"]["seq"] == 3
+    assert "records 3..4 missing" in report["first_broken"]["reason"]
+    # the deleted session's lookup no longer finds its record, and says the admin log is broken instead
+    assert "admin log is broken at record 3" in log.unknown_session("D2")
+    log.heads.col.delete_many({})  # and the head removed too: a log with records and no head is not vouched for
+    assert not log.verify()["ok"] and "no head" in log.verify()["first_broken"]["reason"]
+
+
+def test_a_signed_admin_head_cannot_be_rolled_back_without_the_key(store: Store, monkeypatch) -> None:
+    from database.admin_log import HEAD_ID, AdminLog
+    from database.heads import Head
+
+    monkeypatch.setenv("TRADEGRAPH_AUDIT_KEY", "admin log key, 32 bytes long....")
+    _two_deletions(store)
+    log = AdminLog(store.db)
+    assert log.verify()["ok"] and log.head().sig
+    log.col.delete_many({"seq": {"$gte": 3}})
+    second = log.col.find_one({"seq": 2})
+    # the head rolled back to record 2 by someone without the key: unsigned, or signed with another key
+    log.heads.col.replace_one({"_id": HEAD_ID}, {**Head(HEAD_ID, 2, second["hash"], "2026-01-01T00:00:00.000+00:00")
+                                                 .__dict__})
+    assert "not signed" in log.verify()["first_broken"]["reason"]
+    log.heads.col.replace_one({"_id": HEAD_ID}, {**Head(HEAD_ID, 2, second["hash"], "2026-01-01T00:00:00.000+00:00")
+                                                 .signed(b"another key, 32 bytes long......").__dict__})
+    assert "signed with key" in log.verify()["first_broken"]["reason"]

@@ -42,7 +42,7 @@ def spans_of(store: Store, session_id: str, cycle_id: Optional[str] = None) -> l
         if cycle_id is not None and store.events.exists(session_id):
             raise CycleNotFound(f"session '{session_id}' has no cycle '{cycle_id}' "
                                 f"(its cycles: {', '.join(store.events.cycle_ids(session_id))})")
-        raise SessionNotFound(f"unknown session '{session_id}'")
+        raise SessionNotFound(store.admin_log.unknown_session(session_id))  # a deleted one says so
     return session_spans(session_id, events, cycle_id=cycle_id)
 
 

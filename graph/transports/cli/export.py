@@ -40,10 +40,11 @@ def cmd_export_head(args) -> int:
     try:
         head = store.events.heads.get(args.session_id)
         known = head is not None or store.events.exists(args.session_id)
+        unknown = None if known else store.admin_log.unknown_session(args.session_id)  # a deletion is named
     finally:
         store.close()
-    if not known:
-        raise CliError(f"unknown session '{args.session_id}'")
+    if unknown is not None:
+        raise CliError(unknown)
     if head is None:
         raise CliError(f"session '{args.session_id}' has no chain head (written before chain heads existed)",
                        EXIT_FAILED)
