@@ -13,6 +13,7 @@ from graph.kernel.errors import BadInput, Conflict
 from graph.kernel.inputs import data_files, with_spending
 from graph.kernel.models import BacktestInput
 from graph.kernel.tasks import TaskCancelled, TaskKind, register
+from graph.services.run_files import read_run_text, run_file_exists
 
 FILES = (("config.json", "application/json"), ("episode_log.jsonl", "application/jsonl"),
          ("trade_history.json", "application/json"), ("result.json", "application/json"),
@@ -35,8 +36,8 @@ def resume(manager, doc: dict[str, Any]):
 
 def artifacts(doc: dict[str, Any], run_dir: Optional[Path]):
     metrics = None
-    if run_dir is not None and (run_dir / "result.json").is_file():
-        res = json.loads((run_dir / "result.json").read_text())
+    if run_dir is not None and run_file_exists(run_dir / "result.json"):
+        res = json.loads(read_run_text(run_dir / "result.json"))
         metrics = {k: res.get(k) for k in ("metrics", "benchmark_metrics", "actions", "cycle_statuses",
                                            "exits", "warnings", "decision_points")}
     return list(FILES), metrics
@@ -58,7 +59,7 @@ def prepare(manager, inp: BacktestInput, run_id: Optional[str] = None):
         market._check(t)
     validate_config(config, market)
     cfg_path = manager.experiments / run_id / "config.json"
-    if cfg_path.exists() and EpisodeConfig.model_validate_json(cfg_path.read_text()) != config:
+    if run_file_exists(cfg_path) and EpisodeConfig.model_validate_json(read_run_text(cfg_path)) != config:
         raise Conflict(f"run id '{run_id}' already exists with a different config ({cfg_path})", field="run_id")
     total = len(decision_dates(market, config.tickers, config.start, config.end, config.every, config.market))
     if total == 0:

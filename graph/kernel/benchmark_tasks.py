@@ -14,6 +14,7 @@ from typing import Any, Optional
 from graph.kernel.errors import BadInput, Conflict, NotFound
 from graph.kernel.models import BenchmarkInput, inside
 from graph.kernel.tasks import TaskCancelled, TaskKind, new_task_id, register
+from graph.services.run_files import read_run_text, run_file_exists
 
 FILES = (("benchmark.json", "application/json"), ("scorecard.json", "application/json"),
          ("scorecard.csv", "text/csv"), ("scorecard.png", "image/png"))
@@ -131,8 +132,8 @@ def summary_of(card: dict[str, Any], paths: list[Path]) -> dict[str, Any]:
 
 def artifacts(doc: dict[str, Any], run_dir: Optional[Path]) -> tuple[list[tuple[str, str]], Optional[dict[str, Any]]]:
     metrics = None
-    if run_dir is not None and (run_dir / "scorecard.json").is_file():
-        metrics = {"scorecard": json.loads((run_dir / "scorecard.json").read_text()), "summary": doc.get("summary")}
+    if run_dir is not None and run_file_exists(run_dir / "scorecard.json"):
+        metrics = {"scorecard": json.loads(read_run_text(run_dir / "scorecard.json")), "summary": doc.get("summary")}
     return list(FILES), metrics
 
 
@@ -158,8 +159,8 @@ def lookahead_sessions(store, experiments: Path, target: str) -> tuple[str, list
         return "run", [session_id_of(target)]
     folder = inside(experiments, target, "target")  # only now a path: a session id need not be a folder name
     for kind, name in (("benchmark", "benchmark.json"), ("sweep", "grid.json")):
-        if (folder / name).is_file():
-            ids = [session_id_of(e["episode_id"]) for e in json.loads((folder / name).read_text())["episodes"]]
+        if run_file_exists(folder / name):
+            ids = [session_id_of(e["episode_id"]) for e in json.loads(read_run_text(folder / name))["episodes"]]
             found = [s for s in ids if store.events.exists(s)]
             if not found:
                 raise NotFound(f"{kind} '{target}' has no recorded session yet ({', '.join(ids[:3])} …)",

@@ -17,6 +17,7 @@ from typing import Any, Callable, Literal, Optional
 from pydantic import BaseModel
 
 from graph.kernel import backtest_tasks, benchmark_tasks, sweep_tasks  # each registers its task kind
+from graph.kernel import broker_models as bm
 from graph.kernel import models as m
 from graph.kernel.errors import BadInput, Conflict, Forbidden, NotFound
 from graph.kernel.inputs import data_files, with_spending
@@ -33,14 +34,18 @@ class Route:
     path: str
     tag: str           # the OpenAPI tag that groups it
     status: int = 200  # 202 for one that starts a task and returns at once
+    # fields an HTTP request must state though the model defaults them: a decision is never implied by an empty
+    # body (a browser's body-less cross-origin POST must not approve). The HTTP client sends the default it was
+    # called with; in-process, the CLI and MCP keep the model's default
+    explicit: tuple[str, ...] = ()
 
     @classmethod
     def get(cls, path: str, tag: str) -> "Route":
         return cls("GET", path, tag)
 
     @classmethod
-    def post(cls, path: str, tag: str, status: int = 200) -> "Route":
-        return cls("POST", path, tag, status)
+    def post(cls, path: str, tag: str, status: int = 200, explicit: tuple[str, ...] = ()) -> "Route":
+        return cls("POST", path, tag, status, explicit)
 
     @classmethod
     def delete(cls, path: str, tag: str) -> "Route":
@@ -137,12 +142,15 @@ def run_cycle(ctx: Context, inp: m.RunCycleInput) -> m.CycleOutput:
     # execution off on this transport: the same pause as --approve, so the cycle stops before EXECUTING,
     # resumable by someone allowed to move the book
     data = data_files(inp, ctx.store, inp.session_id, ctx.policy)
+    _check_broker(inp.broker)  # a bad broker setting is bad input before any model call
     out = _run(inp.symbols, inp.as_of, store=ctx.store, session_id=inp.session_id,
-               runtime=with_spending(ctx.runtime(inp.memory, data), inp), approve=inp.approve or refusal is not None)
+               runtime=with_spending(ctx.runtime(inp.memory, data), inp), approve=inp.approve or refusal is not None,
+               broker=inp.broker)
     return _cycle_output(out, refusal)
 
 
-@capability(m.ApproveInput, m.CycleOutput, http=Route.post("/sessions/{session_id}/approval", "cycles"),
+@capability(m.ApproveInput, m.CycleOutput, http=Route.post("/sessions/{session_id}/approval", "cycles",
+                                                                explicit=("approved",)),
             moves_book=True, keyed=True)
 def approve(ctx: Context, inp: m.ApproveInput) -> m.CycleOutput:
     """Approve (or reject) the session's cycle paused before EXECUTING; a rejection executes nothing."""
@@ -429,3 +437,71 @@ def memory_search(ctx: Context, inp: m.MemorySearchInput) -> m.MemorySearchOutpu
     hits = bank.search(inp.query, symbol=symbol, before=as_of, session_id=inp.session_id, k=inp.k)
     return m.MemorySearchOutput(query=inp.query, hits=hits, filter={
         "symbol": symbol, "known_before": as_of, "session_id": inp.session_id, "k": inp.k})
+
+
+# ------------------------------------------------------------------------------------------------ broker
+def _check_broker(given: Optional[str] = None) -> str:
+    from agent.brokers import BrokerConfigError
+    from agent.brokers.settings import check_broker_env
+
+    try:
+        return check_broker_env(given=given)
+    except BrokerConfigError as e:
+        raise BadInput(str(e), field="broker") from None
+
+
+def _broker() -> Any:
+    """The configured broker (ALPACA_*), or bad input when there is none to ask."""
+    from agent.brokers.alpaca import AlpacaBroker
+    from agent.brokers.settings import alpaca_settings
+
+    if _check_broker("alpaca") != "alpaca":
+        raise BadInput("no broker configured", field="broker")
+    return AlpacaBroker(alpaca_settings())
+
+
+def _by(ctx: Context, by: str) -> str:
+    return by if ctx.policy.transport in ALWAYS_EXECUTES else f"{by} (via {ctx.policy.transport})"
+
+
+@capability(bm.BrokerHaltInput, bm.BrokerControlOutput, http=Route.post("/broker/halt", "broker"), moves_book=True)
+def broker_halt(ctx: Context, inp: bm.BrokerHaltInput) -> bm.BrokerControlOutput:
+    """Halt the broker: no process submits another order and no approval resumes a broker cycle until resumed;
+    with cancel_open, every open tradegraph order at the broker is cancelled too. Audited with who and when."""
+    from graph.services.broker.control import halt
+
+    refusal = ctx.policy.execution_refusal()
+    if refusal is not None:
+        raise Forbidden(f"broker halt refused: {refusal}", field="by")
+    state = halt(ctx.store, by=_by(ctx, inp.by), reason=inp.reason, broker=_broker() if inp.cancel_open else None)
+    return bm.BrokerControlOutput(**{k: v for k, v in state.items() if k != "_id"})
+
+
+@capability(bm.BrokerResumeInput, bm.BrokerControlOutput, http=Route.post("/broker/resume", "broker"),
+            moves_book=True)
+def broker_resume(ctx: Context, inp: bm.BrokerResumeInput) -> bm.BrokerControlOutput:
+    """Lift the broker halt: submits and approvals of broker cycles may proceed again. Audited with who and when."""
+    from graph.services.broker.control import resume
+
+    refusal = ctx.policy.execution_refusal()
+    if refusal is not None:
+        raise Forbidden(f"broker resume refused: {refusal}", field="by")
+    state = resume(ctx.store, by=_by(ctx, inp.by), reason=inp.reason)
+    return bm.BrokerControlOutput(**{k: v for k, v in state.items() if k != "_id"})
+
+
+@capability(bm.BrokerStatusInput, bm.BrokerStatusOutput, http=Route.get("/broker", "broker"))
+def broker_status(ctx: Context, inp: bm.BrokerStatusInput) -> bm.BrokerStatusOutput:
+    """The broker account (status, cash, buying power, equity), its positions, its open orders, and the halt."""
+    from graph.services.broker.reconcile import status
+
+    return bm.BrokerStatusOutput(**status(_broker(), ctx.store))
+
+
+@capability(bm.BrokerReconcileInput, bm.BrokerReconcileOutput, http=Route.post("/broker/reconcile", "broker"))
+def broker_reconcile(ctx: Context, inp: bm.BrokerReconcileInput) -> bm.BrokerReconcileOutput:
+    """The broker's orders, positions and cash against the ledger: orders that moved on are recorded as late
+    order_update events (their fills booked once), and whatever disagrees is listed as drift."""
+    from graph.services.broker.reconcile import reconcile
+
+    return bm.BrokerReconcileOutput(**reconcile(_broker(), ctx.store, inp.session_id))

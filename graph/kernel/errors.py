@@ -125,7 +125,9 @@ def translate(exc: BaseException) -> KernelError:
         return NotFound(text, field="session_id")
     if isinstance(exc, (NothingPending, ApprovalConflict, PortfolioConflict, SchemaVersionMismatch)):
         return Conflict(text)
-    if isinstance(exc, (InputError, DataError)):
+    from graph.services.run_files import UnsafeRunPath
+
+    if isinstance(exc, (InputError, DataError, UnsafeRunPath)):
         return BadInput(text)
     if isinstance(exc, BacktestError):
         # a run id reused with another config, or a log that no longer matches it: the run exists

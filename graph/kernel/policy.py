@@ -12,12 +12,18 @@
 - A caller's own data files (prices, news, fundamentals) are paths on the server's disk: any path in-process and
   on the CLI; over HTTP and MCP only inside a folder `TRADEGRAPH_DATA_DIRS` lists (os.pathsep-separated), since a
   parse error quotes the file (a header line is enough to leak /proc/self/environ).
+- A network server answers only to its own names (DNS rebinding: a page on a name that resolves to 127.0.0.1
+  would otherwise talk to it with the browser's blessing): a `Host` that is an IP address, `localhost`, the bind
+  address, or a name `TRADEGRAPH_ALLOWED_HOSTS` lists (comma-separated); any other is answered 421. Its own origin
+  is `http(s)://` + that `Host`: a state-changing request from any other origin is refused (403).
+  graph/transports/web_guard.py applies both, to the HTTP API and to MCP over HTTP alike.
 """
 from __future__ import annotations
 
 import hmac
 import ipaddress
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
@@ -29,6 +35,11 @@ EXECUTION_ENV = "TRADEGRAPH_ALLOW_EXECUTION"
 DELETE_ENV = "TRADEGRAPH_ALLOW_DELETE"
 TOKEN_ENV = "TRADEGRAPH_API_TOKEN"
 DATA_DIRS_ENV = "TRADEGRAPH_DATA_DIRS"
+ALLOWED_HOSTS_ENV = "TRADEGRAPH_ALLOWED_HOSTS"
+# the names a loopback server answers to besides IP addresses: an IP literal cannot be rebound, a name can
+LOOPBACK_NAMES = ("localhost",)
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_HOST_NAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*$")
 
 
 class PolicyError(ValueError):
@@ -133,3 +144,54 @@ def check_bind(host: str, policy: Policy) -> None:
     if not is_loopback(host) and policy.token is None:
         raise PolicyError(f"refusing to bind {host}: a non-loopback address needs {TOKEN_ENV} set "
                           f"(clients then send 'Authorization: Bearer <token>'); or bind 127.0.0.1")
+
+
+def allowed_host_names(env: Mapping[str, str]) -> frozenset[str]:
+    """The host names TRADEGRAPH_ALLOWED_HOSTS adds (lower case); an entry that is not a plain host name (a port, a
+    scheme, a wildcard) is refused rather than matching nothing without a word."""
+    raw = env.get(ALLOWED_HOSTS_ENV, "")
+    names = set()
+    for entry in (e.strip().lower().rstrip(".") for e in raw.split(",")):
+        if not entry:
+            continue
+        if not _HOST_NAME.match(entry):
+            raise PolicyError(f"{ALLOWED_HOSTS_ENV}={raw!r}: {entry!r} is not a host name (list names only, "
+                              f"comma-separated: no scheme, port or wildcard)")
+        names.add(entry)
+    return frozenset(names)
+
+
+@dataclass(frozen=True)
+class HostPolicy:
+    """Which `Host` a network server answers to: the one definition both servers use (web_guard.py)."""
+
+    names: frozenset[str]
+
+    @classmethod
+    def for_bind(cls, bind_host: str, env: Optional[Mapping[str, str]] = None) -> "HostPolicy":
+        env = os.environ if env is None else env
+        bound = bind_host.strip("[]").lower()
+        # `serve --host myhost.lan` answers to that name (an address is allowed anyway)
+        own = {bound} if _HOST_NAME.match(bound) and not _is_address(bound) else set()
+        return cls(frozenset({*LOOPBACK_NAMES, *own, *allowed_host_names(env)}))
+
+    def allows(self, host_header: Optional[str]) -> bool:
+        """A request's `Host` (name or address, with or without a port) is one this server answers to."""
+        name = host_name(host_header)
+        return bool(name) and (_is_address(name) or name in self.names)  # an address is never a rebound name
+
+
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return False
+
+
+def host_name(host_header: Optional[str]) -> str:
+    """The name or address of a `Host` header, without its port or an IPv6 address's brackets, lower case."""
+    host = (host_header or "").strip().lower()
+    if host.startswith("["):
+        return host[1:host.find("]")] if "]" in host else ""
+    return (host.rsplit(":", 1)[0] if host.count(":") == 1 else host).rstrip(".")

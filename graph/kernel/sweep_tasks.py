@@ -15,6 +15,7 @@ from typing import Any, Optional
 from graph.kernel.errors import BadInput
 from graph.kernel.models import SweepInput
 from graph.kernel.tasks import TaskKind, new_task_id, register
+from graph.services.run_files import read_run_text, run_file_exists
 
 
 def store_address(store) -> tuple[Optional[str], Optional[str]]:
@@ -115,8 +116,8 @@ def artifacts(doc: dict[str, Any], run_dir: Optional[Path]):
     from graph.services.sweep.results import SWEEP_FILES
 
     metrics = None
-    if run_dir is not None and (run_dir / "aggregate.json").is_file():
-        metrics = {"aggregate": json.loads((run_dir / "aggregate.json").read_text()), "summary": doc.get("summary")}
+    if run_dir is not None and run_file_exists(run_dir / "aggregate.json"):
+        metrics = {"aggregate": json.loads(read_run_text(run_dir / "aggregate.json")), "summary": doc.get("summary")}
     return list(SWEEP_FILES), metrics
 
 

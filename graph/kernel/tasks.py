@@ -28,6 +28,7 @@ from database.embedded import pid_alive
 
 from graph.kernel.errors import Conflict, NotFound, translate
 from graph.kernel.models import Artifact, ArtifactsOutput, TaskProgress, TaskView
+from graph.services.run_files import run_file_exists
 
 COLLECTION = "tasks"
 ACTIVE = ("queued", "running")
@@ -154,8 +155,9 @@ class TaskManager:
         found = []
         for name, media in files:
             p = run_dir / name if run_dir else None
-            if p is not None and p.is_file():
-                found.append(Artifact(name=name, path=str(p), bytes=p.stat().st_size, media_type=media))
+            # a link planted in the run folder is refused naming it, never listed (or served) as the run's file
+            if p is not None and run_file_exists(p):
+                found.append(Artifact(name=name, path=str(p), bytes=p.lstat().st_size, media_type=media))
         return ArtifactsOutput(task_id=task_id, run_dir=str(run_dir) if run_dir else None, artifacts=found,
                                metrics=metrics)
 

@@ -3,7 +3,8 @@
 (kernel.errors.ERROR_TABLE); nothing else happens here. Two endpoints are written out, being no capability: a task's
 progress as Server-Sent Events and the download of one of its files.
 
-`serve()` applies the bind policy first: loopback by default, anywhere else only with a token.
+`serve()` applies the bind policy first: loopback by default, anywhere else only with a token. The served app
+answers only to its own Host names and refuses cross-origin state-changing requests (graph/transports/web_guard.py).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from graph.kernel.errors import BadInput, Failed, KernelError, NotFound, Unautho
 from graph.kernel.idempotent import caller_of_token
 from graph.kernel.policy import Policy, check_bind
 from graph.kernel.tasks import TERMINAL
+from graph.services.run_files import UnsafeRunPath, iter_run_file
 from graph.transports.routes import ARTIFACT_FILE, TASK_EVENTS, rest_model
 
 TRANSPORT = "http"
@@ -151,7 +153,12 @@ def create_app(kernel: Kernel) -> FastAPI:
         if name not in found:
             raise NotFound(f"task {task_id} has no artifact '{name}' (has: {', '.join(found) or 'none'})",
                            field="name")
-        return FileResponse(found[name].path, media_type=found[name].media_type, filename=name)
+        try:  # opened here without following a link (a file swapped for one since it was listed is refused)
+            size, chunks = iter_run_file(found[name].path)
+        except UnsafeRunPath as e:
+            raise BadInput(str(e), field="name") from None
+        return StreamingResponse(chunks, media_type=found[name].media_type, headers={
+            "Content-Disposition": f'attachment; filename="{name}"', "Content-Length": str(size)})
 
     @app.get(TASK_EVENTS, tags=["tasks"], response_class=StreamingResponse, operation_id="task_events",
              responses={200: {"content": {"text/event-stream": {}},
@@ -169,14 +176,24 @@ def create_app(kernel: Kernel) -> FastAPI:
         return StreamingResponse(stream(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
+    from graph.transports.web import mount
+
+    mount(app, kernel)  # the web console's pages at / and /ui/... (graph/transports/web/, docs/console.md)
     return app
 
 
-def asgi_app(kernel: Kernel):
-    """The app as served: behind the bearer check when a token is configured."""
+def asgi_app(kernel: Kernel, host: str = "127.0.0.1"):
+    """The app as served: behind the Host and Origin guard (graph/transports/web_guard.py), then the bearer check
+    when a token is configured."""
+    from graph.transports.web_guard import guarded
+
     policy = kernel.policies[TRANSPORT]
     app = create_app(kernel)
-    return BearerAuth(app, policy) if policy.token else app
+    from graph.transports.web import guarded as console_guarded
+
+    # with a token, the console's pages take the sign-in cookie instead of the bearer header (a link cannot carry it)
+    served = console_guarded(app, BearerAuth(app, policy), policy) if policy.token else app
+    return guarded(served, host)
 
 
 # how long a stopping server waits for requests still running: one waiting on a store that is gone (pymongo's
@@ -205,7 +222,7 @@ def serve(host: str = "127.0.0.1", port: int = 8000, *, db: Optional[str] = None
     exit_cleanly_on_sigterm()
     kernel = kernel or Kernel.open(db)
     try:
-        uvicorn.run(asgi_app(kernel), host=host, port=port, log_level=log_level,
+        uvicorn.run(asgi_app(kernel, host), host=host, port=port, log_level=log_level,
                     timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
     finally:
         kernel.close()

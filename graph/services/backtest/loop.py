@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
 import threading
 from pathlib import Path
@@ -37,6 +36,7 @@ from database.spool import pending_files
 from graph.machine.runner import run_cycle
 from graph.machine.runtime import CycleRuntime, default_runtime
 from graph.services.backtest.simulation import SimulationExecution
+from graph.services.run_files import open_run_file, read_run_bytes, read_run_text, run_file_exists, write_run_atomic
 from graph.services.telemetry import live as _live_export  # noqa: F401 - each cycle exported when configured
 from schemas.events import new_event
 from schemas.decision import Decision, DecisionResult, ExecutedTrade
@@ -210,9 +210,7 @@ def extract(outcome, sim: SimulationExecution, portfolio: PortfolioSnapshot
 
 # ---------------------------------------------------------------- files
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_run_atomic(path, text)  # never through a link planted in the run folder (graph/services/run_files.py)
 
 
 def trade_history_json(trades: list[ExecutedTrade]) -> str:
@@ -225,10 +223,10 @@ def config_json(config: EpisodeConfig) -> str:
 
 def load_logs(path: Path) -> list[DecisionPointLog]:
     """The complete lines of an episode log; a torn last line (killed mid-write) is cut off."""
-    if not path.exists():
+    if not run_file_exists(path):
         return []
     logs, good = [], 0
-    raw = path.read_bytes()
+    raw = read_run_bytes(path)
     for line in raw.splitlines(keepends=True):
         if not line.endswith(b"\n"):
             break
@@ -238,7 +236,7 @@ def load_logs(path: Path) -> list[DecisionPointLog]:
             break
         good += len(line)
     if good != len(raw):
-        with open(path, "r+b") as f:
+        with open_run_file(path, "r+b") as f:
             f.truncate(good)
     return logs
 
@@ -335,8 +333,8 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
 
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg_path, log_path, th_path = run_dir / "config.json", run_dir / "episode_log.jsonl", run_dir / "trade_history.json"
-    if cfg_path.exists():
-        stored = EpisodeConfig.model_validate_json(cfg_path.read_text())
+    if run_file_exists(cfg_path):
+        stored = EpisodeConfig.model_validate_json(read_run_text(cfg_path))
         if stored != config:
             raise BacktestError(f"run id '{run_id}' already exists with a different config ({cfg_path})")
     else:
@@ -358,7 +356,7 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
     bar = _Progress(len(dates), len(logs), progress and sys.stderr.isatty())
     steps = 0
     try:
-        with open(log_path, "a", encoding="utf-8") as log_file:
+        with open_run_file(log_path, "a", encoding="utf-8") as log_file:
             for idx in range(len(logs), len(dates)):
                 if max_steps is not None and steps >= max_steps:
                     break
@@ -399,7 +397,7 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
                     on_step(entry)
     finally:
         bar.close()
-    if not th_path.exists():
+    if not run_file_exists(th_path):
         _write_atomic(th_path, trade_history_json(trades))
     result = episode_result(config, logs, trades, portfolio)
     if len(logs) == len(dates):

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.metrics import drawdown_series
+from graph.services.run_files import save_figure
 from schemas.simulation import EpisodeResult
 
 
@@ -34,8 +35,6 @@ def plot_result(result: EpisodeResult, path: str | Path, title: str | None = Non
     axdd.grid(alpha=0.3)
     axdd.xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m"))
     fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
+    out = save_figure(fig, path, dpi=110)  # never through a link planted in the run folder
     plt.close(fig)
     return out

@@ -12,12 +12,13 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
-import os
 import statistics
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from graph.services.run_files import open_run_file, read_run_text, run_file_exists, save_figure, write_run_atomic
 from graph.services.sweep.grid import Episode
 
 SWEEP_FILES = (("grid.json", "application/json"), ("results.jsonl", "application/jsonl"), ("results.csv", "text/csv"),
@@ -47,19 +48,16 @@ def episode_row(ep: Episode, result: Any, *, status: str, error: Optional[str], 
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_run_atomic(path, text)  # never through a link planted in the sweep folder (graph/services/run_files.py)
 
 
 def _csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    tmp = path.with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="") as f:
-        if rows:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
-    os.replace(tmp, path)
+    out = io.StringIO(newline="")
+    if rows:
+        w = csv.DictWriter(out, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    write_run_atomic(path, out.getvalue())
 
 
 class GridChanged(ValueError):
@@ -69,8 +67,8 @@ class GridChanged(ValueError):
 def write_grid(sweep_dir: Path, given: dict[str, Any], episodes: list[Episode], digest: str) -> None:
     """grid.json; an existing sweep resumes only with the grid it started on (same episodes, same ids)."""
     path = sweep_dir / "grid.json"
-    if path.exists():
-        before = json.loads(path.read_text()).get("grid_hash")
+    if run_file_exists(path):
+        before = json.loads(read_run_text(path)).get("grid_hash")
         if before != digest:
             raise GridChanged(f"sweep '{sweep_dir.name}' exists with another grid ({path}): resume it with the same "
                               f"grid, or give a new sweep id")
@@ -82,10 +80,10 @@ def write_grid(sweep_dir: Path, given: dict[str, Any], episodes: list[Episode], 
 
 def load_rows(sweep_dir: Path) -> dict[str, dict[str, Any]]:
     path = sweep_dir / "results.jsonl"
-    if not path.exists():
+    if not run_file_exists(path):
         return {}
     rows = {}
-    for line in path.read_text().splitlines():
+    for line in read_run_text(path).splitlines():
         if line.strip():
             row = json.loads(line)
             rows[row["episode_id"]] = row
@@ -95,7 +93,7 @@ def load_rows(sweep_dir: Path) -> dict[str, dict[str, Any]]:
 def append_row(sweep_dir: Path, row: dict[str, Any]) -> None:
     """One landed episode, appended (a later line for the same episode supersedes it; load_rows keeps the last),
     so a sweep of thousands of episodes does not rewrite every row each time one lands."""
-    with open(sweep_dir / "results.jsonl", "a") as f:
+    with open_run_file(sweep_dir / "results.jsonl", "a", encoding="utf-8") as f:
         f.write(json.dumps(row, sort_keys=True) + "\n")
 
 
@@ -186,7 +184,6 @@ def plot(sweep_dir: Path, rows: list[dict[str, Any]]) -> Optional[Path]:
     ax.set_title(f"{sweep_dir.name}: each window's episode, X = the configuration's median")
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
-    out = sweep_dir / "sweep.png"
-    fig.savefig(out)
+    out = save_figure(fig, sweep_dir / "sweep.png")
     plt.close(fig)
     return out

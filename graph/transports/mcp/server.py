@@ -113,19 +113,26 @@ def run_stdio(db: Optional[str] = None) -> None:
 
 
 def run_http(port: int, host: str = "127.0.0.1", db: Optional[str] = None) -> None:
-    """Streamable HTTP at http://host:port/mcp, under the same bind and token policy as the HTTP API."""
+    """Streamable HTTP at http://host:port/mcp, under the same bind, token, Host and Origin policy as the HTTP API."""
     import uvicorn
+
+    from mcp.server.transport_security import TransportSecuritySettings
 
     from graph.kernel.policy import Policy, check_bind
     from graph.transports.http import SHUTDOWN_GRACE_S, BearerAuth, exit_cleanly_on_sigterm
+    from graph.transports.web_guard import guarded
 
     policy = Policy.for_transport(TRANSPORT)
     check_bind(host, policy)
     exit_cleanly_on_sigterm()
     kernel = Kernel.open(db)
     try:
-        app = create_server(kernel).streamable_http_app(host=host)
-        uvicorn.run(BearerAuth(app, policy) if policy.token else app, host=host, port=port, log_level="warning",
+        # the SDK's own Host/Origin check (loopback binds only, any local port's origin) gives way to the guard
+        # `serve` uses, so both servers answer to the same names and refuse the same origins
+        app = create_server(kernel).streamable_http_app(
+            host=host, transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        served = guarded(BearerAuth(app, policy) if policy.token else app, host)
+        uvicorn.run(served, host=host, port=port, log_level="warning",
                     timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
     finally:
         kernel.close()

@@ -14,7 +14,6 @@ in this process or as the sweep's Ray actor, checked before each call as a backt
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from types import SimpleNamespace
 from typing import Any, Callable, Optional, Sequence
 
 from graph.services.benchmark.stockbench.protocol import Protocol
+from graph.services.run_files import read_run_text, run_file_exists, write_run_atomic
 from graph.services.sweep.episode import SweepContext
 from graph.services.sweep.grid import Episode
 
@@ -199,8 +199,8 @@ _WHAT = {"grid_hash": "settings (symbols, window, memory or model configurations
 
 
 def _claim(path: Path, identity: dict[str, Any], details: dict[str, Any]) -> None:
-    if path.exists():
-        before = {k: json.loads(path.read_text()).get(k) for k in identity}
+    if run_file_exists(path):
+        before = {k: json.loads(read_run_text(path)).get(k) for k in identity}
         changed = [_WHAT.get(k, k) for k in identity if before[k] != identity[k]]
         if changed:
             raise BenchmarkChanged(f"benchmark '{identity['benchmark_id']}' exists with other "
@@ -208,14 +208,12 @@ def _claim(path: Path, identity: dict[str, Any], details: dict[str, Any]) -> Non
                                    f"benchmark id")
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({**identity, **details}, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    write_run_atomic(path, json.dumps({**identity, **details}, indent=2, sort_keys=True) + "\n")
 
 
 def episodes_of(benchmark_dir: Path) -> list[dict[str, Any]]:
     """The runs a benchmark folder names (its benchmark.json), for the look-ahead audit of a benchmark id."""
-    return json.loads((benchmark_dir / BENCHMARK_FILE).read_text())["episodes"]
+    return json.loads(read_run_text(benchmark_dir / BENCHMARK_FILE))["episodes"]
 
 
 # ------------------------------------------------------------------------------------------------ running
@@ -251,8 +249,8 @@ def failed_points(plan: BenchmarkPlan) -> int:
     total = 0
     for ep in plan.episodes:
         path = plan.ctx.episodes_dir / ep.episode_id / "episode_log.jsonl"
-        if path.exists():
-            total += path.read_text().count('"action":"failed"')
+        if run_file_exists(path):
+            total += read_run_text(path).count('"action":"failed"')
     return total
 
 

@@ -16,6 +16,7 @@ from typing import Any, Optional, Sequence
 
 from agent.metrics import equal_weight_buy_and_hold, stockbench_metrics, turnover
 from graph.services.benchmark.stockbench.protocol import Protocol, published
+from graph.services.run_files import save_figure, write_run_atomic
 from schemas.simulation import EpisodeResult
 
 FILES = ("scorecard.json", "scorecard.csv", "scorecard.png")
@@ -106,8 +107,8 @@ def write(card: dict[str, Any], out_dir: str | Path) -> list[Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / name for name in FILES]
-    paths[0].write_text(json.dumps(card, indent=2, sort_keys=True) + "\n")
-    paths[1].write_text(csv_text(card))
+    write_run_atomic(paths[0], json.dumps(card, indent=2, sort_keys=True) + "\n")  # never through a planted link
+    write_run_atomic(paths[1], csv_text(card))
     plot(card, paths[2])
     return paths
 
@@ -144,7 +145,6 @@ def plot(card: dict[str, Any], path: str | Path) -> Path:
     axdd.xaxis.set_major_locator(mdates.DayLocator() if span <= 14 else mdates.AutoDateLocator(maxticks=10))
     axdd.xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d"))
     fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=110)
+    out = save_figure(fig, path, dpi=110)
     plt.close(fig)
     return out
