@@ -13,7 +13,7 @@ from database.embedded import start_server, stop_server
 
 # what a developer's shell may set that would change what a test runs against: a live OTLP collector, a real
 # provider, a tradegraph.toml elsewhere, a tuned limit. TRADEGRAPH_HOME stays (where the embedded store lives).
-_SCRUBBED_PREFIXES = ("OTEL_", "TRADEGRAPH_", "OPENAI_", "ANTHROPIC_", "GOOGLE_API_KEY", "OLLAMA_")
+_SCRUBBED_PREFIXES = ("OTEL_", "TRADEGRAPH_", "OPENAI_", "ANTHROPIC_", "GOOGLE_API_KEY", "OLLAMA_", "ALPACA_")
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -142,6 +142,9 @@ class RunCycleInput(LlmSpending):
     as_of: Day = Field(description="YYYY-MM-DD, a trading day; only data on or before it is used")
     session_id: Optional[SessionId] = Field(None, description="continue this session (its portfolio carries over)")
     approve: bool = Field(False, description="pause before EXECUTING until approved")
+    broker: Optional[Literal["sim", "alpaca"]] = Field(
+        None, description="where orders go (default: $TRADEGRAPH_BROKER, else sim); a broker's mandate may require "
+                          "approval")
     memory: Optional[MemoryMode] = Field(None, description="past notes agents recall (default: $TRADEGRAPH_MEMORY)")
     prices: PricesFile = None
     news: NewsFile = None

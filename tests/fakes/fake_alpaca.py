@@ -64,6 +64,9 @@ class FakeAlpaca:
         self.peers: set[str] = set()
         self._clock = time.time()
         self.server: Optional[ThreadingHTTPServer] = None
+        # called with the client_order_id of every order POST before it is handled: a test checks there that the
+        # order's intent event is already in the store
+        self.on_post: Optional[Any] = None
 
     # ------------------------------------------------------------------ test controls
     def fault(self, route: str, kind: str, **kw: Any) -> None:
@@ -298,6 +301,8 @@ class _Handler(BaseHTTPRequestHandler):
             with fake.lock:
                 cid = (body or {}).get("client_order_id", "")
                 fake.posts[cid] = fake.posts.get(cid, 0) + 1
+            if fake.on_post is not None:
+                fake.on_post(cid)
         f = fake.take_fault(route)
         if f is not None and f.kind in ("429", "500", "503") and not (f.accept and f.kind != "429"):
             headers = {"Retry-After": f"{f.retry_after:g}"} if f.kind == "429" else {}

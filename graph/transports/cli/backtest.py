@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from typing import Any
 
@@ -58,7 +59,13 @@ def cmd_backtest(args) -> int:
 
     from graph.transports.cli.data import data_inputs
     from graph.transports.cli.spending import spending_inputs
+    from agent.brokers.settings import BROKERS
 
+    # a backtest fills against its own simulation: a broker setting is refused, never silently ignored
+    broker = (os.environ.get("TRADEGRAPH_BROKER") or "sim").strip().lower()
+    if broker != "sim":
+        raise CliError(f"TRADEGRAPH_BROKER={broker!r}: a backtest runs on the simulated book only (sim; known "
+                       f"brokers: {', '.join(BROKERS)})")
     # the flags' own syntax, named as flags, before any store is opened; the kernel checks the rest
     symbols = parse_window(args)
     for flag, value in (("--capital", args.capital), ("--fees-bps", args.fees_bps),

@@ -15,9 +15,14 @@ def _cycle_command(args, capability: str, **inputs) -> int:
     from agent.config import ConfigError, command_config
     from graph.transports.cli.render import print_cycle
 
+    from agent.brokers import BrokerConfigError
+    from agent.brokers.settings import check_broker_env
+
     try:
         command_config(memory=getattr(args, "memory", None))
-    except ConfigError as e:
+        if capability == "run_cycle":  # keys, URL and mandate checked before the store or any model
+            check_broker_env(given=getattr(args, "broker", None))
+    except (ConfigError, BrokerConfigError) as e:
         raise CliError(str(e)) from None
     out = kernel_call(args.db, capability, **inputs)
     if args.json:
@@ -47,7 +52,7 @@ def cmd_run(args) -> int:
     except InputError as e:
         raise CliError(str(e)) from None
     return _cycle_command(args, "run_cycle", symbols=symbols, as_of=args.as_of, session_id=args.session,
-                          approve=args.approve, memory=args.memory, **spending_inputs(args),
+                          approve=args.approve, memory=args.memory, broker=args.broker, **spending_inputs(args),
                           **data_inputs(args, continuing=args.session is not None))
 
 
@@ -69,6 +74,9 @@ def register(sub) -> None:
     r.add_argument("--memory", default=None, choices=["on", "off", "session"],
                    help="past notes agents recall: session (this session's only; default, or $TRADEGRAPH_MEMORY), "
                         "on (every run's, known before --as-of), off")
+    r.add_argument("--broker", default=None, choices=["sim", "alpaca"],
+                   help="where orders go: sim (the simulated book) or alpaca (paper; ALPACA_API_KEY, ALPACA_SECRET_KEY, "
+                        "ALPACA_BASE_URL); default $TRADEGRAPH_BROKER, else sim. See docs/brokers.md")
     add_spending_flags(r, "cycle")
     add_data_flags(r)
     add_db_flag(r)
