@@ -1,4 +1,4 @@
-"""The commands behind every generated block of README.md and docs/own-data.md (scripts/make_docs.py writes them).
+"""The commands behind every generated block of README.md and docs/*.md (scripts/make_docs.py writes them).
 
 Each story runs the real CLI (docs_cli.Cli) in the per-user store of a temporary folder of its own, offline, and
 returns its blocks; a story reuses one session where the prose follows one session. Claims the prose makes about
@@ -15,18 +15,20 @@ from pathlib import Path
 
 from _tradegraph import ROOT
 from docs_cli import Block, Cli, Labels, clean_env, fence, free_port, standin
-from docs_own_data import own_data_story, stockbench_story
+from docs_own_data import elide_screen, own_data_story, stockbench_story
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# README: one cycle's approval screen, ten dates, the cost line
+# README: one cycle, shortened; docs/usage.md: its whole approval screen and ten dates; docs/architecture.md: its cost
 
 
 def approval_story(cli: Cli, where: Path) -> list[Block]:
     r = cli("run", "--symbols", "AAPL,MSFT,IBM", "--as-of", "2012-06-01")
     cli.labels.add(r.session(), standin("approval"))
     calls, tokens = (int(x) for x in re.search(r"llm calls: (\d+)\s+tokens: (\d+)", r.out).groups())
-    return [Block("approval", fence(cli.shown(r))),
+    return [Block("readme-cycle", fence(elide_screen(cli.shown(r), keep_tables=1,
+                                                     gap="    … (analyst panel, debate, theses and risk checks) …"))),
+            Block("approval", fence(cli.shown(r))),
             Block("approval-cost", f"about {tokens / 1000:.1f}k tokens and {calls} calls")]
 
 
@@ -69,7 +71,8 @@ def _winner(r: dict) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# README: one session of three cycles — the book, the listing, its verified replay, a recall, its deletion
+# docs/usage.md: one session of three cycles — the book, the listing, its deletion; docs/memory.md: its verified
+# replay and a recall
 
 BOOK_DATES = ("2012-03-01", "2012-03-06", "2012-03-07")
 EXIT_WORDS = {"stop": "on {its} stop{s}", "target": "at {its} target{s}", "horizon": "at {its} horizon{s}"}
@@ -151,7 +154,7 @@ def _retrieval(events: list[dict], *, cycle: str, agent: str, symbol: str) -> st
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# README: OpenTelemetry, live and after the fact, and a collector that is down
+# docs/telemetry.md: OpenTelemetry, live and after the fact, and a collector that is down
 
 
 def otel_story(cli: Cli, where: Path) -> list[Block]:
@@ -167,10 +170,11 @@ def otel_story(cli: Cli, where: Path) -> list[Block]:
         later = cli("export", "otel", sid, env=live)
         sent_live, sent_later = receiver.requests[0], receiver.requests[1]
     if sent_live != sent_later:
-        raise RuntimeError("the live export and `export otel` sent different spans: the README says they are equal")
+        raise RuntimeError("the live export and `export otel` sent different spans: docs/telemetry.md says they are "
+                           "equal")
     export = cli.labels.apply("\n".join([
         "export OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318     # Jaeger/Tempo/Collector; Langfuse, Phoenix: "
-        "docs/telemetry.md",
+        "see below",
         "tradegraph run --symbols AAPL --as-of 2012-06-01            # sent live as the cycle ends",
         f"tradegraph export otel {sid}                        # or later, again: the same trace and span ids",
         later.out.strip()]))
@@ -195,7 +199,7 @@ def otel_story(cli: Cli, where: Path) -> list[Block]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# README: configuration errors, before anything opens
+# docs/configuration.md: configuration errors, before anything opens
 
 BAD_CONFIG = (
     ({"TRADEGRAPH_STARTING_CASH": "1e99"}, ("run", "--symbols", "AAPL", "--as-of", "2012-06-01")),

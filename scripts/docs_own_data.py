@@ -1,11 +1,10 @@
-"""The commands behind docs/own-data.md's blocks and README "Your own data": ACME, a fictional company, from a CSV to
+"""The commands behind docs/own-data.md's blocks: ACME, a fictional company, from a CSV to
 a cycle, a backtest and a verified replay, what tradegraph says to bad files, and StockBench's shipped tree. The
 walkthrough's folders are relabelled as the doc names them (/tmp/acme-demo, /tmp/acme-elsewhere, …)."""
 from __future__ import annotations
 
 import json
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -18,7 +17,7 @@ EXAMPLES = ROOT / "docs" / "examples"
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# docs/own-data.md and README "Your own data": ACME from a CSV to a cycle, a backtest and a verified replay
+# docs/own-data.md: ACME from a CSV to a cycle, a backtest and a verified replay
 
 TOML = '[data]\nprices = "data/acme.csv"\nnews = "data/acme_news.jsonl"\nfundamentals = "data/acme_fundamentals.json"\n'
 
@@ -54,7 +53,7 @@ def own_data_story(cli: Cli, tmp: Path) -> list[Block]:
     run = cli("run", "--symbols", "ACME", "--as-of", "2024-03-01", cwd=demo)
     sid = run.session()
     cli.labels.add(sid, standin("acme"))
-    blocks.append(Block("acme-run", fence(cli.labels.apply(_elide_screen(cli.shown(run), keep_tables=2)))))
+    blocks.append(Block("acme-run", fence(cli.labels.apply(elide_screen(cli.shown(run), keep_tables=2)))))
     manifest = json.loads(cli("events", sid, "--kind", "manifest").out.splitlines()[0])["payload"]["data"]
     files = {k: {"source": v["source"], "sha256": v["sha256"]} for k, v in manifest.items() if isinstance(v, dict)
              and "sha256" in v}
@@ -69,7 +68,7 @@ def own_data_story(cli: Cli, tmp: Path) -> list[Block]:
     blocks.append(Block("acme-store-status", fence(cli.shown(status))))
     cont = cli("run", "--symbols", "ACME", "--as-of", "2024-03-04", "--session", sid, cwd=elsewhere)
     blocks.append(Block("acme-continue", fence(cli.labels.apply(
-        "$ cd /tmp/acme-elsewhere\n" + _elide_screen(cli.shown(cont), keep_tables=0,
+        "$ cd /tmp/acme-elsewhere\n" + elide_screen(cli.shown(cont), keep_tables=0,
                                                      keep=("SCANNING", "EXECUTING"))))))
     foreign = cli("run", "--symbols", "ACME", "--as-of", "2024-03-04", "--session", sid, cwd=elsewhere,
                   env={"TRADEGRAPH_HOME": str(other)}, ok=2)
@@ -107,17 +106,11 @@ def own_data_story(cli: Cli, tmp: Path) -> list[Block]:
         '$ echo "ACME,2025-01-02,47.10,47.90,46.50,47.50,1000000" >> /tmp/acme-demo/data/acme.csv\n'
         + rewrapped(cli.shown(changed), REPLAY_WIDTH))))
 
-    # README "Your own data": the same session, shorter
-    readme = "\n".join([
-        cli.shown(check).split("\nnews ")[0],
-        cli.labels.apply(f"$ tradegraph {shlex.join(run.argv)}\n...\n" + run.out.strip().splitlines()[-1]),
-        cli.labels.apply(f"$ cd /tmp/acme-elsewhere && tradegraph {shlex.join(cont.argv)}   # no flags needed"),
-        cli.shown(verify)])
-    blocks.append(Block("readme-acme", fence(readme)))
     return blocks + troubleshooting(cli, tmp)
 
 
-def _elide_screen(text: str, *, keep_tables: int, keep: tuple[str, ...] = ()) -> str:
+def elide_screen(text: str, *, keep_tables: int, keep: tuple[str, ...] = (),
+                 gap: str = "    … (debate, theses and risk-check tables) …") -> str:
     """An approval screen shortened as the doc shows it: its header, the first `keep_tables` tables whole, the
     States rows named in `keep`, `…` where lines were left out, and the execution and the last line whole."""
     lines = text.split("\n")
@@ -134,7 +127,7 @@ def _elide_screen(text: str, *, keep_tables: int, keep: tuple[str, ...] = ()) ->
             shown.append(line)
             skipped = False
         elif not skipped:
-            shown.append("    … (debate, theses and risk-check tables) …" if keep_tables else "…")
+            shown.append(gap if keep_tables else "…")
             skipped = True
     execution = [line for line in lines[tail:] if line.startswith("Execution:") or re.match(r"  \S", line)]
     if not keep_tables and shown[-1] != "…":
@@ -182,7 +175,7 @@ def troubleshooting(cli: Cli, tmp: Path) -> list[Block]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# docs/own-data.md and README: StockBench's shipped tree
+# docs/own-data.md: StockBench's shipped tree
 
 SB_KEEP = {"prices": ("AAPL", "GS"), "news": ("AAPL",), "filings": ("CAT",), "corporate actions": ("HD",)}
 

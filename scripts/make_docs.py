@@ -1,4 +1,4 @@
-"""`make docs`: the example outputs of README.md and docs/*.md, regenerated from the offline model.
+"""`make docs`: the example outputs of README.md and the guides in docs/, regenerated from the offline model.
 
     .venv/bin/python scripts/make_docs.py            # rewrite every generated block whose output changed
     .venv/bin/python scripts/make_docs.py --check    # exit 1 with a unified diff when a file is not what it would write
@@ -23,7 +23,12 @@ import sys
 
 from _tradegraph import ROOT, unusable
 
-FILES = ("README.md", "docs/own-data.md")
+
+def doc_files() -> list[str]:
+    """README.md and every guide in docs/: a block may move between them without this list changing."""
+    return ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+
+
 MARKER = re.compile(r"<!-- docs:(?P<name>[a-z0-9-]+) -->(?P<body>.*?)<!-- /docs:(?P=name) -->", re.S)
 
 # what may differ between two runs of the same commands, each matched and shown as its `<…>` form
@@ -94,9 +99,9 @@ def main(argv=None):
     except RuntimeError as e:  # a command failed, or an output broke a claim the prose makes: nothing is written
         print(f"make_docs: error: {e}", file=sys.stderr)
         return 1
-    used, changed = set(), {}
+    used, changed, files = set(), {}, doc_files()
     try:
-        for rel in FILES:
+        for rel in files:
             path = ROOT / rel
             old = path.read_text(encoding="utf-8")
             new = rewrite(old, blocks, rel, used)
@@ -104,7 +109,7 @@ def main(argv=None):
                 changed[rel] = (old, new)
         unused = sorted(set(blocks) - used)
         if unused:
-            raise DocsError("no marker for generated block(s) {} in {}".format(", ".join(unused), ", ".join(FILES)))
+            raise DocsError("no marker for generated block(s) {} in README.md or docs/*.md".format(", ".join(unused)))
     except DocsError as e:
         print(f"make_docs: error: {e}", file=sys.stderr)
         return 2
@@ -119,7 +124,8 @@ def main(argv=None):
         print("make_docs: {} differ(s) from the outputs: run `make docs`".format(", ".join(changed)), file=sys.stderr)
         return 1
     if not changed:
-        print("make_docs: {} current".format(", ".join(FILES)), file=sys.stderr)
+        print("make_docs: {} current".format(", ".join(f for f in files if MARKER.search((ROOT / f).read_text()))),
+              file=sys.stderr)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The example outputs of README.md and docs/own-data.md are what the commands print today: scripts/make_docs.py
+"""The example outputs of README.md and the guides in docs/ are what the commands print today: scripts/make_docs.py
 --check runs every one of them offline in a fresh store and fails with the diff when a block drifted (`make docs`
 rewrites them). The rules it compares by (what is masked, what keeps the old text) are pinned on small inputs."""
 import importlib
