@@ -341,7 +341,7 @@ MAX_FALSIFIED = 2
 
 
 def heed_notes(task: str, out: dict, notes: list[dict]) -> dict:
-    """The offline model's use of past notes, deterministic and documented (README, Memory): each recalled
+    """The offline model's use of past notes, deterministic and documented (docs/memory.md): each recalled
     review of a LONG whose thesis was Falsified (up to two) halves an analyst's bullish stance and takes 0.1 off
     its confidence, and takes 0.1 off the manager's conviction for LONG. Realized or weakened notes change
     nothing: a loss is the lesson worth acting on."""

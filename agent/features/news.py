@@ -19,7 +19,7 @@ from agent.markets import MarketProfile, Stamp, parse_stamp, visible
 from schemas.features import NewsFeatures, NewsItemFeature
 
 HALF_LIFE_DAYS = 7.0
-MAX_ITEMS = 6  # the newest unique items a bundle carries: what the news analyst reads (README: prompt tokens)
+MAX_ITEMS = 6  # the newest unique items a bundle carries: what the news analyst reads (docs/benchmarks.md: prompt tokens)
 MAX_HEADLINE = 500
 _DAY_NS = pd.Timedelta(days=1).value
 

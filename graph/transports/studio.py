@@ -117,7 +117,7 @@ def _resources() -> tuple[Store, CycleRuntime]:
         if _runtime is None:
             rt = default_runtime()
             # Studio runs write their reviews and notes; they recall none (the recall object cannot travel in
-            # a server's pickled configurable: a known gap, README Status), and their manifests say so
+            # a server's pickled configurable: a known gap, docs/limitations.md), and their manifests say so
             rt.config = dataclasses.replace(rt.config, memory="off")
             rt.execution = PaperExecution(_store, rt.config)
             rt.memory = MemoryBank(_store.memories)

@@ -137,7 +137,7 @@ def verdicts(verify_stdout: str) -> dict[str, tuple[str, int]]:
 def compare_with_uninterrupted(run_dir: Path, alone_dir: Path) -> dict[str, int]:
     """The finished run against the uninterrupted one: the same fills, byte for byte, and the same action and
     equity at every decision point, each point decided by a cycle that completed. Returns the counts (asserted 0)
-    the README's faults table quotes."""
+    docs/audit.md's faults table quotes."""
     steps, alone = lines(run_dir / "episode_log.jsonl"), lines(alone_dir / "episode_log.jsonl")
     assert [s["decision_point_idx"] for s in steps] == list(range(len(alone)))
     points = lambda log: [(s["date"], s["action"], s["equity"]) for s in log]  # noqa: E731

@@ -3,7 +3,7 @@
 cycles of one session racing, and an old approval landing after a newer fill.
 
 Each test asserts the exact guarantee: no fill without its events; no event lost after recovery;
-no lost update; seq gap-free and count() equal to what is stored. The figures of the README's "Faults survived"
+no lost update; seq gap-free and count() equal to what is stored. The figures of docs/audit.md's "Faults survived"
 table are counted here, never written down: events lost = events handed to a writer (counted at put(), or
 acknowledged to a killed writer) that the log does not hold; fills without audit = ledger fills whose decision
 is not in the log (or, at the instant of the fill, the cycle's events before EXECUTING not yet stored); lost

@@ -1,5 +1,5 @@
 """One home from any folder: with nothing set, a session started in one folder continues from another (the
-README's and docs/own-data.md's promise); `store status` says where the store is and why; a session not found
+docs/usage.md's and docs/own-data.md's promise); `store status` says where the store is and why; a session not found
 names the store it was looked for in."""
 from __future__ import annotations
 

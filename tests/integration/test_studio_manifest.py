@@ -37,7 +37,7 @@ def test_a_new_studio_session_has_a_manifest_and_verifies_with_it(dev_server, mo
             inputs = manifest["inputs"]
             assert (inputs["symbols"], inputs["as_of"]) == (["AAPL", "MSFT"], run["scan"]["as_of"])
             assert inputs["approval_required"] is False
-            # Studio runs recall no notes (README, LangGraph Studio): the manifest says so
+            # Studio runs recall no notes (docs/studio.md): the manifest says so
             assert manifest["config"]["memory"] == "off"
         # the second run started from the book the first left
         assert manifests[runs[1]["cycle_id"]]["inputs"]["portfolio"]["cash"] == pytest.approx(

@@ -24,7 +24,7 @@ def _run(db, capsys, *extra) -> dict:
 
 
 def test_the_book_adds_up_and_matches_the_stored_snapshot(db, capsys):
-    # three cycles: buys on 03-01, stops hit on 03-06, new buys on 03-07 (the README's memory session)
+    # three cycles: buys on 03-01, stops hit on 03-06, new buys on 03-07 (docs/usage.md's and docs/memory.md's session)
     s = _run(db, capsys, "--as-of", "2012-03-01")["session_id"]
     _run(db, capsys, "--as-of", "2012-03-06", "--session", s)
     _run(db, capsys, "--as-of", "2012-03-07", "--session", s)

@@ -77,7 +77,7 @@ def test_the_news_and_sentiment_analysts_speak_on_real_headlines_within_bounds(s
         assert item["headline"].startswith(FENCE_OPEN + "\n") and item["headline"].endswith("\n" + FENCE_CLOSE)
         assert item["source"] and item["published_at"]
     prompt = task_messages("analyst:news", news)[1].content
-    assert len(prompt.encode()) / 4 < 1200  # the news part of a symbol-decision stays small (README: tokens)
+    assert len(prompt.encode()) / 4 < 1200  # the news part of a symbol-decision stays small (docs/benchmarks.md: tokens)
 
 
 def test_a_headline_carrying_instructions_stays_fenced_data(sb):
