@@ -32,6 +32,9 @@ CACHE_KEY = "llm_cache"  # configurable key: the cycle's ResponseCache, absent w
 RESPONSE_ID_KEY = "tradegraph_response_event_id"
 # response_metadata of a cached answer: {"event_id", "session_id", "cycle_id"} of the response it came from
 CACHED_FROM = "tradegraph_cached_from"
+# an entry's mark that its answer was used (a JSON pass's validated, never one cut off at the length limit: written
+# by agent/passes.py only then); an entry without it is never served, so a failure is asked again, not replayed
+ACCEPTED = "accepted"
 _UNSENT = ("id", "response_metadata", "usage_metadata")
 
 

@@ -134,8 +134,12 @@ def _invalid_tool_call(call: dict, ai: AIMessage, state: str, config: RunnableCo
 
 
 def call_model(model: BaseChatModel, bound: Runnable, messages: list[BaseMessage],
-               config: RunnableConfig) -> AIMessage:
+               config: RunnableConfig, keep_when_valid: Optional[list[Callable[[], None]]] = None) -> AIMessage:
     """One model answer. The budget is checked before each attempt, so a retry is never sent past it.
+
+    The cache keeps only answers that were used: one cut off at the length limit never, one of a JSON pass
+    (`keep_when_valid` given) only once its contract validated (the pass calls the write it is handed), so a
+    failure is asked again on the next run rather than replayed from the cache.
 
     A 429, 5xx or timeout is retried (at most the policy's retries, waiting its backoff or the provider's
     Retry-After); anything else from the provider fails closed at once. Each attempt is its own `invoke`,
@@ -185,8 +189,11 @@ def call_model(model: BaseChatModel, bound: Runnable, messages: list[BaseMessage
                                     "reported": {k: usage.get(k) for k in ("input_tokens", "output_tokens",
                                                                            "total_tokens")},
                                     "counted_tokens": held.tokens, "counted_cost_usd": round(held.cost, 8)}, config)
-        if key is not None:
-            _cache_write(cache, key, ai, response_id, model, config)
+        if key is not None and finish_reason(ai) != "length" and not ai.invalid_tool_calls:
+            if keep_when_valid is None:
+                _cache_write(cache, key, ai, response_id, model, config)
+            else:
+                keep_when_valid.append(functools.partial(_cache_write, cache, key, ai, response_id, model, config))
         return ai
 
 
@@ -230,7 +237,10 @@ def _cache_key(model, bound, messages, config) -> Optional[str]:
 def _cache_read(cache, key: str, config: RunnableConfig) -> Optional[AIMessage]:
     try:
         entry = cache.get(key)
-        return response_cache.answer_of(entry) if entry is not None else None
+        # an entry from before answers were kept only once used (no `accepted` mark) may hold a failure: a miss
+        if entry is None or entry.get(response_cache.ACCEPTED) is not True:
+            return None
+        return response_cache.answer_of(entry)
     except Exception as e:  # noqa: BLE001 - a cache that fails is a miss, never a failed cycle
         _cache_error("read", e, config)
         return None
@@ -238,7 +248,8 @@ def _cache_read(cache, key: str, config: RunnableConfig) -> Optional[AIMessage]:
 
 def _cache_write(cache, key: str, ai: AIMessage, response_id: str, model, config: RunnableConfig) -> None:
     try:
-        cache.put(key, response_cache.entry_of(ai, event_id=response_id, config=config, model=model))
+        cache.put(key, {**response_cache.entry_of(ai, event_id=response_id, config=config, model=model),
+                        response_cache.ACCEPTED: True})
     except Exception as e:  # noqa: BLE001
         _cache_error("write", e, config)
 
@@ -284,7 +295,8 @@ def structured_pass(
     error = ""
     for attempt in range(1, max_retries + 2):
         guard: dict = {}
-        out = parse(call_model(model, bound, messages, config))
+        keep: list[Callable[[], None]] = []  # the cache write of this answer, made only if it validates
+        out = parse(call_model(model, bound, messages, config, keep))
         parsed, parsing_error = out["parsed"], out["parsing_error"]
         error = _short_error(parsing_error) if parsing_error is not None else ""
         if error and finish_reason(out["raw"]) == "length":
@@ -308,6 +320,8 @@ def structured_pass(
                 guard = {"check": e.check, "symbol": expect_symbol} if isinstance(e, GuardError) else {}
         if not error:
             emit("validation", {"schema": schema.__name__, "attempt": attempt, "ok": True}, config)
+            for write in keep:
+                write()
             return parsed
         emit("validation", {"schema": schema.__name__, "attempt": attempt, "ok": False, "error": error, **guard},
              config)

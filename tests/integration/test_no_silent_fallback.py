@@ -13,6 +13,8 @@ from database.connection import connect
 from graph.transports.cli.main import main
 from tests.fakes.fake_openai import FakeOpenAI
 
+pytestmark = pytest.mark.integration  # a fake OpenAI server on loopback
+
 RUN = ["run", "--symbols", "AAPL", "--as-of", "2012-06-01"]
 VARS = ("TRADEGRAPH_LLM", "TRADEGRAPH_QUICK_MODEL", "TRADEGRAPH_DEEP_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
         "TRADEGRAPH_STRUCTURED_METHOD", "TRADEGRAPH_TOOL_CHOICE")
