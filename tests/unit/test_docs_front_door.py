@@ -102,6 +102,16 @@ def test_no_internal_issue_numbers_and_no_dated_measurements_outside_the_benchma
     assert not DATED.search("measured against the fake (AAPL on 2012-06-01)")
 
 
+def test_every_bench_script_is_in_the_benchmarks_guide_and_every_section_there_is_dated():
+    guide = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    scripts = sorted(p.name for p in (ROOT / "bench").glob("bench_*.py"))
+    assert scripts and [s for s in scripts if f"bench/{s}" not in guide] == []
+    sections = re.split(r"^## ", guide, flags=re.M)[1:]
+    undated = [s.splitlines()[0] for s in sections
+               if "no figure" not in s.splitlines()[0] and not re.search(r"\b20\d\d-\d\d-\d\d\b", s)]
+    assert undated == [], "a section of docs/benchmarks.md without the date it was measured"
+
+
 def test_the_kernel_guide_lists_exactly_the_capabilities():
     from graph.kernel.capabilities import CAPABILITIES
 
