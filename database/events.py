@@ -14,7 +14,7 @@ from pymongo.database import Database
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
 from database.blobs import BlobStore, split
-from database.heads import ChainHeads, LogEnd, Outside, audit_key, compare, cycle_number
+from database.heads import ChainHeads, LogEnd, Outside, audit_key, compare, cycle_number, mark_key_id
 from database.portfolio import ExecutionLedger
 from schemas.events import StateEvent
 
@@ -406,6 +406,7 @@ class EventStore:
         prev, checked = GENESIS, 0
         hash_at_head: str | None = None
         cycle_last_seq: dict[int, int] = {}
+        marks: list[tuple[int, Optional[str]]] = []  # each manifest's (seq, key id it says heads are signed with)
         report: dict[str, Any] = {"ok": False, "checked": 0, "first_broken": None,
                                   "head": outside.head.public() if outside.head else None, "head_note": "",
                                   "after_head": 0}
@@ -432,9 +433,12 @@ class EventStore:
             n = cycle_number(session_id, doc.get("cycle_id"))
             if n is not None:
                 cycle_last_seq[n] = seq
+            if doc.get("kind") == "manifest":
+                marks.append((seq, mark_key_id(doc.get("payload"))))
             if outside.head is not None and seq == outside.head.seq:
                 hash_at_head = prev
-        broken, note, after = compare(session_id, outside, LogEnd(checked, hash_at_head, cycle_last_seq), audit_key())
+        broken, note, after = compare(session_id, outside, LogEnd(checked, hash_at_head, cycle_last_seq, marks),
+                                 audit_key())
         return {**report, "ok": broken is None, "checked": checked, "first_broken": broken, "head_note": note,
                 "after_head": after}
 

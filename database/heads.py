@@ -11,6 +11,13 @@ behind it: so a log shorter than its head was cut, and a log longer than its hea
 With `TRADEGRAPH_AUDIT_KEY` set, each head is signed with HMAC-SHA256 over `canonical()` (its session, seq,
 hash, update time and key id, as sorted compact JSON) and carries the key's id (a short hash of the key), so
 rewriting both the log and its head needs the key, and a head checked under another key is named as such.
+
+A session written under a key says so inside its log: each cycle's manifest (its first event) carries `audit`
+(`signing_mark`: the algorithm and the key's id). It is in the hash chain, so it cannot be removed without breaking
+the chain or re-hashing it. A session whose last manifest says its heads are signed must have a signed head: a
+deleted head (with the log intact, rewritten and re-hashed, or cut by whole cycles with the counter and ledger
+rolled back) is broken, with or without the key set to check it; and with the key set, any session without a head
+is broken (nothing signed vouches for it; a log re-hashed from its first manifest on would otherwise pass).
 """
 from __future__ import annotations
 
@@ -18,7 +25,7 @@ import functools
 import hashlib
 import hmac
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Optional
 
@@ -29,6 +36,7 @@ from pymongo.write_concern import WriteConcern
 
 KEY_VAR = "TRADEGRAPH_AUDIT_KEY"
 COLLECTION = "chain_heads"
+MARK = "audit"  # the manifest's key saying the session's heads are signed, and with which key (signing_mark)
 ALG = "HMAC-SHA256"
 FORMAT = 1  # the version of canonical()'s encoding
 
@@ -38,6 +46,18 @@ def audit_key() -> Optional[bytes]:
     `check_environment` (agent/config.py) refuses a blank or short one at start-up."""
     value = os.environ.get(KEY_VAR)
     return value.encode() if value else None
+
+
+def signing_mark() -> Optional[dict[str, str]]:
+    """What a manifest records under MARK when this process signs heads, or None without a key."""
+    key = audit_key()
+    return {"heads": ALG, "key_id": key_id(key)} if key is not None else None
+
+
+def mark_key_id(payload: Any) -> Optional[str]:
+    """The key id a manifest payload says the session's heads are signed with, or None (unsigned)."""
+    mark = payload.get(MARK) if isinstance(payload, dict) else None
+    return str(mark.get("key_id")) if isinstance(mark, dict) and mark.get("key_id") else None
 
 
 @functools.lru_cache(maxsize=8)
@@ -144,17 +164,24 @@ class Outside:
 
 @dataclass
 class LogEnd:
-    """What the walk of an intact chain found: its last seq, the hash at the head's seq, each cycle's last seq."""
+    """What the walk of an intact chain found: its last seq, the hash at the head's seq, each cycle's last seq, and
+    each manifest's (seq, key id its heads are signed with, or None)."""
     seq: int
     hash_at_head: Optional[str]
     cycle_last_seq: dict[int, int]
+    marks: list[tuple[int, Optional[str]]] = field(default_factory=list)
+
+    def signed_by(self, upto: Optional[int] = None) -> tuple[Optional[int], Optional[str]]:
+        """(seq, key id) of the last manifest at or before `upto` (the whole log: None); (None, None) if none."""
+        last = [m for m in self.marks if upto is None or m[0] <= upto]
+        return last[-1] if last else (None, None)
 
 
 def compare(session_id: str, outside: Outside, log: LogEnd, key: Optional[bytes]) -> tuple[Optional[dict], str, int]:
     """(first broken {seq, reason} or None, one line on how the log stands against its head, events after the
     head). Only called on a chain intact from seq 1 to log.seq."""
     head, end = outside.head, log.seq
-    broken = _against_head(head, log, key)
+    broken = _signed_session(head, log, key) or _against_head(head, log, key)
     if broken is None:
         broken = _against_cycles(session_id, outside, log)
     notes = []
@@ -188,6 +215,32 @@ def _signing(head: Head, key: Optional[bytes]) -> str:
     if key is None:
         return f"signed with key {head.key_id}; set {KEY_VAR} to check the signature"
     return f"signature verified, key {head.key_id}"
+
+
+def _signed_session(head: Optional[Head], log: LogEnd, key: Optional[bytes]) -> Optional[dict]:
+    """A session written under a key (its last manifest says so), or any session checked with the key set, has
+    a signed head: fail closed when it has none. The signature itself is checked by _against_head (with the key)."""
+    at, signer = log.signed_by()
+    if head is None and signer is not None:
+        return {"seq": 1, "reason": f"the session was written under {KEY_VAR} (its manifest at seq {at} says its "
+                                    f"chain heads are signed with key {signer}), but it has no chain head: the head "
+                                    f"was deleted, so nothing vouches for the log's content or length"}
+    if head is None and key is not None and log.seq:
+        return {"seq": 1, "reason": f"no chain head, but {KEY_VAR} is set (key id {key_id(key)}): nothing signed "
+                                    f"vouches for the log's content or length (its head was deleted, or it was "
+                                    f"written before chain heads existed)"}
+    if head is None or key is not None:
+        return None
+    # without the key: the head must at least be what the log says it is (signed, by the key its manifest names)
+    at, signer = log.signed_by(head.seq)
+    if signer is not None and not head.sig:
+        return {"seq": head.seq, "reason": f"the chain head is not signed, but the session's manifest at seq {at} "
+                                           f"says its heads are signed with key {signer}: the head was replaced"}
+    if signer is not None and head.key_id != signer:
+        return {"seq": head.seq, "reason": f"the chain head is signed with key {head.key_id}, but the session's "
+                                           f"manifest at seq {at} says its heads are signed with key {signer}: the "
+                                           f"head was replaced"}
+    return None
 
 
 def _against_head(head: Optional[Head], log: LogEnd, key: Optional[bytes]) -> Optional[dict]:

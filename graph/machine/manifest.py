@@ -25,6 +25,7 @@ from agent.protocols import version
 from agent.prompts import BASE_SYSTEM, ROLE_INSTRUCTIONS
 from agent.providers import tier_records
 from agent.tools import TOOLS, allow_lists
+from database.heads import MARK, signing_mark
 
 # the cycle's inputs (symbols, as-of, portfolio, approval_required, a backtest's Case): what replay starts
 # from; not configuration, so never compared with today
@@ -129,6 +130,9 @@ def build_manifest(runtime, inputs: dict[str, Any] | None = None) -> dict[str, A
     identity = getattr(getattr(runtime, "execution", None), "manifest", None)
     if identity is not None:  # a broker: which one, its host, the mandate (path, sha256, limits)
         manifest["broker"] = identity()
+    mark = signing_mark()
+    if mark is not None:  # heads signed under TRADEGRAPH_AUDIT_KEY: said inside the chain (database/heads.py)
+        manifest[MARK] = mark
     if inputs is not None:  # ids are on the event itself
         manifest[INPUTS] = {k: v for k, v in inputs.items() if k not in ("session_id", "cycle_id")}
     return manifest
@@ -236,10 +240,11 @@ def _describe(where: list[str], recorded: Any, now: Any) -> str:
 
 def manifest_differences(recorded: dict[str, Any], current: dict[str, Any], path: tuple[str, ...] = ()) -> list[str]:
     """One plain line per leaf that differs, every one of them: 'risk limit max_notional_pct: recorded 25.0,
-    now 20.0', 'prompt template analyst:news: hash differs'. The recorded inputs are not configuration."""
+    now 20.0', 'prompt template analyst:news: hash differs'. The recorded inputs are not configuration, nor is the
+    key the heads were signed with."""
     out: list[str] = []
     for key in sorted(set(recorded) | set(current)):
-        if not path and key == INPUTS:
+        if not path and key in (INPUTS, MARK):
             continue
         where = path + (str(key),)
         a, b = recorded.get(key, "<absent>"), current.get(key, "<absent>")

@@ -355,3 +355,39 @@ def test_export_head_prints_the_signed_head_and_refuses_a_forged_one(copy_of, ca
     assert r.returncode == 1 and r.stdout == "" and "signature does not verify" in r.stderr
     r = tg(["export", "head", "nope", "--db", uri])
     assert r.returncode == 2 and "unknown session 'nope'" in r.stderr
+
+
+# ---------------------------------------------------------------------------- a keyed session without its head (issue 28)
+def test_with_a_key_an_event_rewritten_rehashed_and_its_head_deleted_never_verifies(copy_of, capsys):
+    """The attack issue 28 found: edit any event, re-hash to the end, delete the session's chain head. It read as a
+    note and exit 0 (`--verify`: "replay identical"); the session's manifests say its heads are signed, so it is
+    broken, with the key set and without it."""
+    store, uri, sid = copy_of(KEY)
+    events = store.events.read(sid)
+    prev = events[9]["hash"]
+    for doc in events[10:]:
+        doc["prev_hash"] = prev
+        if doc["seq"] == 11:
+            doc["payload"]["edited"] = True
+        doc["hash"] = prev = event_hash(doc)
+        store.db["state_events"].replace_one({"session_id": sid, "seq": doc["seq"]}, doc)
+    store.db["chain_heads"].delete_one({"_id": sid})
+    for key in (KEY, None):
+        code, out, err = check_chain(uri, sid, capsys, key=key)
+        assert code == 1 and out == "" and err.count("\n") == 1, (out, err)
+        assert (f"hash chain of session {sid} broken at seq 1: the session was written under TRADEGRAPH_AUDIT_KEY "
+                f"(its manifest at seq ") in err and "but it has no chain head: the head was deleted" in err
+    for extra in ({"TRADEGRAPH_AUDIT_KEY": KEY}, {}):
+        r = tg(["replay", sid, "--verify", "--db", uri], extra)
+        assert r.returncode == 1 and "hash chain broken at seq 1" in r.stdout and "not verified" in r.stdout, r.stdout
+
+
+def test_with_a_key_the_last_cycle_cut_with_counter_ledger_and_head_never_verifies(copy_of, capsys):
+    store, uri, sid = copy_of(KEY)
+    store.db["state_events"].delete_many({"session_id": sid, "cycle_id": f"{sid}:c3"})
+    store.db["counters"].update_one({"_id": f"{sid}#cycles"}, {"$set": {"n": 2}})
+    store.db["executions"].delete_many({"cycle_id": {"$regex": f"^{sid}:c3"}})
+    store.db["chain_heads"].delete_one({"_id": sid})
+    for key in (KEY, None):
+        code, _, err = check_chain(uri, sid, capsys, key=key)
+        assert code == 1 and "broken at seq 1: the session was written under TRADEGRAPH_AUDIT_KEY" in err, err

@@ -507,3 +507,85 @@ def test_a_signed_admin_head_cannot_be_rolled_back_without_the_key(store: Store,
     log.heads.col.replace_one({"_id": HEAD_ID}, {**Head(HEAD_ID, 2, second["hash"], "2026-01-01T00:00:00.000+00:00")
                                                  .signed(b"another key, 32 bytes long......").__dict__})
     assert "signed with key" in log.verify()["first_broken"]["reason"]
+
+
+def keyed_cycles(store: Store, session: str = "K") -> None:
+    """Three cycles as a keyed runner writes them: each opens with a manifest carrying the signing mark
+    (graph/machine/manifest.py), which the hash chain then covers."""
+    from database.heads import MARK, signing_mark
+
+    for c in range(1, 4):
+        assert store.events.next_cycle(session) == c
+        store.events.append([make_event(session, cycle=f"{session}:c{c}", kind="manifest", n=c,
+                                        payload={"config": {}, MARK: signing_mark()})])
+        store.events.append([make_event(session, cycle=f"{session}:c{c}", n=c * 100 + i) for i in range(9)])
+
+
+def rehash_from(store: Store, session: str, seq: int, edit) -> str:
+    """The stored event at seq edited by `edit`, it and every later event re-chained; returns the new end hash."""
+    from database.events import event_hash
+
+    docs = store.events.read(session)
+    prev = docs[seq - 2]["hash"] if seq > 1 else "0" * 64
+    for d in docs[seq - 1:]:
+        d["prev_hash"] = prev
+        if d["seq"] == seq:
+            edit(d)
+        d["hash"] = prev = event_hash(d)
+        store.db["state_events"].replace_one({"session_id": session, "seq": d["seq"]}, d)
+    return prev
+
+
+def test_a_session_written_under_a_key_never_verifies_without_its_signed_head(store: Store, monkeypatch) -> None:
+    """Issue 28: rewrite an event, re-hash to the end, delete the head: with the key set, or without it (the log's
+    manifests say its heads are signed), the chain is broken, never a note."""
+    from database.heads import key_id
+
+    monkeypatch.setenv("TRADEGRAPH_AUDIT_KEY", KEY)
+    keyed_cycles(store)
+    assert store.events.verify_chain("K")["ok"]
+    rehash_from(store, "K", 12, lambda d: d["payload"].update(n="edited"))
+    store.db["chain_heads"].delete_one({"_id": "K"})
+    seq, reason = broken(store, "K")
+    assert seq == 1 and reason == (f"the session was written under TRADEGRAPH_AUDIT_KEY (its manifest at seq 21 says "
+                                   f"its chain heads are signed with key {key_id(KEY.encode())}), but it has no chain "
+                                   f"head: the head was deleted, so nothing vouches for the log's content or length")
+    monkeypatch.delenv("TRADEGRAPH_AUDIT_KEY")
+    assert broken(store, "K") == (seq, reason)
+    # an unsigned head put in its place, without the key: the manifests name the key the head should carry
+    end = store.db["state_events"].find_one({"session_id": "K", "seq": 30})
+    store.db["chain_heads"].insert_one({"_id": "K", "session_id": "K", "seq": 30, "hash": end["hash"],
+                                        "updated": "2026-01-01T00:00:00.000+00:00", "key_id": None, "sig": None})
+    assert broken(store, "K")[1].startswith("the chain head is not signed, but the session's manifest at seq 21 says")
+
+
+def test_a_whole_last_cycle_cut_with_counter_ledger_and_head_gone_is_caught_under_a_key(store: Store,
+                                                                                         monkeypatch) -> None:
+    monkeypatch.setenv("TRADEGRAPH_AUDIT_KEY", KEY)
+    keyed_cycles(store)
+    store.db["state_events"].delete_many({"session_id": "K", "cycle_id": "K:c3"})
+    store.db["counters"].update_one({"_id": "K#cycles"}, {"$set": {"n": 2}})
+    store.db["executions"].delete_many({"cycle_id": "K:c3"})
+    store.db["chain_heads"].delete_one({"_id": "K"})
+    assert broken(store, "K")[0] == 1 and "has no chain head: the head was deleted" in broken(store, "K")[1]
+    monkeypatch.delenv("TRADEGRAPH_AUDIT_KEY")
+    assert "has no chain head: the head was deleted" in broken(store, "K")[1]
+
+
+def test_with_the_key_set_a_headless_log_rehashed_from_its_first_manifest_is_still_broken(store: Store,
+                                                                                          monkeypatch) -> None:
+    """The signing mark removed by re-hashing from seq 1 and the head deleted: nothing in the log says it was
+    keyed any more, but with the key set nothing signed vouches for it: broken. Without the key, the documented
+    limit: a note."""
+    from database.heads import MARK
+
+    monkeypatch.setenv("TRADEGRAPH_AUDIT_KEY", KEY)
+    keyed_cycles(store)
+    for seq in (1, 11, 21):
+        rehash_from(store, "K", seq, lambda d: d["payload"].pop(MARK))
+    store.db["chain_heads"].delete_one({"_id": "K"})
+    seq, reason = broken(store, "K")
+    assert seq == 1 and reason.startswith("no chain head, but TRADEGRAPH_AUDIT_KEY is set (key id k-")
+    monkeypatch.delenv("TRADEGRAPH_AUDIT_KEY")
+    report = store.events.verify_chain("K")
+    assert report["ok"] and report["head_note"].startswith("no chain head recorded")

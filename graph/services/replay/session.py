@@ -273,7 +273,13 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
         notes.append(f"replayed under pass protocol {protocol}{older}, as recorded; new cycles run protocol "
                      f"{PASS_PROTOCOL}")
     if cycle.manifest is not None:  # the replay ran with the recorded manifest: its own log says so first
-        writer.put(new_event(replay_id, cycle.cycle_id, "RUNNER", "manifest", cycle.manifest))
+        # ... less the recording's signing mark: the replay session's heads are signed as this process signs them
+        from database.heads import MARK, signing_mark
+
+        copied = {k: v for k, v in cycle.manifest.items() if k != MARK}
+        if (mark := signing_mark()) is not None:
+            copied[MARK] = mark
+        writer.put(new_event(replay_id, cycle.cycle_id, "RUNNER", "manifest", copied))
     try:
         final = graph.invoke(inputs, run_config, context=context)
         failure = final.get("error")
