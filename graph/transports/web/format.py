@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 from zoneinfo import ZoneInfo
 
 from agent.pricing import dollars
@@ -80,6 +80,6 @@ def duration(seconds: Optional[float]) -> str:
     return time.strftime("%H:%M:%S", time.gmtime(seconds)) if seconds >= 60 else f"{seconds} s"
 
 
-FILTERS = {"signed": signed, "fixed": fixed, "general": general, "price": price, "percent": percent,
+FILTERS: dict[str, Callable[..., str]] = {"signed": signed, "fixed": fixed, "general": general, "price": price, "percent": percent,
            "count": count, "dollars": money_spent, "market_time": market_time, "utc_time": utc_time,
            "size": _size, "duration": duration}

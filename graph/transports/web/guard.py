@@ -18,7 +18,7 @@ def _headers(scope) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
 
 
-async def _plain(send, status: int, text: str, extra: list[tuple[bytes, bytes]] = ()) -> None:
+async def _plain(send, status: int, text: str, extra: tuple[tuple[bytes, bytes], ...] = ()) -> None:
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"text/plain; charset=utf-8"), *extra]})
     await send({"type": "http.response.body", "body": text.encode()})
@@ -38,7 +38,7 @@ class ConsoleGuard:
         if not (path == LOGIN or path.startswith(STATIC)
                 or signed_in(self.policy, cookies, headers.get("authorization", ""))):
             if scope.get("method") == "GET":  # a person following a link: to the sign-in form, then back here
-                await _plain(send, 303, "sign in first", [(b"location", f"{LOGIN}?next={quote(path)}".encode())])
+                await _plain(send, 303, "sign in first", ((b"location", f"{LOGIN}?next={quote(path)}".encode()),))
             else:
                 await _plain(send, 401, "refused: sign in to the console first (the server has "
                                         "TRADEGRAPH_API_TOKEN set)")

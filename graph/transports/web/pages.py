@@ -10,8 +10,8 @@ from typing import Any, Callable, Optional
 from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response, StreamingResponse
-from jinja2 import Environment, PackageLoader, select_autoescape
+from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from jinja2 import Environment, PackageLoader, Undefined, select_autoescape
 from starlette.concurrency import run_in_threadpool
 from starlette.staticfiles import StaticFiles
 
@@ -20,6 +20,7 @@ from graph.kernel.errors import KernelError, NotFound, http_status
 from graph.kernel.idempotent import caller_of_token
 from graph.kernel.models import ApproveInput
 from graph.kernel.tasks import TERMINAL
+from graph.services.run_files import UnsafeRunPath, iter_run_file
 
 from graph.transports.web import views
 from graph.transports.web.format import FILTERS
@@ -40,10 +41,17 @@ def environment() -> Environment:
     env = Environment(loader=PackageLoader("graph.transports.web", "templates"),
                       autoescape=select_autoescape(default=True, default_for_string=True), trim_blocks=True,
                       lstrip_blocks=True)
-    env.filters.update(FILTERS)
+    # a field a contract of an older version lacks reads as missing (—), never as a crashed page
+    env.filters.update({name: _undefined_as_none(f) for name, f in FILTERS.items()})
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=1, default=str, ensure_ascii=False)
     env.globals.update(PREFIX=PREFIX, STATES=views.STATES, COMMENTS=COMMENTS)
     return env
+
+
+def _undefined_as_none(f: Callable[..., str]) -> Callable[..., str]:
+    def filtered(v: Any, *args: Any) -> str:
+        return f(None if isinstance(v, Undefined) else v, *args)
+    return filtered
 
 
 async def form_of(request: Request) -> dict[str, str]:
@@ -155,7 +163,7 @@ def mount(app: FastAPI, kernel: Kernel) -> None:
             return failure(request, e)
         args = _backtest_args(fields)
         try:
-            task = await run_in_threadpool(
+            task: Any = await run_in_threadpool(
                 kernel.call_keyed, "start_backtest", args, transport=views.TRANSPORT,
                 idempotency_key=fields.get("key") or None,
                 caller=caller_of_token(request.headers.get("authorization")) or request.cookies.get(SESSION_COOKIE))
@@ -178,7 +186,8 @@ def mount(app: FastAPI, kernel: Kernel) -> None:
 
         def stream():
             try:
-                for v in kernel.watch(task_id):
+                v: Any
+                for v in kernel.watch(task_id):  # a TaskView each
                     yield f"event: {'end' if v.status in TERMINAL else 'progress'}\ndata: {v.model_dump_json()}\n\n"
             except KernelError as e:
                 yield f"event: error\ndata: {json.dumps(e.to_dict())}\n\n"
@@ -194,11 +203,15 @@ def mount(app: FastAPI, kernel: Kernel) -> None:
                 raise NotFound(f"task {task_id} has no file '{name}'", field="name")
         except KernelError as e:
             return Response(e.message, status_code=http_status(e), media_type="text/plain")
+        try:  # as the API serves it (graph/transports/http.py): opened without following a link
+            size, chunks = iter_run_file(found[name].path)
+        except UnsafeRunPath as e:
+            return Response(str(e), status_code=422, media_type="text/plain")
         # shown inline only as an image; anything else downloads (a JSON file is never rendered as a page)
-        inline = found[name].media_type == "image/png"
-        return FileResponse(found[name].path, media_type=found[name].media_type,
-                            content_disposition_type="inline" if inline else "attachment", filename=name,
-                            headers={"X-Content-Type-Options": "nosniff"})
+        disposition = "inline" if found[name].media_type == "image/png" else "attachment"
+        return StreamingResponse(chunks, media_type=found[name].media_type, headers={
+            "Content-Disposition": f'{disposition}; filename="{name}"', "Content-Length": str(size),
+            "X-Content-Type-Options": "nosniff"})
 
     # ------------------------------------------------------------------ sign-in
     @router.get(LOGIN, response_class=HTMLResponse)

@@ -3,13 +3,13 @@ API) and the replay reconstruction (graph/machine/recording.py build_session): p
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Optional
 
 from agent.pricing import Spend, cost_of, price_of
 from graph.kernel.core import Kernel
 from graph.kernel.errors import KernelError, NotFound
 from graph.machine.recording import Cycle, build_session
+from graph.services.run_files import read_run_text
 from schemas.states import STATES
 
 from graph.transports.web.charts import Series, equity_and_drawdown
@@ -160,8 +160,8 @@ def log_page(kernel: Kernel, session_id: str, index: int) -> dict[str, Any]:
                      "cost": cost_of(x.usage or {}, price) if x.answered else None, "priced": price is not None})
     for t in c.tool_calls:
         rows.append({"seq": t.seq, "type": "tool", "state": t.state, "call": t})
-    for t in c.transitions:
-        rows.append({"seq": t["seq"], "type": "transition", "state": t.get("to"), "call": t})
+    for tr in c.transitions:
+        rows.append({"seq": tr["seq"], "type": "transition", "state": tr.get("to"), "call": tr})
     for v in c.validations:
         rows.append({"seq": v["seq"], "type": "validation", "state": v.get("state"), "call": v})
     for e in c.errors:
@@ -182,9 +182,9 @@ def _read_json(artifacts: dict[str, Any], name: str) -> Optional[Any]:
     a = artifacts.get(name)
     if a is None:
         return None
-    try:
-        return json.loads(Path(a.path).read_text())
-    except (OSError, ValueError):
+    try:  # opened as the API serves it: never through a link planted in the run folder
+        return json.loads(read_run_text(a.path))
+    except (OSError, ValueError):  # UnsafeRunPath is a ValueError: the charts are left out, the file list names it
         return None
 
 
