@@ -6,6 +6,11 @@ win on any server. The claim then records the decision (`deciding`, then `decide
 a loser is told who decided and when. A claim whose owner is gone while `deciding` (database/claims.py: no
 longer deciding in this process, its pid dead on this host, or older than LEASE_S from another host) can be
 taken over, so a killed approver never blocks a cycle forever.
+
+Taking over is not deciding anew once the dead approver's fill was started (its cycle has an execution-ledger
+entry): that fill is finished, never reversed. Whoever recovers the cycle (a later approval, `store recover`)
+`adopt`s the dead claim's decision, keeping who took it and when and noting who finished it; a later opposite
+decision is refused (graph/machine/runner.py).
 """
 from __future__ import annotations
 
@@ -68,6 +73,21 @@ class Decisions:
         claims.drop(token)  # first: if the store is gone, the claim left behind reads as abandoned
         self.col.delete_one({"_id": cycle_id, "token": token})
 
+    def held(self, cycle_id: str) -> Optional[dict[str, Any]]:
+        return self.col.find_one({"_id": cycle_id})
+
+    def adopt(self, cycle_id: str, token: str, decided: dict[str, Any], finished_by: str) -> None:
+        """The claim this caller took over carries on the decision `decided` (the dead approver's): its approval,
+        who took it and when stay; `finished_by` says who finished it."""
+        self.col.update_one({"_id": cycle_id, "token": token},
+                            {"$set": {"approved": bool(decided.get("approved")), "by": decided.get("by"),
+                                      "at": decided.get("at"), "finished_by": finished_by}})
+
+    def abandoned(self) -> list[dict[str, Any]]:
+        """Claims still `deciding` whose decider is gone (see the module doc), oldest first."""
+        return [c for c in self.col.find({"state": "deciding"}).sort("at", 1)
+                if not claims.live(c, since=float(c.get("at") or 0), lease_s=LEASE_S)]
+
     def last(self, session_id: str) -> Optional[dict[str, Any]]:
         """The session's latest claim, decided or deciding."""
         return self.col.find_one({"session_id": session_id}, sort=[("at", DESCENDING)])
@@ -78,5 +98,7 @@ def describe(claim: dict[str, Any]) -> str:
     verb = "approved" if claim.get("approved") else "rejected"
     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(claim.get("at") or 0)))
     if claim.get("state") == "decided":
-        return f"cycle {claim['_id']} was {verb} by {claim.get('by')} at {at} (it ended {claim.get('status')})"
+        finished = f", finished by {claim['finished_by']}" if claim.get("finished_by") else ""
+        return (f"cycle {claim['_id']} was {verb} by {claim.get('by')} at {at}{finished} (it ended "
+                f"{claim.get('status')})")
     return f"cycle {claim['_id']} is being {verb} by {claim.get('by')} since {at}"

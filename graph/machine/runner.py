@@ -17,6 +17,7 @@ from database.writer import BufferedEventWriter
 from pymongo.errors import PyMongoError
 from graph.machine.audit import AuditHandler
 from graph.machine.builder import build_graph
+from graph.machine.timeline import refuse_going_back
 from graph.machine.errors import ApprovalConflict, InputError, NothingPending, SessionNotFound  # noqa: F401 - re-exported
 from database.checkpoint import checkpointer
 from langgraph.types import Command
@@ -116,6 +117,7 @@ def run_cycle(symbols: str | list[str], as_of: str, *, store: Store, session_id:
         # a fill a crash left half way is finished (or aborted) before this cycle reads the portfolio
         complete_pending(store.portfolios, store.executions, session_id)
         portfolio, version = store.portfolios.load_versioned(session_id)
+        refuse_going_back(store, session_id, as_of, portfolio)  # never back in time with a later book
     else:
         session_id = f"s-{uuid.uuid4().hex[:12]}"
         portfolio, version = None, 0
@@ -150,25 +152,64 @@ def approve_cycle(session_id: str, *, store: Store, approved: bool, by: str,
         last = decisions.last(session_id)
         raise NothingPending(f"session '{session_id}' has no cycle waiting for approval"
                              + (f": {describe(last)}" if last else ""))
+    prior = decisions.held(cycle_id)  # read before claiming: a claim taken over is replaced
+    started = _fill_started(store, cycle_id)
+    if started is not None and not approved:
+        _refuse(store, session_id, cycle_id, "approval_refused_fill_started",
+                f"rejection by {by} of session '{session_id}' refused: cycle {cycle_id}'s fill was started by "
+                f"{_whose(prior)} (execution ledger: {started}); a fill once started is finished, never reversed: "
+                f"`tradegraph store recover` finishes that approval", by=by)
     token, held = decisions.claim(cycle_id, session_id, approved=approved, by=by)
     if token is None:
         _refuse(store, session_id, cycle_id, "approval_refused_decided",
                 f"{'approval' if approved else 'rejection'} by {by} of session '{session_id}' refused: "
                 f"{describe(held)}", by=by)
+    resume_by = by
+    if started is not None and prior is not None and prior.get("approved"):
+        # the dead approver's fill is what this resume finishes: the decision stays theirs
+        decisions.adopt(cycle_id, token, prior, finished_by=by)
+        resume_by = str(prior.get("by"))
     status = None
     try:
         if approved and session_broker(store, session_id) is not None:
             _refuse_if_halted(store, session_id, cycle_id, by)
-        if approved:
+        if approved and started is None:  # a started fill is this cycle's own move of the portfolio, not a stale one
             _refuse_if_stale(store, session_id, cycle_id, graph.get_state(_thread(cycle_id)).values
                              .get("portfolio_version"))
         rt = _with_execution(runtime or default_runtime(), store, session_id=session_id)
-        out = _invoke(graph, Command(resume={"approved": approved, "by": by}), store=store, runtime=rt,
+        out = _invoke(graph, Command(resume={"approved": approved, "by": resume_by}), store=store, runtime=rt,
                       session_id=session_id, cycle_id=cycle_id, audit=True)
         status = out.status
         return out
     finally:
         _close_claim(graph, store, decisions, session_id, cycle_id, token, status)
+
+
+def finish_started_approvals(store: Store, runtime: Callable[[], CycleRuntime]) -> list[CycleOutcome]:
+    """`store recover`'s part for approvals: each paused cycle whose approver died after its fill was started (its
+    claim still `deciding`, its decider gone, an execution-ledger entry for the cycle) is resumed with that
+    approval, so the cycle ends, its claim is decided and its log records what the portfolio holds."""
+    out = []
+    for claim in Decisions(store.db).abandoned():
+        if claim.get("approved") and _fill_started(store, claim["_id"]) is not None:
+            out.append(approve_cycle(claim["session_id"], store=store, approved=True, by="store recover",
+                                     runtime=runtime()))
+    return out
+
+
+def _fill_started(store: Store, cycle_id: str) -> Optional[str]:
+    """The ledger state of the cycle's fill when an approval started one (pending: its process stopped half way;
+    committed), else None (no entry, or aborted: nothing filled)."""
+    entry = store.executions.entry(cycle_id)
+    state = (entry or {}).get("state")
+    return None if entry is None or state == "aborted" else str(state)
+
+
+def _whose(claim: Optional[dict]) -> str:
+    if not claim or not claim.get("approved"):
+        return "its approval"
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(claim.get("at") or 0)))
+    return f"the approval by {claim.get('by')} at {at}"
 
 
 def _close_claim(graph, store: Store, decisions: Decisions, session_id: str, cycle_id: str, token: str,

@@ -3,7 +3,9 @@
 `cut()` closes every open connection and refuses new ones (a store restart, a cable pulled);
 `restore()` lets connections through again. `drop_matching(pattern, n)` swallows the n-th
 client→server MongoDB wire message whose bytes contain `pattern` and then resets that connection,
-so the server never sees it (a packet lost mid-insert). Counters tell the test what happened.
+so the server never sees it (a packet lost mid-insert). `hold_matching(pattern)` keeps the first such message
+from the server, its sender waiting for a reply that never comes (a store that stalls), until `release()` drops it
+and resets that connection; `held` is set once one is held. Counters tell the test what happened.
 """
 from __future__ import annotations
 
@@ -25,6 +27,9 @@ class FaultyProxy:
         self._refusing = False
         self._drop: tuple[bytes, int] | None = None
         self._seen_matching = 0
+        self._hold: bytes | None = None
+        self.held = threading.Event()
+        self._released = threading.Event()
         self.cuts = 0
         self.dropped = 0
         self._stopped = False
@@ -47,7 +52,17 @@ class FaultyProxy:
         with self._lock:
             self._drop, self._seen_matching = (pattern, nth), 0
 
+    def hold_matching(self, pattern: bytes) -> None:
+        with self._lock:
+            self._hold = pattern
+        self.held.clear()
+        self._released.clear()
+
+    def release(self) -> None:
+        self._released.set()
+
     def close(self) -> None:
+        self._released.set()
         self._stopped = True
         self.cut()
         _close(self._lsock)
@@ -88,6 +103,10 @@ class FaultyProxy:
                     break
                 if self._should_drop(head + body):
                     break  # swallowed: reset both sides, as a lost packet and a dead connection look
+                if self._should_hold(head + body):
+                    self.held.set()
+                    self._released.wait()
+                    break  # never delivered
                 dst.sendall(head + body)
         except OSError:
             pass
@@ -103,6 +122,13 @@ class FaultyProxy:
                 return False
             self._drop = None
             self.dropped += 1
+            return True
+
+    def _should_hold(self, message: bytes) -> bool:
+        with self._lock:
+            if self._hold is None or self._hold not in message:
+                return False
+            self._hold = None
             return True
 
     @staticmethod

@@ -63,9 +63,21 @@ def _store_recover(args) -> int:
         left = pending_files(store.spool_dir)
         print(f"{report.line()}; fills completed {fills['committed']}, aborted {fills['aborted']}; "
               f"{len(left)} spool file(s) left in {store.spool_dir}")
+        for cycle in _finish_approvals(store):
+            print(f"cycle {cycle.cycle_id}: its approver stopped after its fill was started; the approval is "
+                  f"finished, the cycle ended {cycle.status}")
     finally:
         store.close()
     return EXIT_OK
+
+
+def _finish_approvals(store) -> list:
+    """Cycles whose approver died after starting their fill, resumed with that approval (graph/machine/runner.py)."""
+    from agent.config import command_config
+    from graph.machine.runner import finish_started_approvals
+    from graph.machine.runtime import default_runtime
+
+    return finish_started_approvals(store, lambda: default_runtime(command_config()))
 
 
 def _store_reindex(args) -> int:
