@@ -7,7 +7,9 @@ Any bar, news item, filing or memory in them dated at or after the decision time
 not by contract name, so evidence added to a contract later is audited without a change here:
 - a bar (a mapping with date/timestamp and open, high, low, close) is known once complete, at its session's close;
 - a news item (`published_at`), a filing (`reported_at`) and a memory (`known_at`) are known from that instant, a
-  date alone counting as after that day's close (agent.markets.published_time, the rule the data sources obey).
+  date alone counting as after that day's close (agent.markets.published_time, the rule the data sources obey);
+- the book the cycle started from (the manifest's inputs.portfolio): its as-of and each position's opening, checked
+  and dividend dates (graph/machine/timeline.py book_dates) must not be after the cycle's as-of date.
 """
 from __future__ import annotations
 
@@ -17,9 +19,10 @@ from typing import Any, Iterable, Iterator, Optional
 import pandas as pd
 
 from agent.markets import decision_time, get_profile, published_time, session_close
+from graph.machine.timeline import book_dates
 from schemas.events import Event, EventParseError, parse_event
 
-KINDS = ("bar", "news", "filing", "memory")
+KINDS = ("bar", "news", "filing", "memory", "book")
 _BAR_KEYS = frozenset({"open", "high", "low", "close"})
 
 
@@ -106,6 +109,12 @@ def audit_cycle(cycle_id: str, events: list[dict[str, Any]]) -> CycleAudit:
     profile = get_profile(config.get("market"), decide_at)
     decided = decision_time(profile, as_of)
     audit.decision_time = _iso(decided)
+    for dated, symbol, what in book_dates(inputs.get("portfolio")):
+        # the book the cycle started from: a date after its own means the session went back in time
+        audit.checked["book"] += 1
+        if dated[:10] > str(as_of)[:10]:
+            audit.leaks.append(Leak(cycle_id, "book", symbol, dated, dated, audit.decision_time,
+                                    f"manifest inputs.portfolio ({what})"))
     for where, symbol, node in _evidence(typed, inputs):
         for kind, sym, dated in _dated(node, symbol):
             audit.checked[kind] += 1
