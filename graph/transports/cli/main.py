@@ -16,6 +16,7 @@ from graph.transports.cli import (audit, backtest, benchmark, broker, cycle, dat
 from graph.transports.cli.common import (EXIT_EXECUTED_WITH_ERRORS, EXIT_FAILED, EXIT_INPUT, EXIT_OK,
                                                 EXIT_STORE, CliError, open_store)
 from graph.transports.cli.cycle import cycle_exit_code
+from graph.transports.cli.pipe import closed_pipe_tolerated
 
 __all__ = ["main", "build_parser", "cycle_exit_code", "CliError", "open_store", "EXIT_OK", "EXIT_FAILED",
            "EXIT_INPUT", "EXIT_STORE", "EXIT_EXECUTED_WITH_ERRORS"]
@@ -57,6 +58,12 @@ def _bad_db_flag(args) -> Optional[str]:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    # a reader that closed the pipe early changes neither the exit code nor prints a traceback (cli/pipe.py)
+    with closed_pipe_tolerated():
+        return _main(argv)
+
+
+def _main(argv: Optional[list[str]]) -> int:
     args = build_parser().parse_args(argv)
     fn: Callable[[Any], int] = args.fn
     # every command: a bad variable or --db stops it before it opens or writes anything
