@@ -201,7 +201,11 @@ def budget_of(config: RunnableConfig) -> Optional[Budget]:
 
 
 def output_cap(model: Any, kwargs: dict) -> int:
-    for source in (kwargs, model.__dict__ if hasattr(model, "__dict__") else {}):
+    # Ollama's num_predict travels in its options, an OpenAI-compatible server's max_tokens in the extra body
+    # (agent/providers.py capped)
+    nested = [kwargs.get(k) for k in ("options", "extra_body") if isinstance(kwargs.get(k), dict)]
+    for source in (kwargs, *nested,
+                   model.__dict__ if hasattr(model, "__dict__") else {}):
         for name in _OUTPUT_CAPS:
             value = source.get(name) if isinstance(source, dict) else None
             if isinstance(value, int) and not isinstance(value, bool) and value > 0:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from agent.env import ConfigError, RetryPolicy, env_number as _env_number
+from agent.output_caps import caps_from_env
 from schemas.base import NonNegMoney
 
 DEFAULT_RISK_FILE = Path(__file__).with_name("risk_limits.toml")
@@ -141,6 +142,9 @@ class AgentConfig:
     # whatever run wrote it: asked for explicitly), off (none; memories are still written)
     memory: str = "session"
     memory_top_k: int = 3
+    # (state, max output tokens) of every request a provider model is sent (agent/output_caps.py): from the
+    # contracts, TRADEGRAPH_MAX_OUTPUT_TOKENS and TRADEGRAPH_MAX_OUTPUT_TOKENS_<STATE>; () = none (older manifests)
+    output_caps: tuple[tuple[str, int], ...] = ()
 
     @property
     def parallel_llm(self) -> bool:
@@ -194,6 +198,7 @@ class AgentConfig:
             max_cost=_env_number("TRADEGRAPH_MAX_COST", 0.0, float, 0, 1e9) or None,
             max_llm_calls=_env_number("TRADEGRAPH_MAX_LLM_CALLS", 0, int, 0, 10**9) or None,
             llm_cache=_env_switch("TRADEGRAPH_LLM_CACHE", True),
+            output_caps=caps_from_env(),
             retry=RetryPolicy.from_env(),
             risk=RiskLimits.load(),
         )

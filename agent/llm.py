@@ -37,7 +37,7 @@ def make_model(config: AgentConfig, tier: Tier = "quick") -> BaseChatModel:
 
         return OfflineChatModel(model_name=tm.model)
     check_ready(tm, config.deep_model if tier == "deep" else config.quick_model, os.environ)
-    return build_model(tm, config.retry)
+    return build_model(tm, config.retry, output_caps=config.output_caps)
 
 
 def retry_policy_of(model: BaseChatModel) -> RetryPolicy:

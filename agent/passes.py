@@ -34,7 +34,8 @@ from agent.llm import ATTEMPT_KEY, AttemptPlan, call_failed, describe_failure, n
 from agent.prompts import repair_message
 from agent.protocols import CURRENT, PASS_PROTOCOL, PASS_PROTOCOLS, PassProtocol, version  # noqa: F401 - re-exported
 from agent.pricing import call_cost, price_of
-from agent.providers import choices_of, model_name_of
+from agent.output_caps import cap_of
+from agent.providers import capped, choices_of, model_name_of
 from agent.tools import TOOL_CONTEXT_KEY
 
 T = TypeVar("T", bound=BaseModel)
@@ -145,6 +146,9 @@ def call_model(model: BaseChatModel, bound: Runnable, messages: list[BaseMessage
     Retry-After); anything else from the provider fails closed at once. Each attempt is its own `invoke`,
     so the audit handler records each one's request and response (or error, status and wait).
     """
+    cap = cap_of(choices_of(model).get("output_caps"), (config.get("metadata") or {}).get("langgraph_node"))
+    if cap:  # a provider model's every request carries its state's output cap (agent/output_caps.py)
+        bound = capped(bound, model, cap)
     cache = response_cache.cache_of(config) if response_cache.cacheable(model) else None
     key = _cache_key(model, bound, messages, config) if cache is not None else None
     if key is not None:

@@ -254,7 +254,8 @@ def check_ready(tm: TierModel, name: str, env: Mapping[str, str]) -> None:
                           f"supported)")
 
 
-def build_model(tm: TierModel, retry: RetryPolicy, env: Optional[Mapping[str, str]] = None):
+def build_model(tm: TierModel, retry: RetryPolicy, env: Optional[Mapping[str, str]] = None,
+                output_caps: Any = ()):
     """The provider's LangChain chat model through init_chat_model, SDK retries off, the endpoint and key passed
     explicitly (what the manifest records is what is called), and tradegraph's choices in its metadata."""
     from langchain.chat_models import init_chat_model
@@ -278,8 +279,24 @@ def build_model(tm: TierModel, retry: RetryPolicy, env: Optional[Mapping[str, st
     if tm.provider == "google_genai":
         # max_retries=0 is google-genai's "one attempt"; the Gemini API, never Vertex AI from the environment
         kwargs["vertexai"] = False
-    metadata = {METADATA_KEY: {**tm.record(), "retry": dataclasses.asdict(retry)}}
+    metadata = {METADATA_KEY: {**tm.record(), "endpoint": tm.endpoint, "retry": dataclasses.asdict(retry),
+                               "output_caps": {state: int(cap) for state, cap in output_caps}}}
     return init_chat_model(tm.model, model_provider=tm.provider, metadata=metadata, **kwargs)
+
+
+def capped(bound, model, cap: int):
+    """`bound` (a model, or a model with its tools or response format) asking for at most `cap` output tokens, in
+    the parameter its provider reads: Ollama's num_predict travels in its options, which replace the model's own."""
+    provider = choices_of(model).get("provider")
+    if provider == "ollama":
+        options = {k: v for k, v in (("temperature", getattr(model, "temperature", None)),
+                                     ("seed", getattr(model, "seed", None))) if v is not None}
+        return bound.bind(options={**options, "num_predict": cap})
+    if provider == "openai" and urlsplit(choices_of(model).get("endpoint") or "").hostname not in (None, OPENAI_HOST):
+        # ChatOpenAI sends max_tokens as max_completion_tokens, which llama.cpp's server ignores: an
+        # OpenAI-compatible server gets the older name, which every one of them reads
+        return bound.bind(extra_body={"max_tokens": cap})
+    return bound.bind(**{"max_output_tokens" if provider == "google_genai" else "max_tokens": cap})
 
 
 def choices_of(model) -> dict[str, Any]:

@@ -518,7 +518,7 @@ class EstimateConfiguration(Output):
     calls: int
     input_tokens: int
     output_tokens: int = Field(description="expected: the offline model's answers to the same requests")
-    output_tokens_worst: int = Field(description="every call at the output cap the budget reserves")
+    output_tokens_worst: int = Field(description="every call at its state's output cap")
     total_tokens: int
     usd: Optional[float] = Field(description="None when a tier's model has no price (never $0)")
     usd_worst: Optional[float]
@@ -534,7 +534,8 @@ class BenchmarkEstimate(Output):
     per_point: dict[str, Any] = Field(description="one decision point's calls and tokens, in total and by state")
     configurations: list[EstimateConfiguration]
     total: dict[str, Any]
-    output_cap: int
+    output_cap: int = Field(description="the largest state's output cap")
+    output_caps: dict[str, int] = Field({}, description="state -> the output cap each of its requests carries")
     prompt_tokens_per_symbol_decision: float
     dry_run: dict[str, Any]
     tokenizer: str

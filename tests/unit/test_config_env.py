@@ -42,6 +42,7 @@ BAD: dict[str, tuple[str, dict[str, str]]] = {
     "TRADEGRAPH_MAX_TOKENS": ("many", {}),
     "TRADEGRAPH_MAX_COST": ("-0.5", {}),
     "TRADEGRAPH_MAX_LLM_CALLS": ("2.5", {}),
+    "TRADEGRAPH_MAX_OUTPUT_TOKENS": ("8", {}),
     "TRADEGRAPH_LLM_CACHE": ("sometimes", {}),
     "TRADEGRAPH_PRICES": ("/nonexistent/prices.toml", {}),
     "TRADEGRAPH_LLM_RETRIES": ("11", {}),

@@ -10,8 +10,8 @@ request it audits is measured:
   structured output's), at ~4 characters per token (agent/offline_model.py `estimate_tokens`, the rule the
   budgets and cost records use: tiktoken's o200k vocabulary is a download this offline tool cannot make);
 - output tokens: the offline model's answers to the same requests (JSON of the same contracts), and a worst case
-  with every call at the output cap the budget reserves for it (agent/budget.py DEFAULT_OUTPUT_RESERVE, or the
-  model's own max_tokens). A real model usually writes more than the offline one, and a reasoning model's hidden
+  with every call at its state's output cap (agent/output_caps.py: the cap every request carries, from the
+  contracts or TRADEGRAPH_MAX_OUTPUT_TOKENS[_<STATE>]). A real model usually writes more than the offline one, and a reasoning model's hidden
   reasoning is billed as output on top;
 - calls: per state and tier (quick or deep), as the offline model made them. A real model may loop through its
   tools more or fewer times, so treat the count as the graph's shape, not a bound.
@@ -43,8 +43,9 @@ TOKENIZER = ("~4 characters per token (agent/offline_model.py estimate_tokens), 
              "the tool and response-format JSON schemas sent with it; tiktoken's o200k vocabulary is a download "
              "and is not used")
 OUTPUT_ASSUMPTION = ("expected: the offline model's answers to the same requests (JSON of the same contracts), "
-                     "~4 characters per token; worst case: every call at the output cap the budget reserves "
-                     "({cap} tokens); a reasoning model's hidden reasoning is billed on top of either")
+                     "~4 characters per token; worst case: every call at its state's output cap, which every "
+                     "request carries (agent/output_caps.py; at most {cap} tokens); a reasoning model's hidden "
+                     "reasoning is billed on top of either")
 OFFLINE_TIERS = {"offline-quick": "quick", "offline-deep": "deep"}
 
 
@@ -173,10 +174,12 @@ def _window_totals(cycles: list[dict[str, Any]], sessions: int) -> dict[str, dic
 def project(dry: dict[str, Any], configurations, sessions: int, symbols: int,
             output_cap: Optional[int] = None) -> dict[str, Any]:
     """The dry run's traffic over the window's sessions, priced per configuration and tier."""
-    from agent.budget import DEFAULT_OUTPUT_RESERVE
+    from agent.output_caps import caps_from_env
     from agent.pricing import price_of
 
-    cap = output_cap or DEFAULT_OUTPUT_RESERVE
+    # every request carries its state's output cap (agent/output_caps.py): the worst case is each call at it
+    caps = {state: output_cap for state, _ in caps_from_env()} if output_cap else dict(caps_from_env())
+    cap = max(caps.values())
     window = _window_totals(dry["cycles"], sessions)
     keys = ("calls", "input_tokens", "output_tokens")
     tiers = {tier: {k: sum(b[k] for b in states.values()) for k in keys} for tier, states in window.items()}
@@ -196,7 +199,7 @@ def project(dry: dict[str, Any], configurations, sessions: int, symbols: int,
         for tier, t in tiers.items():
             model = c.quick_resolved if tier == "quick" else c.deep_resolved
             calls, ins, outs = (round(t[k]) for k in keys)
-            worst = calls * cap
+            worst = round(sum(b["calls"] * caps.get(state, cap) for state, b in window[tier].items()))
             row["calls"] += calls
             row["input_tokens"] += ins
             row["output_tokens"] += outs
@@ -214,7 +217,7 @@ def project(dry: dict[str, Any], configurations, sessions: int, symbols: int,
             row["usd"], row["usd_worst"] = round(row["usd"], 4), round(row["usd_worst"], 4)
         row["total_tokens"] = row["input_tokens"] + row["output_tokens"]
         rows.append(row)
-    return {"per_point": per_point, "configurations": rows, "output_cap": cap,
+    return {"per_point": per_point, "configurations": rows, "output_cap": cap, "output_caps": caps,
             "prompt_tokens_per_symbol_decision": round(per_point["input_tokens"] / max(1, symbols), 1)}
 
 
