@@ -12,6 +12,7 @@ from typing import Any
 from database import embedded
 from database.errors import StoreUnavailable
 from database.admin_log import AdminLog
+from database.running import RunningCycles
 from database.events import EventStore
 from database.sessions import FoldingWriter, SessionSummaries, SummarisedEvents
 from database.spool import RecoveryReport, pending_files, recover
@@ -91,6 +92,11 @@ class Store:
         return AdminLog(self.db)
 
     @property
+    def running(self) -> RunningCycles:
+        """Cycles in flight, each under a lease a deletion fences (database/running.py)."""
+        return RunningCycles(self.db)
+
+    @property
     def location(self) -> str:
         """Where this store is, in words (a session not found here names it): an embedded store's folder and why
         that folder, else the URI with its password hidden."""
@@ -119,6 +125,7 @@ class Store:
         self.memories.ensure_indexes()
         self.sessions.ensure_indexes()
         self.admin_log.ensure_indexes()
+        self.running.ensure_indexes()
 
     def moved(self) -> bool:
         """An embedded store whose server is no longer the one this client talks to: stopped (`store stop`), or

@@ -12,19 +12,29 @@ What a deleted session leaves, and why:
   folder under experiments/ (files on this machine: delete them yourself), and the admin log's records.
 - the embedded store's file does not shrink: SQLite reuses the freed pages for what is written next.
 
-Order: the `started` record (with the chain head as it stood), then the events, then what hangs off them, the
+What is never removed without force: a session with a cycle in flight (its lease in `running_cycles`,
+database/running.py) or a kernel task running on it (a backtest's `tasks` document, its owner alive) is refused
+by `delete` (SessionActive) and kept by `prune`, as is a session written to in the last ACTIVE_S seconds (a
+writer that took no lease). `prune` also keeps a session whose last cycle is paused waiting for a person
+(`pending_approval`): nobody asked to delete it by name. A forced deletion fences the session's leases before it
+removes anything, so a cycle still running removes what it writes after that and stops (database/running.py).
+
+Order: the fence, the `started` record (with the chain head as it stood), then the events, then what hangs off them, the
 summary, the head last, then the `done` record. A deletion cut short leaves `started` alone and a session
 partly there: running it again finishes it (its `started` record is reused, the head it recorded kept).
 """
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
+from database import claims
 from database.admin_log import AdminLog
 from database.checkpoint import CHECKPOINT_DB_SUFFIX
+from database.running import RunningCycles, describe as describe_lease
 from database.sessions import session_kind
 
 CHUNK = 5000  # events removed per command: a long backtest's log is never one huge transaction
@@ -32,6 +42,8 @@ CHUNK = 5000  # events removed per command: a long backtest's log is never one h
 # that writer's next events as a log with no beginning
 ACTIVE_S = 60.0
 CHECKPOINT_COLLECTIONS = ("checkpoints", "checkpoint_writes")
+TASK_STALE_S = 60.0  # a kernel task whose heartbeat is older than this is not running (graph/kernel/tasks.py)
+TASK_ACTIVE = ("queued", "running")
 
 
 class UnknownSession(LookupError):
@@ -73,6 +85,7 @@ class Retention:
     def __init__(self, store) -> None:
         self.store = store
         self.admin = AdminLog(store.db)
+        self.running = RunningCycles(store.db)
 
     # ---- what would go
     def plan_delete(self, session_id: str) -> list[Deletion]:
@@ -96,6 +109,50 @@ class Retention:
                     out.append(self._facts(sid))
         return out
 
+    def withhold(self, plan: list[Deletion]) -> tuple[list[Deletion], list[tuple[str, str]]]:
+        """A prune's plan without the sessions it must keep unless forced: each in flight (`in_flight`) or paused
+        waiting for approval. (kept plan, [(session id, why)])."""
+        kept: list[Deletion] = []
+        withheld: list[tuple[str, str]] = []
+        for d in plan:
+            why = self.in_flight(d.session_id) or self._paused(d.session_id)
+            if why is None:
+                kept.append(d)
+            else:
+                withheld.append((d.session_id, why))
+        return kept, withheld
+
+    def in_flight(self, session_id: str) -> Optional[str]:
+        """Why the session is being written right now (a cycle's live lease, a kernel task running on it), or None."""
+        live = self.running.live(session_id)
+        if live:
+            return f"has {describe_lease(live[0])}"
+        task = self._running_task(session_id)
+        if task is not None:
+            return f"has kernel task {task['_id']} ({task.get('kind')}) {task.get('status')} on it"
+        return None
+
+    def _running_task(self, session_id: str) -> Optional[dict[str, Any]]:
+        if not session_id.startswith("bt-"):  # tasks name their session by run id: a backtest's is bt-<run id>
+            return None
+        for doc in self.store.db["tasks"].find({"run_id": session_id[3:], "status": {"$in": list(TASK_ACTIVE)}}):
+            from database.embedded import pid_alive
+
+            owner = doc.get("owner") or {}
+            beat = float(doc.get("heartbeat_at") or doc.get("created_at") or 0)
+            dead_here = owner.get("host") == claims.HOST and owner.get("pid") != os.getpid() and \
+                not pid_alive(int(owner.get("pid") or 0))
+            if time.time() - beat < TASK_STALE_S and not dead_here:  # the rule graph/kernel/tasks.py reads
+                return doc
+        return None
+
+    def _paused(self, session_id: str) -> Optional[str]:
+        summary = self.store.sessions.get(session_id) or {}
+        if summary.get("status") == "pending_approval":
+            return (f"has cycle {summary.get('last_cycle_id')} paused waiting for approval (`tradegraph approve "
+                    f"{session_id}` or `--reject` decides it)")
+        return None
+
     # ---- removing
     def delete(self, plan: list[Deletion], *, by: str, reason: str, keep_memories: bool = False,
                force: bool = False, now: Optional[float] = None) -> list[Deletion]:
@@ -103,6 +160,10 @@ class Retention:
         up front (SessionActive) when any of them was written to in the last ACTIVE_S seconds."""
         now = now if now is not None else time.time()
         for d in plan:
+            running = None if force else self.in_flight(d.session_id)
+            if running is not None:
+                raise SessionActive(f"session '{d.session_id}' {running}: stop it first, or delete with force (which "
+                                    f"fences it: what it writes after the deletion is removed and it stops)")
             head = self.store.events.heads.get(d.session_id)
             if not force and head is not None and _age_s(head.updated, now) < ACTIVE_S:
                 raise SessionActive(f"session '{d.session_id}' was written to {_age_s(head.updated, now):.0f} s "
@@ -112,6 +173,8 @@ class Retention:
 
     def _delete_one(self, d: Deletion, *, by: str, reason: str, keep_memories: bool) -> Deletion:
         s, sid = self.store, d.session_id
+        # first: a cycle still running (forced) removes what it writes from now on, and stops
+        self.running.fence([sid], {"by": by, "at": time.time(), "admin_seq": None})
         unfinished = self._unfinished(sid)
         if unfinished is not None:  # a deletion cut short: its record (and the head it saw) stand
             started = unfinished
@@ -121,6 +184,7 @@ class Retention:
                                          "cycles": d.cycles, "bytes": d.bytes, "first_ts": d.first_ts,
                                          "last_ts": d.last_ts, "head": d.head, "replay_of": d.replay_of,
                                          "keep_memories": keep_memories})
+            self.running.fence([sid], {"by": by, "at": started["ts"], "admin_seq": started["seq"]})
         cycles = s.events.cycle_ids(sid)
         removed = {"state_events": self._delete_events(sid)}
         removed["state_blobs"] = s.events.release_packs(sid)  # its payload packs no other session's events use

@@ -215,10 +215,16 @@ def prune_sessions(ctx: Context, inp: m.PruneSessionsInput) -> m.DeletionOutput:
     each; dry_run lists what would go."""
     from database.retention import Retention, parse_duration
 
-    plan = Retention(ctx.store).plan_prune(parse_duration(inp.older_than), inp.kind)
+    retention = Retention(ctx.store)
+    plan = retention.plan_prune(parse_duration(inp.older_than), inp.kind)
+    withheld: list = []
+    if not inp.force:  # a cycle in flight or waiting for a person is never pruned unless forced
+        plan, withheld = retention.withhold(plan)
     unsummarised = ctx.store.sessions.list(1).unsummarised
-    note = (f"at least {unsummarised} session(s) have no summary and were not considered: `tradegraph store "
-            f"reindex` adds them" if unsummarised else None)
+    notes = [f"at least {unsummarised} session(s) have no summary and were not considered: `tradegraph store "
+             f"reindex` adds them"] if unsummarised else []
+    notes += [f"kept {sid}: it {why}; --force prunes it too" for sid, why in withheld]
+    note = "; ".join(notes) or None
     reason = f"sessions prune --older-than {inp.older_than}" + (f" --kind {inp.kind}" if inp.kind else "")
     return _deletions(ctx, inp, plan, reason=reason, note=note)
 

@@ -228,8 +228,10 @@ class RetentionOptions(Input):
     dry_run: bool = Field(False, description="list what would be deleted and delete nothing")
     keep_memories: bool = Field(False, description="leave the notes its cycles wrote (default: deleted with it)")
     by: str = Field("api", min_length=1, max_length=100, description="who deletes; recorded in the admin log")
-    force: bool = Field(False, description="delete a session written to in the last minute too (it may still be "
-                                           "running: its writer's next events would start a log with no beginning)")
+    force: bool = Field(False, description="delete a session with a cycle in flight, a task running or written to "
+                                           "in the last minute too (a running cycle is fenced: what it writes after "
+                                           "the deletion is removed and it stops); prune: sessions paused waiting "
+                                           "for approval too")
 
 
 class DeleteSessionInput(RetentionOptions):

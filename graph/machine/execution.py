@@ -1,11 +1,12 @@
 """The standalone execution backend: the paper broker, a ledger keyed by cycle id, a versioned stored portfolio."""
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from agent.broker import execute_decision
 from agent.config import AgentConfig
 from agent.markets import get_profile
+from database import running
 from database.connection import Store
 from database.portfolio import commit_fill, complete_pending
 from schemas.decision import Decision, DecisionResult, ExecutedTrade
@@ -40,7 +41,23 @@ class PaperExecution:
         moves only from the version this cycle read; a lost race raises PortfolioConflict, nothing filled."""
         if base_version is None:
             base_version = self.version(session_id) or 0
-        return commit_fill(self.store.portfolios, self.store.executions, cycle_id, session_id, result, base_version)
+        return self._fenced(cycle_id, session_id, lambda: commit_fill(self.store.portfolios, self.store.executions,
+                                                                      cycle_id, session_id, result, base_version))
+
+    def _fenced(self, key: str, session_id: str, commit: Callable[[], bool]) -> bool:
+        """A fill under the running cycle's lease (database/running.py): none once its session was deleted, and one
+        that landed after the deletion fenced it is removed again (ledger entry and the book it created), so a
+        deleted session's portfolio is never recreated."""
+        lease = running.current()
+        if lease is not None:
+            lease.check()
+        try:
+            return commit()
+        finally:  # a conflict raised by a fill into a book the deletion removed is the deletion's too
+            if lease is not None and lease.fenced() is not None:
+                self.store.executions.col.delete_many({"cycle_id": key, "session_id": session_id})
+                self.store.portfolios.col.delete_many({"session_id": session_id, "cycle_id": key})
+                lease.check()
 
     def settle_exits(self, cycle_id: str, session_id: str, *, closed: list[ClosedTrade], trades: list[ExecutedTrade],
                      portfolio_after: PortfolioSnapshot, base_version: Optional[int],
@@ -55,8 +72,8 @@ class PaperExecution:
                   "portfolio_after": portfolio_after.model_dump(mode="json")}
         if dividends:
             result["dividends"] = [d.model_dump(mode="json") for d in dividends]
-        if not commit_fill(self.store.portfolios, self.store.executions, exits_key(cycle_id), session_id, result,
-                           base_version):
+        if not self._fenced(exits_key(cycle_id), session_id, lambda: commit_fill(
+                self.store.portfolios, self.store.executions, exits_key(cycle_id), session_id, result, base_version)):
             raise RuntimeError(f"cycle {cycle_id} already closed positions on their levels: not closing them twice")
         return base_version + 1
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NoReturn, Optional
 
 from agent.budget import Budget
 from agent.data.market import DataError, validate_as_of
-from database import claims
+from database import claims, running
 from database.approvals import Decisions, describe
 from database.connection import Store
 from database.errors import AuditSpooled
@@ -239,7 +239,7 @@ def _paused_cycle(graph, store: Store, session_id: str, only: Optional[str] = No
     return None
 
 
-def _refuse(store: Store, session_id: str, cycle_id: str, check: str, message: str, **details: Any) -> None:
+def _refuse(store: Store, session_id: str, cycle_id: str, check: str, message: str, **details: Any) -> NoReturn:
     """An approval refused is audited in the cycle it was meant for, then raised (ApprovalConflict: exit 2, 409)."""
     with store.writer(background=False) as writer:
         writer.put(new_event(session_id, cycle_id, "EXECUTING", "validation",
@@ -309,8 +309,28 @@ def cycle_run_config(runtime: CycleRuntime, *, thread_id: str, handler: Optional
 
 def _invoke(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_id: str, cycle_id: str,
             audit: bool) -> CycleOutcome:
+    """An audited cycle runs under a lease (database/running.py): a deletion of its session refuses while it is
+    live, and a forced one fences it, so what the cycle would write after it (events, head, fill) is removed and
+    the cycle stops."""
+    if not audit:
+        return _run(graph, inputs, store=store, runtime=runtime, session_id=session_id, cycle_id=cycle_id, lease=None)
+    lease = store.running.start(session_id, cycle_id)
+    entered = running.entered(lease)
+    try:
+        return _run(graph, inputs, store=store, runtime=runtime, session_id=session_id, cycle_id=cycle_id,
+                    lease=lease)
+    finally:
+        running.left(entered)
+        lease.end()
+
+
+def _run(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_id: str, cycle_id: str,
+         lease: Optional[running.Lease]) -> CycleOutcome:
+    audit = lease is not None
     # written continuously off the graph's thread, so the barrier before EXECUTING waits only for the tail
     writer = store.writer() if audit else None
+    if writer is not None and lease is not None:
+        writer.events = running.FencedEvents(writer.events, lease)  # type: ignore[assignment]
     handler = AuditHandler(writer, session_id, cycle_id) if audit else None
     config, context = cycle_run_config(runtime, thread_id=cycle_id, handler=handler, writer=writer,
                                        run_name="tradegraph-cycle", session_id=session_id,

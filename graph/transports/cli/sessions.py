@@ -256,8 +256,10 @@ def register(sub) -> None:
     for a in (d, p):
         a.add_argument("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
         a.add_argument("--keep-memories", action="store_true", help="leave the notes its cycles wrote")
-        a.add_argument("--force", action="store_true", help="delete a session written to in the last minute too "
-                                                            "(stop whatever still writes it first)")
+        a.add_argument("--force", action="store_true", help="delete a session with a cycle in flight, a task running "
+                                                            "or written to in the last minute too (its running cycle "
+                                                            "is fenced: what it writes after is removed and it "
+                                                            "stops); prune: sessions paused for approval too")
         a.add_argument("--by", default=_me(), help="who deletes, as the admin log records it (default: %(default)s)")
         a.add_argument("--json", action="store_true", help="print one JSON object")
         # given after the action (`sessions delete X --db …`) or before it: the parent's value is not reset
