@@ -96,7 +96,7 @@ class FakeAlpaca:
         class Handler(_Handler):
             broker = fake
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
@@ -270,6 +270,11 @@ class FakeAlpaca:
                         self.faults.remove(f)
                     return f
         return None
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that went away (killed, timed out) is part of the faults under test, not noise to print
 
 
 def _asset_id(sym: str) -> str:
