@@ -138,3 +138,28 @@ def test_a_fill_landing_after_a_fence_is_removed_again(db):
         finally:
             running.left(entered)
             lease.end()
+
+
+def test_a_backtest_session_with_its_task_running_is_not_deleted_unless_forced(db, tg_home, tmp_path, capsys):
+    """The task as the kernel writes it (queued, owned by this process, heartbeat fresh) on a backtest's session that
+    is quiet between two cycles: refused naming the task; once the task's owner is gone (heartbeat stale), allowed."""
+    from graph.kernel.tasks import TaskManager
+    from pydantic import BaseModel
+
+    class Params(BaseModel):
+        run_id: str = "bt1"
+
+    with connect(db) as store:
+        sid = "bt-bt1"
+        store.events.append([{"event_id": uuid.uuid4().hex, "session_id": sid, "cycle_id": f"{sid}:c1", "ts": 1e9,
+                              "state": "RUNNER", "kind": "manifest", "payload": {}}])
+        quiet_for(store, sid, 120)
+        tasks = TaskManager(store, lambda *a, **k: None, tmp_path)
+        task_id = tasks.create("backtest", Params(), "bt1", tmp_path / "bt1", {"done": 0, "total": 3})
+    assert main(["sessions", "delete", sid, "--db", db]) == 2
+    err = capsys.readouterr().err
+    assert f"kernel task {task_id} (backtest) queued on it" in err, err
+    with connect(db) as store:
+        store.db["tasks"].update_one({"_id": task_id}, {"$set": {"heartbeat_at": time.time() - 600}})
+    assert main(["sessions", "delete", sid, "--db", db]) == 0
+    assert f"deleted {sid}" in capsys.readouterr().out

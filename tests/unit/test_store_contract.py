@@ -589,3 +589,28 @@ def test_with_the_key_set_a_headless_log_rehashed_from_its_first_manifest_is_sti
     monkeypatch.delenv("TRADEGRAPH_AUDIT_KEY")
     report = store.events.verify_chain("K")
     assert report["ok"] and report["head_note"].startswith("no chain head recorded")
+
+
+def test_a_fenced_writer_removes_what_it_stored_after_the_fence_and_stops(store: Store) -> None:
+    from database.running import FencedEvents, SessionDeleted
+
+    lease = store.running.start("F", "F:c2")
+    try:
+        store.events.append([make_event("F", n=i) for i in range(3)])  # the session as it stood
+        writer = BufferedEventWriter(store.events, background=False, flush_every=2)
+        writer.events = FencedEvents(store.events, lease)  # type: ignore[assignment]
+        writer.put(make_event("F", n=10))
+        writer.flush()
+        assert store.events.count("F") == 4 and store.events.heads.get("F").seq == 4
+        # a deletion fences the lease and removes the session; the writer's next batch lands after it
+        store.running.fence(["F"], {"by": "alice", "at": time.time(), "admin_seq": 1})
+        store.events.col.delete_many({"session_id": "F"})
+        store.events.heads.col.delete_many({"_id": "F"})
+        writer.put(make_event("F", n=11))
+        with pytest.raises(SessionDeleted, match="deleted by alice"):
+            writer.flush()
+        assert store.events.count("F") == 0 and store.events.heads.get("F") is None
+        assert store.running.live("F") == []  # fenced: no longer in flight
+    finally:
+        lease.end()
+    assert store.running.col.find_one({"_id": lease.token}) is None
