@@ -264,6 +264,27 @@ def command_config(memory: Optional[str] = None) -> AgentConfig:
     return dataclasses.replace(settings, memory=memory)
 
 
+def home_problem(home: Path) -> Optional[str]:
+    """Why the store's home can't be used (it exists and is no writable folder, or it can't be created), else None:
+    bad input caught at start-up, not a store outage once the server fails to start there. A folder that does not
+    exist yet is probed by creating and removing its first missing level (/proc/tg fails here, even as root)."""
+    if home.exists():
+        if not home.is_dir():
+            return "is not a directory"
+        return None if os.access(home, os.W_OK | os.X_OK) else "is a folder this user can't write to"
+    missing = home
+    while not missing.parent.exists() and missing.parent != missing:
+        missing = missing.parent
+    if not missing.parent.is_dir():
+        return f"can't be created: {missing.parent} is not a directory"
+    try:
+        missing.mkdir()
+        missing.rmdir()
+    except OSError as e:
+        return f"can't be created: {e.strerror or e}"
+    return None
+
+
 def check_environment(also: Iterable[Callable[[Mapping[str, str]], None]] = ()) -> AgentConfig:
     """Every variable tradegraph reads, checked once at start-up so a bad one stops a command before it does
     anything: the configuration (types, ranges, choices, the providers' packages, keys and endpoints), the
@@ -272,11 +293,12 @@ def check_environment(also: Iterable[Callable[[Mapping[str, str]], None]] = ()) 
     env = os.environ
     settings = _parse()  # the command's configuration (command_config) from here on
     home = env.get("TRADEGRAPH_HOME")
-    if home is not None and home != "":
-        if not home.strip():
-            raise ConfigError(f"TRADEGRAPH_HOME={home!r} is blank")
-        if Path(home).expanduser().exists() and not Path(home).expanduser().is_dir():
-            raise ConfigError(f"TRADEGRAPH_HOME={home!r} is not a directory")
+    if home is not None:
+        if not home.strip():  # set but empty: never a silent fall back to another store
+            raise ConfigError(f"TRADEGRAPH_HOME={home!r} is empty: name a folder, or unset it for the default home")
+        problem = home_problem(Path(home).expanduser())
+        if problem:
+            raise ConfigError(f"TRADEGRAPH_HOME={home!r} {problem}")
     debug = env.get("TRADEGRAPH_DEBUG")
     if debug and debug.strip().lower() not in DEBUG_ON:
         # any non-empty value turns it on: a "0" that means on would surprise

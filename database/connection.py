@@ -40,6 +40,20 @@ def check_store_uri(uri: str, named: str) -> None:
     """A URI connect() can't use is bad input, named as the user gave it (`named`), its password hidden."""
     if not uri.startswith(SCHEMES):
         raise ValueError(f"{named} is not a store URI: expected {', '.join(SCHEMES)}")
+    if uri.startswith("mongomock://"):
+        return
+    from pymongo.errors import PyMongoError
+    from pymongo.uri_parser import parse_uri
+
+    # the hosts, ports and options pymongo would refuse when connecting (mongodb://:::/ reads as a store outage
+    # there, exit 3), and an option it does not know (a typo it would only warn about); an SRV name is parsed as a
+    # plain host without its options, since resolving it would ask DNS at start-up
+    scheme, rest = uri.split("://", 1)
+    try:
+        parse_uri("mongodb://" + (rest.split("?", 1)[0] if scheme == "mongodb+srv" else rest), warn=False)
+    except (ValueError, PyMongoError) as e:
+        raise ValueError(f"{named} is not a valid store URI: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+                         ) from None
 
 
 def check_store_uri_env(env) -> None:
