@@ -177,15 +177,25 @@ def describe_failure(error: BaseException) -> Failure:
     transient = any(isinstance(e, _classes(_TRANSIENT_ERRORS)) or getattr(e, "is_retryable", False) is True
                     for e in chain)
     retryable = provider and (transient or status in (408, 429) or (status is not None and status >= 500))
+    # a server refusing the request's structured-output method (llama.cpp's server answers 500 to json_schema):
+    # the same request can't succeed, so it is not retried (`tradegraph models check` finds one that works)
+    refused_method = status is not None and status >= 500 and bool(_METHOD_REFUSED.search(str(error)))
+    retryable = retryable and not refused_method
     url = next((u for u in map(_request_of, chain) if u is not None), None)
     message = " ".join(str(getattr(error, "message", None) or error or type(error).__name__).split())
     message = message if len(message) <= 200 else message[:200] + "…"
     if status is None and url is not None:  # no answer at all: which server it was is the first thing to know
         message += f" ({url})"
     summary = f"{f'HTTP {status} ' if status else ''}{type(error).__name__}: {message}"
+    if refused_method:
+        summary += " (the server refused the structured-output method: run `tradegraph models check`)"
     partial = _truncated_answer(error) if isinstance(error, openai.LengthFinishReasonError) else None
     return Failure(error_type=type(error).__name__, summary=summary, provider=provider, retryable=retryable,
                    http_status=status, retry_after_s=retry_after, partial=partial, url=url)
+
+
+_METHOD_REFUSED = re.compile(r"response_format|json_schema|json_object|tool_choice|\btools?\b.*not supported|"
+                             r"grammar", re.IGNORECASE)
 
 
 def _truncated_answer(error: Any) -> AIMessage:

@@ -392,6 +392,9 @@ def bind_json(model: BaseChatModel, schema: type[BaseModel], method: str,
             return model.bind_tools([tool], tool_choice=forced,
                                     ls_structured_output_format={"kwargs": {"method": method}, "schema": tool})
         return _bound(model, ("json", schema, method), make)
+    if method == "json_object_schema":  # llama.cpp's server: JSON constrained by the schema beside json_object
+        return _bound(model, ("json", schema, method), lambda: model.bind(
+            response_format={"type": "json_object", "schema": asked_schema(schema)}))
     lean = version(protocol).lean_prompts and method == "json_schema"
     rf = _asked_response_format(schema) if lean else response_format(schema, method)
     # plain JSON Schema, parsed here: `with_structured_output` would hand ChatOpenAI's SDK the schema class,

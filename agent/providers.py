@@ -25,7 +25,8 @@ from agent.env import ConfigError, RetryPolicy
 OFFLINE = "offline"
 # json_schema: the provider constrains the answer to the contract's JSON Schema; json_mode: any JSON object,
 # the schema stated in the prompt; function_calling: the contract offered as the one tool, inside the JSON pass
-STRUCTURED_METHODS = ("json_schema", "json_mode", "function_calling")
+# json_object_schema: `{"type": "json_object", "schema": …}`, what llama.cpp's server constrains with (agent/model_profiles.py)
+STRUCTURED_METHODS = ("json_schema", "json_mode", "function_calling", "json_object_schema")
 TOOL_CHOICE_SETTINGS = ("auto", "on", "off")
 # where a provider model carries what tradegraph chose for it (retry policy, structured method, tool_choice):
 # `metadata` is a field every LangChain chat model has, so init_chat_model's plain classes can carry it
@@ -47,7 +48,7 @@ class Provider:
 
 PROVIDERS: dict[str, Provider] = {p.name: p for p in (
     Provider("openai", "langchain_openai", None, ("OPENAI_API_KEY",), ("OPENAI_BASE_URL",),
-             "https://api.openai.com/v1", ("json_schema", "json_mode", "function_calling"), True,
+             "https://api.openai.com/v1", ("json_schema", "json_mode", "function_calling", "json_object_schema"), True,
              ("gpt-4o-mini", "gpt-4o")),
     # forced tool use works on every Claude model; native JSON-schema output only on recent ones
     Provider("anthropic", "langchain_anthropic", "anthropic", ("ANTHROPIC_API_KEY",),
@@ -80,12 +81,19 @@ class TierModel:
     # 0 (as reproducible as the server allows; replay is the real guarantee), or None for a model that takes
     # none but its default (LangChain's profile: GPT-5, Claude Sonnet 5.5)
     temperature: Optional[float] = 0
+    # from the endpoint's profile (`tradegraph models check`, agent/model_profiles.py): its context window, and
+    # when the profile chose the structured method
+    context_window: Optional[int] = None
+    profiled: bool = False
 
     def record(self) -> dict[str, Any]:
         """What the run manifest keeps: of the endpoint only its host, as for every URL it records."""
-        return {"provider": self.provider, "model": self.model, "structured_method": self.structured_method,
-                "tool_choice": self.tool_choice, "temperature": self.temperature,
-                "endpoint_host": urlsplit(self.endpoint).hostname if self.endpoint else None}
+        out = {"provider": self.provider, "model": self.model, "structured_method": self.structured_method,
+               "tool_choice": self.tool_choice, "temperature": self.temperature,
+               "endpoint_host": urlsplit(self.endpoint).hostname if self.endpoint else None}
+        if self.context_window or self.profiled:
+            out.update(context_window=self.context_window, method_from_profile=self.profiled)
+        return out
 
 
 def split_model(name: str) -> tuple[Optional[str], str]:
@@ -211,10 +219,39 @@ def tier_model(settings, tier: str, env: Optional[Mapping[str, str]] = None, wit
     by = None if env.get("TRADEGRAPH_LLM") or settings.provider != "openai" or env.get("OPENAI_API_KEY") else (
         "OPENAI_BASE_URL" if env.get("OPENAI_BASE_URL") else None)  # the variable that picked openai, for errors
     tm = resolve_tier(tier, name, settings.provider, settings.structured_method, settings.tool_choice, env, by)
+    tm = with_endpoint_profile(tm, settings.structured_method)
     if not with_profile or tm.provider == OFFLINE or importlib.util.find_spec(PROVIDERS[tm.provider].package) is None:
         return tm
-    return resolve_tier(tier, name, settings.provider, settings.structured_method, settings.tool_choice, env, by,
-                        profile=model_profile(tm.provider, tm.model))
+    return with_endpoint_profile(
+        resolve_tier(tier, name, settings.provider, settings.structured_method, settings.tool_choice, env, by,
+                     profile=model_profile(tm.provider, tm.model)), settings.structured_method)
+
+
+def with_endpoint_profile(tm: TierModel, configured: str) -> TierModel:
+    """An OpenAI-compatible endpoint's checked profile applied: its context window, its structured method when
+    none is configured (`auto`); a model the endpoint did not list when checked is refused (ConfigError)."""
+    from agent import model_profiles
+
+    if tm.provider != "openai" or not tm.endpoint:
+        return tm
+    profile = model_profiles.lookup(tm.endpoint, tm.model)
+    if profile is None:
+        listed = [p for p in model_profiles.load().values() if p.get("endpoint") == tm.endpoint.rstrip("/")]
+        if listed and tm.model not in (listed[-1].get("models") or []):
+            raise ConfigError(f"{TIER_VARS[tm.tier]}: model {tm.model!r} is not one {tm.endpoint} listed when checked "
+                              f"({', '.join(listed[-1].get('models') or []) or 'none'}); name one of them, or delete "
+                              f"{model_profiles.profile_path()} if the server changed")
+        return tm
+    method = profile.get("structured_method")
+    if configured == "auto" and method is None:
+        raise ConfigError(f"{tm.endpoint} {tm.model}: no structured method worked when checked ("
+                          + "; ".join(f"{m}: {r.get('server')}" for m, r in (profile.get("methods") or {}).items())
+                          + "): set TRADEGRAPH_STRUCTURED_METHOD to try one anyway")
+    use = method if configured == "auto" else tm.structured_method
+    return dataclasses.replace(tm, structured_method=use, context_window=profile.get("context_window"),
+                               profiled=configured == "auto",
+                               tool_choice=tm.tool_choice or (use == "function_calling" and profile["methods"].get(
+                                   "tools", {}).get("ok", False)))
 
 
 @functools.lru_cache(maxsize=32)

@@ -31,11 +31,17 @@ from agent.markets import MarketProfile, get_profile
 from agent.memory.recall import RECALL_KEY
 from agent.passes import PASS_PROTOCOL_KEY
 from agent.protocols import PASS_PROTOCOL, version
+from agent import model_profiles
+from database.embedded import resolve_home
 from agent.tools import TOOL_CONTEXT_KEY, ToolContext
 from schemas.decision import Decision, DecisionResult, ExecutedTrade
 from schemas.features import FeatureBundle
 from schemas.memory import ClosedTrade
 from schemas.portfolio import DividendCredit, PortfolioSnapshot
+
+# `tradegraph models check` keeps endpoint profiles in the store's home (the agent layer can't import database)
+model_profiles.install_home(lambda: resolve_home().path)
+
 
 class ExecutionBackend(Protocol):
     """Where EXECUTING's submit_decision lands: the paper broker with a store, or a backtest's simulation."""

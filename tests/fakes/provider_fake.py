@@ -120,6 +120,15 @@ class FakeProvider:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 outer.serve(self, body)
 
+            def do_GET(self):
+                status, out = outer.get(self.path)
+                data = json.dumps(out).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -154,6 +163,10 @@ class FakeProvider:
     def refuse(self, body: dict) -> Optional[int]:
         """A status to answer a request the server itself rejects (not a scripted fault), or None."""
         return None
+
+    def get(self, path: str) -> tuple[int, dict]:
+        """A GET (a model list): (status, JSON body)."""
+        return 404, {"error": {"message": f"no route {path}"}}
 
     # ------------------------------------------------------------------ one request
     def _take(self, asked: Asked) -> Optional[Fault]:

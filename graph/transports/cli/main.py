@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 from database.errors import StoreUnavailable
 
 from graph.transports import serve_cli
-from graph.transports.cli import (audit, backtest, benchmark, broker, cycle, data, export, features, memory,
+from graph.transports.cli import (audit, backtest, benchmark, broker, cycle, data, export, features, memory, models,
                                         replay, sessions, store, sweep)
 from graph.transports.cli.common import (EXIT_EXECUTED_WITH_ERRORS, EXIT_FAILED, EXIT_INPUT, EXIT_OK,
                                                 EXIT_STORE, CliError, open_store)
@@ -22,8 +22,8 @@ __all__ = ["main", "build_parser", "cycle_exit_code", "CliError", "open_store", 
            "EXIT_INPUT", "EXIT_STORE", "EXIT_EXECUTED_WITH_ERRORS"]
 
 # the order of `tradegraph --help`
-COMMANDS = (cycle, sessions, features, store, serve_cli, replay, backtest, sweep, benchmark, audit, memory, export, data,
-            broker)
+COMMANDS = (cycle, sessions, features, store, serve_cli, replay, backtest, sweep, benchmark, audit, memory, models, export,
+            data, broker)
 
 
 def build_parser() -> argparse.ArgumentParser:
