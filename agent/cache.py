@@ -12,6 +12,12 @@ recording itself: `replay --verify` must answer from the recording, never from h
 
 The store behind it is a Protocol (database/llm_cache.py implements it, graph/machine/runtime.py wires it): agent code
 never sees the database. A read or write that fails is a miss, audited as a non-fatal `llm_cache_error`.
+
+An entry is used only when it is the recorded answer it names (`entry_problem`): the `llm_response` event it cites
+(cached_from) is in the store, intact (its content matches its hash), a provider's answer of the same session and
+cycle, and says the model answered exactly what the entry holds. Anything else (an entry edited in the store, an
+event it cites deleted or edited) is a miss, audited as an `llm_cache_error` with op `verify` naming why, and the
+request is sent. So the cache can save requests, never steer a decision the audit log does not show.
 """
 from __future__ import annotations
 
@@ -42,6 +48,10 @@ class ResponseCache(Protocol):
     def get(self, key: str) -> Optional[dict[str, Any]]: ...
 
     def put(self, key: str, entry: dict[str, Any]) -> None: ...
+
+    def cited(self, event_id: str) -> Optional[dict[str, Any]]:
+        """The stored event with this event_id, with `intact` (its content matches its hash), or None."""
+        ...
 
 
 # a LangGraph Studio server's runs carry only strings in their config: the process's cache (graph/machine/runtime.py
@@ -130,3 +140,40 @@ def bound_to_cached(bound: Runnable, model: BaseChatModel, answer: AIMessage) ->
     if isinstance(bound, RunnableBinding):
         return RunnableBinding(bound=cached, kwargs=bound.kwargs, config=bound.config)
     return cached
+
+
+def _canonical(value: Any) -> Any:
+    return json.loads(json.dumps(value, sort_keys=True, default=repr))
+
+
+def recorded_answer(payload: dict[str, Any]) -> dict[str, Any]:
+    """What an `llm_response` event says the model answered (its text and tool calls, as graph/machine/audit.py
+    records them), in one canonical form: two answers are the same answer when these are equal."""
+    return _canonical({"text": payload.get("text"), "tool_calls": payload.get("tool_calls") or [],
+                       "invalid_tool_calls": payload.get("invalid_tool_calls") or []})
+
+
+def entry_problem(entry: dict[str, Any], cited: Optional[dict[str, Any]]) -> Optional[str]:
+    """Why a cache entry is not the recorded answer it names (`cited`: the event read back by its event_id), or
+    None when it is."""
+    source = f"the llm_response it cites (event {entry.get('event_id')!r})"
+    if cited is None:
+        return f"{source} is not in the store (deleted, or not stored yet)"
+    if not cited.get("intact"):
+        return f"{source} was edited after it was written (its content does not match its hash)"
+    payload = cited.get("payload") or {}
+    if cited.get("kind") != "llm_response" or payload.get("cached") or payload.get("error"):
+        return f"{source} is not a provider's answer"
+    if (cited.get("session_id"), cited.get("cycle_id")) != (entry.get("session_id"), entry.get("cycle_id")):
+        return (f"{source} belongs to {cited.get('cycle_id')}, not to the entry's {entry.get('cycle_id')}")
+    message = messages_from_dict([entry["message"]])[0]
+    held = recorded_answer({"text": message.content, "tool_calls": getattr(message, "tool_calls", None),
+                            "invalid_tool_calls": getattr(message, "invalid_tool_calls", None)})
+    if _digest(held) != _digest(recorded_answer(payload)):
+        return f"the entry's answer is not the one {source} recorded (content hash {_digest(held)[:12]}…, recorded " \
+               f"{_digest(recorded_answer(payload))[:12]}…)"
+    return None
+
+
+def _digest(answer: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(answer, sort_keys=True).encode()).hexdigest()

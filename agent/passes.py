@@ -244,10 +244,18 @@ def _cache_read(cache, key: str, config: RunnableConfig) -> Optional[AIMessage]:
         # an entry from before answers were kept only once used (no `accepted` mark) may hold a failure: a miss
         if entry is None or entry.get(response_cache.ACCEPTED) is not True:
             return None
-        return response_cache.answer_of(entry)
+        answer = response_cache.answer_of(entry)
+        cited = getattr(cache, "cited", None)
+        problem = (response_cache.entry_problem(entry, cited(str(entry.get("event_id")))) if cited is not None
+                   else "this cache cannot read back the event its entries cite")
     except Exception as e:  # noqa: BLE001 - a cache that fails is a miss, never a failed cycle
         _cache_error("read", e, config)
         return None
+    if problem is not None:  # not the recorded answer it names: never used, and said so
+        emit("error", {"type": "llm_cache_error", "fatal": False, "op": "verify", "key": key,
+                       "cached_from": entry.get("event_id"), "message": problem[:500]}, config)
+        return None
+    return answer
 
 
 def _cache_write(cache, key: str, ai: AIMessage, response_id: str, model, config: RunnableConfig) -> None:

@@ -264,6 +264,15 @@ class EventStore:
         here, the one place every reader goes through."""
         return self._read(session_id, kind, cycle_id)[0]
 
+    def by_event_id(self, event_id: str) -> Optional[dict[str, Any]]:
+        """One stored event by its event_id (a unique index), in full (its pack read), or None."""
+        doc = self.col.find_one({"event_id": event_id})
+        if doc is None:
+            return None
+        doc.pop("_id", None)
+        self.blobs.expand([doc], self.local_file)
+        return doc
+
     def _read(self, session_id: str, kind: str | None = None,
               cycle_id: str | None = None) -> tuple[list[dict[str, Any]], dict[int, Optional[str]]]:
         """(events, {position of each event stored with a pack: None, or why its pack could not be read}): such

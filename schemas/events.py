@@ -13,7 +13,8 @@ import time
 import uuid
 from typing import Annotated, Any, Callable, Literal, Optional, Union, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter, ValidationError,
+                      create_model)
 
 from schemas.base import SCHEMA_VERSION, Contract, CycleStatus
 
@@ -103,11 +104,23 @@ class LlmRequestPayload(Payload):  # graph/machine/audit.py on_chat_model_start
     attempt: int = Field(1, ge=1)
 
 
+class Usage(OpenPayload):
+    """A call's usage as recorded (agent/pricing.py usage_of; a provider's own detail fields kept as they came): the
+    counts readers add up are whole numbers. Not bounded here: a provider that reported nonsense is recorded as it
+    reported (agent/budget.py refuses to believe it and the cycle audits that), never rewritten."""
+    input_tokens: Optional[StrictInt] = None
+    output_tokens: Optional[StrictInt] = None
+    total_tokens: Optional[StrictInt] = None
+    cached_tokens: Optional[StrictInt] = None
+    reasoning_tokens: Optional[StrictInt] = None
+    estimated: Optional[StrictBool] = None
+
+
 class LlmResponsePayload(Payload):  # graph/machine/audit.py on_llm_end (an answer) and on_llm_error (a failure)
     text: Any = None
     tool_calls: list[JsonObject] = []
     invalid_tool_calls: list[JsonObject] = []
-    usage: JsonObject = {}
+    usage: Usage = Usage()
     cost_usd: Optional[float] = None
     priced_as: Optional[str] = None
     model: Optional[str] = None

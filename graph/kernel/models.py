@@ -319,6 +319,9 @@ class VerifyOutput(Output):
     cycles: list[dict[str, Any]]
     warnings: list[str]
     chain: Optional[dict[str, Any]] = None
+    unreadable: list[str] = Field([], description="events that are not events this code knows (an unknown kind, a "
+                                                  "payload unlike its kind's), one line each: the session is "
+                                                  "not verified")
     first_divergence: Optional[dict[str, Any]] = None
 
     def report(self):

@@ -3,8 +3,11 @@
 `verify_session` re-runs each recorded cycle through the real graph from the recording alone: the
 manifest's configuration and inputs (a backtest's Case, approval_required), every LLM answer, feature
 bundle and execution result, and the human approval decision (graph/services/replay/model.py); under a new
-session `replay-<orig>-<n>`. It compares the contracts state by state and the way a failed cycle
-failed, lists every way today's configuration differs from the manifest, and checks the hash chain.
+session `replay-<orig>-<n>`. It compares the contracts state by state, the way a failed cycle failed and the
+status each cycle's `cycle_ended` recorded, lists every way today's configuration differs from the manifest, and
+checks the hash chain. Every event is read through `parse_event` first (schemas/events.py): an event of an unknown
+kind or a payload that is not its kind's leaves the session unverified, named by seq, kind and field. An answer
+the recording took from the response cache is compared with the recorded answer it cites (`cached_from`).
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from graph.machine.errors import SessionNotFound
 from graph.machine.recording import (NON_FATAL_ERRORS, REPLAY_STATE, Cycle, LlmCall, SchemaVersionMismatch,  # noqa: F401
                                      Session, ToolCall, build_session, fatal_error, load_session)
 from schemas.base import SCHEMA_VERSION
-from schemas.events import new_event
+from schemas.events import EventParseError, new_event, parse_event
 from schemas.states import STATES
 
 __all__ = ["SessionNotFound", "Session", "Cycle", "LlmCall", "ToolCall", "load_session", "build_session",
@@ -61,16 +64,18 @@ class VerifyReport:
     cycles: list[CycleVerdict]
     warnings: list[str]
     chain: Optional[dict] = None  # the recording's hash chain (EventStore.verify_chain)
+    # events parse_event refuses, one line each (seq, kind, first bad field): nothing was re-executed
+    unreadable: list[str] = field(default_factory=list)
 
     @property
     def identical(self) -> bool:
-        """The replayed contracts (and failures) equal the recorded ones."""
+        """The replayed contracts (and failures, and statuses) equal the recorded ones."""
         return all(c.identical for c in self.cycles)
 
     @property
     def ok(self) -> bool:
-        """Identical AND the recording is intact: a tampered log is never vouched for."""
-        return self.identical and (self.chain is None or bool(self.chain["ok"]))
+        """Identical AND every event readable AND the recording intact: a tampered log is never vouched for."""
+        return self.identical and not self.unreadable and (self.chain is None or bool(self.chain["ok"]))
 
     @property
     def first_divergence(self) -> Optional[Divergence]:
@@ -165,9 +170,25 @@ def verify_session(store: Store, session_id: str, *, config=None) -> VerifyRepor
     from graph.machine.manifest import build_manifest
     from graph.machine.runtime import default_runtime
 
-    session = load_session(store, session_id, check_chain=True)
-    if not session.cycles:  # the whole log deleted, its chain head left: nothing to re-execute, nothing vouched for
+    events = store.events.read(session_id)
+    if not events:  # unknown (SessionNotFound), or the whole log deleted with its chain head left
+        session = load_session(store, session_id, check_chain=True)
         return VerifyReport(session_id, "(none: no recorded event)", [], session.warnings(), chain=session.chain)
+    versions = sorted({e.get("schema_version", SCHEMA_VERSION) for e in events}, key=str)
+    if versions != [SCHEMA_VERSION]:  # before reading them as this version's events: another version is a conflict
+        raise SchemaVersionMismatch(
+            f"session '{session_id}' was recorded with schema_version {versions}, but this code speaks "
+            f"schema_version {SCHEMA_VERSION}: its contracts can't be replayed or compared")
+    chain = store.events.verify_chain(session_id)
+    unreadable = unreadable_events(events)
+    if unreadable:  # read as events this code does not know, nothing can be re-executed or compared
+        warnings = [] if chain["ok"] else [f"hash chain broken at seq {chain['first_broken']['seq']}: "
+                                           f"{chain['first_broken']['reason']}"]
+        return VerifyReport(session_id, "(none: the recording cannot be read)", [], warnings, chain=chain,
+                            unreadable=unreadable)
+    session = build_session(session_id, events)
+    session.chain = chain
+    cited = _cited_answers(store, events)
     if session.schema_mismatch:
         raise SchemaVersionMismatch(
             f"session '{session_id}' was recorded with schema_version {session.schema_versions}, but this code "
@@ -181,6 +202,7 @@ def verify_session(store: Store, session_id: str, *, config=None) -> VerifyRepor
     try:
         for cycle in session.cycles:
             v = _verify_cycle(store, session_id, replay_id, cycle, today, config)
+            v.divergences += cited.get(cycle.cycle_id, [])
             verdicts.append(v)
             first = v.divergences[0] if v.divergences else None
             store.events.append([_replay_event(replay_id, cycle.cycle_id, {
@@ -192,6 +214,50 @@ def verify_session(store: Store, session_id: str, *, config=None) -> VerifyRepor
     finally:
         store.sessions.fold(replay_id)  # its own writers, not Store.writer()'s: its summary is brought up here
     return VerifyReport(session_id, replay_id, verdicts, session.warnings(), chain=session.chain)
+
+
+def unreadable_events(events: list[dict]) -> list[str]:
+    """Each stored event parse_event refuses, as its one-line reason (seq, kind, first bad field)."""
+    out = []
+    for doc in events:
+        try:
+            parse_event(doc)
+        except EventParseError as e:
+            out.append(str(e))
+    return out
+
+
+def _cited_answers(store: Store, events: list[dict]) -> dict[str, list[Divergence]]:
+    """Per cycle, each answer the recording took from the response cache that is not the recorded answer it cites
+    (`cached_from`: the llm_response event the cache entry named): the cited event gone, not a provider's answer,
+    or an answer that differs. The replay answers from the recording itself, so this is the only place a cached
+    answer is held to its source."""
+    from agent.cache import recorded_answer
+    from database.events import event_hash
+
+    out: dict[str, list[Divergence]] = {}
+    for doc in events:
+        p = doc.get("payload") or {}
+        if doc.get("kind") != "llm_response" or not p.get("cached_from"):
+            continue
+        source = store.events.by_event_id(str(p["cached_from"]))
+        problem, recorded = None, _MISSING
+        if source is None:
+            problem = "the cited llm_response is not in the store"
+        elif event_hash(source) != source.get("hash"):
+            problem = f"the cited event (seq {source.get('seq')} of {source.get('session_id')}) was edited after it " \
+                      f"was written"
+        elif source.get("kind") != "llm_response" or (source.get("payload") or {}).get("cached"):
+            problem = f"the cited event (seq {source.get('seq')} of {source.get('session_id')}) is no provider answer"
+        else:
+            recorded = recorded_answer(source["payload"])
+            if recorded != recorded_answer(p):
+                problem = "the cached answer differs from the answer it cites"
+        if problem is not None:
+            out.setdefault(doc["cycle_id"], []).append(Divergence(
+                doc["cycle_id"], doc.get("state") or "RUNNER", f"seq {doc['seq']} cached_from {p['cached_from']} "
+                f"({problem})", recorded, recorded_answer(p)))
+    return out
 
 
 def _replay_event(replay_id: str, cycle_id: str, payload: dict) -> dict:
@@ -307,6 +373,11 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
         if d:
             where = (recorded_failure or failure or {}).get("state") or "RUNNER"
             divergences.append(Divergence(cycle.cycle_id, where, *d))
+    if ended and cycle.recorded_status is not None:  # how the runner said it ended, against how it ends now
+        replayed_status = _replayed_status(final, failure, cycle.recorded_status)
+        if replayed_status != cycle.recorded_status:
+            divergences.append(Divergence(cycle.cycle_id, "RUNNER", "cycle_ended.status", cycle.recorded_status,
+                                          replayed_status))
     if superseded is not None:
         notes.append(f"recorded cycle is superseded (decision point {superseded.get('decision_point_idx')} was "
                      f"decided again in a later cycle): compared its {len(states)} recorded state(s), not how it "
@@ -320,3 +391,15 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
     if responses.unused:
         notes.append(f"{responses.unused} recorded LLM response(s) were not asked for by the replay")
     return CycleVerdict(cycle.cycle_id, states, divergences, notes, config_differences=differences)
+
+
+def _replayed_status(final: dict, failure: Optional[dict], recorded: str) -> str:
+    """The status the runner would have recorded for the replayed cycle (graph/machine/runner.py _invoke): paused, or
+    the graph's own status. A crash out of the graph ends failed or executed_with_errors, which the runner reads from
+    the execution ledger, not the graph: a replay that crashed matches either (how it crashed is compared as the
+    cycle's error)."""
+    if final.get("__interrupt__"):
+        return "pending_approval"
+    if not final and failure is not None:
+        return recorded if recorded in ("failed", "executed_with_errors") else "failed (the replay raised)"
+    return final.get("status") or "completed"

@@ -97,9 +97,11 @@ def print_session(session, console: Console | None = None) -> None:
         c.print(f"seq 1..{session.events}: gap-free")
     if session.chain is not None and session.chain["ok"]:
         c.print(escape(f"hash chain: intact ({session.chain['checked']} events)" + _head_note(session.chain)))
+    # a status read from a log that fails its chain is what the log says now, not what the runner recorded
+    doubt = " [red](hash chain broken: not vouched for)[/red]" if session.chain and not session.chain["ok"] else ""
     for cy in session.cycles:
         c.print()
-        c.print(f"[bold]cycle {cy.index}[/bold] {cy.cycle_id}  status: [bold]{cy.status}[/bold]  "
+        c.print(f"[bold]cycle {cy.index}[/bold] {cy.cycle_id}  status: [bold]{cy.status}[/bold]{doubt}  "
                 f"seq {cy.first_seq}..{cy.last_seq}  tokens: {cy.tokens['total_tokens']}")
         c.print("path: " + " → ".join(["START"] + [t["to"] for t in cy.transitions if t["to"]])
                 + (" ⏸ waiting for approval" if cy.paused else ""))
@@ -189,8 +191,13 @@ def _print_verify(report, console: Console | None = None) -> None:
             c.print("    " + escape(d))
     if report.chain is not None and report.chain["ok"]:
         c.print(escape(f"hash chain: intact ({report.chain['checked']} events)" + _head_note(report.chain)))
+    for line in report.unreadable:
+        c.print("[bold red]UNREADABLE[/bold red] " + escape(line))
     first = report.first_divergence
-    if first is None and not report.ok:
+    if report.unreadable:
+        c.print(f"[bold red]{len(report.unreadable)} event(s) are not events this code knows: nothing was "
+                f"re-executed; not verified[/bold red]")
+    elif first is None and not report.ok:
         c.print("[bold red]contracts replay identical, but the recording fails its hash chain: not verified"
                 "[/bold red]")
     elif first is None:
