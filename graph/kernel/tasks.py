@@ -113,7 +113,14 @@ class TaskManager:
     def view(self, doc: dict) -> TaskView:
         status = doc["status"]
         if status in ACTIVE and not self.owner_alive(doc):
-            status = "interrupted"
+            # the owner may have ended after `doc` was read: a task's last status is written before its thread ends
+            # (or its process exits), so the document read now holds it if there is one. Without this re-read, a
+            # task finishing while its follower's read was in flight showed `interrupted` (the flaky StockBench-on-
+            # Ray run under load), a status it never had
+            doc = self.col.find_one({"_id": doc["_id"]}) or doc
+            status = doc["status"]
+            if status in ACTIVE and not self.owner_alive(doc):
+                status = "interrupted"
         return TaskView(task_id=doc["_id"], kind=doc["kind"], status=status,
                         progress=TaskProgress(**(doc.get("progress") or {})), params=doc.get("params") or {},
                         run_id=doc.get("run_id"), run_dir=doc.get("run_dir"), owner=doc.get("owner") or {},

@@ -148,3 +148,39 @@ def test_a_task_whose_process_was_killed_reads_interrupted_and_resumes_to_the_sa
             open(f"{ref.run_dir}/trade_history.json", "rb").read()
     finally:
         k.close()
+
+
+def test_a_task_ending_between_the_read_of_its_document_and_the_check_of_its_thread_reads_as_it_ended(kernel):
+    """The race behind the flaky `benchmark task … interrupted` under load: a follower reads the task's document
+    (running), the task's thread then writes its last status and ends, and only then is the thread's liveness
+    checked. The view must say how the task ended, never `interrupted`, a status it never had."""
+    import threading
+
+    from pydantic import BaseModel
+
+    class Params(BaseModel):
+        pass
+
+    tasks = kernel.tasks
+    task_id = tasks.create("backtest", Params(), "race", tasks.experiments / "race", {"done": 0, "total": 1})
+    release = threading.Event()
+
+    def body(manager, task_id):
+        with manager.lifecycle(task_id):
+            manager.set(task_id, status="running")
+            release.wait(30)
+            manager.set(task_id, status="succeeded", finished_at=time.time())
+
+    tasks.start_thread(task_id, body, (tasks, task_id))
+    deadline = time.monotonic() + 30
+    while (read := tasks.col.find_one({"_id": task_id}))["status"] != "running":  # the follower's read
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert tasks.view(read).status == "running"  # the thread is alive: the document stands
+    release.set()
+    tasks.join(task_id, 30)  # the task ends: its last status written, its thread gone
+    assert tasks.view(read).status == "succeeded"
+    # a task whose thread ended without writing a last status (its store was gone) still reads interrupted
+    stuck = tasks.create("backtest", Params(), "stuck", tasks.experiments / "stuck", {"done": 0, "total": 1})
+    tasks.col.update_one({"_id": stuck}, {"$set": {"status": "running"}})
+    assert kernel.call("task_status", {"task_id": stuck}).status == "interrupted"
