@@ -188,6 +188,7 @@ def test_a_nonsense_usage_report_counts_as_the_call_s_cap_and_is_audited(fake, u
     store, out = _run(token_budget=limit)
     lied = len(fake.requests)
     assert 0 < lied <= honest_sent and out.error["type"] == "TokenBudgetExceeded"
+    print(f"\nmax_tokens {limit}: {honest_sent} request(s) with honest usage, {lied} with total_tokens -1e9 reported")
     checks = [e["payload"] for e in events_of(store, out, "validation") if e["payload"].get("check") == "usage"]
     assert len(checks) == lied and all(c["ok"] is False for c in checks)
     assert checks[0]["error"] == "reported total_tokens -1000000000 is not a whole number from 0 to 10,000,000"

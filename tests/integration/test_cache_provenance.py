@@ -46,6 +46,8 @@ def test_planted_cache_entries_are_never_used_and_each_is_audited(openai_server)
     assert len(errors) == first.llm_calls and all(e["fatal"] is False for e in errors)
     assert errors[0]["message"].startswith("the entry's answer is not the one the llm_response it cites (event ")
     assert again.status == first.status  # a refused entry is a miss, never a failed cycle
+    print(f"\nplanted cache entries: {entries}; answers asked of them: {first.llm_calls}; used: {again.cached_calls}; "
+          f"refused and audited: {len(errors)}; requests sent again: {len(openai_server.requests) - sent}")
 
 
 def test_an_entry_whose_cited_event_was_edited_or_deleted_is_not_used(openai_server):
@@ -89,3 +91,25 @@ def test_verify_compares_each_cached_answer_with_the_answer_it_cites(openai_serv
     assert cited[0].path == (f"seq {cited[0].path.split()[1]} cached_from {target['event_id']} (the cached answer "
                              f"differs from the answer it cites)")
     assert cited[0].recorded["text"] == '{"rewritten": true}'
+
+
+def test_verify_with_a_key_names_a_cited_session_whose_chain_was_rehashed(openai_server, monkeypatch):
+    """Under TRADEGRAPH_AUDIT_KEY the source re-hashed to its end no longer matches its signed head: verify of the
+    session that used its answers says so (the comparison of answers alone would pass a source rewritten together
+    with the cached copies)."""
+    monkeypatch.setenv("TRADEGRAPH_AUDIT_KEY", "k" * 32)
+    store = mock_store()
+    first = _run(store)
+    again = _run(store)
+    docs = store.events.read(first.session_id)
+    prev = docs[-2]["hash"]
+    last = docs[-1]
+    last["prev_hash"], last["ts"] = prev, last["ts"] + 1
+    last["hash"] = event_hash(last)
+    store.db["state_events"].replace_one({"session_id": first.session_id, "seq": last["seq"]}, last)
+    store.db["chain_heads"].update_one({"_id": first.session_id}, {"$set": {"hash": last["hash"]}})
+    report = verify_session(store, again.session_id)
+    cited = [d for v in report.cycles for d in v.divergences if "cached_from" in d.path]
+    assert not report.ok and len(cited) == again.cached_calls
+    assert f"(the cited event's session {first.session_id} fails its hash chain at seq {last['seq']}: the chain " \
+           f"head's signature does not verify" in cited[0].path

@@ -229,13 +229,15 @@ def unreadable_events(events: list[dict]) -> list[str]:
 
 def _cited_answers(store: Store, events: list[dict]) -> dict[str, list[Divergence]]:
     """Per cycle, each answer the recording took from the response cache that is not the recorded answer it cites
-    (`cached_from`: the llm_response event the cache entry named): the cited event gone, not a provider's answer,
-    or an answer that differs. The replay answers from the recording itself, so this is the only place a cached
+    (`cached_from`: the llm_response event the cache entry named): the cited event gone, in a session whose hash
+    chain is broken (a source re-hashed to its end fails there, against its signed head under a key), edited, not a
+    provider's answer, or an answer that differs. The replay answers from the recording itself, so this is the only place a cached
     answer is held to its source."""
     from agent.cache import recorded_answer
     from database.events import event_hash
 
     out: dict[str, list[Divergence]] = {}
+    chains: dict[str, dict] = {}  # each cited session's hash chain (head and key included), checked once
     for doc in events:
         p = doc.get("payload") or {}
         if doc.get("kind") != "llm_response" or not p.get("cached_from"):
@@ -244,6 +246,10 @@ def _cited_answers(store: Store, events: list[dict]) -> dict[str, list[Divergenc
         problem, recorded = None, _MISSING
         if source is None:
             problem = "the cited llm_response is not in the store"
+        elif not _chain_of(store, chains, source["session_id"])["ok"]:
+            broken = chains[source["session_id"]]["first_broken"]
+            problem = (f"the cited event's session {source['session_id']} fails its hash chain at seq "
+                       f"{broken['seq']}: {broken['reason']}")
         elif event_hash(source) != source.get("hash"):
             problem = f"the cited event (seq {source.get('seq')} of {source.get('session_id')}) was edited after it " \
                       f"was written"
@@ -258,6 +264,12 @@ def _cited_answers(store: Store, events: list[dict]) -> dict[str, list[Divergenc
                 doc["cycle_id"], doc.get("state") or "RUNNER", f"seq {doc['seq']} cached_from {p['cached_from']} "
                 f"({problem})", recorded, recorded_answer(p)))
     return out
+
+
+def _chain_of(store: Store, chains: dict[str, dict], session_id: str) -> dict:
+    if session_id not in chains:
+        chains[session_id] = store.events.verify_chain(session_id)
+    return chains[session_id]
 
 
 def _replay_event(replay_id: str, cycle_id: str, payload: dict) -> dict:
