@@ -26,6 +26,7 @@ waits (the listing then shows the session behind).
 """
 from __future__ import annotations
 
+import builtins
 import threading
 import time
 from dataclasses import dataclass, field
@@ -168,10 +169,16 @@ class SessionSummaries:
     def get(self, session_id: str) -> Optional[dict[str, Any]]:
         return self.col.find_one({"_id": session_id})
 
-    def list(self, limit: int, *, replays: bool = False) -> Listing:
-        """The `limit` most recently written sessions, replay sessions only when asked: three small indexed reads
-        (summaries, the listed sessions' chain heads, two collection counts), none of the log."""
+    def list(self, limit: int, *, replays: bool = False, kind: Optional[str] = None,
+             status: Optional[str] = None) -> Listing:
+        """The `limit` most recently written sessions, replay sessions only when asked, of one kind and last status
+        when given: three small indexed reads (summaries, the listed sessions' chain heads, two collection counts),
+        none of the log."""
         query: dict[str, Any] = {} if replays else {"kind": {"$ne": "replay"}}
+        if kind is not None:
+            query["kind"] = kind
+        if status is not None:
+            query["status"] = status
         docs = list(self.col.find(query).sort("last_ts", DESCENDING).limit(int(limit)))
         heads = self.events.heads.col.find({"_id": {"$in": [d["_id"] for d in docs]}}, {"seq": 1})
         head_seq = {h["_id"]: int(h["seq"]) for h in heads}
@@ -181,14 +188,14 @@ class SessionSummaries:
         missing = self.events.heads.col.estimated_document_count() - self.col.estimated_document_count()
         return Listing([public(d) for d in docs], behind, max(0, missing))
 
-    def older_than(self, cutoff_ts: float, kind: Optional[str] = None) -> list[dict[str, Any]]:
+    def older_than(self, cutoff_ts: float, kind: Optional[str] = None) -> builtins.list[dict[str, Any]]:
         """Sessions last written before cutoff_ts (oldest first), of one kind or any."""
         query: dict[str, Any] = {"last_ts": {"$lt": cutoff_ts}}
         if kind is not None:
             query["kind"] = kind
         return [public(d) for d in self.col.find(query).sort("last_ts", ASCENDING)]
 
-    def replays_of(self, session_id: str) -> list[dict[str, Any]]:
+    def replays_of(self, session_id: str) -> builtins.list[dict[str, Any]]:
         return [public(d) for d in self.col.find({"kind": "replay", "replay_of": session_id})]
 
     def remove(self, session_id: str) -> int:
@@ -260,7 +267,7 @@ class SessionSummaries:
             seen.summaries[session_id] = doc
         return True
 
-    def _read_seqs(self, session_id: str, covered: int, top: int, unseen: list[int]) -> dict[int, dict]:
+    def _read_seqs(self, session_id: str, covered: int, top: int, unseen: builtins.list[int]) -> dict[int, dict]:
         """The unseen events of (covered, top], through the log's own reads (its content as it returns it)."""
         want = set(unseen)
         if len(unseen) >= WHOLE_READ_AT:
@@ -278,7 +285,7 @@ class SessionSummaries:
         return self.events.col.find_one({"session_id": session_id, "cycle_id": cycle_id, "seq": {"$lte": seq}},
                                         {"_id": 1}) is not None
 
-    def _last_cycle(self, session_id: str, cycle_id: str) -> list[dict[str, Any]]:
+    def _last_cycle(self, session_id: str, cycle_id: str) -> builtins.list[dict[str, Any]]:
         return self.events.read(session_id, cycle_id=cycle_id)
 
     # ---- rebuilding from the log

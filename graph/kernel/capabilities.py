@@ -169,8 +169,9 @@ def approve(ctx: Context, inp: m.ApproveInput) -> m.CycleOutput:
 @capability(m.ListSessionsInput, m.SessionsOutput, http=Route.get("/sessions", "audit"))
 def list_sessions(ctx: Context, inp: m.ListSessionsInput) -> m.SessionsOutput:
     """Recent sessions, newest first, from their summaries (never the log): kind, events, bytes, cycles, and the
-    last cycle's status, symbols and as-of; replay sessions only with all."""
-    listing = ctx.store.sessions.list(inp.limit, replays=inp.all)
+    last cycle's status, symbols and as-of; replay sessions only with all; of one kind or last status if asked."""
+    listing = ctx.store.sessions.list(inp.limit, replays=inp.all or inp.kind == "replay", kind=inp.kind,
+                                      status=inp.status)
     fields = m.SessionSummary.model_fields
     out = [m.SessionSummary(**{k: v for k, v in s.items() if k in fields},
                             behind=listing.behind.get(s["session_id"], 0)) for s in listing.sessions]

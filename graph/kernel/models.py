@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
 from pydantic_core import PydanticCustomError
 
-from schemas.base import CycleStatus
+from schemas.base import CycleStatus, RecordedStatus
 from schemas.events import EventKind
 from schemas.features import FeatureBundle
 from schemas.portfolio import PortfolioView
@@ -193,6 +193,10 @@ class ListSessionsInput(Input):
     limit: int = Field(20, ge=1, le=1000)
     all: bool = Field(False, description="include replay sessions (replay-<session>-<n>, one per --verify), "
                                          "left out otherwise")
+    kind: Optional[SessionKind] = Field(None, description="only sessions of this kind (replay: replay sessions, "
+                                                          "without all)")
+    status: Optional[RecordedStatus] = Field(None, description="only sessions whose last cycle has this status "
+                                                               "(pending_approval: the ones waiting for a decision)")
 
 
 class SessionSummary(Output):

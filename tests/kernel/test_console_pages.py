@@ -185,3 +185,7 @@ def test_sessions_are_filtered_and_the_pending_ones_come_first(kernel):
     assert paused in waiting and done not in waiting
     only_completed = c.get("/?status=completed").text.split("<tbody>")[1]
     assert done in only_completed and paused not in only_completed
+    # the capability filters (so the page reads only what it shows), on every transport alike
+    listed: Any = kernel.call("list_sessions", {"status": "pending_approval", "kind": "run"})
+    assert [s.session_id for s in listed.sessions] == [paused]
+    assert kernel.call("list_sessions", {"kind": "backtest"}).sessions == []  # type: ignore[attr-defined]

@@ -62,7 +62,7 @@ async def form_of(request: Request) -> dict[str, str]:
 
 def mount(app: FastAPI, kernel: Kernel) -> None:
     """The console's pages on the API's app: `/` and `/ui/...`, left out of the OpenAPI document."""
-    env, csrf = environment(), Csrf()
+    env, csrf, cycles = environment(), Csrf(), views.CycleCache()
     policy = kernel.policies[views.TRANSPORT]
     router = APIRouter(include_in_schema=False)
 
@@ -110,7 +110,7 @@ def mount(app: FastAPI, kernel: Kernel) -> None:
 
     @router.get(PREFIX + "/sessions/{session_id}/cycles/{index}", response_class=HTMLResponse)
     async def cycle(request: Request, session_id: str, index: int, decided: str = ""):
-        return await show(request, "cycle.html", lambda: views.cycle_page(kernel, session_id, index),
+        return await show(request, "cycle.html", lambda: views.cycle_page(kernel, session_id, index, cycles),
                           decided=decided, refusal=None)
 
     @router.post(PREFIX + "/sessions/{session_id}/cycles/{index}/decision", response_class=HTMLResponse)
@@ -128,14 +128,14 @@ def mount(app: FastAPI, kernel: Kernel) -> None:
             status = e.status if isinstance(e, Refused) else http_status(e)
             if status == 403 and isinstance(e, Refused):
                 return failure(request, e)
-            return await show(request, "cycle.html", lambda: views.cycle_page(kernel, session_id, index),
+            return await show(request, "cycle.html", lambda: views.cycle_page(kernel, session_id, index, cycles),
                               code=status, decided="", refusal=e.message)
         return RedirectResponse(f"{PREFIX}/sessions/{session_id}/cycles/{index}?decided="
                                 f"{'approved' if approved else 'rejected'}", status_code=303)
 
     @router.get(PREFIX + "/sessions/{session_id}/cycles/{index}/log", response_class=HTMLResponse)
     async def log(request: Request, session_id: str, index: int):
-        return await show(request, "log.html", lambda: views.log_page(kernel, session_id, index), verified=None)
+        return await show(request, "log.html", lambda: views.log_page(kernel, session_id, index, cycles), verified=None)
 
     @router.post(PREFIX + "/sessions/{session_id}/cycles/{index}/verify", response_class=HTMLResponse)
     async def verify(request: Request, session_id: str, index: int):
@@ -146,7 +146,7 @@ def mount(app: FastAPI, kernel: Kernel) -> None:
 
         def both() -> dict[str, Any]:
             report = views.call(kernel, "verify", session_id=session_id).model_dump()
-            return {**views.log_page(kernel, session_id, index), "verified": report}
+            return {**views.log_page(kernel, session_id, index, cycles), "verified": report}
         return await show(request, "log.html", both)
 
     # ------------------------------------------------------------------ runs

@@ -3,6 +3,8 @@ API) and the replay reconstruction (graph/machine/recording.py build_session): p
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from typing import Any, Optional
 
 from agent.pricing import Spend, cost_of, price_of
@@ -16,6 +18,7 @@ from graph.transports.web.charts import Series, equity_and_drawdown
 
 TRANSPORT = "http"  # the console is the HTTP server: the same policies as its API
 PAGE_SIZE = 50
+LIST_MAX = 1000  # list_sessions' most (graph/kernel/models.py ListSessionsInput.limit)
 # read_events' most per call (graph/kernel/models.py EventsQuery.limit)
 EVENTS_PAGE = 100_000
 # the feature bundle's numbers the approval screen shows (the rest are on the log page, in the SCANNING contract)
@@ -30,19 +33,20 @@ def call(kernel: Kernel, name: str, **args: Any):
 
 # ------------------------------------------------------------------------------------------------ sessions
 def sessions_page(kernel: Kernel, kind: Optional[str], status: Optional[str], page: int) -> dict[str, Any]:
-    """The newest 1,000 sessions (the list capability's most), filtered, a page at a time; the ones waiting for a
-    decision first, on every page."""
-    out = call(kernel, "list_sessions", limit=1000, all=kind == "replay")
-    rows = [s.model_dump() for s in out.sessions]
-    kinds = sorted({r["kind"] for r in rows})
-    statuses = sorted({r["status"] for r in rows if r["status"]})
-    pending = [r for r in rows if r["status"] == "pending_approval"]
-    shown = [r for r in rows if (not kind or r["kind"] == kind) and (not status or r["status"] == status)]
-    pages = max(1, -(-len(shown) // PAGE_SIZE))
+    """One page of the newest sessions (of a kind and last status when asked), and the ones waiting for a decision
+    first on every page: two reads of the summaries, each only as long as the page needs (the list's most is
+    1,000: the 20th page of 50)."""
+    pages = LIST_MAX // PAGE_SIZE
     page = min(max(1, page), pages)
-    return {"pending": pending, "sessions": shown[(page - 1) * PAGE_SIZE:page * PAGE_SIZE], "total": len(shown),
-            "page": page, "pages": pages, "kind": kind or "", "status": status or "", "kinds": kinds,
-            "statuses": statuses, "unsummarised": out.unsummarised, "replays_hidden": out.replays_hidden}
+    want = min(LIST_MAX, page * PAGE_SIZE + 1)  # one more than the page: is there an older one?
+    out = call(kernel, "list_sessions", limit=want, kind=kind or None, status=status or None)
+    rows = [s.model_dump() for s in out.sessions]
+    pending = [s.model_dump() for s in call(kernel, "list_sessions", limit=PAGE_SIZE, all=True,
+                                            status="pending_approval").sessions]
+    return {"pending": pending, "sessions": rows[(page - 1) * PAGE_SIZE:page * PAGE_SIZE], "page": page,
+            "older": len(rows) > page * PAGE_SIZE and page < pages, "kind": kind or "", "status": status or "",
+            "unsummarised": out.unsummarised, "replays_hidden": out.replays_hidden and kind != "replay",
+            "list_max": LIST_MAX}
 
 
 def cycle_pnl(cycle: dict[str, Any]) -> Optional[float]:
@@ -79,9 +83,54 @@ def cycle_id_of(session_id: str, index: int) -> str:
     return f"{session_id}:c{index}"
 
 
-def load_cycle(kernel: Kernel, session_id: str, index: int) -> Cycle:
+class CycleCache:
+    """Cycles that have ended, as rebuilt, while their session's chain head stands where it stood: the log is
+    append-only and the head moves with every batch stored (database/heads.py), so a cycle is read again as soon as
+    anything is written to its session (a late event, a deletion) and a paused or running cycle is never kept. A
+    person reloading the approval screen of a 20-symbol cycle then waits for the page, not for 1.5 MB of events."""
+
+    def __init__(self, size: int = 64):
+        self.size = size
+        self.kept: OrderedDict[tuple[str, int], tuple[tuple[int, str], Cycle]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def head(kernel: Kernel, session_id: str) -> Optional[tuple[int, str]]:
+        head = kernel.store.events.heads.get(session_id)
+        return None if head is None else (head.seq, head.hash)
+
+    def get(self, key: tuple[str, int], head: Optional[tuple[int, str]]) -> Optional[Cycle]:
+        with self.lock:
+            found = self.kept.get(key)
+            if found is None or head is None or found[0] != head:
+                return None
+            self.kept.move_to_end(key)
+            return found[1]
+
+    def put(self, key: tuple[str, int], head: Optional[tuple[int, str]], cycle: Cycle) -> None:
+        if head is None or cycle.cut_off or cycle.paused:
+            return
+        with self.lock:
+            self.kept[key] = (head, cycle)
+            self.kept.move_to_end(key)
+            while len(self.kept) > self.size:
+                self.kept.popitem(last=False)
+
+
+def load_cycle(kernel: Kernel, session_id: str, index: int, cache: Optional[CycleCache] = None) -> Cycle:
     """The cycle rebuilt from its own events alone (read_events filtered to it, then the replay reconstruction): a
     long backtest's page reads one cycle, not the session."""
+    head = CycleCache.head(kernel, session_id) if cache is not None else None
+    kept = cache.get((session_id, index), head) if cache is not None else None
+    if kept is not None:
+        return kept
+    cycle = _rebuilt(kernel, session_id, index)
+    if cache is not None:
+        cache.put((session_id, index), head, cycle)
+    return cycle
+
+
+def _rebuilt(kernel: Kernel, session_id: str, index: int) -> Cycle:
     cycle_id = cycle_id_of(session_id, index)
     events: list[dict] = []
     while True:
@@ -126,8 +175,8 @@ def _orders(deciding: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def cycle_page(kernel: Kernel, session_id: str, index: int) -> dict[str, Any]:
-    c = load_cycle(kernel, session_id, index)
+def cycle_page(kernel: Kernel, session_id: str, index: int, cache: Optional[CycleCache] = None) -> dict[str, Any]:
+    c = load_cycle(kernel, session_id, index, cache)
     scan, executing = contract(c, "SCANNING") or {}, contract(c, "EXECUTING")
     debate, validating = contract(c, "DEBATE") or {}, contract(c, "VALIDATING")
     return {"session_id": session_id, "index": index, "cycle": c, "status": c.status, "paused": c.paused,
@@ -149,7 +198,7 @@ def recorded_spend(cycle: Cycle) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------------ the log
-def log_page(kernel: Kernel, session_id: str, index: int) -> dict[str, Any]:
+def log_page(kernel: Kernel, session_id: str, index: int, cache: Optional[CycleCache] = None) -> dict[str, Any]:
     """The cycle's events in seq order, each LLM call beside its prompt, answer, tokens, latency and cost, and the
     session's hash chain as the replay capability checks it."""
     c = load_cycle(kernel, session_id, index)
