@@ -1,21 +1,22 @@
-"""The broker's side of the store: each order's local record (`broker_orders`, one per client_order_id, written
-before the submit), the kill switch (`broker_control`), and which sessions trade through a broker
+"""The broker's side of the store: each order's intent (`broker_orders`, one per client_order_id, written before the
+submit) and its latest known state (`broker_order_states`, one document per session), the kill switch (`broker_control`), and which sessions trade through a broker
 (`broker_sessions`: a session is bound to the broker it started with)."""
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 from pymongo import ASCENDING
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
-ORDERS, CONTROL, SESSIONS = "broker_orders", "broker_control", "broker_sessions"
+ORDERS, STATES, CONTROL, SESSIONS = "broker_orders", "broker_order_states", "broker_control", "broker_sessions"
 
 
 class BrokerOrders:
     def __init__(self, db: Database) -> None:
         self.col = db[ORDERS]
+        self.states = db[STATES]
 
     def ensure_indexes(self) -> None:
         self.col.create_index([("session_id", ASCENDING), ("cycle_id", ASCENDING)])
@@ -30,24 +31,44 @@ class BrokerOrders:
         except DuplicateKeyError:
             return self.col.find_one({"_id": doc["_id"]})
 
-    def update(self, client_order_id: str, **fields: Any) -> None:
-        self.col.update_one({"_id": client_order_id}, {"$set": {**fields, "updated": time.time()}})
+    def intend_all(self, docs: list[dict[str, Any]]) -> dict[str, Optional[dict[str, Any]]]:
+        """intend() for a cycle's every order in one round trip (and one more when some were recorded before)."""
+        from pymongo.errors import BulkWriteError
+
+        now = time.time()
+        try:
+            self.col.insert_many([{**d, "state": "intent", "at": now} for d in docs], ordered=False)
+            return {d["_id"]: None for d in docs}
+        except BulkWriteError:
+            pass
+        earlier = {d["_id"]: d for d in self.col.find({"_id": {"$in": [d["_id"] for d in docs]}})
+                   if d.get("at") != now}
+        return {d["_id"]: earlier.get(d["_id"]) for d in docs}
+
+    def set_state(self, session_id: str, states: dict[str, dict[str, Any]]) -> None:
+        """Orders' latest known states (acknowledged, filled, rejected, …), a whole cycle's in one round trip: kept
+        beside the intents, in one document per session, as dotted fields merged into what was known."""
+        if states:
+            now = time.time()
+            fields = {f"o.{cid}.{k}": v for cid, f in states.items() for k, v in {**f, "updated": now}.items()}
+            self.states.update_one({"_id": session_id}, {"$set": fields}, upsert=True)
 
     def of_cycle(self, cycle_id: str) -> list[dict[str, Any]]:
         return list(self.col.find({"cycle_id": cycle_id}).sort("leg", ASCENDING))
 
     def of_session(self, session_id: Optional[str] = None) -> list[dict[str, Any]]:
-        return list(self.col.find({} if session_id is None else {"session_id": session_id}))
+        """Every order's intent with its latest known state merged in."""
+        intents = list(self.col.find({} if session_id is None else {"session_id": session_id}))
+        known: dict[str, Any] = {}
+        for doc in self.states.find({} if session_id is None else {"_id": session_id}):
+            known.update(doc.get("o") or {})
+        return [{**d, **known.get(d["_id"], {})} for d in intents]
 
     def count_day(self, day: str) -> int:
         return self.col.count_documents({"day": day})
 
     def get(self, client_order_id: str) -> Optional[dict[str, Any]]:
         return self.col.find_one({"_id": client_order_id})
-
-    def update_many(self, rows: Iterable[tuple[str, dict[str, Any]]]) -> None:
-        for cid, fields in rows:
-            self.update(cid, **fields)
 
 
 class KillSwitch:

@@ -45,7 +45,7 @@ def start_fake(**kw: Any) -> FakeAlpaca:
 def backend(store, fake: FakeAlpaca, *, mandate: Mandate = OPEN_MANDATE, timeout_s: float = 2.0,
             fill_wait_s: float = 0.3) -> BrokerExecution:
     settings = AlpacaSettings(KEY, SECRET, fake.url)
-    writer = store.writer(background=False)
+    writer = store.writer()  # off-thread, as a cycle's is
     return BrokerExecution(store, AgentConfig(), AlpacaBroker(settings, timeout_s=timeout_s), mandate,
                            fill_wait_s=fill_wait_s, poll_s=0.02, audit_writer=writer)
 
@@ -63,7 +63,7 @@ DEFAULT = (("AAPL", "BUY", 10), ("MSFT", "SELL", 5), ("NVDA", "BUY", 4))
 
 
 def run(exe: BrokerExecution, d: Optional[Decision] = None, *, session_id: str = "s-broker",
-        cycle: int = 1) -> ExecutionResult:
+        cycle: int = 1, prices: Optional[dict[str, float]] = None) -> ExecutionResult:
     """What EXECUTING does with the backend: execute, then commit the result through the ledger's outbox."""
     from graph.machine.broker.checks import cycle_status
 
@@ -73,7 +73,8 @@ def run(exe: BrokerExecution, d: Optional[Decision] = None, *, session_id: str =
     if store.portfolios.load(session_id) is None:
         store.portfolios.commit(session_id, book(), f"{session_id}:c0", 0)
     portfolio, version = store.portfolios.load_versioned(session_id)
-    res, after = exe.execute(d, cycle_id=cycle_id, session_id=session_id, universe=sorted(PRICES), prices=PRICES,
+    prices = prices or PRICES
+    res, after = exe.execute(d, cycle_id=cycle_id, session_id=session_id, universe=sorted(prices), prices=prices,
                              prev_closes={}, portfolio=portfolio, as_of="2026-11-27")
     result = ExecutionResult(cycle_id=cycle_id, status=cycle_status(res), result=res, portfolio_after=after)
     exe.record(cycle_id, session_id, result.model_dump(mode="json"), base_version=version)

@@ -67,6 +67,9 @@ class FakeAlpaca:
         # called with the client_order_id of every order POST before it is handled: a test checks there that the
         # order's intent event is already in the store
         self.on_post: Optional[Any] = None
+        # (arrived, answered) per request, time.perf_counter(): the broker's own time, which the bench subtracts
+        self.served: list[tuple[float, float]] = []
+        self.last_post_at = 0.0
 
     # ------------------------------------------------------------------ test controls
     def fault(self, route: str, kind: str, **kw: Any) -> None:
@@ -288,7 +291,21 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:  # quiet
         pass
 
+    def setup(self) -> None:
+        super().setup()
+        # headers and body go out in two writes: without this, Nagle's algorithm holds the body for the client's
+        # delayed ACK (~40 ms a request), a latency no real broker has
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def _serve(self, method: str) -> None:
+        arrived = time.perf_counter()
+        try:
+            self._serve_one(method, arrived)
+        finally:
+            with self.broker.lock:
+                self.broker.served.append((arrived, time.perf_counter()))
+
+    def _serve_one(self, method: str, arrived: float) -> None:
         fake = self.broker
         fake.peers.add(self.client_address[0])
         url = urlparse(self.path)
@@ -306,6 +323,7 @@ class _Handler(BaseHTTPRequestHandler):
             with fake.lock:
                 cid = (body or {}).get("client_order_id", "")
                 fake.posts[cid] = fake.posts.get(cid, 0) + 1
+                fake.last_post_at = arrived
             if fake.on_post is not None:
                 fake.on_post(cid)
         f = fake.take_fault(route)

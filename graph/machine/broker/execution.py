@@ -82,23 +82,25 @@ class BrokerExecution(PaperExecution):
                     audit("validation", {"schema": "BrokerPrecheck", "check": r.rule, "ok": False, "rule": r.rule,
                                          "limit": r.limit, "value": r.value, "symbol": r.symbol,
                                          "error": r.message})
-                why = "; ".join(r.message for r in refusals)
-                for i, o, cid in legs:
-                    outcomes[i] = _outcome(cid, o, None, "not_submitted", why)
-                return _result(outcomes, decision, portfolio, as_of, f"nothing submitted: {why}", as_of)
+                for i, o, cid in legs:  # each order names the checks that concern it, or that another failed
+                    own = "; ".join(r.message for r in refusals if r.symbol in (None, o.symbol))
+                    outcomes[i] = _outcome(cid, o, None, "not_submitted",
+                                           own or "nothing submitted: another order failed its checks")
+                return _result(outcomes, decision, portfolio, as_of, "nothing submitted", as_of)
         # the intents, each acknowledged by the store before the first submit
-        priors: dict[str, Optional[dict[str, Any]]] = {}
         day = ny_day()
+        priors = self.orders.intend_all([{"_id": cid, "session_id": session_id, "cycle_id": cycle_id,
+                                          "symbol": o.symbol, "side": o.side, "quantity": o.quantity, "leg": i,
+                                          "day": day} for i, o, cid in legs])
         for i, o, cid in legs:
-            priors[cid] = self.orders.intend({"_id": cid, "session_id": session_id, "cycle_id": cycle_id,
-                                              "symbol": o.symbol, "side": o.side, "quantity": o.quantity,
-                                              "leg": i, "day": day})
             audit("order_intent", {"client_order_id": cid, "symbol": o.symbol, "side": o.side,
                                    "quantity": o.quantity, "leg": i, "broker": self.broker.name,
                                    "resumed": priors[cid] is not None})
         writer.flush(durable=True)
 
         views: dict[int, OrderView] = {}
+        legs_by = {i: cid for i, _, cid in legs}
+        states: dict[str, dict[str, Any]] = {}
         stop: Optional[str] = None
         for i, o, cid in legs:
             if stop is None:  # a halt raised meanwhile, from any process, stops the submits still to come
@@ -116,26 +118,28 @@ class BrokerExecution(PaperExecution):
                     view, existing = self.broker.submit(cid, o.symbol, o.side, o.quantity,
                                                         maybe_sent=priors[cid] is not None)
                 except BrokerRejected as e:
-                    self.orders.update(cid, state="rejected", status="rejected", reason=e.reason)
+                    states[cid] = {"state": "rejected", "status": "rejected", "reason": e.reason}
                     audit("order_update", {"client_order_id": cid, "symbol": o.symbol, "status": "rejected",
                                            "reason": e.reason})
                     outcomes[i] = _outcome(cid, o, None, "rejected", e.reason)
                     stop = f"{o.side} {o.quantity:g} {o.symbol} was rejected ({e.reason})"
                     continue
                 except BrokerUnavailable as e:  # it may or may not exist: reconcile will say
-                    self.orders.update(cid, state="unknown", reason=str(e))
+                    states[cid] = {"state": "unknown", "reason": str(e)}
                     audit("order_update", {"client_order_id": cid, "symbol": o.symbol, "status": "unknown",
                                            "reason": str(e)})
                     outcomes[i] = _outcome(cid, o, None, "unknown", str(e))
                     stop = f"no answer for {o.side} {o.quantity:g} {o.symbol}"
                     continue
             views[i] = view
-            self.orders.update(cid, state="acked", broker_order_id=view.id, status=view.status,
-                               filled_quantity=view.filled_qty, avg_price=view.filled_avg_price)
             audit("order_ack", {"client_order_id": cid, "broker_order_id": view.id, "status": view.status,
                                 "filled_quantity": view.filled_qty, "avg_price": view.filled_avg_price,
                                 "found_existing": existing, "retries": list(self.broker.retries)})
+        # the local records follow the events (a process killed before this finds its orders by client id)
+        states.update({legs_by[i]: _state(v) for i, v in views.items()})
+        self.orders.set_state(session_id, states)
         views = self._settle(views, legs, audit, cancel=stop is not None)
+        self.orders.set_state(session_id, {legs_by[i]: _state(v) for i, v in views.items()})
         for i, o, cid in legs:
             if i in views:
                 v = views[i]
@@ -163,8 +167,6 @@ class BrokerExecution(PaperExecution):
             except (BrokerRejected, BrokerUnavailable):
                 return
             if (new.status, new.filled_qty) != (views[i].status, views[i].filled_qty):
-                self.orders.update(cids[i], status=new.status, filled_quantity=new.filled_qty,
-                                   avg_price=new.filled_avg_price)
                 audit("order_update", {"client_order_id": cids[i], "broker_order_id": new.id, "symbol": new.symbol,
                                        "status": new.status, "filled_quantity": new.filled_qty,
                                        "avg_price": new.filled_avg_price})
@@ -184,6 +186,11 @@ class BrokerExecution(PaperExecution):
                 if v.open:
                     refresh(i)
         return views
+
+
+def _state(v: OrderView) -> dict[str, Any]:
+    return {"state": "acked", "broker_order_id": v.id, "status": v.status, "filled_quantity": v.filled_qty,
+            "avg_price": v.filled_avg_price}
 
 
 def _outcome(cid: str, o: Order, v: Optional[OrderView], status: str, reason: Optional[str]) -> BrokerOrderOutcome:

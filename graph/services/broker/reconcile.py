@@ -5,6 +5,8 @@ the same outbox as any fill (keyed by order and filled quantity, so a second rec
 cannot be explained is listed as drift."""
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Optional
 
 from agent.broker import _apply
@@ -54,11 +56,13 @@ def reconcile(broker: Any, store: Store, session_id: Optional[str] = None) -> di
                 writer.put(new_event(row["session_id"], cycle_id, "BROKER", "order_update",
                                      {k: row[k] for k in ("client_order_id", "broker_order_id", "symbol", "status",
                                                           "filled_quantity", "avg_price", "late")}))
-    for rows in late.values():  # the event first, then the book and the local record
-        for row in rows:
-            _book_late_fill(store, row)
-            ledger.update(row["client_order_id"], status=row["status"], filled_quantity=row["filled_quantity"],
-                          avg_price=row["avg_price"], state="acked" if row["broker_order_id"] else "unknown")
+    rows = [row for rs in late.values() for row in rs]  # the events first, then the books and the local records
+    for sid in sorted({row["session_id"] for row in rows}):
+        _book_late_fills(store, sid, [row for row in rows if row["session_id"] == sid])
+    for sid in sorted({row["session_id"] for row in rows}):
+        ledger.set_state(sid, {row["client_order_id"]: {
+            "status": row["status"], "filled_quantity": row["filled_quantity"], "avg_price": row["avg_price"],
+            "broker_order_id": row["broker_order_id"], "state": "acked"} for row in rows if row["session_id"] == sid})
     drift += _position_drift(broker, store, session_id)
     report = {"broker": broker.name, "orders": len(local), "updated": updated, "drift": drift, "clean": not drift}
     target = session_id or CONTROL_SESSION
@@ -69,22 +73,28 @@ def reconcile(broker: Any, store: Store, session_id: Optional[str] = None) -> di
     return report
 
 
-def _book_late_fill(store: Store, row: dict[str, Any]) -> None:
-    """The quantity filled since the order was last seen enters the session's book, once."""
-    was_qty, was_avg = row["was"][1], float(row["was_avg"] or 0)
-    delta = row["filled_quantity"] - was_qty
-    if delta <= 1e-12 or not row["avg_price"]:
+def _book_late_fills(store: Store, session_id: str, rows: list[dict[str, Any]]) -> None:
+    """What filled since each order was last seen enters the session's book in one outbox entry, keyed by what it
+    books (a second reconcile finds nothing new, and the same entry is never booked twice)."""
+    fills, portfolio_cash = [], 0.0
+    for row in rows:
+        was_qty, was_avg = row["was"][1], float(row["was_avg"] or 0)
+        delta = row["filled_quantity"] - was_qty
+        if delta <= 1e-12 or not row["avg_price"]:
+            continue
+        price = (row["avg_price"] * row["filled_quantity"] - was_avg * was_qty) / delta
+        fills.append((row["leg"], Order(symbol=row["symbol"], side=row["side"], quantity=delta), price, 0.0))
+        portfolio_cash += (-1 if row["side"] == "BUY" else 1) * delta * price
+    if not fills:
         return
-    price = (row["avg_price"] * row["filled_quantity"] - was_avg * was_qty) / delta
-    portfolio, version = store.portfolios.load_versioned(row["session_id"])
+    portfolio, version = store.portfolios.load_versioned(session_id)
     portfolio = portfolio or PortfolioSnapshot(cash=0.0)
     as_of = portfolio.as_of or "1970-01-01"
-    cash = portfolio.cash + (-1 if row["side"] == "BUY" else 1) * delta * price
-    order = Order(symbol=row["symbol"], side=row["side"], quantity=delta)
-    res, after = _apply([(row["leg"], order, price, 0.0)], portfolio, as_of, cash, as_of)
-    key = f"{row['client_order_id']}:late:{row['filled_quantity']:g}"
-    commit_fill(store.portfolios, store.executions, key, row["session_id"],
-                {"kind": "late_fill", "trades": [t.model_dump(mode="json") for t in res.executed_trades],
+    res, after = _apply(fills, portfolio, as_of, portfolio.cash + portfolio_cash, as_of)
+    key = "late:" + hashlib.sha256(json.dumps(sorted((r["client_order_id"], r["filled_quantity"]) for r in rows))
+                                   .encode()).hexdigest()[:24]
+    commit_fill(store.portfolios, store.executions, f"{session_id}:{key}", session_id,
+                {"kind": "late_fills", "trades": [t.model_dump(mode="json") for t in res.executed_trades],
                  "portfolio_after": after.model_dump(mode="json")}, version or 0)
 
 
@@ -92,8 +102,7 @@ def _position_drift(broker: Any, store: Store, session_id: Optional[str]) -> lis
     """The broker's positions against the books of every session trading through it (one account holds them all);
     cash too when a single session trades there."""
     sessions = [d["_id"] for d in BrokerSessions(store.db).col.find({"broker": broker.name})]
-    books = [store.portfolios.load(s) for s in sessions]
-    books = [b for b in books if b is not None]
+    books = [b for b in (store.portfolios.load(s) for s in sessions) if b is not None]
     mine: dict[str, float] = {}
     for b in books:
         for s, p in b.positions.items():
