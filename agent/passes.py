@@ -185,7 +185,7 @@ def call_model(model: BaseChatModel, bound: Runnable, messages: list[BaseMessage
                 continue
             ai = failure.partial  # a truncated answer the SDK raised on: paid for; the caller repairs it
             key = None  # not stored: the SDK raised on it, so a rerun asks again
-        if held is not None:
+        if held is not None and budget is not None:
             usage, cost, _ = call_cost(ai, messages, model_name_of(model))
             problem = budget.settle_answer(held, usage, cost)
             if problem is not None:  # not believed: counted as the call's cap; the answer itself stands

@@ -8,7 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from database.events import event_hash
 from graph.services.replay.session import verify_session

@@ -243,7 +243,8 @@ def _cited_answers(store: Store, events: list[dict]) -> dict[str, list[Divergenc
         if doc.get("kind") != "llm_response" or not p.get("cached_from"):
             continue
         source = store.events.by_event_id(str(p["cached_from"]))
-        problem, recorded = None, _MISSING
+        problem: Optional[str] = None
+        recorded: Any = _MISSING
         if source is None:
             problem = "the cited llm_response is not in the store"
         elif not _chain_of(store, chains, source["session_id"])["ok"]:
@@ -300,7 +301,8 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
     if cycle.manifest is not None:  # re-execute with what the cycle ran with, and say where today differs
         settings = config or replace(config_from_manifest(cycle.manifest), quick_model=quick, deep_model=deep)
         # the data is the recorded files, checked against their hashes, not whatever today's defaults are
-        current, data_lines = {k: v for k, v in today.items() if k != "data"}, []
+        current = {k: v for k, v in today.items() if k != "data"}
+        data_lines: list[str] = []
         if "data" in cycle.manifest:
             current["data"] = cycle.manifest["data"]
             sources, data_lines = recorded_sources(cycle.manifest["data"] or {})
