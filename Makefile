@@ -9,7 +9,7 @@ TG := $(VENV)/bin/tradegraph
 SYMBOLS ?= AAPL,MSFT
 AS_OF ?= 2012-06-01
 
-.PHONY: run test test-unit bench docs studio schemas clean
+.PHONY: run test test-unit lint bench docs studio schemas clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,8 +30,16 @@ $(VENV)/.installed-studio: pyproject.toml | $(PY)
 run: $(VENV)/.installed-run
 	$(TG) run --symbols $(SYMBOLS) --as-of $(AS_OF)
 
+# the whole suite on every core (pytest-xdist; tests of one xdist_group share a worker); the slowest tests are
+# listed at the end so a new slow one is seen. TEST_WORKERS=0 runs it serially
+TEST_WORKERS ?= auto
 test: $(VENV)/.installed-test
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15
+
+# ruff's lint rules and mypy over the product code, as configured in pyproject.toml; any finding fails
+lint: $(VENV)/.installed-test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 test-unit: $(VENV)/.installed-test
 	$(PY) -m pytest -m "not integration"

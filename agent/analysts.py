@@ -1,7 +1,7 @@
 """ANALYZING: four analysts and the quant, each over one symbol's snapshot, never over each other's notes."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
@@ -25,7 +25,7 @@ ABSTAIN_CONFIDENCE = 0.15
 
 # what a fundamental analyst is not shown from protocol 4 (agent/passes.py): where the figures came from, and that
 # there are figures; the basis (what each ratio means) and the dates stay
-_FUNDAMENTALS_UNSHOWN = frozenset({"source", "available"})
+_FUNDAMENTALS_UNSHOWN: set[str] = {"source", "available"}
 
 
 def analyst_evidence(role: AnalystRole, snap: MarketSnapshot,
@@ -110,7 +110,7 @@ def run_quant(question: str, snap: MarketSnapshot, model: BaseChatModel, tools: 
     if version(protocol).lean_prompts:
         # the indicators come from its tools, which is what the tool pass is for; the notes matter to the answer,
         # not to what to fetch, so they join the structured pass only
-        evidence = {"symbol": snap.symbol, "as_of": snap.as_of, "question": question}
+        evidence: dict[str, Any] = {"symbol": snap.symbol, "as_of": snap.as_of, "question": question}
         messages = task_messages("quant", evidence, protocol=protocol)
     else:
         evidence = {"symbol": snap.symbol, "as_of": snap.as_of, "question": question, "technical": tech}

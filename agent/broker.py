@@ -113,6 +113,7 @@ def _apply(fills, portfolio: PortfolioSnapshot, as_of: str, cash: float, seen_th
                 avg = (pos.avg_price * pos.quantity + fill * o.quantity) / qty
                 positions[o.symbol] = pos.model_copy(update={"quantity": qty, "avg_price": avg, "opened": as_of})
         else:
+            assert pos is not None, o.symbol  # a sell was checked against the position it sells from
             realized += (fill - pos.avg_price) * o.quantity - fee
             left = pos.quantity - o.quantity
             if left <= 1e-12:

@@ -2,6 +2,8 @@
 code calibrates the manager's conviction against the panel."""
 from __future__ import annotations
 
+from typing import Literal
+
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 
@@ -75,9 +77,9 @@ def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, s
     }, parallel=settings.parallel_llm)
     bull, bear = build["bull"], build["bear"]
 
-    fallbacks: list[str] = []
+    fallbacks: list[Literal["bull", "bear"]] = []
 
-    def rebut(side: str, own: DebateCase, other: DebateCase) -> DebateCase:
+    def rebut(side: Literal["bull", "bear"], own: DebateCase, other: DebateCase) -> DebateCase:
         try:
             return ask(f"{side}_rebuttal", {**base, "own_case": own.model_dump(), "other_case": other.model_dump()})
         except TickerGuardError:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from agent.broker import execute_decision
 from agent.markets import MarketProfile
+from schemas.base import ExitReason
 from schemas.decision import Decision, ExecutedTrade, Order
 from schemas.memory import ClosedTrade
 from schemas.portfolio import PortfolioSnapshot, Position
@@ -26,13 +27,13 @@ SCRATCH_PCT = 0.5
 
 class ExitTrigger(NamedTuple):
     symbol: str
-    reason: str
+    reason: ExitReason
     date: str
     price: float
     sessions_held: int
 
 
-def bar_trigger(pos: Position, bar, held: int) -> tuple[str, float] | None:
+def bar_trigger(pos: Position, bar, held: int) -> tuple[ExitReason, float] | None:
     """(reason, trigger price) for one daily bar, or None while the position stays open."""
     o, h, low, c = float(bar.open), float(bar.high), float(bar.low), float(bar.close)
     if pos.stop is not None and o <= pos.stop:
@@ -97,7 +98,7 @@ def apply_exits(portfolio: PortfolioSnapshot, triggers: list[ExitTrigger], *, pr
     return closed, trades, portfolio
 
 
-def closed_trade(pos: Position, trade: ExecutedTrade, reason: str, trigger: float, held: int) -> ClosedTrade:
+def closed_trade(pos: Position, trade: ExecutedTrade, reason: ExitReason, trigger: float, held: int) -> ClosedTrade:
     pnl = (trade.price - pos.avg_price) * trade.quantity - trade.fees
     return ClosedTrade(symbol=pos.symbol, quantity=trade.quantity, opened=pos.opened or trade.date,
                        closed=trade.date, entry_price=round(pos.avg_price, 6), exit_price=trade.price, reason=reason,

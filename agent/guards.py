@@ -72,15 +72,16 @@ class Shown:
     other symbol and state only figures found at once."""
 
     def __init__(self, messages: Iterable[BaseMessage]):
-        self._messages = [m for m in messages if isinstance(m, (HumanMessage, ToolMessage))
+        # (message, its text): a message whose content is a list of blocks shows no evidence
+        self._messages = [(m, m.content) for m in messages if isinstance(m, (HumanMessage, ToolMessage))
                           and isinstance(m.content, str)]
 
     @functools.cached_property
     def _shown(self) -> list[Any]:
         parts: list[Any] = []
-        for m in self._messages:
-            parts += [_json_or_text(block) for block in _EVIDENCE_RE.findall(m.content)]
-            rest = _EVIDENCE_RE.sub(" ", m.content)
+        for m, content in self._messages:
+            parts += [_json_or_text(block) for block in _EVIDENCE_RE.findall(content)]
+            rest = _EVIDENCE_RE.sub(" ", content)
             parts.append(_json_or_text(rest) if isinstance(m, ToolMessage) else rest)
         return list(_leaves(parts))
 

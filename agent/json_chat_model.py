@@ -15,6 +15,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableLambda
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import BaseModel
 
 
 # what a schema says about data, kept verbatim wherever it appears (a default may well hold a "title" key)
@@ -52,7 +53,7 @@ def pruned_schema(node: Any, drop: Callable[[str, Any], bool]) -> Any:
 
 
 @functools.lru_cache(maxsize=128)
-def response_format(schema: type, method: str = "json_schema") -> dict:
+def response_format(schema: type[BaseModel], method: str = "json_schema") -> dict:
     if method == "json_mode":
         return {"type": "json_object"}
     return {"type": "json_schema",
@@ -70,7 +71,7 @@ def answer_text(message: AIMessage) -> str:
     return message.content if isinstance(message.content, str) else message.text
 
 
-def parse_answer(schema: type):
+def parse_answer(schema: type[BaseModel]):
     """Raw answer → {raw, parsed, parsing_error}, LangChain's include_raw shape; never raises."""
 
     def parse(message: AIMessage) -> dict:

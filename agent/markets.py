@@ -14,7 +14,7 @@ import functools
 import warnings
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
-from typing import Literal, NamedTuple, Optional
+from typing import Literal, NamedTuple, Optional, cast
 
 import pandas as pd
 
@@ -73,7 +73,7 @@ def get_profile(name: str | MarketProfile | None, decide_at: Optional[str] = Non
         return p
     if decide_at not in DECIDE_AT:
         raise ValueError(f"unknown decision time {decide_at!r} (known: {', '.join(DECIDE_AT)})")
-    return replace(p, decide_at=decide_at)
+    return replace(p, decide_at=cast(DecideAt, decide_at))  # one of DECIDE_AT, checked above
 
 
 class CalendarRangeError(ValueError):

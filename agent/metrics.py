@@ -72,7 +72,7 @@ def sortino_ratio(equity: Sequence[float], rf: float = 0.0, periods_per_year: fl
 def max_drawdown(equity: Sequence[float], dates: Optional[Sequence[str]] = None) -> dict[str, Any]:
     """Largest peak-to-trough fall as a fraction, with the peak's and the trough's dates (or indices)."""
     labels = list(dates) if dates is not None else list(range(len(equity)))
-    best = {"max_drawdown": 0.0, "peak": labels[0] if labels else None, "trough": labels[0] if labels else None}
+    best: dict[str, Any] = {"max_drawdown": 0.0, "peak": labels[0] if labels else None, "trough": labels[0] if labels else None}
     if not equity:
         return best
     peak_i = 0

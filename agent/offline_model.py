@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import json
 import threading
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -130,7 +130,7 @@ class OfflineChatModel(JsonChatModel):
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     # LangChain inspects `_generate`'s signature on every call (does it take run_manager?): computed once here
-    _generate.__signature__ = inspect.signature(_generate)
+    cast(Any, _generate).__signature__ = inspect.signature(_generate)
 
     def _tool_step(self, task: str, evidence: dict, messages: list[BaseMessage], offered: list[str]) -> AIMessage:
         already_called = any(isinstance(m, ToolMessage) for m in messages)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextvars
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, TypeVar
+from typing import Callable, Mapping, TypeVar
 
 T = TypeVar("T")
 
@@ -22,7 +22,7 @@ def _pool() -> ThreadPoolExecutor:
     return _POOL
 
 
-def run_parallel(tasks: dict[str, Callable[[], T]], *, parallel: bool) -> dict[str, T]:
+def run_parallel(tasks: Mapping[str, Callable[[], T]], *, parallel: bool) -> dict[str, T]:
     """Runs every task; the first exception (in task order) is re-raised after all have finished."""
     if not parallel:
         return {k: fn() for k, fn in tasks.items()}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool, tool
+from langchain_core.tools import BaseTool, StructuredTool, tool
 from pydantic import BaseModel, Field
 
 from agent.fence import fence
@@ -158,7 +158,9 @@ def _annotations_resolved(t: BaseTool) -> None:
     """LangChain resolves a tool function's type hints on every call (to find its RunnableConfig parameter): with
     this module's postponed annotations that is an eval of each one each time. Resolved once here, to the same
     types (Annotated metadata kept), so each call reads them as they are."""
-    func = t.func
+    if not isinstance(t, StructuredTool) or t.func is None:
+        raise TypeError(f"tool {t.name} is not made from a function by @tool")
+    func: Any = t.func
     func.__annotations__ = typing.get_type_hints(func, include_extras=True)
     func.__signature__ = inspect.signature(func)
 

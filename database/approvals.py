@@ -35,16 +35,17 @@ class Decisions:
     def claim(self, cycle_id: str, session_id: str, *, approved: bool,
               by: str) -> tuple[Optional[str], Optional[dict]]:
         """(token, None) when this caller now decides the cycle; (None, the claim that holds it) otherwise."""
+        token = uuid.uuid4().hex
         mine = {"_id": cycle_id, "session_id": session_id, "approved": approved, "by": by, "at": time.time(),
-                "state": "deciding", "owner": claims.owner(), "token": uuid.uuid4().hex}
-        claims.hold(mine["token"])
+                "state": "deciding", "owner": claims.owner(), "token": token}
+        claims.hold(token)
         won = False
         try:
             for _ in range(10):  # a claim released or taken over between our insert and our read: try again
                 try:
                     self.col.insert_one(dict(mine))
                     won = True
-                    return mine["token"], None
+                    return token, None
                 except DuplicateKeyError:
                     held = self.col.find_one({"_id": cycle_id})
                 if held is not None and held.get("state") == "deciding" and \
@@ -52,13 +53,13 @@ class Decisions:
                     taken = self.col.find_one_and_replace({"_id": cycle_id, "token": held["token"]}, dict(mine))
                     won = taken is not None
                     if won:
-                        return mine["token"], None
+                        return token, None
                 elif held is not None:
                     return None, held
             raise RuntimeError(f"cycle {cycle_id}: its approval claim kept changing while claiming it")
         finally:
             if not won:
-                claims.drop(mine["token"])
+                claims.drop(token)
 
     def settle(self, cycle_id: str, token: str, status: str) -> None:
         """The decision is made: the claim stays, as the record losers are shown."""

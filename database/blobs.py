@@ -197,10 +197,10 @@ class BlobStore:
         found: dict[int, Optional[str]] = {}
         for pack_id, uses in wanted.items():
             lines, reason = _lines(pack_id, compressed.get(pack_id))
-            for pos, entry in uses:
-                payload = _merge(docs[pos]["payload"], lines[entry]) if lines and 0 <= entry < len(lines) else None
+            for pos, line in uses:
+                payload = _merge(docs[pos]["payload"], lines[line]) if lines and 0 <= line < len(lines) else None
                 if payload is None:
-                    found[pos] = reason or f"pack {pack_id[:12]}… has no readable entry {entry}"
+                    found[pos] = reason or f"pack {pack_id[:12]}… has no readable entry {line}"
                 else:
                     docs[pos]["payload"] = payload
                     found[pos] = None

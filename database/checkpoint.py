@@ -1,6 +1,8 @@
 """A persistent LangGraph checkpointer on the same store, for human approval across processes."""
 from __future__ import annotations
 
+from typing import Any, cast
+
 from database.connection import Store
 
 CHECKPOINT_DB_SUFFIX = "_checkpoints"
@@ -22,8 +24,9 @@ def _patch_mongomock() -> None:
             raise NotImplementedError(f"mongomock cannot apply an update's sort={sort!r}")
         return original(self, selector, doc, *args, **kwargs)
 
-    add_update._tradegraph_patched = True
-    BulkOperationBuilder.add_update = add_update
+    patched: Any = add_update
+    patched._tradegraph_patched = True
+    cast(Any, BulkOperationBuilder).add_update = patched
 
 
 def checkpointer(store: Store):

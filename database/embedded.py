@@ -170,7 +170,8 @@ def _ping(port: int, timeout_s: float = 1.0) -> bool:
     from pymongo.errors import PyMongoError
 
     ms = int(timeout_s * 1000)
-    client = MongoClient(HOST, port, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms, directConnection=True)
+    client: MongoClient[dict[str, Any]] = MongoClient(HOST, port, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms,
+                                                      directConnection=True)
     try:
         client.admin.command("ping")
         return True

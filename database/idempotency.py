@@ -44,13 +44,13 @@ class IdempotencyKeys:
         self.col.create_index("expires_at", expireAfterSeconds=0, name="ttl")
 
     def begin(self, scope: str, key: str, capability: str, fingerprint: str) -> Begun:
-        now = time.time()
+        now, token = time.time(), uuid.uuid4().hex
         mine = {"_id": f"{scope} {key}", "scope": scope, "key": key, "capability": capability,
                 "fingerprint": fingerprint, "state": "running", "status": None, "response": None,
-                "session_id": None, "cycle_id": None, "owner": claims.owner(), "token": uuid.uuid4().hex,
+                "session_id": None, "cycle_id": None, "owner": claims.owner(), "token": token,
                 "created_at": now, "expires_ts": now + self.ttl_s, "uses": {"first": 1},
                 "expires_at": dt.datetime.fromtimestamp(now + self.ttl_s, dt.timezone.utc)}
-        claims.hold(mine["token"])
+        claims.hold(token)
         won = False
         try:
             for _ in range(10):  # a record that expired (or was removed) between our insert and our read: again
@@ -76,7 +76,7 @@ class IdempotencyKeys:
             raise RuntimeError(f"idempotency key {key!r}: its record kept changing while reading it")
         finally:
             if not won:
-                claims.drop(mine["token"])
+                claims.drop(token)
 
     def finish(self, record: dict[str, Any], status: str, response: str, session_id: Optional[str],
                cycle_id: Optional[str]) -> None:

@@ -4,6 +4,7 @@ A memory id is written once: adding it again keeps the first record (a re-run ME
 lesson that later cycles may already have recalled)."""
 from __future__ import annotations
 
+import builtins
 import time
 from typing import Any, Optional
 
@@ -53,7 +54,7 @@ class MemoryStore:
         cursor = self.col.find(query, {"_id": 0, **_FIELDS}).sort([("known_at", ASCENDING), ("memory_id", ASCENDING)])
         return [MemoryRecord.model_validate(d) for d in cursor.limit(limit)]
 
-    def all(self) -> list[MemoryRecord]:
+    def all(self) -> builtins.list[MemoryRecord]:
         return [MemoryRecord.model_validate(d) for d in self.col.find({}, {"_id": 0, **_FIELDS})]
 
     def forget(self, *, memory_id: Optional[str] = None, session_id: Optional[str] = None,

@@ -428,12 +428,14 @@ def _patch_query_translation() -> None:
         if not splits or self.data_column != "data":
             return plain_where(self, query, context, is_nested, query_param)
 
-        def plain(field: str, condition: Any) -> Clause | None:
-            sql, params = plain_where(self, {field: condition}, context, True, query_param)
-            return None if sql is None else (sql, params)
+        def plain(field: str) -> Callable[[Any], Clause | None]:
+            def clause(condition: Any) -> Clause | None:
+                sql, params = plain_where(self, {field: condition}, context, True, query_param)
+                return None if sql is None else (sql, params)
+            return clause
 
         try:
-            ours = [_field_clause(f, *sp, lambda c, f=f: plain(f, c)) for f, sp in splits.items()]
+            ours = [_field_clause(f, *sp, plain(f)) for f, sp in splits.items()]
         except _PythonOnly:
             return None, []  # its callers' own fallback: the Python tier, as for an operator it lacks
         except _Inexpressible:
@@ -451,9 +453,11 @@ def _patch_query_translation() -> None:
         splits = {f: sp for f, c in query.items() if (sp := _composite_conditions(f, c)) is not None}
         if not splits:
             return plain_apply(self, query, document)
+        def plain(field: str) -> Callable[[Any], bool]:
+            return lambda condition: plain_apply(self, {field: condition}, document)
+
         try:
-            held = all(_field_holds(document, f, *sp, lambda c, f=f: plain_apply(self, {f: c}, document))
-                       for f, sp in splits.items())
+            held = all(_field_holds(document, f, *sp, plain(f)) for f, sp in splits.items())
         except _Inexpressible:
             return plain_apply(self, query, document)
         return held and plain_apply(self, {f: c for f, c in query.items() if f not in splits}, document)

@@ -63,6 +63,7 @@ class PortfolioStore:
              "$inc": {"version": 1}},
             upsert=True, projection={"_id": 0, "version": 1}, return_document=True,
         )
+        assert doc is not None  # an upsert returning the document after it always finds one
         return int(doc["version"])
 
     def commit(self, session_id: str, snapshot: PortfolioSnapshot, cycle_id: str, expected_version: int) -> bool:

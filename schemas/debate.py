@@ -31,7 +31,8 @@ class DebateResult(ManagerVerdict):
     """The verdict after code's calibration: `conviction` is calibrated, `raw_conviction` the model's.
     `winner` NONE: no analyst took a side (all abstained or neutral), so code held the debate back: hold."""
 
-    winner: Direction | Literal["NONE"]
+    # wider than the model's answer on purpose: code, not the model, holds a debate nobody argued
+    winner: Direction | Literal["NONE"]  # type: ignore[assignment]
     raw_conviction: Unit
     opposition_share: Unit
     rebuttals: list[DebateCase] = Field(default_factory=list, max_length=2)

@@ -13,6 +13,12 @@ from schemas.base import Contract, IsoDate, NonNegMoney, Price, Symbol, unset
 from schemas.decision import Decision, DecisionResult, ExecutedTrade, Order
 from schemas.portfolio import DividendCredit, PortfolioSnapshot
 
+# an episode's market profile (agent/markets.py) and which past notes its agents recall
+Market = Literal["us_equity", "cn_a_share", "crypto"]
+MemoryMode = Literal["on", "off", "session"]
+# what a decision point did: traded, held, had its decision refused, or its cycle failed
+PointAction = Literal["trade", "hold", "rejected", "failed"]
+
 SIMULATION_VERSION = "1.0"
 CASE_ID_PATTERN = r"^.+:\d+$"
 
@@ -113,12 +119,12 @@ class EpisodeConfig(Contract):
     every: int = Field(default=1, ge=1, le=260)
     fees_bps: float = Field(default=1.0, ge=0, le=1000)
     slippage_bps: float = Field(default=2.0, ge=0, le=1000)
-    market: Literal["us_equity", "cn_a_share", "crypto"] = "us_equity"
+    market: Market = "us_equity"
     bars_in_case: int = Field(default=20, ge=1, le=260)
     risk_free_rate: float = Field(default=0.0, ge=-1, le=1)
     # past notes the agents recall: session (this run's only, the default: a rerun is independent of other
     # runs), on (every run's, known before each date), off
-    memory: Literal["on", "off", "session"] = "session"
+    memory: MemoryMode = "session"
     # when each decision point decides: at its close (on its whole bar, filled and marked at the close) or at its
     # open (StockBench: on the bars through the previous close and the day's opening price, filled and marked at
     # the open). Not written while it is the default, so a run's config.json reads as before
@@ -189,7 +195,7 @@ class DecisionPointLog(Contract):
     decision_point_idx: int = Field(ge=0)
     date: IsoDate
     # failed: the cycle failed or degraded (no decision was made); never counted as a hold
-    action: Literal["trade", "hold", "rejected", "failed"]
+    action: PointAction
     agent_output: dict[str, Any] = Field(default_factory=dict)
     extracted_decision: Decision
     execution_result: DecisionResult

@@ -127,7 +127,8 @@ def build_actions(dividends: list[dict], splits: list[dict], where: str, **kw: A
     return CorporateActions(divs, split_objs, **kw)
 
 
-def _symbol(rec: object, where: str) -> str:
+def _record(rec: object, where: str) -> tuple[dict, str]:
+    """(the record, its symbol), or DataError naming what is wrong with it."""
     if not isinstance(rec, dict):
         raise DataError(f"{where}: expected a JSON object")
     bad = finite.first_nonfinite(rec)
@@ -136,14 +137,19 @@ def _symbol(rec: object, where: str) -> str:
     symbol = rec.get("symbol") or rec.get("ticker")
     if not isinstance(symbol, str) or not symbol.strip():
         raise DataError(f"{where}: missing field symbol (or ticker)")
-    return symbol.strip().upper()
+    return rec, symbol.strip().upper()
 
 
-def _date(rec: dict, key: str, where: str, required: bool = True) -> Optional[str]:
+def _date(rec: dict, key: str, where: str) -> str:
+    value = _optional_date(rec, key, where)
+    if value is None:
+        raise DataError(f"{where}: missing field {key}")
+    return value
+
+
+def _optional_date(rec: dict, key: str, where: str) -> Optional[str]:
     value = rec.get(key)
     if value in (None, ""):
-        if required:
-            raise DataError(f"{where}: missing field {key}")
         return None
     try:
         return _iso(str(value))
@@ -158,15 +164,15 @@ def _positive(rec: dict, key: str, where: str) -> float:
     return float(value)
 
 
-def _dividend(rec: object, where: str) -> tuple[str, str, float, Optional[str], Optional[str]]:
-    symbol = _symbol(rec, where)
+def _dividend(raw: object, where: str) -> tuple[str, str, float, Optional[str], Optional[str]]:
+    rec, symbol = _record(raw, where)
     kind = rec.get("dividend_type")
     return (symbol, _date(rec, "ex_dividend_date", where), _positive(rec, "cash_amount", where),
-            _date(rec, "pay_date", where, required=False), str(kind) if kind else None)
+            _optional_date(rec, "pay_date", where), str(kind) if kind else None)
 
 
-def _split(rec: object, where: str) -> Split:
-    symbol = _symbol(rec, where)
+def _split(raw: object, where: str) -> Split:
+    rec, symbol = _record(raw, where)
     return Split(symbol, _date(rec, "execution_date", where), _positive(rec, "split_from", where),
                  _positive(rec, "split_to", where))
 

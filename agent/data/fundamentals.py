@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -86,7 +87,7 @@ class FundamentalsSource:
         if not known:
             return Fundamentals(available=False)
         period, _, rec = max(known, key=lambda r: (r[0], r[1]))  # a restatement of the same period wins
-        values = {k: (None if rec.get(k) is None else float(rec[k])) for k in METRICS}
+        values: dict[str, Any] = {k: (None if rec.get(k) is None else float(rec[k])) for k in METRICS}
         return Fundamentals(available=True, source=self.source, as_of=str(period.date()),
                             reported_at=str(rec["reported_at"]).strip(), **values)
 

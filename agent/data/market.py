@@ -10,7 +10,7 @@ import functools
 import re
 from datetime import date, datetime
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -21,7 +21,7 @@ _PRICE_COLUMNS = ("open", "high", "low", "close")
 _ALIASES = {"ticker": "symbol", "adj_close": "adj_close", "adjclose": "adj_close", "adjusted_close": "adj_close"}
 _ISO_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
-DateLike = str | date | datetime | pd.Timestamp
+DateLike: TypeAlias = str | date | datetime | pd.Timestamp
 
 
 class DataError(ValueError):

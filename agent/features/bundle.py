@@ -93,9 +93,16 @@ def _history(entry: Any, i: int, n: int) -> list[PriceBar]:
     rows = entry.ohlcv[lo: i + 1].tolist()
     out = []
     for d, (o, h, low, c, v) in zip(entry.date_strs[lo: i + 1], rows):
-        out.append(PriceBar(date=d, open=round_value(o), high=round_value(h), low=round_value(low),
-                            close=round_value(c), volume=float(round(v))))
+        out.append(PriceBar(date=d, open=_price(o), high=_price(h), low=_price(low), close=_price(c),
+                            volume=float(round(v))))
     return out
+
+
+def _price(x: float) -> float:
+    v = round_value(x)
+    if v is None:  # the loader refuses a bar that is not a finite number (agent/data/finite.py): never seen here
+        raise DataError(f"a price bar holds {x}, not a price")
+    return v
 
 
 def _missing_sessions(entry: Any, lo: int, i: int, cutoff: pd.Timestamp, profile: MarketProfile) -> list[str]:
@@ -154,7 +161,7 @@ def build_bundle(
         raise DataError(f"no bar for {symbol} on or before {cutoff.date()} (data {first.date()}..{last.date()})")
     open_price = None
     if profile.decide_at == "open":
-        if i + 1 >= len(entry.dates) or entry.dates[i + 1] != day.to_datetime64():
+        if entry.ohlcv is None or i + 1 >= len(entry.dates) or entry.dates[i + 1] != day.to_datetime64():
             raise DataError(f"no {symbol} bar on {day.date()}: no opening price to decide at")
         open_price = round_value(float(entry.ohlcv[i + 1][0]))
     values = dict(zip(INDICATOR_COLUMNS, entry.matrix[i].tolist()))

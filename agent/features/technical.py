@@ -120,8 +120,8 @@ def wilder_atr(high: pd.Series, low: pd.Series, close: pd.Series, window: int = 
     cProfile): the seed is the mean true range of the first `window` bars, then Wilder's smoothing
     atr[i] = (atr[i-1]·(n-1) + tr[i]) / n, which is an exponential mean with alpha 1/n started at the seed.
     Pinned to ta within 1e-9 on every bundled symbol (tests/unit/test_features.py). Warm-up rows are NaN."""
-    arrays = (x.to_numpy("float64") for x in (high, low, close))
-    return pd.Series(_wilder_atr(*arrays, window), index=close.index)
+    h, lo, c = (x.to_numpy("float64") for x in (high, low, close))
+    return pd.Series(_wilder_atr(h, lo, c, window), index=close.index)
 
 
 def compute_indicator_frame(bars: pd.DataFrame) -> pd.DataFrame:

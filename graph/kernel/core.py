@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional, cast
 
 from pydantic import BaseModel, ValidationError
 
 from graph.kernel.capabilities import CAPABILITIES, Capability, Context
 from graph.kernel.errors import BadInput, KernelError, NotFound, translate, validation_line
 from graph.kernel.idempotent import WAIT_S, call_once
+from graph.kernel.models import TaskInput, TaskView
 from graph.kernel.policy import TRANSPORTS, Policy
 from graph.kernel.tasks import TaskManager
 from graph.services.telemetry import live as _live_export  # noqa: F401 - every cycle exported when configured
@@ -31,7 +32,7 @@ def default_runtime_factory(memory: Optional[str] = None, data=None):
 
 class Kernel:
     def __init__(self, store, *, runtime_factory: Optional[Callable[..., Any]] = None,
-                 experiments_dir: str | Path = "experiments", env: Optional[Mapping[str, str]] = None,
+                 experiments_dir: str | Path | None = None, env: Optional[Mapping[str, str]] = None,
                  task_options: Optional[dict] = None, idempotency_wait_s: float = WAIT_S):
         self.store = store
         # how long a duplicate keyed request waits for the first one's answer before it is told to retry later
@@ -41,6 +42,10 @@ class Kernel:
         # read once at start: a policy does not change under a running server
         self.policies = {t: Policy.for_transport(t, env) for t in TRANSPORTS}
         # no store: only the capabilities that read none (features, contract_schemas) can run, as the CLI does
+        if experiments_dir is None:  # the runs folder under the home, the same from every folder (kernel/runs.py)
+            from graph.kernel.runs import runs_dir
+
+            experiments_dir = runs_dir(env)
         self.tasks = (TaskManager(store, self.runtime_factory, experiments_dir, **(task_options or {}))
                       if store is not None else None)
         if store is not None:
@@ -112,9 +117,10 @@ class Kernel:
             raise NotFound(f"unknown capability '{name}' (known: {', '.join(CAPABILITIES)})", field="name")
         return cap
 
-    def watch(self, task_id: str, *, poll_s: float = 0.5, timeout_s: Optional[float] = None) -> Iterator[BaseModel]:
+    def watch(self, task_id: str, *, poll_s: float = 0.5, timeout_s: Optional[float] = None) -> Iterator[TaskView]:
         """task_status each time it changes, ending with a terminal status: the SSE stream's source."""
-        inp = self.parse(CAPABILITIES["task_status"], {"task_id": task_id})
+        inp = cast(TaskInput, self.parse(CAPABILITIES["task_status"], {"task_id": task_id}))
+        assert self.tasks is not None, "tasks live in a store: this kernel was opened without one"
         try:
             yield from self.tasks.updates(inp.task_id, poll_s=poll_s, timeout_s=timeout_s)
         except (KeyboardInterrupt, SystemExit, GeneratorExit):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from inspect import Parameter, Signature
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Callable, Optional, cast
 
 from fastapi import Body, FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -149,7 +149,8 @@ def create_app(kernel: Kernel) -> FastAPI:
     @app.get(ARTIFACT_FILE, tags=["tasks"], response_class=FileResponse, operation_id="task_artifact_file",
              responses={200: {"content": {"application/octet-stream": {}}}})
     def task_artifact_file(task_id: m.TaskId, name: m.ArtifactName):
-        found = {a.name: a for a in call("task_artifacts", task_id=task_id).artifacts}
+        listed = cast(m.ArtifactsOutput, call("task_artifacts", task_id=task_id))
+        found = {a.name: a for a in listed.artifacts}
         if name not in found:
             raise NotFound(f"task {task_id} has no artifact '{name}' (has: {', '.join(found) or 'none'})",
                            field="name")
@@ -199,7 +200,7 @@ def asgi_app(kernel: Kernel, host: str = "127.0.0.1"):
 # how long a stopping server waits for requests still running: one waiting on a store that is gone (pymongo's
 # server selection, 5 s; a hung server's socket, 30 s) would otherwise hold the stop for as long. A request cut off
 # here ends like a crash: its audit so far is stored or spooled, a half-done fill completed on the next connect
-SHUTDOWN_GRACE_S = 1.0
+SHUTDOWN_GRACE_S = 1  # whole seconds: uvicorn takes an int
 
 
 def exit_cleanly_on_sigterm() -> None:

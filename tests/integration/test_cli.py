@@ -1,4 +1,5 @@
-"""The CLI end to end, in separate processes, on the embedded store (the default path)."""
+"""The CLI end to end, in separate processes, on the embedded store (the default path); its bad-input answers
+in process (`main([...])`), where no second process is what is checked."""
 import json
 import os
 import subprocess
@@ -48,11 +49,26 @@ def test_script_entry_point_matches_the_cli(tmp_path):
     (["events", "s-missing"], "s-missing"),
     (["features", "XYZ", "--as-of", "2012-06-01"], "XYZ"),
 ])
-def test_bad_input_exits_2_with_one_line_naming_the_value(tmp_path, args, needle):
-    r = tg(args, tmp_path)
-    assert r.returncode == 2
-    lines = r.stderr.strip().splitlines()
+def test_bad_input_exits_2_with_one_line_naming_the_value(running_home, monkeypatch, capsys, args, needle):
+    from graph.transports.cli.main import main
+
+    monkeypatch.setenv("TRADEGRAPH_HOME", str(running_home))
+    monkeypatch.delenv("MONGODB_URI", raising=False)
+    assert main(args) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0]
+
+
+@pytest.fixture(scope="module")
+def running_home(tmp_path_factory):
+    """A home whose embedded store is already running (as after `tradegraph store start`), shared by the module's
+    in-process calls: none of them starts or stops a server of its own."""
+    from database.embedded import start_server, stop_server
+
+    home = tmp_path_factory.mktemp("running_home")
+    start_server(home)
+    yield home
+    stop_server(home)
 
 
 def test_unreachable_db_fails_clearly_instead_of_hanging(tmp_path):

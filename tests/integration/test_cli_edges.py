@@ -1,6 +1,9 @@
 """The smaller edges of the command line, each as a user meets it: a port out of range or taken, a URI no store
 speaks, an output path that can't be written, a script run with a Python that lacks tradegraph, `--version`.
-Each is one line on stderr, no traceback, and the README's exit code: 2 bad input, 3 only for the store."""
+Each is one line on stderr, no traceback, and the README's exit code: 2 bad input, 3 only for the store.
+
+The CLI runs in process (`main([...])`): what is checked is its answer, not how a process starts; only the script
+run by a Python without tradegraph needs a process of its own."""
 from __future__ import annotations
 
 import json
@@ -8,23 +11,46 @@ import os
 import socket
 import subprocess
 import sys
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
+from database.embedded import start_server, stop_server
+from graph.transports.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def tradegraph(*argv: str, cwd: Path | None = None, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
-    full = {**os.environ, "PYTHONPATH": str(REPO), "TRADEGRAPH_LLM": "offline", **env}
-    return subprocess.run([sys.executable, "-m", "graph.transports.cli", *argv], cwd=cwd or REPO, env=full,
-                          capture_output=True, text=True, timeout=timeout)
+@dataclass
+class Answer:
+    returncode: int
+    stdout: str
+    stderr: str
 
 
-def one_line(r: subprocess.CompletedProcess, code: int) -> str:
+@pytest.fixture
+def tradegraph(capsys, monkeypatch):
+    """tradegraph(*argv, **env): main(argv) in this process with env set, its exit code and what it printed."""
+    monkeypatch.setenv("TRADEGRAPH_LLM", "offline")
+
+    def call(*argv: str, **env: str) -> Answer:
+        with monkeypatch.context() as mp:
+            for name, value in env.items():
+                mp.setenv(name, value)
+            capsys.readouterr()
+            try:
+                code = main(list(argv))
+            except SystemExit as e:  # argparse's own refusals and --version
+                code = e.code if isinstance(e.code, int) else 2
+            out = capsys.readouterr()
+        return Answer(code, out.out, out.err)
+
+    return call
+
+
+def one_line(r: Answer | subprocess.CompletedProcess, code: int) -> str:
     lines = r.stderr.strip().splitlines()
     assert r.returncode == code and len(lines) == 1 and "Traceback" not in r.stderr, (r.returncode, r.stderr)
     assert lines[0].startswith("tradegraph: error: "), lines[0]
@@ -33,7 +59,8 @@ def one_line(r: subprocess.CompletedProcess, code: int) -> str:
 
 @pytest.mark.parametrize("value", ["99999", "0", "-1", "abc", "65536"])
 @pytest.mark.parametrize("command", [["serve", "--port"], ["mcp", "--http"]])
-def test_a_port_out_of_range_is_refused_before_anything_listens(command, value, tmp_path):
+@pytest.mark.timeout(60)  # a regression that starts listening would serve until stopped
+def test_a_port_out_of_range_is_refused_before_anything_listens(tradegraph, command, value, tmp_path):
     r = tradegraph(*command[:-1], f"{command[-1]}={value}", TRADEGRAPH_HOME=str(tmp_path / "home"))
     line = one_line(r, 2)
     assert f"{command[-1]} " in line and value in line and "1..65535" in line
@@ -41,18 +68,20 @@ def test_a_port_out_of_range_is_refused_before_anything_listens(command, value, 
 
 
 @pytest.mark.parametrize("command", [["serve", "--port"], ["mcp", "--http"]])
-def test_a_busy_port_is_bad_input_naming_it_not_the_store_code(command, tmp_path):
+@pytest.mark.timeout(60)
+def test_a_busy_port_is_bad_input_naming_it_not_the_store_code(tradegraph, command, tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        r = tradegraph(*command, str(port), TRADEGRAPH_HOME=str(tmp_path / "home"), timeout=60)
+        r = tradegraph(*command, str(port), TRADEGRAPH_HOME=str(tmp_path / "home"))
     line = one_line(r, 2)
     assert f"{command[-1]} {port}" in line and f"127.0.0.1:{port}" in line and "in use" in line
     assert not (tmp_path / "home" / "data").exists()
 
 
-def test_a_store_uri_no_store_speaks_is_bad_input_from_the_flag_as_from_the_variable(tmp_path):
+@pytest.mark.timeout(60)
+def test_a_store_uri_no_store_speaks_is_bad_input_from_the_flag_as_from_the_variable(tradegraph, tmp_path):
     env = {"TRADEGRAPH_HOME": str(tmp_path / "home")}
     flag = one_line(tradegraph("sessions", "--db", "redis://u:secret@cache:6379", **env), 2)
     variable = one_line(tradegraph("sessions", **env, MONGODB_URI="redis://u:secret@cache:6379"), 2)
@@ -62,8 +91,18 @@ def test_a_store_uri_no_store_speaks_is_bad_input_from_the_flag_as_from_the_vari
         "--db 'redis://x' is not a store URI: expected mongodb://, mongodb+srv://, mongomock://")
 
 
-def test_an_output_path_that_cant_be_written_is_one_line_and_nothing_runs(tmp_path):
-    env = {"TRADEGRAPH_HOME": str(tmp_path / "home")}
+@pytest.fixture
+def running_store(tmp_path):
+    """The home's embedded store, already running (as after `tradegraph store start`): each call reuses it."""
+    home = tmp_path / "home"
+    start_server(home)
+    yield home
+    stop_server(home)
+
+
+@pytest.mark.integration
+def test_an_output_path_that_cant_be_written_is_one_line_and_nothing_runs(tradegraph, running_store, tmp_path):
+    env = {"TRADEGRAPH_HOME": str(running_store)}
     made = tradegraph("run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--json", **env)
     assert made.returncode == 0, made.stderr
     session = json.loads(made.stdout)["session_id"]
@@ -98,6 +137,6 @@ def test_a_script_run_with_a_python_without_tradegraph_says_which_python_to_use(
         assert str(REPO / ".venv" / "bin" / "python") in line and f"scripts/{script} --help" in line, line
 
 
-def test_version_is_the_installed_packages():
+def test_version_is_the_installed_packages(tradegraph):
     r = tradegraph("--version")
     assert r.returncode == 0 and r.stdout.strip() == f"tradegraph {version('tradegraph')}", (r.stdout, r.stderr)

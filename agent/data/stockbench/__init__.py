@@ -169,6 +169,8 @@ def _derive(tree: Tree, files: dict[str, bytes]) -> dict:
     splits: list[dict] = []
     for rel in sorted(files):
         m = READ.match(rel)
+        if m is None:  # tree.py reads only the files READ matches
+            continue
         if m["bar_sym"]:
             _bar_rows(tree, rel, files[rel], m["bar_sym"], bars)
             continue

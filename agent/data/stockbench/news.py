@@ -50,8 +50,8 @@ def item_of(symbol: str, raw: Any, where: str) -> dict:
     title = raw.get("title")
     if not isinstance(title, str) or not title.strip():
         raise DataError(f"{where}: missing field title")
-    publisher = raw.get("publisher") if isinstance(raw.get("publisher"), dict) else {}
-    rec = {"symbol": symbol, "published_at": true_time(raw, where), "headline": title.strip(),
+    publisher = raw["publisher"] if isinstance(raw.get("publisher"), dict) else {}
+    rec: dict[str, Any] = {"symbol": symbol, "published_at": true_time(raw, where), "headline": title.strip(),
            "source": str(raw.get("source") or publisher.get("name") or "unknown")}
     summary = raw.get("description")
     if isinstance(summary, str) and summary.strip():

@@ -110,8 +110,9 @@ def read_files(tree: Tree) -> dict[str, bytes]:
         with tarfile.open(tree.path) as tar:
             for member in tar:
                 rel = _archive_rel(member.name)
-                if member.isfile() and READ.match(rel):
-                    out[rel] = tar.extractfile(member).read()
+                data = tar.extractfile(member) if member.isfile() and READ.match(rel) else None
+                if data is not None:  # extractfile gives a regular file's bytes, None for anything else
+                    out[rel] = data.read()
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise DataError(f"{tree.path}: cannot read archive: {exc}") from None
     return out

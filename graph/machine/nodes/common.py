@@ -7,7 +7,7 @@ from typing import Any, Callable, Optional
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END
-from langgraph.types import Command
+from langgraph.types import Command, Send
 from pydantic import BaseModel
 
 from agent.audit_events import emit
@@ -78,7 +78,7 @@ def checked(name: str, command: Command, state: CycleState, config: RunnableConf
     with an `IllegalTransition` error event. LangGraph would follow any goto to an existing node (its
     `destinations=` only draws the graph), so DECIDING naming EXECUTING would skip VALIDATING: this is the check."""
     goto = command.goto
-    targets = [goto] if isinstance(goto, str) else list(goto or ())
+    targets = [goto] if isinstance(goto, (str, Send)) else list(goto or ())  # one target, or a sequence of them
     allowed = STATE_SPECS[name].destinations
     bad = [t if isinstance(t, str) else type(t).__name__ for t in targets if not (isinstance(t, str) and t in allowed)]
     if not bad:

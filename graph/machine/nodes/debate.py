@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextvars
+import functools
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
@@ -14,8 +15,8 @@ from graph.machine.nodes.common import done, state_node
 from graph.machine.nodes.planning import scan_context
 from graph.machine.runtime import runtime_of, with_tools
 from graph.machine.state import CycleState
-from schemas.analysis import QuantReport
-from schemas.debate import DebateReport
+from schemas.analysis import QuantReport, SymbolPanel
+from schemas.debate import DebateReport, DebateResult
 from schemas.market import MarketScan
 
 
@@ -26,8 +27,11 @@ def debate(state: CycleState, config: RunnableConfig) -> Command[Literal["DECIDI
     report = QuantReport.model_validate(state["quant"])
     model = rt.model("quick")
     guarded = with_tools(config, scan_context(scan))  # the guards read the cycle's universe from it (no tool is bound)
-    tasks = {p.symbol: (lambda p=p: run_debate(p, scan.snapshot(p.symbol), model, rt.config, guarded))
-             for p in report.panels}
+
+    def debate(p: SymbolPanel) -> DebateResult:
+        return run_debate(p, scan.snapshot(p.symbol), model, rt.config, guarded)
+
+    tasks = {p.symbol: functools.partial(debate, p) for p in report.panels}
     if not rt.config.parallel_llm or len(tasks) < 2:
         # the offline model runs inline, in panel order: its recordings are unchanged
         debates = run_parallel(tasks, parallel=False)
@@ -39,8 +43,8 @@ def debate(state: CycleState, config: RunnableConfig) -> Command[Literal["DECIDI
             futures = {k: ex.submit(contextvars.copy_context().run, fn) for k, fn in tasks.items()}
         debates, errors = {}, []
         for k, f in futures.items():
-            if f.exception() is not None:
-                errors.append(f.exception())
+            if (error := f.exception()) is not None:
+                errors.append(error)
             else:
                 debates[k] = f.result()
         if errors:  # the first in panel order, after every debate has finished (as run_parallel does)

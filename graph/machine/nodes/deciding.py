@@ -2,6 +2,7 @@
 orders sized."""
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 from langchain_core.runnables import RunnableConfig
@@ -15,8 +16,8 @@ from graph.machine.nodes.planning import scan_context
 from graph.machine.runtime import runtime_of, with_tools
 from graph.machine.state import CycleState
 from schemas.analysis import QuantReport
-from schemas.debate import DebateReport
-from schemas.decision import PortfolioDecision
+from schemas.debate import DebateReport, DebateResult
+from schemas.decision import PortfolioDecision, TradeThesis
 from schemas.market import MarketScan
 
 
@@ -29,8 +30,12 @@ def deciding(state: CycleState, config: RunnableConfig) -> Command[Literal["VALI
     # one thesis per symbol, independent of the others: a networked model writes them at once (one call deep,
     # not one per symbol); the offline model inline, in debate order
     guarded = with_tools(config, scan_context(scan))  # the guards read the cycle's universe from it (no tool is bound)
-    tasks = {d.symbol: (lambda d=d: run_trader(d, report.panel(d.symbol), scan.snapshot(d.symbol),
-                                               rt.model(trader_tier(d, rt.config)), rt.config, guarded))
+
+    def thesis(d: DebateResult) -> TradeThesis:
+        return run_trader(d, report.panel(d.symbol), scan.snapshot(d.symbol), rt.model(trader_tier(d, rt.config)),
+                          rt.config, guarded)
+
+    tasks = {d.symbol: functools.partial(thesis, d)
              for d in debates.results if d.winner != "NONE"}  # no side was taken: nothing to write a thesis for
     written = run_parallel(tasks, parallel=rt.config.parallel_llm)
     theses = [written[s] for s in tasks]

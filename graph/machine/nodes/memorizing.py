@@ -3,7 +3,8 @@ networked model), and the memory records of both written to the store. The factu
 by the model."""
 from __future__ import annotations
 
-from typing import Literal
+import functools
+from typing import Any, Callable, Literal
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END
@@ -87,13 +88,14 @@ def memorizing(state: CycleState, config: RunnableConfig) -> Command[Literal["__
     # the reviews and the summary read nothing of each other: with a networked model they are asked at once (one
     # call deep instead of one per closed position + 1); the offline model runs them inline, reviews first, as
     # before, so its recordings are unchanged
-    tasks = {f"review:{i}": (lambda t=t: review_trade(t, model, rt.config, config)) for i, t in enumerate(closed)}
+    tasks: dict[str, Callable[[], Any]] = {
+        f"review:{i}": functools.partial(review_trade, t, model, rt.config, config) for i, t in enumerate(closed)}
     prompt = task_messages("memory", evidence, protocol=rt.protocol)
     tasks["summary"] = lambda: structured_pass(model, prompt, AgentMemory, max_retries=rt.config.max_repair_retries,
                                                config=config, method=rt.config.structured_method)
     written = run_parallel(tasks, parallel=rt.config.parallel_llm)
     reviews: list[TradeReview] = [written[f"review:{i}"] for i in range(len(closed))]
-    memory = written["summary"]
+    memory: AgentMemory = written["summary"]
     # grounding: what happened is fact, not the model's wording
     # the note's status is one the model is shown (MemorisedStatus): a broker's partial fill is noted `degraded`,
     # and the cycle itself still ends executed_with_errors

@@ -101,7 +101,8 @@ def settle_before_deciding(rt, state: CycleState, portfolio: PortfolioSnapshot, 
                                         slippage_bps=rt.config.slippage_bps)
     if rt.execution is None:
         raise ValueError(f"{len(closed)} exit(s) and {len(credits)} dividend(s) to settle "
-                         f"({', '.join(sorted({c.symbol for c in [*closed, *credits]}))}) but no execution backend "
+                         f"({', '.join(sorted({*(c.symbol for c in closed), *(c.symbol for c in credits)}))}) but no "
+                         f"execution backend "
                          f"is wired to commit them")
     audit_barrier()
     version = rt.execution.settle_exits(state["cycle_id"], state["session_id"], closed=closed, trades=trades,
@@ -130,10 +131,12 @@ def marks_outside(rt, portfolio: PortfolioSnapshot, symbols: list[str], as_of: s
         if bars is None or bars.empty:
             raise ValueError(f"held position {sym} has no price on or before {as_of}: cannot value the book")
         dated, bar = bars.index[-1].strftime("%Y-%m-%d"), bars.iloc[-1]
+        price = round_value(float(bar[fill_field(profile)] if dated == as_of else bar["close"]))
+        if price is None:  # NaN: no price at all
+            raise ValueError(f"held position {sym} has no price on {dated}: cannot value the book")
+        marks[sym] = price
         if dated == as_of:
-            marks[sym] = round_value(float(bar[fill_field(profile)]))
             continue
-        marks[sym] = round_value(float(bar["close"]))
         untradable.append(Untradable(symbol=sym, reason=f"no {sym} bar on {as_of}: it cannot trade today; valued at "
                                                        f"its last close {marks[sym]} of {dated}",
                                      price=marks[sym], price_date=dated))

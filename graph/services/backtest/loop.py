@@ -42,7 +42,8 @@ from schemas.events import new_event
 from schemas.decision import Decision, DecisionResult, ExecutedTrade
 from schemas.portfolio import PortfolioSnapshot
 from schemas.simulation import (Case, CaseData, CaseDataItem, CaseMetadata, DecisionPointLog, EpisodeConfig,
-                                EpisodeResult, EquityPoint, IntervalPriceSummary, PricePoint, StockData, TradeHistory)
+                                EpisodeResult, EquityPoint, IntervalPriceSummary, PointAction, PricePoint, StockData,
+                                TradeHistory)
 
 DEFAULT_EXPERIMENTS = Path("experiments")
 FAILED_STATUSES = ("failed", "degraded")
@@ -174,7 +175,7 @@ def mark_to_market(portfolio: PortfolioSnapshot, prices: dict[str, float]) -> tu
 
 # ---------------------------------------------------------------- decision extraction
 def extract(outcome, sim: SimulationExecution, portfolio: PortfolioSnapshot
-            ) -> tuple[str, Decision, DecisionResult, PortfolioSnapshot, dict[str, Any]]:
+            ) -> tuple[PointAction, Decision, DecisionResult, PortfolioSnapshot, dict[str, Any]]:
     """Seed 004's rules: no submit_decision -> hold; several -> the last; rejected -> hold (every reason)."""
     calls = sim.calls_for(outcome.cycle_id)
     deciding = outcome.contracts.get("DECIDING") or {}
@@ -192,7 +193,7 @@ def extract(outcome, sim: SimulationExecution, portfolio: PortfolioSnapshot
     if calls:
         last = calls[-1]
         if last.result.status == "accepted":
-            action = "trade" if last.result.executed_trades else "hold"
+            action: PointAction = "trade" if last.result.executed_trades else "hold"
             return action, last.decision, last.result, last.portfolio_after, output
         msg = f"hold: submit_decision rejected: {last.result.message}"
         return "rejected", last.decision, DecisionResult(status="rejected", message=msg), portfolio, output
@@ -399,10 +400,10 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
         bar.close()
     if not run_file_exists(th_path):
         _write_atomic(th_path, trade_history_json(trades))
-    result = episode_result(config, logs, trades, portfolio)
+    episode = episode_result(config, logs, trades, portfolio)
     if len(logs) == len(dates):
-        _write_atomic(run_dir / "result.json", result.model_dump_json(indent=2) + "\n")
-    return result
+        _write_atomic(run_dir / "result.json", episode.model_dump_json(indent=2) + "\n")
+    return episode
 
 
 def store_fault(outcome) -> Optional[str]:

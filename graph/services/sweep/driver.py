@@ -83,7 +83,7 @@ def check_cluster(plan: SweepPlan, nodes: list[dict[str, Any]]) -> None:
     if len(alive) > 1 and plan.ctx.store_uri is None:
         raise SweepError(f"this Ray cluster has {len(alive)} nodes, and the embedded store is reachable from this "
                          f"machine only: set MONGODB_URI to a MongoDB every node can reach")
-    if len(alive) > 1 and plan.ctx.store_uri.startswith("mongomock://"):
+    if len(alive) > 1 and plan.ctx.store_uri is not None and plan.ctx.store_uri.startswith("mongomock://"):
         raise SweepError("a mongomock:// store lives in one process: a sweep needs MONGODB_URI or the embedded store")
 
 
@@ -106,7 +106,9 @@ def run_sweep(plan: SweepPlan, *, on_progress: Callable[[dict[str, Any]], None],
             ctx = dataclasses.replace(ctx, limits=actor)
         actor = ctx.limits
         task = ray.remote(num_cpus=1, max_retries=plan.max_retries, retry_exceptions=False)(run_episode)
-        queue, in_flight, took, cancelling = list(pending), {}, [], False
+        queue, cancelling = list(pending), False
+        in_flight: dict[Any, tuple[Episode, float]] = {}  # Ray's object ref -> (its episode, when it was sent)
+        took: list[float] = []
         t0 = time.monotonic()
 
         def progress() -> None:

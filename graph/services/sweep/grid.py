@@ -13,9 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
-from agent.markets import trading_days
+from agent.markets import DecideAt, trading_days
+from schemas.simulation import Market, MemoryMode
 
 # the settings an override set may change: the episode's own, and the risk engine's limits (agent/risk_limits.toml)
 EPISODE_KEYS = ("capital", "fees_bps", "slippage_bps", "market", "every", "decide_at")
@@ -43,20 +44,20 @@ class Episode:
     config_key: str           # the configuration: same key = same settings, different windows
     symbols: tuple[str, ...]
     window: Window
-    memory: str
+    memory: MemoryMode
     quick_model: Optional[str]
     deep_model: Optional[str]
     capital: float
     fees_bps: float
     slippage_bps: float
-    market: str
+    market: Market
     every: int
-    risk: dict[str, float] = field(default_factory=dict)
+    risk: dict[str, Any] = field(default_factory=dict)  # RiskLimits' fields: counts and percentages
     override_label: Optional[str] = None
     # when each decision point decides (schemas.simulation.EpisodeConfig.decide_at): at the close, or at the open
     # (StockBench). Left out of as_dict while it is the default, so the grid hash of every sweep written before it
     # existed is unchanged and such a sweep resumes its own episodes
-    decide_at: str = "close"
+    decide_at: DecideAt = "close"
 
     def as_dict(self) -> dict[str, Any]:
         return {**({"decide_at": self.decide_at} if self.decide_at != "close" else {}),"episode_id": self.episode_id, "index": self.index, "config_key": self.config_key,
@@ -107,7 +108,7 @@ def walk_forward_windows(market: str, start: str, end: str, train: int, test: in
 
 def windows_of(spec: Any, market: str) -> list[Window]:
     """spec: the grid's `windows` (kind list | rolling | walk_forward), as attributes or a dict."""
-    get = spec.get if isinstance(spec, dict) else (lambda k, d=None: getattr(spec, k, d))
+    get: Callable[..., Any] = spec.get if isinstance(spec, dict) else (lambda k, d=None: getattr(spec, k, d))
     kind = get("kind")
     if kind == "list":
         out = []

@@ -64,6 +64,8 @@ def export_ended_cycle(store, session_id: str, cycle_id: str) -> Optional[dict[s
         from graph.services.telemetry.export import send, spans_of
 
         url = traces_url()
+        if url is None:  # configured() found an endpoint variable set: never None here
+            return None
         cooling = COOLDOWN.waiting(url)
         if cooling is not None:
             return _failed(store, session_id, cycle_id, shown(url), None, skipped=True,

@@ -46,10 +46,10 @@ def traces_url(endpoint: Optional[str] = None, env: Mapping[str, str] = os.envir
             raise OtelConfigError(f"{name}={protocol!r}: tradegraph exports OTLP over HTTP only (http/protobuf)")
     for name in TIMEOUT_VARS:
         _check_timeout(name, _env(env, name))
-    if _env(env, TRACES_ENDPOINT_VAR):
-        return _checked(TRACES_ENDPOINT_VAR, _env(env, TRACES_ENDPOINT_VAR), signal_path=False)
-    if _env(env, ENDPOINT_VAR):
-        return _checked(ENDPOINT_VAR, _env(env, ENDPOINT_VAR), signal_path=True)
+    if traces := _env(env, TRACES_ENDPOINT_VAR):
+        return _checked(TRACES_ENDPOINT_VAR, traces, signal_path=False)
+    if base := _env(env, ENDPOINT_VAR):
+        return _checked(ENDPOINT_VAR, base, signal_path=True)
     return None
 
 

@@ -13,6 +13,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from schemas.simulation import MemoryMode
+
 SYMBOLS: tuple[str, ...] = ("GS", "MSFT", "HD", "V", "SHW", "CAT", "MCD", "UNH", "AXP", "AMGN", "TRV", "CRM", "JPM",
                             "IBM", "HON", "BA", "AMZN", "AAPL", "PG", "JNJ")
 START, END = "2025-03-01", "2025-06-30"
@@ -31,7 +33,7 @@ class Protocol:
     initial_cash: float = INITIAL_CASH
     fees_bps: float = COMMISSION_BPS
     slippage_bps: float = SLIPPAGE_BPS
-    memory: str = "session"
+    memory: MemoryMode = "session"
     extra: dict[str, Any] = field(default_factory=dict)
 
     def departures(self) -> list[str]:

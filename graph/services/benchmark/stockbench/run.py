@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Literal, Optional, Sequence
 
 from graph.services.benchmark.stockbench.protocol import Protocol
 from graph.services.run_files import read_run_text, run_file_exists, write_run_atomic
@@ -26,8 +26,8 @@ from graph.services.sweep.episode import SweepContext
 from graph.services.sweep.grid import Episode
 
 BENCHMARK_FILE = "benchmark.json"
-MARKET = "us_equity"
-DECIDE_AT = "open"
+MARKET: Literal["us_equity"] = "us_equity"
+DECIDE_AT: Literal["open"] = "open"
 # the look-ahead leaks kept in the scorecard (all are counted): enough to find and fix them, never megabytes
 LEAKS_KEPT = 50
 
@@ -107,7 +107,7 @@ def resolve_models(models: Sequence[tuple[Optional[str], Optional[str]]], *, che
         except ConfigError as e:
             if check_ready or quick is None:
                 raise BenchmarkError(f"models: {quick or 'the configured model'}: {e}", field="models") from None
-            resolved = (quick, deep)  # an estimate needs only the names to price them
+            resolved = (quick, deep or quick)  # an estimate needs only the names to price them
         out.append(Configuration(quick, deep, *resolved))
     if len({(c.quick_resolved, c.deep_resolved) for c in out}) != len(out):
         raise BenchmarkError("models: the same configuration is named twice", field="models")
@@ -121,6 +121,8 @@ def load_data(data: Optional[str]):
 
     try:
         files = stockbench_files(data)
+        if files.prices is None:
+            raise DataError(f"{data or 'the StockBench data'}: no prices")
         return files, load_file("prices", files.prices)
     except DataError as e:
         raise BenchmarkError(f"data: {e}", field="data") from None
@@ -223,7 +225,8 @@ class Progress:
 
     def __init__(self, total: int, report: Callable[[dict[str, Any]], None]):
         self.total, self.report = total, report
-        self.started, self.first = time.monotonic(), None
+        self.started = time.monotonic()
+        self.first: Optional[int] = None  # the points done when this process began: the ETA's pace starts there
         self.failed = 0
 
     def update(self, done: int, *, date: Optional[str] = None, equity: Optional[float] = None,
@@ -360,6 +363,8 @@ def score(plan: BenchmarkPlan, store, *, elapsed_s: Optional[float] = None) -> t
     runs, sessions = [], []
     for ep in plan.episodes:
         result = logged_result(episode_config(ep), plan.ctx.episodes_dir / ep.episode_id)
+        if result is None:  # run() returns once every run logged every point: a run with none is not complete
+            raise BenchmarkIncomplete(f"run {ep.episode_id} ({plan.name_of(ep)}) logged no decision point")
         sid = session_id_of(ep.episode_id)
         head = store.events.heads.get(sid)
         sessions.append(sid)

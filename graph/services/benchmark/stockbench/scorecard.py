@@ -12,7 +12,7 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from agent.metrics import equal_weight_buy_and_hold, stockbench_metrics, turnover
 from graph.services.benchmark.stockbench.protocol import Protocol, published
@@ -56,7 +56,7 @@ def _usd(cost: dict[str, Any]) -> Optional[float]:
     return round(float(cost.get("usd") or 0.0), 6)
 
 
-def baseline_row(dates: Sequence[str], prices: dict[str, Sequence[float]], protocol: Protocol) -> dict[str, Any]:
+def baseline_row(dates: Sequence[str], prices: Mapping[str, Sequence[float]], protocol: Protocol) -> dict[str, Any]:
     """StockBench's passive baseline on the same data and dates: equal dollars in every symbol at the first
     session's open, its commission and slippage paid once on the way in, held; returns against its first point,
     as StockBench scores it (its `extract_key_metrics_summary`)."""
