@@ -126,6 +126,10 @@ def main(argv=None):
     if not changed:
         print("make_docs: {} current".format(", ".join(f for f in files if MARKER.search((ROOT / f).read_text()))),
               file=sys.stderr)
+    if not args.check:  # pictures, not text: drawn again each time, never compared by --check
+        import console_screenshots
+
+        return console_screenshots.main([])
     return 0
 
 

@@ -159,6 +159,7 @@ def test_a_backtest_started_from_the_page_shows_progress_and_its_chart(kernel, b
     assert page.inner_text("#progress-text").startswith("5/5 points")
     assert page.locator("svg.chart polyline").count() == 4  # equity and drawdown, each beside buy & hold
     assert page.locator("img.artifact[alt='equity.png']").evaluate("i => i.naturalWidth") > 0
+    assert page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth") <= 0
     assert problems == []
     page.close()
 

@@ -38,7 +38,7 @@ def line_chart(title: str, series: list[Series], *, percent: bool = False) -> st
     n = max(len(s.values) for s in series)
     x = lambda i: PAD_L + (W - PAD_L - PAD_R) * (i / (n - 1) if n > 1 else 0.5)  # noqa: E731
     y = lambda v: PAD_T + (H - PAD_T - PAD_B) * (hi - v) / (hi - lo)  # noqa: E731
-    label = (lambda v: f"{v:.1%}") if percent else (lambda v: f"{v:,.0f}")
+    label = (lambda v: f"{v:.2%}") if percent else (lambda v: f"{v:,.0f}")
     parts = [f'<svg class="chart" viewBox="0 0 {W} {H}" role="img" aria-label="{escape(title)}" '
              f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>',
              f'<rect x="{PAD_L}" y="{PAD_T}" width="{W - PAD_L - PAD_R}" height="{H - PAD_T - PAD_B}" '
