@@ -119,12 +119,14 @@ def startup_error() -> Optional[str]:
     from agent.config import ConfigError, check_environment
     from database.connection import check_store_uri_env
     from graph.kernel.policy import allowed_host_names, allowed_transports, data_dirs, deleting_transports
+    from graph.kernel.runs import check_runs_dir_env
     from graph.transports.cli.data import check_config_file
     from graph.services.telemetry.settings import traces_url
 
     try:
         check_environment(also=(check_store_uri_env, allowed_transports, deleting_transports, data_dirs,
-                                allowed_host_names, check_config_file, lambda env: traces_url(env=env)))
+                                allowed_host_names, check_runs_dir_env, check_config_file,
+                                lambda env: traces_url(env=env)))
     except ConfigError as e:
         return str(e)
     return None

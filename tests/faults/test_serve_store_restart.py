@@ -53,7 +53,8 @@ def test_serve_reconnects_to_a_store_back_on_a_new_port_and_its_cut_task_resumes
     alone_dir, alone_verdicts = uninterrupted
     store, port = private_store, free_port()
     base = f"http://127.0.0.1:{port}"
-    with serve(["serve", "--port", str(port)], {**store.env, "PYTHONPATH": str(REPO)}, tmp_path,
+    with serve(["serve", "--port", str(port)], {**store.env, "PYTHONPATH": str(REPO),
+                                                "TRADEGRAPH_RUNS_DIR": str(tmp_path / "experiments")}, tmp_path,
                f"{base}/store") as server:
         assert httpx.get(f"{base}/sessions", timeout=60).status_code == 200
         after_restart = []  # the status of the first request after each restart

@@ -116,7 +116,8 @@ def test_a_benchmark_over_http_is_a_keyed_task_with_its_scorecard_served(embedde
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     body = {"symbols": ["AAPL", "MSFT"], "start": "2025-03-03", "end": "2025-03-05", "benchmark_id": "http-sb"}
-    with serve(["serve", "--port", str(port)], server_env(db, tmp_path / "home"), tmp_path, f"{base}/store"):
+    env = server_env(db, tmp_path / "home", TRADEGRAPH_RUNS_DIR=str(tmp_path / "experiments"))
+    with serve(["serve", "--port", str(port)], env, tmp_path, f"{base}/store"):
         with httpx.Client(base_url=base, timeout=120) as h:
             key = {"Idempotency-Key": uuid.uuid4().hex}
             first = h.post("/benchmarks/stockbench", json=body, headers=key)
@@ -149,7 +150,7 @@ def test_a_benchmark_over_http_is_a_keyed_task_with_its_scorecard_served(embedde
             outside = h.post("/benchmarks/stockbench", json={**body, "benchmark_id": "d", "data": "/etc"})
             assert outside.status_code == 403 and "TRADEGRAPH_DATA_DIRS" in outside.json()["message"]
         # the same capabilities over MCP (another process on the same store) and the Python client over HTTP
-        with mcp_stdio(server_env(db, tmp_path / "home"), tmp_path) as mcp, Client.http(base) as client:
+        with mcp_stdio(env, tmp_path) as mcp, Client.http(base) as client:
             args = {**body, "benchmark_id": "mcp-sb", "end": "2025-03-04", "idempotency_key": "k-mcp-1"}
             started = mcp("start_benchmark", args)
             assert mcp("start_benchmark", args).task_id == started.task_id  # keyed: one task

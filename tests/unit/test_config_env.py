@@ -62,6 +62,7 @@ BAD: dict[str, tuple[str, dict[str, str]]] = {
     "TRADEGRAPH_ALLOW_DELETE": ("smtp", {}),
     "TRADEGRAPH_DATA_DIRS": ("/nonexistent/data", {}),
     "TRADEGRAPH_ALLOWED_HOSTS": ("http://evil.example", {}),
+    "TRADEGRAPH_RUNS_DIR": (A_FILE, {}),
     "TRADEGRAPH_CONFIG": ("/nonexistent/tradegraph.toml", {}),
     "MONGODB_URI": ("redis://localhost:6379", {}),
     "OPENAI_BASE_URL": ("ftp://models.example", {"TRADEGRAPH_LLM": "openai", "OPENAI_API_KEY": "k"}),

@@ -34,7 +34,7 @@ def cmd_lookahead(args) -> int:
 
 
 def register(subparsers) -> None:
-    from graph.transports.cli.common import add_db_flag
+    from graph.transports.cli.common import add_db_flag, add_runs_flag
 
     a = subparsers.add_parser("audit", help="audit recorded sessions (look-ahead)")
     sub = a.add_subparsers(dest="audit", required=True)
@@ -44,7 +44,6 @@ def register(subparsers) -> None:
     la.add_argument("target", metavar="SESSION_OR_RUN",
                     help="a session id, a backtest run id (session bt-<id>), or a benchmark or sweep id")
     la.add_argument("--json", action="store_true", help="print one JSON object")
-    la.add_argument("--out", default="experiments",
-                    help="experiments directory a benchmark or sweep id is looked up in (default ./experiments)")
+    add_runs_flag(la, "the runs folder a benchmark or sweep id is looked up in")
     add_db_flag(la)
     la.set_defaults(fn=cmd_lookahead)

@@ -57,6 +57,7 @@ def cmd_backtest(args) -> int:
                                                     writable_file)
     from pathlib import Path
 
+    from graph.services.run_files import run_file_exists
     from graph.transports.cli.data import data_inputs
     from graph.transports.cli.spending import spending_inputs
     from agent.brokers.settings import BROKERS
@@ -81,7 +82,7 @@ def cmd_backtest(args) -> int:
     run_id = args.run_id if args.run_id is not None else f"bt-{uuid.uuid4().hex[:8]}"  # "" is refused, not replaced
     check_id_flag(RunId, run_id, "--run-id")  # before it is joined to --out below
     # a run that exists is resumed on the files it started on (the kernel reads them from its session)
-    data = data_inputs(args, continuing=(Path(args.out) / run_id / "config.json").exists())
+    data = data_inputs(args, continuing=run_file_exists(Path(args.out) / run_id / "config.json"))
     result = run_in_foreground(args, dict(
         symbols=symbols, start=args.start, end=args.end, every=args.every, capital=args.capital,
         fees_bps=args.fees_bps, slippage_bps=args.slippage_bps, market=args.market, memory=args.memory, run_id=run_id,
@@ -155,10 +156,13 @@ def run_in_foreground(args, inputs: dict) -> Any:
     with kernel(args.db, experiments_dir=args.out) as k:
         task, _ = wait_for(k, "start_backtest", inputs, args, what="backtest", resume=lambda t: f"--run-id {t.run_id}")
         files = {a.name: a.path for a in k.call("task_artifacts", {"task_id": task.task_id}, transport="cli").artifacts}
-    return EpisodeResult.model_validate_json(Path(files["result.json"]).read_text())
+    from graph.services.run_files import read_run_text
+
+    return EpisodeResult.model_validate_json(read_run_text(files["result.json"]))
 
 
 def register(subparsers) -> None:
+    from graph.transports.cli.common import add_runs_flag
     from graph.transports.cli.data import add_data_flags
 
     b = subparsers.add_parser("backtest", help="run (or resume) a backtest episode: one graph cycle per decision point")
@@ -170,8 +174,8 @@ def register(subparsers) -> None:
     b.add_argument("--fees-bps", type=float, default=1.0)
     b.add_argument("--slippage-bps", type=float, default=2.0)
     b.add_argument("--market", default="us_equity", choices=["us_equity", "cn_a_share", "crypto"])
-    b.add_argument("--run-id", default=None, help="resume this run if experiments/<id>/ exists")
-    b.add_argument("--out", default="experiments", help="experiments directory (default ./experiments)")
+    b.add_argument("--run-id", default=None, help="resume this run if <runs folder>/<id>/ exists")
+    add_runs_flag(b)
     b.add_argument("--json", action="store_true", help="print one JSON object")
     b.add_argument("--plot", default=None, help="write equity curves (agent vs buy & hold) to this PNG")
     b.add_argument("--no-progress", action="store_true")

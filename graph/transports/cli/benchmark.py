@@ -198,7 +198,7 @@ def render(c, card: dict[str, Any], folder: Path) -> None:
 
 
 def register(subparsers) -> None:
-    from graph.transports.cli.common import add_db_flag
+    from graph.transports.cli.common import add_db_flag, add_runs_flag
     from graph.transports.cli.spending import add_spending_flags
 
     b = subparsers.add_parser("benchmark", help="run a published benchmark and score it beside its published rows")
@@ -219,8 +219,8 @@ def register(subparsers) -> None:
                    help="a StockBench tree (a checkout, its storage/ or an archive; default: the shipped archive)")
     s.add_argument("--workers", type=int, default=1,
                    help="runs at once; more than 1 spreads the configurations on Ray (the sweep extra)")
-    s.add_argument("--benchmark-id", default=None, help="resume this benchmark if experiments/<id>/ exists")
-    s.add_argument("--out", default="experiments", help="experiments directory (default ./experiments)")
+    s.add_argument("--benchmark-id", default=None, help="resume this benchmark if <runs folder>/<id>/ exists")
+    add_runs_flag(s)
     s.add_argument("--estimate", action="store_true",
                    help="print the projected calls, tokens and dollars instead, from a dry run: no request is sent")
     s.add_argument("--json", action="store_true", help="print one JSON object (the scorecard, or the estimate)")

@@ -114,3 +114,31 @@ def kernel_call(db: Optional[str], name: str, *, needs_store: bool = True, **arg
     mapping as HTTP and MCP."""
     with kernel(db, needs_store=needs_store) as k:
         return k.call(name, args, transport="cli")
+
+
+# the command-line attributes that name a run folder's id, for the note about the old ./experiments default
+RUN_ID_ARGS = ("run_id", "sweep_id", "resume", "benchmark_id", "target")
+
+
+def add_runs_flag(p, what: str = "the runs folder") -> None:
+    """--out for a command that keeps runs (backtest, sweep, benchmark) or looks them up (audit): unset, the runs
+    folder under the home (graph/kernel/runs.py), filled in by main() once the environment is checked."""
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help=f"{what} (default: $TRADEGRAPH_RUNS_DIR, else experiments/ in the store's home, the same "
+                        f"from every folder)")
+    p.set_defaults(runs_folder=True)
+
+
+def resolve_runs_flag(args) -> None:
+    """--out left unset becomes the runs folder; a note when the id given is found only in ./experiments."""
+    import sys
+
+    from graph.kernel.runs import legacy_note, runs_dir
+
+    if not getattr(args, "runs_folder", False) or args.out is not None:
+        return
+    args.out = str(runs_dir())
+    run_id = next((getattr(args, a) for a in RUN_ID_ARGS if isinstance(getattr(args, a, None), str)), None)
+    note = legacy_note(args.out, run_id)
+    if note:
+        print(f"tradegraph: {note}", file=sys.stderr)

@@ -9,12 +9,13 @@ import sys
 from typing import Any, Callable, Optional
 
 from database.errors import StoreUnavailable
+from graph.services.run_files import UnsafeRunPath
 
 from graph.transports import serve_cli
 from graph.transports.cli import (audit, backtest, benchmark, broker, cycle, data, export, features, memory, models,
                                         replay, sessions, store, sweep)
 from graph.transports.cli.common import (EXIT_EXECUTED_WITH_ERRORS, EXIT_FAILED, EXIT_INPUT, EXIT_OK,
-                                                EXIT_STORE, CliError, open_store)
+                                                EXIT_STORE, CliError, open_store, resolve_runs_flag)
 from graph.transports.cli.cycle import cycle_exit_code
 from graph.transports.cli.pipe import closed_pipe_tolerated
 
@@ -72,6 +73,7 @@ def _main(argv: Optional[list[str]]) -> int:
         print(f"tradegraph: error: {problem}", file=sys.stderr)
         return EXIT_INPUT
     try:
+        resolve_runs_flag(args)  # --out of a command that keeps runs: the runs folder under the home when unset
         return fn(args)
     except CliError as e:
         print(f"tradegraph: error: {e}", file=sys.stderr)
@@ -79,6 +81,9 @@ def _main(argv: Optional[list[str]]) -> int:
     except StoreUnavailable as e:  # the store went away mid-command: one line naming it
         print(f"tradegraph: error: {str(e).splitlines()[0]}", file=sys.stderr)
         return EXIT_STORE
+    except UnsafeRunPath as e:  # a link planted in a run folder (graph/services/run_files.py): bad input
+        print(f"tradegraph: error: {e}", file=sys.stderr)
+        return EXIT_INPUT
     except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as e:
         # a path the command was given (an output file or folder) that can't be used: bad input, one line
         print(f"tradegraph: error: {e.filename or ''}: {e.strerror or type(e).__name__}", file=sys.stderr)

@@ -58,10 +58,12 @@ def grid_inputs(args) -> dict[str, Any]:
         if value is not None:  # each becomes a folder under --out: checked before it is joined to it
             check_id_flag(SweepId, value, flag)
     if args.resume:
+        from graph.services.run_files import read_run_text, run_file_exists
+
         path = Path(args.out) / args.resume / "grid.json"
-        if not path.is_file():
+        if not run_file_exists(path):
             raise CliError(f"--resume {args.resume}: no sweep there ({path} not found)")
-        grid = dict(json.loads(path.read_text())["grid"])
+        grid = dict(json.loads(read_run_text(path))["grid"])
         grid["sweep_id"] = args.resume
         return grid
     grid = read_grid(args.grid) if args.grid else {}
@@ -225,7 +227,7 @@ def _follow(k, task, progress: bool):
 
 
 def register(subparsers) -> None:
-    from graph.transports.cli.common import add_db_flag
+    from graph.transports.cli.common import add_db_flag, add_runs_flag
     from graph.transports.cli.data import add_data_flags
     from graph.transports.cli.spending import add_spending_flags
 
@@ -252,7 +254,7 @@ def register(subparsers) -> None:
     s.add_argument("--tpm", type=float, default=None, help="LLM tokens per minute per provider, all workers")
     s.add_argument("--sweep-id", default=None, help="name the sweep (an existing id with the same grid resumes)")
     s.add_argument("--resume", default=None, metavar="SWEEP_ID", help="continue this sweep on its own grid")
-    s.add_argument("--out", default="experiments", help="experiments directory (default ./experiments)")
+    add_runs_flag(s)
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.add_argument("--no-progress", action="store_true")
     s.add_argument("--allow-failures", type=int, default=0, metavar="N",
