@@ -1,6 +1,8 @@
 """`tradegraph store`: this machine's embedded server and the spool (direct: the kernel needs the store running)."""
 from __future__ import annotations
 
+from typing import Any
+
 from graph.transports.cli.common import EXIT_OK, _print_json, add_db_flag, open_store
 
 
@@ -19,6 +21,8 @@ def cmd_store(args) -> int:
         return _store_recover(args)
     elif args.action == "reindex":
         return _store_reindex(args)
+    elif args.action == "compact":
+        return _store_compact(args)
     else:
         return _store_status(args, home)
     return EXIT_OK
@@ -35,7 +39,7 @@ def _store_status(args, home) -> int:
 
     uri = args.db or os.environ.get("MONGODB_URI") or None
     spool = home.path / "spool"
-    status = {"store": redact(uri) if uri else f"embedded at {home.path}",
+    status: dict[str, Any] = {"store": redact(uri) if uri else f"embedded at {home.path}",
               "chosen_by": ("--db" if args.db else "MONGODB_URI") if uri else home.chosen_by,
               "spool": str(spool), "spooled_files": len(pending_files(spool)),
               "embedded": None if uri else embedded.server_status(home.path)}
@@ -80,6 +84,23 @@ def _finish_approvals(store) -> list:
     return finish_started_approvals(store, lambda: default_runtime(command_config()))
 
 
+def _store_compact(args) -> int:
+    """Give back the space deleted sessions freed (database/compact.py): bytes before and after."""
+    from database.compact import compact
+
+    store = open_store(args.db)
+    try:
+        out = compact(store)
+    finally:
+        store.close()
+    if args.json:
+        _print_json({"where": out.where, "how": out.how, "bytes_before": out.before, "bytes_after": out.after,
+                     "bytes_reclaimed": out.reclaimed, "note": out.note})
+    else:
+        print(out.line())
+    return EXIT_OK
+
+
 def _store_reindex(args) -> int:
     """Rebuild every session summary from the log (the log is the truth, the summaries a cache of it): what a
     writer killed before it summarised left behind is corrected, summaries of sessions with no event removed."""
@@ -108,8 +129,9 @@ def _store_reindex(args) -> int:
 def register(sub) -> None:
     st = sub.add_parser("store", help="manage the embedded store (start keeps it running for later commands); "
                                       "recover redelivers spooled audit events and finishes half-done fills; "
-                                      "reindex rebuilds the session summaries from the log")
-    st.add_argument("action", choices=["start", "stop", "status", "recover", "reindex"])
-    st.add_argument("--json", action="store_true", help="status: one JSON object")
+                                      "reindex rebuilds the session summaries from the log; compact gives back "
+                                      "the disk space deleted sessions freed (docs/store.md)")
+    st.add_argument("action", choices=["start", "stop", "status", "recover", "reindex", "compact"])
+    st.add_argument("--json", action="store_true", help="status, compact: one JSON object")
     add_db_flag(st)
     st.set_defaults(fn=cmd_store)
