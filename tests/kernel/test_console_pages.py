@@ -189,3 +189,36 @@ def test_sessions_are_filtered_and_the_pending_ones_come_first(kernel):
     listed: Any = kernel.call("list_sessions", {"status": "pending_approval", "kind": "run"})
     assert [s.session_id for s in listed.sessions] == [paused]
     assert kernel.call("list_sessions", {"kind": "backtest"}).sessions == []  # type: ignore[attr-defined]
+
+
+def _delete(client: TestClient, sid: str, **extra: str):
+    csrf = _csrf(client.get(f"/ui/sessions/{sid}").text)
+    data = {"csrf": csrf, "by": "alice", "confirm": sid, "force": "yes"} | extra
+    return client.post(f"/ui/sessions/{sid}/delete", data=data, headers=OWN, follow_redirects=False)
+
+
+def test_deleting_follows_the_delete_policy_and_is_recorded_with_who(tmp_path):
+    refused = _kernel(tmp_path, TRADEGRAPH_ALLOW_EXECUTION="http")  # TRADEGRAPH_ALLOW_DELETE unset
+    try:
+        sid = refused.call("run_cycle", {"symbols": ["AAPL"], "as_of": "2012-06-01"}).session_id
+        r = _delete(TestClient(asgi_app(refused), base_url=BASE), sid)
+        assert r.status_code == 403 and "TRADEGRAPH_ALLOW_DELETE=http" in r.text
+        assert refused.store.events.exists(sid)
+    finally:
+        refused.close()
+    k = _kernel(tmp_path, TRADEGRAPH_ALLOW_DELETE="http")
+    try:
+        sid = k.call("run_cycle", {"symbols": ["AAPL"], "as_of": "2012-06-01"}).session_id
+        c = TestClient(asgi_app(k), base_url=BASE)
+        assert c.get(f"/ui/sessions/{sid}/cycles/1").status_code == 200  # an ended cycle: kept after this view
+        wrong = _delete(c, sid, confirm="not-it")
+        assert wrong.status_code == 422 and "to confirm" in wrong.text and k.store.events.exists(sid)
+        r = _delete(c, sid)
+        assert r.status_code == 303 and r.headers["location"] == f"/?deleted={sid}"
+        assert not k.store.events.exists(sid)
+        assert [d["by"] for d in k.store.admin_log.records(sid) if d.get("phase") == "done"] == \
+            ["alice (console) (via http)"]
+        # the page kept from before is not served for a session that is gone
+        assert c.get(f"/ui/sessions/{sid}/cycles/1").status_code == 404
+    finally:
+        k.close()

@@ -7,7 +7,7 @@ import json
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Optional
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, quote
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
@@ -100,13 +100,37 @@ def mount(app: FastAPI, kernel: Kernel) -> None:
 
     # ------------------------------------------------------------------ sessions
     @router.get("/", response_class=HTMLResponse)
-    async def sessions(request: Request, kind: str = "", status: str = "", page: int = 1):
+    async def sessions(request: Request, kind: str = "", status: str = "", page: int = 1, deleted: str = ""):
         return await show(request, "sessions.html",
-                          lambda: views.sessions_page(kernel, kind or None, status or None, page))
+                          lambda: views.sessions_page(kernel, kind or None, status or None, page), deleted=deleted)
 
     @router.get(PREFIX + "/sessions/{session_id}", response_class=HTMLResponse)
     async def session(request: Request, session_id: str):
-        return await show(request, "session.html", lambda: views.session_page(kernel, session_id))
+        return await show(request, "session.html", lambda: views.session_page(kernel, session_id), refusal=None)
+
+    @router.post(PREFIX + "/sessions/{session_id}/delete", response_class=HTMLResponse)
+    async def delete(request: Request, session_id: str):
+        """Delete the session as `tradegraph sessions delete` does, under the same policy
+        (TRADEGRAPH_ALLOW_DELETE), recorded in the admin log with the name given; the person types the session's id
+        to confirm."""
+        try:
+            fields = await checked_form(request)
+            name = (fields.get("by") or "").strip()
+            if not name:
+                raise Refused(422, "refused: say who deletes (the admin log records it)")
+            if fields.get("confirm", "").strip() != session_id:
+                raise Refused(422, f"refused: type the session's id ({session_id}) to confirm the deletion")
+            out: Any = await run_in_threadpool(kernel.call, "delete_session", {
+                "session_id": session_id, "by": f"{name[:80]} ({CONSOLE})", "force": fields.get("force") == "yes"},
+                transport=views.TRANSPORT)
+        except (Refused, KernelError) as e:
+            status = e.status if isinstance(e, Refused) else http_status(e)
+            if isinstance(e, Refused) and status == 403:
+                return failure(request, e)
+            return await show(request, "session.html", lambda: views.session_page(kernel, session_id), code=status,
+                              refusal=e.message)
+        gone = ", ".join(d.session_id for d in out.sessions)
+        return RedirectResponse(f"/?deleted={quote(gone)}", status_code=303)
 
     @router.get(PREFIX + "/sessions/{session_id}/cycles/{index}", response_class=HTMLResponse)
     async def cycle(request: Request, session_id: str, index: int, decided: str = ""):
