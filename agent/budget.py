@@ -30,7 +30,7 @@ import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Protocol
 
 from langchain_core.runnables import RunnableConfig
 
@@ -82,6 +82,34 @@ class CallBudgetExceeded(BudgetExceeded):
 class Reservation:
     tokens: int
     cost: float
+
+
+class Spending(Protocol):
+    """What a cycle's calls need of a budget: Budget, or the limits every episode of a sweep shares
+    (graph/services/sweep/limits.py SweepBudget)."""
+
+    scope: str
+
+    def reserve(self, input_tokens: int, max_output: int, price: Any, model: str) -> Reservation: ...
+
+    def settle_answer(self, held: Reservation, usage: dict[str, Any], cost: Optional[float]) -> Optional[str]: ...
+
+    def settle(self, held: Reservation, tokens: int, cost: Optional[float]) -> None: ...
+
+    def spent(self, tokens: int, cost: float, calls: int) -> None: ...
+
+    def as_dict(self) -> dict[str, Any]: ...
+
+
+def settle_reported(budget: Spending, held: Reservation, usage: dict[str, Any], cost: Optional[float]) -> Optional[str]:
+    """An answered call settled with its reported usage, checked first: a report that can't be believed
+    (`usage_problem`) counts as the reservation, the call's whole cap, and why is returned for the audit."""
+    problem = usage_problem(usage, cost)
+    if problem is not None:
+        budget.settle(held, held.tokens, held.cost)
+    else:
+        budget.settle(held, usage["total_tokens"], cost)
+    return problem
 
 
 class Budget:
@@ -146,14 +174,7 @@ class Budget:
         return need
 
     def settle_answer(self, held: Reservation, usage: dict[str, Any], cost: Optional[float]) -> Optional[str]:
-        """An answered call settled with its reported usage, checked first: a report that can't be believed
-        (`usage_problem`) counts as the reservation, the call's whole cap, and why is returned for the audit."""
-        problem = usage_problem(usage, cost)
-        if problem is not None:
-            self.settle(held, held.tokens, held.cost)
-        else:
-            self.settle(held, usage["total_tokens"], cost)
-        return problem
+        return settle_reported(self, held, usage, cost)
 
     def settle(self, held: Reservation, tokens: int, cost: Optional[float]) -> None:
         """The reservation replaced by what the call really used (a failed attempt: nothing). Never less than

@@ -105,7 +105,7 @@ def _finish(store, keys, cap, inp, record: dict, out: Optional[BaseModel], err: 
     """Store the first answer (the caller gets it whatever happens here) and audit the key's first use."""
     session_id, cycle_id = _session_of(out, inp)
     status = "ok" if err is None else err.kind
-    response = out.model_dump_json() if out is not None else json.dumps(err.to_dict())
+    response = out.model_dump_json() if out is not None else json.dumps(err.to_dict() if err is not None else {})
     try:
         keys.finish(record, status, response, session_id, cycle_id)
     except Exception as e:  # noqa: BLE001 - the store went away after the run: later uses read it as cut off

@@ -203,6 +203,7 @@ class AuditHandler(BaseCallbackHandler):
         """(usage, dollars, priced_as) of one attempt, added to the cycle's spend. A cached answer cost nothing now;
         a failed attempt without an answer (an error status, a timeout) is counted as unbilled."""
         model, asked = self._asked.pop(run_id, (None, []))
+        cost: Optional[float]
         if cached or failed:
             usage, cost, priced_as = {k: 0 for k in self.tokens}, 0.0, None
         else:

@@ -125,9 +125,11 @@ def portfolio_view(store: Store, session_id: str, market: Optional[MarketData]) 
     if start is None:  # a session recorded before manifests: the cash its committed fills started from, exactly
         start = cash_before_fills(snapshot, trades)
     positions = [_valued(p, *_price(p.symbol, market, recorded, snapshot.as_of)) for p in snapshot.positions.values()]
-    priced = all(p.market_value is not None for p in positions)
-    equity = snapshot.cash + sum(p.market_value for p in positions) if priced else None
-    unrealized = sum(p.unrealized_pnl for p in positions) if priced else None
+    values = [p.market_value for p in positions if p.market_value is not None]
+    pnls = [p.unrealized_pnl for p in positions if p.unrealized_pnl is not None]
+    priced = len(values) == len(positions)  # every position has a price: else no equity rather than a partial one
+    equity = snapshot.cash + sum(values) if priced else None
+    unrealized = sum(pnls) if priced else None
     return PortfolioView(session_id=session_id, as_of=snapshot.as_of, version=version, starting_cash=start,
                          cash=snapshot.cash, positions=positions, equity=equity, realized_pnl=realized,
                          unrealized_pnl=unrealized, total_pnl=None if equity is None else equity - start,

@@ -86,7 +86,7 @@ class _Http:
             data = None
         if r.status_code >= 400:
             data = data if isinstance(data, dict) else {}
-            cls = E.BY_KIND.get(data.get("error"), E.StoreUnavailable if r.status_code == 503 else E.Failed)
+            cls = E.BY_KIND.get(str(data.get("error")), E.StoreUnavailable if r.status_code == 503 else E.Failed)
             raise cls(data.get("message") or f"HTTP {r.status_code}: {r.text[:200]}", field=data.get("field"))
         return data
 

@@ -228,3 +228,17 @@ def test_a_remote_caller_cannot_point_the_server_at_a_ray_cluster():
     for transport in ("http", "mcp"):
         with pytest.raises(Forbidden, match="ray_address"):
             k.call("start_sweep", grid, transport=transport)
+
+
+def test_an_answered_call_settles_on_the_sweeps_shared_budget_as_on_a_runs_own():
+    """A cycle settles each answered call with settle_answer (its reported usage checked first): a sweep's episodes
+    hand it the shared limits (SweepBudget), which must take the same call (an AttributeError failed every answered
+    call of a sweep or benchmark run with a limit)."""
+    lim = SharedLimits(max_llm_calls=5, max_tokens=10_000)
+    budget = SweepBudget(lim, "e0", lambda m: None, call=lambda v: v)
+    held = budget.reserve(100, 100, None, "offline-quick")
+    assert budget.settle_answer(held, {"input_tokens": 100, "output_tokens": 50, "total_tokens": 150}, 0.0) is None
+    assert lim.budget.calls == 1 and lim.budget.tokens == 150
+    held = budget.reserve(100, 100, None, "offline-quick")
+    problem = budget.settle_answer(held, {"input_tokens": -1, "output_tokens": 50, "total_tokens": 49}, 0.0)
+    assert problem is not None and lim.budget.tokens == 150 + 200  # not believed: counted as the reservation

@@ -12,7 +12,7 @@ A retry of the cycle (a killed process restarted, a lost answer) finds each orde
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 from agent.broker import _apply
 from agent.markets import bar_cutoff
@@ -218,8 +218,8 @@ def _result(outcomes: dict[int, BrokerOrderOutcome], decision: Decision, portfol
               + (f" — {r.reason}" if r.reason else "") for r in rows if r.status != "filled"]
     message = "; ".join(parts)[:2000]
     if not fills:
-        status = "accepted" if any(r.status not in ("not_submitted", "rejected", "canceled") for r in rows) \
-            else "rejected"
+        status: Literal["accepted", "rejected"] = "accepted" if any(
+            r.status not in ("not_submitted", "rejected", "canceled") for r in rows) else "rejected"
         return DecisionResult(status=status, message=message, orders=rows), portfolio
     res, after = _apply(fills, portfolio, as_of, cash, seen_through)
     return DecisionResult(status="accepted", message=message, executed_trades=res.executed_trades,

@@ -29,7 +29,7 @@ from agent.data.market import MarketData, parse_date
 from agent.markets import bar_cutoff, fill_field, get_profile, trading_days
 from agent.metrics import TRADING_DAYS, buy_and_hold_curve, summarize
 from database.connection import Store
-from agent.budget import Budget
+from agent.budget import Budget, Spending
 from agent.pricing import Spend
 from database.errors import AuditSpooled, StoreUnavailable
 from database.spool import pending_files
@@ -274,7 +274,7 @@ def session_id_of(run_id: str) -> str:
 
 
 def episode_runtime(config: EpisodeConfig, runtime: Optional[CycleRuntime], sim: SimulationExecution,
-                    budget: Optional[Budget] = None) -> CycleRuntime:
+                    budget: Optional[Spending] = None) -> CycleRuntime:
     base = runtime or default_runtime(AgentConfig.from_env())
     settings = dataclasses.replace(base.config, starting_cash=config.initial_cash, fees_bps=config.fees_bps,
                                     slippage_bps=config.slippage_bps, market=config.market, memory=config.memory,
@@ -318,7 +318,7 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
                  out_dir: str | Path = DEFAULT_EXPERIMENTS, run_id: Optional[str] = None,
                  max_steps: Optional[int] = None,
                  on_step: Optional[Callable[[DecisionPointLog], None]] = None,
-                 budget: Optional[Budget] = None) -> EpisodeResult:
+                 budget: Optional[Spending] = None) -> EpisodeResult:
     """Run (or resume) an episode; returns its result. `max_steps` stops after that many new decision
     points (the run stays resumable); `on_step` is called after each logged decision point; `budget`
     replaces the run's own (a sweep's, shared with its other episodes). A cycle the store went away under

@@ -16,7 +16,7 @@ import threading
 from collections import deque
 from typing import Any, Iterable, Optional
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
@@ -140,7 +140,9 @@ class ReplayChatModel(JsonChatModel):
                                                 for t in call.invalid_tool_calls])
         usage = call.usage or {}
         if all(k in usage for k in ("input_tokens", "output_tokens", "total_tokens")):
-            message.usage_metadata = {k: int(usage[k]) for k in ("input_tokens", "output_tokens", "total_tokens")}
+            message.usage_metadata = UsageMetadata(input_tokens=int(usage["input_tokens"]),
+                                                   output_tokens=int(usage["output_tokens"]),
+                                                   total_tokens=int(usage["total_tokens"]))
         message.response_metadata = {"model_name": call.model or self.model_name, "replayed": True,
                                      "finish_reason": call.finish_reason}
         return ChatResult(generations=[ChatGeneration(message=message)])

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from agent.budget import (Budget, BudgetExceeded, CallBudgetExceeded, CostBudgetExceeded, Reservation,
-                          TokenBudgetExceeded)
+                          TokenBudgetExceeded, settle_reported)
 
 REFUSALS = {c.__name__: c for c in (TokenBudgetExceeded, CostBudgetExceeded, CallBudgetExceeded)}
 # the longest a worker sleeps before asking the limiter again: short enough to react to a freed minute
@@ -105,7 +105,7 @@ class SharedLimits:
         c = self.counted.setdefault(episode, [0, 0.0, 0])
         extra = (max(0, int(tokens) - c[0]), max(0.0, float(cost) - c[1]), max(0, int(calls) - c[2]))
         if any(extra):
-            self.budget.spent(*extra)
+            self.budget.spent(int(extra[0]), extra[1], int(extra[2]))
             c[0], c[1], c[2] = c[0] + extra[0], c[1] + extra[1], c[2] + extra[2]
 
     def state(self) -> dict:
@@ -138,6 +138,9 @@ class SweepBudget:
             while (wait := self._invoke("acquire", provider, input_tokens + max_output)) > 0:
                 self.sleep(min(wait, MAX_NAP_S))
         return SweepReservation(got["tokens"], got["cost"], got["rid"])
+
+    def settle_answer(self, held: Reservation, usage: dict[str, Any], cost: Optional[float]) -> Optional[str]:
+        return settle_reported(self, held, usage, cost)
 
     def settle(self, held: Reservation, tokens: int, cost: Optional[float]) -> None:
         self._invoke("settle", self.episode, getattr(held, "rid", 0), tokens, cost)

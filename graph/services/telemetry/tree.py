@@ -21,6 +21,7 @@ _ROOT_ONLY = {gen_ai.GEN_AI_PROVIDER_NAME}
 
 def plain(span: ReadableSpan) -> dict[str, Any]:
     ctx, parent = span.get_span_context(), span.parent
+    assert ctx is not None  # a span the SDK ended has its context
     return {"trace_id": f"{ctx.trace_id:032x}", "span_id": f"{ctx.span_id:016x}",
             "parent_span_id": f"{parent.span_id:016x}" if parent is not None else None, "name": span.name,
             "kind": span.kind.name, "start_ns": span.start_time, "end_ns": span.end_time,

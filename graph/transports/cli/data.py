@@ -69,6 +69,7 @@ def toml_files(env=None) -> dict[str, tuple[str, str]]:
     if not isinstance(section, dict):
         raise CliError(f"{path}: 'data' must be a [data] table, got {section!r}")
     out = {}
+    named: str | Path
     for key, value in section.items():
         if key not in TOML_KEYS:
             raise CliError(f"{path}: [data] {key}: unknown key (known: {', '.join(TOML_KEYS)})")
