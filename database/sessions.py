@@ -37,8 +37,8 @@ from pymongo import ASCENDING, DESCENDING
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from database.events import EventStore
-from database.heads import cycle_number
+from database.events import EventStore, event_hash
+from database.heads import KEY_VAR, Head, audit_key, cycle_number
 from database.writer import BufferedEventWriter
 
 COLLECTION = "sessions"
@@ -153,6 +153,9 @@ class Listing:
     # at least this many sessions have a chain head but no summary (a first cycle still running, a writer killed
     # in its first cycle, a store written before summaries existed)
     unsummarised: int = 0
+    # session id -> why its listed status is not vouched for (its last summarised event edited, gone or not the one
+    # its chain head records; with TRADEGRAPH_AUDIT_KEY, a head missing or not signed by it): see _doubts
+    doubt: dict[str, str] = field(default_factory=dict)
 
 
 class SessionSummaries:
@@ -180,13 +183,38 @@ class SessionSummaries:
         if status is not None:
             query["status"] = status
         docs = list(self.col.find(query).sort("last_ts", DESCENDING).limit(int(limit)))
-        heads = self.events.heads.col.find({"_id": {"$in": [d["_id"] for d in docs]}}, {"seq": 1})
-        head_seq = {h["_id"]: int(h["seq"]) for h in heads}
+        heads = {h["_id"]: h for h in self.events.heads.col.find({"_id": {"$in": [d["_id"] for d in docs]}})}
+        head_seq = {sid: int(h["seq"]) for sid, h in heads.items()}
         behind = {d["_id"]: head_seq[d["_id"]] - int(d["seq"]) for d in docs
                   if head_seq.get(d["_id"], 0) > int(d["seq"])}
         # the collections' own counts (SQL's COUNT(*) on the embedded store, metadata on MongoDB), not a scan
         missing = self.events.heads.col.estimated_document_count() - self.col.estimated_document_count()
-        return Listing([public(d) for d in docs], behind, max(0, missing))
+        return Listing([public(d) for d in docs], behind, max(0, missing), self._doubts(docs, heads))
+
+    @staticmethod
+    def _doubts(docs: builtins.list[dict[str, Any]], heads: dict[str, dict[str, Any]]) -> dict[str, str]:
+        """A summary is a cache of the log: its status is shown as the log's only while nothing says the log moved
+        under it, from what the listing reads anyway (no read of the log): the hash chain broken when it was last
+        rebuilt from the log (`store reindex`), the head recording another event at the seq the summary ends at, and
+        with the audit key set a head missing or not signed by it. A consistent rewrite of log and head without the
+        key passes here (as it does --check-chain); `replay --verify` compares the statuses themselves."""
+        key = audit_key()
+        out: dict[str, str] = {}
+        for d in docs:
+            sid, head = d["_id"], heads.get(d["_id"])
+            why = None
+            if key is not None and head is None:
+                why = f"no chain head, but {KEY_VAR} is set"
+            elif key is not None and head is not None:
+                why = Head.from_doc({**head, "session_id": sid}).signature_problem(key)
+            if why is None and d.get("chain_broken"):
+                why = f"its log failed its hash chain when last rebuilt ({d['chain_broken']})"
+            if why is None and head is not None and d.get("hash") and int(head["seq"]) == int(d["seq"]) \
+                    and head.get("hash") != d["hash"]:
+                why = f"the event its summary ends at (seq {d['seq']}) is not the one its chain head records"
+            if why is not None:
+                out[sid] = why
+        return out
 
     def older_than(self, cutoff_ts: float, kind: Optional[str] = None) -> builtins.list[dict[str, Any]]:
         """Sessions last written before cutoff_ts (oldest first), of one kind or any."""
@@ -301,6 +329,9 @@ class SessionSummaries:
             self.remove(session_id)
             return None
         doc = summarise(session_id, None, events, lambda *_: False, lambda *_: [], reader)
+        broken = _chain_break(events)
+        if broken is not None:  # the listing marks a status read from a broken log (a chain never heals)
+            doc["chain_broken"] = broken
         try:
             self.col.insert_one(doc)
         except DuplicateKeyError:
@@ -342,6 +373,19 @@ class SessionSummaries:
 
 
 _VOLATILE = ("updated_ts",)
+
+
+def _chain_break(events: builtins.list[dict[str, Any]]) -> Optional[str]:
+    """Where a whole session read in seq order breaks its hash chain ("seq N: why"), or None: the walk
+    EventStore.verify_chain makes, on the events a rebuild reads anyway (the head is compared by the listing)."""
+    prev = "0" * 64
+    for n, e in enumerate(events, start=1):
+        if int(e["seq"]) != n:
+            return f"seq {n}: missing"
+        if e.get("prev_hash") != prev or event_hash(e) != e.get("hash"):
+            return f"seq {n}: edited, removed or replaced"
+        prev = e["hash"]
+    return None
 
 
 def _facts(doc: dict[str, Any]) -> dict[str, Any]:
@@ -394,5 +438,6 @@ def summarise(session_id: str, prior: Optional[dict[str, Any]], events: list[dic
         "last_cycle_id": last_cycle, "last_kind": last.get("kind"), "last_state": last.get("state"),
         "status": facts.get("status"), "symbols": list(facts.get("symbols") or []), "as_of": facts.get("as_of"),
         "replay_of": facts.get("replay_of") or (prior or {}).get("replay_of"),
+        "hash": last.get("hash"),  # the event it ends at, as the chain head records it (SessionSummaries._doubts)
         "updated_ts": time.time(),
     }

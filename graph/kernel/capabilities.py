@@ -174,7 +174,8 @@ def list_sessions(ctx: Context, inp: m.ListSessionsInput) -> m.SessionsOutput:
                                       status=inp.status)
     fields = m.SessionSummary.model_fields
     out = [m.SessionSummary(**{k: v for k, v in s.items() if k in fields},
-                            behind=listing.behind.get(s["session_id"], 0)) for s in listing.sessions]
+                            behind=listing.behind.get(s["session_id"], 0), doubt=listing.doubt.get(s["session_id"]))
+           for s in listing.sessions]
     return m.SessionsOutput(sessions=out, replays_hidden=not inp.all, unsummarised=listing.unsummarised)
 
 

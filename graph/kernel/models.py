@@ -218,6 +218,11 @@ class SessionSummary(Output):
     replay_of: Optional[str] = Field(None, description="for a replay session: the session it re-executed")
     behind: int = Field(0, description="events the log holds past this summary: a cycle still running, or a "
                                        "writer stopped before it summarised (`tradegraph store reindex`)")
+    doubt: Optional[str] = Field(None, description="why the listed status is not vouched for: the log's hash chain "
+                                                   "broken when the summary was last rebuilt, the chain head recording "
+                                                   "another event than the one the summary ends at, or (with "
+                                                   "TRADEGRAPH_AUDIT_KEY) a head missing or not signed by it; "
+                                                   "`replay SESSION --check-chain` says more")
 
 
 class SessionsOutput(Output):

@@ -122,6 +122,8 @@ def cmd_sessions(args) -> int:
 
     def status(s) -> str:
         shown = s.status or "—"
+        if s.doubt:  # read from a log that no longer matches what vouched for it: never shown as plain truth
+            return f"[bold red]{shown} (?)[/]"
         return f"[{STATUS_STYLE.get(shown, 'white')}]{shown}[/]"
 
     columns = [
@@ -147,6 +149,10 @@ def cmd_sessions(args) -> int:
     if out.unsummarised:
         notes.append(f"at least {out.unsummarised} session(s) in the log have no summary yet and are not listed "
                      f"(`tradegraph store reindex` adds them)")
+    for s in sessions:
+        if s.doubt:
+            notes.append(f"(?) {s.session_id}: status not vouched for: {s.doubt} (`tradegraph replay {s.session_id} "
+                         f"--check-chain`)")
     if out.replays_hidden:
         notes.append("replay sessions (replay-<session>-<n>) hidden: --all shows them")
     table.caption = "\n".join(notes)
