@@ -11,6 +11,7 @@ backtest cycle pays when memories became known since the last cycle). Seeded: th
 from __future__ import annotations
 
 import argparse
+import functools
 import random
 import statistics
 import time
@@ -41,8 +42,9 @@ def corpus(n: int, seed: int = 7) -> list[MemoryRecord]:
                 reason, ("scratch", "Weakened"))
             text = (f"{sym} LONG setup {words}; {reason} exit after {rng.randint(1, 10)} sessions: {outcome}, thesis "
                     f"{signal.lower()}. Lesson: in {words}, {rng.choice(['wait for confirmation', 'size smaller'])}.")
-            out.append(MemoryRecord(memory_id=f"m{i}", kind="review", symbol=sym, direction="LONG", outcome=outcome,
-                                    signal=signal, known_at=day, session_id=f"s{i % 50}", text=text))
+            out.append(MemoryRecord.model_validate(
+                {"memory_id": f"m{i}", "kind": "review", "symbol": sym, "direction": "LONG", "outcome": outcome,
+                 "signal": signal, "known_at": day, "session_id": f"s{i % 50}", "text": text}))
         else:
             text = f"{sym} LONG setup {words}; conviction 0.{rng.randint(30, 95)}; BUY {rng.randint(1, 500)}; completed."
             out.append(MemoryRecord(memory_id=f"m{i}", kind="cycle", symbol=sym, direction="LONG", known_at=day,
@@ -53,6 +55,11 @@ def corpus(n: int, seed: int = 7) -> list[MemoryRecord]:
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def add_then_search(index, record, query: str, symbol: str, before: str) -> None:
+    index.add([record])
+    index.search(query, symbol=symbol, before=before, k=3)
 
 
 def timed(fn) -> float:
@@ -85,7 +92,7 @@ def bench(n: int, queries: int, adds: int, before: str = "2015-01-01") -> dict:
     for j in range(adds):
         extra = corpus(1, seed=1000 + j)[0].model_copy(update={"memory_id": f"new{j}", "symbol": symbol,
                                                                 "known_at": "2012-06-01"})
-        add_ms.append(timed(lambda: (index.add([extra]), index.search(asks[0][0], symbol=symbol, before=before, k=3))))
+        add_ms.append(timed(functools.partial(add_then_search, index, extra, asks[0][0], symbol, before)))
     return {"n": n, "bulk_us": bulk_ms / n * 1e3, "first_ms": statistics.median(first), "p50": statistics.median(times),
             "p95": percentile(times, 0.95), "hits": hits / queries, "new_p50": statistics.median(new_date),
             "new_p95": percentile(new_date, 0.95), "add_ms": statistics.median(add_ms)}

@@ -84,7 +84,7 @@ def main() -> None:
                 t0 = time.perf_counter()
                 s = load_session(store, session)
                 times.append(time.perf_counter() - t0)
-            assert s.events == n and s.gap_free
+            assert s is not None and s.events == n and s.gap_free
             med = statistics.median(times)
             results.append((n, med))
             print(f"{n:>7} events ({len(s.cycles)} cycles, inserted in {ins:.1f}s): "

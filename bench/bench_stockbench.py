@@ -26,6 +26,7 @@ import resource
 import sys
 import tempfile
 import time
+from typing import Any
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -115,7 +116,7 @@ def main() -> int:
     run_row = next(r for r in card["rows"] if r["kind"] == "run")
     base = next(r for r in card["rows"] if r["kind"] == "baseline")
     points = len(plan.sessions)
-    out = {"symbols": len(protocol.symbols), "sessions": points, "elapsed_s": round(t3 - t0, 1),
+    out: dict[str, Any] = {"symbols": len(protocol.symbols), "sessions": points, "elapsed_s": round(t3 - t0, 1),
            "plan_s": round(t1 - t0, 1), "run_s": round(t2 - t1, 1), "score_s": round(t3 - t2, 1),
            "s_per_point": round((t2 - t1) / points, 3), "cpu_s": round(c3 - c0, 1), "run_cpu_s": round(c2 - c0, 1),
            "cpu_s_per_point": round((c2 - c0) / points, 3), "server_cpu_s": round(children_cpu(), 1),

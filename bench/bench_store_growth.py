@@ -26,6 +26,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 SEED_RUN = "growth-seed"
 COPY_PREFIX = "bt-growth-copy-"
@@ -57,6 +58,7 @@ def seed(home: Path, args) -> dict:
         res = run_backtest(cfg, store, progress=sys.stderr.isatty(), out_dir=home / "experiments",
                            runtime=default_runtime(AgentConfig.from_env(provider="offline")))
         summary = store.sessions.get(f"bt-{SEED_RUN}")
+        assert summary is not None, "the seed run's session has no summary"
     finally:
         store.close()
     after = disk_bytes(home / "store")
@@ -112,6 +114,7 @@ def fill(home: Path, target: int) -> dict:
 def measure(home: Path, repeats: int) -> dict:
     from database.connection import connect
     from graph.kernel.core import Kernel
+    from graph.kernel.models import SessionsOutput
 
     store = connect(home=home / "store")
     try:
@@ -121,7 +124,7 @@ def measure(home: Path, repeats: int) -> dict:
         times = []
         for _ in range(repeats):
             t0 = time.perf_counter()
-            out = k.call("list_sessions", {"limit": 50})
+            out = cast(SessionsOutput, k.call("list_sessions", {"limit": 50}))
             times.append((time.perf_counter() - t0) * 1000)
         sessions = store.sessions.col.estimated_document_count()
     finally:

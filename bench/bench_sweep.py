@@ -13,17 +13,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import cast
 
 import bson
 
 from database import connect
 from database.embedded import start_server, stop_server
 from graph.kernel.core import Kernel
+from graph.kernel.models import TaskView
 
 UNIVERSES = [["AAPL", "MSFT"], ["IBM", "GOOG"]]
 
@@ -36,11 +39,13 @@ def sweep(k: Kernel, sweep_id: str, workers: int, points: int) -> dict:
     grid = {"sweep_id": sweep_id, "universes": UNIVERSES, "every": 5, "workers": workers, "memory": ["session"],
             "windows": {"kind": "list", "spans": [[w.start, w.end] for w in windows]}}
     t0 = time.perf_counter()
-    task = k.call("start_sweep", grid, transport="local")
+    task = cast(TaskView, k.call("start_sweep", grid, transport="local"))
+    assert k.tasks is not None
     k.tasks.join(task.task_id)
     wall = time.perf_counter() - t0
-    view = k.call("task_status", {"task_id": task.task_id}, transport="local")
+    view = cast(TaskView, k.call("task_status", {"task_id": task.task_id}, transport="local"))
     assert view.status == "succeeded", view.error
+    assert view.run_dir is not None
     rows = [json.loads(x) for x in (Path(view.run_dir) / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 8, len(rows)
     return {"wall": wall, "run": view.progress.elapsed_s, "rows": rows}
@@ -54,7 +59,7 @@ def main() -> None:
     import ray
 
     t0 = time.perf_counter()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
     started = time.perf_counter() - t0
 
     @ray.remote(num_cpus=1)

@@ -74,7 +74,8 @@ def _keyed_debate_depth(calls: dict[tuple[str, Optional[str]], int]) -> int:
 
 def _runs(requests: list[dict[str, Any]]) -> list[tuple[str | None, int]]:
     """(schema answered, calls) per agent run, in recorded order."""
-    runs, calls = [], 0
+    runs: list[tuple[str | None, int]] = []
+    calls = 0
     for r in requests:
         calls += 1
         schema = (r.get("payload") or {}).get("structured_output")
@@ -90,7 +91,7 @@ def _runs(requests: list[dict[str, Any]]) -> list[tuple[str | None, int]]:
 
 
 def _debate_depth(runs: list[tuple[str | None, int]]) -> int:
-    deepest, sides = 0, []
+    deepest, sides = 0, list[int]()
     for schema, n in runs:
         if schema == VERDICT:
             # sides come in bull/bear pairs: build, then rebuttal

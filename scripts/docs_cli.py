@@ -52,6 +52,14 @@ class Result:
             return found[-1]
 
 
+def found(pattern: str, text: str) -> re.Match[str]:
+    """The first match of a figure the prose quotes; an output without it breaks the prose's claim."""
+    match = re.search(pattern, text)
+    if match is None:
+        raise RuntimeError(f"no match for {pattern!r} in the output:\n{text}")
+    return match
+
+
 def standin(example: str) -> str:
     """A session id for an example, the same on every run: the README's ids stay put while outputs do."""
     return "s-" + hashlib.sha256(f"tradegraph docs: {example}".encode()).hexdigest()[:12]
@@ -154,10 +162,11 @@ def rewrapped(text: str, width: int) -> str:
             lines[-1] += line if lines[-1].endswith(" ") else " " + line
         else:
             lines.append(line)
-    console = Console(width=width, file=io.StringIO(), highlight=False, color_system=None)
+    screen = io.StringIO()
+    console = Console(width=width, file=screen, highlight=False, color_system=None)
     for line in lines:
         console.print(Text(line))
-    return console.file.getvalue().rstrip("\n")
+    return screen.getvalue().rstrip("\n")
 
 
 def fence(text: str) -> str:

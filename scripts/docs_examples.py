@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 
 from _tradegraph import ROOT
-from docs_cli import Block, Cli, Labels, clean_env, fence, free_port, standin
+from docs_cli import Block, Cli, Labels, clean_env, fence, found, free_port, standin
 from docs_own_data import elide_screen, own_data_story, stockbench_story
 
 
@@ -25,7 +25,7 @@ from docs_own_data import elide_screen, own_data_story, stockbench_story
 def approval_story(cli: Cli, where: Path) -> list[Block]:
     r = cli("run", "--symbols", "AAPL,MSFT,IBM", "--as-of", "2012-06-01")
     cli.labels.add(r.session(), standin("approval"))
-    calls, tokens = (int(x) for x in re.search(r"llm calls: (\d+)\s+tokens: (\d+)", r.out).groups())
+    calls, tokens = (int(x) for x in found(r"llm calls: (\d+)\s+tokens: (\d+)", r.out).groups())
     return [Block("readme-cycle", fence(elide_screen(cli.shown(r), keep_tables=1,
                                                      gap="    … (analyst panel, debate, theses and risk checks) …"))),
             Block("approval", fence(cli.shown(r))),
@@ -39,7 +39,8 @@ LEFT_OUT = re.compile(r"no lot fits the risk limits: ([A-Z, ]+)")
 
 
 def ten_cycles_story(cli: Cli, where: Path) -> list[Block]:
-    rows, statuses, left_out = [], {}, 0
+    rows, left_out = [], 0
+    statuses: dict[str, int] = {}
     for as_of in TEN_DATES:
         out = json.loads(cli("run", "--symbols", "AAPL,MSFT,IBM,GOOG", "--as-of", as_of, "--json").out)
         c = out["contracts"]

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from _tradegraph import ROOT
-from docs_cli import REPLAY_WIDTH, Block, Cli, fence, rewrapped, standin
+from docs_cli import REPLAY_WIDTH, Block, Cli, fence, found, rewrapped, standin
 
 EXAMPLES = ROOT / "docs" / "examples"
 
@@ -94,7 +94,7 @@ def own_data_story(cli: Cli, tmp: Path) -> list[Block]:
     blocks.append(Block("acme-verify", fence("$ cd /tmp/acme-elsewhere\n" + cli.shown(verify))))
     bt_verify = cli("replay", "bt-acme-h1", "--verify", cwd=demo)
     bt_cycles = len(re.findall(r": IDENTICAL", bt_verify.out))
-    bt_events = int(re.search(r"hash chain: intact \((\d+) events\)", bt_verify.out).group(1))
+    bt_events = int(found(r"hash chain: intact \((\d+) events\)", bt_verify.out).group(1))
     blocks.append(Block("acme-backtest-verify", f"`bt-acme-h1`, {bt_cycles} cycles, {bt_events:,} events) "
                                                 f"verifies the same way: {bt_cycles} × IDENTICAL"))
 
@@ -183,7 +183,7 @@ SB_KEEP = {"prices": ("AAPL", "GS"), "news": ("AAPL",), "filings": ("CAT",), "co
 def stockbench_story(cli: Cli, where: Path) -> list[Block]:
     r = cli("data", "check", "--stockbench", columns=200)
     out = r.out
-    shown, section, skipped = [], None, False
+    shown, section, skipped = [], "", False
     for line in out.rstrip("\n").split("\n"):
         if not line.startswith("  "):
             section = line.split(":")[0]
@@ -197,7 +197,7 @@ def stockbench_story(cli: Cli, where: Path) -> list[Block]:
             skipped = True
     text = "$ tradegraph data check                      # or: tradegraph data check --stockbench [DIR]\n" + \
         "\n".join(shown)
-    n = {key: re.search(pattern, out).group(1) for key, pattern in (
+    n = {key: found(pattern, out).group(1) for key, pattern in (
         ("symbols", r": (\d+) symbol\(s\)"), ("news", r"news: ([\d,]+) items"),
         ("dupes", r"items, ([\d,]+) duplicate"), ("filings", r"filings: ([\d,]+) quarters"),
         ("dividends", r"corporate actions: ([\d,]+) dividends"))}

@@ -99,7 +99,8 @@ def main(argv=None):
     except RuntimeError as e:  # a command failed, or an output broke a claim the prose makes: nothing is written
         print(f"make_docs: error: {e}", file=sys.stderr)
         return 1
-    used, changed, files = set(), {}, doc_files()
+    used: set[str] = set()
+    changed, files = {}, doc_files()
     try:
         for rel in files:
             path = ROOT / rel

@@ -53,7 +53,8 @@ class FakeOpenAI(FakeProvider):
         out.setdefault("content", answer.content or None)
         finish = "tool_calls" if answer.tool_calls else "stop"
         if asked.method == "function_calling":  # the contract comes back as the call of its one tool
-            text = fault.hostile(answer.content) if fault else answer.content
+            text = str(answer.content)  # the contract's JSON: the offline model answers with text
+            text = fault.hostile(text) if fault else text
             out = {"role": "assistant", "content": None, "tool_calls": [
                 {"id": f"call_{asked.schema}_{len(self.requests)}", "type": "function",
                  "function": {"name": asked.schema, "arguments": text}}]}

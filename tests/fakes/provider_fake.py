@@ -88,7 +88,9 @@ def offline_answer(model: OfflineChatModel, asked: Asked) -> AIMessage:
         kwargs["response_format"] = {"type": "json_schema", "json_schema": {"name": asked.schema}}
     elif asked.tools:
         kwargs["tools"] = [{"type": "function", "function": {"name": n}} for n in asked.tools]
-    return model._generate(asked.messages, **kwargs).generations[0].message
+    message = model._generate(asked.messages, **kwargs).generations[0].message
+    assert isinstance(message, AIMessage)  # a chat model's generation is an AIMessage
+    return message
 
 
 def json_object(text: str) -> Optional[dict]:
@@ -208,4 +210,4 @@ class FakeProvider:
 
 
 def usage_of(answer: AIMessage) -> dict:
-    return answer.usage_metadata or {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+    return dict(answer.usage_metadata or {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0})
