@@ -113,7 +113,7 @@ def test_a_doctored_usage_field_is_named_never_a_raw_value_error(capsys):
     assert code == 1 and "ValueError" not in text and "usage.total_tokens" in text
 
 
-def test_replay_flags_a_status_read_from_a_broken_chain(capsys):
+def test_replay_flags_a_status_read_from_a_broken_chain(capsys, tmp_path):
     store, sid = recorded()
     seq = seq_of(store, sid, "cycle_ended")
     doc = store.db["state_events"].find_one({"session_id": sid, "seq": seq})
@@ -121,3 +121,6 @@ def test_replay_flags_a_status_read_from_a_broken_chain(capsys):
     assert main(["replay", sid, "--db", store.uri]) == 0
     out = capsys.readouterr().out
     assert "status: rejected (hash chain broken: not vouched for)" in " ".join(out.split())
+    page = tmp_path / "replay.html"
+    assert main(["replay", sid, "--html", str(page), "--db", store.uri]) == 0
+    assert "rejected (hash chain broken: not vouched for)" in page.read_text()

@@ -137,15 +137,25 @@ def _num(v) -> str:
     return f"{v:,.2f}" if isinstance(v, (int, float)) else escape(str(v))
 
 
+def _doubted(session) -> bool:
+    return session.chain is not None and not session.chain["ok"]
+
+
+def _doubt_mark(session) -> str:
+    """A status read from a log that fails its chain is what the log says now, not what the runner recorded."""
+    return " (hash chain broken: not vouched for)" if _doubted(session) else ""
+
+
 def _overview(session) -> str:
     """One row per cycle: what happened, before the details."""
     rows = []
     for c in session.cycles:
         path = " → ".join(["START"] + [escape(t["to"]) for t in c.transitions if t["to"]])
         trades = ", ".join(_trade(x) for x in c.trades) or "<span class=muted>none</span>"
-        status_cls = "bad" if c.status in ("failed", "cut_off") else "ok"
+        status_cls = "bad" if c.status in ("failed", "cut_off") or _doubted(session) else "ok"
         rows.append(f"<tr><td><a href='#cycle-{c.index}'>{c.index}</a></td><td class=nowrap>{escape(c.cycle_id)}</td>"
-                    f"<td class={status_cls}>{escape(c.status)}</td><td>{path}</td><td>{len(c.llm_calls)}</td>"
+                    f"<td class={status_cls}>{escape(c.status)}{_doubt_mark(session)}</td><td>{path}</td>"
+                    f"<td>{len(c.llm_calls)}</td>"
                     f"<td>{c.tokens['total_tokens']}</td><td>{len(c.tool_calls)}</td><td>{trades}</td></tr>")
     return ("<table class=overview><tr><th>#</th><th>cycle</th><th>status</th><th>path</th><th>LLM calls</th>"
             "<th>tokens</th><th>tool calls</th><th>executed trades</th></tr>" + "".join(rows) + "</table>")
