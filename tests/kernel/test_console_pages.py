@@ -222,3 +222,39 @@ def test_deleting_follows_the_delete_policy_and_is_recorded_with_who(tmp_path):
         assert c.get(f"/ui/sessions/{sid}/cycles/1").status_code == 404
     finally:
         k.close()
+
+
+def test_the_broker_page_shows_the_account_and_halts_and_resumes_under_the_execution_policy(tmp_path, monkeypatch):
+    pytest.importorskip("alpaca", reason="alpaca-py (the broker extra, in dev) is not installed")
+    from tests.brokers.harness import guard_loopback, start_fake
+    from tests.fakes.fake_alpaca import KEY, SECRET
+
+    guard_loopback(monkeypatch)
+    fake = start_fake()  # holds 10 MSFT at 30
+    for k, v in {"TRADEGRAPH_BROKER": "alpaca", "ALPACA_API_KEY": KEY, "ALPACA_SECRET_KEY": SECRET,
+                 "ALPACA_BASE_URL": fake.url}.items():
+        monkeypatch.setenv(k, v)
+    refused, k = _kernel(tmp_path), _kernel(tmp_path, TRADEGRAPH_ALLOW_EXECUTION="http")
+    try:
+        c = TestClient(asgi_app(refused), base_url=BASE)
+        page = c.get("/ui/broker")
+        assert page.status_code == 200 and 'href="/ui/broker"' in page.text
+        assert "MSFT" in page.text.split('id="positions"')[1] and "Trading: not halted" in page.text
+        r = c.post("/ui/broker/halt", data={"csrf": _csrf(page.text), "by": "alice"}, headers=OWN)
+        assert r.status_code == 403 and "TRADEGRAPH_ALLOW_EXECUTION=http" in r.text
+        c = TestClient(asgi_app(k), base_url=BASE)
+        csrf = _csrf(c.get("/ui/broker").text)
+        assert c.post("/ui/broker/halt", data={"by": "alice"}, headers=OWN).status_code == 403  # no CSRF token
+        r = c.post("/ui/broker/halt", data={"csrf": csrf, "by": "alice", "reason": "<b>drill</b>"}, headers=OWN)
+        assert r.status_code == 200 and "<strong>Halted</strong>" in r.text
+        assert "halted by alice (console) (via http)" in r.text and "&lt;b&gt;drill&lt;/b&gt;" in r.text
+        rec = c.post("/ui/broker/reconcile", data={"csrf": csrf}, headers=OWN)
+        assert rec.status_code == 200 and 'id="reconciled"' in rec.text
+        # the fake's 10 MSFT are in no ledger of this store: drift, named
+        assert "1 drift(s)" in rec.text and "MSFT" in rec.text.split('id="drift"')[1].split("</ul>")[0]
+        r = c.post("/ui/broker/resume", data={"csrf": csrf, "by": "bob"}, headers=OWN)
+        assert "Trading: not halted" in r.text and "resumed by bob (console) (via http)" in r.text
+    finally:
+        refused.close()
+        k.close()
+        fake.stop()

@@ -44,7 +44,7 @@ def environment() -> Environment:
     # a field a contract of an older version lacks reads as missing (—), never as a crashed page
     env.filters.update({name: _undefined_as_none(f) for name, f in FILTERS.items()})
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=1, default=str, ensure_ascii=False)
-    env.globals.update(PREFIX=PREFIX, STATES=views.STATES, COMMENTS=COMMENTS)
+    env.globals.update(PREFIX=PREFIX, STATES=views.STATES, COMMENTS=COMMENTS, BROKER=views.broker_available())
     return env
 
 
@@ -236,6 +236,37 @@ def mount(app: FastAPI, kernel: Kernel) -> None:
         return StreamingResponse(chunks, media_type=found[name].media_type, headers={
             "Content-Disposition": f'{disposition}; filename="{name}"', "Content-Length": str(size),
             "X-Content-Type-Options": "nosniff"})
+
+    # ------------------------------------------------------------------ broker
+    @router.get(PREFIX + "/broker", response_class=HTMLResponse)
+    async def broker(request: Request):
+        return await show(request, "broker.html", lambda: views.broker_page(kernel), reconciled=None, refusal=None)
+
+    @router.post(PREFIX + "/broker/{action}", response_class=HTMLResponse)
+    async def broker_action(request: Request, action: str):
+        """Halt, resume (under the execution policy, audited with the name given) or reconcile."""
+        try:
+            fields = await checked_form(request)
+            if action not in ("halt", "resume", "reconcile"):
+                raise Refused(404, f"refused: no broker action {action!r} (halt, resume, reconcile)")
+            name = (fields.get("by") or "").strip()
+            if action != "reconcile" and not name:
+                raise Refused(422, f"refused: say who {action}s the broker (the audit records it)")
+            args: dict[str, Any] = {} if action == "reconcile" else {
+                "by": f"{name[:80]} ({CONSOLE})", "reason": (fields.get("reason") or "")[:500]}
+            if action == "halt":
+                args["cancel_open"] = fields.get("cancel_open") == "yes"
+            out: Any = await run_in_threadpool(kernel.call, f"broker_{action}", args, transport=views.TRANSPORT)
+        except (Refused, KernelError) as e:
+            status = e.status if isinstance(e, Refused) else http_status(e)
+            if isinstance(e, Refused) and status in (403, 404):
+                return failure(request, e)
+            return await show(request, "broker.html", lambda: views.broker_page(kernel), code=status,
+                              reconciled=None, refusal=e.message)
+        if action == "reconcile":
+            return await show(request, "broker.html", lambda: views.broker_page(kernel), reconciled=out.model_dump(),
+                              refusal=None)
+        return RedirectResponse(f"{PREFIX}/broker", status_code=303)
 
     # ------------------------------------------------------------------ sign-in
     @router.get(LOGIN, response_class=HTMLResponse)

@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 from agent.pricing import Spend, cost_of, price_of
 from graph.kernel.core import Kernel
-from graph.kernel.errors import KernelError, NotFound
+from graph.kernel.errors import BadInput, KernelError, NotFound
 from graph.machine.recording import Cycle, build_session
 from graph.services.run_files import read_run_text
 from schemas.states import STATES
@@ -260,3 +260,19 @@ def run_page(kernel: Kernel, task_id: str) -> dict[str, Any]:
     return {"task": task.model_dump(), "artifacts": [a.model_dump() for a in arts.artifacts], "images": images,
             "metrics": (result or {}).get("metrics"), "scorecard": card, "equity_svg": equity_svg,
             "drawdown_svg": drawdown_svg}
+
+
+# ------------------------------------------------------------------------------------------------ broker
+def broker_available() -> bool:
+    """The broker capabilities are registered (graph/kernel/capabilities.py): the Broker page is shown."""
+    return "broker_status" in Kernel.capabilities()
+
+
+def broker_page(kernel: Kernel) -> dict[str, Any]:
+    """The broker's account, positions, open orders and the halt, as broker_status reads them; with no broker
+    configured, the kernel's line saying so (the page explains how to configure one)."""
+    try:
+        status = call(kernel, "broker_status").model_dump()
+    except BadInput as e:  # no broker configured, or its settings are wrong: the page says which
+        return {"broker": None, "unavailable": e.message}
+    return {"broker": status, "unavailable": None}
