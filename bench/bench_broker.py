@@ -1,8 +1,8 @@
 """The broker path against the fake Alpaca (tests/fakes/fake_alpaca.py) on the embedded nx-27017 store.
 
 1. Overhead of a 20-symbol cycle: from EXECUTING's call into the broker backend (the approval has resumed the
-   cycle) to the fake receiving the last order, minus the time the fake itself spent answering the requests made
-   before it (its own latency, `--latency-ms` added to each): the checks, the intents recorded and acknowledged by
+   cycle) to the fake (in a process of its own) receiving the last order, minus the time the fake itself spent
+   answering the requests made before it (its own latency, `--latency-ms` added to each): the checks, the intents recorded and acknowledged by
    the store (the audit barrier), the SDK's request building and parsing. Target: median <= 50 ms.
 2. `broker reconcile` of a session with 1,000 orders, once with every order already up to date and once with every
    one filled since last seen (1,000 late order_update events and book entries). Target: <= 2 s.
@@ -11,12 +11,14 @@ Run: PYTHONPATH=. python bench/bench_broker.py
 from __future__ import annotations
 
 import argparse
+import multiprocessing as mp
 import statistics
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -33,26 +35,40 @@ SYMBOLS = [f"S{i:02d}" for i in range(20)]
 STATE = ("state", "broker_order_id", "status", "filled_quantity", "avg_price")
 
 
+def _fake_process(conn, prices: dict[str, float], latency_s: float) -> None:
+    """The fake in a process of its own, so its work does not share the measured process's interpreter (GIL)."""
+    fake = FakeAlpaca(prices=prices, cash=1e9, latency_s=latency_s).start()
+    conn.send(fake.url)
+    conn.recv()  # asked for its figures once the cycle is done
+    conn.send((list(fake.served), fake.last_post_at, len(fake.orders)))
+    fake.stop()
+
+
 def overhead(uri: str, repeats: int, latency_ms: float) -> list[tuple[float, float, float]]:
     """(elapsed, broker's own, overhead) in ms, per cycle."""
     out = []
     for _ in range(repeats):
-        fake = FakeAlpaca(prices={s: 10.0 for s in SYMBOLS}, cash=1e9, latency_s=latency_ms / 1000).start()
+        ours, theirs = mp.Pipe()
+        proc = mp.get_context("spawn").Process(target=_fake_process,
+                                               args=(theirs, {s: 10.0 for s in SYMBOLS}, latency_ms / 1000))
+        proc.start()
+        fake = SimpleNamespace(url=ours.recv())
         store = connect(f"mongomock://bb_{uuid.uuid4().hex[:8]}" if uri == "mongomock" else
                         f"{uri}/bb_{uuid.uuid4().hex[:8]}")
         try:
             exe = backend(store, fake)
             store.portfolios.commit("s-broker", PortfolioSnapshot(cash=1e9, as_of="2026-11-27"), "s-broker:c0", 0)
             d = decision(*[(s, "BUY", 10) for s in SYMBOLS])
-            started = time.perf_counter()
+            started = time.time()
             result = run(exe, d, prices={s: 10.0 for s in SYMBOLS})
-            last = fake.last_post_at
-            own = sum(min(b, last) - a for a, b in fake.served if a <= last)
+            ours.send("stats")
+            served, last, orders = ours.recv()
+            own = sum(min(b, last) - a for a, b in served if a <= last)
             elapsed = (last - started) * 1000
             out.append((elapsed, own * 1000, elapsed - own * 1000))
-            assert len(fake.orders) == 20, result.result.message
+            assert orders == 20, result.result.message
         finally:
-            fake.stop()
+            proc.join(10)
             store.close()
     return out
 

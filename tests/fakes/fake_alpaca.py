@@ -67,7 +67,7 @@ class FakeAlpaca:
         # called with the client_order_id of every order POST before it is handled: a test checks there that the
         # order's intent event is already in the store
         self.on_post: Optional[Any] = None
-        # (arrived, answered) per request, time.perf_counter(): the broker's own time, which the bench subtracts
+        # (arrived, answered) per request, time.time() (comparable across processes): the broker's own time, which the bench subtracts
         self.served: list[tuple[float, float]] = []
         self.last_post_at = 0.0
 
@@ -298,12 +298,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def _serve(self, method: str) -> None:
-        arrived = time.perf_counter()
+        arrived = time.time()
         try:
             self._serve_one(method, arrived)
         finally:
             with self.broker.lock:
-                self.broker.served.append((arrived, time.perf_counter()))
+                self.broker.served.append((arrived, time.time()))
 
     def _serve_one(self, method: str, arrived: float) -> None:
         fake = self.broker
