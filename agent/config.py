@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from agent.env import ConfigError, RetryPolicy, env_number as _env_number
-from agent.output_caps import caps_from_env
+from agent.output_caps import caps_from_env, default_text as default_caps_text
 from schemas.base import NonNegMoney
 
 DEFAULT_RISK_FILE = Path(__file__).with_name("risk_limits.toml")
@@ -142,9 +142,9 @@ class AgentConfig:
     # whatever run wrote it: asked for explicitly), off (none; memories are still written)
     memory: str = "session"
     memory_top_k: int = 3
-    # (state, max output tokens) of every request a provider model is sent (agent/output_caps.py): from the
-    # contracts, TRADEGRAPH_MAX_OUTPUT_TOKENS and TRADEGRAPH_MAX_OUTPUT_TOKENS_<STATE>; () = none (older manifests)
-    output_caps: tuple[tuple[str, int], ...] = ()
+    # "STATE=tokens,…": the output cap of every request a provider model is sent (agent/output_caps.py): from the
+    # contracts, TRADEGRAPH_MAX_OUTPUT_TOKENS and TRADEGRAPH_MAX_OUTPUT_TOKENS_<STATE>
+    output_caps: str = field(default_factory=default_caps_text)
 
     @property
     def parallel_llm(self) -> bool:

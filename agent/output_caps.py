@@ -95,8 +95,24 @@ def _cap(name: str, raw: str) -> int:
     return value
 
 
-def caps_from_env(env: Optional[Mapping[str, str]] = None) -> tuple[tuple[str, int], ...]:
-    """(state, cap) for every state: the defaults, TRADEGRAPH_MAX_OUTPUT_TOKENS over them, a state's own over that.
+def as_text(caps: Mapping[str, int]) -> str:
+    """The caps as AgentConfig keeps them: "SCANNING=512,PLANNING=1809,…" (hashable, and a manifest's JSON reads
+    back equal, so a replay's configuration check compares like with like)."""
+    return ",".join(f"{state}={cap}" for state, cap in caps.items())
+
+
+def parse(text: Any) -> dict[str, int]:
+    if not text:
+        return {}
+    return {state: int(cap) for state, _, cap in (part.partition("=") for part in str(text).split(","))}
+
+
+def default_text() -> str:
+    return as_text(default_caps())
+
+
+def caps_from_env(env: Optional[Mapping[str, str]] = None) -> str:
+    """Every state's cap (as_text): the defaults, TRADEGRAPH_MAX_OUTPUT_TOKENS over them, a state's own over that.
     A per-state variable naming no state is an error, not a setting quietly ignored."""
     env = os.environ if env is None else env
     caps = default_caps()
@@ -110,13 +126,13 @@ def caps_from_env(env: Optional[Mapping[str, str]] = None) -> tuple[tuple[str, i
             if state not in caps:
                 raise ConfigError(f"{name}={raw!r}: {state!r} is not a state ({', '.join(caps)})")
             caps[state] = _cap(name, raw)
-    return tuple(caps.items())
+    return as_text(caps)
 
 
 def cap_of(caps: Any, state: Optional[str]) -> Optional[int]:
-    """A state's cap from AgentConfig.output_caps (pairs, or a manifest's lists); a call outside a state (RUNNER)
-    gets the largest."""
-    table = dict(caps or ())
+    """A state's cap from AgentConfig.output_caps (as_text) or a model's metadata (a dict); a call outside a state
+    (RUNNER) gets the largest."""
+    table = caps if isinstance(caps, dict) else parse(caps)
     if not table:
         return None
     return table.get(state or "") or max(table.values())

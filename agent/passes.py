@@ -30,7 +30,8 @@ from agent import cache as response_cache
 from agent.guards import GuardError, Shown, check_figures, check_symbol
 from agent.json_chat_model import (JsonChatModel, answer_text, lean_schema, parse_answer, pruned_schema,
                                    response_format)
-from agent.llm import ATTEMPT_KEY, AttemptPlan, call_failed, describe_failure, next_wait, retry_policy_of
+from agent.llm import (ATTEMPT_KEY, AttemptPlan, LLMCallFailed, call_failed, describe_failure, next_wait,
+                       retry_policy_of)
 from agent.prompts import repair_message
 from agent.protocols import CURRENT, PASS_PROTOCOL, PASS_PROTOCOLS, PassProtocol, version  # noqa: F401 - re-exported
 from agent.pricing import call_cost, price_of
@@ -146,7 +147,11 @@ def call_model(model: BaseChatModel, bound: Runnable, messages: list[BaseMessage
     Retry-After); anything else from the provider fails closed at once. Each attempt is its own `invoke`,
     so the audit handler records each one's request and response (or error, status and wait).
     """
-    cap = cap_of(choices_of(model).get("output_caps"), (config.get("metadata") or {}).get("langgraph_node"))
+    state = (config.get("metadata") or {}).get("langgraph_node")
+    cap = cap_of(choices_of(model).get("output_caps"), state)
+    window = choices_of(model).get("context_window")
+    if window:  # the endpoint's checked window (agent/model_profiles.py): a prompt that can't fit is never sent
+        cap = _fit_window(model, bound, messages, config, state, cap, window)
     if cap:  # a provider model's every request carries its state's output cap (agent/output_caps.py)
         bound = capped(bound, model, cap)
     cache = response_cache.cache_of(config) if response_cache.cacheable(model) else None
@@ -199,6 +204,28 @@ def call_model(model: BaseChatModel, bound: Runnable, messages: list[BaseMessage
             else:
                 keep_when_valid.append(functools.partial(_cache_write, cache, key, ai, response_id, model, config))
         return ai
+
+
+class ContextWindowExceeded(LLMCallFailed):
+    """A prompt the model's context window can't hold: refused before it is sent."""
+
+
+MIN_ANSWER_TOKENS = 64  # below this, what room the window leaves can hold no contract
+
+
+def _fit_window(model, bound, messages, config, state: Optional[str], cap: Optional[int], window: int) -> int:
+    """The output cap, lowered to what the window leaves after the prompt (estimated as the budgets estimate it);
+    ContextWindowExceeded, audited, when the prompt leaves less than MIN_ANSWER_TOKENS."""
+    kwargs = dict(bound.kwargs) if isinstance(bound, RunnableBinding) else {}
+    prompt = request_tokens(messages, kwargs)
+    room = window - prompt
+    if room < MIN_ANSWER_TOKENS:
+        message = (f"{state or 'RUNNER'}: a prompt of ~{prompt} tokens does not fit {model_name_of(model)}'s context "
+                   f"window of {window} tokens (with at least {MIN_ANSWER_TOKENS} to answer in); not sent")
+        emit("error", {"type": "context_window_exceeded", "state": state, "prompt_tokens": prompt,
+                       "context_window": window, "message": message}, config)
+        raise ContextWindowExceeded(message)
+    return min(cap, room) if cap else room
 
 
 def _invoke(bound: Runnable, messages: list[BaseMessage], config: RunnableConfig) -> AIMessage:
@@ -368,9 +395,10 @@ def _asked_schema(node: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=128)
-def asked_schema(schema: type[BaseModel]) -> dict:
+def asked_schema(schema: type[BaseModel], constraints: bool = False) -> dict:
     """The JSON schema a model is sent from pass protocol 4: the contract's lean schema without the fields code sets
-    (never a required one) and without string lengths and patterns. What validates is the contract itself."""
+    (never a required one); under protocol 4 without string lengths and patterns either, from protocol 5
+    (`constraints`) with every constraint the contract checks. What validates is the contract itself."""
     full = lean_schema(schema.model_json_schema())
     dropped = MODEL_SETS.get(schema.__name__, ())
     if set(dropped) & set(full.get("required", ())):
@@ -378,13 +406,13 @@ def asked_schema(schema: type[BaseModel]) -> dict:
     full["properties"] = {k: v for k, v in full["properties"].items() if k not in dropped}
     if "$defs" in full and "$ref" not in json.dumps(full["properties"]):
         del full["$defs"]  # only the dropped fields used them
-    return _asked_schema(full)
+    return full if constraints else _asked_schema(full)
 
 
 @functools.lru_cache(maxsize=128)
-def _asked_response_format(schema: type[BaseModel]) -> dict:
-    return {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": asked_schema(schema),
-                                                   "strict": False}}
+def _asked_response_format(schema: type[BaseModel], constraints: bool = False) -> dict:
+    return {"type": "json_schema", "json_schema": {"name": schema.__name__,
+                                                   "schema": asked_schema(schema, constraints), "strict": False}}
 
 
 def bind_json(model: BaseChatModel, schema: type[BaseModel], method: str,
@@ -401,17 +429,19 @@ def bind_json(model: BaseChatModel, schema: type[BaseModel], method: str,
                                     ls_structured_output_format={"kwargs": {"method": method}, "schema": tool})
         return _bound(model, ("json", schema, method), make)
     if method == "json_object_schema":  # llama.cpp's server: JSON constrained by the schema beside json_object
-        return _bound(model, ("json", schema, method), lambda: model.bind(
-            response_format={"type": "json_object", "schema": asked_schema(schema)}))
+        shown = version(protocol).shows_constraints
+        return _bound(model, ("json", schema, method, shown), lambda: model.bind(
+            response_format={"type": "json_object", "schema": asked_schema(schema, shown)}))
     lean = version(protocol).lean_prompts and method == "json_schema"
-    rf = _asked_response_format(schema) if lean else response_format(schema, method)
+    shown = version(protocol).shows_constraints
+    rf = _asked_response_format(schema, shown) if lean else response_format(schema, method)
     # plain JSON Schema, parsed here: `with_structured_output` would hand ChatOpenAI's SDK the schema class,
     # which raises on an invalid answer before the repair prompt can quote the raw answer and its error.
     # ls_structured_output_format is LangSmith's record of it, which LangChain converts again on every call: a
     # provider's model gets it; tradegraph's own (offline, replay) read response_format alone, as the audit does
     if isinstance(model, JsonChatModel):
-        return _bound(model, ("json", schema, method, lean), lambda: model.bind(response_format=rf))
-    return _bound(model, ("json", schema, method, lean), lambda: model.bind(
+        return _bound(model, ("json", schema, method, lean, shown), lambda: model.bind(response_format=rf))
+    return _bound(model, ("json", schema, method, lean, shown), lambda: model.bind(
         response_format=rf, ls_structured_output_format={"kwargs": {"method": method}, "schema": rf}))
 
 
@@ -458,7 +488,8 @@ def json_instruction(schema: type[BaseModel], method: str, *, lean: bool = True,
     text = f"Reply with only a JSON object for the {schema.__name__} schema."
     if method == "json_mode":  # no schema travels with json_object requests: state it (protocol 1: with titles,
         full = schema.model_json_schema()  # 2 and 3 without, 4 without the fields code sets either)
-        stated = (asked_schema(schema) if protocol is not None and version(protocol).lean_prompts
+        stated = (asked_schema(schema, version(protocol).shows_constraints)
+                  if protocol is not None and version(protocol).lean_prompts
                   else lean_schema(full) if lean else full)
         text += " Schema: " + json.dumps(stated, separators=(",", ":"))
     return HumanMessage(content=text)

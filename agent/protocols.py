@@ -25,6 +25,9 @@ class PassProtocol:
     # lean prompts: the shorter system prompt, notes on one line, nothing said twice, the quant's indicators from
     # its tools, and JSON schemas without the fields code sets or string bounds
     lean_prompts: bool
+    # the JSON schema a model is sent keeps every constraint the contract checks (patterns, string lengths, enums,
+    # bounds): protocol 4 left out string lengths and patterns, so a model was refused for rules it was never shown
+    shows_constraints: bool = False
 
     @property
     def planning_tools(self) -> bool:
@@ -61,6 +64,8 @@ class PassProtocol:
 #      evidence without what code sets (model_used, self_critiqued; source, available); the JSON schema a model is
 #      sent leaves out the fields code sets (MODEL_SETS) and string lengths and patterns (the contract still checks
 #      them all). Passes otherwise as in 3.
+#   5: the schema sent keeps string lengths and patterns again (issue 31): a Plan's tickers and a memory's as_of date
+#      were refused for patterns the model was never shown. Passes otherwise as in 4.
 PROTOCOLS: dict[int, PassProtocol] = {p.number: p for p in (
     PassProtocol(1, "original", "the original passes: after every tool round the model is asked again; tool results "
                  "as json.dumps' default text", ends_on_tool_results=False, compact_json=False, lean_prompts=False),
@@ -73,9 +78,12 @@ PROTOCOLS: dict[int, PassProtocol] = {p.number: p for p in (
     PassProtocol(4, "lean prompts", "a shorter system prompt, notes on one line, nothing said twice, the quant's "
                  "indicators from its tools, JSON schemas without the fields code sets or string bounds",
                  ends_on_tool_results=True, compact_json=True, lean_prompts=True),
+    PassProtocol(5, "constraints shown", "the JSON schema a model is sent keeps the contract's string lengths and "
+                 "patterns (a ticker's, a date's): every constraint the validator enforces", ends_on_tool_results=True,
+                 compact_json=True, lean_prompts=True, shows_constraints=True),
 )}
 PASS_PROTOCOLS = tuple(PROTOCOLS)
-PASS_PROTOCOL = 4  # what this code records and runs live
+PASS_PROTOCOL = 5  # what this code records and runs live
 CURRENT = PROTOCOLS[PASS_PROTOCOL]
 
 

@@ -292,10 +292,12 @@ def check_ready(tm: TierModel, name: str, env: Mapping[str, str]) -> None:
 
 
 def build_model(tm: TierModel, retry: RetryPolicy, env: Optional[Mapping[str, str]] = None,
-                output_caps: Any = ()):
+                output_caps: str = ""):
     """The provider's LangChain chat model through init_chat_model, SDK retries off, the endpoint and key passed
     explicitly (what the manifest records is what is called), and tradegraph's choices in its metadata."""
     from langchain.chat_models import init_chat_model
+
+    from agent.output_caps import parse as output_caps_table
 
     env = os.environ if env is None else env
     p = PROVIDERS[tm.provider]
@@ -317,7 +319,7 @@ def build_model(tm: TierModel, retry: RetryPolicy, env: Optional[Mapping[str, st
         # max_retries=0 is google-genai's "one attempt"; the Gemini API, never Vertex AI from the environment
         kwargs["vertexai"] = False
     metadata = {METADATA_KEY: {**tm.record(), "endpoint": tm.endpoint, "retry": dataclasses.asdict(retry),
-                               "output_caps": {state: int(cap) for state, cap in output_caps}}}
+                               "output_caps": output_caps_table(output_caps)}}
     return init_chat_model(tm.model, model_provider=tm.provider, metadata=metadata, **kwargs)
 
 

@@ -95,3 +95,31 @@ def test_a_model_the_server_does_not_list_is_exit_2(env, capsys):
         assert main([*RUN, "--db", f"mongomock://mc_{uuid.uuid4().hex[:8]}"]) == 2
         err = capsys.readouterr().err
         assert "TRADEGRAPH_DEEP_MODEL: model 'other-model' is not one" in err and len(fake.requests) == sent
+
+
+def test_a_prompt_past_the_checked_window_is_refused_before_sending(env, capsys):
+    """A window of 450 tokens (found by the server's refusal of an oversized prompt): the first state whose prompt
+    can't fit is refused naming the state, its size and the window, and no such request reaches the server (before,
+    each went out and came back a 400)."""
+    with FakeCompat("llama_cpp", n_ctx=450) as fake:
+        env.setenv("OPENAI_BASE_URL", fake.base_url)
+        assert main(["models", "check"]) == 0
+        assert "context window: 450" in capsys.readouterr().out
+        fake.requests.clear()
+        db = f"mongomock://mc_{uuid.uuid4().hex[:8]}"
+        assert main([*RUN, "--db", db]) != 0
+        capsys.readouterr()
+        sent = list(fake.requests)
+        assert 400 not in fake.statuses[-len(sent):] if sent else True
+    from database.connection import connect
+
+    store = connect(db)
+    (session,) = store.events.sessions()
+    sid = session["session_id"] if isinstance(session, dict) else session
+    refused = [e for e in store.events.read(sid, kind="error") if e["payload"].get("type") == "context_window_exceeded"]
+    assert refused, "no refusal recorded"
+    p = refused[0]["payload"]
+    assert p["context_window"] == 450 and p["prompt_tokens"] > 450 - 64
+    assert p["message"].startswith(f"{refused[0]['state']}: a prompt of ~{p['prompt_tokens']} tokens does not fit")
+    # every request that was sent fitted: prompt estimate + its cap within the window
+    assert all(b["max_tokens"] <= 450 for b in sent)

@@ -33,7 +33,8 @@ def test_every_request_carries_its_states_cap(openai_server, monkeypatch):
     assert plans and {b["max_tokens"] for b in plans} == {300}
     assert {b["max_tokens"] for b in bodies if _schema(b) != "Plan"} == {700}
     manifest = events_of(store, out, "manifest")[0]["payload"]
-    caps = dict(manifest["config"]["output_caps"])
+    caps = dict(p.split("=") for p in manifest["config"]["output_caps"].split(","))
+    caps = {k: int(v) for k, v in caps.items()}
     assert caps["PLANNING"] == 300 and caps["DEBATE"] == 700
 
 

@@ -75,7 +75,7 @@ def test_protocol_2_drops_the_call_after_the_tool_round(both):
 
 def test_protocol_3_plans_in_one_call_without_tools(both):
     (s2, o2), (s3, o3) = both[2], both[3]
-    assert PASS_PROTOCOL == 4 and pass_protocol() == 4
+    assert PASS_PROTOCOL == 5 and pass_protocol() == 5
     assert [bool(e["payload"]["tools"]) for e in _requests(s2, o2, "PLANNING")] == [True, False]
     [plan] = _requests(s3, o3, "PLANNING")
     assert plan["payload"]["tools"] == [] and plan["payload"]["structured_output"] == "Plan"
@@ -196,12 +196,12 @@ def test_an_old_protocol_recording_verifies_identical(both, protocol, requests):
     store, out = both[protocol]
     manifest = events_of(store, out, "manifest")[0]["payload"]
     assert manifest["protocols"] == {"passes": protocol}
-    assert pass_protocol() == 4  # outside the context: today's code runs protocol 4
+    assert pass_protocol() == 5  # outside the context: today's code runs protocol 5
     report = verify_session(store, out.session_id)
     assert report.identical and report.ok, report.first_divergence
     verdict = report.cycles[0]
     assert verdict.config_differences == [OLD_PLANNING_TOOLS] * (protocol < 3) + [
-        f"protocol passes: recorded {protocol}, now 4"]
+        f"protocol passes: recorded {protocol}, now 5"]
     assert any(f"replayed under pass protocol {protocol}, as recorded" in n for n in verdict.notes), verdict.notes
     # the replay asked every recorded request, PLANNING's tool pass included, and nothing else
     replayed = events_of(store, type("O", (), {"session_id": report.replay_session_id}), "llm_request")
@@ -236,7 +236,7 @@ def test_a_manifest_from_before_protocol_versions_replays_as_protocol_1(both):
     report = verify_session(old, out.session_id)
     assert report.identical and report.ok, report.first_divergence
     assert any("predates protocol versions" in n for n in report.cycles[0].notes)
-    assert report.cycles[0].config_differences == [OLD_PLANNING_TOOLS, "protocol: recorded '<absent>', now {'passes': 4}"]
+    assert report.cycles[0].config_differences == [OLD_PLANNING_TOOLS, "protocol: recorded '<absent>', now {'passes': 5}"]
 
 
 def test_a_replay_that_departs_from_the_recording_is_reported(both):

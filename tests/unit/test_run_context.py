@@ -89,7 +89,7 @@ def test_the_runner_hands_the_cycle_its_context_and_langgraph_only_its_own():
 def test_outside_a_run_the_agent_layer_gets_the_current_protocol_and_no_run_budget():
     conf = pass_config({"configurable": {"thread_id": "t"}})["configurable"]
     # no budget, cache or recall key: the agent layer falls back to the process's own, as for a Studio run
-    assert conf == {"thread_id": "t", PASS_PROTOCOL_KEY: CURRENT} and pass_protocol({"configurable": conf}) == 4
+    assert conf == {"thread_id": "t", PASS_PROTOCOL_KEY: CURRENT} and pass_protocol({"configurable": conf}) == 5
     assert not {BUDGET_KEY, CACHE_KEY, RECALL_KEY} & set(conf)
 
 
@@ -108,14 +108,15 @@ def test_a_cycle_runs_and_records_its_runtimes_protocol():
 
 
 def test_the_protocol_table_names_each_version_and_what_it_changed():
-    assert PASS_PROTOCOLS == (1, 2, 3, 4) and CURRENT is PROTOCOLS[4]
-    assert [(p.ends_on_tool_results, p.compact_json, p.planning_tools, p.lean_prompts)
-            for p in PROTOCOLS.values()] == [(False, False, True, False), (True, True, True, False),
-                                              (True, True, False, False), (True, True, False, True)]
+    assert PASS_PROTOCOLS == (1, 2, 3, 4, 5) and CURRENT is PROTOCOLS[5]
+    assert [(p.ends_on_tool_results, p.compact_json, p.planning_tools, p.lean_prompts, p.shows_constraints)
+            for p in PROTOCOLS.values()] == [(False, False, True, False, False), (True, True, True, False, False),
+                                              (True, True, False, False, False), (True, True, False, True, False),
+                                              (True, True, False, True, True)]
     assert all(p.name and p.changed for p in PROTOCOLS.values())
     assert version(1).allow_list("PLANNING") == MARKET_TOOLS and version(3).allow_list("PLANNING") == frozenset()
     assert version(4).allow_lists() == dict(ALLOW_LISTS)
-    for unknown in (0, 5, "4", True):
+    for unknown in (0, 6, "4", True):
         with pytest.raises(ValueError, match="unknown"):
             version(unknown)
 

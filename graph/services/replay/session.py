@@ -342,7 +342,9 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
     inferred = inferred_pass_protocol(cycle.llm_calls)
     protocol = recorded_pass_protocol(cycle.manifest) if cycle.manifest is not None else (inferred or PASS_PROTOCOL)
     rt.protocol = protocol
-    if inferred is not None and inferred != protocol:
+    # protocol 5 changed only the schema sent (json_schema's response format, json_mode's stated schema): requests
+    # made under it read as protocol 4's
+    if inferred is not None and inferred != protocol and not (inferred == 4 and protocol == 5):
         notes.append(f"the manifest says pass protocol {protocol}, but the recorded requests read as protocol "
                      f"{inferred}")
     if protocol not in PASS_PROTOCOLS:

@@ -174,11 +174,11 @@ def _window_totals(cycles: list[dict[str, Any]], sessions: int) -> dict[str, dic
 def project(dry: dict[str, Any], configurations, sessions: int, symbols: int,
             output_cap: Optional[int] = None) -> dict[str, Any]:
     """The dry run's traffic over the window's sessions, priced per configuration and tier."""
-    from agent.output_caps import caps_from_env
+    from agent.output_caps import caps_from_env, parse
     from agent.pricing import price_of
 
     # every request carries its state's output cap (agent/output_caps.py): the worst case is each call at it
-    caps = {state: output_cap for state, _ in caps_from_env()} if output_cap else dict(caps_from_env())
+    caps = {state: output_cap or cap for state, cap in parse(caps_from_env()).items()}
     cap = max(caps.values())
     window = _window_totals(dry["cycles"], sessions)
     keys = ("calls", "input_tokens", "output_tokens")
