@@ -22,6 +22,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -51,7 +52,7 @@ def timed(client: httpx.Client, url: str, repeats: int) -> tuple[float, list[flo
 
 def copies(kernel: Kernel, n: int) -> None:
     """n sessions, each a real cycle's events under a new session id."""
-    out = kernel.call("run_cycle", {"symbols": ["AAPL"], "as_of": "2012-06-01"})
+    out: Any = kernel.call("run_cycle", {"symbols": ["AAPL"], "as_of": "2012-06-01"})
     events = kernel.store.events.read(out.session_id)
     strip = ("_id", "seq", "prev_hash", "hash")
     for i in range(n - 1):
@@ -78,20 +79,22 @@ def main() -> int:
     port, _ = start_server(home)
     kernel = Kernel(connect(f"mongodb://127.0.0.1:{port}/console_{uuid.uuid4().hex[:8]}"),
                     experiments_dir=Path(home) / "experiments")
-    results = {}
+    results: dict[str, dict[str, Any]] = {}
     try:
         t0 = time.perf_counter()
-        task = kernel.call("start_benchmark", {"start": "2025-03-03", "end": "2025-03-03"})
+        task: Any = kernel.call("start_benchmark", {"start": "2025-03-03", "end": "2025-03-03"})
         *_, last = kernel.watch(task.task_id)
         if last.status != "succeeded":
             print(f"benchmark {last.status}: {last.error}", file=sys.stderr)
             return 1
-        sid = next(s.session_id for s in kernel.call("list_sessions", {"limit": 5}).sessions if len(s.symbols) == 20)
+        recent: Any = kernel.call("list_sessions", {"limit": 5})
+        sid = next(s.session_id for s in recent.sessions if len(s.symbols) == 20)
         setup_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         copies(kernel, args.sessions)
         fill_s = time.perf_counter() - t0
-        listed = len(kernel.call("list_sessions", {"limit": 1000, "all": True}).sessions)
+        every: Any = kernel.call("list_sessions", {"limit": 1000, "all": True})
+        listed = len(every.sessions)
         with serving(kernel) as base, httpx.Client(base_url=base, timeout=60) as client:
             for name, url in (("cycle page, 20-symbol StockBench cycle", f"/ui/sessions/{sid}/cycles/1"),
                               (f"sessions page, {listed:,} sessions", "/"),
@@ -118,8 +121,8 @@ def main() -> int:
         for name, r in results.items():
             target = "" if "no target" in name else f"  target <= {TARGET_MS:.0f} ms: " + (
                 "met" if r["median_ms"] <= TARGET_MS else "MISSED")
-            size = f", {r['bytes']:,} bytes" if r["bytes"] else ""
-            print(f"{name}: median {r['median_ms']} ms (min {r['min_ms']}, max {r['max_ms']}{size}){target}")
+            weight = f", {r['bytes']:,} bytes" if r["bytes"] else ""
+            print(f"{name}: median {r['median_ms']} ms (min {r['min_ms']}, max {r['max_ms']}{weight}){target}")
     return 0
 
 

@@ -4,7 +4,8 @@ runs this after the text outputs).
     .venv/bin/python scripts/console_screenshots.py [--out docs/console]
 
 A fresh in-memory store gets what the pages show: a session with an approved cycle, a session with a cycle paused
-for approval (the approval screen), and a small backtest started as a task; `tradegraph serve`'s app then runs on a
+for approval (the approval screen), and a small backtest started as a task (and, with alpaca-py installed, the
+tests' fake Alpaca paper account for the Broker page); `tradegraph serve`'s app then runs on a
 loopback port and Debian's chromium (through Playwright) draws each page at 1280 px, and the approval screen at a
 phone's 390 px too. Without playwright or chromium it says so and writes nothing (exit 0: the text outputs stand).
 """
@@ -57,8 +58,12 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="tg-console-shots-") as tmp:
         kernel = Kernel(connect(f"mongomock://console_shots_{uuid.uuid4().hex[:8]}"),
                         experiments_dir=Path(tmp) / "experiments", env={"TRADEGRAPH_ALLOW_EXECUTION": "http"})
+        fake = None
         try:
             pages = build(kernel)
+            fake = broker_fake()
+            if fake is not None:
+                pages["broker.png"] = "/ui/broker"
             with serving(kernel) as base, browser() as b:
                 for width, suffix in ((1280, ""), (390, "-phone")):
                     page = b.new_page(viewport={"width": width, "height": 900}, device_scale_factor=1)
@@ -74,7 +79,25 @@ def main(argv=None) -> int:
                     page.close()
         finally:
             kernel.close()
+            if fake is not None:
+                fake.stop()
     return 0
+
+
+def broker_fake():
+    """The Broker page needs a broker to show: the tests' fake Alpaca paper API on loopback (holding 10 MSFT), set
+    as this process's broker; None without alpaca-py (the `broker` extra)."""
+    try:
+        import alpaca  # noqa: F401
+    except ImportError:
+        return None
+    from tests.brokers.harness import start_fake
+    from tests.fakes.fake_alpaca import KEY, SECRET
+
+    fake = start_fake()
+    os.environ.update({"TRADEGRAPH_BROKER": "alpaca", "ALPACA_API_KEY": KEY, "ALPACA_SECRET_KEY": SECRET,
+                       "ALPACA_BASE_URL": fake.url})
+    return fake
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from html import escape
-from typing import Sequence
+from collections.abc import Sequence
 
 W, H, PAD_L, PAD_R, PAD_T, PAD_B = 640, 200, 64, 12, 12, 28
 COLOURS = ("#1f6feb", "#8a8f98", "#c2410c", "#15803d", "#7c3aed", "#b91c1c")

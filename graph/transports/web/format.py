@@ -3,8 +3,9 @@ one function each, registered as Jinja filters; times in the market's zone (New 
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
-from typing import Any, Callable, Optional
+from datetime import datetime, UTC
+from typing import Any, Optional
+from collections.abc import Callable
 from zoneinfo import ZoneInfo
 
 from agent.pricing import dollars
@@ -57,8 +58,8 @@ def _moment(ts: Optional[float | str]) -> Optional[datetime]:
             moment = datetime.fromisoformat(ts.replace("Z", "+00:00"))
         except ValueError:
             return None
-        return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-    return datetime.fromtimestamp(float(ts), timezone.utc)
+        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return datetime.fromtimestamp(float(ts), UTC)
 
 
 def market_time(ts: Optional[float | str]) -> str:
@@ -70,7 +71,7 @@ def market_time(ts: Optional[float | str]) -> str:
 def utc_time(ts: Optional[float | str]) -> str:
     """The same moment in UTC, for the title attribute (shown on hover)."""
     moment = _moment(ts)
-    return "" if moment is None else moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return "" if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def duration(seconds: Optional[float]) -> str:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
+from collections.abc import Callable
 from urllib.parse import parse_qsl, quote
 
 from fastapi import APIRouter, FastAPI, Request
