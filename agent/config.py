@@ -158,7 +158,7 @@ class AgentConfig:
         """The configuration from the environment; a value that can't be used, or a provider whose package or
         key is missing, raises ConfigError naming the variable (and the extra to install)."""
         from agent import providers
-        from agent.markets import DECIDE_AT
+        from agent.decision_time import DECIDE_AT
 
         env = os.environ
         quick, deep = env.get("TRADEGRAPH_QUICK_MODEL") or None, env.get("TRADEGRAPH_DEEP_MODEL") or None

@@ -14,7 +14,7 @@ import functools
 import warnings
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
-from typing import Literal, NamedTuple, Optional, cast
+from typing import NamedTuple, Optional, cast
 
 import pandas as pd
 
@@ -24,8 +24,7 @@ _CALENDAR_START = "1991-01-02"
 _AFTER = pd.Timedelta(microseconds=1)
 
 
-DecideAt = Literal["close", "open"]
-DECIDE_AT: tuple[str, ...] = ("close", "open")
+from agent.decision_time import DECIDE_AT, DecideAt  # noqa: E402,F401 - defined once, light to import
 
 
 @dataclass(frozen=True)

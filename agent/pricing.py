@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from agent.offline_model import _message_text as message_text  # the offline model's own estimate, one rule
-from agent.offline_model import estimate_tokens
 
 DEFAULT_PRICES = Path(__file__).with_name("prices.toml")
 PRICES_VAR = "TRADEGRAPH_PRICES"
@@ -106,6 +104,11 @@ def usage_of(message: Any, request: Iterable[Any] = ()) -> dict[str, Any]:
                 "cached_tokens": int((um.get("input_token_details") or {}).get("cache_read") or 0),
                 "reasoning_tokens": int((um.get("output_token_details") or {}).get("reasoning") or 0),
                 "estimated": False}
+    # the offline model's own estimate, one rule; imported here, since it loads LangChain (every command's start-up
+    # check reads this module's price table)
+    from agent.offline_model import _message_text as message_text
+    from agent.offline_model import estimate_tokens
+
     ins = sum(estimate_tokens(message_text(m)) for m in request)
     outs = estimate_tokens(message_text(message)) if message is not None else 0
     return {"input_tokens": ins, "output_tokens": outs, "total_tokens": ins + outs, "cached_tokens": 0,

@@ -137,6 +137,7 @@ def _cycle_output(out, disabled: Optional[str]) -> m.CycleOutput:
 def run_cycle(ctx: Context, inp: m.RunCycleInput) -> m.CycleOutput:
     """Run one audited trading cycle (SCANNING → … → MEMORIZING); with approve, pause before EXECUTING."""
     from graph.machine.runner import run_cycle as _run
+    from graph.services.telemetry import live  # noqa: F401 - each cycle exported when configured
 
     refusal = ctx.policy.execution_refusal()
     # execution off on this transport: the same pause as --approve, so the cycle stops before EXECUTING,
@@ -155,6 +156,7 @@ def run_cycle(ctx: Context, inp: m.RunCycleInput) -> m.CycleOutput:
 def approve(ctx: Context, inp: m.ApproveInput) -> m.CycleOutput:
     """Approve (or reject) the session's cycle paused before EXECUTING; a rejection executes nothing."""
     from graph.machine.runner import approve_cycle
+    from graph.services.telemetry import live  # noqa: F401 - each cycle exported when configured
 
     refusal = ctx.policy.execution_refusal()
     if refusal is not None and inp.approved:  # rejecting moves nothing: allowed everywhere
@@ -241,6 +243,15 @@ def read_events(ctx: Context, inp: m.ReadEventsInput) -> m.EventsOutput:
     return m.EventsOutput(session_id=inp.session_id, total=len(events), offset=inp.offset, events=_jsonable(page))
 
 
+def _market_only(files):
+    """The prices a session read (its file, else the bundled sample), without the rest of a cycle's runtime: the
+    model, memory, news and cache cost seconds to build and valuing a book needs none of them."""
+    from agent.data.market import default_market_data
+    from agent.data.sources import load_sources
+
+    return load_sources(files).get("market") or default_market_data()
+
+
 @capability(m.SessionInput, m.PortfolioView, http=Route.get("/sessions/{session_id}/portfolio", "audit"))
 def portfolio(ctx: Context, inp: m.SessionInput) -> m.PortfolioView:
     """The session's book at its last as-of: positions with their levels and age, cash, equity, realised and
@@ -251,7 +262,7 @@ def portfolio(ctx: Context, inp: m.SessionInput) -> m.PortfolioView:
     if ctx.store.portfolios.load(inp.session_id) is None and not ctx.store.events.exists(inp.session_id):
         raise NotFound(f"unknown session '{inp.session_id}'", field="session_id")
     try:
-        market = ctx.runtime(None, data_files(inp, ctx.store, inp.session_id)).market
+        market = _market_only(data_files(inp, ctx.store, inp.session_id))
     except (BadInput, DataError):  # its price file moved or went away: the prices it recorded value the book
         market = None
     try:
@@ -275,6 +286,7 @@ def verify(ctx: Context, inp: m.SessionInput) -> m.VerifyOutput:
     from dataclasses import asdict
 
     from graph.services.replay.session import verify_session
+    from graph.services.telemetry import live  # noqa: F401 - each cycle exported when configured
 
     report = verify_session(ctx.store, inp.session_id)
     first = report.first_divergence

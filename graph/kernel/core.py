@@ -18,7 +18,6 @@ from graph.kernel.idempotent import WAIT_S, call_once
 from graph.kernel.models import TaskInput, TaskView
 from graph.kernel.policy import TRANSPORTS, Policy
 from graph.kernel.tasks import TaskManager
-from graph.services.telemetry import live as _live_export  # noqa: F401 - every cycle exported when configured
 
 
 def default_runtime_factory(memory: Optional[str] = None, data=None):

@@ -8,7 +8,6 @@ import signal
 import sys
 from typing import Any, Callable, Optional
 
-from database.errors import StoreUnavailable
 from graph.services.run_files import UnsafeRunPath
 
 from graph.transports import serve_cli
@@ -78,9 +77,6 @@ def _main(argv: Optional[list[str]]) -> int:
     except CliError as e:
         print(f"tradegraph: error: {e}", file=sys.stderr)
         return e.code
-    except StoreUnavailable as e:  # the store went away mid-command: one line naming it
-        print(f"tradegraph: error: {str(e).splitlines()[0]}", file=sys.stderr)
-        return EXIT_STORE
     except UnsafeRunPath as e:  # a link planted in a run folder (graph/services/run_files.py): bad input
         print(f"tradegraph: error: {e}", file=sys.stderr)
         return EXIT_INPUT
@@ -94,6 +90,11 @@ def _main(argv: Optional[list[str]]) -> int:
         print("tradegraph: interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # a crash is one line and a non-zero exit; the cycle's events hold the details
+        from database.errors import StoreUnavailable  # here: importing `database` early slows every command
+
+        if isinstance(e, StoreUnavailable):  # the store went away mid-command: one line naming it
+            print(f"tradegraph: error: {str(e).splitlines()[0]}", file=sys.stderr)
+            return EXIT_STORE
         if os.environ.get("TRADEGRAPH_DEBUG"):
             raise
         print(f"tradegraph: error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)

@@ -12,7 +12,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from graph.transports.cli.common import EXIT_FAILED, EXIT_OK, kernel_call, writable_file
-from graph.transports.cli.render import notes_table, spend_table
 
 
 def register(subparsers) -> None:
@@ -123,6 +122,8 @@ def print_session(session, console: Console | None = None) -> None:
                       str(sum(1 for e in cy.errors if e["state"] == s)))
         c.print(t)
         if cy.llm_calls:
+            from graph.transports.cli.render import spend_table  # pricing loads the models' code: only here
+
             c.print(spend_table(recorded_spend(cy), "LLM spend by state (priced at today's price table)"))
             lt = Table(title="LLM calls")
             for col in ("seq", "state", "model", "asks", "answer", "tokens in/out", "latency ms"):
@@ -164,6 +165,8 @@ def print_session(session, console: Console | None = None) -> None:
         if cy.retrievals:
             c.print(f"past notes: {sum(bool(r.get('hits')) for r in cy.retrievals)} of {len(cy.retrievals)} agent "
                     f"prompt(s) received notes")
+            from graph.transports.cli.render import notes_table
+
             notes_table(cy.retrievals, c)
         for e in cy.errors:
             c.print(f"[red]error[/red] seq {e['seq']} {e['state']}: {e.get('type')}: "
