@@ -188,3 +188,30 @@ def test_every_page_of_a_20_symbol_stockbench_cycle_renders_cleanly(kernel, base
         assert page.locator("#risk-h ~ table tbody tr").count() == len(checks) > 0  # every check, none dropped
         assert problems == [], problems
         page.close()
+
+
+def test_with_a_token_the_browser_signs_in_once_and_page_scripts_cannot_read_the_cookie(tmp_path, chrome):
+    k = Kernel(connect(f"mongomock://console_token_{uuid.uuid4().hex[:10]}"), experiments_dir=tmp_path / "exp",
+               env={"TRADEGRAPH_API_TOKEN": "browser-token"})
+    try:
+        with serving(k) as url:
+            ctx = chrome.new_context()
+            page = ctx.new_page()
+            problems = _watched(page)
+            page.goto(f"{url}/ui/runs")
+            assert page.url == f"{url}/ui/login?next=/ui/runs"
+            page.fill("#token", "browser-token")
+            page.press("#token", "Enter")
+            page.wait_for_url(f"{url}/ui/runs")
+            assert page.locator("h1").inner_text() == "Runs"
+            page.goto(f"{url}/")  # once: the next page needs no token
+            assert page.locator("h1").inner_text() == "Sessions"
+            assert "tg_console" not in page.evaluate("document.cookie")  # HttpOnly
+            cookie = next(c for c in ctx.cookies() if c["name"] == "tg_console")
+            assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["value"] != "browser-token"
+            # the cookie opens the console, not the API
+            assert page.evaluate("async () => (await fetch('/sessions')).status") == 401
+            problems.clear()
+            ctx.close()
+    finally:
+        k.close()
