@@ -111,6 +111,11 @@ def test_a_doctored_usage_field_is_named_never_a_raw_value_error(capsys):
                                            f"payload.usage.total_tokens: Input should be a valid integer")
     code, text = cli_verify(store, sid, capsys)
     assert code == 1 and "ValueError" not in text and "usage.total_tokens" in text
+    # the tables (and --json, --html) too: one line naming the event, not the reconstruction's int() error
+    assert main(["replay", sid, "--db", store.uri]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "invalid literal" not in err
+    assert f"event seq {seq} of session '{sid}': bad llm_response event: payload.usage.total_tokens" in err
 
 
 def test_replay_flags_a_status_read_from_a_broken_chain(capsys, tmp_path):

@@ -23,6 +23,7 @@ from schemas.events import EventParseError, new_event, parse_event
 from schemas.states import STATES
 
 __all__ = ["SessionNotFound", "Session", "Cycle", "LlmCall", "ToolCall", "load_session", "build_session",
+           "read_session", "RecordingUnreadable", "unreadable_events",
            "Divergence", "CycleVerdict", "VerifyReport", "SchemaVersionMismatch", "verify_session", "first_diff"]
 
 # ---------------------------------------------------------------------------- verify
@@ -214,6 +215,26 @@ def verify_session(store: Store, session_id: str, *, config=None) -> VerifyRepor
     finally:
         store.sessions.fold(replay_id)  # its own writers, not Store.writer()'s: its summary is brought up here
     return VerifyReport(session_id, replay_id, verdicts, session.warnings(), chain=session.chain)
+
+
+class RecordingUnreadable(ValueError):
+    """A recording whose events are not events this code knows: the message is parse_event's line for the first."""
+
+
+def read_session(store: Store, session_id: str) -> Session:
+    """load_session with its hash chain, for the tables, JSON and HTML: a recording that cannot be rebuilt because an
+    event is not what its kind says (a doctored usage, a contract that is a string) fails with parse_event's one line
+    naming that event, never the reconstruction's own exception."""
+    try:
+        return load_session(store, session_id, check_chain=True)
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        if isinstance(e, SchemaVersionMismatch):
+            raise
+        lines = unreadable_events(store.events.read(session_id))
+        if not lines:
+            raise
+        more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
+        raise RecordingUnreadable(lines[0] + more) from None
 
 
 def unreadable_events(events: list[dict]) -> list[str]:
