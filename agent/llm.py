@@ -114,7 +114,7 @@ def _classes(names: tuple[tuple[str, str], ...]) -> tuple[type, ...]:
     return tuple(found)
 
 
-def _chain(error: BaseException) -> Iterator[BaseException]:
+def _chain(error: Optional[BaseException]) -> Iterator[BaseException]:
     """The error, then what it was raised from or while handling (`raise … from None` keeps the latter)."""
     seen: set[int] = set()
     while error is not None and id(error) not in seen and len(seen) < 8:

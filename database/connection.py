@@ -75,7 +75,7 @@ class Store:
     uri: str
     client: Any
     db: Any
-    events: EventStore
+    events: SummarisedEvents
     portfolios: PortfolioStore
     executions: ExecutionLedger
     memories: MemoryStore
@@ -238,7 +238,7 @@ def _connect_mongodb(uri: str, timeout_s: float, owned: Path | None = None, targ
     from pymongo.errors import PyMongoError
 
     ms = max(1, int(timeout_s * 1000))
-    client = None
+    client: MongoClient[dict[str, Any]] | None = None
     try:
         client = MongoClient(uri, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms, socketTimeoutMS=max(ms, 30000))
         client.admin.command("ping")

@@ -369,7 +369,7 @@ class EventStore:
     def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
         """Most recent sessions first: session_id, first_ts, last_ts, events, cycles, last_kind, last_state,
         last_cycle_id."""
-        pipeline = [
+        pipeline: list[dict[str, Any]] = [
             # sorted input makes $last the highest-seq event of each session
             {"$sort": {"session_id": 1, "seq": 1}},
             {"$group": {
@@ -471,4 +471,5 @@ class EventStore:
         """Allocate the session's next cycle number (1, 2, …) atomically."""
         doc = self.counters.find_one_and_update({"_id": f"{session_id}#cycles"}, {"$inc": {"n": 1}}, upsert=True,
                                                 return_document=ReturnDocument.AFTER)
+        assert doc is not None  # an upsert returning the document after it always finds one
         return int(doc["n"])

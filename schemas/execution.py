@@ -10,11 +10,15 @@ from schemas.decision import DecisionResult
 from schemas.portfolio import PortfolioSnapshot
 
 
+# what EXECUTING did with the decision (a broker's partial: some orders filled, or may still fill, others not)
+ExecutionStatus = Literal["filled", "partial", "rejected", "hold"]
+
+
 class ExecutionResult(Contract):
     cycle_id: str = Field(min_length=1, max_length=200)
     # partial: a broker cycle where some orders filled (or may still fill) and others did not (result.orders says
     # which); its cycle ends executed_with_errors, never completed
-    status: Literal["filled", "partial", "rejected", "hold"]
+    status: ExecutionStatus
     result: DecisionResult
     portfolio_after: PortfolioSnapshot
     # True when this cycle had already executed and the stored result was returned instead

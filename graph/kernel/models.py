@@ -4,7 +4,7 @@ instead of a silently ignored option."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
 from pydantic_core import PydanticCustomError
@@ -57,9 +57,16 @@ def FolderName(max_length: int, chars: str = r"A-Za-z0-9_.\-") -> Any:
                      BeforeValidator(_stays_in_folder)]
 
 
-RunId = FolderName(100)
-SweepId = FolderName(80)  # its episodes' folders are `{sweep_id}-e000`: room for the suffix
-ArtifactName = FolderName(100)
+if TYPE_CHECKING:  # a checker sees what they hold; pydantic sees the constraints
+    RunId = str
+    SweepId = str
+    ArtifactName = str
+    BenchmarkId = str
+else:
+    RunId = FolderName(100)
+    SweepId = FolderName(80)  # its episodes' folders are `{sweep_id}-e000`: room for the suffix
+    ArtifactName = FolderName(100)
+    BenchmarkId = FolderName(80)  # its runs' folders and sessions are `{benchmark_id}-e000`: room for the suffix
 
 
 def check_name(kind: Any, value: Any, label: str) -> Any:
@@ -500,7 +507,6 @@ class SweepInput(LlmSpending):
 
 
 # ---------------------------------------------------------------- benchmarks (graph/services/benchmark/)
-BenchmarkId = FolderName(80)  # its runs' folders and sessions are `{benchmark_id}-e000`: room for the suffix
 StockBenchTree = Annotated[Optional[_DataPath], Field(description=(
     f"a StockBench data tree: a checkout, its storage/ folder or an archive of it; {_ON_KERNEL}; default: the "
     f"archive shipped with tradegraph"))]

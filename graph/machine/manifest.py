@@ -16,6 +16,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from langchain_core.tools import BaseTool
+from pydantic import BaseModel
+
 from agent.config import AgentConfig, RetryPolicy, RiskLimits
 from agent.data.market import DataError
 from agent.data.sources import BY_ATTR, KINDS, DataFiles, Unavailable, is_bundled, load_file
@@ -93,9 +96,17 @@ def _code_identity() -> dict[str, Any]:
     """Tool-schema hashes and package versions: fixed for the process, so computed once (~10 ms: JSON Schema
     generation and package metadata) rather than on every cycle's hot path."""
     return {
-        "tools": {name: _sha(tool.tool_call_schema.model_json_schema()) for name, tool in sorted(TOOLS.items())},
+        "tools": {name: _sha(_schema_of(tool)) for name, tool in sorted(TOOLS.items())},
         "versions": {p: _version(p) for p in PACKAGES},
     }
+
+
+def _schema_of(tool: BaseTool) -> dict[str, Any]:
+    """A tool's call schema as JSON Schema (every tool here is made by @tool from a function: a pydantic model)."""
+    schema = tool.tool_call_schema
+    if isinstance(schema, dict) or not issubclass(schema, BaseModel):
+        raise TypeError(f"tool {tool.name}: its call schema is not a pydantic model")
+    return schema.model_json_schema()
 
 
 @functools.lru_cache(maxsize=8)
@@ -107,7 +118,7 @@ def _allow_lists(protocol: int) -> dict[str, list[str]]:
 def build_manifest(runtime, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
     settings: AgentConfig = runtime.config
     models = tier_records(settings)
-    manifest = {
+    manifest: dict[str, Any] = {
         "config": dataclasses.asdict(settings),
         "market_profile": _profile(settings.market, settings.decide_at),
         # each tier's provider, model, the structured-output method and tool_choice its JSON pass used, and its

@@ -62,10 +62,10 @@ _GRAPH = None
 
 # called once an audited cycle has ended with all its events stored (not when it paused for approval): the layers
 # above hook in here (telemetry's live export) rather than the runner importing them. A hook never raises.
-AFTER_CYCLE: list[Callable[[Store, str, str], None]] = []
+AFTER_CYCLE: list[Callable[[Store, str, str], object]] = []
 
 
-def after_cycle(hook: Callable[[Store, str, str], None]) -> Callable[[Store, str, str], None]:
+def after_cycle(hook: Callable[[Store, str, str], object]) -> Callable[[Store, str, str], object]:
     if hook not in AFTER_CYCLE:
         AFTER_CYCLE.append(hook)
     return hook
@@ -123,9 +123,10 @@ def run_cycle(symbols: str | list[str], as_of: str, *, store: Store, session_id:
         portfolio, version = None, 0
     portfolio = portfolio or PortfolioSnapshot(cash=rt.config.starting_cash)
     cycle_id = next_cycle_id(store, session_id)
-    if getattr(rt.execution, "mandate", None) is not None:  # a broker: the session is bound to it
-        BrokerSessions(store.db).bind(session_id, rt.execution.broker.name, rt.execution.broker.settings.host)
-        approve = approve or rt.execution.mandate.approval_required
+    backend: Any = rt.execution  # a broker's backend has a mandate (graph/machine/broker/execution.py)
+    if getattr(backend, "mandate", None) is not None:  # a broker: the session is bound to it
+        BrokerSessions(store.db).bind(session_id, backend.broker.name, backend.broker.settings.host)
+        approve = approve or backend.mandate.approval_required
     inputs = {"symbols": symbols, "as_of": as_of, "session_id": session_id, "cycle_id": cycle_id,
               "portfolio": portfolio.model_dump(mode="json"), "portfolio_version": version,
               "approval_required": approve}
@@ -161,6 +162,7 @@ def approve_cycle(session_id: str, *, store: Store, approved: bool, by: str,
                 f"`tradegraph store recover` finishes that approval", by=by)
     token, held = decisions.claim(cycle_id, session_id, approved=approved, by=by)
     if token is None:
+        assert held is not None  # claim() names the claim that holds the cycle whenever it is not ours
         _refuse(store, session_id, cycle_id, "approval_refused_decided",
                 f"{'approval' if approved else 'rejection'} by {by} of session '{session_id}' refused: "
                 f"{describe(held)}", by=by)
@@ -263,10 +265,10 @@ def _refuse_if_stale(store: Store, session_id: str, cycle_id: str, read_version:
 def _refuse_if_halted(store: Store, session_id: str, cycle_id: str, by: str) -> None:
     """The kill switch (tradegraph broker halt) holds every broker cycle: an approval meanwhile is refused, audited,
     and the cycle stays paused until `broker resume`."""
-    halt = KillSwitch(store.db).state()
-    if halt.get("halted"):
+    refusal = halted(KillSwitch(store.db).state())
+    if refusal is not None:
         _refuse(store, session_id, cycle_id, "approval_refused_halted",
-                f"approval of cycle {cycle_id} refused: the broker is halted ({halted(halt).value}); "
+                f"approval of cycle {cycle_id} refused: the broker is halted ({refusal.value}); "
                 f"`tradegraph broker resume` first", by=by)
 
 
@@ -347,9 +349,9 @@ def _run(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_id:
             try:
                 writer.put(new_event(session_id, cycle_id, "RUNNER", "error",
                                      {"type": type(e).__name__, "message": str(e)}))
-                status = _crash_status(store, cycle_id)
-                if status is not None:  # else the store cannot say whether it filled: readers infer from the log
-                    writer.put(_ended(session_id, cycle_id, status))
+                crashed = _crash_status(store, cycle_id)
+                if crashed is not None:  # else the store cannot say whether it filled: readers infer from the log
+                    writer.put(_ended(session_id, cycle_id, crashed))
             finally:
                 _close_quietly(writer)
         raise

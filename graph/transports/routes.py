@@ -28,7 +28,7 @@ def rest_model(cap: Capability) -> Optional[type[BaseModel]]:
     None when there are none. Validated again by the kernel as the whole input, so a check that spans a path
     parameter and another field still applies."""
     path = set(cap.http.path_params)
-    fields = {name: (f.annotation, _required(f) if name in cap.http.explicit else f)
+    fields: dict[str, Any] = {name: (f.annotation, _required(f) if name in cap.http.explicit else f)
               for name, f in cap.input_model.model_fields.items() if name not in path}
     if not fields:
         return None

@@ -4,23 +4,25 @@ check is a refusal naming its rule, limit and value; any refusal means nothing i
 agent/brokers/alpaca.py AlpacaBroker (duck-typed: this module runs without the SDK installed)."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Mapping, Optional, Sequence
+from datetime import datetime, UTC
+from typing import Any, Optional
+from collections.abc import Mapping, Sequence
 
 from agent.brokers.orders import BrokerRejected, BrokerUnavailable
 from agent.brokers.mandate import NEW_YORK, Mandate, Refusal
 from schemas.decision import Order
+from schemas.execution import ExecutionStatus
 from schemas.portfolio import PortfolioSnapshot
 
 
 def ny_day(now: Optional[datetime] = None) -> str:
-    return (now or datetime.now(timezone.utc)).astimezone(NEW_YORK).date().isoformat()
+    return (now or datetime.now(UTC)).astimezone(NEW_YORK).date().isoformat()
 
 
 def halted(state: Mapping[str, Any]) -> Optional[Refusal]:
     if not state.get("halted"):
         return None
-    at = datetime.fromtimestamp(float(state.get("at") or 0), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    at = datetime.fromtimestamp(float(state.get("at") or 0), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return Refusal("kill_switch", "not halted", f"halted by {state.get('by')} at {at}")
 
 
@@ -63,7 +65,7 @@ def _presubmit(broker: Any, mandate: Mandate, orders: Sequence[Order], prices: M
     return out
 
 
-def cycle_status(res: Any) -> str:
+def cycle_status(res: Any) -> ExecutionStatus:
     """EXECUTING's contract status of a broker cycle (a DecisionResult with `orders`): filled only when every
     order filled whole; rejected only when nothing filled and nothing is left open or unknown at the broker."""
     rows = res.orders or []

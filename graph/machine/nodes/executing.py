@@ -17,7 +17,7 @@ from database.portfolio import PortfolioConflict
 from graph.machine.runtime import audit_barrier, runtime_of, with_tools
 from graph.machine.state import CycleState
 from schemas.decision import DecisionResult, PortfolioDecision
-from schemas.execution import ExecutionResult
+from schemas.execution import ExecutionResult, ExecutionStatus
 from schemas.market import MarketScan
 from schemas.portfolio import PortfolioSnapshot
 from schemas.validation import DecisionValidation
@@ -50,6 +50,7 @@ def executing(state: CycleState, config: RunnableConfig) -> Command[Literal["MEM
         raise ExecutionRefused("EXECUTING reached with a failed validation")
     if rt.execution is None:
         raise ExecutionRefused("no execution backend is wired for this run")
+    execution = rt.execution  # the closure below fills through it
     scan = MarketScan.model_validate(state["scan"])
     decision = PortfolioDecision.model_validate(state["decision"])
     cycle_id, session_id = state["cycle_id"], state["session_id"]
@@ -69,7 +70,7 @@ def executing(state: CycleState, config: RunnableConfig) -> Command[Literal["MEM
     after: dict[str, PortfolioSnapshot] = {}
 
     def execute(d):
-        res, portfolio = rt.execution.execute(
+        res, portfolio = execution.execute(
             d, cycle_id=cycle_id, session_id=session_id, universe=list(scan.universe),
             prices={s.symbol: s.price for s in scan.snapshots},
             prev_closes={s.symbol: s.prev_close for s in scan.snapshots if s.prev_close},
@@ -80,7 +81,7 @@ def executing(state: CycleState, config: RunnableConfig) -> Command[Literal["MEM
     raw = invoke_tool("submit_decision", decision.as_decision().model_dump(mode="json"), state="EXECUTING",
                       config=with_tools(config, scan_context(scan, executor=execute)))
     res = DecisionResult.model_validate(raw)
-    status = "hold" if not decision.orders else _status(res)
+    status: ExecutionStatus = "hold" if not decision.orders else _status(res)
     result = ExecutionResult(cycle_id=cycle_id, status=status, result=res,
                              portfolio_after=after.get("portfolio", scan.portfolio))
     rt.execution.record(cycle_id, session_id, result.model_dump(mode="json"), base_version=base_version)
@@ -89,7 +90,7 @@ def executing(state: CycleState, config: RunnableConfig) -> Command[Literal["MEM
     return done("EXECUTING", result, "MEMORIZING", config, **ended)
 
 
-def _status(res: DecisionResult) -> str:
+def _status(res: DecisionResult) -> ExecutionStatus:
     if res.orders is not None:  # a broker's cycle: per order (graph/machine/broker/execution.py)
         return cycle_status(res)
     return "filled" if res.status == "accepted" else "rejected"

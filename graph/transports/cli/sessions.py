@@ -10,6 +10,7 @@ import getpass
 import json
 import time
 from dataclasses import dataclass
+from typing import Literal
 
 from schemas.events import EVENT_KINDS
 
@@ -46,7 +47,7 @@ def _local_time(ts) -> str:
 class Column:
     name: str
     cells: list[str]            # rich markup; what is measured is the text it shows
-    justify: str = "left"
+    justify: Literal["left", "right"] = "left"
     drop: int | None = None     # left out on a narrow terminal, lowest first; None: always shown
 
 
@@ -71,7 +72,7 @@ def fitted_table(title: str, columns: list[Column], width: int):
 
     shown = list(columns)
     room = lambda cols: width - 3 * len(cols) - 1  # noqa: E731 - each column's padding and border, the last border
-    for victim in sorted((c for c in columns if c.drop is not None), key=lambda c: c.drop):
+    for victim in sorted((c for c in columns if c.drop is not None), key=lambda c: c.drop or 0):
         if sum(map(words, shown)) <= room(shown):
             break
         shown.remove(victim)

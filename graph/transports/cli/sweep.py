@@ -217,7 +217,7 @@ def _follow(k, task, progress: bool):
     try:
         for view in k.watch(task.task_id, poll_s=0.5):
             p = view.progress
-            if bar is not None:
+            if bar is not None and job is not None:
                 eta = "—" if p.eta_s is None else f"{int(p.eta_s) // 60}:{int(p.eta_s) % 60:02d}"
                 bar.update(job, completed=p.done, total=p.total, running=p.running, failed=p.failed, eta=eta)
     finally:
