@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from datetime import date
-from typing import Mapping, Optional
+from typing import Optional
+from collections.abc import Mapping
 
 from agent.markets import MarketProfile, bar_cutoff
 from schemas.decision import Decision, DecisionResult, ExecutedTrade

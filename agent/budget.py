@@ -125,7 +125,7 @@ class Budget:
         self._lock = threading.Lock()
 
     @classmethod
-    def of(cls, settings: Any, scope: str = "cycle") -> Optional["Budget"]:
+    def of(cls, settings: Any, scope: str = "cycle") -> Optional[Budget]:
         """From agent.config.AgentConfig (token_budget is max_tokens); None when it sets no limit."""
         limits = (settings.token_budget, settings.max_cost, settings.max_llm_calls)
         return cls(*limits, scope=scope) if any(v for v in limits) else None

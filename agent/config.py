@@ -8,7 +8,8 @@ import threading
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Optional
+from collections.abc import Callable, Iterable, Mapping
 
 from agent.env import ConfigError, RetryPolicy, env_number as _env_number
 from agent.output_caps import caps_from_env, default_text as default_caps_text
@@ -28,7 +29,7 @@ class RiskLimits:
     exposure_cap_pct: float = 80.0
 
     @classmethod
-    def load(cls, path: str | Path | None = None) -> "RiskLimits":
+    def load(cls, path: str | Path | None = None) -> RiskLimits:
         raw = os.environ.get("TRADEGRAPH_RISK_LIMITS") if path is None else None
         try:
             return cls._read(Path(path or raw or DEFAULT_RISK_FILE))
@@ -38,7 +39,7 @@ class RiskLimits:
             raise
 
     @classmethod
-    def _read(cls, path: Path) -> "RiskLimits":
+    def _read(cls, path: Path) -> RiskLimits:
         try:
             raw = tomllib.loads(path.read_text())
         except FileNotFoundError:
@@ -154,7 +155,7 @@ class AgentConfig:
         return any((split_model(name)[0] or self.provider) != OFFLINE for name in (self.quick_model, self.deep_model))
 
     @classmethod
-    def from_env(cls, **overrides) -> "AgentConfig":
+    def from_env(cls, **overrides) -> AgentConfig:
         """The configuration from the environment; a value that can't be used, or a provider whose package or
         key is missing, raises ConfigError naming the variable (and the extra to install)."""
         from agent import providers

@@ -12,7 +12,8 @@ that closed on its levels on an earlier date only the ex-dates through that date
 """
 from __future__ import annotations
 
-from typing import Mapping, Protocol, Sequence
+from typing import Protocol
+from collections.abc import Mapping, Sequence
 
 from schemas.portfolio import DividendCredit, PortfolioSnapshot, Position
 

@@ -37,7 +37,7 @@ class RetryPolicy:
     timeout_s: float = 60.0  # per HTTP request
 
     @classmethod
-    def from_env(cls) -> "RetryPolicy":
+    def from_env(cls) -> RetryPolicy:
         return cls(retries=env_number("TRADEGRAPH_LLM_RETRIES", 3, int, 0, 10),
                    backoff_s=env_number("TRADEGRAPH_LLM_BACKOFF_S", 1.0, float, 0, 60),
                    jitter=env_number("TRADEGRAPH_LLM_JITTER", 0.5, float, 0, 1),

@@ -10,7 +10,8 @@ The fill itself is the paper broker's (slippage and fees), so an exit is an exec
 """
 from __future__ import annotations
 
-from typing import Mapping, NamedTuple
+from typing import NamedTuple
+from collections.abc import Mapping
 
 import pandas as pd
 

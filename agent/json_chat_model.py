@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage

@@ -16,7 +16,8 @@ import random
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator, Literal, Optional
+from typing import Any, Literal, Optional
+from collections.abc import Iterator
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
@@ -61,7 +62,7 @@ class AttemptPlan:
     max_wait_s: float
 
     @classmethod
-    def of(cls, policy: RetryPolicy, attempt: int) -> "AttemptPlan":
+    def of(cls, policy: RetryPolicy, attempt: int) -> AttemptPlan:
         backoff = policy.backoff_s * 2 ** (attempt - 1) * (1 - policy.jitter * random.random())
         return cls(attempt=attempt, retries_left=max(0, policy.retries + 1 - attempt),
                    backoff_s=round(min(backoff, policy.max_wait_s), 6), max_wait_s=policy.max_wait_s)
@@ -72,7 +73,7 @@ class AttemptPlan:
                 "max_wait_s": self.max_wait_s}
 
     @classmethod
-    def from_dict(cls, data: Optional[dict]) -> Optional["AttemptPlan"]:
+    def from_dict(cls, data: Optional[dict]) -> Optional[AttemptPlan]:
         return cls(**data) if isinstance(data, dict) else None
 
 
@@ -103,7 +104,7 @@ _TRANSIENT_ERRORS = (("openai", "APIConnectionError"), ("anthropic", "APIConnect
                      ("langchain_core.exceptions", "ModelTimeoutError"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _classes(names: tuple[tuple[str, str], ...]) -> tuple[type, ...]:
     found = []
     for module, name in names:

@@ -79,7 +79,7 @@ class CalendarRangeError(ValueError):
     """A date the market's calendar does not cover: whether it trades is unknown, so it is refused."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _calendar(code: str):
     import exchange_calendars  # ~1 s to import: only commands that check a date pay for it
 
@@ -89,7 +89,7 @@ def _calendar(code: str):
         return exchange_calendars.get_calendar(code, start=_CALENDAR_START)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _session_bounds(code: str, column: str) -> dict[pd.Timestamp, pd.Timestamp]:
     """Every session of the calendar mapped to its open or close as naive UTC: one dict lookup per decision."""
     times = _calendar(code).schedule[column].dt.tz_convert("UTC").dt.tz_localize(None)

@@ -8,7 +8,8 @@ of the negative excess returns over *all* periods; drawdowns are fractions (0.25
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Optional
+from collections.abc import Iterable, Mapping, Sequence
 
 TRADING_DAYS = 252
 

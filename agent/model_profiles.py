@@ -15,7 +15,8 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
+from collections.abc import Callable
 
 from agent.env import ConfigError
 

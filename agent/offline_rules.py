@@ -6,7 +6,8 @@ sentiment drive stances; different markets give different answers, the same mark
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 
 def _clip(x: float, lo: float = -1.0, hi: float = 1.0) -> float:

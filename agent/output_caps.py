@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
+from collections.abc import Mapping
 
 from agent.env import ConfigError
 

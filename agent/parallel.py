@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import contextvars
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Mapping, TypeVar
+from typing import TypeVar
+from collections.abc import Callable, Mapping
 
 T = TypeVar("T")
 

@@ -12,7 +12,8 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
+from collections.abc import Iterable
 
 
 DEFAULT_PRICES = Path(__file__).with_name("prices.toml")

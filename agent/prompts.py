@@ -9,7 +9,8 @@ from __future__ import annotations
 import functools
 import json
 import re
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 

@@ -17,7 +17,8 @@ import importlib.util
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
+from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from agent.env import ConfigError, RetryPolicy

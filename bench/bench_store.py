@@ -11,7 +11,7 @@ import tempfile
 import threading
 import time
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
 from database import BufferedEventWriter, connect
 from database.embedded import start_server, stop_server

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any, Optional
 
 import orjson
@@ -47,7 +47,7 @@ def record_hash(doc: dict[str, Any]) -> str:
 
 
 def _utc(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 class _Head(ChainHeads):

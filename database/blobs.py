@@ -23,7 +23,8 @@ import hashlib
 import sqlite3
 import threading
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
+from collections.abc import Iterable
 
 import orjson
 import zstandard

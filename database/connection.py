@@ -13,7 +13,6 @@ from database import embedded
 from database.errors import StoreUnavailable
 from database.admin_log import AdminLog
 from database.running import RunningCycles
-from database.events import EventStore
 from database.sessions import FoldingWriter, SessionSummaries, SummarisedEvents
 from database.spool import RecoveryReport, pending_files, recover
 from database.writer import BufferedEventWriter
@@ -193,7 +192,7 @@ class Store:
         if self.owned_server_home is not None:
             embedded.stop_server(self.owned_server_home)
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc: object) -> None:

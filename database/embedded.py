@@ -20,7 +20,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
+from collections.abc import Iterator, Mapping
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 10.0

@@ -6,7 +6,8 @@ import hashlib
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
+from collections.abc import Iterable
 
 import orjson
 from pymongo import ASCENDING, DESCENDING, ReturnDocument, WriteConcern

@@ -26,7 +26,7 @@ import hashlib
 import hmac
 import os
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any, Optional
 
 import orjson
@@ -81,7 +81,7 @@ class Head:
                              "hash": self.hash, "updated": self.updated, "key_id": self.key_id},
                             option=orjson.OPT_SORT_KEYS)
 
-    def signed(self, key: bytes) -> "Head":
+    def signed(self, key: bytes) -> Head:
         unsigned = Head(self.session_id, self.seq, self.hash, self.updated, key_id(key))
         return Head(**{**unsigned.__dict__, "sig": hmac.new(key, unsigned.canonical(), hashlib.sha256).hexdigest()})
 
@@ -110,7 +110,7 @@ class Head:
         return out
 
     @classmethod
-    def from_doc(cls, doc: dict[str, Any]) -> "Head":
+    def from_doc(cls, doc: dict[str, Any]) -> Head:
         return cls(str(doc["session_id"]), int(doc["seq"]), str(doc["hash"]), str(doc["updated"]),
                    doc.get("key_id"), doc.get("sig"))
 
@@ -126,7 +126,7 @@ class ChainHeads:
         conditional update on `_id` (an atomic compare on the server, so racing writers can only raise it);
         the first head of a session is an insert, which loses to any head inserted meanwhile."""
         key = audit_key()
-        head = Head(session_id, int(seq), hash_, datetime.now(timezone.utc).isoformat(timespec="milliseconds"))
+        head = Head(session_id, int(seq), hash_, datetime.now(UTC).isoformat(timespec="milliseconds"))
         doc = (head.signed(key) if key is not None else head).__dict__
         if self.col.update_one({"_id": session_id, "seq": {"$lt": head.seq}}, {"$set": doc}).matched_count:
             return

@@ -49,7 +49,7 @@ class IdempotencyKeys:
                 "fingerprint": fingerprint, "state": "running", "status": None, "response": None,
                 "session_id": None, "cycle_id": None, "owner": claims.owner(), "token": token,
                 "created_at": now, "expires_ts": now + self.ttl_s, "uses": {"first": 1},
-                "expires_at": dt.datetime.fromtimestamp(now + self.ttl_s, dt.timezone.utc)}
+                "expires_at": dt.datetime.fromtimestamp(now + self.ttl_s, dt.UTC)}
         claims.hold(token)
         won = False
         try:

@@ -47,7 +47,8 @@ import itertools
 import json
 import logging
 import sys
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 
 # the versions whose code the changes below were read against (nx-27017 0.8.1, neosqlite 1.17.2)
 NX_VERSIONS = ("0.8.",)

@@ -26,7 +26,7 @@ class PortfolioConflict(RuntimeError):
     """The session's portfolio moved on after this cycle read it: nothing filled."""
 
     @classmethod
-    def moved_on(cls, session_id: str, cycle_id: str, read: Any, now: Any, by: Any = None) -> "PortfolioConflict":
+    def moved_on(cls, session_id: str, cycle_id: str, read: Any, now: Any, by: Any = None) -> PortfolioConflict:
         return cls(f"portfolio of session '{session_id}' moved on since cycle {cycle_id} read it (version {read}, "
                    f"now {now}{f', last changed by {by}' if by else ''}): nothing filled; run a new cycle on the "
                    f"current portfolio")

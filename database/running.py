@@ -17,7 +17,8 @@ import contextvars
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
+from collections.abc import Iterable
 
 from pymongo import ASCENDING
 from pymongo.database import Database
@@ -27,7 +28,7 @@ from database import claims
 
 COLLECTION = "running_cycles"
 LEASE_S = 60 * 60  # a cycle on another host still running after this is taken as dead
-_CURRENT: contextvars.ContextVar[Optional["Lease"]] = contextvars.ContextVar("tradegraph_cycle_lease", default=None)
+_CURRENT: contextvars.ContextVar[Optional[Lease]] = contextvars.ContextVar("tradegraph_cycle_lease", default=None)
 
 
 class SessionDeleted(RuntimeError):

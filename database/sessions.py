@@ -30,7 +30,8 @@ import builtins
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Optional
+from collections.abc import Callable, Iterable
 
 import orjson
 from pymongo import ASCENDING, DESCENDING
@@ -127,7 +128,7 @@ class FoldingWriter(BufferedEventWriter):
     """Store.writer()'s writer: on close, the sessions it wrote are folded into their summaries (after the
     close, whatever it raised: a spooled tail is simply not in the log yet)."""
 
-    def __init__(self, summaries: "SessionSummaries", *args: Any, **kwargs: Any) -> None:
+    def __init__(self, summaries: SessionSummaries, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._summaries = summaries
         self._wrote: set[str] = set()

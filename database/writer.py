@@ -210,7 +210,7 @@ class BufferedEventWriter:
             if self.spool is not None:
                 self.spool.close()
 
-    def __enter__(self) -> "BufferedEventWriter":
+    def __enter__(self) -> BufferedEventWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:

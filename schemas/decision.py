@@ -82,7 +82,7 @@ class DecisionResult(Contract):
     orders: Optional[list[BrokerOrderOutcome]] = Field(default=None, exclude_if=unset)
 
     @model_validator(mode="after")
-    def _trades_only_when_accepted(self) -> "DecisionResult":
+    def _trades_only_when_accepted(self) -> DecisionResult:
         if self.status == "rejected" and self.executed_trades:
             raise ValueError("a rejected decision cannot carry executed trades")
         if self.status == "rejected" and not self.message:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Annotated, Any, Callable, Literal, Optional, Union, get_args
+from typing import Annotated, Any, Literal, Optional, Union, get_args
+from collections.abc import Callable
 
 from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter, ValidationError,
                       create_model)

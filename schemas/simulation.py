@@ -92,7 +92,7 @@ class Case(Contract):
     untradable: dict[Symbol, str] = Field(default_factory=dict, exclude_if=unset)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Case":
+    def _consistent(self) -> Case:
         missing = [t for t in self.tickers if t not in self.stock_data]
         if missing:
             raise ValueError(f"no stock_data for ticker(s) {', '.join(missing)}")
@@ -131,7 +131,7 @@ class EpisodeConfig(Contract):
     decide_at: Literal["close", "open"] = Field(default="close", exclude_if=lambda v: v == "close")
 
     @model_validator(mode="after")
-    def _dates(self) -> "EpisodeConfig":
+    def _dates(self) -> EpisodeConfig:
         if self.start > self.end:
             raise ValueError(f"start {self.start} is after end {self.end}")
         if len(set(self.tickers)) != len(self.tickers):

@@ -15,8 +15,8 @@ def wrong_python(why):
     if VENV_PYTHON.exists():
         how = "use " + again
     else:
-        how = "run `make run` in {} first (it creates .venv), then {}".format(ROOT, again)
-    sys.stderr.write("tradegraph: error: {} ({}): {}\n".format(sys.executable, why, how))
+        how = f"run `make run` in {ROOT} first (it creates .venv), then {again}"
+    sys.stderr.write(f"tradegraph: error: {sys.executable} ({why}): {how}\n")
     return 2
 
 
@@ -29,8 +29,7 @@ def unusable():
     try:
         import graph.transports.cli.main  # noqa: F401 (all of tradegraph's dependencies, imported once)
     except ImportError as e:
-        return wrong_python("no module named {!r}: tradegraph's dependencies are not installed for it".format(
-            e.name or str(e)))
+        return wrong_python(f"no module named {e.name or str(e)!r}: tradegraph's dependencies are not installed for it")
     return None
 
 

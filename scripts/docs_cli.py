@@ -17,7 +17,8 @@ import shlex
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Optional
+from collections.abc import Iterator
 
 # the caller's variables that would change an output: every one of tradegraph's, the model's, the store's
 FOREIGN = re.compile(r"^(TRADEGRAPH_|OPENAI_|ANTHROPIC_|GOOGLE_|GEMINI_|OLLAMA_|OTEL_|MONGODB_URI$|XDG_DATA_HOME$|"

@@ -23,7 +23,8 @@ import bisect
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
+from collections.abc import Iterable
 
 from agent.data import finite
 from agent.data.market import DataError, DateLike, parse_date

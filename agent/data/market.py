@@ -10,7 +10,8 @@ import functools
 import re
 from datetime import date, datetime
 from pathlib import Path
-from typing import Callable, Optional, TypeAlias
+from typing import Optional, TypeAlias
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd

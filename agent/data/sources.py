@@ -13,7 +13,8 @@ import functools
 import stat
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
+from collections.abc import Callable
 
 from agent.data.actions import NO_ACTIONS, default_actions, load_actions
 from agent.data.fundamentals import SAMPLE_FUNDAMENTALS, default_fundamentals, load_fundamentals
@@ -53,7 +54,7 @@ class DataFiles:
     def given(self) -> dict[str, str]:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name)}
 
-    def over(self, fallback: Optional["DataFiles"]) -> "DataFiles":
+    def over(self, fallback: Optional[DataFiles]) -> DataFiles:
         """Each file given here, else the fallback's."""
         return self if fallback is None else DataFiles(**{**fallback.given(), **self.given()})
 

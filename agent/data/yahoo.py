@@ -13,7 +13,7 @@ import logging
 import os
 import warnings
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd

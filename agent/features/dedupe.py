@@ -34,7 +34,7 @@ import difflib
 import functools
 import threading
 from dataclasses import dataclass
-from typing import Iterable
+from collections.abc import Iterable
 
 DIFFLIB_DUP = 0.9
 

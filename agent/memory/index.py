@@ -17,7 +17,8 @@ drops its symbol's partition and views; they are rebuilt on the next search.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Iterable, Optional
+from typing import Optional
+from collections.abc import Iterable
 
 import bm25s
 import numpy as np

@@ -12,7 +12,8 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Optional
+from typing import Any, Literal, Optional
+from collections.abc import Callable
 
 from pydantic import BaseModel
 
@@ -40,15 +41,15 @@ class Route:
     explicit: tuple[str, ...] = ()
 
     @classmethod
-    def get(cls, path: str, tag: str) -> "Route":
+    def get(cls, path: str, tag: str) -> Route:
         return cls("GET", path, tag)
 
     @classmethod
-    def post(cls, path: str, tag: str, status: int = 200, explicit: tuple[str, ...] = ()) -> "Route":
+    def post(cls, path: str, tag: str, status: int = 200, explicit: tuple[str, ...] = ()) -> Route:
         return cls("POST", path, tag, status, explicit)
 
     @classmethod
-    def delete(cls, path: str, tag: str) -> "Route":
+    def delete(cls, path: str, tag: str) -> Route:
         return cls("DELETE", path, tag)
 
     @property
@@ -64,7 +65,7 @@ class Route:
 @dataclass(frozen=True)
 class Capability:
     name: str
-    fn: Callable[["Context", Any], BaseModel]
+    fn: Callable[[Context, Any], BaseModel]
     input_model: type[BaseModel]
     output_model: type[BaseModel]
     http: Route

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, cast
+from typing import Any, Optional, cast
+from collections.abc import Callable, Iterator, Mapping
 
 from pydantic import BaseModel, ValidationError
 
@@ -53,7 +54,7 @@ class Kernel:
             IdempotencyKeys(store.db).ensure_indexes()  # the keys' TTL: they live a day
 
     @classmethod
-    def open(cls, uri: Optional[str] = None, **options: Any) -> "Kernel":
+    def open(cls, uri: Optional[str] = None, **options: Any) -> Kernel:
         from database.connection import connect
 
         try:

@@ -22,7 +22,8 @@ import hashlib
 import json
 import logging
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Optional
+from collections.abc import Callable
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 

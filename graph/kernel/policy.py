@@ -26,7 +26,8 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Optional
+from collections.abc import Mapping
 
 TRANSPORTS = ("local", "cli", "http", "mcp")
 # trusted: the caller already runs code as this user on this machine
@@ -55,7 +56,7 @@ class Policy:
     allow_delete: bool = False
 
     @classmethod
-    def for_transport(cls, transport: str, env: Optional[Mapping[str, str]] = None) -> "Policy":
+    def for_transport(cls, transport: str, env: Optional[Mapping[str, str]] = None) -> Policy:
         env = os.environ if env is None else env
         if transport not in TRANSPORTS:
             raise PolicyError(f"unknown transport {transport!r} (known: {', '.join(TRANSPORTS)})")
@@ -168,7 +169,7 @@ class HostPolicy:
     names: frozenset[str]
 
     @classmethod
-    def for_bind(cls, bind_host: str, env: Optional[Mapping[str, str]] = None) -> "HostPolicy":
+    def for_bind(cls, bind_host: str, env: Optional[Mapping[str, str]] = None) -> HostPolicy:
         env = os.environ if env is None else env
         bound = bind_host.strip("[]").lower()
         # `serve --host myhost.lan` answers to that name (an address is allowed anyway)

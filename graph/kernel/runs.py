@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Optional
+from collections.abc import Mapping
 
 RUNS_ENV = "TRADEGRAPH_RUNS_DIR"
 LEGACY = "experiments"  # the old default, relative to the working directory

@@ -19,7 +19,8 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Optional
+from collections.abc import Callable, Iterator
 
 from pymongo import DESCENDING, ReturnDocument
 from pymongo.errors import PyMongoError
@@ -50,7 +51,7 @@ class TaskKind:
     worker's target and its arguments) and which files and figures it leaves in its folder."""
 
     name: str
-    resume: Callable[["TaskManager", dict], tuple[Callable[..., None], tuple]]
+    resume: Callable[[TaskManager, dict], tuple[Callable[..., None], tuple]]
     artifacts: Callable[[dict, Optional[Path]], tuple[list[tuple[str, str]], Optional[dict]]]
 
 

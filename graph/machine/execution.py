@@ -1,7 +1,8 @@
 """The standalone execution backend: the paper broker, a ledger keyed by cycle id, a versioned stored portfolio."""
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from typing import Optional
+from collections.abc import Callable, Sequence
 
 from agent.broker import execute_decision
 from agent.config import AgentConfig

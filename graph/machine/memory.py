@@ -3,7 +3,8 @@ per-cycle recall that agents query (agent/memory/recall.py) under the cycle's me
 from __future__ import annotations
 
 import threading
-from typing import Iterable, Optional
+from typing import Optional
+from collections.abc import Iterable
 
 from langchain_core.embeddings import Embeddings
 

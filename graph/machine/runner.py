@@ -4,7 +4,8 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, NoReturn, Optional
+from typing import Any, NoReturn, Optional
+from collections.abc import Callable
 
 from agent.budget import Budget
 from agent.data.market import DataError, validate_as_of

@@ -7,7 +7,8 @@ view to that identity.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
+from collections.abc import Iterable
 
 from agent.data.market import DataError, MarketData
 from database.connection import Store

@@ -16,7 +16,8 @@ import fcntl
 import os
 import stat
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any
+from collections.abc import Iterator
 
 _MODES = {"r": os.O_RDONLY, "w": os.O_WRONLY | os.O_CREAT | os.O_TRUNC, "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND,
           "x": os.O_WRONLY | os.O_CREAT | os.O_EXCL, "r+": os.O_RDWR}

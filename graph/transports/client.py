@@ -22,7 +22,8 @@ from __future__ import annotations
 import functools
 import json
 from inspect import Parameter, Signature
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Optional
+from collections.abc import Callable, Iterator
 
 from pydantic import BaseModel
 
@@ -113,7 +114,7 @@ class Client(metaclass=_CapabilityMethods):
         self._b = backend
 
     @classmethod
-    def local(cls, store=None, *, uri: Optional[str] = None, kernel=None, **kernel_options: Any) -> "Client":
+    def local(cls, store=None, *, uri: Optional[str] = None, kernel=None, **kernel_options: Any) -> Client:
         """In this process: on `kernel`, or a Kernel over `store`, or over a store opened from `uri`."""
         from graph.kernel.core import Kernel
 
@@ -124,14 +125,14 @@ class Client(metaclass=_CapabilityMethods):
         return cls(_Local(Kernel.open(uri, **kernel_options), owned=True))
 
     @classmethod
-    def http(cls, base_url: str, token: Optional[str] = None, *, timeout_s: float = 600.0) -> "Client":
+    def http(cls, base_url: str, token: Optional[str] = None, *, timeout_s: float = 600.0) -> Client:
         """Over HTTP to `tradegraph serve`; a cycle can take minutes with a networked model."""
         return cls(_Http(base_url, token, timeout_s))
 
     def close(self) -> None:
         self._b.close()
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 from inspect import Parameter, Signature
-from typing import Annotated, Any, Callable, Optional, cast
+from typing import Annotated, Any, Optional, cast
+from collections.abc import Callable
 
 from fastapi import Body, FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError

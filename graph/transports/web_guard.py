@@ -15,7 +15,8 @@ the same guard, so it needs no check of its own.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 from graph.kernel.policy import HostPolicy, host_name

@@ -14,7 +14,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, Iterable, Optional, Union
+from typing import Optional, Union
+from collections.abc import Callable, Iterable
 
 from langchain_core.messages import AIMessage, BaseMessage
 
@@ -38,7 +39,7 @@ class Fault:
     tool_calls: Optional[list[dict]] = None  # raw tool calls in the provider's own wire format
     finish_reason: Optional[str] = None  # in the provider's own words ("length", "max_tokens", "MAX_TOKENS")
 
-    def matches(self, asked: "Asked") -> bool:
+    def matches(self, asked: Asked) -> bool:
         if self.when == "any":
             return True
         if self.when == "tools":

@@ -12,7 +12,7 @@ from __future__ import annotations
 import socket
 import time
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import pytest
 from pymongo import MongoClient

@@ -7,7 +7,8 @@ import contextlib
 import threading
 import time
 import uuid
-from typing import Iterator, Optional
+from typing import Optional
+from collections.abc import Iterator
 
 import anyio
 import httpx

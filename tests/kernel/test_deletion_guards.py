@@ -21,6 +21,7 @@ from graph.machine.runtime import default_runtime
 from graph.transports.cli.main import main
 from schemas.portfolio import PortfolioSnapshot
 from tests.fakes.gated_model import GatedModel
+from datetime import UTC
 
 pytestmark = pytest.mark.integration
 
@@ -37,9 +38,9 @@ def quiet_for(store, sid: str, seconds: float) -> None:
     """Age the session's last write as the store records it (its head and its summary), as a model call that long
     would have left them."""
     head = store.events.heads.get(sid)
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
-    then = (datetime.fromisoformat(head.updated) - timedelta(seconds=seconds)).astimezone(timezone.utc)
+    then = (datetime.fromisoformat(head.updated) - timedelta(seconds=seconds)).astimezone(UTC)
     store.events.heads.col.update_one({"_id": sid}, {"$set": {"updated": then.isoformat(timespec="milliseconds")}})
     store.sessions.col.update_one({"_id": sid}, {"$inc": {"last_ts": -seconds}})
 

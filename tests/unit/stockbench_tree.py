@@ -3,7 +3,7 @@ tree they can change or break (the shipped archive is read-only and slow to deri
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Optional
 
@@ -33,7 +33,7 @@ def write_tree(root: Path, symbol: str = "ACME", bar: Optional[dict] = None, new
         write_bar(storage / "parquet" / symbol / "day" / f"{day}.parquet", day, **values)
     news = storage / "cache" / "news_by_day" / symbol
     news.mkdir(parents=True, exist_ok=True)
-    epoch = int(datetime(2024, 3, 4, 15, 0, tzinfo=timezone.utc).timestamp())
+    epoch = int(datetime(2024, 3, 4, 15, 0, tzinfo=UTC).timestamp())
     finnhub = {"title": "ACME wins a contract", "description": "A fictional item.", "published_utc":
                "2024-03-04T23:00:00", "source": "Yahoo", "url": "https://example.invalid/1", "related_symbols":
                [symbol], "id": 1, "datetime": epoch}

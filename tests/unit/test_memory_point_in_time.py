@@ -63,7 +63,7 @@ def test_lessons_from_t_onwards_change_nothing_decided_up_to_t(tmp_path):
     # the perturbation is real: the first cycle after t recalls the planted lessons known at t
     after = next(lb for lb in b if lb.date > T).agent_output["cycle_id"]
     recalled = {h["memory_id"] for r in seen_b[after]["retrievals"] for h in r["hits"]}
-    assert any(m.startswith(f"future:") and f":{T}:" in m for m in recalled)
+    assert any(m.startswith("future:") and f":{T}:" in m for m in recalled)
     assert not any(":2011-03-01:" in m or ":2011-02-16:" in m for m in recalled)
 
 

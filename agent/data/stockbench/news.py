@@ -14,7 +14,7 @@ same true time (a press release both feeds carried: JNJ's 2025-04-26 TAR-200 rel
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 import pandas as pd
@@ -31,7 +31,7 @@ def true_time(item: dict, where: str) -> str:
         if isinstance(epoch, bool) or not isinstance(epoch, (int, float)):
             raise DataError(f"{where}, field 'datetime': not a Unix time: {epoch!r}")
         try:
-            return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            return datetime.fromtimestamp(epoch, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         except (OverflowError, OSError, ValueError):
             raise DataError(f"{where}, field 'datetime': not a Unix time: {epoch!r}") from None
     label = item.get("published_utc")

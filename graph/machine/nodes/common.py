@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import functools
 import traceback
-from typing import Any, Callable, Optional
+from typing import Any, Optional
+from collections.abc import Callable
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END

@@ -4,7 +4,8 @@ by the model."""
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Literal
+from typing import Any, Literal
+from collections.abc import Callable
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END

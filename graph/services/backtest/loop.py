@@ -19,7 +19,8 @@ import json
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
+from collections.abc import Callable
 
 from pymongo.errors import (AutoReconnect, ConnectionFailure, InvalidOperation, NetworkTimeout, NotPrimaryError,
                             ServerSelectionTimeoutError, WaitQueueTimeoutError)

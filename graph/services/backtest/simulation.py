@@ -8,7 +8,8 @@ owns the portfolio. Every submit_decision call of a cycle is kept so the loop ca
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Optional
+from collections.abc import Sequence
 
 from agent.broker import execute_decision
 from agent.markets import MarketProfile, get_profile
@@ -41,7 +42,7 @@ class SimulationExecution:
 
     @classmethod
     def for_market(cls, market: str, *, fees_bps: float, slippage_bps: float,
-                   portfolio: Optional[PortfolioSnapshot] = None, decide_at: str = "close") -> "SimulationExecution":
+                   portfolio: Optional[PortfolioSnapshot] = None, decide_at: str = "close") -> SimulationExecution:
         return cls(profile=get_profile(market, decide_at), fees_bps=fees_bps, slippage_bps=slippage_bps,
                    portfolio=portfolio)
 

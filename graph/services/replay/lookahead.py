@@ -14,7 +14,8 @@ not by contract name, so evidence added to a contract later is audited without a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Optional
+from collections.abc import Iterable, Iterator
 
 import pandas as pd
 

@@ -14,7 +14,8 @@ import hashlib
 import json
 import threading
 from collections import deque
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
+from collections.abc import Iterable
 
 from langchain_core.messages import AIMessage, BaseMessage, UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatResult

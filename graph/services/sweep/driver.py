@@ -18,7 +18,8 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
+from collections.abc import Callable
 
 from graph.services.sweep.episode import SweepContext, run_episode
 from graph.services.sweep.grid import Episode

@@ -13,7 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Optional
+from collections.abc import Callable
 
 from agent.markets import DecideAt, trading_days
 from schemas.simulation import Market, MemoryMode
@@ -69,7 +70,7 @@ class Episode:
                 "override": self.override_label}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Episode":
+    def from_dict(cls, d: dict[str, Any]) -> Episode:
         w = Window(d["start"], d["end"], d["window"], tuple(d["in_sample"]) if d.get("in_sample") else None)
         return cls(episode_id=d["episode_id"], index=d["index"], config_key=d["config_key"],
                    symbols=tuple(d["symbols"]), window=w, memory=d["memory"], quick_model=d.get("quick_model"),

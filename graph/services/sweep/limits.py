@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Optional
+from collections.abc import Callable
 
 from agent.budget import (Budget, BudgetExceeded, CallBudgetExceeded, CostBudgetExceeded, Reservation,
                           TokenBudgetExceeded, settle_reported)

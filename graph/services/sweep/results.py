@@ -16,7 +16,8 @@ import io
 import json
 import statistics
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
+from collections.abc import Iterable
 
 from graph.services.run_files import open_run_file, read_run_text, run_file_exists, save_figure, write_run_atomic
 from graph.services.sweep.grid import Episode

@@ -12,7 +12,8 @@ import threading
 import time
 from collections import Counter
 from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Optional
+from collections.abc import Iterator
 
 from opentelemetry.sdk.trace import ReadableSpan
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Mapping, Optional
+from typing import Optional
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 ENDPOINT_VAR = "OTEL_EXPORTER_OTLP_ENDPOINT"

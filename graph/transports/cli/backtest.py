@@ -30,7 +30,7 @@ def _fmt(v: Any, kind: str) -> str:
     return str(v)
 
 
-def metrics_table(result) -> "Any":
+def metrics_table(result) -> Any:
     from rich.table import Table
 
     a = result.actions
@@ -147,7 +147,6 @@ def check_id_flag(kind, value: str, flag: str) -> None:
 def run_in_foreground(args, inputs: dict) -> Any:
     """The kernel's backtest path, waited for (graph/transports/cli/foreground.py): a stored task run by a thread of
     this process, followed with a progress bar; returns the complete run's result."""
-    from pathlib import Path
 
     from graph.transports.cli.common import kernel
     from graph.transports.cli.foreground import wait_for

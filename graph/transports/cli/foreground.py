@@ -3,7 +3,7 @@ thread of this process (so HTTP and MCP see it and can cancel it), followed here
 from __future__ import annotations
 
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 
 def wait_for(k, capability: str, inputs: dict, args, *, what: str, resume: Callable) -> tuple:

@@ -6,7 +6,8 @@ import argparse
 import os
 import signal
 import sys
-from typing import Any, Callable, Optional
+from typing import Any, Optional
+from collections.abc import Callable
 
 from graph.services.run_files import UnsafeRunPath
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import Any, Iterator, TextIO
+from typing import Any, TextIO
+from collections.abc import Iterator
 
 
 class PipeTolerant:

@@ -31,7 +31,8 @@ import shutil
 import tempfile
 import time
 import uuid
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
+from collections.abc import Iterator
 
 from graph.services.benchmark.stockbench.protocol import Protocol
 

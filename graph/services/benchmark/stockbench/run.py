@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable, Literal, Optional, Sequence
+from typing import Any, Literal, Optional
+from collections.abc import Callable, Sequence
 
 from graph.services.benchmark.stockbench.protocol import Protocol
 from graph.services.run_files import read_run_text, run_file_exists, write_run_atomic

@@ -12,7 +12,8 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional
+from collections.abc import Mapping, Sequence
 
 from agent.metrics import equal_weight_buy_and_hold, stockbench_metrics, turnover
 from graph.services.benchmark.stockbench.protocol import Protocol, published
