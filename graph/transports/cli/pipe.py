@@ -51,7 +51,7 @@ def closed_pipe_tolerated() -> Iterator[PipeTolerant]:
     """sys.stdout as a PipeTolerant while the command runs, flushed before it returns its code."""
     original = sys.stdout
     tolerant = PipeTolerant(original)
-    sys.stdout = tolerant  # type: ignore[assignment]
+    sys.stdout = tolerant
     try:
         yield tolerant
     finally:
