@@ -24,7 +24,7 @@ _CALENDAR_START = "1991-01-02"
 _AFTER = pd.Timedelta(microseconds=1)
 
 
-from agent.decision_time import DECIDE_AT, DecideAt  # noqa: E402,F401 - defined once, light to import
+from agent.decision_time import DECIDE_AT, DecideAt  # noqa: E402 - defined once, light to import
 
 
 @dataclass(frozen=True)

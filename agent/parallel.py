@@ -32,7 +32,7 @@ def run_parallel(tasks: Mapping[str, Callable[[], T]], *, parallel: bool) -> dic
     for k, f in futures.items():
         try:
             results[k] = f.result()
-        except BaseException as e:  # wait for the rest before raising, so no call outlives the state
+        except BaseException as e:  # noqa: BLE001 - wait for the rest before raising, so no call outlives the state
             first_error = first_error or e
     if first_error is not None:
         raise first_error

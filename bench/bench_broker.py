@@ -22,14 +22,14 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.brokers.client_ids import client_order_id  # noqa: E402
-from database import connect  # noqa: E402
-from database.broker import BrokerOrders, BrokerSessions  # noqa: E402
-from database.embedded import start_server, stop_server  # noqa: E402
-from graph.services.broker.reconcile import reconcile  # noqa: E402
-from schemas.portfolio import PortfolioSnapshot  # noqa: E402
-from tests.brokers.harness import backend, decision, run  # noqa: E402
-from tests.fakes.fake_alpaca import FakeAlpaca  # noqa: E402
+from agent.brokers.client_ids import client_order_id
+from database import connect
+from database.broker import BrokerOrders, BrokerSessions
+from database.embedded import start_server, stop_server
+from graph.services.broker.reconcile import reconcile
+from schemas.portfolio import PortfolioSnapshot
+from tests.brokers.harness import backend, decision, run
+from tests.fakes.fake_alpaca import FakeAlpaca
 
 SYMBOLS = [f"S{i:02d}" for i in range(20)]
 STATE = ("state", "broker_order_id", "status", "filled_quantity", "avg_price")

@@ -28,12 +28,12 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from database import connect  # noqa: E402
-from database.embedded import start_server, stop_server  # noqa: E402
-from graph.kernel.core import Kernel  # noqa: E402
-from graph.transports.web import views  # noqa: E402
-from graph.transports.web.pages import environment  # noqa: E402
-from tests.console.server import serving  # noqa: E402
+from database import connect
+from database.embedded import start_server, stop_server
+from graph.kernel.core import Kernel
+from graph.transports.web import views
+from graph.transports.web.pages import environment
+from tests.console.server import serving
 
 TARGET_MS = 300.0
 

@@ -18,10 +18,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from database import embedded  # noqa: E402
-from database.connection import connect  # noqa: E402
-from graph.machine.runner import run_cycle  # noqa: E402
-from graph.machine.runtime import default_runtime  # noqa: E402
+from database import embedded
+from database.connection import connect
+from graph.machine.runner import run_cycle
+from graph.machine.runtime import default_runtime
 
 DATES = ["2010-03-01", "2010-06-01", "2010-09-01", "2010-12-01", "2011-03-01", "2011-06-01", "2011-09-01",
          "2011-12-01", "2012-03-01", "2012-06-01"]

@@ -17,9 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.data.market import MarketData, default_market_data  # noqa: E402
-from agent.features.bundle import build_bundle  # noqa: E402
-from agent.features.technical import IndicatorCache  # noqa: E402
+from agent.data.market import MarketData, default_market_data
+from agent.features.bundle import build_bundle
+from agent.features.technical import IndicatorCache
 
 N_SYMBOLS = 100
 N_BARS = 2500

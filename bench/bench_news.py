@@ -15,11 +15,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.data.news import load_news  # noqa: E402
-from agent.data.stockbench import load_tree  # noqa: E402
-from agent.features.dedupe import Deduper, full_scan, story_of  # noqa: E402
-from agent.features.news import news_features, normalise_text  # noqa: E402
-from agent.markets import get_profile, trading_days  # noqa: E402
+from agent.data.news import load_news
+from agent.data.stockbench import load_tree
+from agent.features.dedupe import Deduper, full_scan, story_of
+from agent.features.news import news_features, normalise_text
+from agent.markets import get_profile, trading_days
 
 DJIA20 = "AAPL AMGN AMZN AXP BA CAT CRM GS HD HON IBM JNJ JPM MCD MSFT PG SHW TRV UNH V".split()
 

@@ -32,12 +32,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_tokens import audited_tokens, counter  # noqa: E402
-from critical_path import critical_path, describe  # noqa: E402
+from bench_tokens import audited_tokens, counter
+from critical_path import critical_path, describe
 
-from database import connect  # noqa: E402
-from graph.services.benchmark.stockbench import run as driver  # noqa: E402
-from graph.services.benchmark.stockbench.protocol import SYMBOLS, Protocol  # noqa: E402
+from database import connect
+from graph.services.benchmark.stockbench import run as driver
+from graph.services.benchmark.stockbench.protocol import SYMBOLS, Protocol
 
 TARGET_S = 60.0
 TARGET_TOKENS = 8_000

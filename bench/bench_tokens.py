@@ -21,10 +21,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from critical_path import critical_path, describe  # noqa: E402
+from critical_path import critical_path, describe
 
-from database import connect  # noqa: E402
-from graph.machine.runner import run_cycle  # noqa: E402
+from database import connect
+from graph.machine.runner import run_cycle
 
 TARGET_TOKENS = 10_000
 TARGET_SB_TOKENS = 8_000  # issue 24: per symbol-decision on a real StockBench day

@@ -12,7 +12,7 @@ from schemas.plan import Plan
 from schemas.portfolio import PortfolioSnapshot, Position
 from schemas.validation import DecisionValidation, RiskCheck
 
-from schemas.states import STATE_CONTRACTS, STATES  # noqa: E402 - the state table, defined once
+from schemas.states import STATE_CONTRACTS, STATES
 
 # every model whose JSON Schema `tradegraph schemas` writes
 ALL_CONTRACTS = {

@@ -19,7 +19,7 @@ from pymongo.errors import PyMongoError
 from graph.machine.audit import AuditHandler
 from graph.machine.builder import build_graph
 from graph.machine.timeline import refuse_going_back
-from graph.machine.errors import ApprovalConflict, InputError, NothingPending, SessionNotFound  # noqa: F401 - re-exported
+from graph.machine.errors import ApprovalConflict, InputError, NothingPending, SessionNotFound
 from database.checkpoint import checkpointer
 from langgraph.types import Command
 from database.broker import BrokerSessions, KillSwitch

@@ -25,7 +25,7 @@ def guard_loopback(monkeypatch) -> list[Any]:
     seen: list[Any] = []
     real = socket.socket.connect
 
-    def connect(self, address):  # noqa: ANN001
+    def connect(self, address):
         host = address[0] if isinstance(address, tuple) else address
         if self.family in (socket.AF_INET, socket.AF_INET6) and host not in ("127.0.0.1", "::1", "localhost"):
             raise AssertionError(f"a socket tried to leave loopback: {address!r}")

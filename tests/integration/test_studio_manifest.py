@@ -12,7 +12,7 @@ from tests.integration.test_studio import _tail, dev_server  # noqa: F401 - the 
 pytestmark = pytest.mark.integration
 
 
-def test_a_new_studio_session_has_a_manifest_and_verifies_with_it(dev_server, monkeypatch):  # noqa: F811
+def test_a_new_studio_session_has_a_manifest_and_verifies_with_it(dev_server, monkeypatch):
     from langgraph_sdk import get_sync_client
 
     url, home, log = dev_server

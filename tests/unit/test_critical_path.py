@@ -7,7 +7,7 @@ from graph.machine.runner import run_cycle
 from tests.helpers import mock_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from critical_path import critical_path  # noqa: E402
+from critical_path import critical_path
 
 
 def req(state, schema=None, attempt=1):

@@ -16,7 +16,7 @@ from graph.machine.runner import run_cycle
 from graph.machine.runtime import default_runtime
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from critical_path import critical_path  # noqa: E402
+from critical_path import critical_path
 
 SYMBOLS = "AAPL,MSFT,IBM,GOOG"
 OPEN, STOPPED = "2012-03-01", "2012-03-06"  # AAPL and GOOG gap through their stops (tests/unit/test_memory_loop.py)

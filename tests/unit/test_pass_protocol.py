@@ -21,7 +21,7 @@ from schemas.states import ALLOW_LISTS, MARKET_TOOLS, STATE_CONTRACTS, allow_lis
 from tests.helpers import events_of, mock_store, runtime_with
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from critical_path import critical_path  # noqa: E402
+from critical_path import critical_path
 
 SYMBOLS = "AAPL,MSFT,IBM,GOOG"
 COMPARED = ("SCANNING", "PLANNING", "ANALYZING", "DEBATE", "DECIDING", "VALIDATING")

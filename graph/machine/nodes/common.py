@@ -53,7 +53,7 @@ def guarded(name: str, body: Callable[[CycleState, RunnableConfig], Command],
         emit("transition", {"from": state.get("last_state") or "START", "to": name}, config)
         try:
             return checked(name, body(state, config), state, config)
-        except Exception as e:  # fail closed: no later state (and so no execution) runs
+        except Exception as e:  # noqa: BLE001 - fail closed: no later state (and so no execution) runs
             return fail(name, e, config, status=_failed_status(state))
 
     return node

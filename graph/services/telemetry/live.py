@@ -75,7 +75,7 @@ def export_ended_cycle(store, session_id: str, cycle_id: str) -> Optional[dict[s
         send(spans, url)
         COOLDOWN.recovered(url)
         return None
-    except Exception as e:  # telemetry never fails a cycle: any failure is a warning and an audited event
+    except Exception as e:  # noqa: BLE001 - telemetry never fails a cycle: a failure is a warning and an audited event
         if url is not None:
             COOLDOWN.failed(url)
         return _failed(store, session_id, cycle_id, shown(url) if url else None, e, skipped=False,
@@ -90,6 +90,6 @@ def _failed(store, session_id: str, cycle_id: str, url: Optional[str], exc: Opti
     try:
         with store.writer(background=False) as writer:
             writer.put(new_event(session_id, cycle_id, "RUNNER", "telemetry", payload))
-    except Exception as e:  # the store went away too: the warning above is all that can be said
+    except Exception as e:  # noqa: BLE001 - the store went away too: the warning above is all that can be said
         log.warning("could not audit the failed OpenTelemetry export of cycle %s: %s", cycle_id, e)
     return payload
