@@ -8,11 +8,15 @@ over here: its own retries are off and its session gets a timeout.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Optional, TypeVar
+from datetime import datetime
+from functools import partial
+from typing import Any, Optional, TypeVar
+from collections.abc import Callable
 
 import requests
 from alpaca.common.exceptions import APIError
 from alpaca.trading.client import TradingClient
+from alpaca.common.enums import Sort
 from alpaca.trading.enums import OrderSide, QueryOrderStatus, TimeInForce
 from alpaca.trading.requests import GetOrdersRequest, MarketOrderRequest
 
@@ -43,7 +47,7 @@ class _TimedSession(requests.Session):
         self.proxies.update(requests.utils.get_environ_proxies(base_url))
         self.trust_env = False
 
-    def request(self, *args: Any, **kwargs: Any) -> requests.Response:  # type: ignore[override]
+    def request(self, *args: Any, **kwargs: Any) -> requests.Response:
         kwargs.setdefault("timeout", self.timeout_s)
         return super().request(*args, **kwargs)
 
@@ -98,7 +102,7 @@ class AlpacaBroker:
 
     def positions(self) -> dict[str, tuple[float, float]]:
         """symbol -> (signed quantity, average entry price)."""
-        rows = self._call("GET /v2/positions", self.client.get_all_positions)
+        rows: list[Any] = list(self._call("GET /v2/positions", self.client.get_all_positions))
         return {p.symbol: (-abs(float(p.qty)) if str(getattr(p.side, "value", p.side)) == "short" else float(p.qty),
                            float(p.avg_entry_price)) for p in rows}
 
@@ -115,17 +119,16 @@ class AlpacaBroker:
                 return None
             raise
 
-    def orders(self, after: Optional[str] = None, status: str = "all") -> list[OrderView]:
-        """Every order (oldest first) created after `after` (ISO time), paged 500 at a time."""
+    def orders(self, after: Optional[datetime] = None, status: str = "all") -> list[OrderView]:
+        """Every order (oldest first) created after `after`, paged 500 at a time."""
         out: list[OrderView] = []
         while True:
-            req = GetOrdersRequest(status=QueryOrderStatus(status), limit=500, direction="asc",
-                                   **({"after": after} if after else {}))
-            page = self._call("GET /v2/orders", lambda: self.client.get_orders(req))
+            req = GetOrdersRequest(status=QueryOrderStatus(status), limit=500, direction=Sort.ASC, after=after)
+            page: list[Any] = list(self._call("GET /v2/orders", partial(self.client.get_orders, req)))
             out += [_view(o) for o in page]
             if len(page) < 500:
                 return out
-            after = page[-1].created_at.isoformat()
+            after = page[-1].created_at
 
     def cancel(self, order_id: str) -> None:
         try:

@@ -18,7 +18,8 @@ import tomllib
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, time
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional
+from collections.abc import Mapping, Sequence
 from zoneinfo import ZoneInfo
 
 from agent.brokers import BrokerConfigError

@@ -2,7 +2,7 @@
 mandate refuses in VALIDATING naming rule, limit and value; the manifest records the mandate's hash."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 import pytest
 
@@ -74,14 +74,14 @@ def test_mandate_refusals_name_rule_limit_value(tmp_path):
                  'max_gross_exposure = 2000\nmax_orders_per_day = 2\ntrading_hours = "09:30-16:00"\n')
     m = load_mandate(str(p))
     assert len(m.sha256) == 64 and m.approval_required is True
-    noon = datetime(2026, 11, 27, 17, 0, tzinfo=timezone.utc)  # 12:00 in New York
+    noon = datetime(2026, 11, 27, 17, 0, tzinfo=UTC)  # 12:00 in New York
     got = m.check([("AAPL", "BUY", 60), ("NVDA", "BUY", 1)], {"AAPL": 20.0, "NVDA": 50.0}, {"MSFT": 10},
                   orders_today=1, now=noon)
     rules = {(r.rule, r.symbol): (r.limit, r.value) for r in got}
     assert rules == {("symbols", "NVDA"): (["AAPL", "MSFT"], "NVDA"), ("max_order_notional", "AAPL"): (1000, 1200.0),
                      ("max_orders_per_day", None): (2, 3)}
     assert m.check([("AAPL", "BUY", 1)], {"AAPL": 20.0}, {}, orders_today=0,
-                   now=datetime(2026, 11, 27, 22, 0, tzinfo=timezone.utc))[0].rule == "trading_hours"
+                   now=datetime(2026, 11, 27, 22, 0, tzinfo=UTC))[0].rule == "trading_hours"
     big = m.check([("AAPL", "BUY", 46)], {"AAPL": 20.0, "MSFT": 100.0}, {"AAPL": 30, "MSFT": 10}, orders_today=0,
                   now=noon)
     assert {r.rule for r in big} == {"max_position_notional", "max_gross_exposure"}

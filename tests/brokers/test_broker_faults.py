@@ -199,3 +199,14 @@ def test_reconcile_reports_drift_and_the_cli_exits_1(env):
     report = reconcile(exe.broker, store, SID)
     assert not report["clean"] and any(d["symbol"] == "AAPL" for d in report["drift"])
     assert kinds(store, "reconciliation")[-1]["clean"] is False
+
+
+def test_orders_are_paged_past_500(env):
+    fake, store, bad = env
+    with fake.lock:
+        for i in range(1201):
+            fake.handle("POST", "/v2/orders", {}, {"client_order_id": f"tg-p{i}", "symbol": "AAPL", "qty": "1",
+                                                   "side": "buy"})
+    seen = backend(store, fake).broker.orders()
+    assert [o.client_order_id for o in seen] == [f"tg-p{i}" for i in range(1201)]
+    assert sum(1 for m, p in fake.requests if p == "/v2/orders" and m == "GET") == 3

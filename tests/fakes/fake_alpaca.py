@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
 from urllib.parse import parse_qs, urlparse
@@ -36,7 +36,7 @@ class Fault:
 
 
 def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).isoformat().replace("+00:00", "Z")
+    return datetime.fromtimestamp(t, UTC).isoformat().replace("+00:00", "Z")
 
 
 @dataclass
@@ -93,7 +93,7 @@ class FakeAlpaca:
                 if o["status"] in OPEN:
                     self._fill(o, float(o["qty"]) - float(o["filled_qty"]))
 
-    def start(self) -> "FakeAlpaca":
+    def start(self) -> FakeAlpaca:
         fake = self
 
         class Handler(_Handler):
@@ -223,7 +223,8 @@ class FakeAlpaca:
         status = q.get("status", "open")
         rows = [o for o in self.orders if status == "all" or (o["status"] in OPEN) == (status == "open")]
         if q.get("after"):
-            rows = [o for o in rows if o["created_at"] > q["after"]]
+            after = datetime.fromisoformat(q["after"].replace(" ", "+"))  # a '+' of the query string may arrive as ' '
+            rows = [o for o in rows if datetime.fromisoformat(o["created_at"]) > after]
         if q.get("symbols"):
             rows = [o for o in rows if o["symbol"] in q["symbols"].split(",")]
         rows.sort(key=lambda o: o["created_at"], reverse=q.get("direction", "desc") == "desc")

@@ -3,7 +3,8 @@ TRADEGRAPH_BROKER; a session that started on a broker stays on it (its approval 
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
+from collections.abc import Mapping
 
 from agent.brokers import BrokerConfigError
 from agent.brokers.settings import alpaca_settings, broker_name

@@ -29,6 +29,7 @@ from schemas.broker import BrokerOrderOutcome
 from schemas.decision import Decision, DecisionResult, Order
 from schemas.events import EventKind, new_event
 from schemas.portfolio import PortfolioSnapshot
+from datetime import UTC
 
 
 class BrokerExecution(PaperExecution):
@@ -51,9 +52,9 @@ class BrokerExecution(PaperExecution):
                       portfolio: PortfolioSnapshot) -> list[Refusal]:
         """VALIDATING's check, against the book this cycle read (the broker's own positions are checked again
         right before the submit)."""
-        from datetime import datetime, timezone
+        from datetime import datetime
 
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         return self.mandate.check([(o.symbol, o.side, o.quantity) for o in decision.orders], prices,
                                   {s: p.quantity for s, p in portfolio.positions.items()},
                                   orders_today=self.orders.count_day(ny_day(now)), now=now)
