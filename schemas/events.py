@@ -14,8 +14,7 @@ import uuid
 from typing import Annotated, Any, Literal, Optional, Union, get_args
 from collections.abc import Callable
 
-from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter, ValidationError,
-                      create_model)
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter, ValidationError
 
 from schemas.base import SCHEMA_VERSION, Contract, CycleStatus
 
@@ -34,22 +33,26 @@ EventKind = Literal[
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 
 
-class StateEvent(Contract):
-    """The envelope as the store checks it on append (database/events.py): the payload is any JSON object."""
+class Envelope(Contract):
+    """What every event carries beside its kind and payload."""
     event_id: str = Field(min_length=1, max_length=200)
     session_id: str = Field(min_length=1, max_length=200)
     cycle_id: str = Field(min_length=1, max_length=200)
     seq: int = Field(ge=1)
     ts: float = Field(gt=0)
     state: str = Field(max_length=50)
-    kind: EventKind
-    payload: dict[str, Any]
     schema_version: int = SCHEMA_VERSION
     run_id: Optional[str] = None
     parent_run_id: Optional[str] = None
     # tamper evidence, set by the store on append: sha256 of the previous event of the session, and of this one
     prev_hash: Optional[str] = Field(default=None, max_length=64)
     hash: Optional[str] = Field(default=None, max_length=64)
+
+
+class StateEvent(Envelope):
+    """The envelope as the store checks it on append (database/events.py): the payload is any JSON object."""
+    kind: EventKind
+    payload: dict[str, Any]
 
 
 def new_event(session_id: str, cycle_id: str, state: str, kind: EventKind, payload: dict[str, Any], *,
@@ -260,20 +263,118 @@ PAYLOADS: dict[str, type[Payload]] = {
 assert set(PAYLOADS) == set(EVENT_KINDS), "every kind has exactly one payload model"
 
 
-class Event(StateEvent):
-    """A stored event read back and typed: the envelope, seq and hashes included, and its payload's model."""
+class Event(Envelope):
+    """A stored event read back and typed: the envelope, seq and hashes included, and its payload's model. Each kind
+    has its own class below (`kind: Literal[...]`, its payload's model), so `match` and `isinstance` narrow."""
+    kind: EventKind
     payload: Payload
 
 
-def _typed(kind: str, payload: type[Payload]) -> type[Event]:
-    name = "".join(part.title() for part in kind.split("_")) + "Event"
-    return create_model(name, __base__=Event, kind=(Literal[kind], ...), payload=(payload, ...))
+class ManifestEvent(Event):
+    kind: Literal["manifest"]
+    payload: ManifestPayload
 
 
-EVENTS: dict[str, type[Event]] = {kind: _typed(kind, model) for kind, model in PAYLOADS.items()}
-TypedEvent = Annotated[Union[tuple(EVENTS.values())], Field(discriminator="kind")]
-_ADAPTER: TypeAdapter = TypeAdapter(TypedEvent)
+class TransitionEvent(Event):
+    kind: Literal["transition"]
+    payload: TransitionPayload
 
+
+class LlmRequestEvent(Event):
+    kind: Literal["llm_request"]
+    payload: LlmRequestPayload
+
+
+class LlmResponseEvent(Event):
+    kind: Literal["llm_response"]
+    payload: LlmResponsePayload
+
+
+class ToolCallEvent(Event):
+    kind: Literal["tool_call"]
+    payload: ToolCallPayload
+
+
+class ToolResultEvent(Event):
+    kind: Literal["tool_result"]
+    payload: ToolResultPayload
+
+
+class ContractEvent(Event):
+    kind: Literal["contract"]
+    payload: ContractPayload
+
+
+class ValidationEvent(Event):
+    kind: Literal["validation"]
+    payload: ValidationPayload
+
+
+class ErrorEvent(Event):
+    kind: Literal["error"]
+    payload: ErrorPayload
+
+
+class RetrievalEvent(Event):
+    kind: Literal["retrieval"]
+    payload: RetrievalPayload
+
+
+class TelemetryEvent(Event):
+    kind: Literal["telemetry"]
+    payload: TelemetryPayload
+
+
+class IdempotencyEvent(Event):
+    kind: Literal["idempotency"]
+    payload: IdempotencyPayload
+
+
+class CycleEndedEvent(Event):
+    kind: Literal["cycle_ended"]
+    payload: CycleEndedPayload
+
+
+class OrderIntentEvent(Event):
+    kind: Literal["order_intent"]
+    payload: OrderIntentPayload
+
+
+class OrderAckEvent(Event):
+    kind: Literal["order_ack"]
+    payload: OrderAckPayload
+
+
+class OrderUpdateEvent(Event):
+    kind: Literal["order_update"]
+    payload: OrderUpdatePayload
+
+
+class ReconciliationEvent(Event):
+    kind: Literal["reconciliation"]
+    payload: ReconciliationPayload
+
+
+class BrokerControlEvent(Event):
+    kind: Literal["broker_control"]
+    payload: BrokerControlPayload
+
+
+AnyEvent = Annotated[Union[
+    ManifestEvent, TransitionEvent, LlmRequestEvent, LlmResponseEvent, ToolCallEvent, ToolResultEvent, ContractEvent,
+    ValidationEvent, ErrorEvent, RetrievalEvent, TelemetryEvent, IdempotencyEvent, CycleEndedEvent, OrderIntentEvent,
+    OrderAckEvent, OrderUpdateEvent, ReconciliationEvent, BrokerControlEvent,
+], Field(discriminator="kind")]
+EVENTS: dict[str, type[Event]] = {
+    "manifest": ManifestEvent, "transition": TransitionEvent, "llm_request": LlmRequestEvent,
+    "llm_response": LlmResponseEvent, "tool_call": ToolCallEvent, "tool_result": ToolResultEvent,
+    "contract": ContractEvent, "validation": ValidationEvent, "error": ErrorEvent, "retrieval": RetrievalEvent,
+    "telemetry": TelemetryEvent, "idempotency": IdempotencyEvent, "cycle_ended": CycleEndedEvent,
+    "order_intent": OrderIntentEvent, "order_ack": OrderAckEvent, "order_update": OrderUpdateEvent,
+    "reconciliation": ReconciliationEvent, "broker_control": BrokerControlEvent,
+}
+assert set(EVENTS) == set(EVENT_KINDS), "every kind has exactly one event class"
+_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
 
 # ---------------------------------------------------------------------------- versions
 # (kind, version) -> a function lifting a payload of that version to version + 1, as the eventsourcing library's
@@ -309,7 +410,7 @@ class EventParseError(ValueError):
     that does not fit its kind's model. The message names the event, its kind and the first bad field."""
 
 
-def parse_event(doc: dict[str, Any]) -> Event:
+def parse_event(doc: dict[str, Any]) -> AnyEvent:
     """A stored `state_events` document as its typed event, its payload upcast to SCHEMA_VERSION first."""
     kind = doc.get("kind")
     where = f"event seq {doc.get('seq', '?')} of session {doc.get('session_id', '?')!r}"

@@ -256,6 +256,27 @@ def test_every_kind_has_one_payload_model_and_statuses_are_one_literal():
     assert set(get_args(CycleStatus)) == set(table)
 
 
+def test_each_kind_is_a_class_of_its_own_that_parse_event_returns(recorded):
+    """One class per kind (`kind: Literal[...]`, its payload's model), so `match`/`isinstance` narrow for a checker
+    (mypy reads `payload.to` of a TransitionEvent as str; with the create_model union it saw only `Payload`)."""
+    from typing import get_args, get_type_hints
+
+    for kind, cls in ev.EVENTS.items():
+        hints = get_type_hints(cls)
+        assert get_args(hints["kind"]) == (kind,) and hints["payload"] is PAYLOADS[kind], kind
+        assert cls.__name__ in vars(ev), f"{cls.__name__} is written out in schemas/events.py, not built"
+    seen = set()
+    for doc in recorded:
+        typed = parse_event(doc)
+        assert type(typed) is ev.EVENTS[doc["kind"]]
+        match typed:
+            case ev.TransitionEvent(payload=ev.TransitionPayload(to=to)):
+                seen.add(("transition", to))
+            case ev.LlmResponseEvent():
+                seen.add(("llm_response", type(typed.payload.usage).__name__))
+    assert ("transition", "SCANNING") in seen and ("llm_response", "Usage") in seen
+
+
 def test_no_writer_builds_an_event_envelope_by_hand():
     """new_event (schemas/events.py) is the one place an event document is made."""
     by_hand = []
