@@ -30,10 +30,10 @@ $(VENV)/.installed-studio: pyproject.toml | $(PY)
 run: $(VENV)/.installed-run
 	$(TG) run --symbols $(SYMBOLS) --as-of $(AS_OF)
 
-# the whole suite on every core (pytest-xdist; tests of one xdist_group share a worker); the slowest tests are
-# listed at the end so a new slow one is seen. TEST_WORKERS=0 runs it serially
+# lint first, then the whole suite on every core (pytest-xdist; tests of one xdist_group share a worker); the slowest
+# tests are listed at the end so a new slow one is seen. TEST_WORKERS=0 runs it serially
 TEST_WORKERS ?= auto
-test: $(VENV)/.installed-test
+test: lint
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15
 
 # ruff's lint rules and mypy over the product code, as configured in pyproject.toml; any finding fails

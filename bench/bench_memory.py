@@ -75,7 +75,7 @@ def bench(n: int, queries: int, adds: int, before: str = "2015-01-01") -> dict:
     rng = random.Random(11)
     asks = [(" ".join(rng.choice(AGENT_WORDS) + setup(rng)), rng.choice(SYMBOLS)) for _ in range(queries)]
     # the first search of each symbol after the build: its partition, then its BM25 view (excluded below)
-    first = [timed(lambda: index.search(asks[0][0], symbol=sym, before=before, k=3)) for sym in SYMBOLS]
+    first = [timed(lambda sym=sym: index.search(asks[0][0], symbol=sym, before=before, k=3)) for sym in SYMBOLS]
     times, hits = [], 0
     for query, symbol in asks:
         t0 = time.perf_counter()

@@ -38,7 +38,7 @@ def main() -> None:
     cold = sum(1 for s, d, _ in windows if d == days[0])
     t0 = time.process_time()
     spent, kept, dropped = [], 0, 0
-    for s, d, heads in windows:
+    for _symbol, d, heads in windows:
         t = time.process_time()
         nf = news_features(heads, d, profile)
         spent.append(time.process_time() - t)

@@ -49,7 +49,7 @@ class Result:
         except (ValueError, KeyError, TypeError):
             found = re.findall(r"session: (\S+)", self.out)
             if not found:
-                raise RuntimeError(f"no session in the output of {shlex.join(self.argv)}: {self.err.strip()}")
+                raise RuntimeError(f"no session in the output of {shlex.join(self.argv)}: {self.err.strip()}") from None
             return found[-1]
 
 

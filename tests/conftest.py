@@ -42,6 +42,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             if importlib.util.find_spec(module) is None:
                 item.add_marker(pytest.mark.skip(reason=f"{module} is not installed: pip install -e "
                                                         f"'.[{extras.get(module, module)}]' (make test installs it)"))
+            elif module == "ray":
+                # under xdist (`make test`), one worker runs every Ray test: each starts a local Ray instance with a
+                # worker per CPU, and two at once on a 2-core machine only thrash
+                item.add_marker(pytest.mark.xdist_group("ray"))
 
 
 @pytest.fixture(scope="session")

@@ -166,7 +166,7 @@ def news_features(headlines: list[dict], as_of: DateLike, profile: str | MarketP
 
     weighted = total_w = 0.0
     weights = []
-    for ts, h, view in kept:
+    for ts, _, view in kept:
         w = recency_weight(ts, day)
         weights.append(w)
         weighted += w * view.sentiment

@@ -74,7 +74,7 @@ def test_a_second_sigint_stops_at_once_and_the_resumed_run_equals_an_uninterrupt
     log = out / RUN_ID / "episode_log.jsonl"
     db = store.db()
     cut = None
-    for attempt in range(1, 4):  # each attempt resumes the last; one catches the cycle still deciding
+    for attempt in range(1, 4):  # noqa: B007 - each resumes the last, one catches the cycle deciding; named below
         proc = store.popen(*backtest(out))
         if freeze_mid_cycle(proc, db, log, after=len(_lines(log)) + 1, before="EXECUTING") is None:
             pytest.fail(f"the run ended before it could be interrupted: {proc.communicate()}")

@@ -23,7 +23,7 @@ def test_approve_in_another_process_then_nothing_pending(tmp_path):
     again = tg(["approve", pending["session_id"]], tmp_path)
     assert again.returncode == 2 and "no cycle waiting for approval" in again.stderr
 
-    events = [json.loads(l) for l in tg(["events", pending["session_id"]], tmp_path).stdout.splitlines()]
+    events = [json.loads(line) for line in tg(["events", pending["session_id"]], tmp_path).stdout.splitlines()]
     approvals = [e["payload"] for e in events if e["payload"].get("check") == "human_approval"]
     assert approvals == [{"schema": "HumanApproval", "check": "human_approval", "ok": True, "by": "alice"}]
     fills = [e for e in events if e["kind"] == "tool_call" and e["payload"]["name"] == "submit_decision"]
@@ -38,6 +38,6 @@ def test_reject_executes_nothing(tmp_path):
     assert rej.returncode == 0, rej.stderr
     out = json.loads(rej.stdout)
     assert out["status"] == "rejected" and "EXECUTING" not in out["contracts"] and "MEMORIZING" in out["contracts"]
-    events = [json.loads(l) for l in tg(["events", sid], tmp_path).stdout.splitlines()]
+    events = [json.loads(line) for line in tg(["events", sid], tmp_path).stdout.splitlines()]
     assert not [e for e in events if e["kind"] == "tool_call" and e["payload"]["name"] == "submit_decision"]
     assert [e["payload"]["by"] for e in events if e["payload"].get("check") == "human_approval"] == ["bob"]

@@ -27,10 +27,10 @@ def test_run_then_events_from_another_process(tmp_path):
     assert set(out["contracts"]) >= {"SCANNING", "PLANNING", "ANALYZING", "DEBATE", "DECIDING", "VALIDATING"}
     ev = tg(["events", out["session_id"]], tmp_path)
     assert ev.returncode == 0, ev.stderr
-    lines = [json.loads(l) for l in ev.stdout.splitlines()]
+    lines = [json.loads(line) for line in ev.stdout.splitlines()]
     assert len(lines) == out["events"] and [e["seq"] for e in lines] == list(range(1, len(lines) + 1))
     only = tg(["events", out["session_id"], "--kind", "transition"], tmp_path)
-    assert {json.loads(l)["kind"] for l in only.stdout.splitlines()} == {"transition"}
+    assert {json.loads(line)["kind"] for line in only.stdout.splitlines()} == {"transition"}
 
 
 def test_script_entry_point_matches_the_cli(tmp_path):

@@ -24,22 +24,20 @@ SYMBOLS, AS_OF = ["AAPL", "MSFT"], "2012-06-01"
 STORM = 8
 
 
+# the kernel tests' shared server, execution allowed over HTTP (tests/kernel/conftest.py)
 @pytest.fixture(scope="module")
-def db_uri(embedded_uri):
-    return f"{embedded_uri}/kidem_{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-    return tmp_path_factory.mktemp("kernel-idem")
+def db_uri(executing_server):
+    return executing_server.db_uri
 
 
 @pytest.fixture(scope="module")
-def http_url(db_uri, workdir):
-    port = free_port()
-    env = server_env(db_uri, workdir / "home", TRADEGRAPH_ALLOW_EXECUTION="http")
-    with serve(["serve", "--port", str(port)], env, workdir, f"http://127.0.0.1:{port}/store"):
-        yield f"http://127.0.0.1:{port}"
+def workdir(executing_server):
+    return executing_server.workdir
+
+
+@pytest.fixture(scope="module")
+def http_url(executing_server):
+    return executing_server.url
 
 
 def counts(db_uri: str, session_id: str) -> dict:

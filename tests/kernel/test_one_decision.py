@@ -9,31 +9,27 @@ import re
 import subprocess
 import sys
 import threading
-import uuid
 
 import httpx
 import pytest
 
 from database.connection import connect
-from tests.kernel.servers import REPO, free_port, serve, server_env
+from tests.kernel.servers import REPO
 
 pytestmark = pytest.mark.integration
 AS_OF = "2012-06-01"
 WHEN = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
 
+# the kernel tests' shared server, execution allowed over HTTP (tests/kernel/conftest.py)
 @pytest.fixture(scope="module")
-def db_uri(embedded_uri):
-    return f"{embedded_uri}/kdecide_{uuid.uuid4().hex[:8]}"
+def db_uri(executing_server):
+    return executing_server.db_uri
 
 
 @pytest.fixture(scope="module")
-def http_url(db_uri, tmp_path_factory):
-    work = tmp_path_factory.mktemp("kernel-decide")
-    port = free_port()
-    env = server_env(db_uri, work / "home", TRADEGRAPH_ALLOW_EXECUTION="http")
-    with serve(["serve", "--port", str(port)], env, work, f"http://127.0.0.1:{port}/store"):
-        yield f"http://127.0.0.1:{port}"
+def http_url(executing_server):
+    return executing_server.url
 
 
 def decisions(db_uri: str, session_id: str) -> tuple[list[dict], list[dict], int]:
@@ -72,7 +68,7 @@ def test_two_http_decisions_racing_one_wins_the_other_gets_409_naming_who_and_wh
     for attempt in range(3):  # three paused cycles: the race is run three times
         session = paused_cycle(http_url)
         names = [f"desk{i}-{attempt}" for i in range(len(decisions_sent))]
-        responses = race([lambda ok=ok, by=by: httpx.post(f"{http_url}/sessions/{session}/approval",
+        responses = race([lambda ok=ok, by=by, session=session: httpx.post(f"{http_url}/sessions/{session}/approval",
                                                           json={"approved": ok, "by": by}, timeout=300)
                           for ok, by in zip(decisions_sent, names)])
         codes = sorted(r.status_code for r in responses)

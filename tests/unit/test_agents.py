@@ -113,8 +113,9 @@ def test_self_critique_fires_only_below_the_floor():
     out2 = run_cycle("IBM", "2012-06-15", store=store2, runtime=runtime_with({"AnalystNote": [ok]}))
     tech2 = [n for n in out2.contracts["ANALYZING"]["panels"][0]["notes"] if n["analyst"] == "technical"][0]
     assert tech2["self_critiqued"] is False
-    critiques = lambda s, o: [e for e in events_of(s, o, "llm_request")
-                              if any("TASK: critique:" in m["content"] for m in e["payload"]["messages"])]
+    def critiques(s, o):
+        return [e for e in events_of(s, o, "llm_request")
+                if any("TASK: critique:" in m["content"] for m in e["payload"]["messages"])]
     assert len(critiques(store, out)) == 1 and critiques(store2, out2) == []
 
 

@@ -183,7 +183,8 @@ def test_unknown_session_is_an_input_error():
 def test_same_inputs_give_the_same_contracts():
     a = run_cycle("AAPL,IBM", "2010-03-01", store=mock_store(), runtime=runtime_with())
     b = run_cycle("AAPL,IBM", "2010-03-01", store=mock_store(), runtime=runtime_with())
-    strip = lambda c: {k: v for k, v in c.items() if k not in ("EXECUTING", "MEMORIZING")}
+    def strip(c):
+        return {k: v for k, v in c.items() if k not in ("EXECUTING", "MEMORIZING")}
     assert strip(a.contracts) == strip(b.contracts)
 
 

@@ -17,7 +17,7 @@ from graph.machine.runner import run_cycle
 from tests.helpers import runtime_with
 
 
-class _Kind(str, Enum):
+class _Kind(str, Enum):  # noqa: UP042 - a str mixin, not a StrEnum: the json module's own path is under test
     A = "a"
 
 
@@ -31,7 +31,9 @@ def test_to_plain_equals_the_json_round_trip_on_json_data_and_types_it_does_not_
          "nested": {"t": (1, "two"), "b": True, "deep": [{"x": [[]]}]}},
         [{"role": "user", "content": "TASK: quant"}, {"tool_calls": [{"args": {"symbol": "AAPL"}}]}],
         # not JSON's own: each takes the json module's path, as before
-        {"numpy": np.float64(1.5)}, {1: "int key", True: "bool key"}, {"big": 2**70}, {"enum": _Kind.A},
+        {"numpy": np.float64(1.5)},
+        {1: "int key", True: "bool key"},  # noqa: F601 - True is 1: the collision is the case
+        {"big": 2**70}, {"enum": _Kind.A},
         {"sub": type("S", (str,), {})("x")},
     ]
     for value in samples:
@@ -258,7 +260,7 @@ def test_split_stores_what_its_definition_stored():
         edge += [{"name": "s" * n, "blob": "b" * 400}, {"name": "\n" * (n // 2), "blob": "b" * 400},
                  {"ñ": "ü" * (n // 2), "blob": [1, 2, {"x": "b" * 300}]}]
     edge += [real[5], real[5], {}, {"n": None, "f": 1.5, "b": True, "l": []}]
-    bulk = [{"text": "%06d" % i + "q" * 70_000} for i in range(130)]  # ~9 MB: packs close at PACK_MAX
+    bulk = [{"text": f"{i:06d}" + "q" * 70_000} for i in range(130)]  # ~9 MB: packs close at PACK_MAX
     for payloads in (real, edge, bulk, real + edge + bulk):
         sessions = [f"s{i % 3}" for i in range(len(payloads))]
         fast, slow = blobs.split(payloads, sessions), _split_by_definition(payloads, sessions)
