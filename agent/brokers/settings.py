@@ -75,3 +75,34 @@ def check_broker_env(env: Optional[Mapping[str, str]] = None, given: Optional[st
         except ImportError:
             raise BrokerConfigError("the alpaca broker needs alpaca-py: pip install 'tradegraph[broker]'") from None
     return name
+
+
+FILL_WAIT_ENV = "TRADEGRAPH_BROKER_FILL_WAIT_S"
+
+
+def fill_wait_s(env: Optional[Mapping[str, str]] = None) -> float:
+    """How long EXECUTING waits for submitted orders to fill before it reports them open (default 5 s)."""
+    env = os.environ if env is None else env
+    raw = env.get(FILL_WAIT_ENV)
+    if raw is None or raw == "":
+        return 5.0
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 3600:
+        raise BrokerConfigError(f"{FILL_WAIT_ENV}={raw!r}: expected seconds from 0 to 3600")
+    return value
+
+
+def check_broker_startup(env: Mapping[str, str]) -> None:
+    """Every command's start-up check (graph/transports/serve_cli.py startup_error): the broker variables that are
+    set are valid, and a configured alpaca broker has its keys and mandate."""
+    if env.get("ALPACA_BASE_URL", "").strip():
+        check_base_url(env["ALPACA_BASE_URL"].strip())
+    if env.get("TRADEGRAPH_MANDATE"):
+        from agent.brokers.mandate import load_mandate
+
+        load_mandate(env["TRADEGRAPH_MANDATE"])
+    fill_wait_s(env)
+    check_broker_env(env)

@@ -123,10 +123,12 @@ def startup_error() -> Optional[str]:
     from graph.transports.cli.data import check_config_file
     from graph.services.telemetry.settings import traces_url
 
+    from agent.brokers.settings import check_broker_startup
+
     try:
         check_environment(also=(check_store_uri_env, allowed_transports, deleting_transports, data_dirs,
                                 allowed_host_names, check_runs_dir_env, check_config_file,
-                                lambda env: traces_url(env=env)))
+                                lambda env: traces_url(env=env), check_broker_startup))
     except ConfigError as e:
         return str(e)
     return None

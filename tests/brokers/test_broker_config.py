@@ -38,20 +38,26 @@ def test_run_exits_2_before_any_model_call(monkeypatch, capsys, tmp_path):
     called = []
     monkeypatch.setattr("graph.transports.cli.cycle.kernel_call", lambda *a, **k: called.append(a))
     monkeypatch.setenv("ALPACA_API_KEY", KEY)
-    monkeypatch.setenv("ALPACA_BASE_URL", "https://api.alpaca.markets")
     code = main(["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--broker", "alpaca"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and called == [] and len(err.splitlines()) == 1 and "ALPACA_SECRET_KEY" in err
     monkeypatch.setenv("ALPACA_SECRET_KEY", SECRET)
+    monkeypatch.setenv("ALPACA_BASE_URL", "https://api.alpaca.markets")
     assert main(["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--broker", "alpaca"]) == 2
     assert "live trading host" in capsys.readouterr().err and called == []
 
 
 def test_backtest_refuses_a_broker(monkeypatch, capsys, tmp_path):
-    monkeypatch.setenv("TRADEGRAPH_BROKER", "alpaca")
+    for k, v in {"TRADEGRAPH_BROKER": "alpaca", "ALPACA_API_KEY": KEY, "ALPACA_SECRET_KEY": SECRET}.items():
+        monkeypatch.setenv(k, v)
     code = main(["backtest", "--symbols", "AAPL", "--start", "2012-06-01", "--end", "2012-06-05",
                  "--out", str(tmp_path)])
     assert code == 2 and "simulated book only" in capsys.readouterr().err
+
+
+def test_every_command_checks_the_broker_settings(monkeypatch, capsys):
+    monkeypatch.setenv("TRADEGRAPH_BROKER", "alpaca")  # no keys
+    assert main(["sessions"]) == 2 and "ALPACA_API_KEY" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("text,needle", [

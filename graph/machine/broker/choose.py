@@ -7,14 +7,11 @@ from typing import Any, Optional
 from collections.abc import Mapping
 
 from agent.brokers import BrokerConfigError
-from agent.brokers.settings import alpaca_settings, broker_name
+from agent.brokers.settings import alpaca_settings, broker_name, fill_wait_s
 from agent.config import AgentConfig
 from database.broker import BrokerSessions
 from database.connection import Store
 from graph.machine.execution import PaperExecution
-
-# tests and the bench shorten how long EXECUTING waits for fills (seconds)
-FILL_WAIT_ENV = "TRADEGRAPH_BROKER_FILL_WAIT_S"
 
 
 def session_broker(store: Store, session_id: Optional[str]) -> Optional[str]:
@@ -38,4 +35,4 @@ def execution_for(store: Store, config: AgentConfig, broker: Optional[str] = Non
 
     settings = alpaca_settings(env)
     return BrokerExecution(store, config, AlpacaBroker(settings), load_mandate(settings.mandate_path),
-                           fill_wait_s=float(env.get(FILL_WAIT_ENV, "5")))
+                           fill_wait_s=fill_wait_s(env))
