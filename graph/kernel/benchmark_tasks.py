@@ -69,7 +69,7 @@ def plan_benchmark(manager, inp: BenchmarkInput, benchmark_id: str, task_id: Opt
               "max_llm_calls": inp.max_llm_calls or settings.max_llm_calls}
     return _graph_errors(plan, benchmark_id, protocol_of(inp), models_of(inp), experiments=manager.experiments,
                          data=inp.data, workers=inp.workers, store_uri=uri, store_home=home, task_id=task_id,
-                         limits=limits, no_cache=inp.no_cache)
+                         limits=limits, no_cache=inp.no_cache, runs=inp.runs)
 
 
 def start(manager, inp: BenchmarkInput):

@@ -529,6 +529,9 @@ class BenchmarkInput(LlmSpending):
     data: StockBenchTree = None
     workers: int = Field(1, ge=1, le=4096, description=(
         "runs at once: more than 1 spreads the configurations on Ray through the sweep machinery"))
+    runs: Optional[int] = Field(None, ge=1, le=10, description=(
+        "runs per configuration, each a session of its own (default: 3 for a sampling model, 1 for the offline "
+        "model or one at temperature 0)"))
 
 
 class EstimateConfiguration(Output):

@@ -27,6 +27,10 @@ def inputs(args) -> dict[str, Any]:
     out: dict[str, Any] = {"memory": args.memory, "workers": args.workers, **spending_inputs(args)}
     if args.workers < 1:
         raise CliError(f"--workers {args.workers} must be at least 1")
+    if args.runs is not None:
+        if not 1 <= args.runs <= 10:
+            raise CliError(f"--runs {args.runs} must be from 1 to 10")
+        out["runs"] = args.runs
     if args.symbols is not None:
         try:
             out["symbols"] = parse_symbols(args.symbols)
@@ -219,6 +223,10 @@ def register(subparsers) -> None:
                    help="a StockBench tree (a checkout, its storage/ or an archive; default: the shipped archive)")
     s.add_argument("--workers", type=int, default=1,
                    help="runs at once; more than 1 spreads the configurations on Ray (the sweep extra)")
+    s.add_argument("--runs", type=int, default=None, metavar="N",
+                   help="runs per model configuration, each a session of its own; the row shows their mean and "
+                        "standard deviation beside each run (default: 3 for a sampling model, 1 for the offline "
+                        "model or one at temperature 0)")
     s.add_argument("--benchmark-id", default=None, help="resume this benchmark if <runs folder>/<id>/ exists")
     add_runs_flag(s)
     s.add_argument("--estimate", action="store_true",

@@ -60,6 +60,7 @@ class Configuration:
     deep: Optional[str]
     quick_resolved: str
     deep_resolved: str
+    sampling: bool = False  # a tier answers at a temperature above 0: its runs differ, so it is run --runs times
 
     @property
     def name(self) -> str:
@@ -105,14 +106,29 @@ def resolve_models(models: Sequence[tuple[Optional[str], Optional[str]]], *, che
         try:
             settings = AgentConfig.from_env(quick_model=quick, deep_model=deep)
             resolved = (settings.quick_model, settings.deep_model)
+            sampling = _sampling(settings)
         except ConfigError as e:
             if check_ready or quick is None:
                 raise BenchmarkError(f"models: {quick or 'the configured model'}: {e}", field="models") from None
             resolved = (quick, deep or quick)  # an estimate needs only the names to price them
-        out.append(Configuration(quick, deep, *resolved))
+            sampling = False
+        out.append(Configuration(quick, deep, *resolved, sampling=sampling))
     if len({(c.quick_resolved, c.deep_resolved) for c in out}) != len(out):
         raise BenchmarkError("models: the same configuration is named twice", field="models")
     return out
+
+
+def _sampling(settings) -> bool:
+    from agent.providers import OFFLINE, tier_model
+
+    tiers = [tier_model(settings, t, with_profile=False) for t in ("quick", "deep")]
+    return any(t.provider != OFFLINE and t.temperature != 0 for t in tiers)
+
+
+def runs_of(configurations: list[Configuration], runs: Optional[int]) -> int:
+    """--runs, else 3 when a configuration samples (the paper's 3 runs a model), else 1: a deterministic model (the
+    offline one, a provider at temperature 0) gives the same run again."""
+    return runs if runs is not None else (3 if any(c.sampling for c in configurations) else 1)
 
 
 def load_data(data: Optional[str]):
@@ -156,8 +172,10 @@ def episode_config_of(protocol: Protocol, episode_id: str, every: int = 1, start
                          memory=protocol.memory, decide_at=DECIDE_AT)
 
 
-def expand_episodes(benchmark_id: str, protocol: Protocol, configurations: list[Configuration]) -> list[Episode]:
-    """One episode per configuration over the protocol's one window, through the sweep's grid."""
+def expand_episodes(benchmark_id: str, protocol: Protocol, configurations: list[Configuration],
+                    runs: int = 1) -> list[Episode]:
+    """`runs` episodes per configuration over the protocol's one window, through the sweep's grid: one run keeps the
+    grid's ids (a benchmark from before --runs resumes), more are <id>-r1, -r2, … with the configuration's index."""
     from graph.services.sweep.grid import expand
 
     grid = SimpleNamespace(
@@ -168,13 +186,19 @@ def expand_episodes(benchmark_id: str, protocol: Protocol, configurations: list[
     if any(c.quick is None for c in configurations) and len(configurations) > 1:
         raise BenchmarkError("models: the configured model cannot be one of several configurations: name each "
                              "one as provider:model", field="models")
-    return expand(grid, benchmark_id)
+    episodes = expand(grid, benchmark_id)
+    if runs == 1:
+        return episodes
+    import dataclasses
+
+    return [dataclasses.replace(ep, episode_id=f"{ep.episode_id}-r{r}") for ep in episodes for r in range(1, runs + 1)]
 
 
 def plan(benchmark_id: str, protocol: Protocol, models: Sequence[tuple[Optional[str], Optional[str]]], *,
          experiments: str | Path, data: Optional[str] = None, workers: int = 1,
          store_uri: Optional[str] = None, store_home: Optional[str] = None, task_id: Optional[str] = None,
-         limits: Optional[dict[str, Any]] = None, no_cache: bool = False) -> BenchmarkPlan:
+         limits: Optional[dict[str, Any]] = None, no_cache: bool = False, runs: Optional[int] = None
+         ) -> BenchmarkPlan:
     """Everything refusable refused before anything runs: the data, the symbols and window on it, the models (each
     provider ready), and a benchmark id that exists with another protocol, data or models (BenchmarkChanged).
     Writes experiments/<id>/benchmark.json on first use."""
@@ -183,7 +207,7 @@ def plan(benchmark_id: str, protocol: Protocol, models: Sequence[tuple[Optional[
     configurations = resolve_models(models)
     files, market = load_data(data)
     sessions = sessions_of(market, protocol)
-    episodes = expand_episodes(benchmark_id, protocol, configurations)
+    episodes = expand_episodes(benchmark_id, protocol, configurations, runs_of(configurations, runs))
     experiments = str(Path(experiments).expanduser().resolve())
     ctx = SweepContext(sweep_id=benchmark_id, task_id=task_id, experiments=experiments, store_uri=store_uri,
                        store_home=store_home, data=files.given(), no_cache=no_cache)
@@ -374,6 +398,27 @@ def score(plan: BenchmarkPlan, store, *, elapsed_s: Optional[float] = None) -> t
     market = load_file("prices", plan.ctx.data["prices"])
     baseline = scorecard.baseline_row(plan.sessions, opens(market, plan.protocol.symbols, plan.sessions),
                                       plan.protocol)
+    from graph.services.benchmark.stockbench import rigour
+
+    cash = plan.protocol.initial_cash
+    baseline["sub_periods"] = rigour.sub_periods(baseline["nav"], cash)
+    for ep, row in zip(plan.episodes, runs):
+        c = plan.configurations[ep.index]
+        row["vs_buy_and_hold"] = rigour.paired_test(row["nav"], baseline["nav"], cash)
+        row["sub_periods"] = rigour.sub_periods(row["nav"], cash)
+        row.update(rigour.may_have_seen([c.quick_resolved, c.deep_resolved], plan.sessions[0]))
+    # a configuration run more than once: its runs' mean and standard deviation, each run's row beside it
+    by_config: dict[int, list[dict[str, Any]]] = {}
+    for ep, row in zip(plan.episodes, runs):
+        by_config.setdefault(ep.index, []).append(row)
+    for index, rows in by_config.items():
+        if len(rows) > 1:
+            for k, row in enumerate(rows, 1):
+                row["name"] = f"{row['name']} run {k}"
+            name = plan.configurations[index].name
+            runs.append({"name": f"{name} (mean of {len(rows)})", "kind": "run_mean", **rigour.spread(rows),
+                         "run_ids": [r["run_id"] for r in rows],
+                         "may_have_seen_window": rows[0].get("may_have_seen_window")})
     audit = lookahead_summary(audit_sessions(store, sessions))
     card = scorecard.build(plan.protocol, plan.sessions, runs, baseline, elapsed_s=elapsed_s, lookahead=audit)
     card["benchmark_id"] = plan.benchmark_id

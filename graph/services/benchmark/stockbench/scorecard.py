@@ -22,7 +22,9 @@ from schemas.simulation import EpisodeResult
 
 FILES = ("scorecard.json", "scorecard.csv", "scorecard.png")
 CSV_COLUMNS = ("name", "kind", "cumulative_return", "max_drawdown", "sortino", "sharpe", "turnover", "trades",
-               "fees", "llm_calls", "tokens", "usd", "failed_points", "session_ids", "chain_heads")
+               "fees", "llm_calls", "tokens", "usd", "failed_points", "excess_mean", "excess_ci95_low",
+               "excess_ci95_high", "excess_p_value", "may_have_seen_window", "gross_cumulative_return",
+               "session_ids", "chain_heads")
 
 
 @dataclass(frozen=True)
@@ -59,11 +61,16 @@ def _usd(cost: dict[str, Any]) -> Optional[float]:
 
 def baseline_row(dates: Sequence[str], prices: Mapping[str, Sequence[float]], protocol: Protocol) -> dict[str, Any]:
     """StockBench's passive baseline on the same data and dates: equal dollars in every symbol at the first
-    session's open, its commission and slippage paid once on the way in, held; returns against its first point,
-    as StockBench scores it (its `extract_key_metrics_summary`)."""
+    session's open, its commission and slippage paid once on the way in, held. Its metrics are the NAV's against the
+    cash it starts with, as a run's are (so they recompute from the NAV it ships, entry cost included); StockBench's
+    own scoring (its `extract_key_metrics_summary`: returns against the first point, the entry cost left out) is
+    kept in the gross_* columns."""
     curve = equal_weight_buy_and_hold(prices, protocol.initial_cash, protocol.fees_bps + protocol.slippage_bps)
+    gross = stockbench_metrics(curve)
     return {
-        "name": "Equal-weight buy & hold (this data)", "kind": "baseline", **stockbench_metrics(curve),
+        "name": "Equal-weight buy & hold (this data)", "kind": "baseline",
+        **stockbench_metrics(curve, protocol.initial_cash),
+        **{f"gross_{k}": gross[k] for k in ("cumulative_return", "max_drawdown", "sortino")},
         "turnover": None, "trades": len(prices), "fees": None, "llm_calls": 0, "tokens": 0, "usd": 0.0,
         "failed_points": 0, "session_ids": [], "chain_heads": [],
         "nav": [{"date": d, "equity": round(v, 2)} for d, v in zip(dates, curve)],
@@ -100,6 +107,10 @@ def csv_text(card: dict[str, Any]) -> str:
         flat = dict(row)
         flat["session_ids"] = " ".join(row.get("session_ids") or [])
         flat["chain_heads"] = " ".join(f"{h['seq']}:{h['hash'][:16]}" for h in row.get("chain_heads") or [] if h)
+        test = row.get("vs_buy_and_hold") or {}
+        ci = test.get("ci95") or [None, None]
+        flat.update(excess_mean=test.get("mean"), excess_ci95_low=ci[0], excess_ci95_high=ci[1],
+                    excess_p_value=test.get("p_value"))
         w.writerow(flat)
     return out.getvalue()
 
@@ -125,7 +136,25 @@ def plot(card: dict[str, Any], path: str | Path) -> Path:
 
     from agent.metrics import drawdown_series
 
-    fig, (ax, axdd) = plt.subplots(2, 1, figsize=(11, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    fig = plt.figure(figsize=(15, 6.5))
+    grid = fig.add_gridspec(2, 2, height_ratios=[3, 1], width_ratios=[2.2, 1])
+    ax = fig.add_subplot(grid[0, 0])
+    axdd = fig.add_subplot(grid[1, 0], sharex=ax)
+    scatter = fig.add_subplot(grid[:, 1])
+    # every published row and each run on return against drawdown (the paper's two headline figures)
+    for row in card["rows"]:
+        if row.get("cumulative_return") is None or row.get("max_drawdown") is None:
+            continue
+        kind = row["kind"]
+        scatter.scatter([row["max_drawdown"] * 100], [row["cumulative_return"] * 100], s=30,
+                        marker={"published": "o", "run": "*", "baseline": "s"}.get(kind, "o"),
+                        color={"published": "tab:blue", "run": "tab:red", "baseline": "tab:gray"}.get(kind, "k"))
+        scatter.annotate(row["name"], (row["max_drawdown"] * 100, row["cumulative_return"] * 100), fontsize=6,
+                         xytext=(3, 2), textcoords="offset points")
+    scatter.set_xlabel("max drawdown %")
+    scatter.set_ylabel("cumulative return %")
+    scatter.set_title("runs (*), buy & hold (square), published (o)", fontsize=9)
+    scatter.grid(alpha=0.3)
     for row in card["rows"]:
         if row["kind"] not in ("run", "baseline") or not row.get("nav"):
             continue

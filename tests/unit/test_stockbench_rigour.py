@@ -1,0 +1,101 @@
+"""The scorecard's rigour (issue 31): every row's metrics recompute from the NAV it ships, a paired test of daily
+excess returns against buy-and-hold, the downturn and upturn sub-periods, runs' spread, and the training cut-off
+flag."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from graph.services.benchmark.stockbench import rigour, scorecard
+from graph.services.benchmark.stockbench.protocol import Protocol
+
+DATES = ["2025-03-03", "2025-03-04", "2025-04-30", "2025-05-01", "2025-05-02", "2025-06-30"]
+
+
+def nav(values):
+    return [{"date": d, "equity": v} for d, v in zip(DATES, values)]
+
+
+def test_the_baseline_row_recomputes_from_its_nav_on_the_shipped_window():
+    """The shipped StockBench data's 20 symbols over the paper's window: the row's figures are its NAV's (the issue's
+    independent recomputation found +0.408% stated against +0.378% in the NAV)."""
+    from agent.data.sources import load_file, stockbench_files
+    from graph.services.benchmark.stockbench.run import opens, sessions_of
+
+    proto = Protocol()
+    files = stockbench_files(None)
+    market = load_file("prices", files.prices)
+    dates = sessions_of(market, proto)
+    row = scorecard.baseline_row(dates, opens(market, proto.symbols, dates), proto)
+    again = rigour.recomputed(row, proto.initial_cash)
+    assert row["cumulative_return"] == pytest.approx(again["cumulative_return"], abs=1e-6)
+    assert round(row["cumulative_return"] * 100, 3) == 0.378 and round(row["gross_cumulative_return"] * 100, 3) == 0.408
+    assert row["max_drawdown"] == pytest.approx(again["max_drawdown"], abs=1e-6)
+
+
+def test_the_paired_test_finds_a_real_edge_and_not_a_null_one():
+    bh = nav([100.0, 101.0, 99.0, 100.0, 102.0, 101.0])
+    same = rigour.paired_test(bh, bh, 100.0)
+    assert same["mean"] == 0 and same["p_value"] == 1.0 and same["ci95"] == [0.0, 0.0]
+    better = nav([v * (1.01 ** i) for i, v in enumerate([100.0, 101.0, 99.0, 100.0, 102.0, 101.0])])
+    edge = rigour.paired_test(better, bh, 100.0)
+    assert edge["mean"] > 0 and edge["ci95"][0] > 0 and edge["p_value"] < 0.05
+    assert rigour.paired_test(better, bh, 100.0) == edge  # seeded: the same NAVs, the same figures
+
+
+def test_sub_periods_start_from_the_equity_each_began_with():
+    parts = rigour.sub_periods(nav([100.0, 90.0, 80.0, 88.0, 96.0, 100.0]), 100.0)
+    down, up = parts["downturn (Mar-Apr)"], parts["upturn (May-Jun)"]
+    assert (down["start"], down["end"], down["sessions"]) == ("2025-03-03", "2025-04-30", 3)
+    assert down["cumulative_return"] == pytest.approx(-0.2) and down["max_drawdown"] == pytest.approx(-0.2)
+    assert up["cumulative_return"] == pytest.approx(100.0 / 80.0 - 1)
+    assert rigour.sub_periods(nav([100.0])[:1], 100.0)["upturn (May-Jun)"] is None
+
+
+def test_spread_over_runs():
+    out = rigour.spread([{"cumulative_return": 0.01, "max_drawdown": -0.1, "sortino": 0.02},
+                         {"cumulative_return": 0.03, "max_drawdown": -0.2, "sortino": 0.04}])
+    assert out["runs"] == 2 and out["cumulative_return"] == pytest.approx(0.02)
+    assert out["cumulative_return_std"] == pytest.approx(0.0141421, rel=1e-4)
+    assert rigour.spread([{"cumulative_return": 0.01, "max_drawdown": -0.1, "sortino": 0.0}])["sortino_std"] is None
+
+
+@pytest.mark.parametrize("models,seen", [(["openai:gpt-4o-mini", "openai:gpt-4o"], False),
+                                         (["anthropic:claude-sonnet-4-0"], True),
+                                         (["offline-quick", "offline-deep"], False),
+                                         (["smollm2-135m-instruct"], None)])
+def test_the_cutoff_flag(models, seen):
+    out = rigour.may_have_seen(models, "2025-03-03")
+    assert out["may_have_seen_window"] is seen
+    table = json.loads(rigour.CUTOFFS.read_text())["models"]
+    assert all(v["source"] for v in table.values())
+
+
+def test_runs_n_gives_each_runs_row_and_their_mean_and_spread(tmp_path, capsys):
+    import uuid
+
+    from graph.transports.cli.main import main
+
+    args = ["benchmark", "stockbench", "--symbols", "AAPL,MSFT", "--start", "2025-03-03", "--end", "2025-03-05",
+            "--runs", "2", "--json", "--db", f"mongomock://runs_{uuid.uuid4().hex[:8]}", "--out", str(tmp_path),
+            "--benchmark-id", "twice"]
+    assert main(args) == 0, capsys.readouterr().err
+    card = json.loads(capsys.readouterr().out)
+    runs = [r for r in card["rows"] if r["kind"] == "run"]
+    (mean,) = [r for r in card["rows"] if r["kind"] == "run_mean"]
+    assert [r["name"] for r in runs] == ["tradegraph (offline-quick/offline-deep) run 1",
+                                         "tradegraph (offline-quick/offline-deep) run 2"]
+    assert len({r["session_ids"][0] for r in runs}) == 2, "each run a session of its own"
+    assert mean["runs"] == 2 and mean["cumulative_return"] == pytest.approx(
+        sum(r["cumulative_return"] for r in runs) / 2)
+    assert mean["cumulative_return_std"] == pytest.approx(0.0, abs=1e-12)  # the offline model: the same run twice
+    for r in runs:  # every row recomputes from its NAV, and carries its test, sub-periods and cut-off flag
+        again = rigour.recomputed(r, 100_000.0)
+        assert r["cumulative_return"] == pytest.approx(again["cumulative_return"], abs=1e-6)
+        assert r["vs_buy_and_hold"]["sessions"] == 3 and r["may_have_seen_window"] is False
+        assert r["sub_periods"]["downturn (Mar-Apr)"]["sessions"] == 3
+        assert r["sub_periods"]["upturn (May-Jun)"] is None
+    base = next(r for r in card["rows"] if r["kind"] == "baseline")
+    assert base["cumulative_return"] == pytest.approx(rigour.recomputed(base, 100_000.0)["cumulative_return"],
+                                                      abs=1e-6)
