@@ -415,6 +415,27 @@ def _asked_response_format(schema: type[BaseModel], constraints: bool = False) -
                                                    "schema": asked_schema(schema, constraints), "strict": False}}
 
 
+# llama.cpp compiles a json_object schema into a grammar that spells every repetition out: a Plan's maxItems 100 and
+# 2000-character strings exceed its parser's limit ("number of rules … exceeds sane defaults"), and
+# llama-cpp-python 0.3.36's server then died on the request (measured). So this method's schema is bounded tighter
+# than the contract: strings and lists at most GRAMMAR_CHARS and GRAMMAR_ITEMS. Tighter, never looser: an answer
+# it admits still passes the contract, and no constraint the contract checks is hidden
+GRAMMAR_CHARS, GRAMMAR_ITEMS = 300, 8
+
+
+def grammar_bounded(node: Any) -> Any:
+    if isinstance(node, list):
+        return [grammar_bounded(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: (v if k in ("enum", "const", "default", "pattern") else grammar_bounded(v)) for k, v in node.items()}
+    if out.get("type") == "string" and not ({"enum", "const", "format"} & set(out)):
+        out["maxLength"] = min(int(out.get("maxLength", GRAMMAR_CHARS)), GRAMMAR_CHARS)
+    if out.get("type") == "array":
+        out["maxItems"] = min(int(out.get("maxItems", GRAMMAR_ITEMS)), GRAMMAR_ITEMS)
+    return out
+
+
 def bind_json(model: BaseChatModel, schema: type[BaseModel], method: str,
               protocol: int = PASS_PROTOCOL) -> Runnable:
     """The model asked for the contract as JSON, never with the state's tools. json_schema and json_mode go as
@@ -431,7 +452,7 @@ def bind_json(model: BaseChatModel, schema: type[BaseModel], method: str,
     if method == "json_object_schema":  # llama.cpp's server: JSON constrained by the schema beside json_object
         shown = version(protocol).shows_constraints
         return _bound(model, ("json", schema, method, shown), lambda: model.bind(
-            response_format={"type": "json_object", "schema": asked_schema(schema, shown)}))
+            response_format={"type": "json_object", "schema": grammar_bounded(asked_schema(schema, shown))}))
     lean = version(protocol).lean_prompts and method == "json_schema"
     shown = version(protocol).shows_constraints
     rf = _asked_response_format(schema, shown) if lean else response_format(schema, method)

@@ -67,3 +67,23 @@ def test_the_two_the_issue_names():
     assert "pattern" not in asked_schema(Plan)["properties"]["assets"]["items"]
     # json_mode states the schema in the prompt: with its constraints too
     assert "^[A-Z][A-Z0-9.\\\\-]{0,9}$" in json_instruction(Plan, "json_mode", protocol=PASS_PROTOCOL).content
+
+
+@pytest.mark.parametrize("name", sorted(ALL_CONTRACTS))
+def test_the_grammar_bounded_schema_is_tighter_never_looser(name):
+    """json_object_schema (llama.cpp) is sent grammar_bounded(schema): every constraint stays, lengths and list
+    sizes at most the grammar's bounds and never above the contract's."""
+    from agent.passes import GRAMMAR_CHARS, GRAMMAR_ITEMS, grammar_bounded
+
+    sent = asked_schema(ALL_CONTRACTS[name], True)
+    bounded = grammar_bounded(sent)
+    kept = {c for c in constraints_of(sent) if c[1] not in ("maxLength", "maxItems")}
+    assert kept <= constraints_of(bounded)
+    for where, key, value in constraints_of(bounded):
+        if key == "maxLength":
+            assert int(value) <= GRAMMAR_CHARS
+        if key == "maxItems":
+            assert int(value) <= GRAMMAR_ITEMS
+        if key in ("maxLength", "maxItems") and (where, key) in {(w, k) for w, k, _ in constraints_of(sent)}:
+            original = next(int(v) for w, k, v in constraints_of(sent) if (w, k) == (where, key))
+            assert int(value) <= original
