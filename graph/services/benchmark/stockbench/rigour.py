@@ -9,7 +9,8 @@ import json
 import math
 import statistics
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, Optional
 
 from agent.metrics import stockbench_metrics
 
@@ -90,7 +91,7 @@ def may_have_seen(models: Sequence[str], window_start: str) -> dict[str, Any]:
     """True when any tier's model was trained on data from on or after the window's start (month precision), None
     when a model's cut-off is unknown, False when every one ends before it (or it reads no training data)."""
     cutoffs = [cutoff_of(m) for m in dict.fromkeys(models)]
-    flags = []
+    flags: list[Optional[bool]] = []
     for c in cutoffs:
         if not c["known"]:
             flags.append(None)
