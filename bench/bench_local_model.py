@@ -34,7 +34,7 @@ from graph.machine.runtime import default_runtime  # noqa: E402
 from schemas.base import SCHEMA_VERSION  # noqa: E402
 
 RECORDING = ROOT / "tests" / "fixtures" / "recordings" / "v1_real_smollm2_cycle.jsonl.gz"
-WINDOW = {"symbols": "AAPL,MSFT,NVDA", "start": "2025-03-03", "end": "2025-03-07"}  # 3 symbols x 5 sessions
+WINDOW = {"symbols": "AAPL,MSFT,JPM", "start": "2025-03-03", "end": "2025-03-07"}  # 3 symbols x 5 sessions
 
 
 def per_state(events: list[dict], caps: dict[str, int]) -> dict[str, dict]:
