@@ -53,7 +53,7 @@ class RiskLimits:
         unknown = set(table) - set(known)
         if unknown:
             raise ConfigError(f"unknown risk limit(s) in {path}: {', '.join(sorted(unknown))}")
-        values = {}
+        values: dict[str, Any] = {}
         for k, v in table.items():
             if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
                 raise ConfigError(f"risk limit {k}={v!r} in {path} must be a positive number")
@@ -236,6 +236,7 @@ _parsed_lock = threading.Lock()
 def _parsed_from() -> tuple:
     """What a parse reads: the environment and the risk limits file it names (its size and time of change)."""
     path = Path(os.environ.get("TRADEGRAPH_RISK_LIMITS") or DEFAULT_RISK_FILE)
+    risk: tuple[str, Optional[int], Optional[int]]
     try:
         stat = path.stat()
         risk = (str(path), stat.st_mtime_ns, stat.st_size)
@@ -286,7 +287,7 @@ def home_problem(home: Path) -> Optional[str]:
     return None
 
 
-def check_environment(also: Iterable[Callable[[Mapping[str, str]], None]] = ()) -> AgentConfig:
+def check_environment(also: Iterable[Callable[[Mapping[str, str]], object]] = ()) -> AgentConfig:
     """Every variable tradegraph reads, checked once at start-up so a bad one stops a command before it does
     anything: the configuration (types, ranges, choices, the providers' packages, keys and endpoints), the
     store's home, the debug flag and the API token; `also` are the upper layers' checks (the store URI, the

@@ -18,6 +18,8 @@ import os
 from typing import Any, Optional
 from collections.abc import Mapping
 
+from pydantic import BaseModel
+
 from agent.env import ConfigError
 
 CAP_VAR = "TRADEGRAPH_MAX_OUTPUT_TOKENS"
@@ -75,7 +77,7 @@ def longest_json(node: Any, defs: Mapping[str, Any]) -> int:
     return 2 + sum(len(name) + 4 + longest_json(sub, defs) for name, sub in props.items())
 
 
-def contract_tokens(schema: type) -> int:
+def contract_tokens(schema: type[BaseModel]) -> int:
     full = schema.model_json_schema()
     chars = longest_json(full, full.get("$defs", {}))
     return math.ceil(chars / CHARS_PER_TOKEN * 1.25)

@@ -197,7 +197,7 @@ def resolve_tier(tier: str, name: str, provider: str, method: str, tool_choice: 
         raise ConfigError(f"TRADEGRAPH_STRUCTURED_METHOD={method!r} is not supported by {provider} ({var}={name!r}); "
                           f"use one of {', '.join(p.methods)}")
     url_var, url = endpoint_of(provider, env)
-    if url_var:
+    if url_var and url is not None:  # a variable set names its URL
         check_url(url_var, url)
     if tool_choice == "on" and not p.tool_choice:
         raise ConfigError(f"TRADEGRAPH_TOOL_CHOICE='on': {provider} has no tool_choice ({var}={name!r})")
@@ -248,7 +248,7 @@ def with_endpoint_profile(tm: TierModel, configured: str) -> TierModel:
         raise ConfigError(f"{tm.endpoint} {tm.model}: no structured method worked when checked ("
                           + "; ".join(f"{m}: {r.get('server')}" for m, r in (profile.get("methods") or {}).items())
                           + "): set TRADEGRAPH_STRUCTURED_METHOD to try one anyway")
-    use = method if configured == "auto" else tm.structured_method
+    use: str = method if configured == "auto" and method is not None else tm.structured_method
     return dataclasses.replace(tm, structured_method=use, context_window=profile.get("context_window"),
                                profiled=configured == "auto",
                                tool_choice=tm.tool_choice or (use == "function_calling" and profile["methods"].get(

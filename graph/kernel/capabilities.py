@@ -327,7 +327,7 @@ def store_status(ctx: Context, inp: m.StoreStatusInput) -> m.StoreStatusOutput:
     from database.connection import redact
 
     s = ctx.store
-    backend = "mongomock" if s.uri.startswith("mongomock://") else \
+    backend: Literal["embedded", "mongodb", "mongomock"] = "mongomock" if s.uri.startswith("mongomock://") else \
         "embedded" if s.target.startswith("embedded:") else "mongodb"
     ok, ping_ms, error = True, None, None
     if backend != "mongomock":
