@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import socket
-from typing import Any, Optional
+from typing import Any, Optional, Protocol
 
 from agent.brokers.alpaca import AlpacaBroker
 from agent.brokers.mandate import Mandate
 from agent.brokers.settings import AlpacaSettings
 from agent.config import AgentConfig
 from graph.machine.broker.execution import BrokerExecution
+from schemas.base import Side
 from schemas.decision import Decision, Order
 from schemas.execution import ExecutionResult
 from schemas.portfolio import PortfolioSnapshot, Position
@@ -42,7 +43,14 @@ def start_fake(**kw: Any) -> FakeAlpaca:
     return fake
 
 
-def backend(store, fake: FakeAlpaca, *, mandate: Mandate = OPEN_MANDATE, timeout_s: float = 2.0,
+class Served(Protocol):
+    """Where a fake broker answers: FakeAlpaca, or one running in another process (bench/bench_broker.py)."""
+
+    @property
+    def url(self) -> str: ...
+
+
+def backend(store, fake: Served, *, mandate: Mandate = OPEN_MANDATE, timeout_s: float = 2.0,
             fill_wait_s: float = 0.3) -> BrokerExecution:
     settings = AlpacaSettings(KEY, SECRET, fake.url)
     writer = store.writer()  # off-thread, as a cycle's is
@@ -55,11 +63,11 @@ def book() -> PortfolioSnapshot:
                              as_of="2026-11-27")
 
 
-def decision(*orders: tuple[str, str, float]) -> Decision:
+def decision(*orders: tuple[str, Side, float]) -> Decision:
     return Decision(orders=[Order(symbol=s, side=side, quantity=q) for s, side, q in orders])
 
 
-DEFAULT = (("AAPL", "BUY", 10), ("MSFT", "SELL", 5), ("NVDA", "BUY", 4))
+DEFAULT: tuple[tuple[str, Side, float], ...] = (("AAPL", "BUY", 10), ("MSFT", "SELL", 5), ("NVDA", "BUY", 4))
 
 
 def run(exe: BrokerExecution, d: Optional[Decision] = None, *, session_id: str = "s-broker",
@@ -73,11 +81,13 @@ def run(exe: BrokerExecution, d: Optional[Decision] = None, *, session_id: str =
     if store.portfolios.load(session_id) is None:
         store.portfolios.commit(session_id, book(), f"{session_id}:c0", 0)
     portfolio, version = store.portfolios.load_versioned(session_id)
+    assert portfolio is not None  # committed above when there was none
     prices = prices or PRICES
     res, after = exe.execute(d, cycle_id=cycle_id, session_id=session_id, universe=sorted(prices), prices=prices,
                              prev_closes={}, portfolio=portfolio, as_of="2026-11-27")
     result = ExecutionResult(cycle_id=cycle_id, status=cycle_status(res), result=res, portfolio_after=after)
     exe.record(cycle_id, session_id, result.model_dump(mode="json"), base_version=version)
+    assert exe.audit_writer is not None  # backend() gives it one
     exe.audit_writer.flush()
     return result
 
