@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from graph.kernel.errors import BadInput, Conflict, NotFound
-from graph.kernel.models import BenchmarkInput, inside
+from graph.kernel.models import BenchmarkInput, LookaheadTarget, inside
 from graph.kernel.tasks import TaskCancelled, TaskKind, new_task_id, register
 from graph.services.run_files import read_run_text, run_file_exists
 
@@ -148,7 +148,7 @@ def estimate(store, inp: BenchmarkInput):
 
 
 # ------------------------------------------------------------------------------------------------ look-ahead audit
-def lookahead_sessions(store, experiments: Path, target: str) -> tuple[str, list[str]]:
+def lookahead_sessions(store, experiments: Path, target: str) -> tuple[LookaheadTarget, list[str]]:
     """(what the target is, its sessions): a session id, a backtest run id (bt-<id>), or a benchmark or sweep id
     whose folder under experiments/ names its runs."""
     from graph.services.backtest.loop import session_id_of
@@ -158,7 +158,8 @@ def lookahead_sessions(store, experiments: Path, target: str) -> tuple[str, list
     if store.events.exists(session_id_of(target)):
         return "run", [session_id_of(target)]
     folder = inside(experiments, target, "target")  # only now a path: a session id need not be a folder name
-    for kind, name in (("benchmark", "benchmark.json"), ("sweep", "grid.json")):
+    folders: tuple[tuple[LookaheadTarget, str], ...] = (("benchmark", "benchmark.json"), ("sweep", "grid.json"))
+    for kind, name in folders:
         if run_file_exists(folder / name):
             ids = [session_id_of(e["episode_id"]) for e in json.loads(read_run_text(folder / name))["episodes"]]
             found = [s for s in ids if store.events.exists(s)]

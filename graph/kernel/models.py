@@ -571,11 +571,15 @@ class LookaheadInput(Input):
                                           "or sweep id (every run's session)")
 
 
+# what an audit_lookahead target named: a session, a backtest run, a benchmark or a sweep
+LookaheadTarget = Literal["session", "run", "benchmark", "sweep"]
+
+
 class LookaheadOutput(Output):
     """graph.services.replay.lookahead: every bar, news item, filing or memory a recorded cycle saw dated after its decision
     time."""
     target: str
-    resolved: Literal["session", "run", "benchmark", "sweep"]
+    resolved: LookaheadTarget
     sessions: list[str]
     cycles: int
     checked: dict[str, int] = Field(description="pieces of evidence checked, by kind")
