@@ -152,7 +152,7 @@ def public_url(url: Optional[str]) -> Optional[str]:
 def check_url(var: str, value: str) -> None:
     parts = urlsplit(value if "://" in value else "http://" + value)
     try:
-        parts.port
+        _ = parts.port  # reading it raises ValueError for a port that is not a number
     except ValueError:
         raise ConfigError(f"{var}={value!r} has a port that is not a number") from None
     if parts.scheme not in ("http", "https") or not parts.hostname or not _HOST.fullmatch(parts.hostname):
