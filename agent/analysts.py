@@ -13,7 +13,8 @@ from agent.calibration import ABSTAIN_MODEL
 from agent.config import AgentConfig
 from agent.guards import GuardError, cites
 from agent.memory.recall import past_notes
-from agent.passes import MODEL_SETS, PASS_PROTOCOL, pass_protocol, structured_pass, tool_pass
+from agent.call_context import CallContext
+from agent.passes import MODEL_SETS, PASS_PROTOCOL, structured_pass, tool_pass
 from agent.prompts import fenced_headlines, render_notes, task_messages
 from agent.protocols import version
 from agent.providers import model_name_of
@@ -71,8 +72,8 @@ def abstain(role: AnalystRole, symbol: str) -> AnalystNote:
 
 
 def run_analyst(role: AnalystRole, snap: MarketSnapshot, model: BaseChatModel, settings: AgentConfig,
-                config: RunnableConfig) -> AnalystNote:
-    protocol = pass_protocol(config)
+                config: RunnableConfig, call: CallContext) -> AnalystNote:
+    protocol = call.protocol.number
     evidence = analyst_evidence(role, snap, protocol)
     if evidence is None:
         note = abstain(role, snap.symbol)
@@ -85,9 +86,9 @@ def run_analyst(role: AnalystRole, snap: MarketSnapshot, model: BaseChatModel, s
             raise ValueError(f"analyst must be {role!r}, got {n.analyst!r}")
 
     model_name = model_name_of(model)
-    notes = past_notes(config, role, snap)
+    notes = past_notes(call.recall, config, role, snap)
     note = structured_pass(model, task_messages(f"analyst:{role}", evidence, notes=notes, protocol=protocol),
-                           AnalystNote, max_retries=settings.max_repair_retries, config=config,
+                           AnalystNote, max_retries=settings.max_repair_retries, config=config, call=call,
                            method=settings.structured_method, expect_symbol=snap.symbol, check=same_role,
                            cite_evidence=True)
     note = note.model_copy(update={"model_used": model_name})
@@ -96,17 +97,19 @@ def run_analyst(role: AnalystRole, snap: MarketSnapshot, model: BaseChatModel, s
         critique_ev = {**evidence, "note": note.model_dump(mode="json", exclude=code_sets)}
         revised = structured_pass(model, task_messages(f"critique:{role}", critique_ev, notes=notes,
                                                        protocol=protocol), AnalystNote,
-                                  max_retries=settings.max_repair_retries, config=config, method=settings.structured_method,
-                                  expect_symbol=snap.symbol, check=same_role, cite_evidence=True)
+                                  max_retries=settings.max_repair_retries, config=config, call=call,
+                                  method=settings.structured_method, expect_symbol=snap.symbol, check=same_role,
+                                  cite_evidence=True)
         note = revised.model_copy(update={"model_used": model_name, "self_critiqued": True})
     return note
 
 
 def run_quant(question: str, snap: MarketSnapshot, model: BaseChatModel, tools: dict[str, BaseTool],
-              allowed: frozenset[str], settings: AgentConfig, config: RunnableConfig) -> QuantAnswer:
+              allowed: frozenset[str], settings: AgentConfig, config: RunnableConfig,
+              call: CallContext) -> QuantAnswer:
     tech = snap.bundle.technical.model_dump()
-    protocol = pass_protocol(config)
-    notes = past_notes(config, "quant", snap)
+    protocol = call.protocol.number
+    notes = past_notes(call.recall, config, "quant", snap)
     if version(protocol).lean_prompts:
         # the indicators come from its tools, which is what the tool pass is for; the notes matter to the answer,
         # not to what to fetch, so they join the structured pass only
@@ -116,7 +119,7 @@ def run_quant(question: str, snap: MarketSnapshot, model: BaseChatModel, tools: 
         evidence = {"symbol": snap.symbol, "as_of": snap.as_of, "question": question, "technical": tech}
         messages = task_messages("quant", evidence, notes=notes, protocol=protocol)
     messages = tool_pass(model, messages, tools, allowed, state="ANALYZING", max_steps=settings.max_tool_steps,
-                         config=config)
+                         config=config, call=call)
     if version(protocol).lean_prompts and notes:
         messages.append(HumanMessage(content=render_notes(notes, protocol)))
 
@@ -130,6 +133,6 @@ def run_quant(question: str, snap: MarketSnapshot, model: BaseChatModel, tools: 
             if not cites(value, tech[name]):
                 raise GuardError("citation", f"metric {name}={value} differs from the computed value {tech[name]}")
 
-    return structured_pass(model, messages, QuantAnswer, max_retries=settings.max_repair_retries, config=config,
+    return structured_pass(model, messages, QuantAnswer, max_retries=settings.max_repair_retries, config=config, call=call,
                            method=settings.structured_method, expect_symbol=snap.symbol, check=cites_only_bundle,
                            cite_evidence=True)

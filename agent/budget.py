@@ -32,9 +32,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol
 
-from langchain_core.runnables import RunnableConfig
 
-BUDGET_KEY = "token_budget"
 DEFAULT_OUTPUT_RESERVE = 1024  # tokens a call with no output cap of its own is assumed to answer at most
 _OUTPUT_CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "num_predict")
 # more tokens than any one request can use (the largest context windows offered hold 1-2 million): a report above it
@@ -205,11 +203,9 @@ def install_process_budgets(settings: Any) -> None:
         _process["settings"], _process["cycles"] = settings, OrderedDict()
 
 
-def budget_of(config: RunnableConfig) -> Optional[Budget]:
-    conf = (config or {}).get("configurable", {})
-    if BUDGET_KEY in conf:  # a run tradegraph started: its budget, or None for none
-        return conf[BUDGET_KEY]
-    cycle_id = conf.get("cycle_id")
+def process_budget(cycle_id: Optional[str]) -> Optional[Budget]:
+    """A Studio run's budget for its cycle (graph/machine/runtime.py puts it in the run's context); None before
+    install_process_budgets or without a cycle id."""
     with _process_lock:
         if _process["settings"] is None or not cycle_id:
             return None

@@ -33,7 +33,6 @@ from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
 
 from agent.providers import choices_of, model_name_of
 
-CACHE_KEY = "llm_cache"  # configurable key: the cycle's ResponseCache, absent when caching is off
 # run metadata: the event_id the audit handler gives this attempt's llm_response, so a cache entry can name it
 RESPONSE_ID_KEY = "tradegraph_response_event_id"
 # response_metadata of a cached answer: {"event_id", "session_id", "cycle_id"} of the response it came from
@@ -63,11 +62,10 @@ def install_process_cache(cache: Optional[ResponseCache]) -> None:
     _process_cache[0] = cache
 
 
-def cache_of(config: RunnableConfig) -> Optional[ResponseCache]:
-    conf = (config or {}).get("configurable", {})
-    if CACHE_KEY in conf:  # a run tradegraph started: its cache, or None when off (always in a replay)
-        return conf[CACHE_KEY]
-    return _process_cache[0] if conf.get("cycle_id") else None
+def process_cache(cycle_id: Optional[str]) -> Optional[ResponseCache]:
+    """A Studio run's response cache (graph/machine/runtime.py puts it in the run's context): the process's, for a
+    run naming its cycle."""
+    return _process_cache[0] if cycle_id else None
 
 
 def cacheable(model: BaseChatModel) -> bool:

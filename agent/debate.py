@@ -12,7 +12,8 @@ from agent.calibration import ABSTAIN_MODEL, calibrate, takes_side
 from agent.config import AgentConfig
 from agent.memory.recall import past_notes
 from agent.parallel import run_parallel
-from agent.passes import ContractError, TickerGuardError, pass_protocol, structured_pass
+from agent.call_context import CallContext
+from agent.passes import ContractError, TickerGuardError, structured_pass
 from agent.prompts import task_messages
 from agent.protocols import version
 from schemas.analysis import AnalystNote, SymbolPanel
@@ -29,7 +30,7 @@ def _brief(n: AnalystNote, points: bool = True) -> dict:
 
 
 def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, settings: AgentConfig,
-               config: RunnableConfig) -> DebateResult:
+               config: RunnableConfig, call: CallContext) -> DebateResult:
     sym = snap.symbol
     if not any(takes_side(n) for n in panel.notes):
         # nobody argues either way: a debate would only make a side up out of nothing
@@ -42,8 +43,8 @@ def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, s
     bulls = [_brief(n) for n in panel.notes if n.stance > 0]
     bears = [_brief(n) for n in panel.notes if n.stance < 0]
 
-    recalled = {side: past_notes(config, side, snap) for side in ("bull", "bear")}
-    protocol = pass_protocol(config)
+    recalled = {side: past_notes(call.recall, config, side, snap) for side in ("bull", "bear")}
+    protocol = call.protocol.number
     lean = version(protocol).lean_prompts
 
     def ask(task: str, evidence: dict) -> DebateCase:
@@ -56,7 +57,7 @@ def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, s
         # from protocol 4 a rebuttal's evidence is its side's case, which was built on these notes
         notes = () if lean and task.endswith("_rebuttal") else recalled[side]
         return structured_pass(model, task_messages(task, evidence, notes=notes, protocol=protocol), DebateCase,
-                               max_retries=settings.max_repair_retries, config=config,
+                               max_retries=settings.max_repair_retries, config=config, call=call,
                                method=settings.structured_method, expect_symbol=sym, check=right_side)
 
     def bear_points():
@@ -96,8 +97,9 @@ def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, s
     verdict = structured_pass(
         model, task_messages("manager", {**base, "notes": [_brief(n, points=not lean) for n in panel.notes],
                                          "bull": rebutted["bull"].model_dump(), "bear": rebutted["bear"].model_dump()},
-                             notes=past_notes(config, "manager", snap), protocol=protocol),
-        ManagerVerdict, max_retries=settings.max_repair_retries, config=config, method=settings.structured_method,
+                             notes=past_notes(call.recall, config, "manager", snap), protocol=protocol),
+        ManagerVerdict, max_retries=settings.max_repair_retries, config=config, call=call,
+        method=settings.structured_method,
         expect_symbol=sym)
     conviction, share = calibrate(verdict.conviction, panel.notes, verdict.winner)
     return DebateResult(symbol=sym, winner=verdict.winner, conviction=conviction, raw_conviction=verdict.conviction,

@@ -15,7 +15,8 @@ import functools
 import json
 import time
 import uuid
-from typing import Any, Callable, Optional, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, Optional, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -25,7 +26,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
 
 from agent.audit_events import emit
-from agent.budget import BudgetExceeded, budget_of, output_cap, request_tokens
+from agent.budget import BudgetExceeded, output_cap, request_tokens
 from agent import cache as response_cache
 from agent.guards import GuardError, Shown, check_figures, check_symbol
 from agent.json_chat_model import (JsonChatModel, answer_text, lean_schema, parse_answer, pruned_schema,
@@ -37,7 +38,8 @@ from agent.protocols import CURRENT, PASS_PROTOCOL, PASS_PROTOCOLS, PassProtocol
 from agent.pricing import call_cost, price_of
 from agent.output_caps import cap_of
 from agent.providers import capped, choices_of, model_name_of
-from agent.tools import TOOL_CONTEXT_KEY
+from agent.call_context import OUTSIDE_A_CYCLE, CallContext
+from agent.tools import with_context
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -58,15 +60,7 @@ class TickerGuardError(ContractError):
 # version's flags. Only what the messages hold needs a version for replays: a replay matches a request by its
 # messages, the tools' names and the structured output's name (the response_format schemas are versioned all the
 # same, so a recording's requests say what they were sent).
-# configurable key: the run's PassProtocol, put in the config a node hands down (graph/machine/runtime.py pass_config)
-PASS_PROTOCOL_KEY = "pass_protocol"
-
-
-def pass_protocol(config: Optional[RunnableConfig] = None) -> int:
-    """The number of the protocol the passes run under: the run's (a replay's is the recorded one), else
-    PASS_PROTOCOL (a pass called outside a cycle)."""
-    chosen: Optional[PassProtocol] = ((config or {}).get("configurable") or {}).get(PASS_PROTOCOL_KEY)
-    return (chosen or CURRENT).number
+# The protocol a pass runs under is its CallContext's (agent/call_context.py): the run's, a replay's the recorded one.
 
 
 def tool_pass(
@@ -78,6 +72,7 @@ def tool_pass(
     state: str,
     max_steps: int,
     config: RunnableConfig,
+    call: CallContext = OUTSIDE_A_CYCLE,
     structured_follows: bool = True,
 ) -> list[BaseMessage]:
     """The state's tool rounds; returns the messages with every call and result, for the structured pass.
@@ -85,7 +80,7 @@ def tool_pass(
     Under protocol 2 with a structured pass to follow, a round whose calls all ran ends the pass (the structured
     pass reads their results); a model that calls nothing ends it too. Without a structured pass to follow (the
     model's own last answer is the result), or under protocol 1, the model is asked again after each round."""
-    protocol = pass_protocol(config)
+    protocol = call.protocol.number
     stop_after_results = version(protocol).ends_on_tool_results and structured_follows
     offered = [tools[name] for name in sorted(allowed) if name in tools]
     # never a tool_choice: every API's default with tools offered is "auto", and some OpenAI-compatible
@@ -93,11 +88,11 @@ def tool_pass(
     bound = _bound(model, ("tools",) + tuple((t.name, id(t)) for t in offered), lambda: model.bind_tools(offered))
     messages = list(messages)
     for _ in range(max_steps):
-        ai = call_model(model, bound, messages, config)
+        ai = call_model(model, bound, messages, config, call=call)
         messages.append(ai)
         if not ai.tool_calls and not ai.invalid_tool_calls:
             return messages
-        results = [_run_tool(call, tools, allowed, state, config, protocol) for call in ai.tool_calls]
+        results = [_run_tool(asked, tools, allowed, state, config, call) for asked in ai.tool_calls]
         results += [_invalid_tool_call(call, ai, state, config) for call in ai.invalid_tool_calls]
         messages += results
         if stop_after_results and all(r.status != "error" for r in results):
@@ -106,8 +101,8 @@ def tool_pass(
     return messages
 
 
-def _run_tool(call: dict, tools: dict[str, BaseTool], allowed: frozenset[str], state: str,
-              config: RunnableConfig, protocol: int = PASS_PROTOCOL) -> ToolMessage:
+def _run_tool(call: Mapping[str, Any], tools: dict[str, BaseTool], allowed: frozenset[str], state: str,
+              config: RunnableConfig, context: CallContext = OUTSIDE_A_CYCLE) -> ToolMessage:
     name = call["name"]
     if name not in allowed or name not in tools:
         reason = f"tool {name!r} is not allowed in state {state} (allowed: {', '.join(sorted(allowed)) or 'none'})"
@@ -115,15 +110,15 @@ def _run_tool(call: dict, tools: dict[str, BaseTool], allowed: frozenset[str], s
                        "allowed": sorted(allowed), "reason": reason}, config)
         return ToolMessage(content=f"REFUSED: {reason}", tool_call_id=call["id"], name=name, status="error")
     try:
-        result = tools[name].invoke(call.get("args", {}), config)
-    except Exception as e:  # the tool's own error goes back to the model; the callback audited it
+        result = tools[name].invoke(with_context(call.get("args", {}), context.tools), config)
+    except Exception as e:  # noqa: BLE001 - the tool's own error goes back to the model; the callback audited it
         return ToolMessage(content=f"ERROR: {type(e).__name__}: {e}", tool_call_id=call["id"], name=name,
                            status="error")
-    return ToolMessage(content=to_json_text(result, compact=version(protocol).compact_json), tool_call_id=call["id"],
+    return ToolMessage(content=to_json_text(result, compact=context.protocol.compact_json), tool_call_id=call["id"],
                        name=name)
 
 
-def _invalid_tool_call(call: dict, ai: AIMessage, state: str, config: RunnableConfig) -> ToolMessage:
+def _invalid_tool_call(call: Mapping[str, Any], ai: AIMessage, state: str, config: RunnableConfig) -> ToolMessage:
     """Arguments that are not JSON (often an answer cut off at the length limit): nothing runs, the
     model is told why, and it may call again within the step bound."""
     finish = finish_reason(ai)
@@ -136,7 +131,8 @@ def _invalid_tool_call(call: dict, ai: AIMessage, state: str, config: RunnableCo
 
 
 def call_model(model: BaseChatModel, bound: Runnable, messages: list[BaseMessage],
-               config: RunnableConfig, keep_when_valid: Optional[list[Callable[[], None]]] = None) -> AIMessage:
+               config: RunnableConfig, keep_when_valid: Optional[list[Callable[[], None]]] = None, *,
+               call: CallContext = OUTSIDE_A_CYCLE) -> AIMessage:
     """One model answer. The budget is checked before each attempt, so a retry is never sent past it.
 
     The cache keeps only answers that were used: one cut off at the length limit never, one of a JSON pass
@@ -154,7 +150,7 @@ def call_model(model: BaseChatModel, bound: Runnable, messages: list[BaseMessage
         cap = _fit_window(model, bound, messages, config, state, cap, window)
     if cap:  # a provider model's every request carries its state's output cap (agent/output_caps.py)
         bound = capped(bound, model, cap)
-    cache = response_cache.cache_of(config) if response_cache.cacheable(model) else None
+    cache = call.cache if response_cache.cacheable(model) else None
     key = _cache_key(model, bound, messages, config) if cache is not None else None
     if key is not None:
         hit = _cache_read(cache, key, config)
@@ -163,7 +159,7 @@ def call_model(model: BaseChatModel, bound: Runnable, messages: list[BaseMessage
             # came from
             return response_cache.bound_to_cached(bound, model, hit).invoke(messages, config)
     policy = retry_policy_of(model)
-    budget = budget_of(config)
+    budget = call.budget
     attempt = 0
     while True:
         attempt += 1
@@ -179,7 +175,7 @@ def call_model(model: BaseChatModel, bound: Runnable, messages: list[BaseMessage
         except Exception as e:
             failure = describe_failure(e)
             if failure.partial is None:
-                if held is not None:
+                if held is not None and budget is not None:
                     budget.settle(held, 0, 0.0)  # no answer, nothing billed; the request still counts as a call
                 if not failure.provider:
                     raise  # tradegraph's own error (a replay mismatch, a bug): not the provider's to retry
@@ -315,6 +311,7 @@ def structured_pass(
     *,
     max_retries: int,
     config: RunnableConfig,
+    call: CallContext = OUTSIDE_A_CYCLE,
     method: str = "auto",
     check: Optional[Callable[[T], None]] = None,
     expect_symbol: Optional[str] = None,
@@ -325,7 +322,7 @@ def structured_pass(
     `cite_evidence`: every figure its text states must be one of the evidence's (analysts and the quant, whose
     evidence is the bundle)."""
     method = structured_method(model, method)
-    protocol = pass_protocol(config)
+    protocol = call.protocol.number
     bound = bind_json(model, schema, method, protocol)
     parse = parse_answer(schema)
     shown = Shown(messages) if expect_symbol is not None else None  # what the model may quote and cite
@@ -335,7 +332,7 @@ def structured_pass(
     for attempt in range(1, max_retries + 2):
         guard: dict = {}
         keep: list[Callable[[], None]] = []  # the cache write of this answer, made only if it validates
-        out = parse(call_model(model, bound, messages, config, keep))
+        out = parse(call_model(model, bound, messages, config, keep, call=call))
         parsed, parsing_error = out["parsed"], out["parsing_error"]
         error = _short_error(parsing_error) if parsing_error is not None else ""
         if error and finish_reason(out["raw"]) == "length":
@@ -348,8 +345,8 @@ def structured_pass(
                                     "check": "ticker_guard", "error": message}, config)
                 raise TickerGuardError(schema.__name__, message, attempt)
             try:
-                if shown is not None:
-                    check_symbol(parsed, expect_symbol, universe_of(config), shown)
+                if shown is not None and expect_symbol is not None:
+                    check_symbol(parsed, expect_symbol, call.universe, shown)
                     if cite_evidence:
                         check_figures(parsed, shown)
                 if check:
@@ -366,12 +363,6 @@ def structured_pass(
              config)
         messages += [_as_answer(out["raw"]), repair_message(schema.__name__, error)]
     raise ContractError(schema.__name__, error, max_retries + 1)
-
-
-def universe_of(config: Optional[RunnableConfig]) -> tuple[str, ...]:
-    """The cycle's universe, from the tool context its states run with (none outside a cycle)."""
-    ctx = ((config or {}).get("configurable") or {}).get(TOOL_CONTEXT_KEY)
-    return tuple(ctx.universe) if ctx is not None else ()
 
 
 def structured_method(model: BaseChatModel, configured: str) -> str:

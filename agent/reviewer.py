@@ -7,7 +7,8 @@ from langchain_core.runnables import RunnableConfig
 
 from agent.config import AgentConfig
 from agent.exits import outcome_of
-from agent.passes import pass_protocol, structured_pass
+from agent.call_context import CallContext
+from agent.passes import structured_pass
 from agent.prompts import task_messages
 from schemas.memory import ClosedTrade, TradeReview
 
@@ -32,7 +33,8 @@ def memory_record(t: ClosedTrade, outcome: str, signal: str, critique: str, less
             f"{t.return_pct:+.2f}%: {outcome}, thesis {signal.lower()}. {critique} {learned}")[:2000]
 
 
-def review_trade(trade: ClosedTrade, model, settings: AgentConfig, config: RunnableConfig) -> TradeReview:
+def review_trade(trade: ClosedTrade, model, settings: AgentConfig, config: RunnableConfig,
+                 call: CallContext) -> TradeReview:
     outcome, signal = outcome_of(trade)
     facts = {"outcome": outcome, "realized_pnl": trade.realized_pnl, "signal_evolution": signal}
     evidence = {"symbol": trade.symbol, "direction": trade.direction, "conviction": trade.conviction,
@@ -41,8 +43,8 @@ def review_trade(trade: ClosedTrade, model, settings: AgentConfig, config: Runna
                 "result": {"reason": trade.reason, "exit_price": trade.exit_price, "opened": trade.opened,
                            "closed": trade.closed, "sessions_held": trade.sessions_held,
                            "return_pct": trade.return_pct, **facts}}
-    drafted = structured_pass(model, task_messages("reviewer", evidence, protocol=pass_protocol(config)),
-                              TradeReview, max_retries=settings.max_repair_retries, config=config,
+    drafted = structured_pass(model, task_messages("reviewer", evidence, protocol=call.protocol.number),
+                              TradeReview, max_retries=settings.max_repair_retries, config=config, call=call,
                               method=settings.structured_method, expect_symbol=trade.symbol)
     # whatever the model wrote in the factual fields is replaced by the numbers
     return drafted.model_copy(update={

@@ -1,8 +1,8 @@
 """The tools, registered once, and each state's allow-list.
 
-A tool reads its cycle's context (as-of date, universe, portfolio, data sources, executor)
-from the run config, so the same registered object serves the graph, the CLI and the tests,
-and no tool can see past the cycle's as-of date.
+A tool reads its cycle's context (as-of date, universe, portfolio, data sources, executor) from its `context`
+argument, which its caller injects (LangChain's InjectedToolArg: left out of the schema the model is sent), so the
+same registered object serves the graph, the CLI and the tests, and no tool can see past the cycle's as-of date.
 """
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import inspect
 import threading
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 from collections.abc import Callable
 
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool, StructuredTool, tool
-from pydantic import BaseModel, Field
+from langchain_core.tools import BaseTool, InjectedToolArg, StructuredTool, tool
+from pydantic import BaseModel, Field, SkipValidation
 
 from agent.fence import fence
 from schemas.decision import Decision, DecisionResult, Order
@@ -25,7 +25,6 @@ from schemas.base import MAX_SYMBOLS
 from schemas.features import FeatureBundle, NewsFeatures
 from schemas.portfolio import PortfolioSnapshot
 
-TOOL_CONTEXT_KEY = "tool_context"
 HISTORY_MAX = 20
 
 
@@ -52,20 +51,23 @@ class ToolContext:
             return self._bundles[symbol]
 
 
-def context_of(config: RunnableConfig) -> ToolContext:
-    ctx = (config or {}).get("configurable", {}).get(TOOL_CONTEXT_KEY)
-    if ctx is None:
-        raise ToolError("no tool context in the run config; tools run only inside a cycle")
-    return ctx
+# the argument every tool's caller injects (agent/passes.py _run_tool, invoke_tool below); the model never sees it
+Injected = Annotated[Optional[ToolContext], InjectedToolArg, SkipValidation]
+
+
+def context_of(context: Optional[ToolContext]) -> ToolContext:
+    if context is None:
+        raise ToolError("no tool context was given; tools run only inside a cycle")
+    return context
 
 
 SNAPSHOT_FIELDS = ("close", "prev_close", "volume", "rsi14", "sma50", "sma200", "atr14")
 
 
 @tool
-def get_portfolio(config: RunnableConfig) -> dict:
+def get_portfolio(context: Injected = None) -> dict:
     """Return the current portfolio: cash and open positions."""
-    return portfolio_record(context_of(config).portfolio)
+    return portfolio_record(context_of(context).portfolio)
 
 
 def portfolio_record(portfolio: PortfolioSnapshot) -> dict:
@@ -79,9 +81,9 @@ class SnapshotArgs(BaseModel):
 
 
 @tool(args_schema=SnapshotArgs)
-def get_market_snapshot(symbols: list[str], config: RunnableConfig) -> list[dict]:
+def get_market_snapshot(symbols: list[str], context: Injected = None) -> list[dict]:
     """Return last close, previous close, volume and headline indicators for each symbol as of the cycle date."""
-    ctx = context_of(config)
+    ctx = context_of(context)
     return [snapshot_row(s, ctx.bundle(s)) for s in symbols]
 
 
@@ -104,9 +106,9 @@ class IndicatorArgs(BaseModel):
 
 
 @tool(args_schema=IndicatorArgs)
-def get_indicators(symbol: str, names: list[str], config: RunnableConfig) -> dict:
+def get_indicators(symbol: str, names: list[str], context: Injected = None) -> dict:
     """Return computed indicator values for one symbol as of the cycle date (null while in warm-up)."""
-    tech = context_of(config).bundle(symbol).technical.model_dump()
+    tech = context_of(context).bundle(symbol).technical.model_dump()
     unknown = [n for n in names if n not in tech]
     if unknown:
         raise ToolError(f"unknown indicator(s) {', '.join(unknown)}; known: {', '.join(sorted(tech))}")
@@ -118,9 +120,9 @@ class SymbolArgs(BaseModel):
 
 
 @tool(args_schema=SymbolArgs)
-def get_news_features(symbol: str, config: RunnableConfig) -> dict:
+def get_news_features(symbol: str, context: Injected = None) -> dict:
     """Return the symbol's news features (event class, recency weight, sentiment); headlines are fenced data."""
-    news: NewsFeatures = context_of(config).bundle(symbol).news
+    news: NewsFeatures = context_of(context).bundle(symbol).news
     data = news.model_dump(mode="json")
     for item in data["items"]:
         item["headline"] = fence(item["headline"])
@@ -133,16 +135,23 @@ class HistoryArgs(BaseModel):
 
 
 @tool(args_schema=HistoryArgs)
-def get_price_history(symbol: str, lookback: int, config: RunnableConfig) -> list[dict]:
+def get_price_history(symbol: str, lookback: int, context: Injected = None) -> list[dict]:
     """Return the last `lookback` daily bars (split-adjusted) up to the cycle date."""
-    history = context_of(config).bundle(symbol).history
+    history = context_of(context).bundle(symbol).history
     return [bar.model_dump(mode="json") for bar in history[-lookback:]]
 
 
-@tool(args_schema=Decision)
-def submit_decision(orders: list[Order], config: RunnableConfig) -> dict:
+class SubmitArgs(Decision):
+    """Decision's fields, plus the injected context: Decision forbids extra fields, so the context is declared
+    (as Any: a ToolContext holds a lock, which a pydantic field cannot describe; the function's parameter is typed)."""
+
+    context: Annotated[Any, InjectedToolArg] = None
+
+
+@tool(args_schema=SubmitArgs)
+def submit_decision(orders: list[Order], context: Injected = None) -> dict:
     """Submit the validated decision for all-or-nothing execution; returns the DecisionResult."""
-    ctx = context_of(config)
+    ctx = context_of(context)
     if ctx.executor is None:
         raise ToolError("no executor is wired for this cycle")
     decision = Decision(orders=[o if isinstance(o, Order) else Order.model_validate(o) for o in orders])
@@ -169,8 +178,14 @@ def _annotations_resolved(t: BaseTool) -> None:
 for _tool in TOOLS.values():
     _annotations_resolved(_tool)
 
-def invoke_tool(name: str, args: dict[str, Any], *, state: str, config: RunnableConfig) -> Any:
+def invoke_tool(name: str, args: dict[str, Any], *, state: str, config: RunnableConfig,
+                context: ToolContext) -> Any:
     """Code-driven tool call (SCANNING, EXECUTING): same registry, same allow-list, same audit."""
     if name not in ALLOW_LISTS[state]:
         raise ToolError(f"tool {name!r} is not allowed in state {state}")
-    return TOOLS[name].invoke(args, config)
+    return TOOLS[name].invoke(with_context(args, context), config)
+
+
+def with_context(args: dict[str, Any], context: Optional[ToolContext]) -> dict[str, Any]:
+    """A tool's arguments plus the injected context (the audit's callbacks see the arguments alone)."""
+    return {**args, "context": context} if context is not None else dict(args)

@@ -8,7 +8,8 @@ from langchain_core.runnables import RunnableConfig
 from agent.calibration import ABSTAIN_MODEL
 from agent.config import AgentConfig
 from agent.memory.recall import past_notes
-from agent.passes import pass_protocol, structured_pass
+from agent.call_context import CallContext
+from agent.passes import structured_pass
 from agent.prompts import task_messages
 from agent.markets import get_profile
 from agent.risk import equity, evaluate, risk_input, size_position
@@ -25,7 +26,7 @@ def trader_tier(debate: DebateResult, settings: AgentConfig) -> str:
 
 
 def run_trader(debate: DebateResult, panel: SymbolPanel, snap: MarketSnapshot, model, settings: AgentConfig,
-               config: RunnableConfig) -> TradeThesis:
+               config: RunnableConfig, call: CallContext) -> TradeThesis:
     t = snap.bundle.technical
     evidence = {
         "symbol": snap.symbol, "as_of": snap.as_of, "price": snap.price, "prev_close": snap.prev_close,
@@ -41,11 +42,11 @@ def run_trader(debate: DebateResult, panel: SymbolPanel, snap: MarketSnapshot, m
         if th.direction != debate.winner:
             raise ValueError(f"direction must follow the debate winner {debate.winner}, got {th.direction}")
 
-    thesis = structured_pass(model, task_messages("trader", evidence, notes=past_notes(config, "trader", snap),
-                                                  protocol=pass_protocol(config)),
+    thesis = structured_pass(model, task_messages("trader", evidence, notes=past_notes(call.recall, config, "trader", snap),
+                                                  protocol=call.protocol.number),
                              TradeThesis,
-                             max_retries=settings.max_repair_retries, config=config, method=settings.structured_method,
-                             expect_symbol=snap.symbol, check=follows_debate)
+                             max_retries=settings.max_repair_retries, config=config, call=call,
+                             method=settings.structured_method, expect_symbol=snap.symbol, check=follows_debate)
     # code owns conviction and prices: the model's numbers here are advisory at most
     thesis = anchor_prices(thesis.model_copy(update={"conviction": debate.conviction}), snap.price, t.atr14)
     validate_thesis(thesis)

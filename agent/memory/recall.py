@@ -2,8 +2,9 @@
 
 The query is the agent's own words plus the regime words of the symbol's setup now (agent/features/regime.py),
 so a lesson tagged with a similar setup shares terms with it; the symbol and the cycle's date are filters,
-not query terms (the date is point in time: only notes known before it). The recall object in the run config
-decides where hits come from: the memory store live, the recording in a replay; none means memory is off.
+not query terms (the date is point in time: only notes known before it). The recall object the node hands down
+(agent/call_context.py CallContext.recall) decides where hits come from: the memory store live, the recording in a
+replay; none means memory is off.
 """
 from __future__ import annotations
 
@@ -15,8 +16,6 @@ from agent.audit_events import emit
 from agent.features.regime import regime_words
 from schemas.market import MarketSnapshot
 from schemas.memory import RetrievalHit
-
-RECALL_KEY = "recall"
 
 # what each agent is looking for in the past, besides the setup
 AGENT_WORDS: dict[str, list[str]] = {
@@ -39,8 +38,8 @@ class Recall(Protocol):
         that recalled nothing for it)."""
 
 
-def past_notes(config: RunnableConfig | None, agent: str, snap: MarketSnapshot) -> list[RetrievalHit]:
-    recall = (config or {}).get("configurable", {}).get(RECALL_KEY)
+def past_notes(recall: Optional[Recall], config: RunnableConfig | None, agent: str,
+               snap: MarketSnapshot) -> list[RetrievalHit]:
     if recall is None:
         return []
     query = " ".join(AGENT_WORDS[agent] + regime_words(snap.bundle.technical))

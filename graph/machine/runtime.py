@@ -2,9 +2,9 @@
 (its audit writer, budget, response cache, recall).
 
 All of it travels as the run's one context (`CycleContext`, the graph's `context_schema`: `invoke(..., context=...)`,
-langchain-ai/react-agent's pattern), read by nodes with `run_context` / `runtime_of`; a run without one (LangGraph
-Studio) gets the defaults built from the environment. The agent layer below cannot see the graph's context: a node
-hands it what it needs in the config it passes down (`pass_config`).
+langchain-ai/react-agent's pattern), handed by LangGraph to each node as `runtime: Runtime[CycleContext]`; a run
+without one (LangGraph Studio) gets the defaults built from the environment (`context_of`). The agent layer below
+cannot see the graph's context: a node hands the agent functions it calls a `CallContext` (`CycleContext.call`).
 """
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ from collections.abc import Callable, Sequence
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
-from langgraph.runtime import get_runtime
+from langgraph.runtime import Runtime, get_runtime
 
-from agent.budget import BUDGET_KEY
-from agent.cache import CACHE_KEY
+from agent.budget import Budget, process_budget
+from agent.cache import ResponseCache, process_cache
+from agent.call_context import CallContext
 from agent.config import AgentConfig
 from agent.data.fundamentals import FundamentalsSource, default_fundamentals
 from agent.data.market import MarketData, default_market_data
@@ -29,12 +30,11 @@ from agent.features.bundle import build_bundle, default_cache
 from agent.features.technical import IndicatorCache
 from agent.llm import make_model
 from agent.markets import MarketProfile, get_profile
-from agent.memory.recall import RECALL_KEY
-from agent.passes import PASS_PROTOCOL_KEY
+from agent.memory.recall import Recall
 from agent.protocols import PASS_PROTOCOL, version
 from agent import model_profiles
 from database.embedded import resolve_home
-from agent.tools import TOOL_CONTEXT_KEY, ToolContext
+from agent.tools import ToolContext
 from schemas.decision import Decision, DecisionResult, ExecutedTrade
 from schemas.features import FeatureBundle
 from schemas.memory import ClosedTrade
@@ -75,7 +75,7 @@ class CycleRuntime:
     fundamentals: FundamentalsSource
     cache: IndicatorCache
     execution: Optional[ExecutionBackend] = None
-    model_factory: Callable[[AgentConfig, str], BaseChatModel] = make_model
+    model_factory: Callable[..., BaseChatModel] = make_model  # (config, tier)
     # replay hook: when set, bundles come from here (a recording) instead of being recomputed from data
     bundle_source: Optional[Callable[[str, str], FeatureBundle]] = None
     # replay: the recorded MarketScan (its data is the truth: no re-validation against today's files) and
@@ -122,21 +122,41 @@ class CycleRuntime:
                             cache=self.cache, profile=self.profile)
 
 
+class AuditWriter(Protocol):
+    """The cycle's audit writer (database/writer.py BufferedEventWriter): what the durability barrier flushes."""
+
+    def put(self, event: Any) -> None: ...
+
+    def flush(self, durable: bool = False) -> Any: ...
+
+
 @dataclass
 class CycleContext:
     """The graph's `context_schema`: everything a run is given besides its input, built once per cycle by the
-    runner (graph/machine/runner.py cycle_run_config, which replay calls too). A LangGraph Studio server, which can
-    only send JSON, hands over nothing: its runs use the process default runtime and the process's budgets and
-    cache (agent/budget.py, agent/cache.py)."""
+    runner (graph/machine/runner.py cycle_run_config, which replay calls too) and handed to each node by LangGraph
+    (`runtime: Runtime[CycleContext]`). A LangGraph Studio server, which can only send JSON, hands over nothing:
+    its runs get one on the process default runtime, with the process's budgets and cache (`context_of`)."""
 
-    runtime: Optional[CycleRuntime] = None
-    # the cycle's audit writer: SCANNING's settlements and EXECUTING wait on it (the durability barrier)
-    audit_writer: Optional[Any] = None
-    # the cycle's budget (agent/budget.py Budget; a backtest's is shared by its cycles) and response cache
-    # (agent/cache.py ResponseCache), None for none; what agents recall from (agent/memory/recall.py Recall)
-    budget: Optional[Any] = None
-    cache: Optional[Any] = None
-    recall: Optional[Any] = None
+    runtime: CycleRuntime
+    # the cycle's audit writer: SCANNING's settlements and EXECUTING wait on it (the durability barrier); None
+    # for a Studio run, whose events the server's handler writes through
+    audit_writer: Optional[AuditWriter] = None
+    # the cycle's budget (a backtest's is shared by its cycles) and response cache, None for none; what agents
+    # recall from, None with memory off
+    budget: Optional[Budget] = None
+    cache: Optional[ResponseCache] = None
+    recall: Optional[Recall] = None
+
+    def call(self, tools: Optional[ToolContext] = None) -> CallContext:
+        """What the agent functions a node calls run with (agent/call_context.py), handed to them as an argument."""
+        return CallContext(protocol=version(self.runtime.protocol), tools=tools, cache=self.cache,
+                           budget=self.budget, recall=self.recall)
+
+    def audit_barrier(self) -> None:
+        """Return only once every audit event of the cycle so far is acknowledged by the store.
+        Raises (AuditSpooled, StoreUnavailable, …) if it cannot be: the caller fails closed."""
+        if self.audit_writer is not None:
+            self.audit_writer.flush(durable=True)
 
 
 def default_runtime(config: Optional[AgentConfig] = None, execution: Optional[ExecutionBackend] = None,
@@ -174,53 +194,30 @@ def set_default_runtime(rt: CycleRuntime) -> None:
     install_process_cache(store if rt.config.llm_cache else None)
 
 
-def _given() -> Optional[CycleContext]:
-    """The context the run was started with (the runner's or a replay's), or None (a Studio run, no run at all)."""
-    try:
-        context = get_runtime(CycleContext).context
-    except RuntimeError:  # called outside a graph run
-        return None
-    return context if isinstance(context, CycleContext) and context.runtime is not None else None
+def context_of(runtime: Optional[Runtime[CycleContext]], config: Optional[RunnableConfig] = None) -> CycleContext:
+    """The context LangGraph hands a node (`runtime.context`: the runner's or a replay's). A run started without
+    one (a LangGraph Studio server, which can only send JSON) gets one on the process default runtime built from
+    the environment, with the process's budget for its cycle and cache (set_default_runtime installs them)."""
+    context = runtime.context if runtime is not None else None
+    if isinstance(context, CycleContext):
+        return context
+    cycle_id = ((config or {}).get("configurable") or {}).get("cycle_id")
+    return CycleContext(process_runtime(), budget=process_budget(cycle_id), cache=process_cache(cycle_id))
 
 
-def run_context() -> CycleContext:
-    """The run's context (`graph.invoke(..., context=...)`); a run started without one (a LangGraph Studio
-    server, which can only send JSON) gets one on the process default runtime built from the environment."""
+def process_runtime() -> CycleRuntime:
+    """The process default runtime (set_default_runtime's, else one built from the environment)."""
     global _default
-    given = _given()
-    if given is not None:
-        return given
     with _default_lock:
         if _default is None:
             _default = default_runtime()
-        return CycleContext(_default)
+        return _default
 
 
-def runtime_of(config: Optional[RunnableConfig] = None) -> CycleRuntime:
-    """The run's runtime (`run_context().runtime`); `config` is not read (Studio's wrapper passes it)."""
-    return run_context().runtime
-
-
-def pass_config(config: RunnableConfig) -> RunnableConfig:
-    """The node's config as the agent layer reads it: the run's pass protocol and, for a run tradegraph started,
-    its budget, response cache and recall (None included: such a run never falls back to a Studio process's own).
-    The agent layer sits below the graph and cannot read its context; LangChain hands tools and callbacks nothing
-    but this config, so that is where these go (callbacks and metadata unchanged)."""
-    context = _given()
-    given = {PASS_PROTOCOL_KEY: version((context or run_context()).runtime.protocol)}
-    if context is not None:
-        given.update({BUDGET_KEY: context.budget, CACHE_KEY: context.cache, RECALL_KEY: context.recall})
-    return {**config, "configurable": {**config.get("configurable", {}), **given}}
-
-
-def audit_barrier() -> None:
-    """Return only once every audit event of the cycle so far is acknowledged by the store.
-    Raises (AuditSpooled, StoreUnavailable, …) if it cannot be: the caller fails closed."""
-    writer = run_context().audit_writer
-    if writer is not None:
-        writer.flush(durable=True)
-
-
-def with_tools(config: RunnableConfig, ctx: ToolContext) -> RunnableConfig:
-    """The node's config plus this cycle's tool context (callbacks and metadata unchanged)."""
-    return {**config, "configurable": {**config.get("configurable", {}), TOOL_CONTEXT_KEY: ctx}}
+def run_context() -> CycleContext:
+    """The run's context fetched from LangGraph's run (get_runtime), for code that no node hands it to: the broker
+    backend's audit writer (graph/machine/broker/execution.py). Nodes are handed theirs (`context_of`)."""
+    try:
+        return context_of(get_runtime(CycleContext))
+    except RuntimeError:  # called outside a graph run
+        return context_of(None)

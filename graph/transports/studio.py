@@ -15,7 +15,7 @@ The runtime can NOT travel in `configurable["runtime"]` here: the server's check
 every configurable key not starting with "__" into the checkpoint metadata and pickles it (a
 CycleRuntime holds locks: "cannot pickle '_thread.lock'"), and thread history returns that
 metadata as JSON. So the factory installs it as the process's default runtime, which
-`graph.machine.runtime.runtime_of` falls back to when a run's config names none. A Studio server
+`graph.machine.runtime.context_of` falls back to when a run's config names none. A Studio server
 process serves nothing else, so the process default is exactly the Studio runtime.
 
 The store is `database.connection.connect()` (MONGODB_URI, else the embedded nx-27017 server
@@ -53,7 +53,7 @@ from graph.machine.memory import MemoryBank
 import graph.machine.runtime as runtime_mod
 from graph.machine.nodes.scanning import scanning
 import graph.machine.recording  # noqa: F401 - registers how session summaries read a cycle's status
-from graph.machine.runtime import CycleRuntime, default_runtime, runtime_of
+from graph.machine.runtime import CycleRuntime, default_runtime, process_runtime
 from graph.machine.state import CONTRACT_KEYS, CycleState
 from schemas.portfolio import PortfolioSnapshot
 
@@ -78,7 +78,7 @@ def studio_scanning(state: CycleState, config: RunnableConfig) -> Command:
     # EXECUTING commits only against the portfolio version read here
     fresh["portfolio_version"] = version
     if conf.get("session_id"):  # a run: its configuration and inputs first, as runner._invoke records a CLI cycle's
-        rt = runtime_of(config)
+        rt = process_runtime()  # a server run carries no context: the process default (see module doc)
         emit("manifest", build_manifest(rt, studio_inputs(fresh, rt.config.starting_cash)), config)
     # session_id/cycle_id now come from the run config (graph/machine/nodes/scanning.py `_ids`)
     cmd = scanning(fresh, config)

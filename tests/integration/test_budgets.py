@@ -124,8 +124,9 @@ def test_the_cli_flags_stop_the_cycle_and_a_bad_one_is_exit_2(fake, capsys):
 def test_a_studio_run_takes_its_budgets_and_cache_from_the_process(monkeypatch):
     """A LangGraph Studio server's runs carry only strings in their config (graph/transports/studio.py): set_default_runtime
     installs the process's budgets ($TRADEGRAPH_MAX_*) and cache; a run tradegraph started never uses them."""
-    from agent.budget import BUDGET_KEY, budget_of
-    from agent.cache import CACHE_KEY, cache_of
+    from langgraph.runtime import Runtime
+
+    from graph.machine.runtime import CycleContext, context_of
     from graph.machine.execution import PaperExecution
     from graph.machine.runtime import set_default_runtime
 
@@ -139,11 +140,14 @@ def test_a_studio_run_takes_its_budgets_and_cache_from_the_process(monkeypatch):
     set_default_runtime(rt)
     try:
         studio = {"configurable": {"session_id": "s", "cycle_id": "s:c1"}}
-        assert budget_of(studio).max_llm_calls == 7 and budget_of(studio) is budget_of(studio)
-        assert budget_of({"configurable": {"cycle_id": "s:c2"}}) is not budget_of(studio)
-        assert cache_of(studio).col.name == "llm_cache"
-        ours = {"configurable": {"cycle_id": "s:c1", BUDGET_KEY: None, CACHE_KEY: None}}
-        assert budget_of(ours) is None and cache_of(ours) is None
+        budget = context_of(None, studio).call().budget
+        assert budget is not None and budget.max_llm_calls == 7 and context_of(None, studio).budget is budget
+        assert context_of(None, {"configurable": {"cycle_id": "s:c2"}}).budget is not budget
+        cache = context_of(None, studio).call().cache
+        assert cache is not None and cache.col.name == "llm_cache"
+        # a run tradegraph started hands its own context: None means none, never the process's
+        ours = context_of(Runtime(context=CycleContext(rt)), studio)
+        assert ours.call().budget is None and ours.call().cache is None
     finally:
         from agent.budget import install_process_budgets
         from agent.cache import install_process_cache

@@ -12,12 +12,12 @@ from agent.data.market import default_market_data
 from agent.data.news import NewsSource
 from agent.features.bundle import round_value
 from agent.metrics import buy_and_hold_curve
-from agent.tools import ToolContext, get_indicators, get_market_snapshot, get_price_history
+from agent.tools import ToolContext, get_indicators, get_market_snapshot, get_price_history, with_context
 from graph.services.backtest.loop import load_logs, run_backtest
 from graph.services.replay.lookahead import audit_events
 from graph.services.replay.session import verify_session
 from graph.machine.runner import run_cycle
-from graph.machine.runtime import default_runtime, with_tools
+from graph.machine.runtime import default_runtime
 from schemas.simulation import EpisodeConfig
 from tests.helpers import mock_store
 
@@ -101,20 +101,19 @@ def test_an_open_cycle_never_reads_its_own_bar_but_the_open_and_fills_there(msto
 def test_tools_answer_from_the_bars_a_decision_at_the_open_may_read():
     rt = _open_runtime()
     ctx = ToolContext(as_of=DAY, universe=SYMBOLS, portfolio=_empty_book(), bundle_factory=lambda s: rt.bundle(s, DAY))
-    config = with_tools({}, ctx)
-    history = get_price_history.invoke({"symbol": "AAPL", "lookback": 20}, config)
+    history = get_price_history.invoke(with_context({"symbol": "AAPL", "lookback": 20}, ctx))
     assert history[-1]["date"] == BEFORE and len(history) == 20
-    close = get_indicators.invoke({"symbol": "AAPL", "names": ["close", "volume"]}, config)
+    close = get_indicators.invoke(with_context({"symbol": "AAPL", "names": ["close", "volume"]}, ctx))
     assert close == {"close": round_value(float(_bar("AAPL", BEFORE)["close"])),
                      "volume": float(round(_bar("AAPL", BEFORE)["volume"]))}
-    row = get_market_snapshot.invoke({"symbols": ["AAPL"]}, config)[0]
+    row = get_market_snapshot.invoke(with_context({"symbols": ["AAPL"]}, ctx))[0]
     assert row["open"] == round_value(float(_bar("AAPL", DAY)["open"])) and row["close"] == close["close"]
     # the same tools at the close read D's whole bar (the check above could fail)
     at_close = default_runtime(AgentConfig())
     ctx = ToolContext(as_of=DAY, universe=SYMBOLS, portfolio=_empty_book(),
                       bundle_factory=lambda s: at_close.bundle(s, DAY))
-    assert get_price_history.invoke({"symbol": "AAPL", "lookback": 1}, with_tools({}, ctx))[-1]["date"] == DAY
-    assert "open" not in get_market_snapshot.invoke({"symbols": ["AAPL"]}, with_tools({}, ctx))[0]
+    assert get_price_history.invoke(with_context({"symbol": "AAPL", "lookback": 1}, ctx))[-1]["date"] == DAY
+    assert "open" not in get_market_snapshot.invoke(with_context({"symbols": ["AAPL"]}, ctx))[0]
 
 
 def _empty_book():

@@ -12,6 +12,7 @@ from langchain_core.runnables import RunnableLambda
 from agent.config import AgentConfig
 from agent.exits import outcome_of
 from agent.offline_model import OfflineChatModel
+from agent.call_context import OUTSIDE_A_CYCLE
 from agent.reviewer import review_trade
 from database.connection import connect
 from graph.transports.cli.main import main as cli_main
@@ -80,7 +81,8 @@ def test_a_model_contradicting_the_facts_cannot_change_them():
            "thesis_vs_outcome": "target hit", "memory_record": "AAPL LONG outcome=win signal=Realized"}
     model = OfflineChatModel(script={"TradeReview": [json.dumps(lie)]})
     # inside a run, as in MEMORIZING: the pass audits its attempts as events of that run
-    review = RunnableLambda(lambda _x, config: review_trade(trade, model, AgentConfig(), config)).invoke(None)
+    review = RunnableLambda(lambda _x, config: review_trade(trade, model, AgentConfig(), config,
+                                                            OUTSIDE_A_CYCLE)).invoke(None)
     assert (review.outcome, review.signal_evolution, review.realized_pnl) == ("loss", "Falsified", -60.5)
     assert "stop exit" in review.thesis_vs_outcome and "-6.05%" in review.thesis_vs_outcome
     assert "loss, thesis falsified" in review.memory_record and "outcome=win" not in review.memory_record

@@ -13,7 +13,8 @@ import jsonschema
 import pytest
 
 from agent.json_chat_model import lean_schema, response_format
-from agent.passes import PASS_PROTOCOL, json_instruction, pass_protocol
+from agent.call_context import OUTSIDE_A_CYCLE
+from agent.passes import PASS_PROTOCOL, json_instruction
 from agent.prompts import find_evidence
 from graph.services.replay.session import load_session, verify_session
 from graph.machine.runner import run_cycle
@@ -75,7 +76,7 @@ def test_protocol_2_drops_the_call_after_the_tool_round(both):
 
 def test_protocol_3_plans_in_one_call_without_tools(both):
     (s2, o2), (s3, o3) = both[2], both[3]
-    assert PASS_PROTOCOL == 5 and pass_protocol() == 5
+    assert PASS_PROTOCOL == 5 and OUTSIDE_A_CYCLE.protocol.number == 5
     assert [bool(e["payload"]["tools"]) for e in _requests(s2, o2, "PLANNING")] == [True, False]
     [plan] = _requests(s3, o3, "PLANNING")
     assert plan["payload"]["tools"] == [] and plan["payload"]["structured_output"] == "Plan"
@@ -120,7 +121,7 @@ def test_planning_evidence_carries_open_positions_whole(both):
     """With a book: every field of each position (levels, horizon, setup) reaches the planner, as get_portfolio
     returns it; protocol 2's summary had the quantity only."""
     from agent.config import AgentConfig
-    from agent.tools import TOOLS, TOOL_CONTEXT_KEY
+    from agent.tools import TOOLS, with_context
     from graph.machine.nodes.planning import planning_evidence, scan_context
     from schemas.market import MarketScan
     from schemas.portfolio import PortfolioSnapshot, Position
@@ -131,7 +132,7 @@ def test_planning_evidence_carries_open_positions_whole(both):
         symbol="AAPL", quantity=10, avg_price=500.0, opened="2012-05-25", stop=480.0, target=560.0,
         horizon_sessions=10, sessions_held=4, setup=["trend_up"])})
     scan = scan.model_copy(update={"portfolio": book})
-    answer = TOOLS["get_portfolio"].invoke({}, {"configurable": {TOOL_CONTEXT_KEY: scan_context(scan)}})
+    answer = TOOLS["get_portfolio"].invoke(with_context({}, scan_context(scan)))
     settings = AgentConfig.from_env(provider="offline")
     new = planning_evidence(scan, settings, with_tool_answers=True)
     assert new["portfolio"] == answer and new["portfolio"]["positions"]["AAPL"]["stop"] == 480.0
@@ -196,7 +197,7 @@ def test_an_old_protocol_recording_verifies_identical(both, protocol, requests):
     store, out = both[protocol]
     manifest = events_of(store, out, "manifest")[0]["payload"]
     assert manifest["protocols"] == {"passes": protocol}
-    assert pass_protocol() == 5  # outside the context: today's code runs protocol 5
+    assert OUTSIDE_A_CYCLE.protocol.number == 5  # outside the context: today's code runs protocol 5
     report = verify_session(store, out.session_id)
     assert report.identical and report.ok, report.first_divergence
     verdict = report.cycles[0]
@@ -338,18 +339,19 @@ def test_without_a_structured_pass_to_follow_the_model_is_asked_again(both):
     from agent.offline_model import OfflineChatModel
     from agent.passes import tool_pass
     from agent.prompts import task_messages
-    from agent.tools import TOOLS, TOOL_CONTEXT_KEY
+    from agent.call_context import CallContext
+    from agent.tools import TOOLS
     from graph.machine.nodes.planning import scan_context
     from schemas.market import MarketScan
 
     store, out = both[3]
     scan = MarketScan.model_validate(out.contracts["SCANNING"])
-    config = {"configurable": {TOOL_CONTEXT_KEY: scan_context(scan)}}
+    call = CallContext(tools=scan_context(scan))
     messages = task_messages("quant", {"symbol": "AAPL", "as_of": scan.as_of})
     asked = {}
     for follows in (True, False):
         got = tool_pass(OfflineChatModel(), messages, TOOLS, ALLOW_LISTS["ANALYZING"], state="ANALYZING",
-                        max_steps=4, config=config, structured_follows=follows)
+                        max_steps=4, config={}, call=call, structured_follows=follows)
         asked[follows] = [m.type for m in got[len(messages):]]
     assert asked[True] == ["ai", "tool", "tool"]
     assert asked[False] == ["ai", "tool", "tool", "ai"]

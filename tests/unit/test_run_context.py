@@ -9,17 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from agent.budget import BUDGET_KEY
-from agent.cache import CACHE_KEY
 from agent.config import AgentConfig, ConfigError, command_config
-from agent.memory.recall import RECALL_KEY
-from agent.passes import PASS_PROTOCOL_KEY, pass_protocol
+from agent.call_context import OUTSIDE_A_CYCLE
 from agent.prompts import BASE_SYSTEM_BEFORE_4
 from agent.protocols import CURRENT, PASS_PROTOCOLS, PROTOCOLS, version
 from database import connect
 from graph.machine.memory import MemoryBank
 from graph.machine.runner import cycle_run_config, run_cycle
-from graph.machine.runtime import CycleContext, pass_config
+from graph.machine.runtime import CycleContext, context_of
 from graph.transports.cli.main import main
 from schemas.states import ALLOW_LISTS, MARKET_TOOLS
 from tests.helpers import events_of, mock_store, runtime_with
@@ -87,10 +84,31 @@ def test_the_runner_hands_the_cycle_its_context_and_langgraph_only_its_own():
 
 
 def test_outside_a_run_the_agent_layer_gets_the_current_protocol_and_no_run_budget():
-    conf = pass_config({"configurable": {"thread_id": "t"}})["configurable"]
-    # no budget, cache or recall key: the agent layer falls back to the process's own, as for a Studio run
-    assert conf == {"thread_id": "t", PASS_PROTOCOL_KEY: CURRENT} and pass_protocol({"configurable": conf}) == 5
-    assert not {BUDGET_KEY, CACHE_KEY, RECALL_KEY} & set(conf)
+    call = OUTSIDE_A_CYCLE
+    assert call.protocol is CURRENT and call.protocol.number == 5
+    assert (call.tools, call.budget, call.cache, call.recall, call.universe) == (None, None, None, None, ())
+    # a run started without a context (a Studio server's) gets the process default runtime, and no cycle id: no
+    # process budget or cache either
+    given = context_of(None, {"configurable": {"thread_id": "t"}})
+    assert given.runtime is not None and given.call().protocol is CURRENT
+    assert (given.budget, given.cache, given.audit_writer) == (None, None, None)
+
+
+def test_the_agent_layer_reads_no_configurable_keys():
+    """The run's context reaches agent/ as a CallContext argument, never through config["configurable"]."""
+    reads = [f"{path.relative_to(ROOT)}:{n}" for path in sorted((ROOT / "agent").rglob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1) if "configurable" in line.split("#")[0]]
+    assert reads == []
+
+
+def test_nodes_take_langgraphs_runtime():
+    """LangGraph hands each node the run's Runtime[CycleContext] by its `runtime` parameter."""
+    import inspect
+
+    from graph.machine.nodes import NODE_FUNCTIONS
+
+    for name, node in NODE_FUNCTIONS.items():
+        assert "runtime" in inspect.signature(node).parameters, name
 
 
 def test_a_cycle_runs_and_records_its_runtimes_protocol():

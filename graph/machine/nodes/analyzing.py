@@ -13,7 +13,7 @@ from agent.passes import ContractError, TickerGuardError
 from agent.tools import ALLOW_LISTS, TOOLS
 from graph.machine.nodes.common import done, fail, state_node
 from graph.machine.nodes.planning import scan_context
-from graph.machine.runtime import runtime_of, with_tools
+from graph.machine.runtime import CycleContext
 from graph.machine.state import CycleState
 from schemas.analysis import ANALYST_ROLES, QuantReport, SymbolPanel
 from schemas.market import MarketScan
@@ -27,33 +27,35 @@ class QuorumError(RuntimeError):
 
 
 @state_node("ANALYZING")
-def analyzing(state: CycleState, config: RunnableConfig) -> Command[Literal["DEBATE", "__end__"]]:
-    rt = runtime_of()
+def analyzing(state: CycleState, config: RunnableConfig,
+              context: CycleContext) -> Command[Literal["DEBATE", "__end__"]]:
+    rt = context.runtime
     scan = MarketScan.model_validate(state["scan"])
     plan = Plan.model_validate(state["plan"])
-    tool_config = with_tools(config, scan_context(scan))
+    call = context.call(scan_context(scan))
     model = rt.model("quick")
 
     def analyst(role, snap):
         def go():
             try:
-                return run_analyst(role, snap, model, rt.config, tool_config)
+                return run_analyst(role, snap, model, rt.config, config, call)
             except TickerGuardError:
                 raise
             except ContractError as e:  # one analyst failing costs a vote, not the cycle (quorum decides)
                 emit("error", {"type": "analyst_failed", "symbol": snap.symbol, "analyst": role,
-                               "message": str(e)}, tool_config)
+                               "message": str(e)}, config)
                 return None
         return go
 
     def quant(snap):
         def go():
             try:
-                return run_quant(plan.quant_question, snap, model, TOOLS, ALLOW_LISTS["ANALYZING"], rt.config, tool_config)
+                return run_quant(plan.quant_question, snap, model, TOOLS, ALLOW_LISTS["ANALYZING"], rt.config, config,
+                                call)
             except TickerGuardError:
                 raise
             except ContractError as e:  # isolated like an analyst: this symbol loses its quant answer, no more
-                emit("error", {"type": "quant_failed", "symbol": snap.symbol, "message": str(e)}, tool_config)
+                emit("error", {"type": "quant_failed", "symbol": snap.symbol, "message": str(e)}, config)
                 return None
         return go
 

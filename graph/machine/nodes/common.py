@@ -2,37 +2,43 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import traceback
 from typing import Any, Optional
 from collections.abc import Callable
 
 from langchain_core.runnables import RunnableConfig
+from langgraph._internal._constants import CONFIG_KEY_RUNTIME
 from langgraph.graph import END
 from langgraph.types import Command, Send
 from pydantic import BaseModel
 
 from agent.audit_events import emit
-from graph.machine.runtime import pass_config
+from langgraph.runtime import Runtime
+
+from graph.machine.runtime import CycleContext, context_of
 from graph.machine.state import CONTRACT_KEYS, CycleState
 from schemas.states import STATE_SPECS
 
 
 # each state's node function, registered by the decorator below under its name in the state table
 NODE_FUNCTIONS: dict[str, Callable] = {}
+# a node body and a gate: the cycle's state, LangChain's config (callbacks, metadata) and the run's context
+Body = Callable[[CycleState, RunnableConfig, CycleContext], Command]
+Gate = Callable[[CycleState, RunnableConfig, CycleContext], Optional[Command]]
 
 
-def state_node(name: str, gate: Optional[Callable[[CycleState, RunnableConfig], Optional[Command]]] = None) -> Callable:
+def state_node(name: str, gate: Optional[Gate] = None) -> Callable:
     """Registers a node body under its state's name, wrapped by `guarded`."""
 
-    def wrap(body: Callable[[CycleState, RunnableConfig], Command]) -> Callable:
+    def wrap(body: Body) -> Callable:
         NODE_FUNCTIONS[name] = node = guarded(name, body, gate)
         return node
 
     return wrap
 
 
-def guarded(name: str, body: Callable[[CycleState, RunnableConfig], Command],
-            gate: Optional[Callable[[CycleState, RunnableConfig], Optional[Command]]] = None) -> Callable:
+def guarded(name: str, body: Body, gate: Optional[Gate] = None) -> Callable:
     """A node body as the machine runs it: entry transition first; any exception ends the cycle failed closed,
     audited; and it goes only where the state table allows.
 
@@ -44,18 +50,23 @@ def guarded(name: str, body: Callable[[CycleState, RunnableConfig], Command],
         raise ValueError(f"state {name!r} is not in the state table (schemas/states.py)")
 
     @functools.wraps(body)
-    def node(state: CycleState, config: RunnableConfig) -> Command:
-        config = pass_config(config)
+    def node(state: CycleState, config: RunnableConfig,
+             runtime: Optional[Runtime[CycleContext]] = None) -> Command:
+        # LangGraph hands `runtime` to a node whose signature names it; a node called by a swapped-in one
+        # (transition_checked) is handed LangGraph's config, which carries the same Runtime
+        context = context_of(runtime or (config.get("configurable") or {}).get(CONFIG_KEY_RUNTIME), config)
         if gate is not None:
-            redirect = gate(state, config)
+            redirect = gate(state, config, context)
             if redirect is not None:
                 return checked(name, redirect, state, config)
         emit("transition", {"from": state.get("last_state") or "START", "to": name}, config)
         try:
-            return checked(name, body(state, config), state, config)
+            return checked(name, body(state, config, context), state, config)
         except Exception as e:  # noqa: BLE001 - fail closed: no later state (and so no execution) runs
             return fail(name, e, config, status=_failed_status(state))
 
+    # LangGraph reads what a node accepts from its signature: this one's (it takes `runtime`), not the body's
+    node.__signature__ = inspect.signature(node, follow_wrapped=False)  # type: ignore[attr-defined]
     return node
 
 
@@ -64,7 +75,6 @@ def transition_checked(name: str, fn: Callable[[CycleState, RunnableConfig], Com
 
     @functools.wraps(fn)
     def node(state: CycleState, config: RunnableConfig) -> Command:
-        config = pass_config(config)
         return checked(name, fn(state, config), state, config)
 
     return node

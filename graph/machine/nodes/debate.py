@@ -13,7 +13,7 @@ from agent.debate import run_debate
 from agent.parallel import run_parallel
 from graph.machine.nodes.common import done, state_node
 from graph.machine.nodes.planning import scan_context
-from graph.machine.runtime import runtime_of, with_tools
+from graph.machine.runtime import CycleContext
 from graph.machine.state import CycleState
 from schemas.analysis import QuantReport, SymbolPanel
 from schemas.debate import DebateReport, DebateResult
@@ -21,15 +21,16 @@ from schemas.market import MarketScan
 
 
 @state_node("DEBATE")
-def debate(state: CycleState, config: RunnableConfig) -> Command[Literal["DECIDING", "__end__"]]:
-    rt = runtime_of()
+def debate(state: CycleState, config: RunnableConfig,
+           context: CycleContext) -> Command[Literal["DECIDING", "__end__"]]:
+    rt = context.runtime
     scan = MarketScan.model_validate(state["scan"])
     report = QuantReport.model_validate(state["quant"])
     model = rt.model("quick")
-    guarded = with_tools(config, scan_context(scan))  # the guards read the cycle's universe from it (no tool is bound)
+    call = context.call(scan_context(scan))  # the guards read the cycle's universe from it (no tool is bound)
 
     def debate(p: SymbolPanel) -> DebateResult:
-        return run_debate(p, scan.snapshot(p.symbol), model, rt.config, guarded)
+        return run_debate(p, scan.snapshot(p.symbol), model, rt.config, config, call)
 
     tasks = {p.symbol: functools.partial(debate, p) for p in report.panels}
     if not rt.config.parallel_llm or len(tasks) < 2:

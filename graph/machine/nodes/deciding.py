@@ -13,7 +13,7 @@ from agent.parallel import run_parallel
 from agent.trader import orders_for, run_trader, trader_tier
 from graph.machine.nodes.common import done, state_node
 from graph.machine.nodes.planning import scan_context
-from graph.machine.runtime import runtime_of, with_tools
+from graph.machine.runtime import CycleContext
 from graph.machine.state import CycleState
 from schemas.analysis import QuantReport
 from schemas.debate import DebateReport, DebateResult
@@ -22,18 +22,19 @@ from schemas.market import MarketScan
 
 
 @state_node("DECIDING")
-def deciding(state: CycleState, config: RunnableConfig) -> Command[Literal["VALIDATING", "__end__"]]:
-    rt = runtime_of()
+def deciding(state: CycleState, config: RunnableConfig,
+             context: CycleContext) -> Command[Literal["VALIDATING", "__end__"]]:
+    rt = context.runtime
     scan = MarketScan.model_validate(state["scan"])
     report = QuantReport.model_validate(state["quant"])
     debates = DebateReport.model_validate(state["debate"])
     # one thesis per symbol, independent of the others: a networked model writes them at once (one call deep,
     # not one per symbol); the offline model inline, in debate order
-    guarded = with_tools(config, scan_context(scan))  # the guards read the cycle's universe from it (no tool is bound)
+    call = context.call(scan_context(scan))  # the guards read the cycle's universe from it (no tool is bound)
 
     def thesis(d: DebateResult) -> TradeThesis:
         return run_trader(d, report.panel(d.symbol), scan.snapshot(d.symbol), rt.model(trader_tier(d, rt.config)),
-                          rt.config, guarded)
+                          rt.config, config, call)
 
     tasks = {d.symbol: functools.partial(thesis, d)
              for d in debates.results if d.winner != "NONE"}  # no side was taken: nothing to write a thesis for

@@ -14,7 +14,7 @@ from graph.machine.broker.checks import cycle_status
 from graph.machine.nodes.common import EXECUTED_WITH_ERRORS, done, state_node
 from graph.machine.nodes.planning import scan_context
 from database.portfolio import PortfolioConflict
-from graph.machine.runtime import audit_barrier, runtime_of, with_tools
+from graph.machine.runtime import CycleContext
 from graph.machine.state import CycleState
 from schemas.decision import DecisionResult, PortfolioDecision
 from schemas.execution import ExecutionResult, ExecutionStatus
@@ -27,11 +27,11 @@ class ExecutionRefused(RuntimeError):
     pass
 
 
-def await_approval(state: CycleState, config: RunnableConfig) -> Command | None:
+def await_approval(state: CycleState, config: RunnableConfig, context: CycleContext) -> Command | None:
     """With approval required, pause here (LangGraph interrupt) until `tradegraph approve` resumes the cycle."""
     if not state.get("approval_required"):
         return None
-    recorded = runtime_of().recorded_approval  # a replay answers with the recorded decision
+    recorded = context.runtime.recorded_approval  # a replay answers with the recorded decision
     answer = recorded if recorded is not None else interrupt(
         {"cycle_id": state["cycle_id"], "session_id": state["session_id"], "orders": state["decision"]["orders"],
          "validation_passed": state["validation"]["passed"]})
@@ -43,8 +43,9 @@ def await_approval(state: CycleState, config: RunnableConfig) -> Command | None:
 
 
 @state_node("EXECUTING", gate=await_approval)
-def executing(state: CycleState, config: RunnableConfig) -> Command[Literal["MEMORIZING", "__end__"]]:
-    rt = runtime_of()
+def executing(state: CycleState, config: RunnableConfig,
+              context: CycleContext) -> Command[Literal["MEMORIZING", "__end__"]]:
+    rt = context.runtime
     validation = DecisionValidation.model_validate(state["validation"])
     if not validation.passed:  # the router never sends a failed validation here; refuse anyway
         raise ExecutionRefused("EXECUTING reached with a failed validation")
@@ -55,7 +56,7 @@ def executing(state: CycleState, config: RunnableConfig) -> Command[Literal["MEM
     decision = PortfolioDecision.model_validate(state["decision"])
     cycle_id, session_id = state["cycle_id"], state["session_id"]
     # audit before action: every event so far must be durable in the store, or nothing fills
-    audit_barrier()
+    context.audit_barrier()
 
     recorded = rt.execution.lookup(cycle_id)
     if recorded is not None:
@@ -79,7 +80,7 @@ def executing(state: CycleState, config: RunnableConfig) -> Command[Literal["MEM
         return res
 
     raw = invoke_tool("submit_decision", decision.as_decision().model_dump(mode="json"), state="EXECUTING",
-                      config=with_tools(config, scan_context(scan, executor=execute)))
+                      config=config, context=scan_context(scan, executor=execute))
     res = DecisionResult.model_validate(raw)
     status: ExecutionStatus = "hold" if not decision.orders else _status(res)
     result = ExecutionResult(cycle_id=cycle_id, status=status, result=res,

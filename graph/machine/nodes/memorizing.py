@@ -18,7 +18,7 @@ from agent.passes import structured_pass
 from agent.prompts import task_messages
 from agent.reviewer import review_trade
 from graph.machine.nodes.common import EXECUTED_WITH_ERRORS, done, state_node
-from graph.machine.runtime import runtime_of
+from graph.machine.runtime import CycleContext
 from graph.machine.state import CycleState
 from schemas.decision import ExecutedTrade
 from schemas.market import MarketScan
@@ -69,8 +69,9 @@ def memory_records(state: CycleState, scan: MarketScan, memory: AgentMemory, clo
 
 
 @state_node("MEMORIZING")
-def memorizing(state: CycleState, config: RunnableConfig) -> Command[Literal["__end__"]]:
-    rt = runtime_of()
+def memorizing(state: CycleState, config: RunnableConfig, context: CycleContext) -> Command[Literal["__end__"]]:
+    rt = context.runtime
+    call = context.call()
     status = state.get("status") or "completed"
     validation = state.get("validation") or {}
     execution = state.get("execution") or {}
@@ -90,10 +91,10 @@ def memorizing(state: CycleState, config: RunnableConfig) -> Command[Literal["__
     # call deep instead of one per closed position + 1); the offline model runs them inline, reviews first, as
     # before, so its recordings are unchanged
     tasks: dict[str, Callable[[], Any]] = {
-        f"review:{i}": functools.partial(review_trade, t, model, rt.config, config) for i, t in enumerate(closed)}
+        f"review:{i}": functools.partial(review_trade, t, model, rt.config, config, call) for i, t in enumerate(closed)}
     prompt = task_messages("memory", evidence, protocol=rt.protocol)
     tasks["summary"] = lambda: structured_pass(model, prompt, AgentMemory, max_retries=rt.config.max_repair_retries,
-                                               config=config, method=rt.config.structured_method)
+                                               config=config, call=call, method=rt.config.structured_method)
     written = run_parallel(tasks, parallel=rt.config.parallel_llm)
     reviews: list[TradeReview] = [written[f"review:{i}"] for i in range(len(closed))]
     memory: AgentMemory = written["summary"]

@@ -17,7 +17,7 @@ from agent.protocols import version
 from agent.prompts import task_messages
 from agent.tools import TOOLS, ToolContext, portfolio_record, snapshot_row
 from graph.machine.nodes.common import done, state_node
-from graph.machine.runtime import runtime_of, with_tools
+from graph.machine.runtime import CycleContext
 from graph.machine.state import CycleState
 from schemas.market import MarketScan
 from schemas.plan import Plan
@@ -47,10 +47,11 @@ def planning_evidence(scan: MarketScan, settings, *, with_tool_answers: bool) ->
 
 
 @state_node("PLANNING")
-def planning(state: CycleState, config: RunnableConfig) -> Command[Literal["ANALYZING", "__end__"]]:
-    rt = runtime_of()
+def planning(state: CycleState, config: RunnableConfig,
+             context: CycleContext) -> Command[Literal["ANALYZING", "__end__"]]:
+    rt = context.runtime
     scan = MarketScan.model_validate(state["scan"])
-    tool_config = with_tools(config, scan_context(scan))
+    call = context.call(scan_context(scan))
     protocol = version(rt.protocol)
     tools = protocol.allow_list("PLANNING")
     evidence = planning_evidence(scan, rt.config, with_tool_answers=not tools)
@@ -62,7 +63,7 @@ def planning(state: CycleState, config: RunnableConfig) -> Command[Literal["ANAL
     messages = task_messages("planning", evidence, protocol=protocol.number)
     if tools:  # a protocol with `planning_tools` (1 and 2): the model fetched the portfolio and the snapshot itself
         messages = tool_pass(model, messages, TOOLS, tools, state="PLANNING", max_steps=rt.config.max_tool_steps,
-                             config=tool_config)
+                             config=config, call=call)
 
     def assets_in_universe(plan: Plan) -> None:
         outside = [a for a in plan.assets if a not in scan.universe]
@@ -70,6 +71,6 @@ def planning(state: CycleState, config: RunnableConfig) -> Command[Literal["ANAL
             raise ValueError(f"assets {', '.join(outside)} are not in this cycle's universe "
                              f"({', '.join(scan.universe)})")
 
-    plan = structured_pass(model, messages, Plan, max_retries=rt.config.max_repair_retries, config=tool_config,
+    plan = structured_pass(model, messages, Plan, max_retries=rt.config.max_repair_retries, config=config, call=call,
                            method=rt.config.structured_method, check=assets_in_universe)
     return done("PLANNING", plan, "ANALYZING", config)

@@ -20,7 +20,7 @@ from agent.exits import apply_exits, due_exits
 from agent.markets import bar_cutoff, fill_field
 from agent.tools import ToolContext, invoke_tool
 from graph.machine.nodes.common import done, state_node
-from graph.machine.runtime import audit_barrier, runtime_of, with_tools
+from graph.machine.runtime import CycleContext
 from graph.machine.state import CycleState
 from schemas.market import MarketScan, MarketSnapshot, Untradable
 from schemas.memory import ClosedTrade
@@ -28,8 +28,9 @@ from schemas.portfolio import DividendCredit, PortfolioSnapshot
 
 
 @state_node("SCANNING")
-def scanning(state: CycleState, config: RunnableConfig) -> Command[Literal["PLANNING", "__end__"]]:
-    rt = runtime_of()
+def scanning(state: CycleState, config: RunnableConfig,
+             context: CycleContext) -> Command[Literal["PLANNING", "__end__"]]:
+    rt = context.runtime
     symbols, as_of = list(state["symbols"]), state["as_of"]
     if rt.recorded_scan is None:  # a replay re-reads the recording, not today's (maybe deleted) files
         # every symbol has a bar dated as_of: at the close its close, at the open its open is the price
@@ -38,13 +39,12 @@ def scanning(state: CycleState, config: RunnableConfig) -> Command[Literal["PLAN
     # before anything else: dividends whose ex-date came, and positions whose stop, target or horizon the bars
     # since the last check reached
     ids = _ids(state, config)
-    exits, dividends, portfolio, settled = settle_before_deciding(rt, {**state, **ids}, portfolio, config)
+    exits, dividends, portfolio, settled = settle_before_deciding(context, {**state, **ids}, portfolio, config)
     ctx = ToolContext(as_of=as_of, universe=symbols, portfolio=portfolio,
                       bundle_factory=lambda s: rt.bundle(s, as_of))
-    tool_config = with_tools(config, ctx)
     # the scan reads the market through the registered tools, so its data access is audited like any other
-    invoke_tool("get_portfolio", {}, state="SCANNING", config=tool_config)
-    invoke_tool("get_market_snapshot", {"symbols": symbols}, state="SCANNING", config=tool_config)
+    invoke_tool("get_portfolio", {}, state="SCANNING", config=config, context=ctx)
+    invoke_tool("get_market_snapshot", {"symbols": symbols}, state="SCANNING", config=config, context=ctx)
     snapshots = [snapshot_of(s, ctx.bundle(s), as_of) for s in symbols]
     if state.get("case"):
         check_case(state["case"], symbols, snapshots)
@@ -74,13 +74,15 @@ def snapshot_of(symbol: str, b, as_of: str) -> MarketSnapshot:
                           volume=b.technical.volume or 0.0, bundle=b)
 
 
-def settle_before_deciding(rt, state: CycleState, portfolio: PortfolioSnapshot, config: RunnableConfig
+def settle_before_deciding(context: CycleContext, state: CycleState, portfolio: PortfolioSnapshot,
+                           config: RunnableConfig
                            ) -> tuple[list[ClosedTrade], list[DividendCredit], PortfolioSnapshot, dict]:
     """Dividends and exits are cash and fills: audited first (the durability barrier), then committed together
     through the execution backend against the portfolio version this cycle read; the rest of the cycle sees the
     book after them. Exits read the bars a decision may read whole (through the bar cutoff); a position is paid
     the ex-dates through its exit's date. A replay takes the recorded exits, dividends and book (data, like the
     bundles)."""
+    rt = context.runtime
     if rt.recorded_scan is not None:
         return ([ClosedTrade.model_validate(e) for e in rt.recorded_scan.get("exits") or []],
                 [DividendCredit.model_validate(d) for d in rt.recorded_scan.get("dividends") or []],
@@ -104,7 +106,7 @@ def settle_before_deciding(rt, state: CycleState, portfolio: PortfolioSnapshot, 
                          f"({', '.join(sorted({*(c.symbol for c in closed), *(c.symbol for c in credits)}))}) but no "
                          f"execution backend "
                          f"is wired to commit them")
-    audit_barrier()
+    context.audit_barrier()
     version = rt.execution.settle_exits(state["cycle_id"], state["session_id"], closed=closed, trades=trades,
                                         portfolio_after=after, base_version=state.get("portfolio_version"),
                                         dividends=credits)
