@@ -25,6 +25,7 @@ from critical_path import critical_path, describe
 
 from database import connect
 from graph.machine.runner import run_cycle
+from schemas.events import ContractEvent, LlmRequestEvent, LlmRequestPayload, ManifestEvent, parse_event
 
 TARGET_TOKENS = 10_000
 TARGET_SB_TOKENS = 8_000  # issue 24: per symbol-decision on a real StockBench day
@@ -97,7 +98,7 @@ def request_tokens(body: dict, count) -> int:
     return n
 
 
-def wire_body(request: dict, protocol: int) -> dict:
+def wire_body(request: LlmRequestPayload, protocol: int) -> dict:
     """The body ChatOpenAI sends for an audited `llm_request` (its messages as recorded, the tools it names, the
     response format its protocol asks with): so an offline run's prompts are measured as a provider would get them.
     Checked against the fake server's bodies by --stockbench (the same counts)."""
@@ -121,11 +122,11 @@ def wire_body(request: dict, protocol: int) -> dict:
             return ToolMessage(content=content, tool_call_id=m.get("tool_call_id") or "")
         return HumanMessage(content=content)
 
-    body: dict = {"messages": [_convert_message_to_dict(message(m)) for m in request.get("messages") or []]}
-    if request.get("tools"):
-        body["tools"] = [convert_to_openai_tool(TOOLS[name]) for name in request["tools"] if name in TOOLS]
-    name = request.get("structured_output")
-    if name in ALL_CONTRACTS:
+    body: dict = {"messages": [_convert_message_to_dict(message(m)) for m in request.messages]}
+    if request.tools:
+        body["tools"] = [convert_to_openai_tool(TOOLS[name]) for name in request.tools if name in TOOLS]
+    name = request.structured_output
+    if name is not None and name in ALL_CONTRACTS:
         contract = ALL_CONTRACTS[name]
         body["response_format"] = _asked_response_format(contract) if protocol >= 4 else response_format(contract)
     return body
@@ -133,20 +134,19 @@ def wire_body(request: dict, protocol: int) -> dict:
 
 def audited_tokens(events: list[dict], count) -> list[dict]:
     """Per cycle of a recorded session, in order: {cycle_id, symbols (decided), requests, tokens, by_task}, every
-    audited request measured by `request_tokens` on its `wire_body`."""
+    audited request measured by `request_tokens` on its `wire_body`; the events read through parse_event."""
     cycles: dict[str, dict] = {}
     protocols: dict[str, int] = {}
-    for e in events:
-        c = cycles.setdefault(e["cycle_id"], {"cycle_id": e["cycle_id"], "symbols": 0, "requests": 0, "tokens": 0,
-                                              "by_task": {}})
-        p = e.get("payload") or {}
-        if e["kind"] == "manifest":
-            protocols[e["cycle_id"]] = int((p.get("protocols") or {}).get("passes") or 1)
-        elif e["kind"] == "contract" and p.get("name") == "MarketScan":
-            c["symbols"] = len(p["data"]["snapshots"])
-        elif e["kind"] == "llm_request":
-            n = request_tokens(wire_body(p, protocols.get(e["cycle_id"], 4)), count)
-            task = _task({"messages": p.get("messages") or []})
+    for e in (parse_event(doc) for doc in events):
+        c = cycles.setdefault(e.cycle_id, {"cycle_id": e.cycle_id, "symbols": 0, "requests": 0, "tokens": 0,
+                                           "by_task": {}})
+        if isinstance(e, ManifestEvent):
+            protocols[e.cycle_id] = int((e.payload.protocols or {}).get("passes") or 1)
+        elif isinstance(e, ContractEvent) and e.payload.name == "MarketScan":
+            c["symbols"] = len(e.payload.data["snapshots"])
+        elif isinstance(e, LlmRequestEvent):
+            n = request_tokens(wire_body(e.payload, protocols.get(e.cycle_id, 4)), count)
+            task = _task({"messages": e.payload.messages})
             c["requests"] += 1
             c["tokens"] += n
             c["by_task"][task] = c["by_task"].get(task, 0) + n
@@ -268,8 +268,9 @@ def stockbench_points(args, count) -> list[dict]:
     cycles: dict[str, list[dict]] = {}
     for e in events:
         cycles.setdefault(e["cycle_id"], []).append(e)
-    decided = [len(next(e["payload"]["data"]["snapshots"] for e in evs if e["kind"] == "contract"
-                        and e["payload"]["name"] == "MarketScan")) for evs in cycles.values()]
+    scans = [e for e in (parse_event(doc) for doc in events if doc["kind"] == "contract")
+             if isinstance(e, ContractEvent) and e.payload.name == "MarketScan"]
+    decided = [len(e.payload.data["snapshots"]) for e in scans]  # one scan a cycle, in cycle order
     paths = [critical_path(evs) for evs in cycles.values()]
     audited = audited_tokens(events, count)
     start = 0

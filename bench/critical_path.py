@@ -27,6 +27,7 @@ import re
 from typing import Any, Optional
 from collections.abc import Iterable
 
+from schemas.events import LlmRequestEvent, LlmRequestPayload, parse_event
 from schemas.states import STATES
 
 FAN_OUT = {"ANALYZING": "branches", "DEBATE": "sides", "DECIDING": "branches", "MEMORIZING": "branches"}
@@ -35,10 +36,11 @@ _TASK = re.compile(r"^TASK: (\S+)")
 _EVIDENCE = re.compile(r"<EVIDENCE>\n(.*?)\n</EVIDENCE>", re.S)
 
 
-def _agent(request: dict[str, Any]) -> Optional[tuple[str, Optional[str]]]:
+def _agent(request: LlmRequestPayload) -> Optional[tuple[str, Optional[str]]]:
     """(task, symbol) of the prompt a request carries, or None."""
-    for m in (request.get("payload") or {}).get("messages") or []:
-        content = m.get("content") if isinstance(m.get("content"), str) else ""
+    for m in request.messages:
+        raw = m.get("content")
+        content = raw if isinstance(raw, str) else ""
         found = _TASK.match(content)
         if found:
             task = found.group(1)
@@ -55,7 +57,7 @@ def _agent(request: dict[str, Any]) -> Optional[tuple[str, Optional[str]]]:
     return None
 
 
-def _keyed(requests: list[dict[str, Any]]) -> Optional[dict[tuple[str, Optional[str]], int]]:
+def _keyed(requests: list[LlmRequestPayload]) -> Optional[dict[tuple[str, Optional[str]], int]]:
     """{(task, symbol): calls} when every request names its agent, else None."""
     out: dict[tuple[str, Optional[str]], int] = {}
     for r in requests:
@@ -73,15 +75,15 @@ def _keyed_debate_depth(calls: dict[tuple[str, Optional[str]], int]) -> int:
                 + calls.get(("manager", s), 0)) for s in symbols) if symbols else 0
 
 
-def _runs(requests: list[dict[str, Any]]) -> list[tuple[str | None, int]]:
+def _runs(requests: list[LlmRequestPayload]) -> list[tuple[str | None, int]]:
     """(schema answered, calls) per agent run, in recorded order."""
     runs: list[tuple[str | None, int]] = []
     calls = 0
     for r in requests:
         calls += 1
-        schema = (r.get("payload") or {}).get("structured_output")
+        schema = r.structured_output
         if schema:
-            if runs and runs[-1][0] == schema and (r.get("payload") or {}).get("attempt", 1) > 1:
+            if runs and runs[-1][0] == schema and r.attempt > 1:
                 runs[-1] = (schema, runs[-1][1] + calls)  # a retry of the same pass: same run
             else:
                 runs.append((schema, calls))
@@ -106,11 +108,14 @@ def _debate_depth(runs: list[tuple[str | None, int]]) -> int:
 
 
 def critical_path(events: Iterable[dict[str, Any]]) -> dict[str, int]:
-    """{state: calls on the critical path} for ONE cycle's events (any kinds, seq order), plus "total"."""
-    by_state: dict[str, list[dict[str, Any]]] = {}
-    for e in events:
-        if e.get("kind") == "llm_request":
-            by_state.setdefault(e.get("state") or "RUNNER", []).append(e)
+    """{state: calls on the critical path} for ONE cycle's events (any kinds, seq order), plus "total"; the requests
+    are read through parse_event."""
+    by_state: dict[str, list[LlmRequestPayload]] = {}
+    for doc in events:
+        if doc.get("kind") == "llm_request":
+            e = parse_event(doc)
+            if isinstance(e, LlmRequestEvent):
+                by_state.setdefault(e.state or "RUNNER", []).append(e.payload)
     out: dict[str, int] = {}
     for state in [s for s in STATES if s in by_state] + [s for s in by_state if s not in STATES]:
         how = FAN_OUT.get(state)

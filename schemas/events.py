@@ -163,6 +163,8 @@ class ValidationPayload(OpenPayload):  # schema repairs, the risk engine, human 
     schema_: Optional[str] = Field(None, alias="schema")
     check: Optional[str] = None
     error: Optional[str] = None
+    by: Optional[str] = None         # a human approval's approver (graph/machine/runner.py)
+    replay_of: Optional[str] = None  # a replay's verdicts: the session replayed (graph/services/replay/session.py)
 
 
 class ErrorPayload(OpenPayload):  # `type` names it; graph/machine/recording.py NON_FATAL_ERRORS lists the ones a cycle survives

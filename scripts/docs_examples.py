@@ -135,19 +135,22 @@ def _and(items: list[str]) -> str:
 
 def _retrieval(events: list[dict], *, cycle: str, agent: str, symbol: str) -> str:
     """One agent's `retrieval` event, hit by hit, and the notes its prompt received (the request it parents)."""
-    ev = next(e for e in events if e["kind"] == "retrieval" and e["cycle_id"] == cycle
-              and e["payload"]["agent"] == agent and e["payload"]["symbol"] == symbol)
-    p = ev["payload"]
-    lines = [f"retrieval event seq {ev['seq']} ({ev['state']}, agent {agent}, {symbol})",
-             f"query  {json.dumps(p['query'])}", f"filter {json.dumps(p['filter'])}"]
-    width = max(len(h["memory_id"]) for h in p["hits"])
-    for i, h in enumerate(p["hits"], 1):
+    from schemas.events import LlmRequestEvent, RetrievalEvent, parse_event
+
+    typed = [parse_event(e) for e in events]
+    ev = next(e for e in typed if isinstance(e, RetrievalEvent) and e.cycle_id == cycle
+              and e.payload.agent == agent and e.payload.symbol == symbol)
+    p = ev.payload
+    lines = [f"retrieval event seq {ev.seq} ({ev.state}, agent {agent}, {symbol})",
+             f"query  {json.dumps(p.query)}", f"filter {json.dumps(p.filter)}"]
+    width = max(len(h["memory_id"]) for h in p.hits)
+    for i, h in enumerate(p.hits, 1):
         outcome = f"{h['outcome'] or ''} {h['signal'] or ''}".strip()
         lines.append(f"{i:>2}. {h['memory_id']:<{width}}  known {h['known_at']}  {outcome:<16}  "
                      f"bm25 {h['bm25_rank']} dense {h['dense_rank']}  score {h['score']}")
-    request = next(e for e in events if e["kind"] == "llm_request" and e["parent_run_id"] == ev["run_id"])
+    request = next(e for e in typed if isinstance(e, LlmRequestEvent) and e.parent_run_id == ev.run_id)
     prompt = "\n".join(m["content"] if isinstance(m["content"], str) else json.dumps(m["content"])
-                       for m in request["payload"]["messages"])
+                       for m in request.payload.messages)
     start = prompt.index("Relevant past notes:")
     notes = prompt[start:prompt.index("<EVIDENCE>", start)].rstrip("\n")
     lines += ["", *[w for line in notes.split("\n") for w in (textwrap.wrap(line, 116) or [""])]]

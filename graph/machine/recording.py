@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import gc
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from database.connection import Store
 from database.sessions import use_cycle_reader
 from graph.machine.errors import SessionNotFound
 from schemas.base import SCHEMA_VERSION, RecordedStatus
+from schemas.events import (AnyEvent, ContractEvent, CycleEndedEvent, ErrorEvent, LlmRequestEvent, LlmResponseEvent,
+                            ManifestEvent, RetrievalEvent, ToolCallEvent, ToolResultEvent,
+                            TransitionEvent, ValidationEvent, parse_event)
 from schemas.states import STATES
 
 REPLAY_STATE = "REPLAY"  # state name of the linking events a replay session starts and ends with
@@ -43,6 +47,12 @@ class LlmCall:
     answered: bool = False  # False: the request has no recorded response (cut-off log)
     invalid_tool_calls: list[dict] = field(default_factory=list)  # arguments that were not JSON, kept raw
     finish_reason: Optional[str] = None
+    # where the request and its answer sit in the log, for the spans (graph/services/telemetry/spans.py)
+    ts: Optional[float] = None
+    response_ts: Optional[float] = None
+    event_id: Optional[str] = None
+    attempt: Optional[int] = None
+    requested: bool = True  # False: an answer whose request is not on the record
 
 
 @dataclass
@@ -56,6 +66,10 @@ class ToolCall:
     error: Optional[str] = None
     latency_ms: Optional[float] = None
     answered: bool = False
+    ts: Optional[float] = None
+    result_ts: Optional[float] = None
+    event_id: Optional[str] = None
+    requested: bool = True  # False: a result whose call is not on the record
 
 
 @dataclass
@@ -77,7 +91,7 @@ class Cycle:
     ended: bool = False  # a transition to END was recorded
     # the status the runner recorded in the cycle's `cycle_ended` event; None: none recorded (the cycle was cut off
     # or paused, or was recorded before cycles ended with one), and `status` is inferred from its other events
-    recorded_status: Optional[str] = None
+    recorded_status: Optional[RecordedStatus] = None
     manifest: Optional[dict] = None  # the cycle's effective configuration, as recorded
     inputs: Optional[dict] = None    # the cycle's recorded inputs (from its manifest)
     approval: Optional[dict] = None  # the recorded human decision {approved, by}, if the cycle paused
@@ -116,7 +130,8 @@ class Session:
 
     @property
     def schema_mismatch(self) -> bool:
-        return any(v != SCHEMA_VERSION for v in self.schema_versions)
+        """A version this code cannot read; an older one is read through the upcasters (schemas/events.py)."""
+        return any(not 1 <= v <= SCHEMA_VERSION for v in self.schema_versions)
 
     def warnings(self) -> list[str]:
         out = []
@@ -130,7 +145,7 @@ class Session:
                 last = c.states[-1] if c.states else "?"
                 out.append(f"cycle {c.cycle_id} is cut off: no transition to END (last state {last})")
         if self.schema_mismatch:
-            out.append(f"schema_version {self.schema_versions} recorded; this code speaks {SCHEMA_VERSION}")
+            out.append(f"schema_version {self.schema_versions} recorded; this code reads 1..{SCHEMA_VERSION}")
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -184,73 +199,96 @@ def _gaps(seqs: list[int]) -> list[tuple[int, int]]:
     return gaps
 
 
+def read_events(events: list[dict]) -> list[AnyEvent]:
+    """The stored documents as typed events (schemas/events.py parse_event: older versions upcast first); one this
+    code cannot read raises EventParseError naming it (seq, kind, field)."""
+    return [parse_event(e) for e in events]
+
+
 def build_session(session_id: str, events: list[dict]) -> Session:
+    """The session the stored events make: each read through parse_event, then folded (`fold`)."""
+    return fold(session_id, read_events(events), _versions(events))
+
+
+def _versions(events: list[dict]) -> list[int]:
+    # as recorded: parse_event reads every version this code knows as today's
+    return sorted({int(e.get("schema_version", SCHEMA_VERSION)) for e in events})
+
+
+def fold(session_id: str, events: Sequence[AnyEvent], schema_versions: list[int]) -> Session:
+    """The one fold of the typed log into cycles, states, calls and trades: replay, verify, the summaries, the
+    console and the OpenTelemetry spans (graph/services/telemetry/spans.py) all read a session through it."""
     cycles: dict[str, Cycle] = {}
     # pairing tables: a response finds its request by run_id (unique per LLM / tool invocation)
     open_llm: dict[str, LlmCall] = {}
     open_tool: dict[str, ToolCall] = {}
-    versions: set[int] = set()
     replay_of = None
     for ev in events:
-        seq, kind, state, p = ev["seq"], ev["kind"], ev.get("state") or "RUNNER", ev.get("payload") or {}
-        versions.add(int(ev.get("schema_version", SCHEMA_VERSION)))
-        cid = ev["cycle_id"]
+        seq, state, cid, rid = ev.seq, ev.state or "RUNNER", ev.cycle_id, ev.run_id
         c = cycles.get(cid)
         if c is None:
             c = cycles[cid] = Cycle(cycle_id=cid, index=len(cycles) + 1, first_seq=seq, last_seq=seq)
         c.last_seq, c.events = seq, c.events + 1
-        rid = ev.get("run_id")
-        if kind == "transition":
-            c.transitions.append({"seq": seq, "from": p.get("from"), "to": p.get("to")})
-            if p.get("to") == "END":
-                c.ended = True
-            elif p.get("to") and p.get("to") not in c.states:
-                c.states.append(p["to"])
-        elif kind == "contract":
-            c.contracts[state] = {"name": p.get("name"), "data": p.get("data"), "seq": seq}
-        elif kind == "llm_request":
-            call = LlmCall(seq=seq, state=state, run_id=rid, model=p.get("model"), messages=p.get("messages") or [],
-                           tools=p.get("tools") or [], structured_output=p.get("structured_output"))
-            c.llm_calls.append(call)
-            if rid:
-                open_llm[rid] = call
-        elif kind == "llm_response":
-            call = open_llm.pop(rid, None) if rid else None
-            if call is None:  # a response without its request: keep it visible rather than drop it
-                call = LlmCall(seq=seq, state=state, run_id=rid, model=p.get("model"), messages=[], tools=[],
-                               structured_output=None)
+        match ev:
+            case TransitionEvent(payload=t):
+                c.transitions.append({"seq": seq, "from": t.from_, "to": t.to})
+                if t.to == "END":
+                    c.ended = True
+                elif t.to and t.to not in c.states:
+                    c.states.append(t.to)
+            case ContractEvent(payload=k):
+                c.contracts[state] = {"name": k.name, "data": k.data, "seq": seq}
+            case LlmRequestEvent(payload=q):
+                call = LlmCall(seq=seq, state=state, run_id=rid, model=q.model, messages=q.messages, tools=q.tools,
+                               structured_output=q.structured_output, ts=ev.ts, event_id=ev.event_id,
+                               attempt=q.attempt)
                 c.llm_calls.append(call)
-            call.response_seq, call.answered = seq, True
-            call.text, call.tool_calls = p.get("text"), p.get("tool_calls") or []
-            call.usage, call.latency_ms, call.error = p.get("usage") or {}, p.get("latency_ms"), p.get("error")
-            call.invalid_tool_calls, call.finish_reason = p.get("invalid_tool_calls") or [], p.get("finish_reason")
-            for k in c.tokens:
-                c.tokens[k] += int(call.usage.get(k, 0) or 0)
-        elif kind == "tool_call":
-            t = ToolCall(seq=seq, state=state, run_id=rid, name=p.get("name", "?"), args=p.get("args"))
-            c.tool_calls.append(t)
-            if rid:
-                open_tool[rid] = t
-        elif kind == "tool_result":
-            t = open_tool.pop(rid, None) if rid else None
-            if t is None:
-                t = ToolCall(seq=seq, state=state, run_id=rid, name=p.get("name", "?"), args=None)
-                c.tool_calls.append(t)
-            t.answered, t.result, t.error, t.latency_ms = True, p.get("result"), p.get("error"), p.get("latency_ms")
-        elif kind == "manifest":
-            c.manifest, c.inputs = p, p.get("inputs")
-        elif kind == "validation":
-            c.validations.append({"seq": seq, "state": state, **p})
-            if p.get("check") == "human_approval":
-                c.approval = {"approved": bool(p.get("ok")), "by": p.get("by")}
-            if state == REPLAY_STATE and p.get("replay_of"):
-                replay_of = p["replay_of"]
-        elif kind == "error":
-            c.errors.append({"seq": seq, "state": state, **p})
-        elif kind == "retrieval":
-            c.retrievals.append({"seq": seq, "state": state, **p})
-        elif kind == "cycle_ended":
-            c.recorded_status = p.get("status")
+                if rid:
+                    open_llm[rid] = call
+            case LlmResponseEvent(payload=r):
+                asked = open_llm.pop(rid, None) if rid else None
+                if asked is None:  # a response without its request: keep it visible rather than drop it
+                    asked = LlmCall(seq=seq, state=state, run_id=rid, model=r.model, messages=[], tools=[],
+                                   structured_output=None, ts=ev.ts, event_id=ev.event_id, requested=False)
+                    c.llm_calls.append(asked)
+                call = asked
+                call.response_seq, call.answered, call.response_ts = seq, True, ev.ts
+                call.text, call.tool_calls = r.text, r.tool_calls
+                call.usage, call.latency_ms, call.error = r.usage.model_dump(exclude_unset=True), r.latency_ms, r.error
+                call.invalid_tool_calls, call.finish_reason = r.invalid_tool_calls, r.finish_reason
+                u = r.usage
+                c.tokens["input_tokens"] += u.input_tokens or 0
+                c.tokens["output_tokens"] += u.output_tokens or 0
+                c.tokens["total_tokens"] += u.total_tokens or 0
+            case ToolCallEvent(payload=tc):
+                tool = ToolCall(seq=seq, state=state, run_id=rid, name=tc.name, args=tc.args, ts=ev.ts,
+                                event_id=ev.event_id)
+                c.tool_calls.append(tool)
+                if rid:
+                    open_tool[rid] = tool
+            case ToolResultEvent(payload=tr):
+                ran = open_tool.pop(rid, None) if rid else None
+                if ran is None:
+                    ran = ToolCall(seq=seq, state=state, run_id=rid, name=tr.name, args=None, ts=ev.ts,
+                                    event_id=ev.event_id, requested=False)
+                    c.tool_calls.append(ran)
+                tool = ran
+                tool.answered, tool.result, tool.error, tool.latency_ms = True, tr.result, tr.error, tr.latency_ms
+                tool.result_ts = ev.ts
+            case ManifestEvent(payload=m):
+                c.manifest, c.inputs = m.model_dump(exclude_unset=True), m.inputs
+            case ValidationEvent(payload=v):
+                c.validations.append({"seq": seq, "state": state, **v.model_dump(by_alias=True, exclude_unset=True)})
+                if v.check == "human_approval":
+                    c.approval = {"approved": v.ok, "by": v.by}
+                if state == REPLAY_STATE and v.replay_of:
+                    replay_of = v.replay_of
+            case ErrorEvent(payload=e):
+                c.errors.append({"seq": seq, "state": state, **e.model_dump(exclude_unset=True)})
+            case RetrievalEvent(payload=h):
+                c.retrievals.append({"seq": seq, "state": state, **h.model_dump()})
+            case CycleEndedEvent(payload=end):
+                c.recorded_status = end.status
     for c in cycles.values():
         execution = (c.contracts.get("EXECUTING") or {}).get("data") or {}
         scan = (c.contracts.get("SCANNING") or {}).get("data") or {}
@@ -260,14 +298,20 @@ def build_session(session_id: str, events: list[dict]) -> Session:
         c.trades = exits + list((execution.get("result") or {}).get("executed_trades") or [])
         c.status = _status(c)
     return Session(session_id=session_id, events=len(events), cycles=list(cycles.values()),
-                   first_ts=events[0].get("ts"), last_ts=events[-1].get("ts"),
-                   seq_gaps=_gaps([e["seq"] for e in events]), schema_versions=sorted(versions), replay_of=replay_of)
+                   first_ts=events[0].ts if events else None, last_ts=events[-1].ts if events else None,
+                   seq_gaps=_gaps([e.seq for e in events]), schema_versions=schema_versions, replay_of=replay_of)
+
+
+# what _status and the facts read: the manifest, the states, their contracts, approvals, errors and the recorded end
+_STATUS_KINDS = frozenset({"manifest", "transition", "contract", "validation", "error", "cycle_ended"})
 
 
 def last_cycle_facts(session_id: str, events: list[dict]) -> dict[str, Any]:
     """What a session summary (database/sessions.py) shows of its last cycle, read from that cycle's events the
-    way replay reads them: its status, symbols and as-of; and the session a replay session replays."""
-    session = build_session(session_id, events)
+    way replay reads them: its status, symbols and as-of; and the session a replay session replays. Every writer
+    folds its session's summary when it closes, so only the kinds a status is read from are parsed (the calls and
+    retrievals, most of a cycle's events, say nothing of it)."""
+    session = build_session(session_id, [e for e in events if e.get("kind") in _STATUS_KINDS])
     cycle = session.cycles[-1]
     inputs = cycle.inputs or {}
     return {"status": cycle.status, "symbols": inputs.get("symbols") or [], "as_of": inputs.get("as_of"),
@@ -290,7 +334,7 @@ def _status(c: Cycle) -> RecordedStatus:
         return "cut_off"
     memory = (c.contracts.get("MEMORIZING") or {}).get("data") or {}
     if memory.get("status"):
-        return memory["status"]
+        return cast(RecordedStatus, memory["status"])
     analysis = (c.contracts.get("ANALYZING") or {}).get("data") or {}
     if analysis.get("degraded"):
         return "degraded"

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from agent.data.market import DataError, MarketData
 from database.connection import Store
+from schemas.events import ContractEvent, ManifestEvent, parse_event
 from schemas.portfolio import PortfolioSnapshot, PortfolioView, PositionView
 
 
@@ -57,7 +58,8 @@ def realized_by_average_cost(trades: Iterable[dict]) -> tuple[float, float]:
 def starting_cash(store: Store, session_id: str) -> Optional[float]:
     """The cash the session began with: its first cycle's recorded configuration."""
     for event in store.events.read(session_id, kind="manifest"):
-        cash = ((event.get("payload") or {}).get("config") or {}).get("starting_cash")
+        manifest = parse_event(event)
+        cash = manifest.payload.config.get("starting_cash") if isinstance(manifest, ManifestEvent) else None
         if cash is not None:
             return float(cash)
     return None
@@ -65,16 +67,16 @@ def starting_cash(store: Store, session_id: str) -> Optional[float]:
 
 def last_as_of(store: Store, session_id: str) -> Optional[str]:
     """The date the session's last recorded cycle ran for (its manifest's inputs)."""
-    dates = [((e.get("payload") or {}).get("inputs") or {}).get("as_of")
-             for e in store.events.read(session_id, kind="manifest")]
+    manifests = [parse_event(e) for e in store.events.read(session_id, kind="manifest")]
+    dates = [(m.payload.inputs or {}).get("as_of") for m in manifests if isinstance(m, ManifestEvent)]
     return next((d for d in reversed(dates) if d), None)
 
 
 def recorded_prices(store: Store, session_id: str, as_of: Optional[str]) -> dict[str, float]:
     """The prices the session's last scan dated `as_of` saw, held symbols outside its universe included
     (MarketScan.prices): what the book is valued at when the session's price file can no longer be read."""
-    scans = [(e.get("payload") or {}).get("data") or {} for e in store.events.read(session_id, kind="contract")
-             if (e.get("payload") or {}).get("name") == "MarketScan"]
+    contracts = [parse_event(e) for e in store.events.read(session_id, kind="contract")]
+    scans = [c.payload.data for c in contracts if isinstance(c, ContractEvent) and c.payload.name == "MarketScan"]
     scan = next((s for s in reversed(scans) if s.get("as_of") == as_of), None)
     if scan is None:
         return {}

@@ -4,14 +4,20 @@ import sys
 from pathlib import Path
 
 from graph.machine.runner import run_cycle
+from schemas.events import new_event
 from tests.helpers import mock_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from critical_path import critical_path
 
 
+def _request(state, payload):
+    """An llm_request as the store holds it (critical_path reads requests through parse_event)."""
+    return {**new_event("s-1", "s-1:c1", state, "llm_request", payload), "seq": 1}
+
+
 def req(state, schema=None, attempt=1):
-    return {"kind": "llm_request", "state": state, "payload": {"structured_output": schema, "attempt": attempt}}
+    return _request(state, {"messages": [], "structured_output": schema, "attempt": attempt})
 
 
 def test_fan_out_per_state():
@@ -44,9 +50,8 @@ def ask(state, task, symbol=None, schema=None, tools=False):
     evidence = json.dumps({"symbol": symbol, "task": task} if symbol else {"task": task}, separators=(",", ":"))
     messages = [{"type": "system", "content": "..."},
                 {"type": "human", "content": f"TASK: {task}\nrole\n<EVIDENCE>\n{evidence}\n</EVIDENCE>"}]
-    return {"kind": "llm_request", "state": state,
-            "payload": {"structured_output": schema, "attempt": 1, "messages": messages,
-                        "tools": ["t"] if tools else []}}
+    return _request(state, {"structured_output": schema, "attempt": 1, "messages": messages,
+                            "tools": ["t"] if tools else []})
 
 
 def test_runs_are_told_apart_by_their_task_when_branches_interleave():

@@ -78,3 +78,66 @@ def test_a_doctored_recording_is_refused_by_parse_event():
     contract["payload"]["data"] = "the decision was to buy everything"
     with pytest.raises(EventParseError, match=rf"seq {contract['seq']} .*bad contract event: payload.data"):
         parse_event(contract)
+
+
+# ---------------------------------------------------------------------------- older schema versions
+def _speak(monkeypatch, version: int) -> None:
+    """This code as it would ship at `version`: every module that reads the current version sees it, and no
+    upcaster is registered yet (the test registers the one that version's change brings)."""
+    import graph.machine.recording as recording
+    import graph.services.replay.session as replay_session
+    import schemas.base as base
+    from schemas import events as ev
+
+    for module in (base, ev, recording, replay_session):
+        monkeypatch.setattr(module, "SCHEMA_VERSION", version)
+    monkeypatch.setattr(ev, "UPCASTERS", {})
+
+
+def _as_version_1_with_target(events: list[dict]) -> list[dict]:
+    """The recording as a made-up version 1 stored it: a transition's `to` was called `target` (version 2 renamed
+    it). The hash chain is the store's own again once it is appended (`_stored`)."""
+    older = copy.deepcopy(events)
+    for e in older:
+        assert e["schema_version"] == 1
+        if e["kind"] == "transition":
+            e["payload"]["target"] = e["payload"].pop("to")
+    return older
+
+
+def test_verify_reads_a_recording_of_an_older_version_through_the_upcasters(monkeypatch):
+    """Verify no longer refuses a schema_version other than today's: an older one is read through the upcasters
+    and re-executed IDENTICAL; without the upcaster it is unreadable, named; a version no upcaster reaches (0, or
+    one from the future) stays a conflict."""
+    from graph.services.replay.session import SchemaVersionMismatch
+    from schemas.events import upcaster
+
+    header, events = _load(RECORDINGS / "v1_short_cycle.jsonl.gz")
+    _speak(monkeypatch, 2)
+    store = _stored(_as_version_1_with_target(events))
+    sid = header["session_id"]
+
+    report = verify_session(store, sid)  # no upcaster for the rename yet: every transition is refused, by name
+    assert not report.ok and not report.cycles
+    assert any("bad transition event: payload.to" in line for line in report.unreadable), report.unreadable[:2]
+
+    @upcaster("transition", 1)
+    def _renamed(payload: dict) -> dict:
+        payload["to"] = payload.pop("target")
+        return payload
+
+    session = load_session(store, sid, check_chain=True)
+    assert session.schema_versions == [1] and not session.schema_mismatch and not session.warnings()
+    assert session.cycles[0].states[:2] == ["SCANNING", "PLANNING"] and session.cycles[0].ended
+    report = verify_session(store, sid)
+    assert report.ok and report.cycles and all(v.compared_states for v in report.cycles), \
+        [d.describe() for v in report.cycles for d in v.divergences] or report.unreadable[:2]
+    for event in store.events.read(report.replay_session_id):  # the replay is written at today's version
+        assert event["schema_version"] == 2 and "target" not in event["payload"]
+    first = next(e for e in store.events.read(sid) if e["kind"] == "transition")
+    assert first["payload"] == {"from": "START", "target": "SCANNING"}  # the recording itself is never rewritten
+
+    for unknown in (0, 3):
+        other = _stored([{**e, "session_id": f"v{unknown}", "schema_version": unknown} for e in events])
+        with pytest.raises(SchemaVersionMismatch, match=r"reads schema_version 1\.\.2"):
+            verify_session(other, f"v{unknown}")

@@ -21,7 +21,7 @@ import pandas as pd
 
 from agent.markets import decision_time, get_profile, published_time, session_close
 from graph.machine.timeline import book_dates
-from schemas.events import Event, EventParseError, parse_event
+from schemas.events import AnyEvent, EventParseError, parse_event
 
 KINDS = ("bar", "news", "filing", "memory", "book")
 _BAR_KEYS = frozenset({"open", "high", "low", "close"})
@@ -88,7 +88,8 @@ def audit_events(events: Iterable[dict[str, Any]]) -> list[CycleAudit]:
 def audit_cycle(cycle_id: str, events: list[dict[str, Any]]) -> CycleAudit:
     """The cycle's events are read as the audit log's typed events (schemas/events.py): one this code cannot read
     leaves the cycle unaudited, named, so an unreadable recording never passes as clean."""
-    typed, unreadable = [], []
+    typed: list[AnyEvent] = []
+    unreadable: list[str] = []
     for e in events:
         try:
             typed.append(parse_event(e))
@@ -128,14 +129,14 @@ def audit_cycle(cycle_id: str, events: list[dict[str, Any]]) -> CycleAudit:
     return audit
 
 
-def _scan_as_of(events: list[Event]) -> Optional[str]:
+def _scan_as_of(events: list[AnyEvent]) -> Optional[str]:
     for e in events:
         if e.kind == "contract" and e.state == "SCANNING":
             return e.payload.data.get("as_of")
     return None
 
 
-def _evidence(events: list[Event], inputs: dict[str, Any]) -> Iterator[tuple[str, Optional[str], Any]]:
+def _evidence(events: list[AnyEvent], inputs: dict[str, Any]) -> Iterator[tuple[str, Optional[str], Any]]:
     """(where, symbol if known, JSON) of everything the agents were shown or could ask for."""
     if inputs.get("case"):
         yield "manifest inputs.case (the backtest's Case)", None, inputs["case"]

@@ -17,9 +17,9 @@ from typing import Any, Optional
 from database.connection import Store
 from graph.machine.errors import SessionNotFound
 from graph.machine.recording import (NON_FATAL_ERRORS, REPLAY_STATE, Cycle, LlmCall, SchemaVersionMismatch,  # noqa: F401
-                                     Session, ToolCall, build_session, fatal_error, load_session)
+                                     Session, ToolCall, build_session, fatal_error, fold, load_session)
 from schemas.base import SCHEMA_VERSION
-from schemas.events import EventParseError, new_event, parse_event
+from schemas.events import AnyEvent, EventParseError, LlmResponseEvent, LlmResponsePayload, new_event, parse_event
 from schemas.states import STATES
 
 __all__ = ["SessionNotFound", "Session", "Cycle", "LlmCall", "ToolCall", "load_session", "build_session",
@@ -176,24 +176,23 @@ def verify_session(store: Store, session_id: str, *, config=None) -> VerifyRepor
         session = load_session(store, session_id, check_chain=True)
         return VerifyReport(session_id, "(none: no recorded event)", [], session.warnings(), chain=session.chain)
     versions = sorted({e.get("schema_version", SCHEMA_VERSION) for e in events}, key=str)
-    if versions != [SCHEMA_VERSION]:  # before reading them as this version's events: another version is a conflict
+    unknown = [v for v in versions if not readable_version(v)]
+    if unknown:  # before reading them: a version this code has no upcasters to (or from) is a conflict
         raise SchemaVersionMismatch(
-            f"session '{session_id}' was recorded with schema_version {versions}, but this code speaks "
-            f"schema_version {SCHEMA_VERSION}: its contracts can't be replayed or compared")
+            f"session '{session_id}' was recorded with schema_version {versions}, but this code reads schema_version "
+            f"1..{SCHEMA_VERSION}: its contracts can't be replayed or compared")
     chain = store.events.verify_chain(session_id)
-    unreadable = unreadable_events(events)
+    # every event read once, typed (an older version lifted through the upcasters): what is re-executed and
+    # compared is the recording as today's code reads it
+    typed, unreadable = parse_all(events)
     if unreadable:  # read as events this code does not know, nothing can be re-executed or compared
         warnings = [] if chain["ok"] else [f"hash chain broken at seq {chain['first_broken']['seq']}: "
                                            f"{chain['first_broken']['reason']}"]
         return VerifyReport(session_id, "(none: the recording cannot be read)", [], warnings, chain=chain,
                             unreadable=unreadable)
-    session = build_session(session_id, events)
+    session = fold(session_id, typed, [int(v) for v in versions])
     session.chain = chain
-    cited = _cited_answers(store, events)
-    if session.schema_mismatch:
-        raise SchemaVersionMismatch(
-            f"session '{session_id}' was recorded with schema_version {session.schema_versions}, but this code "
-            f"speaks schema_version {SCHEMA_VERSION}: its contracts can't be replayed or compared")
+    cited = _cited_answers(store, typed)
     replay_id = _replay_session_id(store, session_id)
     today = build_manifest(default_runtime())
     # the link to the source, written first (seq 1) so a replay session always says what it replays
@@ -234,21 +233,36 @@ def read_session(store: Store, session_id: str) -> Session:
         if not lines:
             raise
         more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
-        raise RecordingUnreadable(lines[0] + more) from None
+        # an event edited in place fails its hash chain too: that is said first, as --check-chain would
+        chain = store.events.verify_chain(session_id)
+        broken = "" if chain["ok"] else (f"hash chain broken at seq {chain['first_broken']['seq']}: "
+                                         f"{chain['first_broken']['reason']}; ")
+        raise RecordingUnreadable(broken + lines[0] + more) from None
 
 
 def unreadable_events(events: list[dict]) -> list[str]:
     """Each stored event parse_event refuses, as its one-line reason (seq, kind, first bad field)."""
-    out = []
+    return parse_all(events)[1]
+
+
+def parse_all(events: list[dict]) -> tuple[list[AnyEvent], list[str]]:
+    """The events parse_event reads, and the one-line reason for each it refuses."""
+    typed: list[AnyEvent] = []
+    refused: list[str] = []
     for doc in events:
         try:
-            parse_event(doc)
+            typed.append(parse_event(doc))
         except EventParseError as e:
-            out.append(str(e))
-    return out
+            refused.append(str(e))
+    return typed, refused
 
 
-def _cited_answers(store: Store, events: list[dict]) -> dict[str, list[Divergence]]:
+def readable_version(version: Any) -> bool:
+    """A schema_version parse_event reads: today's, or an older one the upcasters lift."""
+    return isinstance(version, int) and 1 <= version <= SCHEMA_VERSION
+
+
+def _cited_answers(store: Store, events: list[AnyEvent]) -> dict[str, list[Divergence]]:
     """Per cycle, each answer the recording took from the response cache that is not the recorded answer it cites
     (`cached_from`: the llm_response event the cache entry named): the cited event gone, in a session whose hash
     chain is broken (a source re-hashed to its end fails there, against its signed head under a key), edited, not a
@@ -259,11 +273,12 @@ def _cited_answers(store: Store, events: list[dict]) -> dict[str, list[Divergenc
 
     out: dict[str, list[Divergence]] = {}
     chains: dict[str, dict] = {}  # each cited session's hash chain (head and key included), checked once
-    for doc in events:
-        p = doc.get("payload") or {}
-        if doc.get("kind") != "llm_response" or not p.get("cached_from"):
+    for ev in events:
+        if not isinstance(ev, LlmResponseEvent) or not ev.payload.cached_from:
             continue
-        source = store.events.by_event_id(str(p["cached_from"]))
+        p, cited_id = ev.payload, ev.payload.cached_from
+        answered = recorded_answer(_answer_of(p))
+        source = store.events.by_event_id(cited_id)
         problem: Optional[str] = None
         recorded: Any = _MISSING
         if source is None:
@@ -272,20 +287,30 @@ def _cited_answers(store: Store, events: list[dict]) -> dict[str, list[Divergenc
             broken = chains[source["session_id"]]["first_broken"]
             problem = (f"the cited event's session {source['session_id']} fails its hash chain at seq "
                        f"{broken['seq']}: {broken['reason']}")
-        elif event_hash(source) != source.get("hash"):
+        elif event_hash(source) != source.get("hash"):  # the stored document itself, as hashed
             problem = f"the cited event (seq {source.get('seq')} of {source.get('session_id')}) was edited after it " \
                       f"was written"
-        elif source.get("kind") != "llm_response" or (source.get("payload") or {}).get("cached"):
-            problem = f"the cited event (seq {source.get('seq')} of {source.get('session_id')}) is no provider answer"
         else:
-            recorded = recorded_answer(source["payload"])
-            if recorded != recorded_answer(p):
-                problem = "the cached answer differs from the answer it cites"
+            try:
+                typed: Optional[AnyEvent] = parse_event(source)
+            except EventParseError:
+                typed = None
+            if not isinstance(typed, LlmResponseEvent) or typed.payload.cached:
+                problem = (f"the cited event (seq {source.get('seq')} of {source.get('session_id')}) is no provider "
+                           f"answer")
+            else:
+                recorded = recorded_answer(_answer_of(typed.payload))
+                if recorded != answered:
+                    problem = "the cached answer differs from the answer it cites"
         if problem is not None:
-            out.setdefault(doc["cycle_id"], []).append(Divergence(
-                doc["cycle_id"], doc.get("state") or "RUNNER", f"seq {doc['seq']} cached_from {p['cached_from']} "
-                f"({problem})", recorded, recorded_answer(p)))
+            out.setdefault(ev.cycle_id, []).append(Divergence(
+                ev.cycle_id, ev.state or "RUNNER", f"seq {ev.seq} cached_from {cited_id} ({problem})", recorded,
+                answered))
     return out
+
+
+def _answer_of(r: LlmResponsePayload) -> dict[str, Any]:
+    return {"text": r.text, "tool_calls": r.tool_calls, "invalid_tool_calls": r.invalid_tool_calls}
 
 
 def _chain_of(store: Store, chains: dict[str, dict], session_id: str) -> dict:

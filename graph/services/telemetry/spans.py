@@ -36,7 +36,10 @@ from opentelemetry.semconv.attributes.server_attributes import SERVER_ADDRESS
 from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME, SERVICE_VERSION
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from graph.machine.recording import NON_FATAL_ERRORS, Cycle, build_session, fatal_error
+from graph.machine.recording import NON_FATAL_ERRORS, Cycle, fatal_error, fold, read_events
+from schemas.events import (AnyEvent, ContractEvent, ErrorEvent, LlmRequestEvent, LlmRequestPayload, LlmResponseEvent,
+                            LlmResponsePayload, RetrievalEvent, TelemetryEvent, ToolCallEvent, ToolResultEvent,
+                            TransitionEvent, ValidationEvent)
 
 AGENT = "tradegraph"
 INVOKE_AGENT = gen_ai.GenAiOperationNameValues.INVOKE_AGENT.value
@@ -49,8 +52,7 @@ SPAN_KINDS = (INVOKE_AGENT, STATE, CHAT, EXECUTE_TOOL)
 _PROVIDERS = {"google": gen_ai.GenAiProviderNameValues.GCP_GEMINI.value,
               "gemini": gen_ai.GenAiProviderNameValues.GCP_GEMINI.value,
               "mistral": gen_ai.GenAiProviderNameValues.MISTRAL_AI.value}
-# an event about the export itself (live.py), not about the run: never a span
-TELEMETRY_KIND = "telemetry"
+# an event about the export itself (live.py), not about the run: never a span (TelemetryEvent)
 _FAILED_CYCLE = ("failed", "executed_with_errors", "cut_off")
 # the conventions' fallback when no better class of error is known
 _OTHER = "_OTHER"
@@ -136,12 +138,14 @@ class _Draft:
 
 def session_spans(session_id: str, events: list[dict], *, cycle_id: Optional[str] = None,
                   resource: Optional[Resource] = None) -> list[ReadableSpan]:
-    """The spans of every cycle of a session's events (seq order, as EventStore.read returns them), or of one."""
-    events = [e for e in events if e.get("kind") != TELEMETRY_KIND]
-    session = build_session(session_id, events) if events else None
-    by_cycle: dict[str, list[dict]] = {}
-    for e in events:
-        by_cycle.setdefault(e["cycle_id"], []).append(e)
+    """The spans of every cycle of a session's events (seq order, as EventStore.read returns them), or of one. The
+    events are read once through parse_event and folded once (graph/machine/recording.py fold): the spans are drawn
+    from that fold's cycles and the typed events it read."""
+    typed = [e for e in read_events(events) if not isinstance(e, TelemetryEvent)]
+    session = fold(session_id, typed, []) if typed else None
+    by_cycle: dict[str, list[AnyEvent]] = {}
+    for e in typed:
+        by_cycle.setdefault(e.cycle_id, []).append(e)
     resource = resource or default_resource()
     spans: list[ReadableSpan] = []
     for c in session.cycles if session else []:
@@ -150,12 +154,12 @@ def session_spans(session_id: str, events: list[dict], *, cycle_id: Optional[str
     return spans
 
 
-def cycle_spans(session_id: str, cycle: Cycle, events: list[dict], resource: Resource) -> list[ReadableSpan]:
+def cycle_spans(session_id: str, cycle: Cycle, events: list[AnyEvent], resource: Resource) -> list[ReadableSpan]:
     manifest = cycle.manifest or {}
     config = manifest.get("config") or {}
     provider = provider_name(config.get("provider"))
     server = manifest.get("model_endpoint_host")
-    times = [_ns(e["ts"]) for e in events]
+    times = [_ns(e.ts) for e in events]
     root = _Draft(f"{INVOKE_AGENT} {AGENT}", _id(8, "cycle", session_id, cycle.cycle_id), None, min(times), max(times),
                   attributes=_root_attributes(session_id, cycle, provider, config))
     drafts = [root]
@@ -163,55 +167,55 @@ def cycle_spans(session_id: str, cycle: Cycle, events: list[dict], resource: Res
     waiting: dict[str, _Draft] = {}      # run_id -> a chat or tool span waiting for its answer
     asked: list[dict] = []               # tool calls the models asked for, not yet matched to a run
     for ev in events:
-        kind, state, p, ns = ev["kind"], ev.get("state") or "RUNNER", ev.get("payload") or {}, _ns(ev["ts"])
-        rid = ev.get("run_id")
-        if kind == "transition" and p.get("to") and p["to"] != "END":
-            states[p["to"]] = _Draft(p["to"], _id(8, "state", ev["event_id"]), root.span_id, ns, ns,
-                                     attributes={"tradegraph.state": p["to"]})
-            drafts.append(states[p["to"]])
+        state, ns, rid = ev.state or "RUNNER", _ns(ev.ts), ev.run_id
+        if isinstance(ev, TransitionEvent) and ev.payload.to and ev.payload.to != "END":
+            to = ev.payload.to
+            states[to] = _Draft(to, _id(8, "state", ev.event_id), root.span_id, ns, ns,
+                                attributes={"tradegraph.state": to})
+            drafts.append(states[to])
         home = states.get(state, root)
         home.end_ns = max(home.end_ns, ns)
-        if kind == "llm_request":
-            drafts.append(_chat(ev, p, ns, home, provider, server))
-            if rid:
-                waiting[rid] = drafts[-1]
-        elif kind == "llm_response":
-            span = waiting.pop(rid, None) if rid else None
-            if span is None:  # an answer whose request is not on the record: still an attempt, still billed
-                span = _chat(ev, {"model": p.get("model")}, ns - round((p.get("latency_ms") or 0) * 1e6), home,
-                             provider, server)
-                drafts.append(span)
-            _answer(span, p, ns)
-            asked += p.get("tool_calls") or []
-        elif kind == "tool_call":
-            drafts.append(_tool(ev, p.get("name") or "?", ns, home, _claim(asked, p.get("name"), p.get("args"))))
-            if rid:
-                waiting[rid] = drafts[-1]
-        elif kind == "tool_result":
-            span = waiting.pop(rid, None) if rid else None
-            if span is None:
-                span = _tool(ev, p.get("name") or "?", ns - round((p.get("latency_ms") or 0) * 1e6), home, None)
-                drafts.append(span)
-            span.end_ns = ns
-            if p.get("error"):
-                span.fail(_type_of(p["error"]), _first_line(p["error"]))
-        elif kind == "contract":
-            home.attributes["tradegraph.contract"] = p.get("name")
-        elif kind == "validation":
-            home.events.append(Event("tradegraph.validation", _clean({
-                "tradegraph.schema": p.get("schema"), "tradegraph.check": p.get("check"), "tradegraph.ok": p.get("ok"),
-                "tradegraph.attempt": p.get("attempt"), "tradegraph.error": _first_line(p["error"]) if p.get("error")
-                else None}), timestamp=ns))
-        elif kind == "retrieval":
-            home.events.append(Event("tradegraph.retrieval", _clean({
-                "tradegraph.agent": p.get("agent"), "tradegraph.symbol": p.get("symbol"),
-                "tradegraph.hits": len(p.get("hits") or [])}), timestamp=ns))
-        elif kind == "error":
-            home.events.append(Event("exception", _clean({
-                EXCEPTION_TYPE: p.get("type"), EXCEPTION_MESSAGE: p.get("message"),
-                EXCEPTION_STACKTRACE: p.get("traceback")}), timestamp=ns))
-            if p.get("type") not in NON_FATAL_ERRORS:
-                home.fail(p.get("type") or _OTHER, _first_line(p.get("message")))
+        match ev:
+            case LlmRequestEvent(payload=q):
+                drafts.append(_chat(ev, q.model, ns, home, provider, server, q))
+                if rid:
+                    waiting[rid] = drafts[-1]
+            case LlmResponseEvent(payload=r):
+                span = waiting.pop(rid, None) if rid else None
+                if span is None:  # an answer whose request is not on the record: still an attempt, still billed
+                    span = _chat(ev, r.model, ns - round((r.latency_ms or 0) * 1e6), home, provider, server, None)
+                    drafts.append(span)
+                _answer(span, r, ns)
+                asked += r.tool_calls
+            case ToolCallEvent(payload=tc):
+                drafts.append(_tool(ev, tc.name or "?", ns, home, _claim(asked, tc.name, tc.args)))
+                if rid:
+                    waiting[rid] = drafts[-1]
+            case ToolResultEvent(payload=tr):
+                span = waiting.pop(rid, None) if rid else None
+                if span is None:
+                    span = _tool(ev, tr.name or "?", ns - round((tr.latency_ms or 0) * 1e6), home, None)
+                    drafts.append(span)
+                span.end_ns = ns
+                if tr.error:
+                    span.fail(_type_of(tr.error), _first_line(tr.error))
+            case ContractEvent(payload=k):
+                home.attributes["tradegraph.contract"] = k.name
+            case ValidationEvent(payload=v):
+                home.events.append(Event("tradegraph.validation", _clean({
+                    "tradegraph.schema": v.schema_, "tradegraph.check": v.check, "tradegraph.ok": v.ok,
+                    "tradegraph.attempt": (v.model_extra or {}).get("attempt"),
+                    "tradegraph.error": _first_line(v.error) if v.error else None}), timestamp=ns))
+            case RetrievalEvent(payload=h):
+                home.events.append(Event("tradegraph.retrieval", _clean({
+                    "tradegraph.agent": h.agent, "tradegraph.symbol": h.symbol,
+                    "tradegraph.hits": len(h.hits)}), timestamp=ns))
+            case ErrorEvent(payload=e):
+                home.events.append(Event("exception", _clean({
+                    EXCEPTION_TYPE: e.type, EXCEPTION_MESSAGE: e.message,
+                    EXCEPTION_STACKTRACE: (e.model_extra or {}).get("traceback")}), timestamp=ns))
+                if e.type not in NON_FATAL_ERRORS:
+                    home.fail(e.type or _OTHER, _first_line(e.message))
     for span in waiting.values():  # asked, never answered: the log was cut off while it was in flight
         span.end_ns = root.end_ns
         span.fail(_OTHER, "no answer on the record: the cycle's log ends while this call was in flight")
@@ -244,40 +248,40 @@ def _close_root(root: _Draft, cycle: Cycle) -> None:
         root.fail(_OTHER, f"cycle {cycle.status}: its log ends in {cycle.states[-1] if cycle.states else 'RUNNER'}")
 
 
-def _chat(ev: dict, p: dict, ns: int, parent: _Draft, provider: Optional[str], server: Optional[str]) -> _Draft:
-    model = p.get("model")
+def _chat(ev: AnyEvent, model: Optional[str], ns: int, parent: _Draft, provider: Optional[str],
+          server: Optional[str], request: Optional[LlmRequestPayload]) -> _Draft:
     # an answer without its request does not say what output was asked for
-    output = ("json" if p["structured_output"] else "text") if "structured_output" in p else None
-    return _Draft(f"{CHAT} {model}" if model else CHAT, _id(8, "span", ev["event_id"]), parent.span_id, ns, ns,
+    output = None if request is None else "json" if request.structured_output else "text"
+    return _Draft(f"{CHAT} {model}" if model else CHAT, _id(8, "span", ev.event_id), parent.span_id, ns, ns,
                   SpanKind.CLIENT, {
                       gen_ai.GEN_AI_OPERATION_NAME: CHAT, gen_ai.GEN_AI_PROVIDER_NAME: provider,
                       gen_ai.GEN_AI_REQUEST_MODEL: model, SERVER_ADDRESS: server, gen_ai.GEN_AI_OUTPUT_TYPE: output,
-                      "tradegraph.llm.attempt": p.get("attempt"),
-                      "tradegraph.llm.structured_output": p.get("structured_output"),
-                      "tradegraph.run_id": ev.get("run_id")})
+                      "tradegraph.llm.attempt": request.attempt if request else None,
+                      "tradegraph.llm.structured_output": request.structured_output if request else None,
+                      "tradegraph.run_id": ev.run_id})
 
 
-def _answer(span: _Draft, p: dict, ns: int) -> None:
+def _answer(span: _Draft, r: LlmResponsePayload, ns: int) -> None:
     # an attempt that failed with no answer was billed nothing and reported no usage: its span claims none (the
     # audit counts it as zero tokens for the cycle's spend)
-    usage = {} if p.get("error") and p.get("text") is None else (p.get("usage") or {})
+    silent = bool(r.error) and r.text is None
     span.end_ns = ns
     span.attributes.update({
-        gen_ai.GEN_AI_RESPONSE_MODEL: p.get("model"),
-        gen_ai.GEN_AI_USAGE_INPUT_TOKENS: usage.get("input_tokens"),
-        gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: usage.get("output_tokens"),
-        gen_ai.GEN_AI_RESPONSE_FINISH_REASONS: [p["finish_reason"]] if p.get("finish_reason") else None,
-        HTTP_RESPONSE_STATUS_CODE: p.get("http_status"),
-        "tradegraph.llm.retryable": p.get("retryable"), "tradegraph.llm.retry_in_s": p.get("retry_in_s"),
+        gen_ai.GEN_AI_RESPONSE_MODEL: r.model,
+        gen_ai.GEN_AI_USAGE_INPUT_TOKENS: None if silent else r.usage.input_tokens,
+        gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: None if silent else r.usage.output_tokens,
+        gen_ai.GEN_AI_RESPONSE_FINISH_REASONS: [r.finish_reason] if r.finish_reason else None,
+        HTTP_RESPONSE_STATUS_CODE: r.http_status,
+        "tradegraph.llm.retryable": r.retryable, "tradegraph.llm.retry_in_s": r.retry_in_s,
     })
-    if p.get("error"):
-        span.fail(p.get("error_type") or _type_of(p["error"]), _first_line(p["error"]))
+    if r.error:
+        span.fail(r.error_type or _type_of(r.error), _first_line(r.error))
 
 
-def _tool(ev: dict, name: str, ns: int, parent: _Draft, call_id: Optional[str]) -> _Draft:
-    return _Draft(f"{EXECUTE_TOOL} {name}", _id(8, "span", ev["event_id"]), parent.span_id, ns, ns, SpanKind.INTERNAL, {
+def _tool(ev: AnyEvent, name: str, ns: int, parent: _Draft, call_id: Optional[str]) -> _Draft:
+    return _Draft(f"{EXECUTE_TOOL} {name}", _id(8, "span", ev.event_id), parent.span_id, ns, ns, SpanKind.INTERNAL, {
         gen_ai.GEN_AI_OPERATION_NAME: EXECUTE_TOOL, gen_ai.GEN_AI_TOOL_NAME: name, gen_ai.GEN_AI_TOOL_TYPE: "function",
-        gen_ai.GEN_AI_TOOL_CALL_ID: call_id, "tradegraph.run_id": ev.get("run_id")})
+        gen_ai.GEN_AI_TOOL_CALL_ID: call_id, "tradegraph.run_id": ev.run_id})
 
 
 def _claim(asked: list[dict], name: Optional[str], args: Any) -> Optional[str]:

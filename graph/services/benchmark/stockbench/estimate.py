@@ -35,6 +35,7 @@ from typing import Any, Optional
 from collections.abc import Iterator
 
 from graph.services.benchmark.stockbench.protocol import Protocol
+from schemas.events import LlmRequestEvent, LlmRequestPayload, LlmResponseEvent, parse_event
 
 # the first sessions of the window: prompts grow with the notes recalled and the positions held over about the first
 # four points and then level off (measured on the shipped data: 31.9k, 37.4k, 43.1k, 45.1k, then 44-45.5k input
@@ -99,31 +100,34 @@ def _schema_tokens(kind: str, name: str) -> int:
     return estimate_tokens(json.dumps(model.model_json_schema())) if model is not None else 0
 
 
-def request_input_tokens(payload: dict[str, Any]) -> int:
+def request_input_tokens(request: LlmRequestPayload) -> int:
     from agent.offline_model import estimate_tokens
 
-    text = sum(estimate_tokens(m.get("content") if isinstance(m.get("content"), str) else json.dumps(m.get("content")))
-               for m in payload.get("messages") or [])
-    tools = sum(_schema_tokens("tool", t) for t in payload.get("tools") or [])
-    schema = _schema_tokens("output", payload["structured_output"]) if payload.get("structured_output") else 0
+    contents = [m.get("content") for m in request.messages]
+    text = sum(estimate_tokens(c if isinstance(c, str) else json.dumps(c)) for c in contents)
+    tools = sum(_schema_tokens("tool", t) for t in request.tools)
+    schema = _schema_tokens("output", request.structured_output) if request.structured_output else 0
     return text + tools + schema
 
 
 def measure(events: list[dict[str, Any]]) -> list[dict[str, dict[str, dict[str, int]]]]:
-    """Per cycle, in order: tier -> state -> {calls, input_tokens, output_tokens} of a dry run's audited traffic."""
+    """Per cycle, in order: tier -> state -> {calls, input_tokens, output_tokens} of a dry run's audited traffic,
+    read through parse_event (schemas/events.py)."""
     cycles: dict[str, dict[str, dict[str, dict[str, int]]]] = {}
-    for e in events:
-        if e["kind"] not in ("llm_request", "llm_response"):
+    for doc in events:
+        if doc["kind"] not in ("llm_request", "llm_response"):
+            continue  # only the calls are read, and parsed
+        e = parse_event(doc)
+        if not isinstance(e, (LlmRequestEvent, LlmResponseEvent)):
             continue
-        p = e["payload"]
-        tier = OFFLINE_TIERS.get(p.get("model"), "quick")
-        bucket = cycles.setdefault(e["cycle_id"], {}).setdefault(tier, {}).setdefault(
-            e["state"], {"calls": 0, "input_tokens": 0, "output_tokens": 0})
-        if e["kind"] == "llm_request":
+        tier = OFFLINE_TIERS.get(e.payload.model or "", "quick")
+        bucket = cycles.setdefault(e.cycle_id, {}).setdefault(tier, {}).setdefault(
+            e.state, {"calls": 0, "input_tokens": 0, "output_tokens": 0})
+        if isinstance(e, LlmRequestEvent):
             bucket["calls"] += 1
-            bucket["input_tokens"] += request_input_tokens(p)
+            bucket["input_tokens"] += request_input_tokens(e.payload)
         else:
-            bucket["output_tokens"] += int((p.get("usage") or {}).get("output_tokens") or 0)
+            bucket["output_tokens"] += e.payload.usage.output_tokens or 0
     return list(cycles.values())
 
 
@@ -190,7 +194,7 @@ def project(dry: dict[str, Any], configurations, sessions: int, symbols: int,
             s = by_state.setdefault(state, dict.fromkeys(keys, 0.0))
             for k in keys:
                 s[k] += b[k]
-    per_point = {k: round(sum(t[k] for t in tiers.values()) / sessions, 1) for k in keys}
+    per_point: dict[str, Any] = {k: round(sum(t[k] for t in tiers.values()) / sessions, 1) for k in keys}
     per_point["by_state"] = {s: {k: round(v / sessions, 1) for k, v in b.items()} for s, b in by_state.items()}
     rows = []
     for c in configurations:
