@@ -286,8 +286,8 @@ def _with_execution(rt: CycleRuntime, store: Store, *, broker: Optional[str] = N
 
 def recall_for(runtime: CycleRuntime, session_id: str):
     """What agents recall from: a replay's recording, else the bank under the configured mode (none when off)."""
-    if runtime.recorded_recall is not None:
-        return runtime.recorded_recall
+    if runtime.recall is not None:
+        return runtime.recall
     if runtime.memory is None or runtime.config.memory == "off":
         return None
     return MemoryRecall(runtime.memory, runtime.config.memory, session_id, runtime.config.memory_top_k)

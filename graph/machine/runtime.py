@@ -26,7 +26,7 @@ from agent.data.market import MarketData, default_market_data
 from agent.data.news import NewsSource, default_news
 from agent.data.sources import DataFiles, load_sources
 from agent.dividends import DividendSource
-from agent.features.bundle import build_bundle, default_cache
+from agent.features.bundle import default_cache
 from agent.features.technical import IndicatorCache
 from agent.llm import make_model
 from agent.markets import MarketProfile, get_profile
@@ -35,6 +35,8 @@ from agent.protocols import PASS_PROTOCOL, version
 from agent import model_profiles
 from database.embedded import resolve_home
 from agent.tools import ToolContext
+from graph.machine.approval import Approver, AskHuman, RecordedApproval
+from graph.machine.market_source import LiveMarket, MarketSource, RecordedMarket
 from schemas.decision import Decision, DecisionResult, ExecutedTrade
 from schemas.features import FeatureBundle
 from schemas.memory import ClosedTrade
@@ -76,18 +78,16 @@ class CycleRuntime:
     cache: IndicatorCache
     execution: Optional[ExecutionBackend] = None
     model_factory: Callable[..., BaseChatModel] = make_model  # (config, tier)
-    # replay hook: when set, bundles come from here (a recording) instead of being recomputed from data
-    bundle_source: Optional[Callable[[str, str], FeatureBundle]] = None
-    # replay: the recorded MarketScan (its data is the truth: no re-validation against today's files) and
-    # the recorded human approval decision, answered instead of pausing
-    recorded_scan: Optional[dict] = None
-    recorded_approval: Optional[dict] = None
+    # where SCANNING reads the market (today's data, or a replay's recording) and who answers an approval request
+    # (a human, or a replay's recorded decision): graph/machine/market_source.py, graph/machine/approval.py
+    source: MarketSource = field(default_factory=LiveMarket)
+    approver: Approver = field(default_factory=AskHuman)
     # the memory bank MEMORIZING writes to and agents recall from (graph/machine/memory.py); None in a replay
     memory: Optional[Any] = None
     # what memories are tagged with besides the session: a backtest's run id
     run_id: Optional[str] = None
-    # a replay's recall: the recorded hits instead of a search
-    recorded_recall: Optional[Any] = None
+    # a recall given outright (a replay's: the recorded hits instead of a search); else the memory bank's
+    recall: Optional[Recall] = None
     # where provider answers are cached (agent/cache.py ResponseCache; the store's llm_cache collection); None in
     # a replay, which answers from its recording alone
     llm_cache: Optional[Any] = None
@@ -116,18 +116,15 @@ class CycleRuntime:
         return get_profile(self.config.market, self.config.decide_at)
 
     def bundle(self, symbol: str, as_of: str) -> FeatureBundle:
-        if self.bundle_source is not None:
-            return self.bundle_source(symbol, as_of)
-        return build_bundle(symbol, as_of, market=self.market, news=self.news, fundamentals=self.fundamentals,
-                            cache=self.cache, profile=self.profile)
+        return self.source.bundle(self, symbol, as_of)
 
 
 class AuditWriter(Protocol):
     """The cycle's audit writer (database/writer.py BufferedEventWriter): what the durability barrier flushes."""
 
-    def put(self, event: Any) -> None: ...
+    def put(self, event: dict[str, Any]) -> None: ...
 
-    def flush(self, durable: bool = False) -> Any: ...
+    def flush(self, *, durable: bool = False) -> None: ...
 
 
 @dataclass
@@ -162,7 +159,15 @@ class CycleContext:
 def default_runtime(config: Optional[AgentConfig] = None, execution: Optional[ExecutionBackend] = None,
                     data: Optional[DataFiles] = None, **overrides: Any) -> CycleRuntime:
     """`data` names a user's own files (read here, once per file version); what it leaves out, and no source
-    given in `overrides`, is the bundled sample."""
+    given in `overrides`, is the bundled sample. A replay hands what it recorded (`recorded_scan` with
+    `bundle_source`, `recorded_approval`, `recorded_recall`): installed as the recorded sources."""
+    recorded_scan, bundles = overrides.pop("recorded_scan", None), overrides.pop("bundle_source", None)
+    if recorded_scan is not None and bundles is not None:
+        overrides["source"] = RecordedMarket(recorded_scan, bundles)
+    if (approval := overrides.pop("recorded_approval", None)) is not None:
+        overrides["approver"] = RecordedApproval(approval)
+    if (recall := overrides.pop("recorded_recall", None)) is not None:
+        overrides["recall"] = recall
     sources = load_sources(data)
     for attr in ("market", "news", "fundamentals", "actions"):  # a source object given outright wins over a file
         given = overrides.pop(attr, None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.types import Command, interrupt
+from langgraph.types import Command
 
 from agent.audit_events import emit
 
@@ -31,8 +31,8 @@ def await_approval(state: CycleState, config: RunnableConfig, context: CycleCont
     """With approval required, pause here (LangGraph interrupt) until `tradegraph approve` resumes the cycle."""
     if not state.get("approval_required"):
         return None
-    recorded = context.runtime.recorded_approval  # a replay answers with the recorded decision
-    answer = recorded if recorded is not None else interrupt(
+    # a human answers (the cycle pauses), or in a replay the recording (graph/machine/approval.py)
+    answer = context.runtime.approver.answer(
         {"cycle_id": state["cycle_id"], "session_id": state["session_id"], "orders": state["decision"]["orders"],
          "validation_passed": state["validation"]["passed"]})
     approved, by = bool(answer.get("approved")), str(answer.get("by") or "unknown")
