@@ -63,8 +63,8 @@ def main() -> None:
         store = connect(f"mongodb://127.0.0.1:{port}/bench_bt")
         instrument_store(store)
         rt = default_runtime(AgentConfig.from_env(provider="offline"))
-        import graph.machine.runtime as gr
-        gr.build_bundle = timed("features", gr.build_bundle)  # what CycleRuntime.bundle calls
+        import graph.machine.market_source as ms
+        ms.build_bundle = timed("features", ms.build_bundle)  # what the live market source calls
         # warm-up: indicator frames and model construction are one-off costs, not per-cycle ones
         warm = EpisodeConfig(episode_id="warm", tickers=args.symbols.split(","), initial_cash=100_000,
                              start="2010-06-01", end="2010-06-10", every=1)
