@@ -314,7 +314,7 @@ def _run_here(plan: BenchmarkPlan, store, progress: Progress, cancel_requested: 
         budget = SweepBudget(shared, ep.episode_id, provider_of(rt.config), call=lambda x: x) if shared else None
         trades = [0]
 
-        def on_step(entry, base=before) -> None:
+        def on_step(entry, base=before, trades=trades) -> None:
             trades[0] += len(entry.exits) + len(entry.execution_result.executed_trades)
             progress.failed += entry.action == "failed"
             progress.update(base + entry.decision_point_idx + 1, date=entry.date, equity=entry.equity,
