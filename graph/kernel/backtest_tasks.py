@@ -72,7 +72,7 @@ def data_of(manager, inp: BacktestInput, run_id: str):
     started on (by path: a file appended to since is read as it is now)."""
     from agent.data.sources import DataFiles, resolved
     from graph.services.backtest.loop import session_id_of
-    from graph.machine.manifest import session_files
+    from graph.machine.session_files import session_files
 
     session = session_id_of(run_id)
     given = DataFiles(prices=inp.prices, news=inp.news, fundamentals=inp.fundamentals).given()

@@ -19,12 +19,12 @@ def with_spending(rt, inp: m.LlmSpending):
 
 
 def data_files(inp, store=None, session_id: Optional[str] = None, policy: Optional[Policy] = None):
-    """The input's own data files over what the session read before (graph.machine.manifest.session_files), each one read
+    """The input's own data files over what the session read before (graph.machine.session_files), each one read
     here first, so a bad file is bad input naming its field (the runtime then reuses what was read). A file the
     transport's policy may not read is refused before it is opened."""
     from agent.data.market import DataError
     from agent.data.sources import DataFiles, load_file
-    from graph.machine.manifest import session_files
+    from graph.machine.session_files import session_files
 
     # an input without data fields (approve, portfolio) gets what its session read
     given = DataFiles(**{k: getattr(inp, k, None) for k in ("prices", "news", "fundamentals")})

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from agent.config import AgentConfig, RetryPolicy, RiskLimits
 from agent.data.market import DataError
-from agent.data.sources import BY_ATTR, KINDS, DataFiles, Unavailable, is_bundled, load_file
+from agent.data.sources import BY_ATTR, KINDS, Unavailable, is_bundled, load_file
 from agent.data.stockbench import tree_sha256
 from agent.markets import get_profile
 from agent.protocols import version
@@ -162,34 +162,6 @@ def config_from_manifest(manifest: dict[str, Any]) -> AgentConfig:
     raw["retry"] = RetryPolicy(**raw["retry"])
     known = {f.name for f in dataclasses.fields(AgentConfig)}
     return AgentConfig(**{k: v for k, v in raw.items() if k in known})
-
-
-# ---------------------------------------------------------------- the data files a session read
-def last_manifest(store, session_id: str) -> dict[str, Any] | None:
-    """The manifest of the session's latest cycle that recorded one (a few indexed reads, not the session)."""
-    for cycle_id in reversed(store.events.cycle_ids(session_id)):
-        found = store.events.read(session_id, kind="manifest", cycle_id=cycle_id)
-        if found:
-            return found[-1]["payload"]
-    return None
-
-
-def session_files(store, session_id: str | None, given: DataFiles) -> DataFiles:
-    """The files a continued session reads: each one given, else the one its last cycle read (by path: a file the
-    user appended a day to is read as it is now), else the bundled sample. A recorded source that was not a file
-    (in-memory data from Python) must be given again: nothing else stands in for it."""
-    manifest = last_manifest(store, session_id) if session_id else None
-    recorded: dict[str, str] = {}
-    for attr, entry in ((manifest or {}).get("data") or {}).items():
-        kind = BY_ATTR.get(attr)
-        if kind is None or kind.name in given.given() or entry.get("bundled"):
-            continue
-        if not entry.get("sha256"):
-            raise DataError(f"session '{session_id}' read its {kind.name} from {entry.get('source')}, not a file: "
-                            f"name the {kind.name} file to continue it")
-        if not is_bundled(kind.name, entry["source"]):  # a recording from before bundled samples were marked
-            recorded[kind.name] = entry["source"]
-    return given.over(DataFiles(**recorded))
 
 
 def recorded_sources(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
