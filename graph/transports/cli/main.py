@@ -12,8 +12,8 @@ from collections.abc import Callable
 from graph.services.run_files import UnsafeRunPath
 
 from graph.transports import serve_cli
-from graph.transports.cli import (audit, backtest, benchmark, broker, cycle, data, export, features, memory, models,
-                                        replay, sessions, store, sweep)
+from graph.transports.cli import (audit, backtest, benchmark, broker, cycle, data, export, features, live, memory,
+                                        models, replay, sessions, store, sweep)
 from graph.transports.cli.common import (EXIT_EXECUTED_WITH_ERRORS, EXIT_FAILED, EXIT_INPUT, EXIT_OK,
                                                 EXIT_STORE, CliError, open_store, resolve_runs_flag)
 from graph.transports.cli.cycle import cycle_exit_code
@@ -24,7 +24,7 @@ __all__ = ["main", "build_parser", "cycle_exit_code", "CliError", "open_store", 
 
 # the order of `tradegraph --help`
 COMMANDS = (cycle, sessions, features, store, serve_cli, replay, backtest, sweep, benchmark, audit, memory, models, export,
-            data, broker)
+            data, broker, live)
 
 
 def build_parser() -> argparse.ArgumentParser:

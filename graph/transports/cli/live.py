@@ -1,0 +1,137 @@
+"""`tradegraph live --broker alpaca --symbols … --at 09:35`: the daily loop (graph/services/broker/live.py) with the
+kernel's run_cycle, approve and broker_reconcile as its actions, on the wall clock. CLI only, not a kernel task:
+it runs for days and waits on people, and a task worker would hold a slot that long; its steps are capabilities."""
+from __future__ import annotations
+
+import re
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any, Optional
+
+from graph.transports.cli.common import EXIT_OK, CliError, add_db_flag, kernel
+from graph.transports.cli.data import add_data_flags, data_inputs
+
+_SPAN = re.compile(r"^(\d+)([smhd])$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_at(text: str) -> timedelta:
+    m = re.fullmatch(r"(\d{1,2}):(\d{2})", text or "")
+    if not m or int(m[1]) > 23 or int(m[2]) > 59:
+        raise CliError(f"--at {text!r}: not a New York time HH:MM")
+    return timedelta(hours=int(m[1]), minutes=int(m[2]))
+
+
+def parse_span(text: str) -> timedelta:
+    m = _SPAN.fullmatch(text or "")
+    if not m or int(m[1]) == 0:
+        raise CliError(f"--approve-within {text!r}: not a duration like 30m, 2h, 90s")
+    return timedelta(seconds=int(m[1]) * _UNITS[m[2]])
+
+
+class KernelActions:
+    """The loop's actions through the kernel, as the `cli` transport: the same checks and audit as `run`,
+    `approve` and `broker reconcile`."""
+
+    def __init__(self, k: Any, session_id: str, symbols: list[str], broker: str, data: dict[str, str]) -> None:
+        self.k, self.session_id, self.symbols, self.broker, self.data = k, session_id, symbols, broker, data
+        self._paused: set[str] = set()
+
+    def open_session(self) -> None:
+        """The loop's session exists before its first cycle, so a restart finds every day's cycle in it."""
+        from agent.config import AgentConfig
+        from schemas.portfolio import PortfolioSnapshot
+
+        store, sid = self.k.store, self.session_id
+        if store.portfolios.load(sid) is None and not store.events.exists(sid):
+            store.portfolios.commit(sid, PortfolioSnapshot(cash=AgentConfig.from_env().starting_cash),
+                                    f"{sid}:c0", 0)
+
+    def cycles(self) -> int:
+        return len(self.k.store.events.cycle_ids(self.session_id))
+
+    def run(self, as_of: str) -> tuple[str, str]:
+        out = self.k.call("run_cycle", {"symbols": self.symbols, "as_of": as_of, "session_id": self.session_id,
+                                        "approve": True, "broker": self.broker, **self.data}, transport="cli")
+        return out.cycle_id, out.status
+
+    def status(self, cycle_id: str) -> Optional[str]:
+        """The cycle's status; `deciding` while an approver holds its claim. Polled while a cycle waits, so the
+        session's whole recording is read only until the cycle is seen paused (it changes only through a claim)."""
+        from database.approvals import Decisions
+        from graph.machine.recording import load_session
+
+        store = self.k.store
+        ended = store.events.read(self.session_id, kind="cycle_ended", cycle_id=cycle_id)
+        if ended:
+            return str(ended[-1]["payload"]["status"])
+        held = Decisions(store.db).held(cycle_id)
+        if held is not None:
+            return str(held.get("status") or "deciding") if held.get("state") == "decided" else "deciding"
+        if cycle_id in self._paused:
+            return "pending_approval"
+        if not store.events.exists(self.session_id):
+            return None
+        found = [c for c in load_session(store, self.session_id).cycles if c.cycle_id == cycle_id]
+        if found and found[0].status == "pending_approval":
+            self._paused.add(cycle_id)
+        return str(found[0].status) if found else None
+
+    def reject(self, by: str) -> Optional[str]:
+        from graph.kernel.errors import KernelError
+
+        try:
+            self.k.call("approve", {"session_id": self.session_id, "approved": False, "by": by}, transport="cli")
+        except KernelError as e:  # decided already (or being decided): the gate refused the expiry
+            return e.message
+        return None
+
+    def reconcile(self) -> dict[str, Any]:
+        return self.k.call("broker_reconcile", {"session_id": self.session_id}, transport="cli").model_dump()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def cmd_live(args, now=_now, sleep=time.sleep) -> int:
+    from agent.brokers import BrokerConfigError
+    from agent.brokers.settings import check_broker_env
+    from database.live_days import LiveDays
+    from graph.machine.runner import InputError, parse_symbols
+    from graph.services.broker.live import Plan, live
+
+    plan = Plan(loop=args.name, at=parse_at(args.at), approve_within=parse_span(args.approve_within),
+                days=args.days)
+    try:
+        symbols = parse_symbols(args.symbols)
+        check_broker_env(given=args.broker)
+    except (InputError, BrokerConfigError) as e:
+        raise CliError(str(e)) from None
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,60}", args.name):
+        raise CliError(f"--name {args.name!r}: letters, digits, '_', '.', '-' only")
+    if args.days is not None and args.days < 1:
+        raise CliError(f"--days {args.days}: must be 1 or more")
+    with kernel(args.db) as k:
+        actions = KernelActions(k, f"live-{args.name}", symbols, args.broker, data_inputs(args, continuing=True))
+        actions.open_session()
+        try:
+            n = live(plan, LiveDays(k.store.db), actions, now=now, sleep=sleep, say=lambda s: print(s, flush=True))
+        except KeyboardInterrupt:
+            print(f"tradegraph live: stopped; run it again to resume (session {actions.session_id})", flush=True)
+            return 130
+    print(f"tradegraph live: {n} trading day(s) handled (session {actions.session_id})")
+    return EXIT_OK
+
+
+def register(sub) -> None:
+    p = sub.add_parser("live", help="one broker cycle per trading day at a New York time, approved by a person")
+    p.add_argument("--broker", required=True, choices=["alpaca"], help="where orders go (paper; docs/brokers.md)")
+    p.add_argument("--symbols", required=True, help="comma-separated, e.g. AAPL,MSFT")
+    p.add_argument("--at", default="09:35", help="New York time of the daily cycle, HH:MM (default 09:35)")
+    p.add_argument("--approve-within", default="30m", help="after this the cycle expires with no order (30m, 2h)")
+    p.add_argument("--name", default="default", help="the loop's name: its session is live-NAME (default: default)")
+    p.add_argument("--days", type=int, default=None, help="stop after this many trading days (default: never)")
+    add_data_flags(p)
+    add_db_flag(p)
+    p.set_defaults(fn=cmd_live)

@@ -1,0 +1,123 @@
+"""`tradegraph live` driven in process by a fake clock, through the real kernel (run_cycle, approve, reconcile) on
+mongomock against the fake Alpaca: the approval deadline expires a day with no order; a holiday is skipped; an
+early close moves the reconcile to 13:00; a day already done is not run again."""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any, Optional
+
+import pytest
+
+from database.connection import connect
+from database.live_days import LiveDays
+from graph.transports.cli.live import cmd_live
+from graph.transports.cli.main import build_parser, main
+from tests.brokers.harness import guard_loopback, start_fake
+from tests.fakes.fake_alpaca import KEY, SECRET
+
+
+class Clock:
+    """Now, moved on only by the loop's sleeps; `on_sleep` lets a test act (approve) while the loop waits."""
+
+    def __init__(self, start: datetime) -> None:
+        self.t = start
+        self.slept: list[tuple[datetime, float]] = []
+        self.on_sleep: Optional[Callable[[Clock], None]] = None
+
+    def now(self) -> datetime:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.slept.append((self.t, s))
+        self.t += timedelta(seconds=s)
+        if self.on_sleep:
+            self.on_sleep(self)
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    seen = guard_loopback(monkeypatch)
+    fake: Any = start_fake()
+    fake.positions.clear()
+    mandate = tmp_path / "mandate.toml"
+    mandate.write_text('trading_hours = "00:00-23:59"\nmax_order_notional = 1e9\nmax_position_notional = 1e9\n'
+                       'max_gross_exposure = 1e9\n')
+    for k, v in {"ALPACA_API_KEY": KEY, "ALPACA_SECRET_KEY": SECRET, "ALPACA_BASE_URL": fake.url,
+                 "TRADEGRAPH_MANDATE": str(mandate), "TRADEGRAPH_BROKER_FILL_WAIT_S": "0.3",
+                 "TRADEGRAPH_HOME": str(tmp_path)}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("MONGODB_URI", raising=False)
+    fake.db = f"mongomock://localhost/live_{uuid.uuid4().hex[:8]}"
+    yield fake
+    fake.stop()
+    assert all(a[0] in ("127.0.0.1", "::1", "localhost") for a in seen if isinstance(a, tuple))
+
+
+def ny(day: str, hm: str) -> datetime:
+    import pandas as pd
+
+    return pd.Timestamp(f"{day} {hm}").tz_localize("America/New_York").tz_convert("UTC").to_pydatetime()
+
+
+def live(fake, clock: Clock, *extra: str) -> int:
+    args = build_parser().parse_args(["live", "--broker", "alpaca", "--symbols", "AAPL,MSFT", "--db", fake.db,
+                                      "--name", "t", *extra])
+    return cmd_live(args, now=clock.now, sleep=clock.sleep)
+
+
+def records(fake) -> dict[str, dict]:
+    store = connect(fake.db)
+    return {d["day"]: d for d in LiveDays(store.db).col.find({"loop": "t"})}
+
+
+@pytest.mark.slow  # two cycles of the offline model (~12 s under load)
+def test_deadline_expires_the_day_with_no_order_and_the_next_trading_day_after_the_holiday(env, capsys):
+    clock = Clock(ny("2012-07-03", "08:00"))  # 07-03 closes at 13:00; 07-04 is Independence Day
+    assert live(env, clock, "--approve-within", "30m", "--days", "2") == 0
+    out = capsys.readouterr().out
+    recs = records(env)
+    assert sorted(recs) == ["2012-07-03", "2012-07-05"]  # the holiday has no record and no cycle
+    assert [r["state"] for r in recs.values()] == ["expired", "expired"], (out, [r.get("status") for r in recs.values()])
+    assert env.orders == [] and env.posts == {}
+    assert "next run at 2012-07-03 09:35 EDT" in out and "expired at 2012-07-03 10:05 EDT" in out
+    assert "next run at 2012-07-05 09:35 EDT" in out
+    store = connect(env.db)
+    rejections = [e["payload"] for e in store.events.read("live-t", kind="validation") if e["payload"].get("by")]
+    assert len(rejections) == 2 and all("approval deadline" in r["by"] for r in rejections), rejections
+
+
+def test_approved_day_reconciles_at_the_early_close_and_is_not_run_again(env, capsys):
+    clock = Clock(ny("2012-07-03", "09:00"))
+
+    def approve_when_pending(c: Clock) -> None:
+        if any(r["state"] == "running" and r.get("deadline") for r in records(env).values()) and not env.orders:
+            assert main(["approve", "live-t", "--by", "alice", "--db", env.db]) in (0, 4)
+
+    clock.on_sleep = approve_when_pending
+    assert live(env, clock, "--approve-within", "30m", "--days", "1") == 0
+    rec = records(env)["2012-07-03"]
+    assert rec["state"] == "done" and rec["status"] == "completed" and rec["reconcile"]["clean"] is True, rec
+    n_orders = len(env.orders)
+    cids = {o["client_order_id"] for o in env.orders}
+    assert n_orders >= 1 and len(cids) == n_orders  # one order per leg
+    # the reconcile waited for the early close (13:00 New York), not the regular 16:00
+    waits = [t + timedelta(seconds=s) for t, s in clock.slept]
+    assert ny("2012-07-03", "13:01") in waits and max(waits) < ny("2012-07-03", "16:00")
+    capsys.readouterr()
+    # started again on the same day: 07-03 is done and not run again; the next run is 07-05's (which expires)
+    cycles = len(connect(env.db).events.cycle_ids("live-t"))
+    again = Clock(ny("2012-07-03", "09:00"))
+    assert live(env, again, "--days", "1") == 0
+    out = capsys.readouterr().out
+    assert "2012-07-03: already done" in out and "next run at 2012-07-05 09:35 EDT" in out
+    assert "2012-07-03: running" not in out
+    assert len(env.orders) == n_orders and len(connect(env.db).events.cycle_ids("live-t")) == cycles + 1
+
+
+@pytest.mark.parametrize("flag,value", [("--at", "25:00"), ("--approve-within", "soon"), ("--name", "a b")])
+def test_bad_flags_are_one_line_and_exit_2(env, capsys, flag, value):
+    assert main(["live", "--broker", "alpaca", "--symbols", "AAPL", "--db", env.db, flag, value]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and value in err
