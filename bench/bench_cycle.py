@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from database import embedded
 from database.connection import connect
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from graph.machine.runtime import default_runtime
 
 DATES = ["2010-03-01", "2010-06-01", "2010-09-01", "2010-12-01", "2011-03-01", "2011-06-01", "2011-09-01",
@@ -70,7 +70,7 @@ def main() -> None:
     try:
         store = connect(f"mongodb://127.0.0.1:{port}/bench")
         rt = default_runtime()
-        run_cycle(SYMBOLS, DATES[0], store=store, runtime=rt)  # warm caches (indicator frames, imports)
+        run_state_machine(SYMBOLS, DATES[0], store=store, runtime=rt)  # warm caches (indicator frames, imports)
         times: dict[bool, list[float]] = {True: [], False: []}
         stubbed: list[float] = []
         events = calls = tokens = 0
@@ -79,7 +79,7 @@ def main() -> None:
             for d in DATES:
                 for audit in (False, True):  # interleaved, so drift hits both alike
                     t = time.perf_counter()
-                    out = run_cycle(SYMBOLS, d, store=store, runtime=rt, audit=audit)
+                    out = run_state_machine(SYMBOLS, d, store=store, runtime=rt, audit=audit)
                     times[audit].append(time.perf_counter() - t)
                     if audit:
                         events, calls, tokens = out.events, out.llm_calls, out.tokens.get("total_tokens", 0)
@@ -87,7 +87,7 @@ def main() -> None:
                     saved = dict(WAITS)
                     stub["on"] = True
                     t = time.perf_counter()
-                    run_cycle(SYMBOLS, d, store=store, runtime=rt, audit=True)
+                    run_state_machine(SYMBOLS, d, store=store, runtime=rt, audit=True)
                     stubbed.append(time.perf_counter() - t)
                     stub["on"] = False
                     WAITS.clear()

@@ -23,12 +23,12 @@ import uuid
 from database import connect
 from database.embedded import start_server, stop_server
 from graph.services.replay.session import load_session
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 
 
 def template() -> list[dict]:
     store = connect(f"mongomock://bench_{uuid.uuid4().hex[:8]}")
-    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store)
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store)
     return [{k: v for k, v in e.items() if k != "seq"} for e in store.events.read(out.session_id)]
 
 

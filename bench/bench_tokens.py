@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from critical_path import critical_path, describe
 
 from database import connect
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from schemas.events import ContractEvent, LlmRequestEvent, LlmRequestPayload, ManifestEvent, parse_event
 
 TARGET_TOKENS = 10_000
@@ -206,7 +206,7 @@ def run(args) -> None:
         store = connect(f"mongomock://bench_tokens_{uuid.uuid4().hex[:8]}")
         rt = default_runtime(AgentConfig.from_env())
         rt.protocol = args.protocol if args.protocol is not None else rt.protocol
-        out = run_cycle(args.symbol, args.as_of, store=store, runtime=rt)
+        out = run_state_machine(args.symbol, args.as_of, store=store, runtime=rt)
         events = store.events.read(out.session_id)
         bodies = list(fake.requests)
     per_request = [request_tokens(b, count) for b in bodies]
@@ -218,7 +218,7 @@ def run(args) -> None:
     one = critical_path(events)
     print(f"critical path, 1 symbol: {describe(one)} calls (of {len(bodies)})")
     store4 = connect(f"mongomock://bench_tokens4_{uuid.uuid4().hex[:8]}")
-    out4 = run_cycle("AAPL,MSFT,IBM,GOOG", args.as_of, store=store4,
+    out4 = run_state_machine("AAPL,MSFT,IBM,GOOG", args.as_of, store=store4,
                      runtime=default_runtime(AgentConfig.from_env(provider="offline")))
     four = critical_path(store4.events.read(out4.session_id))
     print(f"critical path, 4 symbols: {describe(four)} calls (of {out4.llm_calls}); target <= {TARGET_PATH}: "

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from agent.config import AgentConfig, RiskLimits  # noqa: E402
 from database.connection import connect  # noqa: E402
-from graph.machine.runner import approve_cycle, run_cycle  # noqa: E402
+from graph.machine.runner import approve_cycle, run_state_machine  # noqa: E402
 from graph.machine.runtime import default_runtime  # noqa: E402
 from graph.services.backtest.loop import run_backtest, session_id_of  # noqa: E402
 from schemas.base import SCHEMA_VERSION  # noqa: E402
@@ -42,12 +42,12 @@ def _runtime(**overrides):
 
 
 def short_cycle(store) -> tuple[str, str]:
-    out = run_cycle("AAPL", "2012-06-01", store=store, runtime=_runtime())
+    out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=_runtime())
     return out.session_id, f"one offline cycle of AAPL as of 2012-06-01: {out.status}"
 
 
 def approved_cycle(store) -> tuple[str, str]:
-    paused = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=_runtime(), approve=True)
+    paused = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=_runtime(), approve=True)
     out = approve_cycle(paused.session_id, store=store, approved=True, by="fixture", runtime=_runtime())
     return out.session_id, f"AAPL,MSFT as of 2012-06-01 with --approve, then approved: {paused.status} -> {out.status}"
 

@@ -137,7 +137,7 @@ def _cycle_output(out, disabled: Optional[str]) -> m.CycleOutput:
 @capability(m.RunCycleInput, m.CycleOutput, http=Route.post("/cycles", "cycles"), moves_book=True, keyed=True)
 def run_cycle(ctx: Context, inp: m.RunCycleInput) -> m.CycleOutput:
     """Run one audited trading cycle (SCANNING → … → MEMORIZING); with approve, pause before EXECUTING."""
-    from graph.machine.runner import run_cycle as _run
+    from graph.machine.runner import run_state_machine as _run
     from graph.services.telemetry import live  # noqa: F401 - each cycle exported when configured
 
     refusal = ctx.policy.execution_refusal()

@@ -95,7 +95,7 @@ def next_cycle_id(store: Store, session_id: str) -> str:
     return f"{session_id}:c{store.events.next_cycle(session_id)}"
 
 
-def run_cycle(symbols: str | list[str], as_of: str, *, store: Store, session_id: Optional[str] = None,
+def run_state_machine(symbols: str | list[str], as_of: str, *, store: Store, session_id: Optional[str] = None,
               runtime: Optional[CycleRuntime] = None, audit: bool = True, graph=None,
               approve: bool = False, case: Optional[dict] = None, broker: Optional[str] = None) -> CycleOutcome:
     """Validates inputs before anything is written, so bad input leaves no half-written session.

@@ -3,7 +3,7 @@
 The server calls this factory on every `get_graph`: once per run (access context
 "threads.create_run", `configurable["__is_for_execution__"]` true) and also for schema,
 drawing and state reads. Read-only calls get the bare graph. A run gets the same compiled
-graph bound to what `graph.machine.runner.run_cycle` gives a CLI cycle:
+graph bound to what `graph.machine.runner.run_state_machine` gives a CLI cycle:
 
 * an `AuditHandler` in the callbacks, so every event lands in `state_events` under
   session `studio-<thread_id>` and cycle `studio-<thread_id>:<run_id>`;
@@ -25,7 +25,7 @@ A Studio thread is one session and each run on it the session's next cycle, like
 `tradegraph run --session`. The server carries a thread's state from run to run, so the graph
 served here wraps SCANNING (same eight nodes, same edges) to start every run as a fresh cycle:
 the previous run's session/cycle ids, last state, status, error and contracts are dropped, and
-the portfolio is the session's stored one (`store.portfolios`), as `run_cycle` does. Without
+the portfolio is the session's stored one (`store.portfolios`), as `run_state_machine` does. Without
 this a second run kept run 1's cycle_id, so EXECUTING found run 1's ledger entry and traded
 nothing, and it started from the starting cash.
 

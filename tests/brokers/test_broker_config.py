@@ -94,7 +94,7 @@ def test_mandate_refusals_name_rule_limit_value(tmp_path):
 
 
 def test_a_cycle_refused_by_the_mandate_in_validating(monkeypatch, tmp_path):
-    from graph.machine.runner import run_cycle
+    from graph.machine.runner import run_state_machine
     from tests.helpers import mock_store, runtime_with
 
     guard_loopback(monkeypatch)
@@ -107,7 +107,7 @@ def test_a_cycle_refused_by_the_mandate_in_validating(monkeypatch, tmp_path):
                      "TRADEGRAPH_MANDATE": str(p)}.items():
             monkeypatch.setenv(k, v)
         store = mock_store()
-        out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(), broker="alpaca")
+        out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(), broker="alpaca")
         assert out.status == "rejected" and out.contracts["VALIDATING"]["passed"] is False
         refusals = [e["payload"] for e in store.events.read(out.session_id, kind="validation")
                     if e["payload"].get("check") == "mandate"]

@@ -17,7 +17,7 @@ import pytest
 
 from database import connect
 from graph.machine.recording import load_session
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from graph.transports.cli.main import main
 from schemas.portfolio import PortfolioSnapshot
 from tests.fakes.tcp_proxy import FaultyProxy
@@ -36,7 +36,7 @@ def test_a_killed_approvers_started_fill_is_finished_and_an_opposite_decision_re
     proxy = FaultyProxy(int(embedded_uri.rsplit(":", 1)[1]))
     store = connect(direct)
     try:
-        paused = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(), approve=True)
+        paused = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(), approve=True)
         sid, cycle = paused.session_id, paused.cycle_id
         assert paused.status == "pending_approval" and paused.contracts["VALIDATING"]["passed"]
 

@@ -30,7 +30,7 @@ from graph.machine.builder import build_graph
 from graph.machine.execution import PaperExecution
 from graph.machine.nodes.common import EXECUTED_WITH_ERRORS
 from graph.machine.nodes.executing import executing
-from graph.machine.runner import ApprovalConflict, approve_cycle, run_cycle
+from graph.machine.runner import ApprovalConflict, approve_cycle, run_state_machine
 from schemas.portfolio import PortfolioSnapshot
 from tests.fakes.tcp_proxy import FaultyProxy
 from tests.helpers import runtime_with
@@ -142,7 +142,7 @@ def test_store_cut_when_executing_starts_fails_closed_and_loses_no_event(proxied
         return executing(state, config)
 
     graph = build_graph(overrides={"EXECUTING": cut_then_execute})
-    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(), graph=graph)
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(), graph=graph)
 
     # fail closed before any fill, and say why: the store, by name, and where the events are
     assert out.status == "failed" and out.error["state"] == "EXECUTING"
@@ -182,7 +182,7 @@ def test_a_lost_audit_insert_is_retried_and_stored_exactly_once(proxied):
     proxy, store, direct = proxied
     emitted = Emitted(store)
     proxy.drop_matching(EVENTS_INSERT, nth=1)
-    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
     assert proxy.dropped == 1
     assert out.status == "completed" and out.audit_error is None
     assert out.contracts["EXECUTING"]["status"] == "filled"
@@ -231,7 +231,7 @@ def test_a_fill_is_preceded_by_its_durable_events(embedded_uri, db_name, tmp_pat
         emitted = Emitted(store)
         rt = runtime_with()
         rt.execution = watch = FillWatch(store, rt.config, direct)
-        out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=rt)
+        out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=rt)
         assert out.contracts["EXECUTING"]["status"] == "filled" and watch.stored_at_fill is not None
         events = direct.events.read(out.session_id)
         entered = next(e["seq"] for e in events if e["state"] == "EXECUTING")  # its entry transition
@@ -303,7 +303,7 @@ def test_two_cycles_of_one_session_at_once_one_wins_none_lost(embedded_uri, db_n
     store = connect(f"{embedded_uri}/{db_name}")
     emitted = Emitted(store)
     try:
-        first = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+        first = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
         sid = first.session_id
         # sell everything so both racers see a flat book and both want to buy
         start = store.portfolios.load(sid).model_copy(update={"positions": {}, "cash": 100_000.0})
@@ -318,7 +318,7 @@ def test_two_cycles_of_one_session_at_once_one_wins_none_lost(embedded_uri, db_n
         outs: list = [None, None]
 
         def run(i):
-            outs[i] = run_cycle("AAPL,MSFT", "2012-06-01", store=emitted.watch(connect(f"{embedded_uri}/{db_name}")),
+            outs[i] = run_state_machine("AAPL,MSFT", "2012-06-01", store=emitted.watch(connect(f"{embedded_uri}/{db_name}")),
                                 session_id=sid, runtime=runtime_with(), graph=graph)
 
         threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
@@ -348,10 +348,10 @@ def test_an_old_approval_after_a_newer_fill_is_refused(embedded_uri, db_name, tg
     store = connect(f"{embedded_uri}/{db_name}")
     emitted = Emitted(store)
     try:
-        paused = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(), approve=True)
+        paused = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(), approve=True)
         assert paused.status == "pending_approval"
         sid = paused.session_id
-        newer = run_cycle("AAPL,MSFT", "2012-06-01", store=store, session_id=sid, runtime=runtime_with())
+        newer = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, session_id=sid, runtime=runtime_with())
         assert newer.contracts["EXECUTING"]["status"] == "filled"
         after_newer = store.portfolios.load(sid)
         with pytest.raises(ApprovalConflict, match="moved on"):
@@ -378,7 +378,7 @@ def test_a_failure_after_the_fill_never_reads_as_nothing_executed(embedded_uri, 
     emitted = Emitted(store)
     try:
         bad_memory = runtime_with({"AgentMemory": ["not json"] * 3})
-        out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=bad_memory)
+        out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=bad_memory)
         assert out.contracts["EXECUTING"]["status"] == "filled"
         assert out.status == EXECUTED_WITH_ERRORS and out.error["state"] == "MEMORIZING"
         assert cycle_exit_code(out.status) == EXIT_EXECUTED_WITH_ERRORS

@@ -7,7 +7,7 @@ import pytest
 from agent.config import AgentConfig
 from graph.services.backtest.loop import run_backtest
 from graph.transports.cli.main import main
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from graph.machine.runtime import default_runtime
 from schemas.simulation import EpisodeConfig
 from tests.helpers import events_of, mock_store
@@ -22,7 +22,7 @@ def fake(openai_server):
 
 def _run(store=None, **limits):
     store = store or mock_store()
-    return store, run_cycle("AAPL,MSFT", "2012-06-01", store=store,
+    return store, run_state_machine("AAPL,MSFT", "2012-06-01", store=store,
                             runtime=default_runtime(AgentConfig.from_env(memory="off", **limits)))
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from agent.config import AgentConfig
 from graph.services.replay.session import load_session, verify_session
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from graph.machine.runtime import default_runtime
 from tests.helpers import events_of, mock_store
 
@@ -21,7 +21,7 @@ def _run(store, **config):
     # memory of this session only: with memory on, the second run would recall the first one's notes, a
     # different prompt (rightly a miss)
     config.setdefault("memory", "session")
-    return run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=default_runtime(AgentConfig.from_env(**config)))
+    return run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=default_runtime(AgentConfig.from_env(**config)))
 
 
 def test_an_identical_rerun_sends_no_request_and_audits_every_hit(fake):
@@ -70,14 +70,14 @@ def test_a_request_that_differs_is_not_answered_from_the_cache(fake):
     store = mock_store()
     _run(store)
     sent = len(fake.requests)
-    other = run_cycle("AAPL,MSFT", "2012-06-04", store=store,
+    other = run_state_machine("AAPL,MSFT", "2012-06-04", store=store,
                       runtime=default_runtime(AgentConfig.from_env()))  # another day: other prompts
     assert len(fake.requests) - sent == other.llm_calls > 0
 
 
 def test_the_offline_model_is_never_cached():
     store = mock_store()
-    out = run_cycle("AAPL", "2012-06-01", store=store, runtime=default_runtime(AgentConfig()))
+    out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=default_runtime(AgentConfig()))
     assert out.cached_calls == 0 and store.llm_cache.count() == 0
 
 
@@ -92,7 +92,7 @@ def test_a_failing_cache_is_a_miss_audited_not_a_failed_cycle(fake):
     store = mock_store()
     rt = default_runtime(AgentConfig.from_env())
     rt.llm_cache = Broken()
-    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=rt)
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=rt)
     assert out.status in ("completed", "rejected") and out.llm_calls == len(fake.requests) > 0
     errors = [e["payload"] for e in events_of(store, out, "error") if e["payload"].get("type") == "llm_cache_error"]
     assert {e["op"] for e in errors} == {"read", "write"} and all(e["fatal"] is False for e in errors)

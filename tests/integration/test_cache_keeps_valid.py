@@ -4,7 +4,7 @@ every request, so "asked again" is a request on the wire."""
 import pytest
 
 from agent.config import AgentConfig
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from graph.machine.runtime import default_runtime
 from tests.fakes.fake_openai import Fault
 from tests.helpers import mock_store
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.integration
 
 
 def _run(store):
-    return run_cycle("AAPL", "2012-06-01", store=store,
+    return run_state_machine("AAPL", "2012-06-01", store=store,
                      runtime=default_runtime(AgentConfig.from_env(memory="session")))
 
 

@@ -169,13 +169,13 @@ def test_inserts_are_not_fsynced_per_document_but_the_barrier_is(tmp_path: Path,
 
 def test_a_session_read_from_the_sqlite_file_is_the_servers_answer(tg_home: Path) -> None:
     from graph.services.replay.session import load_session
-    from graph.machine.runner import run_cycle
+    from graph.machine.runner import run_state_machine
 
     store = connect()  # the embedded path: it knows the server's file
     try:
         events: EventStore = store.events
         assert events.local_file == tg_home.resolve() / "data" / "tradegraph.db"
-        out = run_cycle("AAPL,MSFT", "2012-06-01", store=store)
+        out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store)
         session = out.session_id
         local = events._read_local(session)
         assert local is not None and len(local) == out.events > 50, "the file path was not taken"

@@ -8,7 +8,7 @@ import pytest
 
 from agent.config import AgentConfig
 from graph.transports.cli.main import main
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from graph.machine.runtime import default_runtime
 from graph.services.telemetry.settings import OtelConfigError, traces_url
 from schemas.states import STATES
@@ -43,9 +43,9 @@ def closed_port() -> int:
 
 def recorded(runtime=None, cycles: int = 1):
     store = mock_store()
-    out = run_cycle(SYMBOL, AS_OF, store=store, runtime=runtime or runtime_with())
+    out = run_state_machine(SYMBOL, AS_OF, store=store, runtime=runtime or runtime_with())
     for _ in range(cycles - 1):
-        out = run_cycle(SYMBOL, AS_OF, store=store, runtime=runtime or runtime_with(), session_id=out.session_id)
+        out = run_state_machine(SYMBOL, AS_OF, store=store, runtime=runtime or runtime_with(), session_id=out.session_id)
     return store, out
 
 

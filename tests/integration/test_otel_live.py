@@ -7,7 +7,7 @@ import time
 import pytest
 
 from graph.services.replay.session import load_session
-from graph.machine.runner import approve_cycle, run_cycle
+from graph.machine.runner import approve_cycle, run_state_machine
 from graph.services.telemetry import live
 from graph.services.telemetry.export import send, spans_of
 from tests.fakes.otlp_receiver import OtlpReceiver
@@ -29,7 +29,7 @@ def clean(monkeypatch):
 def cycle(store=None, **kw):
     store = store or mock_store()
     started = time.perf_counter()
-    out = run_cycle(SYMBOL, AS_OF, store=store, runtime=runtime_with(), **kw)
+    out = run_state_machine(SYMBOL, AS_OF, store=store, runtime=runtime_with(), **kw)
     return store, out, time.perf_counter() - started
 
 

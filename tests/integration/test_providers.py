@@ -19,7 +19,7 @@ import pytest
 from agent.config import AgentConfig
 from agent.tools import TOOLS
 from graph.services.replay.session import verify_session
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from graph.machine.runtime import default_runtime
 from tests.fakes.fake_anthropic import FakeAnthropic
 from tests.fakes.fake_gemini import FakeGemini
@@ -98,7 +98,7 @@ def provider(request, monkeypatch):
 def run(store=None):
     store = store or mock_store()
     rt = default_runtime(AgentConfig.from_env())
-    out = run_cycle(SYMBOL, AS_OF, store=store, runtime=rt)
+    out = run_state_machine(SYMBOL, AS_OF, store=store, runtime=rt)
     return store, out, rt
 
 

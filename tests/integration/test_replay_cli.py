@@ -12,7 +12,7 @@ import pytest
 
 from database.connection import connect
 from graph.transports.cli.main import main
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from tests.unit.test_replay import _short_manager, copy_session
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def recorded():
     uri = f"mongomock://cli_{uuid.uuid4().hex[:10]}"
     store = connect(uri)
-    first = run_cycle("AAPL,MSFT", "2012-06-01", store=store)
-    run_cycle("AAPL,MSFT", "2012-06-04", store=store, session_id=first.session_id)
+    first = run_state_machine("AAPL,MSFT", "2012-06-01", store=store)
+    run_state_machine("AAPL,MSFT", "2012-06-04", store=store, session_id=first.session_id)
     yield uri, store, first.session_id
     store.close()
 

@@ -12,7 +12,7 @@ import pytest
 from database.connection import connect
 from graph.services.replay.session import load_session
 from graph.services.replay.html import render_html
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from graph.machine.state import CONTRACT_KEYS
 
 pytestmark = pytest.mark.integration
@@ -31,8 +31,8 @@ def _chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
 def page(tmp_path_factory) -> tuple[Path, str]:
     store = connect(f"mongomock://browser_{uuid.uuid4().hex[:10]}")
     try:
-        first = run_cycle("AAPL,MSFT", "2012-06-01", store=store)
-        run_cycle("AAPL,MSFT", "2012-06-04", store=store, session_id=first.session_id)
+        first = run_state_machine("AAPL,MSFT", "2012-06-01", store=store)
+        run_state_machine("AAPL,MSFT", "2012-06-04", store=store, session_id=first.session_id)
         html = render_html(load_session(store, first.session_id))
     finally:
         store.close()

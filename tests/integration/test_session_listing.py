@@ -17,7 +17,7 @@ from pymongo import MongoClient, monitoring
 from database import connect
 from graph.kernel.core import Kernel
 from graph.transports.cli.main import main
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from tests.unit.test_session_summaries import from_log, summary
 
 pytestmark = pytest.mark.integration
@@ -46,7 +46,7 @@ def test_listing_sends_no_command_to_the_log(embedded_uri):
 
     uri = f"{embedded_uri}/listing_{uuid.uuid4().hex[:8]}"
     with connect(uri) as store:
-        sids = [run_cycle(["AAPL"], day, store=store).session_id for day in ("2012-03-01", "2012-03-02")]
+        sids = [run_state_machine(["AAPL"], day, store=store).session_id for day in ("2012-03-01", "2012-03-02")]
     listener = Commands()
     client = MongoClient(uri, event_listeners=[listener])
     try:
@@ -64,9 +64,9 @@ def test_listing_sends_no_command_to_the_log(embedded_uri):
 CHILD = """
 import sys
 from database import connect
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 store = connect(sys.argv[1])
-run_cycle(["AAPL", "MSFT", "IBM", "GOOG"], sys.argv[2], store=store, session_id=sys.argv[3] or None)
+run_state_machine(["AAPL", "MSFT", "IBM", "GOOG"], sys.argv[2], store=store, session_id=sys.argv[3] or None)
 print("cycle ended before the kill", flush=True)
 """
 
@@ -97,7 +97,7 @@ def kill_mid_cycle(uri: str, day: str, session_id: str, at_least: dict) -> None:
 def test_a_killed_writer_leaves_the_listing_honest_and_reindex_repairs_it(embedded_uri):
     uri = f"{embedded_uri}/killed_{uuid.uuid4().hex[:8]}"
     with connect(uri) as store:
-        sid = run_cycle(["AAPL"], "2012-03-01", store=store).session_id
+        sid = run_state_machine(["AAPL"], "2012-03-01", store=store).session_id
         folded = summary(store, sid)
 
     # 1. a writer of the session killed mid-cycle: the listing shows the summary as it was, and how far behind
@@ -107,7 +107,7 @@ def test_a_killed_writer_leaves_the_listing_honest_and_reindex_repairs_it(embedd
         assert listed[sid].events == folded["events"] and listed[sid].behind >= 40
         assert summary(k.store, sid) == folded != from_log(k.store, sid)
         # its next cycle here reads what the killed one wrote from the log
-        run_cycle(["AAPL"], "2012-03-05", store=k.store, session_id=sid)
+        run_state_machine(["AAPL"], "2012-03-05", store=k.store, session_id=sid)
         assert summary(k.store, sid) == from_log(k.store, sid)
         assert k.call("list_sessions", {}).sessions[0].behind == 0
 

@@ -16,7 +16,7 @@ import pytest
 from agent.config import AgentConfig
 from database import connect, running
 from graph.machine.execution import PaperExecution
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from graph.machine.runtime import default_runtime
 from graph.transports.cli.main import main
 from schemas.portfolio import PortfolioSnapshot
@@ -47,7 +47,7 @@ def quiet_for(store, sid: str, seconds: float) -> None:
 
 def test_a_cycle_in_flight_is_not_deleted_unless_forced_and_a_forced_deletion_fences_it(db, tg_home, capsys):
     with connect(db) as store:
-        sid = run_cycle("AAPL,MSFT", "2012-06-01", store=store).session_id
+        sid = run_state_machine("AAPL,MSFT", "2012-06-01", store=store).session_id
         book = store.portfolios.load(sid)
         slow = GatedModel(model_name="offline-quick")
         rt = default_runtime(AgentConfig(), model_factory=lambda c, tier: slow)
@@ -55,7 +55,7 @@ def test_a_cycle_in_flight_is_not_deleted_unless_forced_and_a_forced_deletion_fe
 
         def second_cycle():
             try:
-                ended["outcome"] = run_cycle("AAPL,MSFT", "2012-06-04", store=store, session_id=sid, runtime=rt)
+                ended["outcome"] = run_state_machine("AAPL,MSFT", "2012-06-04", store=store, session_id=sid, runtime=rt)
             except BaseException as e:  # noqa: BLE001 - what the fenced cycle raised is the test's to read
                 ended["error"] = e
 
@@ -93,7 +93,7 @@ def test_a_cycle_in_flight_is_not_deleted_unless_forced_and_a_forced_deletion_fe
 
 def test_prune_keeps_a_cycle_paused_for_approval_unless_forced(db, tg_home, capsys):
     with connect(db) as store:
-        paused = run_cycle("AAPL,MSFT", "2012-06-01", store=store, approve=True)
+        paused = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, approve=True)
         sid = paused.session_id
         assert paused.status == "pending_approval"
         quiet_for(store, sid, 120)
@@ -107,7 +107,7 @@ def test_prune_keeps_a_cycle_paused_for_approval_unless_forced(db, tg_home, caps
     capsys.readouterr()
 
     with connect(db) as store:
-        again = run_cycle("AAPL,MSFT", "2012-06-04", store=store, session_id=sid, approve=True)
+        again = run_state_machine("AAPL,MSFT", "2012-06-04", store=store, session_id=sid, approve=True)
         quiet_for(store, sid, 120)
     assert main(["sessions", "prune", "--older-than", "1m", "--force", "--db", db]) == 0
     assert f"deleted {sid}" in capsys.readouterr().out

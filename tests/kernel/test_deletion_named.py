@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from database import connect
 from graph.kernel.capabilities import CAPABILITIES
 from graph.kernel.core import Kernel
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from graph.transports.cli.main import main
 from graph.transports.http import create_app
 from graph.transports.mcp.server import tool_for
@@ -24,7 +24,7 @@ def deleted(capsys):
     """(store uri, session id) of a session of one cycle, deleted by alice."""
     uri = f"mongomock://named_{uuid.uuid4().hex[:8]}"
     with connect(uri) as store:
-        sid = run_cycle(["AAPL", "MSFT"], "2012-06-01", store=store, approve=True).session_id
+        sid = run_state_machine(["AAPL", "MSFT"], "2012-06-01", store=store, approve=True).session_id
     assert main(["sessions", "delete", sid, "--force", "--by", "alice", "--db", uri]) == 0
     capsys.readouterr()
     return uri, sid

@@ -14,7 +14,7 @@ from graph.kernel import errors as E
 from graph.kernel.core import Kernel
 from graph.transports.cli.main import main
 from graph.services.replay.session import verify_session
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from tests.kernel.servers import McpToolError, free_port, mcp_stdio, serve, server_env
 
 pytestmark = pytest.mark.integration
@@ -28,7 +28,7 @@ def db(embedded_uri):
 def recorded(db: str, day: str = "2012-03-01", verify: bool = True) -> tuple[str, str | None]:
     """A session of one real cycle (memory on: it writes notes) and, if asked, its replay session."""
     with connect(db) as store:
-        sid = run_cycle(["AAPL", "MSFT"], day, store=store).session_id
+        sid = run_state_machine(["AAPL", "MSFT"], day, store=store).session_id
         rid = verify_session(store, sid).replay_session_id if verify else None
     return sid, rid
 

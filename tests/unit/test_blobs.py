@@ -23,7 +23,7 @@ from pymongo.errors import PyMongoError
 
 from database import DuplicateEventError, Store, blobs, connect
 from database.blobs import packed
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from tests.helpers import runtime_with
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +34,7 @@ HASHED = ("seq", "prev_hash", "hash")
 def recorded() -> list[dict]:
     """One real offline cycle's events (2 symbols) as a writer hands them to the store: no seq, no hashes."""
     store = connect(f"mongomock://rec_{uuid.uuid4().hex[:8]}")
-    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
     return [{k: v for k, v in e.items() if k not in HASHED} for e in store.events.read(out.session_id)]
 
 
@@ -152,7 +152,7 @@ def test_check_chain_names_the_seq_of_a_tampered_pack(capsys, monkeypatch) -> No
     uri = f"mongomock://packs_cli_{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv("MONGODB_URI", uri)
     store = connect(uri)
-    out = run_cycle("AAPL", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with())
     assert cli_main(["replay", out.session_id, "--check-chain"]) == 0
     capsys.readouterr()
     first = next(r for r in rows(store, out.session_id) if blobs.ref_of(r["payload"]))
@@ -226,7 +226,7 @@ def test_a_session_recorded_whole_replays_identical_and_its_replay_is_packed(mon
 
     store = connect(f"mongomock://whole_{uuid.uuid4().hex[:8]}")
     monkeypatch.setattr(blobs, "INLINE_MAX", 10 ** 9)
-    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
     monkeypatch.undo()
     assert packed(rows(store, out.session_id)) == 0
     report = verify_session(store, out.session_id)

@@ -19,7 +19,7 @@ from agent.markets import (
 from agent.offline_model import OfflineChatModel
 from database.connection import connect
 from graph.transports.cli.main import main as cli_main
-from graph.machine.runner import InputError, run_cycle
+from graph.machine.runner import InputError, run_state_machine
 from graph.machine.runtime import default_runtime
 
 
@@ -44,7 +44,7 @@ def test_non_trading_day_is_refused_before_any_model_call(market, day, before, a
     rt, asked = _counting_runtime(market)
     store = connect(f"mongomock://cal_{uuid.uuid4().hex[:10]}")
     with pytest.raises(InputError) as e:
-        run_cycle(["AAPL", "MSFT"], day, store=store, runtime=rt)
+        run_state_machine(["AAPL", "MSFT"], day, store=store, runtime=rt)
     msg = str(e.value)
     assert "\n" not in msg and day in msg and f"{before} before" in msg and f"{after} after" in msg, msg
     assert asked == []  # no model was even built, let alone called

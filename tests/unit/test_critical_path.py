@@ -3,7 +3,7 @@ import json
 import sys
 from pathlib import Path
 
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from schemas.events import new_event
 from tests.helpers import mock_store
 
@@ -37,7 +37,7 @@ def test_fan_out_per_state():
 
 def test_a_recorded_offline_cycle():
     store = mock_store()
-    out = run_cycle("AAPL", "2012-06-01", store=store)
+    out = run_state_machine("AAPL", "2012-06-01", store=store)
     path = critical_path(store.events.read(out.session_id))
     # PLANNING: its Plan pass alone (pass protocol 3); ANALYZING: the quant's tool round + its answer; DEBATE: build,
     # rebuttal, verdict

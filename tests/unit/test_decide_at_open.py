@@ -16,7 +16,7 @@ from agent.tools import ToolContext, get_indicators, get_market_snapshot, get_pr
 from graph.services.backtest.loop import load_logs, run_backtest
 from graph.services.replay.lookahead import audit_events
 from graph.services.replay.session import verify_session
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from graph.machine.runtime import default_runtime
 from schemas.simulation import EpisodeConfig
 from tests.helpers import mock_store
@@ -68,7 +68,7 @@ def _open_runtime(**kw):
 
 
 def test_an_open_cycle_never_reads_its_own_bar_but_the_open_and_fills_there(mstore):
-    out = run_cycle(SYMBOLS, DAY, store=mstore, runtime=_open_runtime())
+    out = run_state_machine(SYMBOLS, DAY, store=mstore, runtime=_open_runtime())
     assert out.status == "completed", out.error
     scan = out.contracts["SCANNING"]
     for snap in scan["snapshots"]:
@@ -131,20 +131,20 @@ def test_news_at_0929_new_york_is_known_at_the_open_0931_is_not(mstore):
              {"symbol": "AAPL", "published_at": "2012-03-05T09:31:00-05:00", "headline": "Apple late item, NY stamp",
               "source": "wire"}]
     news = NewsSource(items, source="test-news")
-    out = run_cycle(["AAPL"], DAY, store=mstore, runtime=_open_runtime(news=news))
+    out = run_state_machine(["AAPL"], DAY, store=mstore, runtime=_open_runtime(news=news))
     assert out.status == "completed", out.error
     seen = [i["headline"] for i in out.contracts["SCANNING"]["snapshots"][0]["bundle"]["news"]["items"]]
     assert seen == ["Apple early item"]
     prompts = json.dumps([e["payload"] for e in mstore.events.read(out.session_id, kind="llm_request")])
     assert "Apple early item" in prompts and "Apple late item" not in prompts
     # at the close of the same day all three were published before the decision
-    closed = run_cycle(["AAPL"], DAY, store=mstore, runtime=default_runtime(AgentConfig(risk=RISK), news=news))
+    closed = run_state_machine(["AAPL"], DAY, store=mstore, runtime=default_runtime(AgentConfig(risk=RISK), news=news))
     assert len(closed.contracts["SCANNING"]["snapshots"][0]["bundle"]["news"]["items"]) == 3
 
 
 def test_replay_verify_of_an_open_session_is_identical(mstore, monkeypatch):
-    out = run_cycle(SYMBOLS, DAY, store=mstore, runtime=_open_runtime())
-    again = run_cycle(SYMBOLS, "2012-03-06", store=mstore, session_id=out.session_id, runtime=_open_runtime())
+    out = run_state_machine(SYMBOLS, DAY, store=mstore, runtime=_open_runtime())
+    again = run_state_machine(SYMBOLS, "2012-03-06", store=mstore, session_id=out.session_id, runtime=_open_runtime())
     assert again.status == "completed", again.error
     # today's environment decides at the close: the replay runs with the recorded decision time regardless
     monkeypatch.setenv("TRADEGRAPH_DECIDE_AT", "close")
@@ -193,7 +193,7 @@ def test_a_held_symbol_outside_the_cycle_is_marked_at_the_open_at_the_open(mstor
     for decide_at, field in (("open", "open"), ("close", "close")):
         session = f"marks-{decide_at}"
         mstore.portfolios.save(session, held, "seed")
-        out = run_cycle(["AAPL"], DAY, store=mstore, session_id=session,
+        out = run_state_machine(["AAPL"], DAY, store=mstore, session_id=session,
                         runtime=default_runtime(AgentConfig(decide_at=decide_at)))
         assert out.contracts["SCANNING"]["marks"] == {"IBM": round_value(float(_bar("IBM", DAY)[field]))}
         assert "untradable" not in out.contracts["SCANNING"]  # IBM has a bar that day

@@ -13,7 +13,7 @@ from agent.data.market import default_market_data
 from graph.services.backtest.loop import load_logs, run_backtest
 from graph.services.portfolio_view import portfolio_view
 from graph.services.replay.session import verify_session
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from graph.machine.runtime import default_runtime
 from schemas.portfolio import PortfolioSnapshot, Position
 from schemas.simulation import EpisodeConfig
@@ -74,7 +74,7 @@ def test_a_dividend_is_credited_once_on_its_ex_date_and_replayed(mstore, decide_
     seeded = PortfolioSnapshot(cash=94_000.0, positions={
         "AAPL": Position(symbol="AAPL", quantity=100, avg_price=60.0, opened="2012-03-01")})
     mstore.portfolios.save(session, seeded, "seed")
-    outs = [run_cycle(["AAPL", "MSFT"], day, store=mstore, session_id=session, runtime=rt)
+    outs = [run_state_machine(["AAPL", "MSFT"], day, store=mstore, session_id=session, runtime=rt)
             for day in ("2012-03-05", "2012-03-06", "2012-03-07")]
     assert [o.status for o in outs] == ["completed"] * 3, [o.error for o in outs]
     scans = [o.contracts["SCANNING"] for o in outs]

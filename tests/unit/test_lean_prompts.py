@@ -12,7 +12,7 @@ import pytest
 from agent.passes import MODEL_SETS, asked_schema
 from agent.prompts import BASE_SYSTEM, BASE_SYSTEM_BEFORE_4, NOTES_HEADER, find_notes, render_notes
 from graph.services.replay.session import verify_session
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from schemas import ALL_CONTRACTS
 from schemas.memory import RetrievalHit
 from tests.helpers import events_of, mock_store, runtime_with
@@ -30,8 +30,8 @@ def _under(protocol):
 
 def _two_days(protocol):
     store = mock_store()
-    first = run_cycle(SYMBOLS, DAYS[0], store=store, runtime=_under(protocol))
-    second = run_cycle(SYMBOLS, DAYS[1], store=store, session_id=first.session_id, runtime=_under(protocol))
+    first = run_state_machine(SYMBOLS, DAYS[0], store=store, runtime=_under(protocol))
+    second = run_state_machine(SYMBOLS, DAYS[1], store=store, session_id=first.session_id, runtime=_under(protocol))
     return store, first, second
 
 

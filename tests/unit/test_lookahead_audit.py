@@ -9,7 +9,7 @@ import pytest
 from agent.data.news import NewsSource
 from graph.services.backtest.loop import run_backtest
 from graph.services.replay.lookahead import LookaheadReport, audit_events, audit_sessions
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from schemas.simulation import EpisodeConfig
 from tests.helpers import mock_store, runtime_with
 
@@ -21,7 +21,7 @@ def recorded():
     # headlines on both sides of the 2012-06-01 close (16:00 EDT = 20:00 UTC): only the earlier one is known
     rt.news = NewsSource([{"symbol": "AAPL", "published_at": "2012-06-01T19:59:00Z", "headline": "Apple beats"},
                           {"symbol": "AAPL", "published_at": "2012-06-01T20:01:00Z", "headline": "Apple probe"}])
-    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=rt)
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=rt)
     return store, out, store.events.read(out.session_id)
 
 
@@ -114,7 +114,7 @@ def _leaky_session():
     store = mock_store()
     rt = runtime_with()
     rt.news = NewsSource([{"symbol": "AAPL", "published_at": "2012-06-01T19:59:00Z", "headline": "Apple beats"}])
-    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=rt)
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=rt)
     return store, out
 
 

@@ -12,7 +12,7 @@ from agent.config import AgentConfig
 from agent.offline_model import OfflineChatModel
 from database.connection import connect
 from graph.services.replay.session import verify_session
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from graph.machine.runtime import default_runtime
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -51,8 +51,8 @@ def _session(networked: bool):
     assert cfg.parallel_llm is networked
     rt = lambda: default_runtime(cfg, model_factory=lambda c, tier: model)  # noqa: E731
     store = connect(f"mongomock://memp_{uuid.uuid4().hex[:10]}")
-    first = run_cycle(SYMBOLS, OPEN, store=store, runtime=rt())
-    second = run_cycle(SYMBOLS, STOPPED, store=store, session_id=first.session_id, runtime=rt())
+    first = run_state_machine(SYMBOLS, OPEN, store=store, runtime=rt())
+    second = run_state_machine(SYMBOLS, STOPPED, store=store, session_id=first.session_id, runtime=rt())
     return store, second, COUNTERS[name]["peak"]
 
 

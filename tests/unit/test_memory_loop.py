@@ -17,7 +17,7 @@ from agent.reviewer import review_trade
 from database.connection import connect
 from graph.transports.cli.main import main as cli_main
 from graph.services.replay.session import verify_session
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from graph.machine.runtime import default_runtime
 from schemas.memory import ClosedTrade, MemoryRecord
 
@@ -35,8 +35,8 @@ def mstore():
 
 @pytest.fixture
 def stopped_session(mstore):
-    first = run_cycle(SYMBOLS, OPEN, store=mstore)
-    second = run_cycle(SYMBOLS, STOPPED, store=mstore, session_id=first.session_id)
+    first = run_state_machine(SYMBOLS, OPEN, store=mstore)
+    second = run_state_machine(SYMBOLS, STOPPED, store=mstore, session_id=first.session_id)
     return first, second
 
 
@@ -95,7 +95,7 @@ def _retrievals(store, session_id, cycle_id):
 
 def test_later_cycles_recall_the_lesson_audited_with_ranks(mstore, stopped_session):
     _, second = stopped_session
-    third = run_cycle(SYMBOLS, "2012-03-07", store=mstore, session_id=second.session_id)
+    third = run_state_machine(SYMBOLS, "2012-03-07", store=mstore, session_id=second.session_id)
     events = _retrievals(mstore, third.session_id, third.cycle_id)
     agents = {e["agent"] for e in events}
     assert {"technical", "quant", "bull", "bear", "manager"} <= agents  # news abstains here: no headlines
@@ -116,22 +116,22 @@ def test_later_cycles_recall_the_lesson_audited_with_ranks(mstore, stopped_sessi
 
 def test_memory_off_recalls_nothing_and_session_mode_only_its_own(mstore, stopped_session):
     _, second = stopped_session
-    off = run_cycle(SYMBOLS, "2012-03-07", store=mstore, runtime=default_runtime(AgentConfig(memory="off")))
+    off = run_state_machine(SYMBOLS, "2012-03-07", store=mstore, runtime=default_runtime(AgentConfig(memory="off")))
     assert _retrievals(mstore, off.session_id, off.cycle_id) == []
     assert not any("Relevant past notes:" in str(e["payload"]["messages"])
                    for e in mstore.events.read(off.session_id, kind="llm_request"))
-    other = run_cycle(SYMBOLS, "2012-03-07", store=mstore, runtime=default_runtime(AgentConfig(memory="session")))
+    other = run_state_machine(SYMBOLS, "2012-03-07", store=mstore, runtime=default_runtime(AgentConfig(memory="session")))
     events = _retrievals(mstore, other.session_id, other.cycle_id)
     assert events and all(e["filter"]["session_id"] == other.session_id for e in events)
     # a fresh session has written nothing before 2012-03-07: session mode finds nothing of the other session
     assert all(not e["hits"] for e in events)
-    on = run_cycle(SYMBOLS, "2012-03-07", store=mstore, runtime=default_runtime(AgentConfig(memory="on")))
+    on = run_state_machine(SYMBOLS, "2012-03-07", store=mstore, runtime=default_runtime(AgentConfig(memory="on")))
     assert any(e["hits"] for e in _retrievals(mstore, on.session_id, on.cycle_id))
 
 
 def test_replay_uses_recorded_hits_however_memory_changes(mstore, stopped_session):
     _, second = stopped_session
-    third = run_cycle(SYMBOLS, "2012-03-07", store=mstore, session_id=second.session_id)
+    third = run_state_machine(SYMBOLS, "2012-03-07", store=mstore, session_id=second.session_id)
     assert any(e["hits"] for e in _retrievals(mstore, third.session_id, third.cycle_id))
     # memory moves on: the recalled review is forgotten, a louder one is added
     assert mstore.memories.forget(memory_id=f"{second.cycle_id}:review:AAPL") == 1
@@ -144,7 +144,7 @@ def test_replay_uses_recorded_hits_however_memory_changes(mstore, stopped_sessio
     report = verify_session(mstore, third.session_id)
     assert report.identical, [v.divergences[:1] for v in report.verdicts]
     # and a recording whose recalled notes are edited diverges: the hits are part of what is verified
-    live = run_cycle(SYMBOLS, "2012-03-07", store=mstore, session_id=second.session_id)
+    live = run_state_machine(SYMBOLS, "2012-03-07", store=mstore, session_id=second.session_id)
     assert any("late" == h["memory_id"] for e in _retrievals(mstore, live.session_id, live.cycle_id)
                for h in e["hits"])
 

@@ -10,7 +10,7 @@ from agent.config import AgentConfig, RiskLimits
 from agent.data.market import MarketData
 from agent.markets import trading_days
 from graph.services.backtest.loop import decision_dates, load_logs, run_backtest
-from graph.machine.runner import InputError, run_cycle
+from graph.machine.runner import InputError, run_state_machine
 from graph.machine.runtime import default_runtime
 from schemas.simulation import EpisodeConfig
 from tests.helpers import mock_store
@@ -69,7 +69,7 @@ def test_a_standalone_run_on_a_missing_bar_is_refused_naming_the_nearest_bars(ga
     for decide_at in ("open", "close"):
         with pytest.raises(InputError, match=f"no GAP bar on {GAP[1]}.*nearest bars {BEFORE_GAP} before, "
                                              f"{AFTER_GAP} after"):
-            run_cycle(["GAP", "UPA"], GAP[1], store=store,
+            run_state_machine(["GAP", "UPA"], GAP[1], store=store,
                       runtime=default_runtime(AgentConfig(decide_at=decide_at), market=gapped))
 
 

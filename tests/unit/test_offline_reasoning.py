@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from tests.helpers import events_of, mock_store, runtime_with
 
 DATES = ["2006-03-01", "2006-10-02", "2007-05-01", "2008-01-02", "2008-10-01", "2009-06-01", "2010-02-01",
@@ -14,7 +14,7 @@ DATES = ["2006-03-01", "2006-10-02", "2007-05-01", "2008-01-02", "2008-10-01", "
 @pytest.fixture(scope="module")
 def ten_cycles():
     store = mock_store()
-    return store, [run_cycle("AAPL,MSFT,IBM,GOOG", d, store=store, runtime=runtime_with()) for d in DATES]
+    return store, [run_state_machine("AAPL,MSFT,IBM,GOOG", d, store=store, runtime=runtime_with()) for d in DATES]
 
 
 def test_ten_dates_give_both_winners_and_fills_within_the_limits(ten_cycles):
@@ -57,7 +57,7 @@ def test_prompts_cite_only_values_from_the_cycles_bundles(ten_cycles):
 def test_quant_citing_a_number_not_in_the_bundle_is_repaired():
     store = mock_store()
     fake = json.dumps({"symbol": "AAPL", "question": "q", "answer": "RSI is 99", "metrics": {"rsi14": 99.0}})
-    out = run_cycle("AAPL", "2012-06-01", store=store, runtime=runtime_with({"QuantAnswer": [fake]}))
+    out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with({"QuantAnswer": [fake]}))
     vals = [e["payload"] for e in events_of(store, out, "validation") if e["payload"].get("schema") == "QuantAnswer"]
     assert vals[0]["ok"] is False and "differs from the computed value" in vals[0]["error"]
     assert vals[1]["ok"] is True
@@ -74,7 +74,7 @@ def test_hostile_headlines_stay_fenced_in_prompts():
                        {"symbol": "AAPL", "published_at": "2012-05-31", "headline": "Apple beats earnings estimates",
                         "source": "x"}])
     store = mock_store()
-    out = run_cycle("AAPL", "2012-06-01", store=store, runtime=default_runtime(AgentConfig(), news=news))
+    out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=default_runtime(AgentConfig(), news=news))
     news_prompts = [m["content"] for e in events_of(store, out, "llm_request") for m in e["payload"]["messages"]
                     if m["type"] == "human" and "analyst:news" in m["content"]]
     assert news_prompts

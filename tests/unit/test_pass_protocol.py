@@ -17,7 +17,7 @@ from agent.call_context import OUTSIDE_A_CYCLE
 from agent.passes import PASS_PROTOCOL, json_instruction
 from agent.prompts import find_evidence
 from graph.services.replay.session import load_session, verify_session
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from schemas.states import ALLOW_LISTS, MARKET_TOOLS, STATE_CONTRACTS, allow_list
 from tests.helpers import events_of, mock_store, runtime_with
 
@@ -33,7 +33,7 @@ def _record(symbols=SYMBOLS, protocol=None, script=None):
     rt = runtime_with(script)
     if protocol is not None:
         rt.protocol = protocol  # the pass protocol is the runtime's (graph/machine/runtime.py)
-    out = run_cycle(symbols, "2012-06-01", store=store, runtime=rt)
+    out = run_state_machine(symbols, "2012-06-01", store=store, runtime=rt)
     return store, out
 
 

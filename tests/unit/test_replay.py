@@ -8,7 +8,7 @@ import pytest
 
 from database.connection import connect
 from graph.services.replay.session import SessionNotFound, first_diff, load_session, verify_session
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from schemas.states import STATES
 
 
@@ -23,8 +23,8 @@ def mstore():
 
 @pytest.fixture
 def two_cycles(mstore):
-    first = run_cycle("AAPL,MSFT", "2012-06-01", store=mstore)
-    run_cycle("AAPL,MSFT", "2012-06-04", store=mstore, session_id=first.session_id)
+    first = run_state_machine("AAPL,MSFT", "2012-06-01", store=mstore)
+    run_state_machine("AAPL,MSFT", "2012-06-04", store=mstore, session_id=first.session_id)
     return first.session_id
 
 

@@ -7,7 +7,7 @@ from agent.broker import execute_decision
 from agent.config import RiskLimits
 from agent.markets import get_profile
 from agent.risk import RiskInput, RiskOrder, evaluate, size_position
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from schemas.decision import Decision, Order
 from schemas.portfolio import PortfolioSnapshot, Position
 from tests.helpers import mock_store, runtime_with
@@ -108,7 +108,7 @@ def test_executing_the_same_cycle_twice_never_fills_twice():
     from agent.config import AgentConfig
 
     store = mock_store()
-    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
     assert out.contracts["EXECUTING"]["status"] == "filled"
     before = store.portfolios.load(out.session_id)
     backend = PaperExecution(store, AgentConfig())
@@ -119,10 +119,10 @@ def test_executing_the_same_cycle_twice_never_fills_twice():
 
 def test_two_cycle_session_carries_its_portfolio():
     store = mock_store()
-    first = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    first = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
     held = store.portfolios.load(first.session_id)
     assert held.positions and held.cash < 100_000
-    second = run_cycle("AAPL,MSFT", "2012-07-02", store=store, session_id=first.session_id, runtime=runtime_with())
+    second = run_state_machine("AAPL,MSFT", "2012-07-02", store=store, session_id=first.session_id, runtime=runtime_with())
     assert second.cycle_id == f"{first.session_id}:c2"
     # what carried over is the stored book, less what its levels closed in the bars between the two dates
     exits = (store.executions.get(f"{second.cycle_id}:exits") or {}).get("trades", [])

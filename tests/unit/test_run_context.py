@@ -15,7 +15,7 @@ from agent.prompts import BASE_SYSTEM_BEFORE_4
 from agent.protocols import CURRENT, PASS_PROTOCOLS, PROTOCOLS, version
 from database import connect
 from graph.machine.memory import MemoryBank
-from graph.machine.runner import cycle_run_config, run_cycle
+from graph.machine.runner import cycle_run_config, run_state_machine
 from graph.machine.runtime import CycleContext, context_of
 from graph.transports.cli.main import main
 from schemas.states import ALLOW_LISTS, MARKET_TOOLS
@@ -115,7 +115,7 @@ def test_a_cycle_runs_and_records_its_runtimes_protocol():
     store = mock_store()
     rt = runtime_with()
     rt.protocol = 2
-    out = run_cycle("AAPL", "2012-06-01", store=store, runtime=rt)
+    out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=rt)
     [manifest] = events_of(store, out, "manifest")
     assert manifest["payload"]["protocols"] == {"passes": 2}
     requests = events_of(store, out, "llm_request")

@@ -5,7 +5,7 @@ summary ends at, and with the audit key a head not signed by it. Stores edited t
 from __future__ import annotations
 
 from database.events import event_hash
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from graph.transports.cli.main import main
 from tests.helpers import mock_store, runtime_with
 
@@ -14,7 +14,7 @@ KEY = "k" * 32
 
 def one_cycle():
     store = mock_store()
-    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
     return store, out.session_id
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from database.sessions import SessionSummaries
 from graph.services.replay.session import load_session, verify_session
-from graph.machine.runner import approve_cycle, run_cycle
+from graph.machine.runner import approve_cycle, run_state_machine
 
 FACTS = ("session_id", "kind", "seq", "events", "bytes", "cycles", "first_ts", "last_ts", "last_cycle_id",
          "last_kind", "last_state", "status", "symbols", "as_of", "replay_of")
@@ -37,10 +37,10 @@ def summary(store, session_id: str) -> dict:
 
 
 def test_cycles_and_an_approval_are_summarised_as_the_log_says(store):
-    first = run_cycle(["AAPL"], "2012-03-01", store=store)
+    first = run_state_machine(["AAPL"], "2012-03-01", store=store)
     sid = first.session_id
     assert summary(store, sid) == from_log(store, sid)
-    paused = run_cycle(["MSFT"], "2012-03-02", store=store, session_id=sid, approve=True)
+    paused = run_state_machine(["MSFT"], "2012-03-02", store=store, session_id=sid, approve=True)
     assert paused.status == "pending_approval"
     assert summary(store, sid) == from_log(store, sid) and summary(store, sid)["status"] == "pending_approval"
     # the approval resumes a cycle that began before the summary's seq: its status is read from the whole cycle
@@ -70,7 +70,7 @@ def test_a_backtest_and_its_replay_are_summarised_and_the_replay_is_listed_only_
 
 
 def test_events_another_process_appended_are_folded_in_and_reindex_rebuilds_what_was_left(store):
-    sid = run_cycle(["IBM"], "2012-03-01", store=store).session_id
+    sid = run_state_machine(["IBM"], "2012-03-01", store=store).session_id
     # another process's writer (its own Store, so nothing of it is seen here) appends and dies before folding
     other = type(store.events)(store.db, serialize=getattr(store.events, "_serialize", None))
     cycle = f"{sid}:c{other.next_cycle(sid)}"
@@ -81,7 +81,7 @@ def test_events_another_process_appended_are_folded_in_and_reindex_rebuilds_what
     assert store.sessions.list(10).behind == {sid: 3}, "the listing says the summary is behind its log"
     assert listed[sid]["events"] == from_log(store, sid)["events"] - 3
     # the session's next cycle here folds the events it did not write, read from the log
-    run_cycle(["IBM"], "2012-03-02", store=store, session_id=sid)
+    run_state_machine(["IBM"], "2012-03-02", store=store, session_id=sid)
     assert summary(store, sid) == from_log(store, sid) and summary(store, sid)["cycles"] == 3
     assert store.sessions.list(10).behind == {}
     # a summary edited (or left behind by a crash) is put back by reindex; one of no session is removed
@@ -95,7 +95,7 @@ def test_events_another_process_appended_are_folded_in_and_reindex_rebuilds_what
 def test_a_deleted_session_says_when_by_whom_and_what_its_head_was(store):
     from database.retention import ACTIVE_S, Retention, UnknownSession
 
-    sid = run_cycle(["AAPL"], "2012-03-01", store=store).session_id
+    sid = run_state_machine(["AAPL"], "2012-03-01", store=store).session_id
     rid = verify_session(store, sid).replay_session_id
     head = store.events.heads.get(sid)
     r = Retention(store)

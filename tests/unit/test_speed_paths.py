@@ -13,7 +13,7 @@ from langchain_core.runnables import RunnableLambda
 
 from agent.audit_events import AUDIT_EVENT, emit
 from graph.machine.audit import to_plain
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from tests.helpers import runtime_with
 
 
@@ -251,7 +251,7 @@ def test_split_stores_what_its_definition_stored():
     from database.blobs import INLINE_MAX
 
     store = connect_mock()
-    out = run_cycle("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
     real = [e["payload"] for e in store.events.read(out.session_id)]
     edge = []
     for n in range(200, 270):  # around INLINE_MAX, one and two fields, keys and text that JSON escapes

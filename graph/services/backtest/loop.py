@@ -34,7 +34,7 @@ from agent.budget import Budget, Spending
 from agent.pricing import Spend
 from database.errors import AuditSpooled, StoreUnavailable
 from database.spool import pending_files
-from graph.machine.runner import run_cycle
+from graph.machine.runner import run_state_machine
 from graph.machine.runtime import CycleRuntime, default_runtime
 from graph.services.backtest.simulation import SimulationExecution
 from graph.services.run_files import open_run_file, read_run_bytes, read_run_text, run_file_exists, write_run_atomic
@@ -368,7 +368,7 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
                 # the cycle reads its starting portfolio from the store: hand it the simulation's
                 store.portfolios.save(session_id, portfolio, f"{session_id}:pre{idx}")
                 sim.portfolio = portfolio
-                outcome = run_cycle(list(case.tickers), date, store=store, session_id=session_id, runtime=rt,
+                outcome = run_state_machine(list(case.tickers), date, store=store, session_id=session_id, runtime=rt,
                                     case=case.for_agent())
                 fault = store_fault(outcome)
                 if fault:
