@@ -415,24 +415,31 @@ class EventParseError(ValueError):
 def parse_event(doc: dict[str, Any]) -> AnyEvent:
     """A stored `state_events` document as its typed event, its payload upcast to SCHEMA_VERSION first."""
     kind = doc.get("kind")
-    where = f"event seq {doc.get('seq', '?')} of session {doc.get('session_id', '?')!r}"
     if kind not in PAYLOADS:
-        raise EventParseError(f"{where}: unknown event kind {kind!r} (this code knows {', '.join(EVENT_KINDS)})")
+        raise EventParseError(f"{_where(doc)}: unknown event kind {kind!r} (this code knows "
+                              f"{', '.join(EVENT_KINDS)})")
     version = doc.get("schema_version", SCHEMA_VERSION)
     if not isinstance(version, int) or not 1 <= version <= SCHEMA_VERSION:
-        raise EventParseError(f"{where}: {kind} event of schema_version {version!r}; this code reads 1.."
+        raise EventParseError(f"{_where(doc)}: {kind} event of schema_version {version!r}; this code reads 1.."
                               f"{SCHEMA_VERSION}")
-    body = {k: v for k, v in doc.items() if k != "_id"}
-    if isinstance(body.get("payload"), dict):
-        body["payload"] = upcast(kind, version, body["payload"])
-    body["schema_version"] = SCHEMA_VERSION
+    if version == SCHEMA_VERSION and "_id" not in doc:
+        body = doc  # today's event as stored: validated as it is (pydantic copies, never mutates, its input)
+    else:
+        body = {k: v for k, v in doc.items() if k != "_id"}
+        if isinstance(body.get("payload"), dict):
+            body["payload"] = upcast(kind, version, body["payload"])
+        body["schema_version"] = SCHEMA_VERSION
     try:
         return _ADAPTER.validate_python(body)
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(p) for p in err["loc"][1:])  # the first part is the union's tag (the kind)
-        raise EventParseError(f"{where}: bad {kind} event: {loc or '<event>'}: {err['msg']} "
+        raise EventParseError(f"{_where(doc)}: bad {kind} event: {loc or '<event>'}: {err['msg']} "
                               f"(got {_short(err.get('input'))})") from None
+
+
+def _where(doc: dict[str, Any]) -> str:
+    return f"event seq {doc.get('seq', '?')} of session {doc.get('session_id', '?')!r}"
 
 
 def _short(value: Any) -> str:
