@@ -7,7 +7,7 @@ config they are handed carries LangChain's own (callbacks, metadata) and nothing
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from agent.protocols import CURRENT, PassProtocol
@@ -30,9 +30,6 @@ class CallContext:
     cache: Optional[ResponseCache] = None
     budget: Optional[Budget] = None
     recall: Optional[Recall] = None
-
-    def with_tools(self, tools: ToolContext) -> CallContext:
-        return replace(self, tools=tools)
 
     @property
     def universe(self) -> tuple[str, ...]:
