@@ -121,3 +121,15 @@ def test_bad_flags_are_one_line_and_exit_2(env, capsys, flag, value):
     assert main(["live", "--broker", "alpaca", "--symbols", "AAPL", "--db", env.db, flag, value]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and value in err
+
+
+def test_ctrl_c_while_waiting_stops_with_a_line_and_130(env, capsys):
+    clock = Clock(ny("2012-07-03", "08:00"))
+
+    def interrupt(s: float) -> None:
+        raise KeyboardInterrupt
+
+    args = build_parser().parse_args(["live", "--broker", "alpaca", "--symbols", "AAPL", "--db", env.db, "--name", "t"])
+    assert cmd_live(args, now=clock.now, sleep=interrupt) == 130
+    out = capsys.readouterr().out
+    assert "next run at 2012-07-03 09:35 EDT" in out and "stopped; run it again to resume" in out
