@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from graph.transports.cli.common import EXIT_FAILED, EXIT_OK, kernel_call, writable_file
+
+if TYPE_CHECKING:  # rich is imported where something is printed: building the parser (every command) needs none
+    from rich.console import Console
 
 
 def register(subparsers) -> None:
@@ -83,10 +83,15 @@ def recorded_spend(cycle) -> dict:
 
 
 def _console() -> Console:
+    from rich.console import Console
+
     return Console(width=120, highlight=False)
 
 
 def print_session(session, console: Console | None = None) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     c = console or _console()
     c.print(f"[bold]session[/bold] {session.session_id}  events: {session.events}  cycles: {len(session.cycles)}"
             + (f"  replay of: {session.replay_of}" if session.replay_of else ""))
@@ -174,6 +179,8 @@ def print_session(session, console: Console | None = None) -> None:
 
 
 def _print_verify(report, console: Console | None = None) -> None:
+    from rich.markup import escape
+
     c = console or _console()
     c.print(f"[bold]verify[/bold] {report.session_id} → replayed as {report.replay_session_id}")
     for w in report.warnings:

@@ -12,8 +12,6 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from schemas.events import EVENT_KINDS
-
 from graph.transports.cli.common import EXIT_OK, add_db_flag, kernel_call
 
 
@@ -238,10 +236,21 @@ def cmd_portfolio(args) -> int:
     return EXIT_OK
 
 
+def _event_kind(value: str) -> str:
+    """--kind checked when given: the kinds live with the event models (schemas.events), which every other command
+    would otherwise import just to build the parser."""
+    from schemas.events import EVENT_KINDS
+
+    if value not in EVENT_KINDS:
+        raise argparse.ArgumentTypeError(f"invalid choice: {value!r} (choose from {', '.join(EVENT_KINDS)})")
+    return value
+
+
 def register(sub) -> None:
     e = sub.add_parser("events", help="print a session's state_events as JSON lines, in seq order")
     e.add_argument("session_id")
-    e.add_argument("--kind", default=None, choices=EVENT_KINDS)
+    e.add_argument("--kind", default=None, type=_event_kind, metavar="KIND", help="one event kind: manifest, "
+                   "transition, llm_request, … (one that does not exist is an error listing them all)")
     add_db_flag(e)
     e.set_defaults(fn=cmd_events)
 
