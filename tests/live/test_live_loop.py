@@ -72,7 +72,6 @@ def records(fake) -> dict[str, dict]:
     return {d["day"]: d for d in LiveDays(store.db).col.find({"loop": "t"})}
 
 
-@pytest.mark.slow  # two cycles of the offline model (~12 s under load)
 def test_deadline_expires_the_day_with_no_order_and_the_next_trading_day_after_the_holiday(env, capsys):
     clock = Clock(ny("2012-07-03", "08:00"))  # 07-03 closes at 13:00; 07-04 is Independence Day
     assert live(env, clock, "--approve-within", "30m", "--days", "2") == 0
