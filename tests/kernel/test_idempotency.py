@@ -124,7 +124,7 @@ def test_retried_approvals_with_one_key_decide_once_and_answer_alike(db_uri, htt
     r = httpx.post(f"{http_url}/cycles", json={"symbols": SYMBOLS, "as_of": AS_OF, "memory": "off", "approve": True},
                    timeout=300)
     session, key = r.json()["session_id"], uuid.uuid4().hex
-    send = lambda: httpx.post(f"{http_url}/sessions/{session}/approval", json={"by": "erin"},  # noqa: E731
+    send = lambda: httpx.post(f"{http_url}/sessions/{session}/approval", json={"approved": True, "by": "erin"},  # noqa: E731
                               headers={"Idempotency-Key": key}, timeout=300)
     answers = storm(3, send) + [send()]
     assert {r.status_code for r in answers} == {200} and len({r.content for r in answers}) == 1
@@ -133,7 +133,7 @@ def test_retried_approvals_with_one_key_decide_once_and_answer_alike(db_uri, htt
                      if e["payload"].get("check") == "human_approval"]
     assert len(approvals) == 1 and counts(db_uri, session)["fills"] <= 1
     # a different approver without the key is still refused: the key dedups retries, not decisions
-    assert httpx.post(f"{http_url}/sessions/{session}/approval", json={"by": "frank"}, timeout=300).status_code == 409
+    assert httpx.post(f"{http_url}/sessions/{session}/approval", json={"approved": True, "by": "frank"}, timeout=300).status_code == 409
 
 
 @pytest.mark.requires("ray")

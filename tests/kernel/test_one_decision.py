@@ -88,9 +88,9 @@ def test_two_http_decisions_racing_one_wins_the_other_gets_409_naming_who_and_wh
 
 def test_a_later_approval_names_the_decision_already_made(db_uri, http_url):
     session = paused_cycle(http_url)
-    first = httpx.post(f"{http_url}/sessions/{session}/approval", json={"by": "alice"}, timeout=300)
+    first = httpx.post(f"{http_url}/sessions/{session}/approval", json={"approved": True, "by": "alice"}, timeout=300)
     assert first.status_code == 200
-    again = httpx.post(f"{http_url}/sessions/{session}/approval", json={"by": "bob"}, timeout=300)
+    again = httpx.post(f"{http_url}/sessions/{session}/approval", json={"approved": True, "by": "bob"}, timeout=300)
     assert again.status_code == 409
     message = again.json()["message"]
     assert "no cycle waiting for approval" in message and "was approved by alice (via http) at" in message
