@@ -312,6 +312,8 @@ def last_cycle_facts(session_id: str, events: list[dict]) -> dict[str, Any]:
     folds its session's summary when it closes, so only the kinds a status is read from are parsed (the calls and
     retrievals, most of a cycle's events, say nothing of it)."""
     session = build_session(session_id, [e for e in events if e.get("kind") in _STATUS_KINDS])
+    if not session.cycles:  # a "cycle" of operator events only (a broker halt, an idempotency use): no status
+        return {}
     cycle = session.cycles[-1]
     inputs = cycle.inputs or {}
     return {"status": cycle.status, "symbols": inputs.get("symbols") or [], "as_of": inputs.get("as_of"),
