@@ -18,7 +18,7 @@ from graph.machine.errors import SessionNotFound
 from schemas.base import SCHEMA_VERSION, RecordedStatus
 from schemas.events import (AnyEvent, ContractEvent, CycleEndedEvent, ErrorEvent, LlmRequestEvent, LlmResponseEvent,
                             ManifestEvent, RetrievalEvent, ToolCallEvent, ToolResultEvent,
-                            TransitionEvent, ValidationEvent, parse_event)
+                            TransitionEvent, ValidationEvent, EventParseError, parse_event)
 from schemas.states import STATES
 
 REPLAY_STATE = "REPLAY"  # state name of the linking events a replay session starts and ends with
@@ -311,7 +311,10 @@ def last_cycle_facts(session_id: str, events: list[dict]) -> dict[str, Any]:
     way replay reads them: its status, symbols and as-of; and the session a replay session replays. Every writer
     folds its session's summary when it closes, so only the kinds a status is read from are parsed (the calls and
     retrievals, most of a cycle's events, say nothing of it)."""
-    session = build_session(session_id, [e for e in events if e.get("kind") in _STATUS_KINDS])
+    try:
+        session = build_session(session_id, [e for e in events if e.get("kind") in _STATUS_KINDS])
+    except EventParseError:  # a listing never vouches for what it cannot read, nor stops the store closing over it
+        return {}
     if not session.cycles:  # a "cycle" of operator events only (a broker halt, an idempotency use): no status
         return {}
     cycle = session.cycles[-1]

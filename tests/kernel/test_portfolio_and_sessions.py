@@ -70,7 +70,7 @@ def test_unknown_session_and_a_book_never_stored_are_not_found(db, capsys):
             k.call("portfolio", {"session_id": "s-nope"})
         # a session with events but no stored book (a backtest keeps its own): named as such
         k.store.events.append([{"event_id": uuid.uuid4().hex, "session_id": "bt-x", "cycle_id": "bt-x:c1",
-                                "ts": 1.0, "state": "RUNNER", "kind": "manifest", "payload": {}}])
+                                "ts": 1.0, "state": "RUNNER", "kind": "manifest", "payload": {"config": {}}}])
         with pytest.raises(E.NotFound, match="no stored portfolio for session 'bt-x'.*trade history"):
             k.call("portfolio", {"session_id": "bt-x"})
     finally:
