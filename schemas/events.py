@@ -164,6 +164,7 @@ class ValidationPayload(OpenPayload):  # schema repairs, the risk engine, human 
     check: Optional[str] = None
     error: Optional[str] = None
     by: Optional[str] = None         # a human approval's approver (graph/machine/runner.py)
+    comment: Optional[str] = None    # and their words, when they gave some (graph/machine/nodes/executing.py)
     replay_of: Optional[str] = None  # a replay's verdicts: the session replayed (graph/services/replay/session.py)
 
 

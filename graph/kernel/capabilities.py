@@ -164,7 +164,8 @@ def approve(ctx: Context, inp: m.ApproveInput) -> m.CycleOutput:
         raise Forbidden(f"approve refused: {refusal}", field="approved")
     # a network caller is audited with its transport; a person at this machine by name alone
     by = inp.by if ctx.policy.transport in ALWAYS_EXECUTES else f"{inp.by} (via {ctx.policy.transport})"
-    out = approve_cycle(inp.session_id, store=ctx.store, approved=inp.approved, by=by, runtime=ctx.runtime(None))
+    out = approve_cycle(inp.session_id, store=ctx.store, approved=inp.approved, by=by, runtime=ctx.runtime(None),
+                        comment=inp.comment)
     return _cycle_output(out, None)
 
 

@@ -161,6 +161,8 @@ class RunCycleInput(LlmSpending):
 class ApprovalDecision(Input):
     approved: bool = Field(True, description="false rejects the paused cycle: nothing executes")
     by: str = Field("api", min_length=1, max_length=100, description="who decides; audited")
+    comment: Optional[str] = Field(None, min_length=1, max_length=500,
+                                   description="why, in the decider's words; audited with the decision")
 
 
 class ApproveInput(ApprovalDecision):

@@ -280,7 +280,7 @@ def fold(session_id: str, events: Sequence[AnyEvent], schema_versions: list[int]
             case ValidationEvent(payload=v):
                 c.validations.append({"seq": seq, "state": state, **v.model_dump(by_alias=True, exclude_unset=True)})
                 if v.check == "human_approval":
-                    c.approval = {"approved": v.ok, "by": v.by}
+                    c.approval = {"approved": v.ok, "by": v.by, **({"comment": v.comment} if v.comment else {})}
                 if state == REPLAY_STATE and v.replay_of:
                     replay_of = v.replay_of
             case ErrorEvent(payload=e):

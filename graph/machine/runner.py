@@ -140,7 +140,7 @@ def run_state_machine(symbols: str | list[str], as_of: str, *, store: Store, ses
 
 
 def approve_cycle(session_id: str, *, store: Store, approved: bool, by: str,
-                  runtime: Optional[CycleRuntime] = None) -> CycleOutcome:
+                  runtime: Optional[CycleRuntime] = None, comment: Optional[str] = None) -> CycleOutcome:
     """Resumes the session's paused cycle. One decision per cycle: the caller first claims it by compare-and-set
     (database/approvals.py), so of two approvers racing on any transport exactly one resumes it; the other, and
     anyone after, is refused naming who decided and when. Nothing pending executes nothing; the execution
@@ -167,11 +167,11 @@ def approve_cycle(session_id: str, *, store: Store, approved: bool, by: str,
         _refuse(store, session_id, cycle_id, "approval_refused_decided",
                 f"{'approval' if approved else 'rejection'} by {by} of session '{session_id}' refused: "
                 f"{describe(held)}", by=by)
-    resume_by = by
+    resume_by, resume_comment = by, comment
     if started is not None and prior is not None and prior.get("approved"):
         # the dead approver's fill is what this resume finishes: the decision stays theirs
         decisions.adopt(cycle_id, token, prior, finished_by=by)
-        resume_by = str(prior.get("by"))
+        resume_by, resume_comment = str(prior.get("by")), None  # their words were never recorded
     status = None
     try:
         if approved and session_broker(store, session_id) is not None:
@@ -180,7 +180,9 @@ def approve_cycle(session_id: str, *, store: Store, approved: bool, by: str,
             _refuse_if_stale(store, session_id, cycle_id, graph.get_state(_thread(cycle_id)).values
                              .get("portfolio_version"))
         rt = _with_execution(runtime or default_runtime(), store, session_id=session_id)
-        out = _invoke(graph, Command(resume={"approved": approved, "by": resume_by}), store=store, runtime=rt,
+        # a comment only when one was given: a decision without one is recorded as it always was
+        answer = {"approved": approved, "by": resume_by, **({"comment": resume_comment} if resume_comment else {})}
+        out = _invoke(graph, Command(resume=answer), store=store, runtime=rt,
                       session_id=session_id, cycle_id=cycle_id, audit=True)
         status = out.status
         return out

@@ -36,10 +36,12 @@ def await_approval(state: CycleState, config: RunnableConfig, context: CycleCont
         {"cycle_id": state["cycle_id"], "session_id": state["session_id"], "orders": state["decision"]["orders"],
          "validation_passed": state["validation"]["passed"]})
     approved, by = bool(answer.get("approved")), str(answer.get("by") or "unknown")
-    emit("validation", {"schema": "HumanApproval", "check": "human_approval", "ok": approved, "by": by}, config)
+    said = {"comment": str(answer["comment"])} if answer.get("comment") else {}
+    emit("validation", {"schema": "HumanApproval", "check": "human_approval", "ok": approved, "by": by, **said},
+         config)
     if approved:
         return None
-    return Command(goto="MEMORIZING", update={"status": "rejected", "approval": {"approved": False, "by": by}})
+    return Command(goto="MEMORIZING", update={"status": "rejected", "approval": {"approved": False, "by": by, **said}})
 
 
 @state_node("EXECUTING", gate=await_approval)

@@ -59,8 +59,9 @@ def cmd_run(args) -> int:
 def cmd_approve(args) -> int:
     import getpass
 
+    said = {"comment": args.comment} if args.comment else {}
     return _cycle_command(args, "approve", session_id=args.session_id, approved=not args.reject,
-                          by=args.by or getpass.getuser())
+                          by=args.by or getpass.getuser(), **said)
 
 
 def register(sub) -> None:
@@ -86,6 +87,7 @@ def register(sub) -> None:
     a.add_argument("session_id")
     a.add_argument("--reject", action="store_true")
     a.add_argument("--by", default=None, help="who decides (default: the OS user); audited")
+    a.add_argument("--comment", default=None, help="why, in your words (up to 500 characters); audited")
     a.add_argument("--json", action="store_true")
     add_db_flag(a)
     a.set_defaults(fn=cmd_approve)
