@@ -439,6 +439,19 @@ def parse_event(doc: dict[str, Any]) -> AnyEvent:
                               f"(got {_short(err.get('input'))})") from None
 
 
+def parse_all(docs: list[dict[str, Any]]) -> tuple[list[AnyEvent], list[str]]:
+    """The events parse_event reads, and the one-line reason for each it refuses (a reader that must not vouch for
+    what it could not read names them; replay's verify and the look-ahead audit)."""
+    typed: list[AnyEvent] = []
+    refused: list[str] = []
+    for doc in docs:
+        try:
+            typed.append(parse_event(doc))
+        except EventParseError as e:
+            refused.append(str(e))
+    return typed, refused
+
+
 def _where(doc: dict[str, Any]) -> str:
     return f"event seq {doc.get('seq', '?')} of session {doc.get('session_id', '?')!r}"
 

@@ -21,7 +21,7 @@ import pandas as pd
 
 from agent.markets import decision_time, get_profile, published_time, session_close
 from graph.machine.timeline import book_dates
-from schemas.events import AnyEvent, EventParseError, parse_event
+from schemas.events import AnyEvent, parse_all
 
 KINDS = ("bar", "news", "filing", "memory", "book")
 _BAR_KEYS = frozenset({"open", "high", "low", "close"})
@@ -88,13 +88,7 @@ def audit_events(events: Iterable[dict[str, Any]]) -> list[CycleAudit]:
 def audit_cycle(cycle_id: str, events: list[dict[str, Any]]) -> CycleAudit:
     """The cycle's events are read as the audit log's typed events (schemas/events.py): one this code cannot read
     leaves the cycle unaudited, named, so an unreadable recording never passes as clean."""
-    typed: list[AnyEvent] = []
-    unreadable: list[str] = []
-    for e in events:
-        try:
-            typed.append(parse_event(e))
-        except EventParseError as err:
-            unreadable.append(str(err))
+    typed, unreadable = parse_all(events)
     manifest = next((t.payload for t in typed if t.kind == "manifest"), None)
     config = manifest.config if manifest is not None else {}
     inputs = (manifest.inputs if manifest is not None else None) or {}

@@ -19,7 +19,8 @@ from graph.machine.errors import SessionNotFound
 from graph.machine.recording import (NON_FATAL_ERRORS, REPLAY_STATE, Cycle, LlmCall, SchemaVersionMismatch,  # noqa: F401
                                      Session, ToolCall, build_session, fatal_error, fold, load_session)
 from schemas.base import SCHEMA_VERSION
-from schemas.events import AnyEvent, EventParseError, LlmResponseEvent, LlmResponsePayload, new_event, parse_event
+from schemas.events import (AnyEvent, EventParseError, LlmResponseEvent, LlmResponsePayload, new_event, parse_all,
+                            parse_event)
 from schemas.states import STATES
 
 __all__ = ["SessionNotFound", "Session", "Cycle", "LlmCall", "ToolCall", "load_session", "build_session",
@@ -243,18 +244,6 @@ def read_session(store: Store, session_id: str) -> Session:
 def unreadable_events(events: list[dict]) -> list[str]:
     """Each stored event parse_event refuses, as its one-line reason (seq, kind, first bad field)."""
     return parse_all(events)[1]
-
-
-def parse_all(events: list[dict]) -> tuple[list[AnyEvent], list[str]]:
-    """The events parse_event reads, and the one-line reason for each it refuses."""
-    typed: list[AnyEvent] = []
-    refused: list[str] = []
-    for doc in events:
-        try:
-            typed.append(parse_event(doc))
-        except EventParseError as e:
-            refused.append(str(e))
-    return typed, refused
 
 
 def readable_version(version: Any) -> bool:
