@@ -9,7 +9,7 @@ cannot see the graph's context: a node hands the agent functions it calls a `Cal
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Protocol
 from collections.abc import Callable, Sequence
 
@@ -134,7 +134,9 @@ class CycleContext:
     (`runtime: Runtime[CycleContext]`). A LangGraph Studio server, which can only send JSON, hands over nothing:
     its runs get one on the process default runtime, with the process's budgets and cache (`context_of`)."""
 
-    runtime: CycleRuntime
+    # a LangGraph API server (Studio) builds the context from the JSON it was sent, which cannot hold a runtime:
+    # `CycleContext()` then runs on the process default runtime (context_of adds the process's budget and cache)
+    runtime: CycleRuntime = field(default_factory=lambda: process_runtime())
     # the cycle's audit writer: SCANNING's settlements and EXECUTING wait on it (the durability barrier); None
     # for a Studio run, whose events the server's handler writes through
     audit_writer: Optional[AuditWriter] = None
@@ -204,9 +206,11 @@ def context_of(runtime: Optional[Runtime[CycleContext]], config: Optional[Runnab
     one (a LangGraph Studio server, which can only send JSON) gets one on the process default runtime built from
     the environment, with the process's budget for its cycle and cache (set_default_runtime installs them)."""
     context = runtime.context if runtime is not None else None
-    if isinstance(context, CycleContext):
-        return context
     cycle_id = ((config or {}).get("configurable") or {}).get("cycle_id")
+    if isinstance(context, CycleContext):
+        if context.runtime is _default and context.budget is None and context.cache is None:  # built from nothing
+            return replace(context, budget=process_budget(cycle_id), cache=process_cache(cycle_id))
+        return context
     return CycleContext(process_runtime(), budget=process_budget(cycle_id), cache=process_cache(cycle_id))
 
 
