@@ -127,6 +127,9 @@ class AuditWriter(Protocol):
     def flush(self, *, durable: bool = False) -> None: ...
 
 
+_UNSET: Any = object()  # CycleContext() given no runtime
+
+
 @dataclass
 class CycleContext:
     """The graph's `context_schema`: everything a run is given besides its input, built once per cycle by the
@@ -135,8 +138,9 @@ class CycleContext:
     its runs get one on the process default runtime, with the process's budgets and cache (`context_of`)."""
 
     # a LangGraph API server (Studio) builds the context from the JSON it was sent, which cannot hold a runtime:
-    # `CycleContext()` then runs on the process default runtime (context_of adds the process's budget and cache)
-    runtime: CycleRuntime = field(default_factory=lambda: process_runtime())
+    # `CycleContext()` then runs on the process default runtime (context_of adds the process's budget and cache);
+    # a context tradegraph builds always names its runtime, and its None budget or cache means none
+    runtime: CycleRuntime = _UNSET
     # the cycle's audit writer: SCANNING's settlements and EXECUTING wait on it (the durability barrier); None
     # for a Studio run, whose events the server's handler writes through
     audit_writer: Optional[AuditWriter] = None
@@ -145,6 +149,12 @@ class CycleContext:
     budget: Optional[Budget] = None
     cache: Optional[ResponseCache] = None
     recall: Optional[Recall] = None
+
+    from_nothing: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.runtime is _UNSET:
+            self.runtime, self.from_nothing = process_runtime(), True
 
     def call(self, tools: Optional[ToolContext] = None) -> CallContext:
         """What the agent functions a node calls run with (agent/call_context.py), handed to them as an argument."""
@@ -208,7 +218,7 @@ def context_of(runtime: Optional[Runtime[CycleContext]], config: Optional[Runnab
     context = runtime.context if runtime is not None else None
     cycle_id = ((config or {}).get("configurable") or {}).get("cycle_id")
     if isinstance(context, CycleContext):
-        if context.runtime is _default and context.budget is None and context.cache is None:  # built from nothing
+        if context.from_nothing:
             return replace(context, budget=process_budget(cycle_id), cache=process_cache(cycle_id))
         return context
     return CycleContext(process_runtime(), budget=process_budget(cycle_id), cache=process_cache(cycle_id))
