@@ -10,8 +10,10 @@ from typing import Any, Optional
 
 import pytest
 
+from agent.data.sources import KINDS
 from database.connection import connect
 from database.live_days import LiveDays
+from graph.machine.recording import load_session
 from graph.transports.cli.live import cmd_live
 from graph.transports.cli.main import build_parser, main
 from tests.brokers.harness import guard_loopback, start_fake
@@ -61,9 +63,11 @@ def ny(day: str, hm: str) -> datetime:
     return pd.Timestamp(f"{day} {hm}").tz_localize("America/New_York").tz_convert("UTC").to_pydatetime()
 
 
-def live(fake, clock: Clock, *extra: str) -> int:
+def live(fake, clock: Clock, *extra: str, prices: bool = True) -> int:
+    """The loop on the bundled sample named with --prices (so it fetches nothing), unless `prices` is False."""
+    files = ["--prices", str(KINDS["prices"].bundled)] if prices else []
     args = build_parser().parse_args(["live", "--broker", "alpaca", "--symbols", "AAPL,MSFT", "--db", fake.db,
-                                      "--name", "t", *extra])
+                                      "--name", "t", *files, *extra])
     return cmd_live(args, now=clock.now, sleep=clock.sleep)
 
 
@@ -79,12 +83,16 @@ def test_deadline_expires_the_day_with_no_order_and_the_next_trading_day_after_t
     recs = records(env)
     assert sorted(recs) == ["2012-07-03", "2012-07-05"]  # the holiday has no record and no cycle
     assert [r["state"] for r in recs.values()] == ["expired", "expired"], (out, [r.get("status") for r in recs.values()])
+    # --prices named a file: read as it is, nothing fetched, no fetch audited
+    assert all("data" not in r and "fetch_deadline" not in r for r in recs.values()) and "fetched" not in out
+    assert connect(env.db).events.cycle_ids("livedata-t") == []
     assert env.orders == [] and env.posts == {}
     assert "next run at 2012-07-03 09:35 EDT" in out and "expired at 2012-07-03 10:05 EDT" in out
     assert "next run at 2012-07-05 09:35 EDT" in out
-    store = connect(env.db)
-    rejections = [e["payload"] for e in store.events.read("live-t", kind="validation") if e["payload"].get("by")]
-    assert len(rejections) == 2 and all("approval deadline" in r["by"] for r in rejections), rejections
+    # the expiry is the gate's own rejection, read as the session's fold reads an approval (whatever event holds it)
+    rejections = [c.approval for c in load_session(connect(env.db), "live-t").cycles]
+    assert len(rejections) == 2 and all(r and r["approved"] is False and "approval deadline" in r["by"]
+                                        for r in rejections), rejections
 
 
 def test_approved_day_reconciles_at_the_early_close_and_is_not_run_again(env, capsys):

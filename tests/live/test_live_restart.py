@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from agent.data.sources import KINDS
 from tests.brokers.harness import start_fake
 from tests.fakes.fake_alpaca import KEY, SECRET
 from tests.integration.test_cli import ROOT, tg
@@ -56,7 +57,8 @@ def loop(fake, tmp_path) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k not in ("MONGODB_URI", "OPENAI_API_KEY", "TRADEGRAPH_LLM")}
     env.update({"TRADEGRAPH_HOME": str(tmp_path), "PYTHONPATH": ROOT, **env_of(fake, tmp_path)})
     return subprocess.Popen([sys.executable, "-c", CHILD, "live", "--broker", "alpaca", "--symbols", "AAPL,MSFT",
-                             "--name", "k", "--approve-within", "2h", "--days", "1"],
+                             "--name", "k", "--approve-within", "2h", "--days", "1",
+                             "--prices", str(KINDS["prices"].bundled)],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -4,7 +4,10 @@ reconciled after that day's close. The loop owns nothing but its schedule and th
 capabilities in the CLI), and time through `now` and `sleep`, so tests drive days with a fake clock.
 
 A day's cycle decides on the last complete bar (the previous session's, as the market's rules say of a decision
-taken before the close) and its orders go to the broker on the day itself."""
+taken before the close) and its orders go to the broker on the day itself. Unless the user named a price file, the
+loop fetches those bars itself before each day's cycle (graph/services/broker/live_data.py): retried while the
+source fails or lags, until a deadline after which the day is skipped with no cycle; the fetch is recorded on the
+day (`fetched`, its file and hash), so a restart reads that file instead of fetching again."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -16,6 +19,7 @@ import pandas as pd
 
 from agent.markets import is_trading_day, nearest_trading_days, session_close
 from database.live_days import FINAL, LiveDays
+from graph.services.broker.live_data import RETRY_S, Fetch, NotFresh, fetch_once, intact
 
 MARKET = "us_equity"
 NY = "America/New_York"
@@ -27,10 +31,15 @@ class Actions(Protocol):
     session_id: str
 
     def cycles(self) -> int: ...
-    def run(self, as_of: str) -> tuple[str, str]: ...
+    def run(self, as_of: str, files: dict[str, str]) -> tuple[str, str]: ...  # files: the day's own, over the loop's
     def status(self, cycle_id: str) -> Optional[str]: ...
     def reject(self, by: str) -> Optional[str]: ...  # why it was refused, None when recorded
     def reconcile(self) -> dict[str, Any]: ...
+    def audit_fetch(self, record: dict[str, Any]) -> None: ...  # one fetch or its refusal, as an audited event
+
+
+class LoopTakenOver(RuntimeError):
+    """This loop's lease was taken by another process (it found this one dead): this one must not trade on."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +48,7 @@ class Plan:
     at: timedelta        # New York time of day the cycle runs
     approve_within: timedelta
     days: Optional[int] = None  # stop after this many trading days (None: run until stopped)
+    fetch: Optional[Fetch] = None  # the day's bars fetched before its cycle (None: the user's files as they are)
 
 
 def run_time(day: pd.Timestamp, at: timedelta) -> datetime:
@@ -65,8 +75,10 @@ def next_day(plan: Plan, now: datetime, days: LiveDays) -> pd.Timestamp:
 
 
 def live(plan: Plan, days: LiveDays, actions: Actions, *, now: Callable[[], datetime],
-         sleep: Callable[[float], None], say: Callable[[str], None]) -> int:
-    """Runs days until `plan.days` were handled (forever when None); returns how many were."""
+         sleep: Callable[[float], None], say: Callable[[str], None],
+         held: Callable[[], bool] = lambda: True) -> int:
+    """Runs days until `plan.days` were handled (forever when None); returns how many were. `held`: whether this
+    process still holds the loop's lease, asked before anything is fetched, run or reconciled."""
     handled = 0
     today = _today(now())
     earlier = days.get(days.key(plan.loop, str(today.date())))
@@ -88,22 +100,29 @@ def live(plan: Plan, days: LiveDays, actions: Actions, *, now: Callable[[], date
                 handled += 1
                 continue
             _wait_until(at, now, sleep, say, f"{day.date()}: next run at {_ny(at)}")
-        run_day(plan, day, days, actions, now=now, sleep=sleep, say=say)
+        run_day(plan, day, days, actions, now=now, sleep=sleep, say=say, held=held)
         handled += 1
     return handled
 
 
 def run_day(plan: Plan, day: pd.Timestamp, days: LiveDays, actions: Actions, *, now: Callable[[], datetime],
-            sleep: Callable[[float], None], say: Callable[[str], None]) -> dict[str, Any]:
+            sleep: Callable[[float], None], say: Callable[[str], None],
+            held: Callable[[], bool] = lambda: True) -> dict[str, Any]:
     d = str(day.date())
+    _check(held)
     rec = days.claim(plan.loop, d, actions.session_id)
     key = rec["_id"]
-    if rec["state"] == "claimed":
+    as_of = str(nearest_trading_days(MARKET, day)[0].date())  # type: ignore[union-attr]
+    if plan.fetch is not None and rec["state"] in ("claimed", "fetched"):
+        rec = _fresh_bars(plan.fetch, rec, as_of, days, actions, now=now, sleep=sleep, say=say, held=held)
+        if rec["state"] == "skipped":
+            return rec
+    if rec["state"] in ("claimed", "fetched"):
         before = actions.cycles()
-        if days.advance(key, "claimed", "running", cycle_id=f"{actions.session_id}:c{before + 1}"):
-            as_of = str(nearest_trading_days(MARKET, day)[0].date())  # type: ignore[union-attr]
+        _check(held)
+        if days.advance(key, rec["state"], "running", cycle_id=f"{actions.session_id}:c{before + 1}"):
             say(f"{d}: running the cycle on bars through {as_of}")
-            actions.run(as_of)
+            actions.run(as_of, rec.get("files") or {})
         rec = days.get(key) or rec
     if rec["state"] == "running":
         rec = _decide(plan, rec, days, actions, now=now, sleep=sleep, say=say)
@@ -111,6 +130,7 @@ def run_day(plan: Plan, day: pd.Timestamp, days: LiveDays, actions: Actions, *, 
         if rec["status"] in ORDERS_SENT:
             _wait_until(close_time(day) + timedelta(minutes=1), now, sleep, say,
                         f"{d}: reconcile after the close at {_ny(close_time(day))}")
+            _check(held)
             report = actions.reconcile()
             days.advance(key, "decided", "done", reconcile={"clean": report.get("clean"),
                                                             "drift": report.get("drift")})
@@ -130,7 +150,7 @@ def _decide(plan: Plan, rec: dict[str, Any], days: LiveDays, actions: Actions, *
     if status is None:  # killed after claiming the day but before the cycle began: nothing ran, so run it now
         as_of = str(nearest_trading_days(MARKET, pd.Timestamp(d))[0].date())  # type: ignore[union-attr]
         say(f"{d}: running the cycle on bars through {as_of} (resumed)")
-        actions.run(as_of)
+        actions.run(as_of, rec.get("files") or {})
         status = actions.status(cycle_id)
     if status == "pending_approval":
         deadline = rec.get("deadline")
@@ -161,6 +181,51 @@ def _decide(plan: Plan, rec: dict[str, Any], days: LiveDays, actions: Actions, *
     days.advance(key, "running", "decided", status=status)
     say(f"{d}: cycle {cycle_id} {status}")
     return days.get(key) or rec
+
+
+def _fresh_bars(fetch: Fetch, rec: dict[str, Any], as_of: str, days: LiveDays, actions: Actions, *,
+                now: Callable[[], datetime], sleep: Callable[[float], None], say: Callable[[str], None],
+                held: Callable[[], bool]) -> dict[str, Any]:
+    """The day's bars through `as_of`: the file an earlier run fetched when it is intact, else fetched now, retried
+    every RETRY_S until the day's fetch deadline (recorded, so a restart does not extend it). Never stale bars: when
+    the deadline passes first, the day is `skipped` with the last reason and no cycle runs."""
+    key, d, was = rec["_id"], rec["day"], rec["state"]
+    if was == "fetched" and intact(rec.get("data") or {}):
+        say(f"{d}: bars through {as_of} fetched before ({rec['data']['file']}); not fetched again")
+        return rec
+    deadline = rec.get("fetch_deadline")
+    if deadline is None:
+        deadline = (now() + fetch.within).timestamp()
+        days.note(key, fetch_deadline=deadline)
+    until, attempts = datetime.fromtimestamp(deadline, UTC), 0
+    while True:
+        _check(held)
+        attempts += 1
+        try:
+            data = fetch_once(fetch, d, as_of)
+            break
+        except NotFresh as e:
+            why = str(e)
+        if now() + timedelta(seconds=RETRY_S) > until:
+            actions.audit_fetch({"ok": False, "check": "live_data", "day": d, "through": as_of,
+                                 "symbols": fetch.symbols, "error": why, "attempts": attempts})
+            days.advance(key, was, "skipped", why=f"no fresh bars by {_ny(until)}: {why}", attempts=attempts)
+            say(f"{d}: skipped, no cycle and no order: no fresh bars by {_ny(until)} after {attempts} attempt(s): "
+                f"{why}")
+            return days.get(key) or rec
+        sleep(RETRY_S)
+    actions.audit_fetch({"ok": True, "check": "live_data", "day": d, "attempts": attempts, **data})
+    if not days.advance(key, was, "fetched", data=data, files={"prices": data["file"]}, attempts=attempts):
+        return days.get(key) or rec  # another process moved the day on: what it recorded stands
+    say(f"{d}: fetched {', '.join(fetch.symbols)} from {data['source']} through {as_of} into {data['file']}"
+        + (f" ({attempts} attempts)" if attempts > 1 else ""))
+    return days.get(key) or rec
+
+
+def _check(held: Callable[[], bool]) -> None:
+    if not held():
+        raise LoopTakenOver("another process took this loop's lease (it found this one dead): stopping without "
+                            "trading on")
 
 
 def _wait_until(at: datetime, now: Callable[[], datetime], sleep: Callable[[float], None],

@@ -1,14 +1,21 @@
 """`tradegraph live --broker alpaca --symbols … --at 09:35`: the daily loop (graph/services/broker/live.py) with the
 kernel's run_cycle, approve and broker_reconcile as its actions, on the wall clock. CLI only, not a kernel task:
-it runs for days and waits on people, and a task worker would hold a slot that long; its steps are capabilities."""
+it runs for days and waits on people, and a task worker would hold a slot that long; its steps are capabilities.
+
+Without --prices it fetches each day's bars with `data fetch`'s source into <runs>/live-NAME/ (graph/kernel/runs.py),
+each fetch a `validation` event (check `live_data`) in the session livedata-NAME; with --prices it reads that file
+as it is (no fetch). One process per loop name: the loop's lease (database/live_days.py LoopLeases)."""
 from __future__ import annotations
 
 import re
+import threading
 import time
+from contextlib import contextmanager
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, Optional
 
-from graph.transports.cli.common import EXIT_OK, CliError, add_db_flag, kernel
+from graph.transports.cli.common import EXIT_FAILED, EXIT_OK, CliError, add_db_flag, kernel
 from graph.transports.cli.data import add_data_flags, data_inputs
 
 _SPAN = re.compile(r"^(\d+)([smhd])$")
@@ -22,10 +29,10 @@ def parse_at(text: str) -> timedelta:
     return timedelta(hours=int(m[1]), minutes=int(m[2]))
 
 
-def parse_span(text: str) -> timedelta:
+def parse_span(text: str, flag: str = "--approve-within") -> timedelta:
     m = _SPAN.fullmatch(text or "")
     if not m or int(m[1]) == 0:
-        raise CliError(f"--approve-within {text!r}: not a duration like 30m, 2h, 90s")
+        raise CliError(f"{flag} {text!r}: not a duration like 30m, 2h, 90s")
     return timedelta(seconds=int(m[1]) * _UNITS[m[2]])
 
 
@@ -50,21 +57,33 @@ class KernelActions:
     def cycles(self) -> int:
         return len(self.k.store.events.cycle_ids(self.session_id))
 
-    def run(self, as_of: str) -> tuple[str, str]:
+    def run(self, as_of: str, files: dict[str, str]) -> tuple[str, str]:
         out = self.k.call("run_cycle", {"symbols": self.symbols, "as_of": as_of, "session_id": self.session_id,
-                                        "approve": True, "broker": self.broker, **self.data}, transport="cli")
+                                        "approve": True, "broker": self.broker, **self.data, **files},
+                          transport="cli")
         return out.cycle_id, out.status
+
+    def audit_fetch(self, record: dict[str, Any]) -> None:
+        """In the loop's data session (`livedata-NAME`: never a trading session's id, which starts `live-`), one
+        cycle id per fetch as the broker-control session does: the trading session's cycles stay its cycles."""
+        from schemas.events import new_event
+
+        store, sid = self.k.store, "livedata-" + self.session_id.removeprefix("live-")
+        with store.writer(background=False) as writer:
+            writer.put(new_event(sid, f"{sid}:c{store.events.next_cycle(sid)}", "RUNNER", "validation", record))
 
     def status(self, cycle_id: str) -> Optional[str]:
         """The cycle's status; `deciding` while an approver holds its claim. Polled while a cycle waits, so the
         session's whole recording is read only until the cycle is seen paused (it changes only through a claim)."""
         from database.approvals import Decisions
         from graph.machine.recording import load_session
+        from schemas.events import CycleEndedEvent, parse_event
 
         store = self.k.store
-        ended = store.events.read(self.session_id, kind="cycle_ended", cycle_id=cycle_id)
+        ended = [e for e in map(parse_event, store.events.read(self.session_id, kind="cycle_ended",
+                                                               cycle_id=cycle_id)) if isinstance(e, CycleEndedEvent)]
         if ended:
-            return str(ended[-1]["payload"]["status"])
+            return str(ended[-1].payload.status)
         held = Decisions(store.db).held(cycle_id)
         if held is not None:
             return str(held.get("status") or "deciding") if held.get("state") == "decided" else "deciding"
@@ -94,15 +113,70 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+RENEW_S = 30.0  # the lease's renewal period (LEASE_S in database/live_days.py is four of these)
+
+
+@contextmanager
+def loop_lease(db: Any, loop: str, session_id: str) -> Iterator[threading.Event]:
+    """This process's lease on the loop, renewed in the background; the event is set once it was lost. Another
+    live holder: one line, exit 2, before anything is fetched or run."""
+    from database.live_days import LoopLeases
+
+    leases = LoopLeases(db)
+    token, holder = leases.take(loop)
+    if token is None:
+        who = (holder or {}).get("owner") or {}
+        since = holder.get("at") if holder else None
+        at = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(float(since))) if since else "an unknown time"
+        raise CliError(f"--name {loop}: the loop (session {session_id}) is already running: pid {who.get('pid')} "
+                       f"on {who.get('host')} since {at}; one process per loop name")
+    lost, stop = threading.Event(), threading.Event()
+
+    def renew() -> None:
+        while not stop.wait(RENEW_S):
+            try:
+                if not leases.renew(loop, token):
+                    lost.set()
+                    return
+            except Exception:  # noqa: BLE001 - a store hiccup: tried again next period; the lease outlives a few
+                pass
+
+    t = threading.Thread(target=renew, name=f"live-lease-{loop}", daemon=True)
+    t.start()
+    try:
+        yield lost
+    finally:
+        stop.set()
+        t.join(timeout=5)
+        if not lost.is_set():
+            leases.release(loop, token)
+
+
+def day_fetch(args, symbols: list[str], session_id: str) -> Any:
+    """How the loop gets each day's bars: None when --prices names a file (read as it is, never fetched);
+    else fetched by the loop with `data fetch`'s source (its extra checked now: exit 2 before the loop starts)."""
+    from agent.data.market import DataError
+    from graph.kernel.runs import runs_dir
+    from graph.services.broker.live_data import Fetch, yfinance_getter
+
+    within = parse_span(args.fetch_within, "--fetch-within")
+    if args.prices is not None:
+        return None
+    try:
+        get = yfinance_getter()
+    except DataError as e:
+        raise CliError(f"tradegraph live fetches each day's bars without --prices: {e}") from None
+    return Fetch(symbols=symbols, folder=runs_dir() / session_id, within=within, get=get)
+
+
 def cmd_live(args, now=_now, sleep=time.sleep) -> int:
     from agent.brokers import BrokerConfigError
     from agent.brokers.settings import check_broker_env
     from database.live_days import LiveDays
     from graph.machine.runner import InputError, parse_symbols
-    from graph.services.broker.live import Plan, live
+    from graph.services.broker.live import LoopTakenOver, Plan, live
 
-    plan = Plan(loop=args.name, at=parse_at(args.at), approve_within=parse_span(args.approve_within),
-                days=args.days)
+    approve_within = parse_span(args.approve_within)
     try:
         symbols = parse_symbols(args.symbols)
         check_broker_env(given=args.broker)
@@ -112,14 +186,20 @@ def cmd_live(args, now=_now, sleep=time.sleep) -> int:
         raise CliError(f"--name {args.name!r}: letters, digits, '_', '.', '-' only")
     if args.days is not None and args.days < 1:
         raise CliError(f"--days {args.days}: must be 1 or more")
-    with kernel(args.db) as k:
-        actions = KernelActions(k, f"live-{args.name}", symbols, args.broker, data_inputs(args, continuing=True))
+    session_id = f"live-{args.name}"
+    plan = Plan(loop=args.name, at=parse_at(args.at), approve_within=approve_within, days=args.days,
+                fetch=day_fetch(args, symbols, session_id))
+    with kernel(args.db) as k, loop_lease(k.store.db, args.name, session_id) as lost:
+        actions = KernelActions(k, session_id, symbols, args.broker, data_inputs(args, continuing=True))
         actions.open_session()
         try:
-            n = live(plan, LiveDays(k.store.db), actions, now=now, sleep=sleep, say=lambda s: print(s, flush=True))
+            n = live(plan, LiveDays(k.store.db), actions, now=now, sleep=sleep, say=lambda s: print(s, flush=True),
+                     held=lambda: not lost.is_set())
         except KeyboardInterrupt:
             print(f"tradegraph live: stopped; run it again to resume (session {actions.session_id})", flush=True)
             return 130
+        except LoopTakenOver as e:
+            raise CliError(f"tradegraph live --name {args.name}: {e}", EXIT_FAILED) from None
     print(f"tradegraph live: {n} trading day(s) handled (session {actions.session_id})")
     return EXIT_OK
 
@@ -130,6 +210,9 @@ def register(sub) -> None:
     p.add_argument("--symbols", required=True, help="comma-separated, e.g. AAPL,MSFT")
     p.add_argument("--at", default="09:35", help="New York time of the daily cycle, HH:MM (default 09:35)")
     p.add_argument("--approve-within", default="30m", help="after this the cycle expires with no order (30m, 2h)")
+    p.add_argument("--fetch-within", default="30m",
+                   help="without --prices: how long a day's bars are retried while the source fails or lags; then "
+                        "the day is skipped (default 30m)")
     p.add_argument("--name", default="default", help="the loop's name: its session is live-NAME (default: default)")
     p.add_argument("--days", type=int, default=None, help="stop after this many trading days (default: never)")
     add_data_flags(p)
