@@ -83,9 +83,21 @@ def contract_tokens(schema: type[BaseModel]) -> int:
     return math.ceil(chars / CHARS_PER_TOKEN * 1.25)
 
 
-def default_caps() -> dict[str, int]:
+def contract_caps() -> dict[str, int]:
+    """Each state's default cap worked out from its contracts (building their JSON Schemas: ~0.1-0.5 s)."""
     return {state: min(MAX_DEFAULT, max([TOOL_ROUND_TOKENS, *(contract_tokens(s) for s in schemas)]))
             for state, schemas in _state_schemas().items()}
+
+
+# contract_caps() written down: every command's start-up check parses the caps, and building eight contracts' JSON
+# Schemas for that made `tradegraph sessions` slow (issue 29). tests/unit/test_output_caps_table.py holds the two
+# equal: a contract that changes fails it with the table to paste here.
+DEFAULT_CAPS = {"SCANNING": 512, "PLANNING": 1809, "ANALYZING": 1450, "DEBATE": 1313, "DECIDING": 1483,
+                "VALIDATING": 512, "EXECUTING": 512, "MEMORIZING": 2048}
+
+
+def default_caps() -> dict[str, int]:
+    return dict(DEFAULT_CAPS)
 
 
 def _cap(name: str, raw: str) -> int:

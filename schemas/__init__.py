@@ -1,28 +1,53 @@
-"""The Pydantic contracts. This package imports nothing else of ours."""
-from schemas.analysis import AnalystNote, QuantAnswer, QuantReport, SymbolPanel
-from schemas.base import SCHEMA_VERSION
-from schemas.debate import DebateCase, DebateReport, DebateResult, ManagerVerdict
-from schemas.decision import Decision, DecisionResult, ExecutedTrade, Order, PortfolioDecision, TradeThesis
-from schemas.events import StateEvent
-from schemas.execution import ExecutionResult
-from schemas.features import FeatureBundle, PriceBar
-from schemas.market import MarketScan, MarketSnapshot
-from schemas.memory import AgentMemory, ClosedTrade, MemoryRecord, RetrievalHit, TradeReview
-from schemas.plan import Plan
-from schemas.portfolio import PortfolioSnapshot, Position
-from schemas.validation import DecisionValidation, RiskCheck
+"""The Pydantic contracts. This package imports nothing else of ours.
 
-from schemas.states import STATE_CONTRACTS, STATES
+Importing one contract module (`from schemas.base import …`) loads that module alone: the names below load their
+module when first asked for (PEP 562), so a command that reads only sessions does not build every contract's
+Pydantic model (issue 29: `sessions` and `portfolio` answer in about a second)."""
+from __future__ import annotations
 
-# every model whose JSON Schema `tradegraph schemas` writes
-ALL_CONTRACTS = {
-    m.__name__: m
-    for m in (
-        MarketScan, MarketSnapshot, PriceBar, FeatureBundle, PortfolioSnapshot, Position, Plan, AnalystNote,
-        QuantAnswer, SymbolPanel, QuantReport, DebateCase, ManagerVerdict, DebateResult, DebateReport,
-        TradeThesis, Order, Decision, PortfolioDecision, ExecutedTrade, DecisionResult, DecisionValidation,
-        RiskCheck, ExecutionResult, AgentMemory, ClosedTrade, TradeReview, MemoryRecord, RetrievalHit, StateEvent,
-    )
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what a type checker sees: the same names, imported
+    from schemas.analysis import AnalystNote, QuantAnswer, QuantReport, SymbolPanel
+    from schemas.base import SCHEMA_VERSION
+    from schemas.debate import DebateCase, DebateReport, DebateResult, ManagerVerdict
+    from schemas.decision import Decision, DecisionResult, ExecutedTrade, Order, PortfolioDecision, TradeThesis
+    from schemas.events import StateEvent
+    from schemas.execution import ExecutionResult
+    from schemas.features import FeatureBundle, PriceBar
+    from schemas.market import MarketScan, MarketSnapshot
+    from schemas.memory import AgentMemory, ClosedTrade, MemoryRecord, RetrievalHit, TradeReview
+    from schemas.plan import Plan
+    from schemas.portfolio import PortfolioSnapshot, Position
+    from schemas.validation import DecisionValidation, RiskCheck
+    from schemas.states import STATE_CONTRACTS, STATES
+
+    ALL_CONTRACTS: dict[str, type]
+
+# every model whose JSON Schema `tradegraph schemas` writes, in its order, and the module that defines it
+_CONTRACTS = {
+    "MarketScan": "market", "MarketSnapshot": "market", "PriceBar": "features", "FeatureBundle": "features",
+    "PortfolioSnapshot": "portfolio", "Position": "portfolio", "Plan": "plan", "AnalystNote": "analysis",
+    "QuantAnswer": "analysis", "SymbolPanel": "analysis", "QuantReport": "analysis", "DebateCase": "debate",
+    "ManagerVerdict": "debate", "DebateResult": "debate", "DebateReport": "debate", "TradeThesis": "decision",
+    "Order": "decision", "Decision": "decision", "PortfolioDecision": "decision", "ExecutedTrade": "decision",
+    "DecisionResult": "decision", "DecisionValidation": "validation", "RiskCheck": "validation",
+    "ExecutionResult": "execution", "AgentMemory": "memory", "ClosedTrade": "memory", "TradeReview": "memory",
+    "MemoryRecord": "memory", "RetrievalHit": "memory", "StateEvent": "events",
 }
+_HOME = {**_CONTRACTS, "SCHEMA_VERSION": "base", "STATE_CONTRACTS": "states", "STATES": "states"}
 
-__all__ = [*ALL_CONTRACTS, "STATE_CONTRACTS", "ALL_CONTRACTS", "SCHEMA_VERSION", "STATES"]
+
+def __getattr__(name: str) -> Any:
+    if name == "ALL_CONTRACTS":
+        value: Any = {n: __getattr__(n) for n in _CONTRACTS}
+    elif name in _HOME:
+        value = getattr(importlib.import_module(f"schemas.{_HOME[name]}"), name)
+    else:
+        raise AttributeError(f"module 'schemas' has no attribute {name!r}")
+    globals()[name] = value  # asked once
+    return value
+
+
+__all__ = [*_CONTRACTS, "STATE_CONTRACTS", "ALL_CONTRACTS", "SCHEMA_VERSION", "STATES"]
