@@ -77,8 +77,7 @@ def run_analyst(role: AnalystRole, snap: MarketSnapshot, model: BaseChatModel, s
     evidence = analyst_evidence(role, snap, protocol)
     if evidence is None:
         note = abstain(role, snap.symbol)
-        emit("validation", {"schema": "AnalystNote", "check": "abstention", "ok": True, "symbol": snap.symbol,
-                            "analyst": role, "reason": ABSTAIN_REASON[role]}, config)
+        emit("abstained", {"symbol": snap.symbol, "analyst": role, "reason": ABSTAIN_REASON[role]}, config)
         return note
 
     def same_role(n: AnalystNote) -> None:

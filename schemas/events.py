@@ -16,12 +16,18 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter, ValidationError
 
-from schemas.base import SCHEMA_VERSION, Contract, CycleStatus
+from schemas.base import SCHEMA_VERSION, Contract, CycleStatus, ExitReason
 
 EventKind = Literal[
     "manifest",  # a cycle's effective configuration and inputs, its first event (graph/machine/manifest.py)
     "transition", "llm_request", "llm_response", "tool_call", "tool_result", "contract",
-    "validation",  # a check that passed or not: a schema, the risk engine, a human's approval, a replay's verdict
+    "validation",  # a check that passed or not: a schema, the risk engine, a mandate, a broker's precheck, a replay
+    # what happened to the book or the decision, each its own kind since schema_version 2 (version 1 wrote them as
+    # `validation` events; parse_event moves them, KIND_UPCASTERS below)
+    "dividend_paid",     # a dividend credited at the scan (graph/machine/market_source.py)
+    "position_exited",   # a position closed on its stop, target or horizon at the scan (same)
+    "abstained",         # an analyst with no evidence of its kind said nothing (agent/analysts.py)
+    "approval_decided",  # a human approved or rejected the paused decision (graph/machine/nodes/executing.py)
     "error", "retrieval",
     "telemetry",  # a failed or skipped OpenTelemetry export (graph/services/telemetry/live.py)
     "idempotency",  # a use of an idempotency key: the first answer, a replay, a refusal (graph/kernel/idempotent.py)
@@ -158,14 +164,40 @@ class ContractPayload(Payload):  # the state's contract (schemas/), dumped in JS
     data: JsonObject
 
 
-class ValidationPayload(OpenPayload):  # schema repairs, the risk engine, human approvals, a replay's verdicts
+class ValidationPayload(OpenPayload):  # schema repairs, the risk engine, a refused approval, a replay's verdicts
     ok: bool
     schema_: Optional[str] = Field(None, alias="schema")
     check: Optional[str] = None
     error: Optional[str] = None
-    by: Optional[str] = None         # a human approval's approver (graph/machine/runner.py)
-    comment: Optional[str] = None    # and their words, when they gave some (graph/machine/nodes/executing.py)
     replay_of: Optional[str] = None  # a replay's verdicts: the session replayed (graph/services/replay/session.py)
+
+
+class DividendPaidPayload(Payload):  # schemas/portfolio.py DividendCredit, as credited
+    symbol: str
+    date: str  # the ex-date
+    per_share: float
+    quantity: float
+    amount: float
+
+
+class PositionExitedPayload(Payload):  # schemas/memory.py ClosedTrade, as closed on its level
+    symbol: str
+    reason: ExitReason
+    date: str
+    price: float
+    realized_pnl: float
+
+
+class AbstainedPayload(Payload):
+    symbol: str
+    analyst: str
+    reason: str
+
+
+class ApprovalDecidedPayload(Payload):
+    approved: bool
+    by: str
+    comment: Optional[str] = None  # only when the human gave one
 
 
 class ErrorPayload(OpenPayload):  # `type` names it; graph/machine/recording.py NON_FATAL_ERRORS lists the ones a cycle survives
@@ -261,7 +293,8 @@ PAYLOADS: dict[str, type[Payload]] = {
     "retrieval": RetrievalPayload, "telemetry": TelemetryPayload, "idempotency": IdempotencyPayload,
     "cycle_ended": CycleEndedPayload, "order_intent": OrderIntentPayload, "order_ack": OrderAckPayload,
     "order_update": OrderUpdatePayload, "reconciliation": ReconciliationPayload,
-    "broker_control": BrokerControlPayload,
+    "broker_control": BrokerControlPayload, "dividend_paid": DividendPaidPayload,
+    "position_exited": PositionExitedPayload, "abstained": AbstainedPayload, "approval_decided": ApprovalDecidedPayload,
 }
 assert set(PAYLOADS) == set(EVENT_KINDS), "every kind has exactly one payload model"
 
@@ -311,6 +344,26 @@ class ContractEvent(Event):
 class ValidationEvent(Event):
     kind: Literal["validation"]
     payload: ValidationPayload
+
+
+class DividendPaidEvent(Event):
+    kind: Literal["dividend_paid"]
+    payload: DividendPaidPayload
+
+
+class PositionExitedEvent(Event):
+    kind: Literal["position_exited"]
+    payload: PositionExitedPayload
+
+
+class AbstainedEvent(Event):
+    kind: Literal["abstained"]
+    payload: AbstainedPayload
+
+
+class ApprovalDecidedEvent(Event):
+    kind: Literal["approval_decided"]
+    payload: ApprovalDecidedPayload
 
 
 class ErrorEvent(Event):
@@ -366,7 +419,8 @@ class BrokerControlEvent(Event):
 AnyEvent = Annotated[Union[
     ManifestEvent, TransitionEvent, LlmRequestEvent, LlmResponseEvent, ToolCallEvent, ToolResultEvent, ContractEvent,
     ValidationEvent, ErrorEvent, RetrievalEvent, TelemetryEvent, IdempotencyEvent, CycleEndedEvent, OrderIntentEvent,
-    OrderAckEvent, OrderUpdateEvent, ReconciliationEvent, BrokerControlEvent,
+    OrderAckEvent, OrderUpdateEvent, ReconciliationEvent, BrokerControlEvent, DividendPaidEvent, PositionExitedEvent,
+    AbstainedEvent, ApprovalDecidedEvent,
 ], Field(discriminator="kind")]
 EVENTS: dict[str, type[Event]] = {
     "manifest": ManifestEvent, "transition": TransitionEvent, "llm_request": LlmRequestEvent,
@@ -374,7 +428,8 @@ EVENTS: dict[str, type[Event]] = {
     "contract": ContractEvent, "validation": ValidationEvent, "error": ErrorEvent, "retrieval": RetrievalEvent,
     "telemetry": TelemetryEvent, "idempotency": IdempotencyEvent, "cycle_ended": CycleEndedEvent,
     "order_intent": OrderIntentEvent, "order_ack": OrderAckEvent, "order_update": OrderUpdateEvent,
-    "reconciliation": ReconciliationEvent, "broker_control": BrokerControlEvent,
+    "reconciliation": ReconciliationEvent, "broker_control": BrokerControlEvent, "dividend_paid": DividendPaidEvent,
+    "position_exited": PositionExitedEvent, "abstained": AbstainedEvent, "approval_decided": ApprovalDecidedEvent,
 }
 assert set(EVENTS) == set(EVENT_KINDS), "every kind has exactly one event class"
 _ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
@@ -385,26 +440,66 @@ _ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
 # each kind it changes; a kind without one at some version kept its shape across that step.
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+# (kind, version) -> a function taking an event of that kind and version to version + 1 under the kind it is now
+# (the same one, or another), with that kind's payload: a kind that said several things is split this way. Only
+# what is read is moved (parse_event's copy); the stored document, and the hash chain over it, keep the old kind.
+KindUpcaster = Callable[[dict[str, Any]], tuple[str, dict[str, Any]]]
+KIND_UPCASTERS: dict[tuple[str, int], KindUpcaster] = {}
 
 
 def upcaster(kind: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
     def register(fn: Upcaster) -> Upcaster:
-        if kind not in PAYLOADS:
-            raise ValueError(f"upcaster for unknown event kind {kind!r}")
-        if (kind, from_version) in UPCASTERS:
-            raise ValueError(f"two upcasters for {kind} events of schema_version {from_version}")
+        _free(kind, from_version)
         UPCASTERS[(kind, from_version)] = fn
         return fn
     return register
 
 
-def upcast(kind: str, version: int, payload: dict[str, Any]) -> dict[str, Any]:
-    """The payload as this code's SCHEMA_VERSION writes it; a copy is lifted, never the stored document."""
+def kind_upcaster(kind: str, from_version: int) -> Callable[[KindUpcaster], KindUpcaster]:
+    def register(fn: KindUpcaster) -> KindUpcaster:
+        _free(kind, from_version)
+        KIND_UPCASTERS[(kind, from_version)] = fn
+        return fn
+    return register
+
+
+def _free(kind: str, from_version: int) -> None:
+    if kind not in PAYLOADS:
+        raise ValueError(f"upcaster for unknown event kind {kind!r}")
+    if (kind, from_version) in UPCASTERS or (kind, from_version) in KIND_UPCASTERS:
+        raise ValueError(f"two upcasters for {kind} events of schema_version {from_version}")
+
+
+def upcast(kind: str, version: int, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The event's kind and payload as this code's SCHEMA_VERSION writes them; a copy is lifted, never the stored
+    document."""
     for v in range(version, SCHEMA_VERSION):
+        move = KIND_UPCASTERS.get((kind, v))
         lift = UPCASTERS.get((kind, v))
-        if lift is not None:
+        if move is not None:
+            kind, payload = move(dict(payload))
+        elif lift is not None:
             payload = lift(dict(payload))
-    return payload
+    return kind, payload
+
+
+# version 2: dividends, exits, abstentions and human approvals were `validation` events, told apart by `check`
+_V1_VALIDATION_FIELDS = ("schema", "check", "ok")
+
+
+@kind_upcaster("validation", 1)
+def _split_validation(payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    check = payload.get("check")
+    rest = {k: v for k, v in payload.items() if k not in _V1_VALIDATION_FIELDS}
+    if check == "dividend" and payload.get("schema") == "DividendCredit":
+        return "dividend_paid", rest
+    if isinstance(check, str) and check.startswith("exit_") and payload.get("schema") == "ClosedTrade":
+        return "position_exited", {**rest, "reason": check.removeprefix("exit_")}
+    if check == "abstention" and payload.get("schema") == "AnalystNote":
+        return "abstained", rest
+    if check == "human_approval":
+        return "approval_decided", {**rest, "approved": payload.get("ok")}
+    return "validation", payload
 
 
 # ---------------------------------------------------------------------------- the read side
@@ -414,7 +509,9 @@ class EventParseError(ValueError):
 
 
 def parse_event(doc: dict[str, Any]) -> AnyEvent:
-    """A stored `state_events` document as its typed event, its payload upcast to SCHEMA_VERSION first."""
+    """A stored `state_events` document as its typed event, upcast to SCHEMA_VERSION first (its payload, and its
+    kind where a version split one): the event as today's writers would write it. Its hashes are the stored
+    document's (the chain is checked on what is stored, database/events.py verify_chain)."""
     kind = doc.get("kind")
     if kind not in PAYLOADS:
         raise EventParseError(f"{_where(doc)}: unknown event kind {kind!r} (this code knows "
@@ -428,14 +525,16 @@ def parse_event(doc: dict[str, Any]) -> AnyEvent:
     else:
         body = {k: v for k, v in doc.items() if k != "_id"}
         if isinstance(body.get("payload"), dict):
-            body["payload"] = upcast(kind, version, body["payload"])
+            body["kind"], body["payload"] = upcast(kind, version, body["payload"])
         body["schema_version"] = SCHEMA_VERSION
     try:
         return _ADAPTER.validate_python(body)
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(p) for p in err["loc"][1:])  # the first part is the union's tag (the kind)
-        raise EventParseError(f"{_where(doc)}: bad {kind} event: {loc or '<event>'}: {err['msg']} "
+        read_as = body.get("kind")
+        stored = "" if read_as == kind else f" (stored as a {kind} event of schema_version {version})"
+        raise EventParseError(f"{_where(doc)}: bad {read_as} event{stored}: {loc or '<event>'}: {err['msg']} "
                               f"(got {_short(err.get('input'))})") from None
 
 

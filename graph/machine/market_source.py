@@ -90,13 +90,11 @@ class LiveMarket:
                                             portfolio_after=after, base_version=state.get("portfolio_version"),
                                             dividends=credits)
         for d in credits:
-            emit("validation", {"schema": "DividendCredit", "check": "dividend", "ok": True, "symbol": d.symbol,
-                                "date": d.ex_date, "per_share": d.per_share, "quantity": d.quantity,
-                                "amount": d.amount}, config)
+            emit("dividend_paid", {"symbol": d.symbol, "date": d.ex_date, "per_share": d.per_share,
+                                   "quantity": d.quantity, "amount": d.amount}, config)
         for c in closed:
-            emit("validation", {"schema": "ClosedTrade", "check": f"exit_{c.reason}", "ok": True,
-                                "symbol": c.symbol, "date": c.closed, "price": c.exit_price,
-                                "realized_pnl": c.realized_pnl}, config)
+            emit("position_exited", {"symbol": c.symbol, "reason": c.reason, "date": c.closed, "price": c.exit_price,
+                                     "realized_pnl": c.realized_pnl}, config)
         return closed, credits, after, ({"portfolio_version": version} if version is not None else {})
 
     def marks(self, rt: CycleRuntime, state: dict[str, Any], portfolio: PortfolioSnapshot, symbols: list[str],

@@ -16,9 +16,10 @@ from database.connection import Store
 from database.sessions import use_cycle_reader
 from graph.machine.errors import SessionNotFound
 from schemas.base import SCHEMA_VERSION, RecordedStatus
-from schemas.events import (AnyEvent, ContractEvent, CycleEndedEvent, ErrorEvent, LlmRequestEvent, LlmResponseEvent,
-                            ManifestEvent, RetrievalEvent, ToolCallEvent, ToolResultEvent,
-                            TransitionEvent, ValidationEvent, EventParseError, parse_event)
+from schemas.events import (AbstainedEvent, AnyEvent, ApprovalDecidedEvent, ContractEvent, CycleEndedEvent,
+                            DividendPaidEvent, ErrorEvent, EventParseError, LlmRequestEvent, LlmResponseEvent,
+                            ManifestEvent, PositionExitedEvent, RetrievalEvent, ToolCallEvent, ToolResultEvent,
+                            TransitionEvent, ValidationEvent, parse_event)
 from schemas.states import STATES
 
 REPLAY_STATE = "REPLAY"  # state name of the linking events a replay session starts and ends with
@@ -83,7 +84,11 @@ class Cycle:
     contracts: dict[str, dict] = field(default_factory=dict)  # state -> {name, data, seq}
     llm_calls: list[LlmCall] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
-    validations: list[dict] = field(default_factory=list)
+    validations: list[dict] = field(default_factory=list)   # the checks: schemas, risk, mandate, refusals
+    # what the scan settled and who had nothing to say, each {seq, state, **its payload}
+    dividends: list[dict] = field(default_factory=list)
+    exits: list[dict] = field(default_factory=list)
+    abstentions: list[dict] = field(default_factory=list)
     # each agent's recalled past notes: {agent, symbol, query, filter, hits}
     retrievals: list[dict] = field(default_factory=list)
     errors: list[dict] = field(default_factory=list)
@@ -279,10 +284,16 @@ def fold(session_id: str, events: Sequence[AnyEvent], schema_versions: list[int]
                 c.manifest, c.inputs = m.model_dump(exclude_unset=True), m.inputs
             case ValidationEvent(payload=v):
                 c.validations.append({"seq": seq, "state": state, **v.model_dump(by_alias=True, exclude_unset=True)})
-                if v.check == "human_approval":
-                    c.approval = {"approved": v.ok, "by": v.by, **({"comment": v.comment} if v.comment else {})}
                 if state == REPLAY_STATE and v.replay_of:
                     replay_of = v.replay_of
+            case ApprovalDecidedEvent(payload=a):
+                c.approval = {"approved": a.approved, "by": a.by, **({"comment": a.comment} if a.comment else {})}
+            case DividendPaidEvent(payload=d):
+                c.dividends.append({"seq": seq, "state": state, **d.model_dump()})
+            case PositionExitedEvent(payload=x):
+                c.exits.append({"seq": seq, "state": state, **x.model_dump()})
+            case AbstainedEvent(payload=n):
+                c.abstentions.append({"seq": seq, "state": state, **n.model_dump()})
             case ErrorEvent(payload=e):
                 c.errors.append({"seq": seq, "state": state, **e.model_dump(exclude_unset=True)})
             case RetrievalEvent(payload=h):
@@ -303,7 +314,9 @@ def fold(session_id: str, events: Sequence[AnyEvent], schema_versions: list[int]
 
 
 # what _status and the facts read: the manifest, the states, their contracts, approvals, errors and the recorded end
-_STATUS_KINDS = frozenset({"manifest", "transition", "contract", "validation", "error", "cycle_ended"})
+# (picked by the stored kind: a schema_version 1 approval is stored as a `validation`, parse_event moves it)
+_STATUS_KINDS = frozenset({"manifest", "transition", "contract", "validation", "approval_decided", "error",
+                           "cycle_ended"})
 
 
 def last_cycle_facts(session_id: str, events: list[dict]) -> dict[str, Any]:

@@ -78,8 +78,8 @@ def test_a_killed_approvers_started_fill_is_finished_and_an_opposite_decision_re
                                                                                      "completed")
         assert claim["finished_by"] == "store recover"
         events = store.events.read(sid, cycle_id=cycle)
-        approvals = [e["payload"] for e in events if e["payload"].get("check") == "human_approval"]
-        assert approvals and all(a["ok"] and a["by"] == "alice" for a in approvals), approvals
+        approvals = [e["payload"] for e in events if e["kind"] == "approval_decided"]
+        assert approvals and all(a["approved"] and a["by"] == "alice" for a in approvals), approvals
         refused = [e["payload"] for e in events if e["payload"].get("check") == "approval_refused_fill_started"]
         assert [r["by"] for r in refused] == ["bob"]
         ended = [e["payload"]["status"] for e in events if e["kind"] == "cycle_ended"]

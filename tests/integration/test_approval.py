@@ -24,8 +24,8 @@ def test_approve_in_another_process_then_nothing_pending(tmp_path):
     assert again.returncode == 2 and "no cycle waiting for approval" in again.stderr
 
     events = [json.loads(line) for line in tg(["events", pending["session_id"]], tmp_path).stdout.splitlines()]
-    approvals = [e["payload"] for e in events if e["payload"].get("check") == "human_approval"]
-    assert approvals == [{"schema": "HumanApproval", "check": "human_approval", "ok": True, "by": "alice"}]
+    approvals = [e["payload"] for e in events if e["kind"] == "approval_decided"]
+    assert approvals == [{"approved": True, "by": "alice"}]
     fills = [e for e in events if e["kind"] == "tool_call" and e["payload"]["name"] == "submit_decision"]
     assert len(fills) == 1
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
@@ -40,4 +40,4 @@ def test_reject_executes_nothing(tmp_path):
     assert out["status"] == "rejected" and "EXECUTING" not in out["contracts"] and "MEMORIZING" in out["contracts"]
     events = [json.loads(line) for line in tg(["events", sid], tmp_path).stdout.splitlines()]
     assert not [e for e in events if e["kind"] == "tool_call" and e["payload"]["name"] == "submit_decision"]
-    assert [e["payload"]["by"] for e in events if e["payload"].get("check") == "human_approval"] == ["bob"]
+    assert [e["payload"]["by"] for e in events if e["kind"] == "approval_decided"] == ["bob"]

@@ -40,7 +40,7 @@ def test_verify_a_rejected_approval_in_another_process(tmp_path):
     # the replay followed bob's recorded decision: no transition into EXECUTING, no fill, no error
     assert not [e for e in replay if e["kind"] == "transition" and e["payload"]["to"] == "EXECUTING"]
     assert not [e for e in replay if e["kind"] == "error"]
-    assert [e["payload"]["by"] for e in replay if e["payload"].get("check") == "human_approval"] == ["bob"]
+    assert [e["payload"]["by"] for e in replay if e["kind"] == "approval_decided"] == ["bob"]
     assert tg(["replay", sid, "--check-chain"], tmp_path).returncode == 0
 
 

@@ -33,9 +33,8 @@ def test_a_comment_is_audited_with_the_decision_and_replays_identically(db, caps
     k = Kernel.open(db)
     try:
         events = k.store.events.read(sid)
-        approvals = [e["payload"] for e in events if e["payload"].get("check") == "human_approval"]
-        assert approvals == [{"schema": "HumanApproval", "check": "human_approval", "ok": not reject, "by": "carol",
-                              "comment": said}]
+        approvals = [e["payload"] for e in events if e["kind"] == "approval_decided"]
+        assert approvals == [{"approved": not reject, "by": "carol", "comment": said}]
         assert load_session(k.store, sid).cycles[-1].approval == {"approved": not reject, "by": "carol",
                                                                   "comment": said}
         report = verify_session(k.store, sid)
@@ -50,10 +49,10 @@ def test_a_decision_without_a_comment_is_recorded_as_before(db, capsys):
     capsys.readouterr()
     k = Kernel.open(db)
     try:
-        approvals = [e["payload"] for e in k.store.events.read(sid) if e["payload"].get("check") == "human_approval"]
+        approvals = [e["payload"] for e in k.store.events.read(sid, kind="approval_decided")]
     finally:
         k.close()
-    assert approvals == [{"schema": "HumanApproval", "check": "human_approval", "ok": True, "by": "dan"}]
+    assert approvals == [{"approved": True, "by": "dan"}]
 
 
 def test_an_overlong_comment_is_bad_input_and_decides_nothing(db, capsys):

@@ -129,8 +129,7 @@ def test_retried_approvals_with_one_key_decide_once_and_answer_alike(db_uri, htt
     answers = storm(3, send) + [send()]
     assert {r.status_code for r in answers} == {200} and len({r.content for r in answers}) == 1
     with connect(db_uri) as store:
-        approvals = [e for e in store.events.read(session, kind="validation")
-                     if e["payload"].get("check") == "human_approval"]
+        approvals = store.events.read(session, kind="approval_decided")
     assert len(approvals) == 1 and counts(db_uri, session)["fills"] <= 1
     # a different approver without the key is still refused: the key dedups retries, not decisions
     assert httpx.post(f"{http_url}/sessions/{session}/approval", json={"approved": True, "by": "frank"}, timeout=300).status_code == 409

@@ -1,6 +1,6 @@
 """One decision per paused cycle: two approvals racing on a real `serve` (two HTTP requests released together) or
 as two `tradegraph approve` processes started together: exactly one resumes the cycle, the other is refused
-(409 / exit 2) naming who decided and when, and the store holds exactly one human_approval event and at most
+(409 / exit 2) naming who decided and when, and the store holds exactly one approval_decided event and at most
 one fill for the cycle."""
 from __future__ import annotations
 
@@ -33,12 +33,12 @@ def http_url(executing_server):
 
 
 def decisions(db_uri: str, session_id: str) -> tuple[list[dict], list[dict], int]:
-    """(human_approval payloads, refused-approval payloads, ledger entries) of the session, read from the store."""
+    """(approval_decided payloads, refused-approval payloads, ledger entries) of the session, read from the store."""
     with connect(db_uri) as store:
+        decided = [e["payload"] for e in store.events.read(session_id, kind="approval_decided")]
         validations = [e["payload"] for e in store.events.read(session_id, kind="validation")]
         fills = store.executions.col.count_documents({"session_id": session_id})
-    return ([v for v in validations if v.get("check") == "human_approval"],
-            [v for v in validations if v.get("check") == "approval_refused_decided"], fills)
+    return decided, [v for v in validations if v.get("check") == "approval_refused_decided"], fills
 
 
 def paused_cycle(http_url: str) -> str:

@@ -61,9 +61,9 @@ def test_rejecting_over_http_is_allowed_because_it_moves_nothing(http_default):
         assert out.status == "pending_approval"
         rejected = http.approve(out.session_id, approved=False, by="desk")
         assert rejected.status == "rejected" and "EXECUTING" not in rejected.contracts
-        decision = http.read_events(out.session_id, kind="validation")
-        assert any(e["payload"].get("check") == "human_approval" and e["payload"]["by"] == "desk (via http)"
-                   for e in decision.events)
+        decision = http.read_events(out.session_id, kind="approval_decided")
+        assert [(e["payload"]["approved"], e["payload"]["by"]) for e in decision.events] == \
+            [(False, "desk (via http)")]
 
 
 def test_mcp_by_default_runs_to_validating_pauses_and_refuses_approve(db_uri, workdir):

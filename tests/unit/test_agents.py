@@ -83,7 +83,7 @@ def test_abstention_makes_no_llm_call():
     tasks = {json.loads(m["content"].split("<EVIDENCE>")[1].split("</EVIDENCE>")[0])["task"]
              for e in analyst_prompts for m in e["payload"]["messages"] if m["type"] == "human" and "<EVIDENCE>" in m["content"]}
     assert tasks and all(t.endswith("technical") for t in tasks)
-    audited = [e["payload"] for e in events_of(store, out, "validation") if e["payload"].get("check") == "abstention"]
+    audited = [e["payload"] for e in events_of(store, out, "abstained")]
     assert {a["analyst"] for a in audited} == abst
 
 

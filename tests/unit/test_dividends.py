@@ -87,8 +87,7 @@ def test_a_dividend_is_credited_once_on_its_ex_date_and_replayed(mstore, decide_
     bought = outs[0].contracts["EXECUTING"]["result"]["executed_trades"]
     assert [t["symbol"] for t in bought] == ["MSFT"], "the offline agent buys MSFT on the first day"
     assert [(d["symbol"], d["amount"]) for d in scans[2]["dividends"]] == [("MSFT", round(bought[0]["quantity"] * 0.2, 6))]
-    credited = [e["payload"] for e in mstore.events.read(session, kind="validation")
-                if e["payload"].get("check") == "dividend"]
+    credited = [e["payload"] for e in mstore.events.read(session, kind="dividend_paid")]
     assert [(c["symbol"], c["date"], c["amount"]) for c in credited if c["symbol"] == "AAPL"] == \
         [("AAPL", "2012-03-06", 50.0)]
     entry = mstore.executions.get(f"{outs[1].cycle_id}:exits")

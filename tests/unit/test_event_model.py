@@ -223,25 +223,72 @@ def test_an_envelope_without_its_session_or_from_the_future_is_refused(recorded)
 
 # ---------------------------------------------------------------------------- versions
 def test_an_upcaster_lifts_an_older_payload_before_it_is_validated(recorded, monkeypatch):
-    """As a change to a payload would ship: version 2 renames transition's `to` (say) and registers the lift."""
-    monkeypatch.setattr(ev, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(ev, "UPCASTERS", {})
+    """As a change to a payload would ship: the next version renames transition's `to` (say) and registers the
+    lift."""
+    today = ev.SCHEMA_VERSION
+    monkeypatch.setattr(ev, "SCHEMA_VERSION", today + 1)
+    monkeypatch.setattr(ev, "UPCASTERS", dict(ev.UPCASTERS))  # the registration below stays in this test
     doc = _first(recorded, "transition")
-    assert doc["schema_version"] == 1
-    doc["payload"]["target"] = doc["payload"].pop("to")  # the stored v1 shape, in this made-up history
+    assert doc["schema_version"] == today
+    doc["payload"]["target"] = doc["payload"].pop("to")  # the stored shape, in this made-up history
     with pytest.raises(EventParseError, match="payload.to"):  # without the upcaster, the old shape is refused
         parse_event(copy.deepcopy(doc))
 
-    @upcaster("transition", 1)
+    @upcaster("transition", today)
     def _renamed(payload):
         payload["to"] = payload.pop("target")
         return payload
 
     typed = parse_event(doc)
-    assert typed.payload.to == "SCANNING" and typed.schema_version == 2
+    assert typed.payload.to == "SCANNING" and typed.schema_version == today + 1
     assert doc["payload"]["target"] == "SCANNING"  # the stored document itself is never rewritten
     with pytest.raises(ValueError, match="two upcasters"):
-        upcaster("transition", 1)(_renamed)
+        upcaster("transition", today)(_renamed)
+    with pytest.raises(ValueError, match="two upcasters"):  # a payload upcaster where a kind upcaster is, too
+        upcaster("validation", 1)(_renamed)
+
+
+def _v1_validation(payload: dict) -> dict:
+    return {"event_id": "e1", "session_id": "s", "cycle_id": "s:c1", "seq": 7, "ts": 1.0, "state": "SCANNING",
+            "kind": "validation", "payload": payload, "schema_version": 1, "hash": "h", "prev_hash": None}
+
+
+@pytest.mark.parametrize("v1, kind, payload", [
+    ({"schema": "DividendCredit", "check": "dividend", "ok": True, "symbol": "AAPL", "date": "2012-08-09",
+      "per_share": 2.65, "quantity": 10.0, "amount": 26.5},
+     "dividend_paid", {"symbol": "AAPL", "date": "2012-08-09", "per_share": 2.65, "quantity": 10.0, "amount": 26.5}),
+    ({"schema": "ClosedTrade", "check": "exit_stop", "ok": True, "symbol": "AAPL", "date": "2012-06-04",
+      "price": 94.0, "realized_pnl": -60.0},
+     "position_exited", {"symbol": "AAPL", "reason": "stop", "date": "2012-06-04", "price": 94.0,
+                         "realized_pnl": -60.0}),
+    ({"schema": "AnalystNote", "check": "abstention", "ok": True, "symbol": "AAPL", "analyst": "news",
+      "reason": "no news"},
+     "abstained", {"symbol": "AAPL", "analyst": "news", "reason": "no news"}),
+    ({"schema": "HumanApproval", "check": "human_approval", "ok": False, "by": "alice", "comment": "too big"},
+     "approval_decided", {"approved": False, "by": "alice", "comment": "too big"}),
+    ({"schema": "HumanApproval", "check": "approval_refused_stale", "ok": False, "error": "stale"},
+     "validation", {"schema_": "HumanApproval", "check": "approval_refused_stale", "ok": False, "error": "stale"}),
+    ({"schema": "Plan", "attempt": 1, "ok": True}, "validation", {"schema_": "Plan", "ok": True}),
+])
+def test_a_version_1_validation_is_read_as_the_kind_it_is_now(v1, kind, payload):
+    """Schema version 2 gave dividends, exits, abstentions and human approvals kinds of their own; a version 1 log
+    holds them as `validation` events and parse_event reads them as today's writers write them. The checks that
+    are checks (a refused approval, a schema's validation) stay validations. The stored document is not touched:
+    the hash chain is over it."""
+    doc = _v1_validation(v1)
+    stored = copy.deepcopy(doc)
+    typed = parse_event(doc)
+    assert typed.kind == kind and type(typed) is ev.EVENTS[kind]
+    assert typed.schema_version == ev.SCHEMA_VERSION and (typed.seq, typed.hash) == (7, "h")
+    assert {k: v for k, v in typed.payload.model_dump(exclude_unset=True).items() if k in payload} == payload
+    assert doc == stored
+
+
+def test_a_version_1_approval_that_does_not_fit_is_named_as_read_and_as_stored():
+    doc = _v1_validation({"schema": "HumanApproval", "check": "human_approval", "ok": "maybe", "by": "alice"})
+    with pytest.raises(EventParseError, match=r"seq 7 .*bad approval_decided event \(stored as a validation event of "
+                                              r"schema_version 1\): payload.approved"):
+        parse_event(doc)
 
 
 # ---------------------------------------------------------------------------- one model, one factory

@@ -53,9 +53,9 @@ def test_next_cycle_closes_positions_on_their_stops_before_deciding(mstore, stop
     entry = mstore.executions.entry(f"{second.cycle_id}:exits")
     assert entry["state"] == "committed" and len(entry["result"]["trades"]) == 2
     assert all(t["reason"] == "stop" for t in entry["result"]["trades"])
-    checks = [e["payload"] for e in mstore.events.read(second.session_id, kind="validation")
-              if e["cycle_id"] == second.cycle_id and e["payload"].get("schema") == "ClosedTrade"]
-    assert sorted(c["symbol"] for c in checks) == ["AAPL", "GOOG"] and all(c["check"] == "exit_stop" for c in checks)
+    exited = [e["payload"] for e in mstore.events.read(second.session_id, kind="position_exited")
+              if e["cycle_id"] == second.cycle_id]
+    assert sorted(x["symbol"] for x in exited) == ["AAPL", "GOOG"] and all(x["reason"] == "stop" for x in exited)
 
 
 def test_reviews_are_grounded_and_stored_point_in_time(mstore, stopped_session):

@@ -16,11 +16,14 @@ import pytest
 
 from graph.machine.recording import load_session
 from graph.services.replay.session import verify_session
+from schemas.base import SCHEMA_VERSION
 from schemas.events import EventParseError, parse_event
 from tests.helpers import mock_store
 
 RECORDINGS = Path(__file__).resolve().parents[1] / "fixtures" / "recordings"
 FIXTURES = sorted(RECORDINGS.glob("*.jsonl.gz"))
+# the kinds schema_version 2 split out of `validation` (schemas/events.py): what a cycle settled, and what was decided
+SETTLED, DECIDED = {"dividend_paid", "position_exited"}, {"abstained", "approval_decided"}
 
 
 def _load(path: Path) -> tuple[dict, list[dict]]:
@@ -63,12 +66,32 @@ def test_a_recorded_session_parses_and_verifies_identical(path):
     if not path.name.startswith("v1_before_cycle_ended"):
         assert set(ended) == {c.cycle_id for c in session.cycles}
 
+    # version 1 wrote dividends, exits, abstentions and approvals as `validation` events; they are read as their
+    # own kinds, while the store keeps (and chains) them as written
+    for doc, t in zip(stored, typed):
+        check = str(doc["payload"].get("check") or "")
+        split = check in ("dividend", "abstention", "human_approval") or check.startswith("exit_")
+        assert doc["kind"] == ("validation" if split else t.kind) and (t.kind in SETTLED | DECIDED) == split, \
+            (doc["seq"], doc["kind"], check, t.kind)
+    assert any(t.kind == "abstained" for t in typed)
+    if "approved_cycle" in path.name:
+        assert [(t.state, t.payload.approved, t.payload.by) for t in typed if t.kind == "approval_decided"] == \
+            [("EXECUTING", True, "fixture")] and session.cycles[0].approval == {"approved": True, "by": "fixture"}
+    if "backtest_3_points" in path.name:
+        assert [(t.state, t.payload.reason) for t in typed if t.kind == "position_exited"] == [("SCANNING", "target")]
+        assert [x["reason"] for c in session.cycles for x in c.exits] == ["target"]
+
     report = verify_session(store, header["session_id"])
     assert report.ok, [d.describe() for v in report.cycles for d in v.divergences] or report.warnings
     assert [v.cycle_id for v in report.cycles] == [c.cycle_id for c in session.cycles]
     assert all(v.compared_states and not v.skipped for v in report.cycles)
-    for event in store.events.read(report.replay_session_id):  # what the replay wrote parses too
-        parse_event(event)
+    replayed = [parse_event(e) for e in store.events.read(report.replay_session_id)]  # what the replay wrote parses
+    # like with like: the replay writes today's kinds, and decides what the recording decided (read the same way);
+    # it settles nothing again (its scan is the recorded one, compared as the SCANNING contract)
+    assert {e.schema_version for e in replayed} == {SCHEMA_VERSION}
+    assert [(t.cycle_id, t.kind, t.payload) for t in replayed if t.kind in DECIDED] == \
+        [(t.cycle_id, t.kind, t.payload) for t in typed if t.kind in DECIDED]
+    assert not [t for t in replayed if t.kind in SETTLED]
 
 
 def test_a_doctored_recording_is_refused_by_parse_event():
@@ -82,8 +105,8 @@ def test_a_doctored_recording_is_refused_by_parse_event():
 
 # ---------------------------------------------------------------------------- older schema versions
 def _speak(monkeypatch, version: int) -> None:
-    """This code as it would ship at `version`: every module that reads the current version sees it, and no
-    upcaster is registered yet (the test registers the one that version's change brings)."""
+    """This code as it would ship at `version`: every module that reads the current version sees it, with the
+    upcasters it has today (the test registers the one its made-up change brings, and it goes with the test)."""
     import graph.machine.recording as recording
     import graph.services.replay.session as replay_session
     import schemas.base as base
@@ -91,12 +114,12 @@ def _speak(monkeypatch, version: int) -> None:
 
     for module in (base, ev, recording, replay_session):
         monkeypatch.setattr(module, "SCHEMA_VERSION", version)
-    monkeypatch.setattr(ev, "UPCASTERS", {})
+    monkeypatch.setattr(ev, "UPCASTERS", dict(ev.UPCASTERS))
 
 
 def _as_version_1_with_target(events: list[dict]) -> list[dict]:
-    """The recording as a made-up version 1 stored it: a transition's `to` was called `target` (version 2 renamed
-    it). The hash chain is the store's own again once it is appended (`_stored`)."""
+    """The recording as version 1 stored it in a made-up history where a transition's `to` was called `target`
+    then (renamed from version 2 on). The hash chain is the store's own again once it is appended (`_stored`)."""
     older = copy.deepcopy(events)
     for e in older:
         assert e["schema_version"] == 1
@@ -108,12 +131,14 @@ def _as_version_1_with_target(events: list[dict]) -> list[dict]:
 def test_verify_reads_a_recording_of_an_older_version_through_the_upcasters(monkeypatch):
     """Verify no longer refuses a schema_version other than today's: an older one is read through the upcasters
     and re-executed IDENTICAL; without the upcaster it is unreadable, named; a version no upcaster reaches (0, or
-    one from the future) stays a conflict."""
+    one from the future) stays a conflict. The next version is spoken, so the recording is read across two steps:
+    version 2's real one (the `validation` kind split) and the made-up rename."""
     from graph.services.replay.session import SchemaVersionMismatch
     from schemas.events import upcaster
 
     header, events = _load(RECORDINGS / "v1_short_cycle.jsonl.gz")
-    _speak(monkeypatch, 2)
+    speaks = SCHEMA_VERSION + 1
+    _speak(monkeypatch, speaks)
     store = _stored(_as_version_1_with_target(events))
     sid = header["session_id"]
 
@@ -133,11 +158,11 @@ def test_verify_reads_a_recording_of_an_older_version_through_the_upcasters(monk
     assert report.ok and report.cycles and all(v.compared_states for v in report.cycles), \
         [d.describe() for v in report.cycles for d in v.divergences] or report.unreadable[:2]
     for event in store.events.read(report.replay_session_id):  # the replay is written at today's version
-        assert event["schema_version"] == 2 and "target" not in event["payload"]
+        assert event["schema_version"] == speaks and "target" not in event["payload"]
     first = next(e for e in store.events.read(sid) if e["kind"] == "transition")
     assert first["payload"] == {"from": "START", "target": "SCANNING"}  # the recording itself is never rewritten
 
-    for unknown in (0, 3):
+    for unknown in (0, speaks + 1):
         other = _stored([{**e, "session_id": f"v{unknown}", "schema_version": unknown} for e in events])
-        with pytest.raises(SchemaVersionMismatch, match=r"reads schema_version 1\.\.2"):
+        with pytest.raises(SchemaVersionMismatch, match=rf"reads schema_version 1\.\.{speaks}\b"):
             verify_session(other, f"v{unknown}")

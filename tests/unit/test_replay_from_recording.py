@@ -36,7 +36,7 @@ def test_a_rejected_approval_replays_identical_without_executing():
     assert report.identical, report.first_divergence
     replayed = load_session(store, report.replay_session_id)
     assert "EXECUTING" not in replayed.cycles[0].contracts
-    assert any(v.get("check") == "human_approval" and v.get("ok") is False for v in replayed.cycles[0].validations)
+    assert replayed.cycles[0].approval == {"approved": False, "by": "bob"}
 
 
 def test_a_session_from_a_users_price_file_verifies_after_the_file_is_gone(tmp_path):

@@ -9,6 +9,7 @@ import pydantic
 import pytest
 
 from database import BufferedEventWriter, DuplicateEventError, Store
+from schemas.base import SCHEMA_VERSION
 from schemas.portfolio import PortfolioSnapshot, Position
 
 
@@ -35,7 +36,7 @@ def test_append_assigns_seq_in_order(store: Store) -> None:
     read = store.events.read("S1")
     assert [e["payload"]["n"] for e in read] == [0, 1, 2, 3, 4, 9]
     assert all("_id" not in e for e in read)
-    assert read[0]["schema_version"] == 1  # defaulted when the caller omits it
+    assert read[0]["schema_version"] == SCHEMA_VERSION  # defaulted when the caller omits it
     assert store.events.count("S1") == 6 and store.events.exists("S1") and not store.events.exists("nope")
 
 

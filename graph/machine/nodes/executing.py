@@ -37,8 +37,7 @@ def await_approval(state: CycleState, config: RunnableConfig, context: CycleCont
          "validation_passed": state["validation"]["passed"]})
     approved, by = bool(answer.get("approved")), str(answer.get("by") or "unknown")
     said = {"comment": str(answer["comment"])} if answer.get("comment") else {}
-    emit("validation", {"schema": "HumanApproval", "check": "human_approval", "ok": approved, "by": by, **said},
-         config)
+    emit("approval_decided", {"approved": approved, "by": by, **said}, config)
     if approved:
         return None
     return Command(goto="MEMORIZING", update={"status": "rejected", "approval": {"approved": False, "by": by, **said}})

@@ -7,8 +7,9 @@ One trace per cycle:
         chat {model}             one per LLM attempt (llm_request → llm_response), failed ones included
         execute_tool {tool}      one per tool call (tool_call → tool_result)
 
-Validations, retrievals and recorded errors become span events on their state's span; a fatal error, a
-failed attempt or a failed tool call sets `error.type` and status ERROR on its span.
+Validations, dividends paid, positions exited, abstentions, approvals decided, retrievals and recorded errors
+become span events on their state's span; a fatal error, a failed attempt or a failed tool call sets `error.type`
+and status ERROR on its span.
 
 The spans are built, not recorded: their times are the events' own timestamps, and every id derives
 from the session, cycle and event ids, so exporting a cycle twice gives the same trace and a backend
@@ -37,8 +38,9 @@ from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME, SE
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from graph.machine.recording import NON_FATAL_ERRORS, Cycle, fatal_error, fold, read_events
-from schemas.events import (AnyEvent, ContractEvent, ErrorEvent, LlmRequestEvent, LlmRequestPayload, LlmResponseEvent,
-                            LlmResponsePayload, RetrievalEvent, TelemetryEvent, ToolCallEvent, ToolResultEvent,
+from schemas.events import (AbstainedEvent, AnyEvent, ApprovalDecidedEvent, ContractEvent, DividendPaidEvent,
+                            ErrorEvent, LlmRequestEvent, LlmRequestPayload, LlmResponseEvent, LlmResponsePayload,
+                            PositionExitedEvent, RetrievalEvent, TelemetryEvent, ToolCallEvent, ToolResultEvent,
                             TransitionEvent, ValidationEvent)
 
 AGENT = "tradegraph"
@@ -206,6 +208,19 @@ def cycle_spans(session_id: str, cycle: Cycle, events: list[AnyEvent], resource:
                     "tradegraph.schema": v.schema_, "tradegraph.check": v.check, "tradegraph.ok": v.ok,
                     "tradegraph.attempt": (v.model_extra or {}).get("attempt"),
                     "tradegraph.error": _first_line(v.error) if v.error else None}), timestamp=ns))
+            case DividendPaidEvent(payload=d):
+                home.events.append(Event("tradegraph.dividend_paid", _clean({
+                    "tradegraph.symbol": d.symbol, "tradegraph.amount": d.amount}), timestamp=ns))
+            case PositionExitedEvent(payload=x):
+                home.events.append(Event("tradegraph.position_exited", _clean({
+                    "tradegraph.symbol": x.symbol, "tradegraph.exit_reason": x.reason,
+                    "tradegraph.realized_pnl": x.realized_pnl}), timestamp=ns))
+            case AbstainedEvent(payload=n):
+                home.events.append(Event("tradegraph.abstained", _clean({
+                    "tradegraph.symbol": n.symbol, "tradegraph.agent": n.analyst}), timestamp=ns))
+            case ApprovalDecidedEvent(payload=a):
+                home.events.append(Event("tradegraph.approval_decided", _clean({
+                    "tradegraph.approved": a.approved, "tradegraph.by": a.by}), timestamp=ns))
             case RetrievalEvent(payload=h):
                 home.events.append(Event("tradegraph.retrieval", _clean({
                     "tradegraph.agent": h.agent, "tradegraph.symbol": h.symbol,
