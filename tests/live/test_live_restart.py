@@ -10,7 +10,7 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
@@ -22,11 +22,23 @@ from tests.integration.test_cli import ROOT, tg
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 CHILD = textwrap.dedent("""
-    import functools, sys, time
+    import functools, os, signal, sys, time
     from datetime import timedelta
     import pandas as pd
     from graph.transports.cli import live
     from graph.transports.cli.main import main
+    if os.environ.get("FAKE_YAHOO_PORT"):  # yfinance talks to the test's fake Yahoo
+        from tests.live.fake_yahoo import install
+        install(int(os.environ["FAKE_YAHOO_PORT"]), os.environ["YF_CACHE"])
+    if os.environ.get("DIE_AFTER"):  # SIGKILLed right after the day record reaches that state
+        from database.live_days import LiveDays
+        advance = LiveDays.advance
+        def dying(self, key, was, state, **fields):
+            moved = advance(self, key, was, state, **fields)
+            if moved and state == os.environ["DIE_AFTER"]:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return moved
+        LiveDays.advance = dying
     t = [pd.Timestamp("2012-07-02 09:30", tz="America/New_York").tz_convert("UTC").to_pydatetime()]
     def sleep(s):
         time.sleep(0.05)
@@ -53,12 +65,13 @@ def env_of(fake, tmp_path) -> dict[str, str]:
             "TRADEGRAPH_MANDATE": str(tmp_path / "mandate.toml"), "TRADEGRAPH_BROKER_FILL_WAIT_S": "0.5"}
 
 
-def loop(fake, tmp_path) -> subprocess.Popen:
+def loop(fake, tmp_path, *, approve_within: str = "2h", prices: bool = True,
+         env_extra: Optional[dict[str, str]] = None) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k not in ("MONGODB_URI", "OPENAI_API_KEY", "TRADEGRAPH_LLM")}
-    env.update({"TRADEGRAPH_HOME": str(tmp_path), "PYTHONPATH": ROOT, **env_of(fake, tmp_path)})
+    env.update({"TRADEGRAPH_HOME": str(tmp_path), "PYTHONPATH": ROOT, **env_of(fake, tmp_path), **(env_extra or {})})
+    files = ["--prices", str(KINDS["prices"].bundled)] if prices else []
     return subprocess.Popen([sys.executable, "-c", CHILD, "live", "--broker", "alpaca", "--symbols", "AAPL,MSFT",
-                             "--name", "k", "--approve-within", "2h", "--days", "1",
-                             "--prices", str(KINDS["prices"].bundled)],
+                             "--name", "k", "--approve-within", approve_within, "--days", "1", *files],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
