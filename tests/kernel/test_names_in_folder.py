@@ -6,8 +6,6 @@ too."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -17,7 +15,7 @@ import pytest
 
 from graph.kernel import Kernel
 from graph.kernel import errors as E
-from tests.kernel.servers import REPO, McpToolError, free_port, mcp_stdio, serve, server_env
+from tests.kernel.servers import McpToolError, free_port, mcp_stdio, serve, server_env
 
 BAD = ["..", ".", "", "a/../..", "../escape", "/tmp/tradegraph-absolute"]
 BACKTEST = {"symbols": ["AAPL"], "start": "2012-03-01", "end": "2012-03-30", "every": 5}
@@ -52,7 +50,13 @@ def one_line_naming(text: str, value: str) -> bool:
 
 # ------------------------------------------------------------------------------------------------ CLI
 @pytest.mark.parametrize("value", BAD)
-def test_cli_refuses_each_id_and_writes_nothing(workdir, value):
+def test_cli_refuses_each_id_and_writes_nothing(workdir, value, monkeypatch, capsys):
+    # in process (`main([...])`): what is checked is the answer and the folder, not how a process starts; the
+    # working directory is the workdir, as the relative `--out experiments` needs
+    from graph.transports.cli.main import main
+
+    monkeypatch.chdir(workdir)
+    monkeypatch.setenv("TRADEGRAPH_HOME", str(workdir / "home"))
     before = tree(workdir.parent)
     db = f"mongomock://names_{uuid.uuid4().hex[:8]}"
     cmds = [["backtest", "--symbols", "AAPL", "--start", "2012-03-01", "--end", "2012-03-30", "--every", "5",
@@ -60,11 +64,11 @@ def test_cli_refuses_each_id_and_writes_nothing(workdir, value):
             ["sweep", "--symbols", "AAPL", "--windows", "2012-03-01..2012-03-30", "--sweep-id", value],
             ["sweep", "--resume", value]]
     for cmd in cmds:
-        r = subprocess.run([sys.executable, "-m", "graph.transports.cli.main", *cmd, "--out", "experiments",
-                            "--db", db], cwd=workdir, capture_output=True, text=True, timeout=120,
-                           env={**os.environ, "PYTHONPATH": str(REPO), "TRADEGRAPH_HOME": str(workdir / "home")})
-        assert r.returncode == 2, (cmd, r.stderr)
-        assert one_line_naming(r.stderr, value) and cmd[-2] in r.stderr, (cmd, r.stderr)
+        capsys.readouterr()
+        code = main([*cmd, "--out", "experiments", "--db", db])
+        err = capsys.readouterr().err
+        assert code == 2, (cmd, err)
+        assert one_line_naming(err, value) and cmd[-2] in err, (cmd, err)
     assert tree(workdir.parent) == before
 
 
