@@ -117,6 +117,9 @@ class AgentConfig:
     structured_method: str = "auto"
     # whether the JSON pass may force its tool with tool_choice (function_calling): auto (per provider) | on | off
     tool_choice: str = "auto"
+    # the sampling temperature every provider tier is sent; None: tradegraph's 0 (as reproducible as the server
+    # allows). A StockBench run of a real model sets its protocol's 0.7 (graph/services/benchmark/stockbench/)
+    temperature: Optional[float] = None
     max_repair_retries: int = 2
     max_tool_steps: int = 4
     starting_cash: float = 100_000.0

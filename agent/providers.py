@@ -164,10 +164,12 @@ _HOST = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?|[0-9A-Fa-f:.]+(%
 
 
 def resolve_tier(tier: str, name: str, provider: str, method: str, tool_choice: str, env: Mapping[str, str],
-                 chosen_by: Optional[str] = None, profile: Optional[Mapping[str, Any]] = None) -> TierModel:
+                 chosen_by: Optional[str] = None, profile: Optional[Mapping[str, Any]] = None,
+                 temperature: Optional[float] = None) -> TierModel:
     """A tier's model from its configured name, the default provider and the overrides; raises ConfigError
     naming the variable for a combination the provider can't serve. `profile` is LangChain's model profile: a
-    model it says refuses a forced tool_choice (Claude Sonnet 5.5) gets the provider's next method and none."""
+    model it says refuses a forced tool_choice (Claude Sonnet 5.5) gets the provider's next method and none.
+    `temperature` is the configured one (None: 0); a model that takes none is sent none."""
     var = TIER_VARS[tier]
     named, model = split_model(name)
     provider = named or provider
@@ -207,8 +209,8 @@ def resolve_tier(tier: str, name: str, provider: str, method: str, tool_choice: 
                   and not (provider == "openai" and urlsplit(url).hostname != OPENAI_HOST))
     else:
         forced = tool_choice == "on"
-    temperature = None if (profile or {}).get("temperature") is False else 0
-    return TierModel(tier, provider, model, method, forced, public_url(url), chosen_by, temperature)
+    sent = None if (profile or {}).get("temperature") is False else (0 if temperature is None else temperature)
+    return TierModel(tier, provider, model, method, forced, public_url(url), chosen_by, sent)
 
 
 def tier_model(settings, tier: str, env: Optional[Mapping[str, str]] = None, with_profile: bool = True) -> TierModel:
@@ -219,13 +221,16 @@ def tier_model(settings, tier: str, env: Optional[Mapping[str, str]] = None, wit
     name = settings.deep_model if tier == "deep" else settings.quick_model
     by = None if env.get("TRADEGRAPH_LLM") or settings.provider != "openai" or env.get("OPENAI_API_KEY") else (
         "OPENAI_BASE_URL" if env.get("OPENAI_BASE_URL") else None)  # the variable that picked openai, for errors
-    tm = resolve_tier(tier, name, settings.provider, settings.structured_method, settings.tool_choice, env, by)
+    temperature = getattr(settings, "temperature", None)
+    tm = resolve_tier(tier, name, settings.provider, settings.structured_method, settings.tool_choice, env, by,
+                      temperature=temperature)
     tm = with_endpoint_profile(tm, settings.structured_method)
     if not with_profile or tm.provider == OFFLINE or importlib.util.find_spec(PROVIDERS[tm.provider].package) is None:
         return tm
     return with_endpoint_profile(
         resolve_tier(tier, name, settings.provider, settings.structured_method, settings.tool_choice, env, by,
-                     profile=model_profile(tm.provider, tm.model)), settings.structured_method)
+                     profile=model_profile(tm.provider, tm.model), temperature=temperature),
+        settings.structured_method)
 
 
 def with_endpoint_profile(tm: TierModel, configured: str) -> TierModel:
@@ -309,13 +314,16 @@ def build_model(tm: TierModel, retry: RetryPolicy, env: Optional[Mapping[str, st
         kwargs["temperature"] = tm.temperature
     if key is not None:
         kwargs["api_key"] = key
+    # a seed as for the temperature 0; a sampling temperature is sent none, else every run of it (StockBench's 3
+    # at 0.7) would draw the same sample
+    seeded = not tm.temperature
     if tm.provider == "ollama":
         # httpx under the ollama client never retries by itself
-        kwargs.update(seed=7, client_kwargs={"timeout": retry.timeout_s})
+        kwargs.update(client_kwargs={"timeout": retry.timeout_s}, **({"seed": 7} if seeded else {}))
     else:
         kwargs.update(timeout=retry.timeout_s, max_retries=0)
-    if tm.provider == "openai":
-        kwargs["seed"] = 7  # as for the temperature
+    if tm.provider == "openai" and seeded:
+        kwargs["seed"] = 7
     if tm.provider == "google_genai":
         # max_retries=0 is google-genai's "one attempt"; the Gemini API, never Vertex AI from the environment
         kwargs["vertexai"] = False

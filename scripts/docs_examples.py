@@ -16,6 +16,7 @@ from pathlib import Path
 from _tradegraph import ROOT
 from docs_cli import Block, Cli, Labels, clean_env, fence, found, free_port, standin
 from docs_own_data import elide_screen, own_data_story, stockbench_story
+from docs_stockbench import offline_story as stockbench_offline_story
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -257,4 +258,4 @@ def _in_store(story, where: Path, labels: Labels) -> list[Block]:
 
 
 STORIES = (approval_story, ten_cycles_story, book_story, otel_story, config_errors_story, stockbench_story,
-           own_data_story)
+           own_data_story, stockbench_offline_story)

@@ -30,7 +30,7 @@ def protocol_of(inp: BenchmarkInput):
         raise BadInput(f"symbols: {e}", field="symbols") from None
     if inp.start > inp.end:
         raise BadInput(f"start {inp.start} is after end {inp.end}", field="start")
-    return Protocol(symbols=symbols, start=inp.start, end=inp.end, memory=inp.memory)
+    return Protocol(symbols=symbols, start=inp.start, end=inp.end, memory=inp.memory, temperature=inp.temperature)
 
 
 def models_of(inp: BenchmarkInput) -> list[tuple[Optional[str], Optional[str]]]:

@@ -532,8 +532,11 @@ class BenchmarkInput(LlmSpending):
     workers: int = Field(1, ge=1, le=4096, description=(
         "runs at once: more than 1 spreads the configurations on Ray through the sweep machinery"))
     runs: Optional[int] = Field(None, ge=1, le=10, description=(
-        "runs per configuration, each a session of its own (default: 3 for a sampling model, 1 for the offline "
-        "model or one at temperature 0)"))
+        "runs per configuration, each a session of its own (default: 3 when a provider's model answers, at the "
+        "protocol's temperature; 1 for the offline model, which is deterministic)"))
+    temperature: Optional[float] = Field(None, ge=0, le=2, description=(
+        "the sampling temperature a provider's model is sent (default: the paper's 0.7; another is printed as a "
+        "departure; the offline model takes none)"))
 
 
 class EstimateConfiguration(Output):

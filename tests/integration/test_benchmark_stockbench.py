@@ -190,7 +190,7 @@ def test_estimate_sends_no_request_and_the_run_it_prices_does(provider, tmp_path
     assert est["window"]["sessions"] == 1 and "4 characters per token" in est["tokenizer"]
     # the same benchmark run for real goes to the provider, about as often as estimated (same graph, the fake
     # answers by the offline model's rules)
-    assert cli_main(args + ["--benchmark-id", "priced"]) == 0
+    assert cli_main(args + ["--benchmark-id", "priced", "--runs", "1"]) == 0  # one run, as the estimate prices
     card = json.loads(capsys.readouterr().out)
     sent = len(provider.requests)
     assert sent == card["rows"][0]["llm_calls"] > 0
@@ -202,7 +202,7 @@ def test_a_failed_decision_point_makes_the_exit_1_and_says_so(provider, tmp_path
     provider.faults = [Fault(when="Plan", status=401)]  # the first point's plan is refused: that cycle fails
     db = f"mongomock://fail_{uuid.uuid4().hex[:8]}"
     args = ["benchmark", "stockbench", "--symbols", "AAPL,MSFT", "--start", "2025-03-03", "--end", "2025-03-04",
-            "--json", "--db", db, "--out", str(tmp_path / "exp"), "--benchmark-id", "fails"]
+            "--json", "--db", db, "--out", str(tmp_path / "exp"), "--benchmark-id", "fails", "--runs", "1"]
     code = cli_main(args)
     captured = capsys.readouterr()
     assert not provider.faults, "the scripted refusal was used"
@@ -280,7 +280,7 @@ def test_one_budget_holds_across_every_run_of_the_benchmark(provider, tmp_path, 
     args = ["benchmark", "stockbench", "--symbols", "AAPL,MSFT", "--start", "2025-03-03", "--end", "2025-03-04",
             "--model", "openai:gpt-4o-mini", "--model", "openai:gpt-4o", "--max-llm-calls", "40", "--json",
             "--db", f"mongomock://budget_{uuid.uuid4().hex[:8]}", "--out", str(tmp_path / "exp"),
-            "--benchmark-id", "budget"]
+            "--benchmark-id", "budget", "--runs", "1"]
     code = cli_main(args)
     captured = capsys.readouterr()
     runs = [r for r in json.loads(captured.out)["rows"] if r["kind"] == "run"]

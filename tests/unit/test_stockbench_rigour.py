@@ -4,6 +4,7 @@ flag."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -68,8 +69,67 @@ def test_spread_over_runs():
 def test_the_cutoff_flag(models, seen):
     out = rigour.may_have_seen(models, "2025-03-03")
     assert out["may_have_seen_window"] is seen
+
+
+def test_every_cutoff_names_its_source_or_says_unverified():
+    """A maker's page (a URL, with what it states), tradegraph's own document for its offline model, or a source
+    that begins 'unverified': never a bare date."""
     table = json.loads(rigour.CUTOFFS.read_text())["models"]
-    assert all(v["source"] for v in table.values())
+    assert table
+    for name, row in table.items():
+        assert set(row) == {"cutoff", "source"}, name
+        source = row["source"]
+        assert isinstance(source, str) and (re.match(r"https://\S+ \(.+\)$", source) or source.startswith(
+            (rigour.UNVERIFIED + ": ", "tradegraph's rule-based offline model (agent/offline_model.py)"))), name
+        assert row["cutoff"] is None or re.fullmatch(r"20\d\d-(0[1-9]|1[0-2])", row["cutoff"]), name
+        assert (row["cutoff"] is None) == name.startswith("offline-"), name  # only the offline model read nothing
+        assert rigour.cutoff_of(name)["verified"] is not source.startswith(rigour.UNVERIFIED)
+    assert rigour.cutoff_of("openai:gpt-oss-120b")["verified"] is False  # said, not pretended
+
+
+def test_the_default_runs_follow_what_answers(monkeypatch):
+    """The offline model: 1 run, sent no temperature. A provider's model (an OpenAI-compatible endpoint configured;
+    nothing is sent here): 3 runs at the protocol's 0.7, or 1 when the user chose temperature 0."""
+    from graph.services.benchmark.stockbench.run import BenchmarkError, resolve_models, runs_of
+
+    offline = resolve_models([(None, None)])
+    assert runs_of(offline, None) == 1 and offline[0].temperature is None and not offline[0].sampling
+    with pytest.raises(BenchmarkError, match="^temperature 0.2: the offline model takes none"):
+        resolve_models([(None, None)], temperature=0.2, chosen=True)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "local")
+    real = resolve_models([("openai:local-model", None)])
+    assert runs_of(real, None) == 3 and real[0].temperature == 0.7 and real[0].sampling
+    assert runs_of(real, 2) == 2
+    assert runs_of(resolve_models([("openai:local-model", None)], temperature=0.0, chosen=True), None) == 1
+
+
+def test_the_offline_default_is_one_run_and_the_table_says_n_1(tmp_path, capsys):
+    import io
+    import uuid
+
+    from rich.console import Console
+
+    from graph.transports.cli.benchmark import render
+    from graph.transports.cli.main import main
+
+    args = ["benchmark", "stockbench", "--symbols", "AAPL", "--start", "2025-03-03", "--end", "2025-03-04", "--json",
+            "--db", f"mongomock://one_{uuid.uuid4().hex[:8]}", "--out", str(tmp_path), "--benchmark-id", "once"]
+    assert main(args) == 0, capsys.readouterr().err
+    card = json.loads(capsys.readouterr().out)
+    assert [r["kind"] for r in card["rows"]].count("run") == 1 and "run_mean" not in [r["kind"] for r in card["rows"]]
+    assert not any("temperature" in line for line in card["departures"])
+    out = io.StringIO()
+    render(Console(file=out, width=250), card, tmp_path)
+    text = out.getvalue()
+    assert "runs: n=1 per configuration, no standard deviation (the offline model is deterministic" in text
+    assert " ± " not in text, text
+    assert "vs buy-and-hold: daily excess return mean" in text
+    # a temperature for the offline model is bad input, one line, exit 2, nothing run
+    assert main(args[:-1] + ["twice", "--temperature", "0.7"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "temperature 0.7: the offline model takes none" in err
+    assert not (tmp_path / "twice").exists()
 
 
 def test_runs_n_gives_each_runs_row_and_their_mean_and_spread(tmp_path, capsys):

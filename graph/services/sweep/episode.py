@@ -65,7 +65,8 @@ def episode_runtime(ep: Episode, ctx: SweepContext):
     from agent.data.sources import DataFiles
     from graph.machine.runtime import default_runtime
 
-    settings = AgentConfig.from_env(memory=ep.memory, quick_model=ep.quick_model, deep_model=ep.deep_model)
+    settings = AgentConfig.from_env(memory=ep.memory, quick_model=ep.quick_model, deep_model=ep.deep_model,
+                                    temperature=ep.temperature)
     if ep.risk:
         settings = dataclasses.replace(settings, risk=dataclasses.replace(settings.risk, **ep.risk))
     if ctx.no_cache:

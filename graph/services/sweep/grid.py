@@ -59,9 +59,13 @@ class Episode:
     # (StockBench). Left out of as_dict while it is the default, so the grid hash of every sweep written before it
     # existed is unchanged and such a sweep resumes its own episodes
     decide_at: DecideAt = "close"
+    # the sampling temperature of its provider tiers (AgentConfig.temperature): None is tradegraph's 0. StockBench
+    # runs a real model at its protocol's 0.7; left out of as_dict while None, as decide_at is
+    temperature: Optional[float] = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {**({"decide_at": self.decide_at} if self.decide_at != "close" else {}),"episode_id": self.episode_id, "index": self.index, "config_key": self.config_key,
+        return {**({"decide_at": self.decide_at} if self.decide_at != "close" else {}),
+                **({"temperature": self.temperature} if self.temperature is not None else {}),"episode_id": self.episode_id, "index": self.index, "config_key": self.config_key,
                 "symbols": list(self.symbols), "start": self.window.start, "end": self.window.end,
                 "window": self.window.label, "in_sample": list(self.window.in_sample) if self.window.in_sample else None,
                 "memory": self.memory, "quick_model": self.quick_model, "deep_model": self.deep_model,
@@ -76,7 +80,8 @@ class Episode:
                    symbols=tuple(d["symbols"]), window=w, memory=d["memory"], quick_model=d.get("quick_model"),
                    deep_model=d.get("deep_model"), capital=d["capital"], fees_bps=d["fees_bps"],
                    slippage_bps=d["slippage_bps"], market=d["market"], every=d["every"], risk=dict(d.get("risk") or {}),
-                   override_label=d.get("override"), decide_at=d.get("decide_at", "close"))
+                   override_label=d.get("override"), decide_at=d.get("decide_at", "close"),
+                   temperature=d.get("temperature"))
 
 
 # ------------------------------------------------------------------------------------------------ windows

@@ -31,6 +31,10 @@ def inputs(args) -> dict[str, Any]:
         if not 1 <= args.runs <= 10:
             raise CliError(f"--runs {args.runs} must be from 1 to 10")
         out["runs"] = args.runs
+    if args.temperature is not None:
+        if not 0 <= args.temperature <= 2:
+            raise CliError(f"--temperature {args.temperature:g} must be from 0 to 2")
+        out["temperature"] = args.temperature
     if args.symbols is not None:
         try:
             out["symbols"] = parse_symbols(args.symbols)
@@ -168,6 +172,11 @@ def render(c, card: dict[str, Any], folder: Path) -> None:
         name = r["name"] + (" [dim](published)[/]" if published and "published" not in r["name"] else "")
         if r.get("failed_points"):
             name += f" [bold red]{r['failed_points']} FAILED point(s)[/]"
+        if r.get("may_have_seen_window"):
+            name += " [bold yellow]may have seen this window[/]"
+        if r["kind"] == "run_mean":  # a configuration's runs: mean ± standard deviation, its runs' rows above
+            t.add_row(name, *_mean_std(r), *["—"] * 7)
+            continue
         digits = 1 if published else 2  # a published row as published: to its own digits
         t.add_row(name, _pct(r["cumulative_return"], digits), _pct(r["max_drawdown"], digits),
                   "—" if r.get("sortino") is None else f"{r['sortino']:.4f}",
@@ -179,6 +188,7 @@ def render(c, card: dict[str, Any], folder: Path) -> None:
                   "—" if published else f"{r.get('tokens') or 0:,}",
                   "—" if published else ("unknown" if r.get("usd") is None else f"${r['usd']:.4f}"))
     c.print(t)
+    rigour(c, card)
     for r in card["rows"]:
         for sid, head in zip(r.get("session_ids") or [], r.get("chain_heads") or []):
             where = f"chain head seq {head['seq']} hash {head['hash']}" if head else "no chain head"
@@ -199,6 +209,49 @@ def render(c, card: dict[str, Any], folder: Path) -> None:
         c.print(f"elapsed: {card['elapsed_s']:.1f} s (this invocation's runs and scoring)")
     c.print(f"files: {folder}/scorecard.json, scorecard.csv, scorecard.png; verify a run with "
             f"`tradegraph replay SESSION --verify`")
+
+
+def _mean_std(r: dict[str, Any]) -> list[str]:
+    def pm(k: str, fmt) -> str:
+        return "—" if r.get(k) is None else f"{fmt(r[k])} ± {fmt(abs(r[f'{k}_std'] or 0.0))}"
+    return [pm("cumulative_return", lambda v: f"{v * 100:.2f}%"), pm("max_drawdown", lambda v: f"{v * 100:.2f}%"),
+            pm("sortino", lambda v: f"{v:.4f}")]
+
+
+def rigour(c, card: dict[str, Any]) -> None:
+    """Under the table: how many runs each row is (n=1 has no spread), each run's paired test against the
+    buy-and-hold, the sub-periods, and what a row's model may have seen."""
+    runs = [r for r in card["rows"] if r["kind"] == "run"]
+    means = [r for r in card["rows"] if r["kind"] == "run_mean"]
+    if runs and not means:
+        temps = {r.get("temperature") for r in runs}
+        c.print("runs: n=1 per configuration, no standard deviation" + (
+            " (the offline model is deterministic: another run is the same run)" if temps == {None} else ""))
+    for m in means:
+        c.print(f"{m['name']}: n={m['runs']}, mean ± sample standard deviation of its runs' rows above")
+    for r in runs:
+        test = r.get("vs_buy_and_hold") or {}
+        if test.get("mean") is not None:
+            lo, hi = test["ci95"]
+            c.print(f"{r['name']} vs buy-and-hold: daily excess return mean {test['mean'] * 100:+.4f}%, 95% "
+                    f"bootstrap interval [{lo * 100:+.3f}%, {hi * 100:+.3f}%], p = {test['p_value']:.2f} "
+                    f"({test['sessions']} sessions)")
+    for r in card["rows"]:
+        for period, f in (r.get("sub_periods") or {}).items():
+            if f:
+                c.print(f"{r['name']}, {period} {f['start']}..{f['end']}: return {_pct(f['cumulative_return'])}, max "
+                        f"DD {_pct(f['max_drawdown'])}, Sortino {f['sortino']:.4f}")
+    for r in runs:
+        seen = r.get("may_have_seen_window")
+        cut = ", ".join((f"{x['model']} {x['cutoff'] or 'none'}" + ("" if x.get("verified") else " (source unverified)"))
+                        if x["known"] else f"{x['model']} unknown" for x in r.get("cutoffs") or [])
+        if seen or seen is None:
+            c.print(f"{r['name']}: " + ("[bold yellow]may have seen this window[/]" if seen else
+                                        "training cut-off unknown: it cannot be ruled out that it saw this window")
+                    + f" (cut-offs: {cut}; graph/services/benchmark/stockbench/cutoffs.json)")
+    sent = sorted({str(r["temperature"]) for r in runs if r.get("temperature") is not None})
+    if sent:
+        c.print(f"temperature sent to the providers' models: {', '.join(sent)} (recorded in each run's manifest)")
 
 
 def register(subparsers) -> None:
@@ -225,8 +278,11 @@ def register(subparsers) -> None:
                    help="runs at once; more than 1 spreads the configurations on Ray (the sweep extra)")
     s.add_argument("--runs", type=int, default=None, metavar="N",
                    help="runs per model configuration, each a session of its own; the row shows their mean and "
-                        "standard deviation beside each run (default: 3 for a sampling model, 1 for the offline "
-                        "model or one at temperature 0)")
+                        "standard deviation beside each run (default: 3 when a provider's model answers, 1 for the "
+                        "offline model, which is deterministic)")
+    s.add_argument("--temperature", type=float, default=None, metavar="T",
+                   help="the sampling temperature a provider's model is sent (default: the paper's 0.7; another is "
+                        "printed as a departure)")
     s.add_argument("--benchmark-id", default=None, help="resume this benchmark if <runs folder>/<id>/ exists")
     add_runs_flag(s)
     s.add_argument("--estimate", action="store_true",

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from schemas.simulation import MemoryMode
 
@@ -21,6 +21,9 @@ START, END = "2025-03-01", "2025-06-30"
 INITIAL_CASH = 100_000.0
 COMMISSION_BPS = 1.0
 SLIPPAGE_BPS = 2.0
+# the paper's sampling temperature (arXiv 2510.02209, Table 2: each model the mean of 3 runs at 0.7), which a
+# provider's model is sent on a StockBench run; the offline model takes none (it is deterministic)
+TEMPERATURE = 0.7
 PUBLISHED = Path(__file__).with_name("published.json")
 
 
@@ -34,7 +37,13 @@ class Protocol:
     fees_bps: float = COMMISSION_BPS
     slippage_bps: float = SLIPPAGE_BPS
     memory: MemoryMode = "session"
+    # the temperature a provider's model is sent when the user chose one; None: the paper's TEMPERATURE
+    temperature: Optional[float] = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def model_temperature(self) -> float:
+        return TEMPERATURE if self.temperature is None else self.temperature
 
     def departures(self) -> list[str]:
         """Every way this run departs from the paper's protocol, one plain line each: the settings a user
@@ -55,6 +64,9 @@ class Protocol:
                 "agents recall notes of every run known before each date" if self.memory == "on" else
                 "agents recall no past notes") + " (StockBench shows each symbol's own recent decisions, as "
                 "tradegraph's default 'session' recalls the run's own notes)")
+        if self.model_temperature != TEMPERATURE:
+            lines.append(f"temperature {self.model_temperature:g} for a provider's model, the paper's is "
+                         f"{TEMPERATURE:g} (Table 2: each model the mean of 3 runs at {TEMPERATURE:g})")
         return lines + list(ALWAYS)
 
 

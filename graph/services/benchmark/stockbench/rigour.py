@@ -18,6 +18,7 @@ BOOTSTRAP = 10_000
 SEED = 7  # the same NAVs give the same interval and p-value
 SUB_PERIODS = {"downturn (Mar-Apr)": ("03", "04"), "upturn (May-Jun)": ("05", "06")}
 CUTOFFS = Path(__file__).with_name("cutoffs.json")
+UNVERIFIED = "unverified"  # how a cut-off row whose source cannot be named begins its source
 METRICS = ("cumulative_return", "max_drawdown", "sortino")
 
 
@@ -84,7 +85,7 @@ def cutoff_of(model: str) -> dict[str, Any]:
         "openai", "anthropic", "google_genai", "ollama", "offline") else model
     found = table.get(name)
     return {"model": model, "cutoff": found["cutoff"] if found else None, "source": found["source"] if found else None,
-            "known": found is not None}
+            "known": found is not None, "verified": found is not None and not found["source"].startswith(UNVERIFIED)}
 
 
 def may_have_seen(models: Sequence[str], window_start: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ in this process or as the sweep's Ray actor, checked before each call as a backt
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from types import SimpleNamespace
 from typing import Any, Literal, Optional
 from collections.abc import Callable, Sequence
 
-from graph.services.benchmark.stockbench.protocol import Protocol
+from graph.services.benchmark.stockbench.protocol import TEMPERATURE, Protocol
 from graph.services.run_files import read_run_text, run_file_exists, write_run_atomic
 from graph.services.sweep.episode import SweepContext
 from graph.services.sweep.grid import Episode
@@ -60,7 +61,9 @@ class Configuration:
     deep: Optional[str]
     quick_resolved: str
     deep_resolved: str
-    sampling: bool = False  # a tier answers at a temperature above 0: its runs differ, so it is run --runs times
+    # a provider answers at a temperature above 0 (the protocol's 0.7): its runs differ, so it is run 3 times
+    sampling: bool = False
+    temperature: Optional[float] = None  # what its provider tiers are sent; None: the offline model, which takes none
 
     @property
     def name(self) -> str:
@@ -94,10 +97,12 @@ class BenchmarkPlan:
 
 
 # ------------------------------------------------------------------------------------------------ planning
-def resolve_models(models: Sequence[tuple[Optional[str], Optional[str]]], *, check_ready: bool = True
-                   ) -> list[Configuration]:
+def resolve_models(models: Sequence[tuple[Optional[str], Optional[str]]], *, check_ready: bool = True,
+                   temperature: float = TEMPERATURE, chosen: bool = False) -> list[Configuration]:
     """Each (quick, deep) as the runs will use it; (None, None) is the configured tiers (offline without a key).
-    With check_ready, a provider that is not ready (package, key, endpoint) is bad input naming the model."""
+    A configuration a provider answers is sent `temperature` (the protocol's unless the user chose one); one the
+    offline model answers takes none, and a temperature the user `chosen` for it alone is bad input. With
+    check_ready, a provider that is not ready (package, key, endpoint) is bad input naming the model."""
     from agent.config import AgentConfig, ConfigError
 
     out = []
@@ -106,28 +111,31 @@ def resolve_models(models: Sequence[tuple[Optional[str], Optional[str]]], *, che
         try:
             settings = AgentConfig.from_env(quick_model=quick, deep_model=deep)
             resolved = (settings.quick_model, settings.deep_model)
-            sampling = _sampling(settings)
+            sent = temperature if _provider_answers(settings) else None
+            sampling = bool(sent)
         except ConfigError as e:
             if check_ready or quick is None:
                 raise BenchmarkError(f"models: {quick or 'the configured model'}: {e}", field="models") from None
             resolved = (quick, deep or quick)  # an estimate needs only the names to price them
-            sampling = False
-        out.append(Configuration(quick, deep, *resolved, sampling=sampling))
+            sampling, sent = False, None
+        out.append(Configuration(quick, deep, *resolved, sampling=sampling, temperature=sent))
     if len({(c.quick_resolved, c.deep_resolved) for c in out}) != len(out):
         raise BenchmarkError("models: the same configuration is named twice", field="models")
+    if chosen and check_ready and all(c.temperature is None for c in out):
+        raise BenchmarkError(f"temperature {temperature:g}: the offline model takes none (it is deterministic); "
+                             f"name a provider's model with --model", field="temperature")
     return out
 
 
-def _sampling(settings) -> bool:
+def _provider_answers(settings) -> bool:
     from agent.providers import OFFLINE, tier_model
 
-    tiers = [tier_model(settings, t, with_profile=False) for t in ("quick", "deep")]
-    return any(t.provider != OFFLINE and t.temperature != 0 for t in tiers)
+    return any(tier_model(settings, t, with_profile=False).provider != OFFLINE for t in ("quick", "deep"))
 
 
 def runs_of(configurations: list[Configuration], runs: Optional[int]) -> int:
-    """--runs, else 3 when a configuration samples (the paper's 3 runs a model), else 1: a deterministic model (the
-    offline one, a provider at temperature 0) gives the same run again."""
+    """--runs, else 3 when a provider's model answers at a temperature above 0 (the paper's 3 runs a model at 0.7),
+    else 1: the offline model (and a provider at a chosen temperature 0) gives the same run again."""
     return runs if runs is not None else (3 if any(c.sampling for c in configurations) else 1)
 
 
@@ -186,11 +194,11 @@ def expand_episodes(benchmark_id: str, protocol: Protocol, configurations: list[
     if any(c.quick is None for c in configurations) and len(configurations) > 1:
         raise BenchmarkError("models: the configured model cannot be one of several configurations: name each "
                              "one as provider:model", field="models")
-    episodes = expand(grid, benchmark_id)
+    # each run of a configuration a provider answers is sent its temperature (recorded in every run's manifest)
+    episodes = [dataclasses.replace(ep, temperature=configurations[ep.index].temperature)
+                for ep in expand(grid, benchmark_id)]
     if runs == 1:
         return episodes
-    import dataclasses
-
     return [dataclasses.replace(ep, episode_id=f"{ep.episode_id}-r{r}") for ep in episodes for r in range(1, runs + 1)]
 
 
@@ -204,7 +212,8 @@ def plan(benchmark_id: str, protocol: Protocol, models: Sequence[tuple[Optional[
     Writes experiments/<id>/benchmark.json on first use."""
     from graph.services.sweep.grid import grid_hash
 
-    configurations = resolve_models(models)
+    configurations = resolve_models(models, temperature=protocol.model_temperature,
+                                    chosen=protocol.temperature is not None)
     files, market = load_data(data)
     sessions = sessions_of(market, protocol)
     episodes = expand_episodes(benchmark_id, protocol, configurations, runs_of(configurations, runs))
@@ -221,7 +230,7 @@ def plan(benchmark_id: str, protocol: Protocol, models: Sequence[tuple[Optional[
     return out
 
 
-_WHAT = {"grid_hash": "settings (symbols, window, memory or model configurations)", "data": "data",
+_WHAT = {"grid_hash": "settings (symbols, window, memory, temperature or model configurations)", "data": "data",
          "models": "models (the configured tiers resolve differently now)"}
 
 
@@ -394,7 +403,8 @@ def score(plan: BenchmarkPlan, store, *, elapsed_s: Optional[float] = None) -> t
         head = store.events.heads.get(sid)
         sessions.append(sid)
         record = scorecard.RunRecord(plan.name_of(ep), result, (sid,), (head.public() if head else None,))
-        runs.append({**scorecard.run_row(record, plan.protocol.initial_cash), "run_id": ep.episode_id})
+        runs.append({**scorecard.run_row(record, plan.protocol.initial_cash), "run_id": ep.episode_id,
+                     "temperature": plan.configurations[ep.index].temperature})
     market = load_file("prices", plan.ctx.data["prices"])
     baseline = scorecard.baseline_row(plan.sessions, opens(market, plan.protocol.symbols, plan.sessions),
                                       plan.protocol)
