@@ -8,22 +8,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # what a type checker sees: the same names, imported
-    from schemas.analysis import AnalystNote, QuantAnswer, QuantReport, SymbolPanel
-    from schemas.base import SCHEMA_VERSION
-    from schemas.debate import DebateCase, DebateReport, DebateResult, ManagerVerdict
-    from schemas.decision import Decision, DecisionResult, ExecutedTrade, Order, PortfolioDecision, TradeThesis
-    from schemas.events import StateEvent
-    from schemas.execution import ExecutionResult
-    from schemas.features import FeatureBundle, PriceBar
-    from schemas.market import MarketScan, MarketSnapshot
-    from schemas.memory import AgentMemory, ClosedTrade, MemoryRecord, RetrievalHit, TradeReview
-    from schemas.plan import Plan
-    from schemas.portfolio import PortfolioSnapshot, Position
-    from schemas.validation import DecisionValidation, RiskCheck
-    from schemas.states import STATE_CONTRACTS, STATES
+if TYPE_CHECKING:  # the one name read from the package itself (the rest: from their modules); typed here
+    from pydantic import BaseModel
 
-    ALL_CONTRACTS: dict[str, type]
+    ALL_CONTRACTS: dict[str, type[BaseModel]]
 
 # every model whose JSON Schema `tradegraph schemas` writes, in its order, and the module that defines it
 _CONTRACTS = {

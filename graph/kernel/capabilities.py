@@ -258,15 +258,18 @@ def _market_only(files):
 def portfolio(ctx: Context, inp: m.SessionInput) -> m.PortfolioView:
     """The session's book at its last as-of: positions with their levels and age, cash, equity, realised and
     unrealised P&L (fees included), valued on the prices the session read."""
-    from agent.data.market import DataError
-    from graph.services.portfolio_view import NoPortfolio, portfolio_view
+    from graph.services.portfolio_view import NoPortfolio, portfolio_view, recorded_closes
 
     if ctx.store.portfolios.load(inp.session_id) is None and not ctx.store.events.exists(inp.session_id):
         raise NotFound(f"unknown session '{inp.session_id}'", field="session_id")
-    try:
-        market = _market_only(data_files(inp, ctx.store, inp.session_id))
-    except (BadInput, DataError):  # its price file moved or went away: the prices it recorded value the book
-        market = None
+    market = None  # the closes it recorded value the book: its price file is not read (pandas costs seconds)
+    if recorded_closes(ctx.store, inp.session_id) is None:
+        from agent.data.market import DataError
+
+        try:
+            market = _market_only(data_files(inp, ctx.store, inp.session_id))
+        except (BadInput, DataError):  # its price file moved or went away: the prices it recorded value the book
+            market = None
     try:
         return portfolio_view(ctx.store, inp.session_id, market)
     except NoPortfolio:

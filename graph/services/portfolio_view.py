@@ -4,16 +4,23 @@ The stored portfolio is the truth for positions and cash; the ledger's committed
 the order they filled) give the realised side. Realised P&L is worked out by average cost, the broker's own
 rule, with every fee charged to it, so realised + unrealised = equity − starting cash exactly; a test holds the
 view to that identity.
+
+A session that decided at the close recorded each held symbol's close at its as-of in its last scan: the book is
+valued on those, and the price file (pandas, seconds of start-up) is read only when the recording does not value it
+(a session deciding at the open, whose scan holds opening prices; a recording without a held symbol's price).
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 from collections.abc import Iterable
 
-from agent.data.market import DataError, MarketData
 from database.connection import Store
 from schemas.events import ContractEvent, ManifestEvent, parse_event
+from schemas.market import MarketScan
 from schemas.portfolio import PortfolioSnapshot, PortfolioView, PositionView
+
+if TYPE_CHECKING:  # agent.data.market imports pandas: loaded only when a price file is read
+    from agent.data.market import MarketData
 
 
 class NoPortfolio(LookupError):
@@ -72,24 +79,58 @@ def last_as_of(store: Store, session_id: str) -> Optional[str]:
     return next((d for d in reversed(dates) if d), None)
 
 
-def recorded_prices(store: Store, session_id: str, as_of: Optional[str]) -> dict[str, float]:
-    """The prices the session's last scan dated `as_of` saw, held symbols outside its universe included
-    (MarketScan.prices): what the book is valued at when the session's price file can no longer be read."""
-    contracts = [parse_event(e) for e in store.events.read(session_id, kind="contract")]
-    scans = [c.payload.data for c in contracts if isinstance(c, ContractEvent) and c.payload.name == "MarketScan"]
-    scan = next((s for s in reversed(scans) if s.get("as_of") == as_of), None)
-    if scan is None:
+def last_scan(store: Store, session_id: str, as_of: Optional[str]) -> Optional[tuple[MarketScan, str]]:
+    """The session's last scan dated `as_of` and the cycle that made it (contracts read from the newest back)."""
+    for event in reversed(store.events.read(session_id, kind="contract")):
+        contract = parse_event(event)
+        if isinstance(contract, ContractEvent) and contract.payload.name == "MarketScan":
+            scan = MarketScan.model_validate(contract.payload.data)
+            if scan.as_of == as_of:
+                return scan, contract.cycle_id
+    return None
+
+
+def recorded_prices(store: Store, session_id: str, as_of: Optional[str]) -> dict[str, tuple[float, str]]:
+    """symbol -> (price, its date) as the session's last scan dated `as_of` saw them, held symbols outside its
+    universe included (MarketScan.marks; one with no bar that day at the last close its untradable entry dates)."""
+    found = last_scan(store, session_id, as_of)
+    return {} if found is None else scan_prices(found[0])
+
+
+def scan_prices(scan: MarketScan) -> dict[str, tuple[float, str]]:
+    dated = {u.symbol: u.price_date for u in scan.untradable if u.price_date}
+    return {**{sym: (price, dated.get(sym, scan.as_of)) for sym, price in scan.marks.items()},
+            **{s.symbol: (s.price, s.last_bar_date) for s in scan.snapshots}}
+
+
+def recorded_closes(store: Store, session_id: str) -> Optional[dict[str, tuple[float, str]]]:
+    """The closes that value the session's stored book, as its last scan at the book's as-of recorded them, or None
+    when the recording does not hold them: that scan's cycle decided at the open (its prices are opens), or a held
+    symbol has no price in it. A book with no position needs none (an empty table)."""
+    snapshot = store.portfolios.load(session_id)
+    if snapshot is None or not snapshot.positions:
         return {}
-    return {**(scan.get("marks") or {}), **{s["symbol"]: float(s["price"]) for s in scan.get("snapshots") or []}}
+    found = last_scan(store, session_id, snapshot.as_of)
+    if found is None:
+        return None
+    scan, cycle_id = found
+    manifests = [parse_event(e) for e in store.events.read(session_id, kind="manifest", cycle_id=cycle_id)]
+    decided_at = next((m.payload.config.get("decide_at") for m in manifests if isinstance(m, ManifestEvent)), None)
+    prices = scan_prices(scan)
+    if decided_at != "close" or not set(snapshot.positions) <= set(prices):
+        return None
+    return prices
 
 
-def _price(symbol: str, market: Optional[MarketData], recorded: dict[str, float], as_of: Optional[str]
+def _price(symbol: str, market: Optional[MarketData], recorded: dict[str, tuple[float, str]], as_of: Optional[str]
            ) -> tuple[Optional[float], Optional[str]]:
     """(price, its date): the close at as_of in the session's market data, or, without it, the recorded price."""
     if as_of is None:
         return None, None
     if market is None:
-        return (recorded[symbol], as_of) if symbol in recorded else (None, None)
+        return recorded.get(symbol, (None, None))
+    from agent.data.market import DataError
+
     try:
         bars = market.as_of(symbol, as_of, lookback=1)
     except DataError:
@@ -110,8 +151,8 @@ def _valued(pos, price: Optional[float], price_date: Optional[str]) -> PositionV
 
 
 def portfolio_view(store: Store, session_id: str, market: Optional[MarketData]) -> PortfolioView:
-    """The book valued on `market` (the session's own data), or, when None (its price file moved or went away),
-    on the prices its recording holds. A session that never filled (paused for approval, rejected, held) has no
+    """The book valued on `market` (the session's own data), or, when None (the recording holds the closes that
+    value it, recorded_closes; or its price file moved or went away), on the prices its recording holds. A session that never filled (paused for approval, rejected, held) has no
     stored book: its cash is its starting cash, at its last cycle's date."""
     snapshot, version = store.portfolios.load_versioned(session_id)
     if snapshot is None:

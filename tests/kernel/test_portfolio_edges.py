@@ -1,5 +1,7 @@
 """`portfolio` for the sessions that have no stored book or no price file any more: one paused for approval or
-rejected shows its cash; an own-data session whose price file moved is valued on the prices it recorded."""
+rejected shows its cash; an own-data session whose price file moved is valued on the prices it recorded. A session
+that decided at the close is valued on the closes it recorded (its price file unread: pandas stays unloaded); one
+that decided at the open recorded opening prices, so its price file's close values it."""
 from __future__ import annotations
 
 import shutil
@@ -66,3 +68,46 @@ def test_an_own_data_session_is_valued_on_its_recorded_prices_once_its_file_move
         assert a.price == pytest.approx(b.price, abs=1e-4)  # recorded at 4 decimals (agent/features/bundle.py)
     assert after.equity == pytest.approx(before.equity, abs=0.01)
     assert after.realized_pnl + after.unrealized_pnl == pytest.approx(after.equity - after.starting_cash, abs=0.01)
+
+
+def _own_data_session(kernel, prices: Path) -> str:
+    session = None
+    for day in ("2024-03-01", "2024-03-04"):
+        out = kernel.call("run_cycle", {"symbols": ["ACME"], "as_of": day, "prices": str(prices),
+                                        **({"session_id": session} if session else {})}, transport="cli")
+        assert out.status == "completed", out.error
+        session = out.session_id
+    return session
+
+
+def _doubled(prices: Path) -> None:
+    """The same file with every price doubled: a view that read it would show ACME at 164.40 on 2024-03-04."""
+    lines = prices.read_text().splitlines()
+    rows = [line.split(",") for line in lines[1:]]
+    prices.write_text("\n".join([lines[0], *(",".join([r[0], r[1], *(f"{float(v) * 2:.2f}" for v in r[2:6]), r[6]])
+                                             for r in rows)]) + "\n")
+
+
+def test_a_session_deciding_at_the_close_is_valued_on_the_closes_it_recorded(kernel, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    prices = tmp_path / "acme.csv"
+    shutil.copy(ACME, prices)
+    session = _own_data_session(kernel, prices)
+    _doubled(prices)
+    view = kernel.call("portfolio", {"session_id": session})
+    assert view.positions, "the session holds nothing: no price would be needed to value it"
+    # ACME's close on 2024-03-04 in docs/examples/acme.csv, as the session's scan recorded it
+    assert [(p.symbol, p.price, p.price_date) for p in view.positions] == [("ACME", 82.2, "2024-03-04")]
+    assert view.realized_pnl + view.unrealized_pnl == pytest.approx(view.equity - view.starting_cash, abs=0.01)
+
+
+def test_a_session_deciding_at_the_open_is_valued_at_its_files_close(kernel, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TRADEGRAPH_DECIDE_AT", "open")
+    prices = tmp_path / "acme.csv"
+    shutil.copy(ACME, prices)
+    session = _own_data_session(kernel, prices)
+    view = kernel.call("portfolio", {"session_id": session})
+    assert view.positions, "the session holds nothing: no price would be needed to value it"
+    # its scan recorded 2024-03-04's open (81.53): the book is valued at that day's close from the file
+    assert [(p.symbol, p.price, p.price_date) for p in view.positions] == [("ACME", 82.2, "2024-03-04")]
