@@ -4,11 +4,7 @@ before anything else, with the file, the row (line, record) and the column (fiel
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -22,7 +18,6 @@ from agent.data.sources import load_file
 from agent.data.stockbench import cache_dir, load_tree
 from tests.unit.stockbench_tree import write_tree
 
-ROOT = Path(__file__).resolve().parents[2]
 HEADER = "symbol,date,open,high,low,close,volume\n"
 GOOD = "ACME,2024-03-01,10,11,9,10.5,1000\n"
 
@@ -163,16 +158,19 @@ def _bad_files(d: Path) -> dict[str, tuple[str, Path, str]]:
     }
 
 
-def _tg(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("MONGODB_URI", "TRADEGRAPH_CONFIG", "TRADEGRAPH_LLM")}
-    env.update({"TRADEGRAPH_HOME": str(cwd / "home"), "PYTHONPATH": str(ROOT)})
-    return subprocess.run([sys.executable, "-m", "graph.transports.cli.main", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
-
-
 @pytest.mark.integration
-def test_data_check_and_run_refuse_it_in_one_line_exit_2_and_write_no_session(embedded_uri, tmp_path):
+def test_data_check_and_run_refuse_it_in_one_line_exit_2_and_write_no_session(embedded_uri, tmp_path, monkeypatch,
+                                                                             capsys):
+    # in process (`main([...])`): the answer (exit code, stderr, stdout) and the empty database are what is
+    # checked, not how a process starts (10 processes here cost 80 s under load)
     from pymongo import MongoClient
+
+    from graph.transports.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TRADEGRAPH_HOME", str(tmp_path / "home"))
+    for name in ("MONGODB_URI", "TRADEGRAPH_CONFIG", "TRADEGRAPH_LLM"):
+        monkeypatch.delenv(name, raising=False)
 
     cases = _bad_files(tmp_path / "data")
     db = f"finite_{uuid.uuid4().hex[:8]}"
@@ -186,12 +184,13 @@ def test_data_check_and_run_refuse_it_in_one_line_exit_2_and_write_no_session(em
                     f"{embedded_uri}/{db}"]
         jobs.append((case, "check", check_args, f"tradegraph: error: {flag} {path}: {shown}: {what}\n"))
         jobs.append((case, "run", run_args, f"tradegraph: error: {flag} {path}: {shown}: {what}\n"))
-    with ThreadPoolExecutor(2) as pool:
-        done = list(pool.map(lambda job: (job, _tg(job[2], tmp_path)), jobs))
-    for (case, command, _, line), proc in done:
-        assert (case, command, proc.returncode) == (case, command, 2), proc.stderr
-        assert proc.stderr == line, (case, command)
-        assert proc.stdout == ""
+    for case, command, args, line in jobs:
+        capsys.readouterr()
+        code = main(args)
+        out, err = capsys.readouterr()
+        assert (case, command, code) == (case, command, 2), err
+        assert err == line, (case, command)
+        assert out == ""
     client = MongoClient(embedded_uri, serverSelectionTimeoutMS=5000)
     try:
         assert client[db].list_collection_names() == []  # refused before any store write, let alone a session
