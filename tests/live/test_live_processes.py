@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -17,8 +18,20 @@ from tests.live.test_live_restart import fake, loop  # noqa: F401 - fake is a fi
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def test_two_loops_under_one_name_one_refuses_with_exit_2_and_only_one_cycle_runs(fake, tmp_path):  # noqa: F811
-    procs = [loop(fake, tmp_path), loop(fake, tmp_path)]
+@pytest.fixture
+def procs():
+    """The children a test starts, SIGKILLed at its end whatever happened (none outlives its test)."""
+    started: list[subprocess.Popen] = []
+    yield started
+    for p in started:
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=30)
+
+
+def test_two_loops_under_one_name_one_refuses_with_exit_2_and_only_one_cycle_runs(fake, tmp_path, procs):  # noqa: F811
+    # 6h of the children's clock to approve: ~4 minutes of real polling, however slowly the second one starts
+    procs += [loop(fake, tmp_path, approve_within="6h"), loop(fake, tmp_path, approve_within="6h")]
     deadline = time.monotonic() + 180
     while all(p.poll() is None for p in procs) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -43,11 +56,12 @@ def test_two_loops_under_one_name_one_refuses_with_exit_2_and_only_one_cycle_run
     assert store.events.cycle_ids("live-k") == ["live-k:c1"] and fake.orders == []
 
 
-def test_killed_after_the_fetch_before_the_cycle_reads_that_file_when_restarted(fake, tmp_path):  # noqa: F811
+def test_killed_after_the_fetch_before_the_cycle_reads_that_file_when_restarted(fake, tmp_path, procs):  # noqa: F811
     yahoo = FakeYahoo().start()
     try:
         extra = {"FAKE_YAHOO_PORT": str(yahoo.port), "YF_CACHE": str(tmp_path / "yf-cache")}
         first = loop(fake, tmp_path, prices=False, env_extra={**extra, "DIE_AFTER": "fetched"})
+        procs.append(first)
         out, err = first.communicate(timeout=180)
         assert first.returncode == -signal.SIGKILL, out + err
         store = connect(fake.db_uri)
@@ -56,6 +70,7 @@ def test_killed_after_the_fetch_before_the_cycle_reads_that_file_when_restarted(
         assert [s for s, _ in yahoo.charts] == ["AAPL", "MSFT"] and store.events.cycle_ids("live-k") == []
 
         again = loop(fake, tmp_path, prices=False, approve_within="5m", env_extra=extra)
+        procs.append(again)
         out, err = again.communicate(timeout=180)
         assert again.returncode == 0, out + err
         assert f"2012-07-02: bars through 2012-06-29 fetched before ({rec['data']['file']}); not fetched again" in out
