@@ -144,7 +144,7 @@ KIND = register(TaskKind("benchmark", resume=resume, artifacts=artifacts))
 def estimate(store, inp: BenchmarkInput):
     from graph.services.benchmark.stockbench.estimate import estimate as _estimate
 
-    return _graph_errors(_estimate, protocol_of(inp), models_of(inp), inp.data, store=store)
+    return _graph_errors(_estimate, protocol_of(inp), models_of(inp), inp.data, store=store, runs=inp.runs)
 
 
 # ------------------------------------------------------------------------------------------------ look-ahead audit

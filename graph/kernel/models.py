@@ -541,6 +541,7 @@ class BenchmarkInput(LlmSpending):
 
 class EstimateConfiguration(Output):
     name: str
+    runs: int = Field(1, description="the runs of it priced (the benchmark's --runs, else 3 for a provider's model)")
     quick_model: str
     deep_model: str
     calls: int

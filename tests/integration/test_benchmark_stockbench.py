@@ -181,11 +181,17 @@ def test_estimate_sends_no_request_and_the_run_it_prices_does(provider, tmp_path
     args = ["benchmark", "stockbench", "--symbols", "AAPL,MSFT", "--start", "2025-03-03", "--end", "2025-03-03",
             "--model", "openai:gpt-4o-mini", "--json", "--db", f"mongomock://est_{uuid.uuid4().hex[:8]}",
             "--out", str(tmp_path / "exp")]
-    assert cli_main(args + ["--estimate"]) == 0
+    assert cli_main(args + ["--estimate", "--runs", "1"]) == 0
     est = json.loads(capsys.readouterr().out)
     assert provider.requests == []  # the counting provider was sent nothing
     (row,) = est["configurations"]
     assert row["quick_model"] == "openai:gpt-4o-mini" and row["priced_as"]["quick"] == "gpt-4o-mini"
+    assert row["runs"] == 1
+    # by default a provider's model is run 3 times (the paper's protocol): the estimate prices all 3
+    assert cli_main(args + ["--estimate"]) == 0
+    (three,) = json.loads(capsys.readouterr().out)["configurations"]
+    assert three["runs"] == 3 and three["calls"] == 3 * row["calls"] and three["usd"] == pytest.approx(3 * row["usd"],
+                                                                                                       abs=1e-4)
     assert row["calls"] > 0 and row["input_tokens"] > 0 and 0 < row["usd"] < row["usd_worst"]
     assert est["window"]["sessions"] == 1 and "4 characters per token" in est["tokenizer"]
     # the same benchmark run for real goes to the provider, about as often as estimated (same graph, the fake

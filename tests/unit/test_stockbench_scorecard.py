@@ -117,3 +117,9 @@ def test_the_protocol_names_every_departure_a_user_chose_before_what_always_diff
     chosen = Protocol(symbols=SYMBOLS[:4], start="2025-04-01", memory="off").departures()
     assert chosen[0].startswith("symbols: 4 chosen") and chosen[1].startswith("window 2025-04-01..2025-06-30")
     assert chosen[2].startswith("memory off") and chosen[3:] == default
+
+
+def test_a_temperature_other_than_the_papers_is_a_departure():
+    assert not any(line.startswith("temperature") for line in Protocol(temperature=0.7).departures())
+    (line,) = [x for x in Protocol(temperature=0.0).departures() if x.startswith("temperature")]
+    assert line.startswith("temperature 0 for a provider's model, the paper's is 0.7")

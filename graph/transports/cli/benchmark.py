@@ -123,10 +123,11 @@ def _estimate(args, given: dict[str, Any]) -> int:
     w = est.window
     t = Table(title=f"StockBench estimate: {len(est.symbols)} symbols × {w['sessions']} sessions "
                     f"({w['start']}..{w['end']})")
-    for col in ("configuration", "calls", "input tokens", "output tokens", "worst output", "dollars", "worst $"):
+    for col in ("configuration", "runs", "calls", "input tokens", "output tokens", "worst output", "dollars",
+                "worst $"):
         t.add_column(col, justify="left" if col == "configuration" else "right")
     for r in est.configurations:
-        t.add_row(r.name, f"{r.calls:,}", f"{r.input_tokens:,}", f"{r.output_tokens:,}", f"{r.output_tokens_worst:,}",
+        t.add_row(r.name, str(r.runs), f"{r.calls:,}", f"{r.input_tokens:,}", f"{r.output_tokens:,}", f"{r.output_tokens_worst:,}",
                   _usd(r.usd, r.unpriced), _usd(r.usd_worst, r.unpriced))
     c.print(t)
     per = est.per_point

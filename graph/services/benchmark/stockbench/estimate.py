@@ -227,16 +227,24 @@ def project(dry: dict[str, Any], configurations, sessions: int, symbols: int,
 
 
 def estimate(protocol: Protocol, models, data: Optional[str] = None, *, points: int = DRY_RUN_POINTS,
-             store=None) -> dict[str, Any]:
-    """The estimate of a benchmark as `plan` would run it (same checks on the data, window and symbols); the
-    models need not be ready to run (no key is needed to price them)."""
-    from graph.services.benchmark.stockbench.run import load_data, resolve_models, sessions_of
+             store=None, runs: Optional[int] = None) -> dict[str, Any]:
+    """The estimate of a benchmark as `plan` would run it (same checks on the data, window and symbols, and as
+    many runs of each configuration: --runs, else 3 for a provider's model); the models need not be ready to run
+    (no key is needed to price them)."""
+    from graph.services.benchmark.stockbench.run import load_data, resolve_models, runs_of, sessions_of
 
-    configurations = resolve_models(models, check_ready=False)
+    configurations = resolve_models(models, check_ready=False, temperature=protocol.model_temperature)
     files, market = load_data(data)
     sessions = sessions_of(market, protocol)
     dry = dry_run(protocol, files, sessions, points, store)
     projected = project(dry, configurations, len(sessions), len(protocol.symbols))
+    n = runs_of(configurations, runs)  # plan runs every configuration this many times
+    for row in projected["configurations"]:
+        row["runs"] = n
+        for k in ("calls", "input_tokens", "output_tokens", "output_tokens_worst", "total_tokens"):
+            row[k] *= n
+        for k in ("usd", "usd_worst"):
+            row[k] = None if row[k] is None else round(row[k] * n, 4)
     totals = {k: sum(r[k] for r in projected["configurations"]) for k in ("calls", "input_tokens", "output_tokens")}
     usd = [r["usd"] for r in projected["configurations"]]
     return {"benchmark": "stockbench", "window": {"start": sessions[0], "end": sessions[-1], "sessions": len(sessions)},

@@ -116,8 +116,11 @@ def resolve_models(models: Sequence[tuple[Optional[str], Optional[str]]], *, che
         except ConfigError as e:
             if check_ready or quick is None:
                 raise BenchmarkError(f"models: {quick or 'the configured model'}: {e}", field="models") from None
-            resolved = (quick, deep or quick)  # an estimate needs only the names to price them
-            sampling, sent = False, None
+            from agent.providers import OFFLINE_MODELS
+
+            resolved = (quick, deep or quick)  # an estimate needs only the names to price them (and count its runs)
+            sent = None if all(name in OFFLINE_MODELS for name in resolved) else temperature
+            sampling = bool(sent)
         out.append(Configuration(quick, deep, *resolved, sampling=sampling, temperature=sent))
     if len({(c.quick_resolved, c.deep_resolved) for c in out}) != len(out):
         raise BenchmarkError("models: the same configuration is named twice", field="models")

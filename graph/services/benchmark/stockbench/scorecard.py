@@ -24,6 +24,7 @@ FILES = ("scorecard.json", "scorecard.csv", "scorecard.png")
 CSV_COLUMNS = ("name", "kind", "cumulative_return", "max_drawdown", "sortino", "sharpe", "turnover", "trades",
                "fees", "llm_calls", "tokens", "usd", "failed_points", "excess_mean", "excess_ci95_low",
                "excess_ci95_high", "excess_p_value", "may_have_seen_window", "gross_cumulative_return",
+               "runs", "cumulative_return_std", "max_drawdown_std", "sortino_std", "temperature",
                "session_ids", "chain_heads")
 
 
