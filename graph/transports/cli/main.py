@@ -29,11 +29,22 @@ COMMANDS = (cycle, sessions, features, store, serve_cli, replay, backtest, sweep
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tradegraph", description="Auditable LLM trading-agent cycles on LangGraph")
-    p.add_argument("--version", action="version", version=f"tradegraph {_version()}")
+    p.add_argument("--version", action=_Version, help="show program's version number and exit")
     sub = p.add_subparsers(dest="command", required=True)
     for commands in COMMANDS:
         commands.register(sub)
     return p
+
+
+class _Version(argparse.Action):
+    """--version, its number looked up when asked: importlib.metadata costs every other command ~30 ms of start-up."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kw: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(f"tradegraph {_version()}")  # on stdout, as argparse's own version action prints it
+        parser.exit()
 
 
 def _version() -> str:
