@@ -148,13 +148,14 @@ def plot(card: dict[str, Any], path: str | Path) -> Path:
             continue
         kind = row["kind"]
         scatter.scatter([row["max_drawdown"] * 100], [row["cumulative_return"] * 100], s=30,
-                        marker={"published": "o", "run": "*", "baseline": "s"}.get(kind, "o"),
-                        color={"published": "tab:blue", "run": "tab:red", "baseline": "tab:gray"}.get(kind, "k"))
+                        marker={"published": "o", "run": "*", "baseline": "s", "run_mean": "P"}.get(kind, "o"),
+                        color={"published": "tab:blue", "run": "tab:red", "baseline": "tab:gray",
+                               "run_mean": "darkred"}.get(kind, "k"))
         scatter.annotate(row["name"], (row["max_drawdown"] * 100, row["cumulative_return"] * 100), fontsize=6,
                          xytext=(3, 2), textcoords="offset points")
     scatter.set_xlabel("max drawdown %")
     scatter.set_ylabel("cumulative return %")
-    scatter.set_title("runs (*), buy & hold (square), published (o)", fontsize=9)
+    scatter.set_title("runs (*), their mean (+), buy & hold (square), published (o)", fontsize=9)
     scatter.grid(alpha=0.3)
     for row in card["rows"]:
         if row["kind"] not in ("run", "baseline") or not row.get("nav"):
