@@ -4,12 +4,15 @@ the fetch is audited, and a source that fails or lags past the deadline (429, 50
 stopping early) skips the day with one line, no cycle and no order. Driven in process by the fake clock."""
 from __future__ import annotations
 
+import sys
+
 import pandas as pd
 import pytest
 
 from database.connection import connect
 from graph.machine.recording import load_session
 from graph.services.broker.live_data import RETRY_S
+from graph.transports.cli.main import main
 from schemas.events import ValidationEvent, parse_event
 from tests.live.fake_yahoo import FakeYahoo, redirect_session
 from tests.live.test_live_loop import Clock, env, live, ny, records  # noqa: F401 - env is a fixture
@@ -122,3 +125,11 @@ def test_bars_stopping_before_the_previous_session_are_refused_naming_symbol_and
                                                "2012-07-02: refused"), out
     assert connect(env.db).events.cycle_ids("live-t") == [] and env.orders == []
     assert not (tmp_path / "experiments" / "live-t" / "bars-2012-07-03.parquet").exists()  # refused: never written
+
+
+def test_without_prices_and_without_yfinance_exit_2_names_the_extra_before_anything_runs(env, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "yfinance", None)  # what `import yfinance` does when it is not installed
+    assert main(["live", "--broker", "alpaca", "--symbols", "AAPL", "--db", env.db, "--name", "t"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "without --prices" in err and "pip install 'tradegraph[data]'" in err, err
+    assert records(env) == {} and connect(env.db).events.cycle_ids("live-t") == []

@@ -123,7 +123,8 @@ def test_approved_day_reconciles_at_the_early_close_and_is_not_run_again(env, ca
     assert len(env.orders) == n_orders and len(connect(env.db).events.cycle_ids("live-t")) == cycles + 1
 
 
-@pytest.mark.parametrize("flag,value", [("--at", "25:00"), ("--approve-within", "soon"), ("--name", "a b")])
+@pytest.mark.parametrize("flag,value", [("--at", "25:00"), ("--approve-within", "soon"), ("--name", "a b"),
+                                        ("--fetch-within", "0m")])
 def test_bad_flags_are_one_line_and_exit_2(env, capsys, flag, value):
     assert main(["live", "--broker", "alpaca", "--symbols", "AAPL", "--db", env.db, flag, value]) == 2
     err = capsys.readouterr().err
