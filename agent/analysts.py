@@ -10,6 +10,7 @@ from langchain_core.tools import BaseTool
 
 from agent.audit_events import emit
 from agent.calibration import ABSTAIN_MODEL
+from agent.call_schema import named_values
 from agent.config import AgentConfig
 from agent.guards import GuardError, cites
 from agent.memory.recall import past_notes
@@ -84,12 +85,13 @@ def run_analyst(role: AnalystRole, snap: MarketSnapshot, model: BaseChatModel, s
         if n.analyst != role:
             raise ValueError(f"analyst must be {role!r}, got {n.analyst!r}")
 
+    role_pin = {"analyst": {"type": "string", "const": role}}  # same_role, in the schema the call is sent
     model_name = model_name_of(model)
     notes = past_notes(call.recall, config, role, snap)
     note = structured_pass(model, task_messages(f"analyst:{role}", evidence, notes=notes, protocol=protocol),
                            AnalystNote, max_retries=settings.max_repair_retries, config=config, call=call,
                            method=settings.structured_method, expect_symbol=snap.symbol, check=same_role,
-                           cite_evidence=True)
+                           cite_evidence=True, pins=role_pin)
     note = note.model_copy(update={"model_used": model_name})
     if note.confidence < settings.self_critique_below:
         code_sets = set(MODEL_SETS["AnalystNote"]) if version(protocol).lean_prompts else None
@@ -98,7 +100,7 @@ def run_analyst(role: AnalystRole, snap: MarketSnapshot, model: BaseChatModel, s
                                                        protocol=protocol), AnalystNote,
                                   max_retries=settings.max_repair_retries, config=config, call=call,
                                   method=settings.structured_method, expect_symbol=snap.symbol, check=same_role,
-                                  cite_evidence=True)
+                                  cite_evidence=True, pins=role_pin)
         note = revised.model_copy(update={"model_used": model_name, "self_critiqued": True})
     return note
 
@@ -134,4 +136,4 @@ def run_quant(question: str, snap: MarketSnapshot, model: BaseChatModel, tools: 
 
     return structured_pass(model, messages, QuantAnswer, max_retries=settings.max_repair_retries, config=config, call=call,
                            method=settings.structured_method, expect_symbol=snap.symbol, check=cites_only_bundle,
-                           cite_evidence=True)
+                           cite_evidence=True, pins={"metrics": named_values(tech)})

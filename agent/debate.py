@@ -58,7 +58,8 @@ def run_debate(panel: SymbolPanel, snap: MarketSnapshot, model: BaseChatModel, s
         notes = () if lean and task.endswith("_rebuttal") else recalled[side]
         return structured_pass(model, task_messages(task, evidence, notes=notes, protocol=protocol), DebateCase,
                                max_retries=settings.max_repair_retries, config=config, call=call,
-                               method=settings.structured_method, expect_symbol=sym, check=right_side)
+                               method=settings.structured_method, expect_symbol=sym, check=right_side,
+                               pins={"side": {"type": "string", "const": side}})
 
     def bear_points():
         return [p for n in bears for p in n["key_points"]]

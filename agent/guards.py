@@ -93,6 +93,12 @@ class Shown:
     def numbers(self) -> list[float]:
         return _numbers(self._shown)
 
+    @functools.cached_property
+    def numbers_in_order(self) -> list[float]:
+        """The numbers shown, first shown first (the evidence before the tool results): what a per-call schema
+        offers as figures (agent/call_schema.py), which keeps the first ones when there are too many."""
+        return [float(x) for x in self._shown if isinstance(x, (int, float)) and not isinstance(x, bool)]
+
     def quotes(self, text: str) -> bool:
         norm = _norm(text).strip(" '\"\u201c\u201d\u2018\u2019.,;:")
         return len(norm) >= MIN_QUOTE and norm in self.text

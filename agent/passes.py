@@ -15,7 +15,7 @@ import functools
 import json
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional, TypeVar
 
 from langchain_core.language_models import BaseChatModel
@@ -27,6 +27,8 @@ from pydantic import BaseModel
 
 from agent.audit_events import emit
 from agent.budget import BudgetExceeded, output_cap, request_tokens
+from agent.endpoint_slots import endpoint_slot
+from agent.call_schema import UNSAFE, CallFacts, TextRule, call_schema, figure_texts
 from agent import cache as response_cache
 from agent.guards import GuardError, Shown, check_figures, check_symbol
 from agent.json_chat_model import (JsonChatModel, answer_text, lean_schema, parse_answer, pruned_schema,
@@ -171,7 +173,8 @@ def call_model(model: BaseChatModel, bound: Runnable, messages: list[BaseMessage
         plan = AttemptPlan.of(policy, attempt)
         response_id = uuid.uuid4().hex
         try:
-            ai = _invoke(bound, messages, _with_attempt(config, plan, response_id))
+            with endpoint_slot(choices_of(model)):  # a capped endpoint's queue is waited in here, not timed out in
+                ai = _invoke(bound, messages, _with_attempt(config, plan, response_id))
         except Exception as e:
             failure = describe_failure(e)
             if failure.partial is None:
@@ -213,6 +216,10 @@ def _fit_window(model, bound, messages, config, state: Optional[str], cap: Optio
     """The output cap, lowered to what the window leaves after the prompt (estimated as the budgets estimate it);
     ContextWindowExceeded, audited, when the prompt leaves less than MIN_ANSWER_TOKENS."""
     kwargs = dict(bound.kwargs) if isinstance(bound, RunnableBinding) else {}
+    # a window is known only for a server `models check` profiled (llama.cpp, Ollama, vLLM, LM Studio), and each
+    # compiles a response format's schema into a grammar that constrains decoding, never into prompt text: the
+    # window holds the messages and tools (a per-call schema naming the evidence's figures is a prompt's size)
+    kwargs.pop("response_format", None)
     prompt = request_tokens(messages, kwargs)
     room = window - prompt
     if room < MIN_ANSWER_TOKENS:
@@ -316,16 +323,20 @@ def structured_pass(
     check: Optional[Callable[[T], None]] = None,
     expect_symbol: Optional[str] = None,
     cite_evidence: bool = False,
+    pins: Optional[Mapping[str, dict]] = None,
 ) -> T:
     """`expect_symbol`: the contract is about this symbol: another one in its `symbol` field fails the state at once
     (TickerGuardError); another one named in its text outside a quotation is repaired (agent/guards.py).
     `cite_evidence`: every figure its text states must be one of the evidence's (analysts and the quant, whose
-    evidence is the bundle)."""
+    evidence is the bundle). `pins`: what `check` holds some fields to, as their schemas (the analyst's role as a
+    `const`, ...). All of these are also put in the schema the call is sent (agent/call_schema.py), where the
+    method sends one the server may constrain its answer with."""
     method = structured_method(model, method)
     protocol = call.protocol.number
-    bound = bind_json(model, schema, method, protocol)
-    parse = parse_answer(schema)
     shown = Shown(messages) if expect_symbol is not None else None  # what the model may quote and cite
+    facts = call_facts(expect_symbol, call.universe, shown, cite_evidence, pins)
+    bound = bind_json(model, schema, method, protocol, facts)
+    parse = parse_answer(schema)
     messages = list(messages) + [json_instruction(schema, method, lean=version(protocol).compact_json,
                                                   protocol=protocol)]
     error = ""
@@ -363,6 +374,17 @@ def structured_pass(
              config)
         messages += [_as_answer(out["raw"]), repair_message(schema.__name__, error)]
     raise ContractError(schema.__name__, error, max_retries + 1)
+
+
+def call_facts(symbol: Optional[str], universe: Sequence[str], shown: Optional[Shown], cite_evidence: bool,
+               pins: Optional[Mapping[str, dict]]) -> CallFacts:
+    """What structured_pass checks this call's answer against, as CallFacts for its schema."""
+    pinned = {**({"symbol": {"type": "string", "const": symbol}} if symbol is not None else {}), **(pins or {})}
+    text = None
+    if symbol is not None:
+        figures = figure_texts(shown.numbers_in_order) if cite_evidence and shown is not None else None
+        text = TextRule(symbol, others=bool(set(universe) - {symbol}), figures=figures)
+    return CallFacts(pins=pinned, text=text)
 
 
 def structured_method(model: BaseChatModel, configured: str) -> str:
@@ -414,25 +436,62 @@ def _asked_response_format(schema: type[BaseModel], constraints: bool = False) -
 GRAMMAR_CHARS, GRAMMAR_ITEMS = 300, 8
 
 
+def grammar_pattern(pattern: Any) -> Any:
+    """A pattern as llama-cpp-python's converter can pass on. It copies an escape outside a class (`\\d`, `\\.`)
+    into a grammar literal as is, which llama.cpp's parser refuses ("failed to parse grammar": the server process
+    died on that request, measured on AgentMemory.as_of's date). The same strings: `\\d` as 0-9, an escaped
+    punctuation character as a class of itself."""
+    if not isinstance(pattern, str):
+        return pattern
+    out, in_class, i = [], False, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            if nxt == "d":
+                out.append("0-9" if in_class else "[0-9]")
+            elif in_class or nxt.isalnum() or nxt in "]^\\":
+                out.append(c + nxt)  # a class keeps its escapes (llama.cpp reads them); \\x.. and the like too
+            else:
+                out.append(f"[{nxt}]")
+            i += 2
+            continue
+        in_class = (c == "[") or (in_class and c != "]")
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 def grammar_bounded(node: Any) -> Any:
     if isinstance(node, list):
         return [grammar_bounded(x) for x in node]
     if not isinstance(node, dict):
         return node
-    out = {k: (v if k in ("enum", "const", "default", "pattern") else grammar_bounded(v)) for k, v in node.items()}
+    out = {k: (v if k in ("enum", "const", "default") else grammar_pattern(v) if k == "pattern" else grammar_bounded(v))
+           for k, v in node.items()}
     if out.get("type") == "string" and not ({"enum", "const", "format"} & set(out)):
         out["maxLength"] = min(int(out.get("maxLength", GRAMMAR_CHARS)), GRAMMAR_CHARS)
+        if "pattern" not in out:  # llama.cpp's own string rule admits a raw newline, which is invalid JSON (measured)
+            out["pattern"] = f"^[^{UNSAFE}]{{{int(out.get('minLength', 0))},{out['maxLength']}}}$"
     if out.get("type") == "array":
         out["maxItems"] = min(int(out.get("maxItems", GRAMMAR_ITEMS)), GRAMMAR_ITEMS)
     return out
 
 
 def bind_json(model: BaseChatModel, schema: type[BaseModel], method: str,
-              protocol: int = PASS_PROTOCOL) -> Runnable:
+              protocol: int = PASS_PROTOCOL, facts: Optional[CallFacts] = None) -> Runnable:
     """The model asked for the contract as JSON, never with the state's tools. json_schema and json_mode go as
     an OpenAI-style `response_format`, which every provider's LangChain class maps to its own parameter
     (Anthropic's output_config, Ollama's format, Gemini's response schema). function_calling offers the
-    contract as the one tool, forced by tool_choice only where the server accepts it."""
+    contract as the one tool, forced by tool_choice only where the server accepts it.
+
+    `facts` (the call's, from protocol 5): a provider's model is sent the per-call schema (agent/call_schema.py)
+    with json_schema and json_object_schema, the methods whose schema a server can constrain its answer with.
+    json_mode states the contract's schema in the prompt and function_calling names it as the tool, as before:
+    a replay matches a request by its messages and tools, so they stay what every recording asked.
+    tradegraph's own models (offline, replay) read a schema's name and fields only: they get the contract's."""
+    shown = version(protocol).shows_constraints
+    per_call = facts if facts is not None and shown and not isinstance(model, JsonChatModel) else None
     if method == "function_calling":
         def make() -> Runnable:
             tool = convert_to_openai_tool(schema)  # LangChain leaves out the titles already
@@ -441,19 +500,22 @@ def bind_json(model: BaseChatModel, schema: type[BaseModel], method: str,
                                     ls_structured_output_format={"kwargs": {"method": method}, "schema": tool})
         return _bound(model, ("json", schema, method), make)
     if method == "json_object_schema":  # llama.cpp's server: JSON constrained by the schema beside json_object
-        shown = version(protocol).shows_constraints
-        return _bound(model, ("json", schema, method, shown), lambda: model.bind(
-            response_format={"type": "json_object", "schema": grammar_bounded(asked_schema(schema, shown))}))
+        asked = asked_schema(schema, shown)
+        sent = grammar_bounded(call_schema(asked, per_call) if per_call is not None else asked)
+        return _bound(model, ("json", schema, method, shown, per_call.key() if per_call else None), lambda: model.bind(
+            response_format={"type": "json_object", "schema": sent}))
     lean = version(protocol).lean_prompts and method == "json_schema"
-    shown = version(protocol).shows_constraints
     rf = _asked_response_format(schema, shown) if lean else response_format(schema, method)
+    if lean and per_call is not None:
+        rf = {**rf, "json_schema": {**rf["json_schema"], "schema": call_schema(rf["json_schema"]["schema"], per_call)}}
     # plain JSON Schema, parsed here: `with_structured_output` would hand ChatOpenAI's SDK the schema class,
     # which raises on an invalid answer before the repair prompt can quote the raw answer and its error.
     # ls_structured_output_format is LangSmith's record of it, which LangChain converts again on every call: a
     # provider's model gets it; tradegraph's own (offline, replay) read response_format alone, as the audit does
     if isinstance(model, JsonChatModel):
         return _bound(model, ("json", schema, method, lean, shown), lambda: model.bind(response_format=rf))
-    return _bound(model, ("json", schema, method, lean, shown), lambda: model.bind(
+    key = ("json", schema, method, lean, shown, per_call.key() if lean and per_call is not None else None)
+    return _bound(model, key, lambda: model.bind(
         response_format=rf, ls_structured_output_format={"kwargs": {"method": method}, "schema": rf}))
 
 

@@ -86,6 +86,8 @@ class TierModel:
     # when the profile chose the structured method
     context_window: Optional[int] = None
     profiled: bool = False
+    # how many requests may be in flight to the endpoint at once (None: no cap; agent/endpoint_slots.py)
+    concurrency: Optional[int] = None
 
     def record(self) -> dict[str, Any]:
         """What the run manifest keeps: of the endpoint only its host, as for every URL it records."""
@@ -94,6 +96,8 @@ class TierModel:
                "endpoint_host": urlsplit(self.endpoint).hostname if self.endpoint else None}
         if self.context_window or self.profiled:
             out.update(context_window=self.context_window, method_from_profile=self.profiled)
+        if self.concurrency is not None:  # only when capped: every other manifest reads as before
+            out["concurrency"] = self.concurrency
         return out
 
 
@@ -226,11 +230,34 @@ def tier_model(settings, tier: str, env: Optional[Mapping[str, str]] = None, wit
                       temperature=temperature)
     tm = with_endpoint_profile(tm, settings.structured_method)
     if not with_profile or tm.provider == OFFLINE or importlib.util.find_spec(PROVIDERS[tm.provider].package) is None:
-        return tm
-    return with_endpoint_profile(
+        return with_concurrency(tm, env)
+    return with_concurrency(with_endpoint_profile(
         resolve_tier(tier, name, settings.provider, settings.structured_method, settings.tool_choice, env, by,
                      profile=model_profile(tm.provider, tm.model), temperature=temperature),
-        settings.structured_method)
+        settings.structured_method), env)
+
+
+CONCURRENCY_VAR = "TRADEGRAPH_LLM_CONCURRENCY"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def with_concurrency(tm: TierModel, env: Mapping[str, str]) -> TierModel:
+    """The cap on requests in flight to the tier's endpoint: TRADEGRAPH_LLM_CONCURRENCY (0: none), else 1 for a
+    checked server on this machine (llama.cpp's answers one request at a time: parallel analysts queued behind
+    each other and timed out, since a request's timeout counts its wait in the server's queue), else none."""
+    if tm.provider == OFFLINE:
+        return tm
+    raw = (env.get(CONCURRENCY_VAR) or "").strip()
+    if raw:
+        try:
+            n = int(raw)
+        except ValueError:
+            raise ConfigError(f"{CONCURRENCY_VAR}={raw!r} is not an integer") from None
+        if not 0 <= n <= 64:
+            raise ConfigError(f"{CONCURRENCY_VAR}={raw!r} is outside 0..64")
+        return dataclasses.replace(tm, concurrency=n or None)
+    local = tm.endpoint is not None and urlsplit(tm.endpoint).hostname in LOOPBACK
+    return dataclasses.replace(tm, concurrency=1) if local and (tm.context_window or tm.profiled) else tm
 
 
 def with_endpoint_profile(tm: TierModel, configured: str) -> TierModel:

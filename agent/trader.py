@@ -46,7 +46,8 @@ def run_trader(debate: DebateResult, panel: SymbolPanel, snap: MarketSnapshot, m
                                                   protocol=call.protocol.number),
                              TradeThesis,
                              max_retries=settings.max_repair_retries, config=config, call=call,
-                             method=settings.structured_method, expect_symbol=snap.symbol, check=follows_debate)
+                             method=settings.structured_method, expect_symbol=snap.symbol, check=follows_debate,
+                             pins={"direction": {"type": "string", "const": debate.winner}})
     # code owns conviction and prices: the model's numbers here are advisory at most
     thesis = anchor_prices(thesis.model_copy(update={"conviction": debate.conviction}), snap.price, t.atr14)
     validate_thesis(thesis)

@@ -72,5 +72,7 @@ def planning(state: CycleState, config: RunnableConfig,
                              f"({', '.join(scan.universe)})")
 
     plan = structured_pass(model, messages, Plan, max_retries=rt.config.max_repair_retries, config=config, call=call,
-                           method=rt.config.structured_method, check=assets_in_universe)
+                           method=rt.config.structured_method, check=assets_in_universe,
+                           pins={"assets": {"type": "array", "items": {"type": "string", "enum": list(scan.universe)},
+                                            "minItems": 1, "maxItems": len(scan.universe)}})
     return done("PLANNING", plan, "ANALYZING", config)
