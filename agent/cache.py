@@ -32,6 +32,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
 
 from agent.providers import choices_of, model_name_of
+from schemas.events import EventParseError, LlmResponseEvent, parse_event
 
 # run metadata: the event_id the audit handler gives this attempt's llm_response, so a cache entry can name it
 RESPONSE_ID_KEY = "tradegraph_response_event_id"
@@ -144,11 +145,10 @@ def _canonical(value: Any) -> Any:
     return json.loads(json.dumps(value, sort_keys=True, default=repr))
 
 
-def recorded_answer(payload: dict[str, Any]) -> dict[str, Any]:
+def recorded_answer(text: Any, tool_calls: Optional[list], invalid_tool_calls: Optional[list]) -> dict[str, Any]:
     """What an `llm_response` event says the model answered (its text and tool calls, as graph/machine/audit.py
     records them), in one canonical form: two answers are the same answer when these are equal."""
-    return _canonical({"text": payload.get("text"), "tool_calls": payload.get("tool_calls") or [],
-                       "invalid_tool_calls": payload.get("invalid_tool_calls") or []})
+    return _canonical({"text": text, "tool_calls": tool_calls or [], "invalid_tool_calls": invalid_tool_calls or []})
 
 
 def entry_problem(entry: dict[str, Any], cited: Optional[dict[str, Any]]) -> Optional[str]:
@@ -159,17 +159,22 @@ def entry_problem(entry: dict[str, Any], cited: Optional[dict[str, Any]]) -> Opt
         return f"{source} is not in the store (deleted, or not stored yet)"
     if not cited.get("intact"):
         return f"{source} was edited after it was written (its content does not match its hash)"
-    payload = cited.get("payload") or {}
-    if cited.get("kind") != "llm_response" or payload.get("cached") or payload.get("error"):
+    try:
+        event = parse_event({k: v for k, v in cited.items() if k != "intact"})
+    except EventParseError:
+        event = None
+    if not isinstance(event, LlmResponseEvent) or event.payload.cached or event.payload.error:
         return f"{source} is not a provider's answer"
-    if (cited.get("session_id"), cited.get("cycle_id")) != (entry.get("session_id"), entry.get("cycle_id")):
-        return (f"{source} belongs to {cited.get('cycle_id')}, not to the entry's {entry.get('cycle_id')}")
+    if (event.session_id, event.cycle_id) != (entry.get("session_id"), entry.get("cycle_id")):
+        return (f"{source} belongs to {event.cycle_id}, not to the entry's {entry.get('cycle_id')}")
     message = messages_from_dict([entry["message"]])[0]
-    held = recorded_answer({"text": message.content, "tool_calls": getattr(message, "tool_calls", None),
-                            "invalid_tool_calls": getattr(message, "invalid_tool_calls", None)})
-    if _digest(held) != _digest(recorded_answer(payload)):
+    held = recorded_answer(message.content, getattr(message, "tool_calls", None),
+                           getattr(message, "invalid_tool_calls", None))
+    r = event.payload
+    recorded = recorded_answer(r.text, r.tool_calls, r.invalid_tool_calls)
+    if _digest(held) != _digest(recorded):
         return f"the entry's answer is not the one {source} recorded (content hash {_digest(held)[:12]}…, recorded " \
-               f"{_digest(recorded_answer(payload))[:12]}…)"
+               f"{_digest(recorded)[:12]}…)"
     return None
 
 

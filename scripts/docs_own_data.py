@@ -54,9 +54,12 @@ def own_data_story(cli: Cli, tmp: Path) -> list[Block]:
     sid = run.session()
     cli.labels.add(sid, standin("acme"))
     blocks.append(Block("acme-run", fence(cli.labels.apply(elide_screen(cli.shown(run), keep_tables=2)))))
-    manifest = json.loads(cli("events", sid, "--kind", "manifest").out.splitlines()[0])["payload"]["data"]
-    files = {k: {"source": v["source"], "sha256": v["sha256"]} for k, v in manifest.items() if isinstance(v, dict)
-             and "sha256" in v}
+    from schemas.events import ManifestEvent, parse_event
+
+    manifest = parse_event(json.loads(cli("events", sid, "--kind", "manifest").out.splitlines()[0]))
+    assert isinstance(manifest, ManifestEvent)
+    files = {k: {"source": v["source"], "sha256": v["sha256"]} for k, v in (manifest.payload.data or {}).items()
+             if isinstance(v, dict) and "sha256" in v}
     blocks.append(Block("acme-manifest", fence(cli.labels.apply(
         f"$ tradegraph events {sid} --kind manifest      # payload.data of the first line:\n"
         + json.dumps(files, indent=2)))))

@@ -29,7 +29,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from graph.kernel import errors as E
 from graph.kernel.models import IdempotencyKey
-from schemas.events import new_event
+from schemas.events import IdempotencyPayload, new_event
 
 log = logging.getLogger(__name__)
 WAIT_S = 300.0
@@ -113,8 +113,8 @@ def _finish(store, keys, cap, inp, record: dict, out: Optional[BaseModel], err: 
         keys.abandon(record)
         log.warning("idempotency key %r: its answer could not be stored: %s", key, e)
         return
-    _audit(store, session_id, cycle_id, {"key": key, "use": "first", "capability": cap.name, "transport": transport,
-                                         "status": status, "fingerprint": record["fingerprint"]})
+    _audit(store, session_id, cycle_id, key=key, use="first", capability=cap.name, transport=transport, status=status,
+           fingerprint=record["fingerprint"])
 
 
 def _answer_again(store, keys, cap, inp, record: dict, use: str, key: str, transport: str) -> BaseModel:
@@ -125,10 +125,9 @@ def _answer_again(store, keys, cap, inp, record: dict, use: str, key: str, trans
         log.warning("idempotency key %r: its use could not be counted: %s", key, e)
     first_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(record.get("created_at") or 0)))
     session_id = record.get("session_id") or getattr(inp, "session_id", None)
-    _audit(store, session_id, record.get("cycle_id"), {
-        "key": key, "use": use, "capability": cap.name, "transport": transport, "status": record.get("status"),
-        "fingerprint": fingerprint(cap.name, inp), "first_fingerprint": record.get("fingerprint"),
-        "first_at": first_at})
+    _audit(store, session_id, record.get("cycle_id"), key=key, use=use, capability=cap.name, transport=transport,
+           status=record.get("status"), fingerprint=fingerprint(cap.name, inp),
+           first_fingerprint=record.get("fingerprint"), first_at=first_at)
     named = f"Idempotency-Key {key!r} (first used at {first_at} for {record.get('capability')})"
     if use == "mismatch":
         raise E.BadInput(f"{named} was used for a different request: a new request needs a new key",
@@ -152,17 +151,17 @@ def _session_of(out: Optional[BaseModel], inp: BaseModel) -> tuple[Optional[str]
     return session_id, getattr(out, "cycle_id", None)
 
 
-def _audit(store, session_id: Optional[str], cycle_id: Optional[str], payload: dict[str, Any]) -> None:
+def _audit(store, session_id: Optional[str], cycle_id: Optional[str], *, key: str, **use: Any) -> None:
     """One `idempotency` event in the session's log (none without a session): written like a telemetry event,
     after the cycle it is about. A store that does not take it costs the event, never the answer."""
     if session_id is None:
         return
     try:
+        payload = IdempotencyPayload(key=key, **use)  # the fields given, as given (exclude_unset below)
         cycle_id = cycle_id or (store.events.cycle_ids(session_id) or [None])[-1]
         if cycle_id is None:
             return
         with store.writer(background=False) as writer:
-            writer.put(new_event(session_id, cycle_id, "RUNNER", "idempotency", payload))
+            writer.put(new_event(session_id, cycle_id, "RUNNER", "idempotency", payload.model_dump(exclude_unset=True)))
     except Exception as e:  # noqa: BLE001
-        log.warning("idempotency key %r: its use could not be audited in session %s: %s", payload.get("key"),
-                    session_id, e)
+        log.warning("idempotency key %r: its use could not be audited in session %s: %s", key, session_id, e)

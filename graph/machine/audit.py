@@ -252,7 +252,9 @@ class AuditHandler(BaseCallbackHandler):
     def on_custom_event(self, name: str, data: Any, *, run_id, tags=None, metadata=None, **kwargs) -> None:
         if name != AUDIT_EVENT:
             return
-        if data["kind"] == "retrieval":
-            self.retrievals.append(data["payload"])
-        self._put(data["kind"], data["payload"], metadata, run_id, kwargs.get("parent_run_id"))
+        match data:  # as agent/audit_events.py emit sends it
+            case {"kind": kind, "payload": payload}:
+                if kind == "retrieval":
+                    self.retrievals.append(payload)
+                self._put(kind, payload, metadata, run_id, kwargs.get("parent_run_id"))
 

@@ -6,18 +6,23 @@ loading the machine.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from agent.data.market import DataError
 from agent.data.sources import BY_ATTR, DataFiles, is_bundled
+from schemas.events import EventParseError, ManifestEvent, ManifestPayload, parse_event
 
 
-def last_manifest(store, session_id: str) -> dict[str, Any] | None:
-    """The manifest of the session's latest cycle that recorded one (a few indexed reads, not the session)."""
+def last_manifest(store, session_id: str) -> ManifestPayload | None:
+    """The manifest of the session's latest cycle that recorded one (a few indexed reads, not the session); one
+    that is no manifest this code reads is bad data, named (its files cannot be known from it)."""
     for cycle_id in reversed(store.events.cycle_ids(session_id)):
         found = store.events.read(session_id, kind="manifest", cycle_id=cycle_id)
         if found:
-            return found[-1]["payload"]
+            try:
+                manifest = parse_event(found[-1])
+            except EventParseError as e:
+                raise DataError(f"session '{session_id}': its last manifest cannot be read: {e}") from None
+            assert isinstance(manifest, ManifestEvent)  # read by its kind
+            return manifest.payload
     return None
 
 
@@ -27,7 +32,7 @@ def session_files(store, session_id: str | None, given: DataFiles) -> DataFiles:
     (in-memory data from Python) must be given again: nothing else stands in for it."""
     manifest = last_manifest(store, session_id) if session_id else None
     recorded: dict[str, str] = {}
-    for attr, entry in ((manifest or {}).get("data") or {}).items():
+    for attr, entry in ((manifest.data if manifest else None) or {}).items():
         kind = BY_ATTR.get(attr)
         if kind is None or kind.name in given.given() or entry.get("bundled"):
             continue

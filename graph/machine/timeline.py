@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from graph.machine.errors import InputError
+from schemas.events import ManifestEvent, parse_event
 from schemas.portfolio import PortfolioSnapshot
 
 
@@ -34,7 +35,8 @@ def last_decided(store: Any, session_id: str, book: Optional[PortfolioSnapshot])
     found = []
     for cycle_id in reversed(store.events.cycle_ids(session_id)):  # the last cycle that recorded its manifest
         manifests = store.events.read(session_id, kind="manifest", cycle_id=cycle_id)
-        as_of = ((manifests[-1].get("payload") or {}).get("inputs") or {}).get("as_of") if manifests else None
+        manifest = parse_event(manifests[-1]) if manifests else None  # one that is no manifest is named, refused
+        as_of = (manifest.payload.inputs or {}).get("as_of") if isinstance(manifest, ManifestEvent) else None
         if as_of:
             found.append((str(as_of), f"cycle {cycle_id} decided"))
             break

@@ -39,7 +39,7 @@ from graph.machine.runtime import CycleRuntime, default_runtime
 from graph.services.backtest.simulation import SimulationExecution
 from graph.services.run_files import open_run_file, read_run_bytes, read_run_text, run_file_exists, write_run_atomic
 from graph.services.telemetry import live as _live_export  # noqa: F401 - each cycle exported when configured
-from schemas.events import new_event
+from schemas.events import ErrorEvent, new_event, parse_event
 from schemas.decision import Decision, DecisionResult, ExecutedTrade
 from schemas.portfolio import PortfolioSnapshot
 from schemas.simulation import (Case, CaseData, CaseDataItem, CaseMetadata, DecisionPointLog, EpisodeConfig,
@@ -301,8 +301,8 @@ def _supersede_cut_off(store: Store, session_id: str, logs: list[DecisionPointLo
         notes = [m.memory_id for m in store.memories.list(session_id=session_id, cycle_id=cycle_id, limit=0)]
         for memory_id in notes:
             store.memories.forget(memory_id=memory_id)
-        if any(e["payload"].get("type") == "cycle_superseded"
-               for e in store.events.read(session_id, kind="error", cycle_id=cycle_id)):
+        errors = [parse_event(e) for e in store.events.read(session_id, kind="error", cycle_id=cycle_id)]
+        if any(isinstance(e, ErrorEvent) and e.payload.type == "cycle_superseded" for e in errors):
             continue
         with store.writer(background=False) as writer:
             writer.put(new_event(session_id, cycle_id, "RUNNER", "error", {

@@ -19,8 +19,7 @@ from graph.machine.errors import SessionNotFound
 from graph.machine.recording import (NON_FATAL_ERRORS, REPLAY_STATE, Cycle, LlmCall, SchemaVersionMismatch,  # noqa: F401
                                      Session, ToolCall, build_session, fatal_error, fold, load_session)
 from schemas.base import SCHEMA_VERSION
-from schemas.events import (AnyEvent, EventParseError, LlmResponseEvent, LlmResponsePayload, new_event, parse_all,
-                            parse_event)
+from schemas.events import AnyEvent, EventParseError, LlmResponseEvent, new_event, parse_all, parse_event
 from schemas.states import STATES
 
 __all__ = ["SessionNotFound", "Session", "Cycle", "LlmCall", "ToolCall", "load_session", "build_session",
@@ -266,7 +265,7 @@ def _cited_answers(store: Store, events: list[AnyEvent]) -> dict[str, list[Diver
         if not isinstance(ev, LlmResponseEvent) or not ev.payload.cached_from:
             continue
         p, cited_id = ev.payload, ev.payload.cached_from
-        answered = recorded_answer(_answer_of(p))
+        answered = recorded_answer(p.text, p.tool_calls, p.invalid_tool_calls)
         source = store.events.by_event_id(cited_id)
         problem: Optional[str] = None
         recorded: Any = _MISSING
@@ -288,7 +287,8 @@ def _cited_answers(store: Store, events: list[AnyEvent]) -> dict[str, list[Diver
                 problem = (f"the cited event (seq {source.get('seq')} of {source.get('session_id')}) is no provider "
                            f"answer")
             else:
-                recorded = recorded_answer(_answer_of(typed.payload))
+                r = typed.payload
+                recorded = recorded_answer(r.text, r.tool_calls, r.invalid_tool_calls)
                 if recorded != answered:
                     problem = "the cached answer differs from the answer it cites"
         if problem is not None:
@@ -296,10 +296,6 @@ def _cited_answers(store: Store, events: list[AnyEvent]) -> dict[str, list[Diver
                 ev.cycle_id, ev.state or "RUNNER", f"seq {ev.seq} cached_from {cited_id} ({problem})", recorded,
                 answered))
     return out
-
-
-def _answer_of(r: LlmResponsePayload) -> dict[str, Any]:
-    return {"text": r.text, "tool_calls": r.tool_calls, "invalid_tool_calls": r.invalid_tool_calls}
 
 
 def _chain_of(store: Store, chains: dict[str, dict], session_id: str) -> dict:
