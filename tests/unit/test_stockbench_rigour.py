@@ -36,13 +36,26 @@ def test_the_baseline_row_recomputes_from_its_nav_on_the_shipped_window():
 
 
 def test_the_paired_test_finds_a_real_edge_and_not_a_null_one():
-    bh = nav([100.0, 101.0, 99.0, 100.0, 102.0, 101.0])
+    import pandas as pd
+
+    dates = [d.strftime("%Y-%m-%d") for d in pd.bdate_range("2025-03-03", periods=30)]
+    shape = [100.0, 101.0, 99.0, 100.0, 102.0, 101.0] * 5
+    bh = [{"date": d, "equity": v} for d, v in zip(dates, shape)]
     same = rigour.paired_test(bh, bh, 100.0)
     assert same["mean"] == 0 and same["p_value"] == 1.0 and same["ci95"] == [0.0, 0.0]
-    better = nav([v * (1.01 ** i) for i, v in enumerate([100.0, 101.0, 99.0, 100.0, 102.0, 101.0])])
+    better = [{"date": d, "equity": v * (1.01 ** i)} for i, (d, v) in enumerate(zip(dates, shape))]
     edge = rigour.paired_test(better, bh, 100.0)
     assert edge["mean"] > 0 and edge["ci95"][0] > 0 and edge["p_value"] < 0.05
     assert rigour.paired_test(better, bh, 100.0) == edge  # seeded: the same NAVs, the same figures
+
+
+def test_too_few_sessions_get_no_interval_and_no_p_value():
+    """Two sessions a run beat the buy-and-hold on both resample to a p of 0: no test is given, and it says why."""
+    bh = nav([100.0, 99.0])
+    better = nav([101.0, 101.5])
+    short = rigour.paired_test(better, bh, 100.0)
+    assert short["sessions"] == 2 and short["mean"] > 0 and short["ci95"] is None and short["p_value"] is None
+    assert short["method"] == "no test: 2 paired session(s), fewer than the 20 a bootstrap needs here"
 
 
 def test_sub_periods_start_from_the_equity_each_began_with():
@@ -124,7 +137,7 @@ def test_the_offline_default_is_one_run_and_the_table_says_n_1(tmp_path, capsys)
     text = out.getvalue()
     assert "runs: n=1 per configuration, no standard deviation (the offline model is deterministic" in text
     assert " ± " not in text, text
-    assert "vs buy-and-hold: daily excess return mean" in text
+    assert "vs buy-and-hold: no test: 2 paired session(s), fewer than the 20" in text
     # a temperature for the offline model is bad input, one line, exit 2, nothing run
     assert main(args[:-1] + ["twice", "--temperature", "0.7"]) == 2
     err = capsys.readouterr().err

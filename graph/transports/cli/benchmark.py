@@ -232,7 +232,9 @@ def rigour(c, card: dict[str, Any]) -> None:
         c.print(f"{m['name']}: n={m['runs']}, mean ± sample standard deviation of its runs' rows above")
     for r in runs:
         test = r.get("vs_buy_and_hold") or {}
-        if test.get("mean") is not None:
+        if test and test.get("p_value") is None:
+            c.print(f"{r['name']} vs buy-and-hold: {test.get('method') or 'no test'}")
+        elif test.get("mean") is not None:
             lo, hi = test["ci95"]
             c.print(f"{r['name']} vs buy-and-hold: daily excess return mean {test['mean'] * 100:+.4f}%, 95% "
                     f"bootstrap interval [{lo * 100:+.3f}%, {hi * 100:+.3f}%], p = {test['p_value']:.2f} "

@@ -16,6 +16,9 @@ from agent.metrics import stockbench_metrics
 
 BOOTSTRAP = 10_000
 SEED = 7  # the same NAVs give the same interval and p-value
+# the fewest paired sessions a bootstrap interval and p-value are given for: resampling a handful of days gives a few
+# distinct means, and a p of 0 from two sessions would read as significance (about a trading month)
+MIN_SESSIONS = 20
 SUB_PERIODS = {"downturn (Mar-Apr)": ("03", "04"), "upturn (May-Jun)": ("05", "06")}
 CUTOFFS = Path(__file__).with_name("cutoffs.json")
 UNVERIFIED = "unverified"  # how a cut-off row whose source cannot be named begins its source
@@ -41,8 +44,9 @@ def paired_test(run_nav: Sequence[dict[str, Any]], bh_nav: Sequence[dict[str, An
     bh = daily_returns([by_date[d] for d in dates], initial_cash)
     excess = np.array(run) - np.array(bh)
     n = len(excess)
-    if n < 2:
-        return {"sessions": n, "mean": None, "ci95": None, "p_value": None}
+    if n < MIN_SESSIONS:
+        return {"sessions": n, "mean": float(excess.mean()) if n else None, "ci95": None, "p_value": None,
+                "method": f"no test: {n} paired session(s), fewer than the {MIN_SESSIONS} a bootstrap needs here"}
     rng = np.random.default_rng(seed)
     means = excess[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
     mean = float(excess.mean())
