@@ -4,15 +4,14 @@ names the store it was looked for in."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from database.embedded import PROJECT_DIR, project_home
+from graph.transports.cli.main import main
 
 pytestmark = pytest.mark.integration
 
@@ -20,12 +19,32 @@ REPO = Path(__file__).resolve().parents[2]
 ACME = REPO / "docs" / "examples" / "acme.csv"
 
 
-def tradegraph(cwd: Path, *argv: str, user: Path, **env: str) -> subprocess.CompletedProcess:
-    """The CLI as a user runs it: no TRADEGRAPH_HOME, MONGODB_URI or XDG_DATA_HOME unless given, HOME = `user`."""
-    base = {k: v for k, v in os.environ.items() if k not in ("TRADEGRAPH_HOME", "MONGODB_URI", "XDG_DATA_HOME")}
-    base.update({"HOME": str(user), "PYTHONPATH": str(REPO), "TRADEGRAPH_LLM": "offline", **env})
-    return subprocess.run([sys.executable, "-m", "graph.transports.cli", *argv], cwd=cwd, env=base,
-                          capture_output=True, text=True, timeout=300)
+@dataclass
+class Answer:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def tradegraph(monkeypatch, capsys):
+    """tradegraph(cwd, *argv, user=..., **env): the CLI as a user runs it, in this process (`main([...])`, what is
+    checked is where the store is found from a folder, not how a process starts): working directory `cwd`, no
+    TRADEGRAPH_HOME, MONGODB_URI or XDG_DATA_HOME unless given, HOME = `user`. A store a call starts is stopped
+    when the call closes it, as the process's exit would."""
+    def call(cwd: Path, *argv: str, user: Path, **env: str) -> Answer:
+        with monkeypatch.context() as mp:
+            for name in ("TRADEGRAPH_HOME", "MONGODB_URI", "XDG_DATA_HOME"):
+                mp.delenv(name, raising=False)
+            for name, value in {"HOME": str(user), "TRADEGRAPH_LLM": "offline", **env}.items():
+                mp.setenv(name, value)
+            mp.chdir(cwd)
+            capsys.readouterr()
+            code = main(list(argv))
+            out = capsys.readouterr()
+        return Answer(code, out.out, out.err)
+
+    return call
 
 
 @pytest.fixture
@@ -38,7 +57,7 @@ def folders(tmp_path: Path) -> dict[str, Path]:
     return out
 
 
-def test_a_session_continues_from_another_folder_and_no_folder_gets_a_store(folders):
+def test_a_session_continues_from_another_folder_and_no_folder_gets_a_store(folders, tradegraph):
     user, project, elsewhere = folders["user"], folders["project"], folders["elsewhere"]
     first = tradegraph(project, "run", "--symbols", "ACME", "--as-of", "2024-03-01", "--prices", "acme.csv", "--json",
                        user=user)
@@ -59,7 +78,7 @@ def test_a_session_continues_from_another_folder_and_no_folder_gets_a_store(fold
     assert replay.returncode == 0 and "hash chain intact" in replay.stdout, replay.stderr
 
 
-def test_store_status_names_the_store_and_why(folders):
+def test_store_status_names_the_store_and_why(folders, tradegraph):
     user, project = folders["user"], folders["project"]
     per_user = (user / ".local" / "share" / "tradegraph").resolve()
     st = tradegraph(project / ".." / "elsewhere", "store", "status", user=user)
@@ -81,7 +100,7 @@ def test_store_status_names_the_store_and_why(folders):
     assert st.stdout.splitlines()[0] == "store: mongodb://u:***@db.example:27017/x (from --db)"
 
 
-def test_a_session_not_found_names_the_store_searched(folders):
+def test_a_session_not_found_names_the_store_searched(folders, tradegraph):
     user, project = folders["user"], folders["project"]
     first = tradegraph(project, "run", "--symbols", "ACME", "--as-of", "2024-03-01", "--prices", "acme.csv", "--json",
                        user=user)
