@@ -1,5 +1,5 @@
-"""The CLI end to end, in separate processes, on the embedded store (the default path); its bad-input answers
-in process (`main([...])`), where no second process is what is checked."""
+"""The CLI end to end, in separate processes, on the embedded store (the default path); its bad-input answers, an
+unreachable store and `features` in process (`main([...])`), where no second process is what is checked."""
 import json
 import os
 import subprocess
@@ -71,18 +71,32 @@ def running_home(tmp_path_factory):
     stop_server(home)
 
 
-def test_unreachable_db_fails_clearly_instead_of_hanging(tmp_path):
+def in_process(args, home, monkeypatch, capsys) -> subprocess.CompletedProcess:
+    """`main([...])` in this process with TRADEGRAPH_HOME = home and no MONGODB_URI: its exit code and output."""
+    from graph.transports.cli.main import main
+
+    with monkeypatch.context() as mp:
+        mp.setenv("TRADEGRAPH_HOME", str(home))
+        mp.delenv("MONGODB_URI", raising=False)
+        capsys.readouterr()
+        code = main(args)
+        out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, out, err)
+
+
+def test_unreachable_db_fails_clearly_instead_of_hanging(tmp_path, monkeypatch, capsys):
     t = time.monotonic()
-    r = tg(["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--db", "mongodb://127.0.0.1:1/x"], tmp_path)
+    r = in_process(["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--db", "mongodb://127.0.0.1:1/x"], tmp_path,
+                   monkeypatch, capsys)
     # not a speed test: the 5 s connect timeout applies, not pymongo's 30 s default (loose on a loaded machine)
     assert time.monotonic() - t < 28
     assert r.returncode == 3 and "mongodb://127.0.0.1:1/x" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-def test_features_command(tmp_path):
-    r = tg(["features", "AAPL", "--as-of", "2012-06-01", "--json"], tmp_path)
+def test_features_command(tmp_path, monkeypatch, capsys):
+    r = in_process(["features", "AAPL", "--as-of", "2012-06-01", "--json"], tmp_path, monkeypatch, capsys)
     assert r.returncode == 0
     b = json.loads(r.stdout)
     assert b["symbol"] == "AAPL" and b["technical"]["rsi14"] is not None
-    table = tg(["features", "AAPL", "--as-of", "2012-06-01"], tmp_path)
+    table = in_process(["features", "AAPL", "--as-of", "2012-06-01"], tmp_path, monkeypatch, capsys)
     assert "rsi14" in table.stdout and str(b["technical"]["rsi14"]) in table.stdout
