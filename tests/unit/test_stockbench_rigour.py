@@ -172,3 +172,23 @@ def test_runs_n_gives_each_runs_row_and_their_mean_and_spread(tmp_path, capsys):
     base = next(r for r in card["rows"] if r["kind"] == "baseline")
     assert base["cumulative_return"] == pytest.approx(rigour.recomputed(base, 100_000.0)["cumulative_return"],
                                                       abs=1e-6)
+
+
+@pytest.mark.slow  # 4 runs of the offline model: 8-20 s
+def test_each_configurations_mean_row_follows_its_own_runs(tmp_path, capsys):
+    import uuid
+
+    from graph.transports.cli.main import main
+
+    args = ["benchmark", "stockbench", "--symbols", "AAPL", "--start", "2025-03-03", "--end", "2025-03-03",
+            "--model", "offline:offline-quick/offline:offline-deep",
+            "--model", "offline:offline-deep/offline:offline-quick",
+            "--runs", "2", "--json", "--db", f"mongomock://pairs_{uuid.uuid4().hex[:8]}", "--out", str(tmp_path),
+            "--benchmark-id", "pairs"]
+    assert main(args) == 0, capsys.readouterr().err
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    ours = [(r["kind"], r["name"]) for r in rows if r["kind"] in ("run", "run_mean")]
+    a, b = ("tradegraph (offline:offline-quick/offline:offline-deep)",
+            "tradegraph (offline:offline-deep/offline:offline-quick)")
+    assert ours == [("run", f"{a} run 1"), ("run", f"{a} run 2"), ("run_mean", f"{a} (mean of 2)"),
+                    ("run", f"{b} run 1"), ("run", f"{b} run 2"), ("run_mean", f"{b} (mean of 2)")]

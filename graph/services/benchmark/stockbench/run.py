@@ -424,13 +424,15 @@ def score(plan: BenchmarkPlan, store, *, elapsed_s: Optional[float] = None) -> t
     by_config: dict[int, list[dict[str, Any]]] = {}
     for ep, row in zip(plan.episodes, runs):
         by_config.setdefault(ep.index, []).append(row)
+    runs = []  # each configuration's runs, then the row of their mean beside them
     for index, rows in by_config.items():
+        runs += rows
         if len(rows) > 1:
             for k, row in enumerate(rows, 1):
                 row["name"] = f"{row['name']} run {k}"
             name = plan.configurations[index].name
             runs.append({"name": f"{name} (mean of {len(rows)})", "kind": "run_mean", **rigour.spread(rows),
-                         "run_ids": [r["run_id"] for r in rows],
+                         "run_ids": [r["run_id"] for r in rows], "temperature": rows[0].get("temperature"),
                          "may_have_seen_window": rows[0].get("may_have_seen_window")})
     audit = lookahead_summary(audit_sessions(store, sessions))
     card = scorecard.build(plan.protocol, plan.sessions, runs, baseline, elapsed_s=elapsed_s, lookahead=audit)
