@@ -67,6 +67,11 @@ def test_a_real_model_is_run_3_times_at_the_protocols_temperature(server, tmp_pa
             assert manifest["payload"]["config"]["temperature"] == 0.7
     finally:
         store.close()
+    # a sampled run replays as recorded: its decisions re-executed from the recording, no request sent
+    sent = len(server.requests)
+    assert main(["replay", runs[1]["session_ids"][0], "--verify", "--db", db]) == 0, capsys.readouterr().err
+    assert len(server.requests) == sent
+    capsys.readouterr()
     # the table: each run's row, and the mean ± standard deviation row of the three
     from rich.console import Console
 
