@@ -1,6 +1,6 @@
 """The commands a user runs to look (`--version`, `sessions`, `portfolio`) load neither pandas nor LangGraph nor
-LangChain: those and the agent's tools cost seconds of imports on every call (issue 29: answer in ≤ 1 s;
-bench/bench_cli_latency.py measures it). `portfolio` values a book that holds positions, so the valuation path runs.
+LangChain, nor build the contracts only the agents ask for: those cost seconds of imports on every call (issue 29:
+answer in ≤ 1 s; bench/bench_cli_latency.py measures it). `portfolio` values a book that holds positions, so the valuation path runs.
 
 A fresh interpreter is the point (what a command imports is what a new process pays), so the commands run in one:
 the store a real offline cycle wrote here is copied into it, collection by collection."""
@@ -18,6 +18,9 @@ from graph.kernel.core import Kernel
 
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("pandas", "langgraph", "langchain", "langchain_core")
+# the contracts only the agents' passes ask for: building them (and their JSON Schemas, for the output caps) is what
+# every command's start-up check used to pay (agent/output_caps.py DEFAULT_CAPS)
+AGENT_CONTRACTS = ("schemas.analysis", "schemas.debate", "schemas.decision", "schemas.plan", "schemas.states")
 
 # in one process: the copied store, then each command as `main` runs it, then what was imported
 SCRIPT = """
@@ -40,11 +43,12 @@ for args in (["sessions", "--db", uri], ["portfolio", sid, "--db", uri], ["--ver
             codes[args[0]] = e.code
     printed[args[0]] = out.getvalue()
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in sys.argv[4].split(","))
-print(json.dumps({"codes": codes, "printed": printed, "heavy": heavy}))
+contracts = sorted(m for m in sys.modules if m in sys.argv[5].split(","))
+print(json.dumps({"codes": codes, "printed": printed, "heavy": heavy, "contracts": contracts}))
 """
 
 
-def test_looking_commands_load_neither_pandas_nor_langgraph_nor_langchain(tmp_path):
+def test_looking_commands_load_neither_pandas_nor_langgraph_nor_langchain_nor_the_agents_contracts(tmp_path):
     kernel = Kernel.open(f"mongomock://imports_{uuid.uuid4().hex[:10]}")
     try:
         out = kernel.call("run_cycle", {"symbols": ["AAPL", "MSFT"], "as_of": "2012-06-01"}, transport="cli")
@@ -57,7 +61,7 @@ def test_looking_commands_load_neither_pandas_nor_langgraph_nor_langchain(tmp_pa
         kernel.close()
     env = {"PYTHONPATH": str(REPO), "TRADEGRAPH_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}
     done = subprocess.run([sys.executable, "-c", SCRIPT, f"mongomock://imports_{uuid.uuid4().hex[:10]}",
-                           out.session_id, str(dump), ",".join(HEAVY)],
+                           out.session_id, str(dump), ",".join(HEAVY), ",".join(AGENT_CONTRACTS)],
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
@@ -65,3 +69,4 @@ def test_looking_commands_load_neither_pandas_nor_langgraph_nor_langchain(tmp_pa
     assert out.session_id in seen["printed"]["sessions"]
     assert "AAPL" in seen["printed"]["portfolio"] and "MSFT" in seen["printed"]["portfolio"]
     assert seen["heavy"] == [], f"imported by sessions/portfolio/--version: {seen['heavy'][:8]}"
+    assert seen["contracts"] == [], f"the agents' contracts built by sessions/portfolio/--version: {seen['contracts']}"
