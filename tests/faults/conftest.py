@@ -1,26 +1,53 @@
 """The backtest recovery faults' stores (tests/faults/backtest_runs.py) and the uninterrupted run they compare with,
-run once per test session on a store of its own."""
+run once per test session on a store of its own (once for every xdist worker together: the others wait for it)."""
 from __future__ import annotations
+
+import fcntl
+import json
+import os
 
 import pytest
 
 from tests.faults.backtest_runs import RUN_ID, SESSION, PrivateStore, backtest, verdicts
 
+# a test's timeout (pytest-timeout) covers its fixtures' set-up too: the first test to ask for `uninterrupted`
+# pays for a whole backtest and its verify (135 s under a full run's load) before its own run (160 s), which
+# broke the suite's 300 s with nothing hung. Such a test's budget says so.
+UNINTERRUPTED_TIMEOUT_S = 900
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "uninterrupted" in getattr(item, "fixturenames", ()) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(UNINTERRUPTED_TIMEOUT_S))
+
 
 @pytest.fixture(scope="session")
 def uninterrupted(tmp_path_factory):
-    """(run dir, {cycle: (verdict, states compared)} of its `replay --verify`) of the run never interrupted."""
-    root = tmp_path_factory.mktemp("uninterrupted")
-    store = PrivateStore(root)
-    store.start()
-    try:
-        run = store.cli(*backtest(root / "exp"))
-        assert run.returncode == 0, run.stderr
-        verify = store.cli("replay", SESSION, "--verify")
-        assert verify.returncode == 0, verify.stdout + verify.stderr
-        yield root / "exp" / RUN_ID, verdicts(verify.stdout)
-    finally:
-        store.stop()
+    """(run dir, {cycle: (verdict, states compared)} of its `replay --verify`) of the run never interrupted.
+
+    Made once per test session: under xdist every worker's base temp dir sits in one folder of the run, and the
+    first worker to get there makes the run under a lock while any other waits and then reads it (two workers each
+    making it cost a whole backtest more). Only files are shared: its store is stopped once it is made."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    root = shared / "uninterrupted"
+    done = root / "verdicts.json"
+    with open(shared / "uninterrupted.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.exists():
+            root.mkdir(exist_ok=True)
+            store = PrivateStore(root)
+            store.start()
+            try:
+                run = store.cli(*backtest(root / "exp"))
+                assert run.returncode == 0, run.stderr
+                verify = store.cli("replay", SESSION, "--verify")
+                assert verify.returncode == 0, verify.stdout + verify.stderr
+            finally:
+                store.stop()
+            done.write_text(json.dumps(verdicts(verify.stdout)))
+    return root / "exp" / RUN_ID, {c: tuple(v) for c, v in json.loads(done.read_text()).items()}
 
 
 @pytest.fixture
