@@ -117,6 +117,23 @@ def test_a_chosen_temperature_is_a_departure_and_a_late_cutoff_is_flagged(server
     assert "temperature" in capsys.readouterr().err
 
 
+def test_a_model_that_takes_no_temperature_is_sent_none_and_the_scorecard_says_so(server, tmp_path, capsys,
+                                                                                   monkeypatch):
+    """GPT-5 (LangChain's profile: no temperature) served by the compatible fake: its requests carry none, its row
+    says so (null) and the departures name it, rather than claiming the protocol's 0.7."""
+    server.model_id = server.model_name = "gpt-5"
+    monkeypatch.setenv("TRADEGRAPH_QUICK_MODEL", "gpt-5")
+    monkeypatch.setenv("TRADEGRAPH_DEEP_MODEL", "gpt-5")
+    args, _ = _bench(tmp_path, "--benchmark-id", "reasoning", "--runs", "1")
+    assert main(args) == 0, capsys.readouterr().err
+    card = json.loads(capsys.readouterr().out)
+    assert server.requests and not any("temperature" in b for b in server.requests)
+    (run,) = [r for r in card["rows"] if r["kind"] == "run"]
+    assert run["temperature"] is None
+    assert card["departures"][0] == ("temperature: tradegraph (gpt-5) was sent null (a model that takes none samples "
+                                     "at its own default), the protocol's is 0.7")
+
+
 def test_the_guides_offline_run_starts_as_todays_offline_model_decides(embedded_uri, tmp_path, capsys):
     """docs/stockbench/offline-scorecard.json's first 3 sessions, run again now: the same NAV, so the kept file is
     today's code's (else run scripts/docs_stockbench.py again)."""

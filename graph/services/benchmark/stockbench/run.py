@@ -382,6 +382,17 @@ def opens(market, symbols: Sequence[str], dates: Sequence[str]) -> dict[str, lis
     return out
 
 
+def sent_temperature(store, session_id: str) -> Any:
+    """The temperature a run's tiers were sent, as its first manifest records it: one value, or {tier: value} when
+    they differ; None for the offline model (or a model that takes none)."""
+    found = store.events.read(session_id, kind="manifest")
+    if not found:
+        return None
+    sent = {tier: m.get("temperature") for tier, m in (found[0]["payload"].get("models") or {}).items()}
+    values = list(dict.fromkeys(sent.values()))
+    return values[0] if len(values) <= 1 and values else (sent or None)
+
+
 def lookahead_summary(report) -> dict[str, Any]:
     d = report.as_dict()
     return {"cycles": d["cycles"], "checked": d["checked"], "leaks": len(d["leaks"]),
@@ -407,7 +418,7 @@ def score(plan: BenchmarkPlan, store, *, elapsed_s: Optional[float] = None) -> t
         sessions.append(sid)
         record = scorecard.RunRecord(plan.name_of(ep), result, (sid,), (head.public() if head else None,))
         runs.append({**scorecard.run_row(record, plan.protocol.initial_cash), "run_id": ep.episode_id,
-                     "temperature": plan.configurations[ep.index].temperature})
+                     "temperature": sent_temperature(store, sid)})
     market = load_file("prices", plan.ctx.data["prices"])
     baseline = scorecard.baseline_row(plan.sessions, opens(market, plan.protocol.symbols, plan.sessions),
                                       plan.protocol)
@@ -436,6 +447,14 @@ def score(plan: BenchmarkPlan, store, *, elapsed_s: Optional[float] = None) -> t
                          "may_have_seen_window": rows[0].get("may_have_seen_window")})
     audit = lookahead_summary(audit_sessions(store, sessions))
     card = scorecard.build(plan.protocol, plan.sessions, runs, baseline, elapsed_s=elapsed_s, lookahead=audit)
+    # a provider's model that takes no temperature (a reasoning model) samples at its own default: said, not hidden
+    wanted = plan.protocol.model_temperature
+    for index, c in enumerate(plan.configurations):
+        ids = {ep.episode_id for ep in plan.episodes if ep.index == index}
+        sent = {json.dumps(r["temperature"]) for r in runs if r["kind"] == "run" and r["run_id"] in ids}
+        if c.temperature is not None and sent != {json.dumps(wanted)}:
+            card["departures"].insert(0, f"temperature: {c.name} was sent {', '.join(sorted(sent))} (a model that "
+                                         f"takes none samples at its own default), the protocol's is {wanted:g}")
     card["benchmark_id"] = plan.benchmark_id
     card["data"] = plan.ctx.data["prices"]
     return card, scorecard.write(card, plan.dir)
