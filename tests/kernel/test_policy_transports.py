@@ -4,8 +4,6 @@ enforced (401), and a non-loopback bind refused without a token. Execution *on* 
 asserted by test_parity.py (its servers enable it and every transport fills)."""
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
 
 import httpx
@@ -13,7 +11,7 @@ import pytest
 
 from graph.transports.client import Client
 from graph.kernel.errors import Forbidden, Unauthorized
-from tests.kernel.servers import REPO, McpToolError, free_port, mcp_stdio, serve, server_env
+from tests.kernel.servers import POLICY_VARS, REPO, McpToolError, free_port, mcp_stdio, serve, server_env
 
 pytestmark = pytest.mark.integration
 AS_OF = "2012-06-01"
@@ -114,13 +112,20 @@ def test_mcp_streamable_http_requires_the_token_too(db_uri, workdir):
 
 
 @pytest.mark.parametrize("command", [["serve", "--host", "0.0.0.0"], ["mcp", "--http", "0", "--host", "0.0.0.0"]])
-def test_a_non_loopback_bind_without_a_token_refuses_to_start(command, db_uri, workdir):
-    env = server_env(db_uri, workdir / "home")
-    r = subprocess.run([sys.executable, "-m", "graph.transports.serve_cli", *command, "--port", str(free_port())]
-                       if command[0] == "serve" else [sys.executable, "-m", "graph.transports.serve_cli", *command],
-                       env=env, cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2
-    lines = r.stderr.strip().splitlines()
+@pytest.mark.timeout(60)  # in process: a regression that binds would serve until stopped
+def test_a_non_loopback_bind_without_a_token_refuses_to_start(command, db_uri, workdir, monkeypatch, capsys):
+    # in process (`main([...])`): the refusal, its exit code and its line are what is checked, not a process start
+    from graph.transports.cli.main import main
+
+    for name, value in server_env(db_uri, workdir / "home").items():
+        monkeypatch.setenv(name, value)
+    for name in POLICY_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(REPO)
+    capsys.readouterr()
+    code = main([*command, "--port", str(free_port())] if command[0] == "serve" else command)
+    assert code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "refusing to bind 0.0.0.0" in lines[0] and "TRADEGRAPH_API_TOKEN" in lines[0]
 
 
