@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 
 # what SmolLM2-135M-Instruct answered on llama.cpp's server before per-call schemas (the cycle kept in
 # tests/fixtures/recordings until then): the technical analyst calling itself fundamental, and the quant
-HOSTILE_TECHNICAL = {"symbol": "AAPL", "analyst": "fundamental", "stance": 1, "confidence": 0.9287,
+HOSTILE_TECHNICAL = {"symbol": "AAPL", "analyst": "fundamental", "stance": 1.0, "confidence": 0.93,
                      "summary": "The AnalystNote is a technical analysis platform that provides users with the "
                                 "ability to analyze and make predictions based on data from various financial markets.",
                      "key_points": ["AAPL", "FTSE-150", "S&P/CM", "MBS"]}

@@ -79,7 +79,7 @@ def test_figures_are_the_numbers_shown_as_written_or_rounded_to_two_decimals_or_
 
 def test_the_hostile_answers_are_refused_by_the_schema_sent_and_still_by_the_validator():
     """SmolLM2-135M's technical analyst answered as the fundamental one; its quant invented a 10%."""
-    technical = {"symbol": "AAPL", "analyst": "fundamental", "stance": 1, "confidence": 0.9287,
+    technical = {"symbol": "AAPL", "analyst": "fundamental", "stance": 1.0, "confidence": 0.93,
                  "summary": "The AnalystNote is a technical analysis platform.", "key_points": ["AAPL"]}
     sent: list[dict] = []
 
@@ -220,3 +220,34 @@ def test_a_grammar_pattern_admits_the_same_strings(pattern, data):
     text = data.draw(st.from_regex(pattern, fullmatch=True))
     assert re.fullmatch(rewritten, text) or not text.isascii(), text
     assert not re.fullmatch(rewritten, "2012-06-0x") and not re.fullmatch(rewritten, "aapl")
+
+
+def _pairs(sent, bounded):
+    """(the contract's node, the grammar's node) of every number the grammar spells out, however deep."""
+    if isinstance(sent, dict) and isinstance(bounded, dict):
+        if sent.get("type") in ("number", "integer") and "enum" in bounded and "enum" not in sent:
+            yield sent, bounded
+        for k in sent.keys() & bounded.keys():
+            yield from _pairs(sent[k], bounded[k])
+    elif isinstance(sent, list) and isinstance(bounded, list):
+        for a, b in zip(sent, bounded):
+            yield from _pairs(a, b)
+
+
+def test_a_bounded_number_is_sent_as_values_within_its_bounds():
+    """llama.cpp's converter ignores minimum/maximum: SmolLM2 wrote a stance of 1.9. Every value spelled out lies
+    within the contract's bounds, and the bounds' own ends are there."""
+    from schemas import ALL_CONTRACTS
+
+    spelled = 0
+    for name, contract in sorted(ALL_CONTRACTS.items()):
+        sent = asked_schema(contract, True)
+        for node, bounded in _pairs(sent, grammar_bounded(sent)):
+            spelled += 1
+            for value in bounded["enum"]:
+                jsonschema.validate(value, node)
+            assert min(bounded["enum"]) == node.get("minimum", min(bounded["enum"]))
+            assert max(bounded["enum"]) == node.get("maximum", max(bounded["enum"]))
+    assert spelled >= 5  # stance, confidence, conviction, horizon_sessions, ...
+    stance = grammar_bounded(asked_schema(AnalystNote, True))["properties"]["stance"]
+    assert 1.9 not in stance["enum"] and 1.0 in stance["enum"] and -1.0 in stance["enum"] and len(stance["enum"]) == 201
