@@ -240,7 +240,7 @@ def test_a_bounded_number_is_sent_as_values_within_its_bounds():
     from schemas import ALL_CONTRACTS
 
     spelled = 0
-    for name, contract in sorted(ALL_CONTRACTS.items()):
+    for _, contract in sorted(ALL_CONTRACTS.items()):
         sent = asked_schema(contract, True)
         for node, bounded in _pairs(sent, grammar_bounded(sent)):
             spelled += 1
