@@ -85,7 +85,8 @@ class Cycle:
     llm_calls: list[LlmCall] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
     validations: list[dict] = field(default_factory=list)   # the checks: schemas, risk, mandate, refusals
-    # what the scan settled and who had nothing to say, each {seq, state, **its payload}
+    # what the scan settled, who had nothing to say and each human decision recorded, each {seq, state, **its payload}
+    approvals: list[dict] = field(default_factory=list)
     dividends: list[dict] = field(default_factory=list)
     exits: list[dict] = field(default_factory=list)
     abstentions: list[dict] = field(default_factory=list)
@@ -288,6 +289,7 @@ def fold(session_id: str, events: Sequence[AnyEvent], schema_versions: list[int]
                     replay_of = v.replay_of
             case ApprovalDecidedEvent(payload=a):
                 c.approval = {"approved": a.approved, "by": a.by, **({"comment": a.comment} if a.comment else {})}
+                c.approvals.append({"seq": seq, "state": state, **c.approval})
             case DividendPaidEvent(payload=d):
                 c.dividends.append({"seq": seq, "state": state, **d.model_dump()})
             case PositionExitedEvent(payload=x):

@@ -37,6 +37,10 @@ def test_a_rejected_approval_replays_identical_without_executing():
     replayed = load_session(store, report.replay_session_id)
     assert "EXECUTING" not in replayed.cycles[0].contracts
     assert replayed.cycles[0].approval == {"approved": False, "by": "bob"}
+    from graph.services.replay.html import render_html  # the decision is shown where it was made
+
+    page = render_html(load_session(store, paused.session_id))
+    assert "<span class=bad>rejected</span> by bob" in page
 
 
 def test_a_session_from_a_users_price_file_verifies_after_the_file_is_gone(tmp_path):

@@ -114,6 +114,10 @@ def _cycle(cycle) -> str:
                   f"<th>fees</th></tr>{rows}</table>")
     cut = ("<p class=muted>waiting for human approval before EXECUTING</p>" if cycle.paused else
            "<div class=warn>cut off: no transition to END was recorded</div>" if cycle.cut_off else "")
+    for a in cycle.approvals:  # at EXECUTING's gate: a rejected cycle never enters EXECUTING, so said here
+        said = f": {escape(str(a['comment']))}" if a.get("comment") else ""
+        cut += (f"<p>human decision (seq {a['seq']}): <span class={'ok' if a['approved'] else 'bad'}>"
+                f"{'approved' if a['approved'] else 'rejected'}</span> by {escape(str(a['by']))}{said}</p>")
     if cycle.manifest:
         cut += (f"<details><summary>ran with: {escape(summary_line(cycle.manifest))}</summary>"
                 f"<pre>{_j(cycle.manifest)}</pre></details>")

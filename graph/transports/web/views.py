@@ -213,6 +213,9 @@ def log_page(kernel: Kernel, session_id: str, index: int, cache: Optional[CycleC
         rows.append({"seq": tr["seq"], "type": "transition", "state": tr.get("to"), "call": tr})
     for v in c.validations:
         rows.append({"seq": v["seq"], "type": "validation", "state": v.get("state"), "call": v})
+    for kind, happened in (("approval_decided", c.approvals), ("dividend_paid", c.dividends),
+                           ("position_exited", c.exits), ("abstained", c.abstentions)):
+        rows += [{"seq": h["seq"], "type": kind, "state": h["state"], "call": h} for h in happened]
     for e in c.errors:
         rows.append({"seq": e.get("seq") or 0, "type": "error", "state": e.get("state"), "call": e})
     rows.sort(key=lambda r: r["seq"])
