@@ -28,7 +28,7 @@ from datetime import datetime, UTC
 from typing import Any, Optional
 
 import orjson
-from pymongo import ASCENDING, DESCENDING
+from pymongo import ASCENDING, DESCENDING, IndexModel
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
@@ -63,8 +63,8 @@ class AdminLog:
         self.heads = _Head(db)
 
     def ensure_indexes(self) -> None:
-        self.col.create_index([("seq", ASCENDING)], unique=True, name="seq")
-        self.col.create_index([("session_id", ASCENDING)], name="session_id")
+        self.col.create_indexes([IndexModel([("seq", ASCENDING)], unique=True, name="seq"),
+                                 IndexModel([("session_id", ASCENDING)], name="session_id")])
 
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
         """Store the record at the log's next seq, chained and (with a key) signed; returns it as stored."""

@@ -212,7 +212,7 @@ def _build(uri: str, client: Any, db: Any, *, lock: threading.Lock | None = None
         portfolios=PortfolioStore(db), executions=ExecutionLedger(db), memories=MemoryStore(db), owned_server_home=owned,
         target=target or f"{redact(uri)}#{db.name}",
     )
-    store.ensure_indexes()  # create_index is idempotent: cheap to repeat on every connect
+    store.ensure_indexes()  # idempotent, one createIndexes command a collection: repeated on every connect
     if pending_files(store.spool_dir):
         # events a crashed or cut-off run left on disk are stored before anything new is written
         report = store.recover_spool()

@@ -10,7 +10,7 @@ from typing import Any, Optional
 from collections.abc import Iterable
 
 import orjson
-from pymongo import ASCENDING, DESCENDING, ReturnDocument, WriteConcern
+from pymongo import ASCENDING, DESCENDING, IndexModel, ReturnDocument, WriteConcern
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
@@ -103,15 +103,17 @@ class EventStore:
         self.local_file: Path | None = None
 
     def ensure_indexes(self) -> None:
-        self.col.create_index([("session_id", ASCENDING), ("seq", ASCENDING)], unique=True, name="session_seq")
-        self.col.create_index([("event_id", ASCENDING)], unique=True, name="event_id")
-        self.col.create_index(
-            [("session_id", ASCENDING), ("cycle_id", ASCENDING), ("seq", ASCENDING)], name="session_cycle_seq"
-        )
-        self.col.create_index([("kind", ASCENDING)], name="kind")
-        # nx-27017 plans a bare {session_id: x} (exists(), sessions()) only off a single-field index:
-        # it ignores the compound prefix
-        self.col.create_index([("session_id", ASCENDING)], name="session_id")
+        # one createIndexes command per collection (every connect asks, so every command pays its round trips)
+        self.col.create_indexes([
+            IndexModel([("session_id", ASCENDING), ("seq", ASCENDING)], unique=True, name="session_seq"),
+            IndexModel([("event_id", ASCENDING)], unique=True, name="event_id"),
+            IndexModel([("session_id", ASCENDING), ("cycle_id", ASCENDING), ("seq", ASCENDING)],
+                       name="session_cycle_seq"),
+            IndexModel([("kind", ASCENDING)], name="kind"),
+            # nx-27017 plans a bare {session_id: x} (exists(), sessions()) only off a single-field index:
+            # it ignores the compound prefix
+            IndexModel([("session_id", ASCENDING)], name="session_id"),
+        ])
 
     # ---- writes -------------------------------------------------------------------------
     def append(self, events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

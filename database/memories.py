@@ -8,7 +8,7 @@ import builtins
 import time
 from typing import Any, Optional
 
-from pymongo import ASCENDING, DESCENDING
+from pymongo import ASCENDING, DESCENDING, IndexModel
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
@@ -22,10 +22,12 @@ class MemoryStore:
         self.col = db["memories"]
 
     def ensure_indexes(self) -> None:
-        self.col.create_index([("memory_id", ASCENDING)], unique=True, name="memory_id")
-        self.col.create_index([("symbol", ASCENDING), ("known_at", ASCENDING)], name="symbol_known_at")
-        self.col.create_index([("session_id", ASCENDING)], name="session_id")
-        self.col.create_index([("added_ts", DESCENDING)], name="added_ts")  # revision(): the newest insert, no scan
+        self.col.create_indexes([
+            IndexModel([("memory_id", ASCENDING)], unique=True, name="memory_id"),
+            IndexModel([("symbol", ASCENDING), ("known_at", ASCENDING)], name="symbol_known_at"),
+            IndexModel([("session_id", ASCENDING)], name="session_id"),
+            IndexModel([("added_ts", DESCENDING)], name="added_ts"),  # revision(): the newest insert, no scan
+        ])
 
     def add(self, record: MemoryRecord) -> bool:
         try:

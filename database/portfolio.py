@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
-from pymongo import ASCENDING
+from pymongo import ASCENDING, IndexModel
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
@@ -88,9 +88,9 @@ class ExecutionLedger:
         self.col = db["executions"]
 
     def ensure_indexes(self) -> None:
-        self.col.create_index([("cycle_id", ASCENDING)], unique=True, name="cycle_id")
-        self.col.create_index([("session_id", ASCENDING)], name="session_id")
-        self.col.create_index([("state", ASCENDING)], name="state")
+        self.col.create_indexes([IndexModel([("cycle_id", ASCENDING)], unique=True, name="cycle_id"),
+                                 IndexModel([("session_id", ASCENDING)], name="session_id"),
+                                 IndexModel([("state", ASCENDING)], name="state")])
 
     def get(self, cycle_id: str) -> dict[str, Any] | None:
         """The result dict recorded for cycle_id (as passed to record), or None; an aborted entry

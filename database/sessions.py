@@ -34,7 +34,7 @@ from typing import Any, Optional
 from collections.abc import Callable, Iterable
 
 import orjson
-from pymongo import ASCENDING, DESCENDING
+from pymongo import ASCENDING, DESCENDING, IndexModel
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
@@ -166,8 +166,8 @@ class SessionSummaries:
         self.events = events
 
     def ensure_indexes(self) -> None:
-        self.col.create_index([("last_ts", DESCENDING)], name="last_ts")
-        self.col.create_index([("kind", ASCENDING), ("last_ts", DESCENDING)], name="kind_last_ts")
+        self.col.create_indexes([IndexModel([("last_ts", DESCENDING)], name="last_ts"),
+                                 IndexModel([("kind", ASCENDING), ("last_ts", DESCENDING)], name="kind_last_ts")])
 
     # ---- reads: never the log
     def get(self, session_id: str) -> Optional[dict[str, Any]]:
