@@ -169,3 +169,21 @@ def test_verify_reads_a_recording_of_an_older_version_through_the_upcasters(monk
         other = _stored([{**e, "session_id": f"v{unknown}", "schema_version": unknown} for e in events])
         with pytest.raises(SchemaVersionMismatch, match=rf"reads schema_version 1\.\.{speaks}\b"):
             verify_session(other, f"v{unknown}")
+
+
+def test_the_spans_of_a_version_1_recording_carry_the_split_kinds():
+    """The OpenTelemetry spans read the recording through the same upcasters: its approval, abstentions and exit are
+    span events of their own kinds, and no `tradegraph.validation` event stands for them any more."""
+    from graph.services.telemetry.spans import session_spans
+
+    seen: dict[str, list] = {}
+    for name in ("v1_approved_cycle", "v1_backtest_3_points"):
+        header, events = _load(RECORDINGS / f"{name}.jsonl.gz")
+        for span in session_spans(header["session_id"], events):
+            for e in span.events:
+                seen.setdefault(e.name, []).append(dict(e.attributes or {}))
+    assert [a["tradegraph.approved"] for a in seen["tradegraph.approval_decided"]] == [True]
+    assert len(seen["tradegraph.abstained"]) == 4 + 6
+    assert [a["tradegraph.exit_reason"] for a in seen["tradegraph.position_exited"]] == ["target"]
+    assert not [a for a in seen["tradegraph.validation"]
+                if a.get("tradegraph.check") in ("human_approval", "abstention", "dividend", "exit_target")]
