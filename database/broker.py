@@ -72,7 +72,7 @@ class BrokerOrders:
 
 
 class KillSwitch:
-    """One document: while `halted`, no process submits an order and no approval resumes a broker cycle."""
+    """One document: while `halted`, no process starts a wave of orders and no approval resumes a broker cycle."""
 
     def __init__(self, db: Database) -> None:
         self.col = db[CONTROL]

@@ -20,7 +20,7 @@ from alpaca.common.enums import Sort
 from alpaca.trading.enums import OrderSide, QueryOrderStatus, TimeInForce
 from alpaca.trading.requests import GetOrdersRequest, MarketOrderRequest
 
-from agent.brokers.orders import BrokerRejected, BrokerUnavailable, OrderView
+from agent.brokers.orders import BrokerRejected, BrokerUnavailable, OrderView, Placed
 from agent.brokers.settings import AlpacaSettings
 
 T = TypeVar("T")
@@ -64,9 +64,8 @@ class AlpacaBroker:
         # fixed 3 s on a 429 itself (Retry-After is honoured below), and its session gets the timeout it lacks
         self.client._retry, self.client._retry_codes = 0, []
         self.client._session = _TimedSession(timeout_s, settings.base_url)
-        self.retries: list[str] = []  # what was retried, for the audit and the tests
 
-    # ---------------------------------------------------------------- retried reads
+    # ---------------------------------------------------------------- the one retry loop
     def _wait(self, err: Exception, attempt: int) -> float:
         if isinstance(err, APIError) and err.status_code == 429 and err.response is not None:
             try:
@@ -75,19 +74,28 @@ class AlpacaBroker:
                 pass
         return min(0.05 * 2 ** attempt, self.max_wait_s)
 
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
+    def _call(self, what: str, fn: Callable[[], T], log: Optional[list[str]] = None) -> T:
+        """fn() retried on what Alpaca says may be retried; each retry noted in `log` (the order_ack's `retries`).
+        The one retry loop: a submit passes its own attempt (which looks the order up before any resend)."""
+        return self._retry(what, lambda attempt: fn(), [] if log is None else log)
+
+    def _retry(self, what: str, attempt_fn: Callable[[int], T], log: list[str],
+               last_look: Optional[Callable[[], Optional[T]]] = None) -> T:
         last: Optional[Exception] = None
         for attempt in range(self.attempts):
             try:
-                return fn()
+                return attempt_fn(attempt)
             except APIError as e:
                 if e.status_code not in RETRYABLE:
                     raise BrokerRejected(e.status_code, _message(e)) from None
                 last = e
             except (requests.Timeout, requests.ConnectionError) as e:
                 last = e
-            self.retries.append(f"{what}: {_describe(last)}")
+            log.append(f"{what}: {_describe(last)}")
             self.sleep(self._wait(last, attempt))
+        found = last_look() if last_look is not None else None
+        if found is not None:
+            return found
         raise BrokerUnavailable(f"{what}: no answer from {self.settings.host} after {self.attempts} attempts "
                                 f"({_describe(last)})")
 
@@ -109,11 +117,11 @@ class AlpacaBroker:
     def order(self, order_id: str) -> OrderView:
         return _view(self._call(f"GET /v2/orders/{order_id}", lambda: self.client.get_order_by_id(order_id)))
 
-    def find(self, client_order_id: str) -> Optional[OrderView]:
+    def find(self, client_order_id: str, log: Optional[list[str]] = None) -> Optional[OrderView]:
         """The order under this client id, or None when the broker has none."""
         try:
             return _view(self._call("GET /v2/orders:by_client_order_id",
-                                    lambda: self.client.get_order_by_client_id(client_order_id)))
+                                    lambda: self.client.get_order_by_client_id(client_order_id), log))
         except BrokerRejected as e:
             if e.status == 404:
                 return None
@@ -139,37 +147,33 @@ class AlpacaBroker:
 
     # ---------------------------------------------------------------- the one submit
     def submit(self, client_order_id: str, symbol: str, side: str, qty: float, *,
-               maybe_sent: bool = False) -> tuple[OrderView, bool]:
-        """Place the order once: (the order, whether it was already at the broker). Before any resend (and first,
-        when a previous process may have sent it) the broker is asked for the order under its client id; a 422
-        duplicate is the order already there."""
+               maybe_sent: bool = False) -> Placed:
+        """Place the order once. Before any resend (and first, when a previous process may have sent it) the broker
+        is asked for the order under its client id; a 422 duplicate is the order already there. Safe to call from
+        several threads at once (each call keeps its own retries)."""
         req = MarketOrderRequest(symbol=symbol, qty=qty, side=OrderSide.BUY if side == "BUY" else OrderSide.SELL,
                                  time_in_force=TimeInForce.DAY, client_order_id=client_order_id)
-        last: Optional[Exception] = None
-        for attempt in range(self.attempts):
-            if maybe_sent or attempt > 0:
-                found = self.find(client_order_id)
+        log: list[str] = []
+
+        def attempt(n: int) -> Placed:
+            if maybe_sent or n > 0:
+                found = self.find(client_order_id, log)
                 if found is not None:
-                    return found, True
+                    return Placed(found, True, log)
             try:
-                return _view(self.client.submit_order(req)), False
+                return Placed(_view(self.client.submit_order(req)), False, log)
             except APIError as e:
                 if e.status_code == 422 and "client_order_id" in _message(e):
-                    found = self.find(client_order_id)
+                    found = self.find(client_order_id, log)
                     if found is not None:
-                        return found, True
-                if e.status_code not in RETRYABLE:
-                    raise BrokerRejected(e.status_code, _message(e)) from None
-                last = e
-            except (requests.Timeout, requests.ConnectionError) as e:
-                last = e
-            self.retries.append(f"POST /v2/orders {client_order_id}: {_describe(last)}")
-            self.sleep(self._wait(last, attempt))
-        found = self.find(client_order_id)
-        if found is not None:
-            return found, True
-        raise BrokerUnavailable(f"order {client_order_id}: no answer from {self.settings.host} after "
-                                f"{self.attempts} attempts ({_describe(last)})")
+                        return Placed(found, True, log)
+                raise
+
+        def last_look() -> Optional[Placed]:  # the last answer may have been lost after the order was taken
+            found = self.find(client_order_id, log)
+            return Placed(found, True, log) if found is not None else None
+
+        return self._retry(f"POST /v2/orders {client_order_id}", attempt, log, last_look)
 
 
 def _message(e: APIError) -> str:

@@ -39,3 +39,12 @@ class OrderView:
         return {"broker_order_id": self.id, "client_order_id": self.client_order_id, "symbol": self.symbol,
                 "side": self.side, "quantity": self.qty, "filled_quantity": self.filled_qty,
                 "avg_price": self.filled_avg_price, "status": self.status}
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A submit's answer: the order, whether it was already at the broker (a lost answer, a killed process, a
+    duplicate id), and what was retried on the way (the order_ack's `retries`)."""
+    view: OrderView
+    existing: bool
+    retries: list[str]

@@ -210,3 +210,33 @@ def test_orders_are_paged_past_500(env):
     seen = backend(store, fake).broker.orders()
     assert [o.client_order_id for o in seen] == [f"tg-p{i}" for i in range(1201)]
     assert sum(1 for m, p in fake.requests if p == "/v2/orders" and m == "GET") == 3
+
+
+def test_every_attempt_fails_then_the_last_look_finds_the_order(env):
+    """The retry loop's end: five 503s, then the sixth POST is taken and its answer lost; the one look after the
+    last attempt finds the order instead of calling it unknown."""
+    fake, store, bad = env
+    fake.fault("POST /v2/orders", "503", accept=False, times=5)
+    fake.fault("POST /v2/orders", "drop")
+    exe = backend(store, fake)
+    exe.broker.sleep = lambda s: None
+    result = run(exe)
+    ack = kinds(store, "order_ack")[0]
+    assert result.status == "filled" and ack["found_existing"] is True and bad == []
+    assert len(ack["retries"]) == 6 and "ConnectionError" in ack["retries"][-1]
+    assert fake.posts[cids()["MSFT"]] == 6
+    one_order_per_leg(fake)
+    clean(exe, store)
+
+
+def test_no_answer_after_every_attempt_is_unknown_and_stops_the_rest(env):
+    fake, store, bad = env
+    fake.fault("POST /v2/orders", "503", accept=False, times=6)
+    exe = backend(store, fake)
+    exe.broker.sleep = lambda s: None
+    result = run(exe)
+    by = {o.symbol: o for o in result.result.orders}
+    assert by["MSFT"].status == "unknown" and "after 6 attempts" in by["MSFT"].reason
+    assert by["AAPL"].status == by["NVDA"].status == "not_submitted" and fake.orders == []
+    assert result.status == "partial"  # unknown is not a rejection: reconcile says what became of it
+    clean(exe, store)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, UTC
 from typing import Any, Optional
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from agent.brokers.orders import BrokerRejected, BrokerUnavailable
 from agent.brokers.mandate import NEW_YORK, Mandate, Refusal
@@ -28,7 +28,8 @@ def halted(state: Mapping[str, Any]) -> Optional[Refusal]:
 
 
 def presubmit(broker: Any, mandate: Mandate, orders: Sequence[Order], prices: Mapping[str, float],
-              portfolio: PortfolioSnapshot, orders_today: int) -> list[Refusal]:
+              portfolio: PortfolioSnapshot, orders_today: Callable[[], int]) -> list[Refusal]:
+    """`orders_today` is a store read: asked beside the broker's answers, not before them."""
     try:
         return _presubmit(broker, mandate, orders, prices, portfolio, orders_today)
     except (BrokerRejected, BrokerUnavailable) as e:  # fail closed: no answer is not a yes
@@ -36,13 +37,13 @@ def presubmit(broker: Any, mandate: Mandate, orders: Sequence[Order], prices: Ma
 
 
 def _presubmit(broker: Any, mandate: Mandate, orders: Sequence[Order], prices: Mapping[str, float],
-               portfolio: PortfolioSnapshot, orders_today: int) -> list[Refusal]:
+               portfolio: PortfolioSnapshot, orders_today: Callable[[], int]) -> list[Refusal]:
     out: list[Refusal] = []
     # every answer the checks need, asked at once: they depend on none of each other, and a 20-symbol cycle would
     # otherwise wait for 23 round trips in a row before its first order
     with ThreadPoolExecutor(max_workers=8) as pool:
         asked_account, asked_clock = pool.submit(broker.account), pool.submit(broker.clock)
-        asked_positions = pool.submit(broker.positions)
+        asked_positions, asked_today = pool.submit(broker.positions), pool.submit(orders_today)
         asked_assets = {s: pool.submit(broker.asset, s) for s in dict.fromkeys(o.symbol for o in orders)}
         account, clock, broker_positions = asked_account.result(), asked_clock.result(), asked_positions.result()
         assets = {s: f.result() for s, f in asked_assets.items()}
@@ -68,7 +69,7 @@ def _presubmit(broker: Any, mandate: Mandate, orders: Sequence[Order], prices: M
         out.append(Refusal("buying_power", power, buys))
     positions = {s: q for s, (q, _) in broker_positions.items()}
     out += mandate.check([(o.symbol, o.side, o.quantity) for o in orders], prices, positions,
-                         orders_today=orders_today, now=clock.timestamp)
+                         orders_today=asked_today.result(), now=clock.timestamp)
     return out
 
 

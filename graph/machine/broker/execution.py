@@ -3,7 +3,8 @@
 1. Every check first (checks.py); any refusal and nothing is submitted.
 2. Each order's intent is recorded (`broker_orders`, keyed by its client_order_id) and its `order_intent` event
    acknowledged by the store (the audit barrier) before any submit.
-3. Sells before buys; a rejection (or a halt raised meanwhile) stops the submits and cancels what has not filled.
+3. Sells before buys, in widening waves (waves.py: what a halt can still let through); a rejection (or a halt raised
+   meanwhile) stops the waves still to come and cancels what has not filled.
 4. The result lists every order: filled at what price, partly filled, cancelled, rejected, not submitted. A cycle
    where anything did not fill is `partial` (the cycle ends executed_with_errors), never filled/completed; what is
    still open at the broker is shown as open, and `tradegraph broker reconcile` records it when it fills.
@@ -12,16 +13,18 @@ A retry of the cycle (a killed process restarted, a lost answer) finds each orde
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, Optional
 
 from agent.broker import _apply
 from agent.markets import bar_cutoff
-from agent.brokers.orders import BrokerRejected, BrokerUnavailable, OrderView
+from agent.brokers.orders import BrokerRejected, BrokerUnavailable, OrderView, Placed
 from agent.brokers.client_ids import client_order_id
 from agent.brokers.mandate import Mandate, Refusal
 from database.broker import BrokerOrders, BrokerSessions, KillSwitch
 from database.connection import Store
 from graph.machine.broker.checks import halted, ny_day, presubmit
+from graph.machine.broker.waves import WIDEST, waves
 from graph.machine.execution import PaperExecution
 from graph.machine.runtime import run_context
 from agent.config import AgentConfig
@@ -65,7 +68,6 @@ class BrokerExecution(PaperExecution):
         writer = self.audit_writer or run_context().audit_writer
         if writer is None:
             raise RuntimeError("a broker cycle runs only with its audit: nothing submitted")
-        BrokerSessions(self.store.db).bind(session_id, self.broker.name, self.broker.settings.host)
 
         def audit(kind: EventKind, payload: dict[str, Any]) -> None:
             writer.put(new_event(session_id, cycle_id, "EXECUTING", kind, payload))
@@ -74,10 +76,18 @@ class BrokerExecution(PaperExecution):
         legs = [(i, o, client_order_id(session_id, cycle_id, o.symbol, i))
                 for i, o in [x for x in indexed if x[1].side == "SELL"] + [x for x in indexed if x[1].side == "BUY"]]
         outcomes: dict[int, BrokerOrderOutcome] = {}
-        if not self.orders.of_cycle(cycle_id):  # nothing of this cycle may have reached the broker: check it all
-            refusals = [r for r in [halted(self.switch.state())] if r] or presubmit(
+        # the store's first answers asked at once: each is a round trip, and none depends on another
+        with ThreadPoolExecutor(max_workers=3, thread_name_prefix="broker-store") as pool:
+            bound = pool.submit(BrokerSessions(self.store.db).bind, session_id, self.broker.name,
+                                self.broker.settings.host)
+            known, switch = pool.submit(self.orders.of_cycle, cycle_id), pool.submit(self.switch.state)
+            bound.result()
+            seen_before, halt_state = known.result(), switch.result()
+        if not seen_before:  # nothing of this cycle may have reached the broker: check it all
+            day = ny_day()
+            refusals = [r for r in [halted(halt_state)] if r] or presubmit(
                 self.broker, self.mandate, [o for _, o, _ in legs], prices, portfolio,
-                self.orders.count_day(ny_day()))
+                lambda: self.orders.count_day(day))
             if refusals:
                 for r in refusals:
                     audit("validation", {"schema": "BrokerPrecheck", "check": r.rule, "ok": False, "rule": r.rule,
@@ -103,39 +113,37 @@ class BrokerExecution(PaperExecution):
         legs_by = {i: cid for i, _, cid in legs}
         states: dict[str, dict[str, Any]] = {}
         stop: Optional[str] = None
-        for i, o, cid in legs:
-            if stop is None:  # a halt raised meanwhile, from any process, stops the submits still to come
-                halt = halted(self.switch.state())
-                stop = halt.message if halt else None
-            if stop is not None:
-                found = self._find(cid) if priors[cid] is not None else None  # a killed attempt may have sent it
-                if found is None:
-                    outcomes[i] = _outcome(cid, o, None, "not_submitted", stop)
+        with ThreadPoolExecutor(max_workers=WIDEST, thread_name_prefix="broker-submit") as pool:
+            for wave in waves(legs):
+                if stop is None:  # a halt raised meanwhile, from any process, stops the waves still to come
+                    halt = halted(self.switch.state())
+                    stop = halt.message if halt else None
+                if stop is not None:
+                    for i, o, cid in wave:
+                        found = self._find(cid) if priors[cid] is not None else None  # a killed attempt sent it?
+                        if found is None:
+                            outcomes[i] = _outcome(cid, o, None, "not_submitted", stop)
+                        else:
+                            views[i] = found
+                            audit("order_ack", _ack(cid, Placed(found, True, [])))
                     continue
-                view, existing = found, True
-            else:
-                self.broker.retries.clear()
-                try:
-                    view, existing = self.broker.submit(cid, o.symbol, o.side, o.quantity,
-                                                        maybe_sent=priors[cid] is not None)
-                except BrokerRejected as e:
-                    states[cid] = {"state": "rejected", "status": "rejected", "reason": e.reason}
-                    audit("order_update", {"client_order_id": cid, "symbol": o.symbol, "status": "rejected",
-                                           "reason": e.reason})
-                    outcomes[i] = _outcome(cid, o, None, "rejected", e.reason)
-                    stop = f"{o.side} {o.quantity:g} {o.symbol} was rejected ({e.reason})"
-                    continue
-                except BrokerUnavailable as e:  # it may or may not exist: reconcile will say
-                    states[cid] = {"state": "unknown", "reason": str(e)}
-                    audit("order_update", {"client_order_id": cid, "symbol": o.symbol, "status": "unknown",
-                                           "reason": str(e)})
-                    outcomes[i] = _outcome(cid, o, None, "unknown", str(e))
-                    stop = f"no answer for {o.side} {o.quantity:g} {o.symbol}"
-                    continue
-            views[i] = view
-            audit("order_ack", {"client_order_id": cid, "broker_order_id": view.id, "status": view.status,
-                                "filled_quantity": view.filled_qty, "avg_price": view.filled_avg_price,
-                                "found_existing": existing, "retries": list(self.broker.retries)})
+                answers = list(pool.map(lambda leg: self._place(leg, priors[leg[2]] is not None), wave)) \
+                    if len(wave) > 1 else [self._place(wave[0], priors[wave[0][2]] is not None)]
+                for (i, o, cid), answer in zip(wave, answers):
+                    if isinstance(answer, Placed):
+                        views[i] = answer.view
+                        audit("order_ack", _ack(cid, answer))
+                        continue
+                    # rejected for good, or no answer after every retry (it may or may not exist: reconcile says)
+                    status = "rejected" if isinstance(answer, BrokerRejected) else "unknown"
+                    reason = answer.reason if isinstance(answer, BrokerRejected) else str(answer)
+                    states[cid] = {"state": status, "reason": reason} | (
+                        {"status": "rejected"} if status == "rejected" else {})
+                    audit("order_update", {"client_order_id": cid, "symbol": o.symbol, "status": status,
+                                           "reason": reason})
+                    outcomes[i] = _outcome(cid, o, None, status, reason)
+                    stop = stop or (f"{o.side} {o.quantity:g} {o.symbol} was rejected ({reason})"
+                                    if status == "rejected" else f"no answer for {o.side} {o.quantity:g} {o.symbol}")
         # the local records follow the events (a process killed before this finds its orders by client id)
         states.update({legs_by[i]: _state(v) for i, v in views.items()})
         self.orders.set_state(session_id, states)
@@ -146,6 +154,13 @@ class BrokerExecution(PaperExecution):
                 v = views[i]
                 outcomes[i] = _outcome(cid, o, v, v.status, stop if v.status == "canceled" else None)
         return _result(outcomes, decision, portfolio, as_of, stop, self._seen_through(as_of))
+
+    def _place(self, leg: tuple[int, Order, str], maybe_sent: bool) -> Placed | BrokerRejected | BrokerUnavailable:
+        _, o, cid = leg
+        try:
+            return self.broker.submit(cid, o.symbol, o.side, o.quantity, maybe_sent=maybe_sent)
+        except (BrokerRejected, BrokerUnavailable) as e:
+            return e
 
     def _seen_through(self, as_of: str) -> str:
         return str(bar_cutoff(self.profile, as_of).date())
@@ -187,6 +202,12 @@ class BrokerExecution(PaperExecution):
                 if v.open:
                     refresh(i)
         return views
+
+
+def _ack(cid: str, placed: Placed) -> dict[str, Any]:
+    v = placed.view
+    return {"client_order_id": cid, "broker_order_id": v.id, "status": v.status, "filled_quantity": v.filled_qty,
+            "avg_price": v.filled_avg_price, "found_existing": placed.existing, "retries": list(placed.retries)}
 
 
 def _state(v: OrderView) -> dict[str, Any]:
