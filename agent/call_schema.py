@@ -138,3 +138,17 @@ def named_values(values: Mapping[str, Any]) -> dict:
     props = {k: {"const": v} for k, v in sorted(values.items())
              if isinstance(v, (int, float)) and not isinstance(v, bool)}
     return {"type": "object", "properties": props, "additionalProperties": False}
+
+
+MAX_SUBSETS_OF = 4  # a universe of up to 4 symbols is sent as its 15 ordered subsets; a larger one as itself
+
+
+def distinct_symbols(universe: Iterable[str]) -> dict:
+    """A list of the universe's symbols, each at most once (a Plan's assets: in the universe, distinct). A grammar
+    cannot say "distinct" (`uniqueItems`, kept beside it, is not compiled): so a small universe is offered as its
+    non-empty subsets in its own order, a larger one as the whole universe, which is one of the lists allowed."""
+    symbols = list(dict.fromkeys(universe))
+    subsets = [[s for i, s in enumerate(symbols) if mask >> i & 1] for mask in range(1, 2 ** len(symbols))]
+    if len(symbols) > MAX_SUBSETS_OF:
+        subsets = [symbols]
+    return {"type": "array", "uniqueItems": True, "anyOf": [{"const": s} for s in subsets]}

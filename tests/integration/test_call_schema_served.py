@@ -123,8 +123,10 @@ def test_each_request_names_what_its_answer_is_held_to(env, capsys):
                                                                                      ["rsi14"]["const"])
             with pytest.raises(jsonschema.ValidationError):
                 jsonschema.validate(HOSTILE_QUANT, schema)
-        if task == "planning" or "assets" in props:
-            assert props["assets"]["items"]["enum"] == ["AAPL", "MSFT"]
+        if task == "planning" or "assets" in props:  # distinct symbols of the universe: its ordered subsets
+            assert [a["const"] for a in props["assets"]["anyOf"]] == [["AAPL"], ["MSFT"], ["AAPL", "MSFT"]]
+            with pytest.raises(jsonschema.ValidationError):
+                jsonschema.validate(["MSFT", "MSFT"], props["assets"])  # what SmolLM2 wrote in the window
         if "symbol" in props and task != "planning":
             assert props["symbol"]["const"] in ("AAPL", "MSFT")
             # two symbols in the cycle: the other one cannot be written in any free text

@@ -16,6 +16,7 @@ from agent.passes import structured_pass, tool_pass
 from agent.protocols import version
 from agent.prompts import task_messages
 from agent.tools import TOOLS, ToolContext, portfolio_record, snapshot_row
+from agent.call_schema import distinct_symbols
 from graph.machine.nodes.common import done, state_node
 from graph.machine.runtime import CycleContext
 from graph.machine.state import CycleState
@@ -73,6 +74,5 @@ def planning(state: CycleState, config: RunnableConfig,
 
     plan = structured_pass(model, messages, Plan, max_retries=rt.config.max_repair_retries, config=config, call=call,
                            method=rt.config.structured_method, check=assets_in_universe,
-                           pins={"assets": {"type": "array", "items": {"type": "string", "enum": list(scan.universe)},
-                                            "minItems": 1, "maxItems": len(scan.universe)}})
+                           pins={"assets": distinct_symbols(scan.universe)})
     return done("PLANNING", plan, "ANALYZING", config)
