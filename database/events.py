@@ -17,7 +17,6 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 from database.blobs import BlobStore, split
 from database.heads import ChainHeads, LogEnd, Outside, audit_key, compare, cycle_number, mark_key_id
 from database.portfolio import ExecutionLedger
-from schemas.events import StateEvent
 
 COLLECTION = "state_events"
 COUNTERS = "counters"
@@ -51,6 +50,8 @@ def _normalise(event: dict[str, Any], seq: int) -> dict[str, Any]:
     if doc.get("seq") is not None:
         raise ValueError(f"append() assigns seq itself; event {doc.get('event_id')!r} came with seq={doc['seq']}")
     doc["seq"] = seq
+    from schemas.events import StateEvent  # here: a command that only reads loads none of the event models
+
     # mode="json" turns tuples/datetimes/enums inside payload into plain BSON types up front
     return StateEvent.model_validate(doc).model_dump(mode="json")
 
@@ -244,6 +245,8 @@ class EventStore:
 
     def insert_raw(self, doc: dict[str, Any]) -> dict[str, Any]:
         """Insert a complete event with a caller-chosen seq (tests, repair tools)."""
+        from schemas.events import StateEvent
+
         clean = StateEvent.model_validate({k: v for k, v in doc.items() if k != "_id"}).model_dump(mode="json")
         lock = self._serialize
         if lock is not None:

@@ -11,32 +11,15 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Annotated, Any, Literal, Optional, Union, get_args
+from typing import Annotated, Any, Literal, Optional, Union
 from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter, ValidationError
 
 from schemas.base import SCHEMA_VERSION, Contract, CycleStatus, ExitReason
-
-EventKind = Literal[
-    "manifest",  # a cycle's effective configuration and inputs, its first event (graph/machine/manifest.py)
-    "transition", "llm_request", "llm_response", "tool_call", "tool_result", "contract",
-    "validation",  # a check that passed or not: a schema, the risk engine, a mandate, a broker's precheck, a replay
-    # what happened to the book or the decision, each its own kind since schema_version 2 (version 1 wrote them as
-    # `validation` events; parse_event moves them, KIND_UPCASTERS below)
-    "dividend_paid",     # a dividend credited at the scan (graph/machine/market_source.py)
-    "position_exited",   # a position closed on its stop, target or horizon at the scan (same)
-    "abstained",         # an analyst with no evidence of its kind said nothing (agent/analysts.py)
-    "approval_decided",  # a human approved or rejected the paused decision (graph/machine/nodes/executing.py)
-    "error", "retrieval",
-    "telemetry",  # a failed or skipped OpenTelemetry export (graph/services/telemetry/live.py)
-    "idempotency",  # a use of an idempotency key: the first answer, a replay, a refusal (graph/kernel/idempotent.py)
-    "cycle_ended",  # how the cycle ended, written by the runner last (graph/machine/runner.py)
-    # a broker's orders (graph/machine/broker/execution.py): the intent, acknowledged by the store before the
-    # submit; the broker's answer; each later state of the order; a reconciliation; a halt or resume
-    "order_intent", "order_ack", "order_update", "reconciliation", "broker_control",
-]
-EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
+# the kinds live in schemas/event_kinds.py, which builds no model: what only names a kind (the kernel's read_events
+# input) loads none of the event classes below
+from schemas.event_kinds import EVENT_KINDS, EventKind
 
 
 class Envelope(Contract):

@@ -29,7 +29,6 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from graph.kernel import errors as E
 from graph.kernel.models import IdempotencyKey
-from schemas.events import IdempotencyPayload, new_event
 
 log = logging.getLogger(__name__)
 WAIT_S = 300.0
@@ -156,6 +155,8 @@ def _audit(store, session_id: Optional[str], cycle_id: Optional[str], *, key: st
     after the cycle it is about. A store that does not take it costs the event, never the answer."""
     if session_id is None:
         return
+    from schemas.events import IdempotencyPayload, new_event  # here: the kernel loads without the event models
+
     try:
         payload = IdempotencyPayload(key=key, **use)  # the fields given, as given (exclude_unset below)
         cycle_id = cycle_id or (store.events.cycle_ids(session_id) or [None])[-1]

@@ -10,7 +10,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstr
 from pydantic_core import PydanticCustomError
 
 from schemas.base import CycleStatus, RecordedStatus
-from schemas.events import EventKind
+from schemas.event_kinds import EventKind
 from schemas.features import FeatureBundle
 from schemas.portfolio import PortfolioView
 from schemas.memory import RetrievalHit

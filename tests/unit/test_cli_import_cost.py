@@ -1,6 +1,6 @@
 """The commands a user runs to look (`--version`, `sessions`, `portfolio`) load neither pandas nor LangGraph nor
-LangChain, nor build the contracts only the agents ask for: those cost seconds of imports on every call (issue 29:
-answer in ≤ 1 s; bench/bench_cli_latency.py measures it). `portfolio` values a book that holds positions, so the valuation path runs.
+LangChain, nor build the contracts only the agents ask for, and `sessions` (summaries only) builds no event model:
+those cost seconds of imports on every call (issue 29: answer in ≤ 1 s; bench/bench_cli_latency.py measures it). `portfolio` values a book that holds positions, so the valuation path runs.
 
 A fresh interpreter is the point (what a command imports is what a new process pays), so the commands run in one:
 the store a real offline cycle wrote here is copied into it, collection by collection."""
@@ -42,9 +42,12 @@ for args in (["sessions", "--db", uri], ["portfolio", sid, "--db", uri], ["--ver
         except SystemExit as e:  # --version exits through argparse
             codes[args[0]] = e.code
     printed[args[0]] = out.getvalue()
+    if args[0] == "sessions":  # it reads summaries: no event is parsed, so no event model need be built
+        event_models = "schemas.events" in sys.modules
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in sys.argv[4].split(","))
 contracts = sorted(m for m in sys.modules if m in sys.argv[5].split(","))
-print(json.dumps({"codes": codes, "printed": printed, "heavy": heavy, "contracts": contracts}))
+print(json.dumps({"codes": codes, "printed": printed, "heavy": heavy, "contracts": contracts,
+                  "event_models": event_models}))
 """
 
 
@@ -70,3 +73,4 @@ def test_looking_commands_load_neither_pandas_nor_langgraph_nor_langchain_nor_th
     assert "AAPL" in seen["printed"]["portfolio"] and "MSFT" in seen["printed"]["portfolio"]
     assert seen["heavy"] == [], f"imported by sessions/portfolio/--version: {seen['heavy'][:8]}"
     assert seen["contracts"] == [], f"the agents' contracts built by sessions/portfolio/--version: {seen['contracts']}"
+    assert seen["event_models"] is False, "sessions built the event models (schemas.events)"
