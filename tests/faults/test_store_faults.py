@@ -34,6 +34,7 @@ from graph.machine.runner import ApprovalConflict, approve_cycle, run_state_mach
 from schemas.portfolio import PortfolioSnapshot
 from tests.fakes.tcp_proxy import FaultyProxy
 from tests.helpers import runtime_with
+from tests.killed_writers import writer_server
 
 pytestmark = pytest.mark.integration
 
@@ -265,21 +266,18 @@ while True:
 """
 
 
-def test_writers_killed_mid_append_leave_no_gap(embedded_uri, db_name):
+def test_writers_killed_mid_append_leave_no_gap(embedded_uri, db_name, tmp_path):
     uri = f"{embedded_uri}/{db_name}"
     rng = random.Random(7)
     kills = 20
     acked: set[str] = set()
-    for _ in range(kills):
-        proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, uri], cwd=ROOT, stdout=subprocess.PIPE,
-                                env={**os.environ, "PYTHONPATH": str(ROOT)})
-        assert proc.stdout.readline().strip() == b"ready"
-        time.sleep(rng.uniform(0.05, 0.4))
-        proc.send_signal(signal.SIGKILL)
-        out, _ = proc.communicate()
-        # a torn last line is a batch whose acknowledgement was never fully reported: not counted as acked
-        lines = out.decode().split("\n")[:-1]
-        acked.update(i for line in lines for i in line.split())
+    # each writer a process of its own, SIGKILLed; forked from one server that imported `database` once
+    with writer_server(KILL_SCRIPT, [uri], tmp_path / "writers", preload="from database import connect") as writers:
+        for _ in range(kills):
+            writer = writers.start()
+            time.sleep(rng.uniform(0.05, 0.4))
+            # a torn last line is a batch whose acknowledgement was never fully reported: not counted as acked
+            acked.update(i for line in writer.kill() for i in line.split())
     store = connect(uri)
     try:
         stored_ids = {e["event_id"] for e in store.events.read("K")}
