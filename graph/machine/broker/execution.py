@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, Optional
+from collections.abc import Callable
 
 from agent.broker import _apply
 from agent.markets import bar_cutoff
@@ -109,8 +110,25 @@ class BrokerExecution(PaperExecution):
                                    "resumed": priors[cid] is not None})
         writer.flush(durable=True)
 
-        views: dict[int, OrderView] = {}
         legs_by = {i: cid for i, _, cid in legs}
+        views, states, stop = self._send(legs, priors, audit, outcomes)
+        # the local records follow the events (a process killed before this finds its orders by client id)
+        states.update({legs_by[i]: _state(v) for i, v in views.items()})
+        self.orders.set_state(session_id, states)
+        views = self._settle(views, legs, audit, cancel=stop is not None)
+        self.orders.set_state(session_id, {legs_by[i]: _state(v) for i, v in views.items()})
+        for i, o, cid in legs:
+            if i in views:
+                v = views[i]
+                outcomes[i] = _outcome(cid, o, v, v.status, stop if v.status == "canceled" else None)
+        return _result(outcomes, decision, portfolio, as_of, stop, self._seen_through(as_of))
+
+    def _send(self, legs: list[tuple[int, Order, str]], priors: dict[str, Any], audit: Callable[..., None],
+              outcomes: dict[int, BrokerOrderOutcome]) -> tuple[dict[int, OrderView], dict[str, dict[str, Any]],
+                                                                Optional[str]]:
+        """Every order sent, in waves (waves.py): (the orders the broker holds, the states of those it refused or
+        never answered, why the sending stopped early); what was not sent goes into `outcomes`."""
+        views: dict[int, OrderView] = {}
         states: dict[str, dict[str, Any]] = {}
         stop: Optional[str] = None
         with ThreadPoolExecutor(max_workers=WIDEST, thread_name_prefix="broker-submit") as pool:
@@ -144,16 +162,7 @@ class BrokerExecution(PaperExecution):
                     outcomes[i] = _outcome(cid, o, None, status, reason)
                     stop = stop or (f"{o.side} {o.quantity:g} {o.symbol} was rejected ({reason})"
                                     if status == "rejected" else f"no answer for {o.side} {o.quantity:g} {o.symbol}")
-        # the local records follow the events (a process killed before this finds its orders by client id)
-        states.update({legs_by[i]: _state(v) for i, v in views.items()})
-        self.orders.set_state(session_id, states)
-        views = self._settle(views, legs, audit, cancel=stop is not None)
-        self.orders.set_state(session_id, {legs_by[i]: _state(v) for i, v in views.items()})
-        for i, o, cid in legs:
-            if i in views:
-                v = views[i]
-                outcomes[i] = _outcome(cid, o, v, v.status, stop if v.status == "canceled" else None)
-        return _result(outcomes, decision, portfolio, as_of, stop, self._seen_through(as_of))
+        return views, states, stop
 
     def _place(self, leg: tuple[int, Order, str], maybe_sent: bool) -> Placed | BrokerRejected | BrokerUnavailable:
         _, o, cid = leg
