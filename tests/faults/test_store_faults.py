@@ -271,8 +271,10 @@ def test_writers_killed_mid_append_leave_no_gap(embedded_uri, db_name, tmp_path)
     rng = random.Random(7)
     kills = 20
     acked: set[str] = set()
-    # each writer a process of its own, SIGKILLed; forked from one server that imported `database` once
-    with writer_server(KILL_SCRIPT, [uri], tmp_path / "writers", preload="from database import connect") as writers:
+    # each writer a process of its own, SIGKILLed; forked from one server that imported the store and the event
+    # models (what a first append loads) once, so each writer is appending within the kill window
+    with writer_server(KILL_SCRIPT, [uri], tmp_path / "writers",
+                       preload="from database import connect; import schemas.events") as writers:
         for _ in range(kills):
             writer = writers.start()
             time.sleep(rng.uniform(0.05, 0.4))

@@ -6,12 +6,8 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import random
-import signal
 import sqlite3
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -25,6 +21,7 @@ from database import DuplicateEventError, Store, blobs, connect
 from database.blobs import packed
 from graph.machine.runner import run_state_machine
 from tests.helpers import runtime_with
+from tests.killed_writers import writer_server
 
 ROOT = Path(__file__).resolve().parents[2]
 HASHED = ("seq", "prev_hash", "hash")
@@ -299,14 +296,14 @@ def test_writers_killed_mid_append_leave_every_stored_event_readable(embedded_ur
     rng = random.Random(11)
     acked: set[str] = set()
     kills = 8
-    for _ in range(kills):
-        proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, uri, str(template)], cwd=ROOT,
-                                stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        assert proc.stdout.readline().strip() == b"ready"
-        time.sleep(rng.uniform(0.05, 0.4))
-        proc.send_signal(signal.SIGKILL)
-        out, _ = proc.communicate()
-        acked.update(i for line in out.decode().split("\n")[:-1] for i in line.split())
+    # each writer a process of its own, SIGKILLed; forked from one server that imported the store and the event
+    # models (what a first append loads) once, so each writer is appending within the kill window
+    with writer_server(KILL_SCRIPT, [uri, str(template)], tmp_path / "writers",
+                       preload="from database import connect; import schemas.events") as writers:
+        for _ in range(kills):
+            writer = writers.start()
+            time.sleep(rng.uniform(0.05, 0.4))
+            acked.update(i for line in writer.kill() for i in line.split())
     store = connect(uri)
     try:
         docs, found = store.events._read("K")
