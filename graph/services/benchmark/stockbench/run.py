@@ -385,10 +385,14 @@ def opens(market, symbols: Sequence[str], dates: Sequence[str]) -> dict[str, lis
 def sent_temperature(store, session_id: str) -> Any:
     """The temperature a run's tiers were sent, as its first manifest records it: one value, or {tier: value} when
     they differ; None for the offline model (or a model that takes none)."""
+    from schemas.events import ManifestEvent, parse_event
+
     found = store.events.read(session_id, kind="manifest")
     if not found:
         return None
-    sent = {tier: m.get("temperature") for tier, m in (found[0]["payload"].get("models") or {}).items()}
+    manifest = parse_event(found[0])  # an unreadable manifest is named, never read as "no temperature"
+    models = manifest.payload.models if isinstance(manifest, ManifestEvent) else None
+    sent = {tier: m.get("temperature") for tier, m in (models or {}).items()}
     values = list(dict.fromkeys(sent.values()))
     return values[0] if len(values) <= 1 and values else (sent or None)
 
