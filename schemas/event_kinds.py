@@ -10,7 +10,7 @@ EventKind = Literal[
     "transition", "llm_request", "llm_response", "tool_call", "tool_result", "contract",
     "validation",  # a check that passed or not: a schema, the risk engine, a mandate, a broker's precheck, a replay
     # what happened to the book or the decision, each its own kind since schema_version 2 (version 1 wrote them as
-    # `validation` events; parse_event moves them, KIND_UPCASTERS below)
+    # `validation` events; parse_event moves them, schemas/events.py KIND_UPCASTERS)
     "dividend_paid",     # a dividend credited at the scan (graph/machine/market_source.py)
     "position_exited",   # a position closed on its stop, target or horizon at the scan (same)
     "abstained",         # an analyst with no evidence of its kind said nothing (agent/analysts.py)
