@@ -509,13 +509,15 @@ def bind_json(model: BaseChatModel, schema: type[BaseModel], method: str,
     (Anthropic's output_config, Ollama's format, Gemini's response schema). function_calling offers the
     contract as the one tool, forced by tool_choice only where the server accepts it.
 
-    `facts` (the call's, from protocol 5): a provider's model is sent the per-call schema (agent/call_schema.py)
-    with json_schema and json_object_schema, the methods whose schema a server can constrain its answer with.
+    `facts` (the call's, from protocol 5): the per-call schema (agent/call_schema.py) is sent to a server that
+    compiles the schema into a grammar (compiles_schema): json_object_schema, or json_schema to an endpoint
+    `models check` profiled (llama.cpp, vLLM, Ollama, LM Studio). A cloud API is sent the contract's: each takes a
+    subset of JSON Schema of its own (Anthropic refuses a `const` list), and the validator guards it as before.
     json_mode states the contract's schema in the prompt and function_calling names it as the tool, as before:
     a replay matches a request by its messages and tools, so they stay what every recording asked.
     tradegraph's own models (offline, replay) read a schema's name and fields only: they get the contract's."""
     shown = version(protocol).shows_constraints
-    per_call = facts if facts is not None and shown and not isinstance(model, JsonChatModel) else None
+    per_call = facts if facts is not None and shown and compiles_schema(model, method) else None
     if method == "function_calling":
         def make() -> Runnable:
             tool = convert_to_openai_tool(schema)  # LangChain leaves out the titles already
@@ -541,6 +543,16 @@ def bind_json(model: BaseChatModel, schema: type[BaseModel], method: str,
     key = ("json", schema, method, lean, shown, per_call.key() if lean and per_call is not None else None)
     return _bound(model, key, lambda: model.bind(
         response_format=rf, ls_structured_output_format={"kwargs": {"method": method}, "schema": rf}))
+
+
+def compiles_schema(model: BaseChatModel, method: str) -> bool:
+    """Whether the request's schema becomes a grammar on the server: llama.cpp's json_object with a schema, or a
+    json_schema to an endpoint `models check` profiled (its window or method came from the profile)."""
+    if isinstance(model, JsonChatModel):
+        return False  # tradegraph's own models (offline, replay) read a schema's name and fields only
+    choices = choices_of(model)
+    return method == "json_object_schema" or (method == "json_schema" and bool(
+        choices.get("context_window") or choices.get("method_from_profile")))
 
 
 # A pass's binding (the model with its tools or its response format) is the same for every pass of the same model and
