@@ -77,6 +77,7 @@ def _own_data_session(kernel, prices: Path) -> str:
                                         **({"session_id": session} if session else {})}, transport="cli")
         assert out.status == "completed", out.error
         session = out.session_id
+    assert session is not None
     return session
 
 

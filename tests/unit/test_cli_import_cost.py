@@ -11,6 +11,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 from bson import json_util
 
@@ -54,7 +55,7 @@ print(json.dumps({"codes": codes, "printed": printed, "heavy": heavy, "contracts
 def test_looking_commands_load_neither_pandas_nor_langgraph_nor_langchain_nor_the_agents_contracts(tmp_path):
     kernel = Kernel.open(f"mongomock://imports_{uuid.uuid4().hex[:10]}")
     try:
-        out = kernel.call("run_cycle", {"symbols": ["AAPL", "MSFT"], "as_of": "2012-06-01"}, transport="cli")
+        out: Any = kernel.call("run_cycle", {"symbols": ["AAPL", "MSFT"], "as_of": "2012-06-01"}, transport="cli")
         assert out.status == "completed", out.error
         assert kernel.store.portfolios.load(out.session_id).positions, "no position: nothing to value"
         db = kernel.store.db
