@@ -13,18 +13,25 @@ class ThesisError(ValueError):
     """The thesis geometry is wrong; DECIDING fails closed on it."""
 
 
-def anchor_prices(thesis: TradeThesis, price: float, atr: float | None) -> TradeThesis:
-    """entry = price, stop = 2×ATR on the correct side, target = 2R. Sub-tick ATR keeps the model's prices."""
+def anchored_levels(direction: str, price: float, atr: float | None) -> dict[str, float] | None:
+    """entry = price, stop = 2×ATR on the correct side, target = 2R; None when ATR is missing or sub-tick."""
     if atr is None:
-        return thesis.model_copy(update={"atr14": None})
-    sign = 1 if thesis.direction == "LONG" else -1
+        return None
+    sign = 1 if direction == "LONG" else -1
     entry = round(price, PRICE_DECIMALS)
     stop = round(entry - sign * STOP_ATR * atr, PRICE_DECIMALS)
     if stop == entry or stop <= 0:
-        return thesis.model_copy(update={"atr14": atr})
+        return None
     target = round(entry + sign * TARGET_R * abs(entry - stop), PRICE_DECIMALS)
-    return thesis.model_copy(update={"entry": entry, "stop": stop, "target": target, "price_source": "atr_anchor",
-                                     "atr14": atr})
+    return {"entry": entry, "stop": stop, "target": target}
+
+
+def anchor_prices(thesis: TradeThesis, price: float, atr: float | None) -> TradeThesis:
+    """The anchored levels (anchored_levels) in place of the model's; sub-tick ATR keeps the model's prices."""
+    levels = anchored_levels(thesis.direction, price, atr)
+    if levels is None:
+        return thesis.model_copy(update={"atr14": atr})
+    return thesis.model_copy(update={**levels, "price_source": "atr_anchor", "atr14": atr})
 
 
 def validate_thesis(thesis: TradeThesis) -> None:

@@ -13,7 +13,7 @@ from agent.passes import structured_pass
 from agent.prompts import task_messages
 from agent.markets import get_profile
 from agent.risk import equity, evaluate, risk_input, size_position
-from agent.thesis import anchor_prices, validate_thesis
+from agent.thesis import anchor_prices, anchored_levels, validate_thesis
 from schemas.analysis import SymbolPanel
 from schemas.debate import DebateResult
 from schemas.decision import Order, PortfolioDecision, TradeThesis
@@ -42,12 +42,16 @@ def run_trader(debate: DebateResult, panel: SymbolPanel, snap: MarketSnapshot, m
         if th.direction != debate.winner:
             raise ValueError(f"direction must follow the debate winner {debate.winner}, got {th.direction}")
 
+    # the prices code will set anyway, in the schema: a grammar-constrained model can write no price the thesis
+    # refuses (SmolLM2 wrote a target of -1.37); none when code keeps the model's (ATR missing or sub-tick)
+    levels = anchored_levels(debate.winner, snap.price, t.atr14)
+    price_pins = {k: {"type": "number", "const": v} for k, v in (levels or {}).items()}
     thesis = structured_pass(model, task_messages("trader", evidence, notes=past_notes(call.recall, config, "trader", snap),
                                                   protocol=call.protocol.number),
                              TradeThesis,
                              max_retries=settings.max_repair_retries, config=config, call=call,
                              method=settings.structured_method, expect_symbol=snap.symbol, check=follows_debate,
-                             pins={"direction": {"type": "string", "const": debate.winner}})
+                             pins={"direction": {"type": "string", "const": debate.winner}, **price_pins})
     # code owns conviction and prices: the model's numbers here are advisory at most
     thesis = anchor_prices(thesis.model_copy(update={"conviction": debate.conviction}), snap.price, t.atr14)
     validate_thesis(thesis)

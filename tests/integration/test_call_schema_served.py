@@ -117,6 +117,11 @@ def test_each_request_names_what_its_answer_is_held_to(env, capsys):
             assert props["side"]["const"] == task.split("_")[0]
         if task == "trader":
             assert props["direction"]["const"] in ("LONG", "SHORT")
+            # the ATR-anchored levels code sets anyway: no price the thesis refuses can be written
+            assert 0 < props["stop"]["const"] < props["entry"]["const"] < props["target"]["const"] or \
+                props["direction"]["const"] == "SHORT"
+            with pytest.raises(jsonschema.ValidationError):
+                jsonschema.validate(-1.36885, props["target"])  # SmolLM2's target in the window
         if task == "quant":
             assert props["metrics"]["additionalProperties"] is False
             assert props["metrics"]["properties"]["rsi14"]["const"] == pytest.approx(props["metrics"]["properties"]
