@@ -237,9 +237,9 @@ def cmd_portfolio(args) -> int:
 
 
 def _event_kind(value: str) -> str:
-    """--kind checked when given: the kinds live with the event models (schemas.events), which every other command
-    would otherwise import just to build the parser."""
-    from schemas.events import EVENT_KINDS
+    """--kind checked when given, against schemas/event_kinds.py (no event model built; the parser of every other
+    command need not import even that)."""
+    from schemas.event_kinds import EVENT_KINDS
 
     if value not in EVENT_KINDS:
         raise argparse.ArgumentTypeError(f"invalid choice: {value!r} (choose from {', '.join(EVENT_KINDS)})")
