@@ -30,12 +30,15 @@ def _clean_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
         yield
 
 
+@pytest.hookimpl(tryfirst=True)  # first: other plugins see the groups and the nodeids they give (_suffix_groups)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """`@pytest.mark.requires("ray")`: skipped, naming the extra, where an optional extra is not installed (`make
-    test` installs them all, so there every such test runs)."""
+    test` installs them all, so there every such test runs). Under xdist's loadgroup (`make test`), the groups
+    below keep what is made once on one worker."""
     import importlib.util
 
     extras = {"ray": "sweep"}
+    ray: set[str] = set()  # modules with a Ray test
     for item in items:
         for mark in item.iter_markers("requires"):
             module = mark.args[0]
@@ -43,9 +46,43 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.skip(reason=f"{module} is not installed: pip install -e "
                                                         f"'.[{extras.get(module, module)}]' (make test installs it)"))
             elif module == "ray":
-                # under xdist (`make test`), one worker runs every Ray test: each starts a local Ray instance with a
-                # worker per CPU, and two at once on a 2-core machine only thrash
-                item.add_marker(pytest.mark.xdist_group("ray"))
+                ray.add(item.nodeid.split("::")[0])
+    for item in items:
+        group = _xdist_group(item, ray)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+    _suffix_groups(items[0].config if items else None, items)
+
+
+def _suffix_groups(config: pytest.Config | None, items: list[pytest.Item]) -> None:
+    """What xdist's loadgroup does to an item of a group (its nodeid ends `@group`, and the scheduler sends all of a
+    group to one worker), done so it works on pytest 9: xdist 3.8 sets `item._nodeid`, which pytest 9's nodeid
+    (read from `item._id`) no longer reads, so every xdist_group mark was ignored (the Ray tests ran on both
+    workers at once, thrashing into their timeouts)."""
+    from _pytest.nodeid import NodeId
+
+    if config is None or not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        nodeid = item.nodeid
+        if names and nodeid.rfind("@") <= nodeid.rfind("]"):
+            item._id = NodeId.parse(f"{nodeid}@{'_'.join(names)}")
+
+
+def _xdist_group(item: pytest.Item, ray_modules: set[str]) -> str | None:
+    """- "ray": one worker runs every Ray test, each starting a local Ray instance with a worker per CPU (two at once
+    on a 2-core machine only thrash), and with it every test of a module that shares a module fixture with one;
+    - the module's path: tests sharing a module-scoped fixture (a server, a reference run, recorded cycles) run on one
+      worker, which makes it once (xdist's load spreads a module over both workers, and each made it)."""
+    module = item.nodeid.split("::")[0]
+    ray = any(m.args[0] == "ray" for m in item.iter_markers("requires"))
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    shared = any(fixturedefs and fixturedefs[-1].scope == "module" for fixturedefs in defs.values())
+    if ray or (shared and module in ray_modules):
+        return "ray"
+    return module if shared else None
 
 
 @pytest.fixture(scope="session")

@@ -49,8 +49,15 @@ def _run(tmp_path, sub, run_id="ep", store=None, **kw):
     return res, tmp_path / sub / run_id
 
 
-def test_episode_writes_logs_and_trades(tmp_path):
-    res, d = _run(tmp_path, "a")
+@pytest.fixture(scope="module")
+def full(tmp_path_factory):
+    """(result, run dir) of the module's reference run: the default config, uninterrupted, on a store of its own.
+    Made once: five tests compare with it (it was run six times, ~60 s each under a full run's load)."""
+    return _run(tmp_path_factory.mktemp("full"), "full")
+
+
+def test_episode_writes_logs_and_trades(full):
+    res, d = full
     logs = load_logs(d / "episode_log.jsonl")
     assert res.decision_points == len(logs) == 13
     assert [lg.decision_point_idx for lg in logs] == list(range(13))
@@ -75,14 +82,14 @@ def test_episode_writes_logs_and_trades(tmp_path):
     assert (d / "result.json").exists()
 
 
-def test_same_config_twice_is_byte_identical(tmp_path):
-    _, d1 = _run(tmp_path, "one")
+def test_same_config_twice_is_byte_identical(tmp_path, full):
+    _, d1 = full
     _, d2 = _run(tmp_path, "two")
     assert (d1 / "trade_history.json").read_bytes() == (d2 / "trade_history.json").read_bytes()
 
 
-def test_resume_after_kill_is_byte_identical(tmp_path):
-    _, full = _run(tmp_path, "full")
+def test_resume_after_kill_is_byte_identical(tmp_path, full):
+    _, full = full
     store = connect(f"mongomock://bt_{uuid.uuid4().hex[:10]}")
     # a "kill" after 4 steps: max_steps stops cleanly ...
     part, d = _run(tmp_path, "resumed", store=store, max_steps=4)
@@ -106,11 +113,11 @@ def test_resume_after_kill_is_byte_identical(tmp_path):
     assert (d / "trade_history.json").read_bytes() == (full / "trade_history.json").read_bytes()
 
 
-def test_a_cycle_cut_off_before_its_log_line_is_superseded_and_its_notes_withdrawn(tmp_path):
+def test_a_cycle_cut_off_before_its_log_line_is_superseded_and_its_notes_withdrawn(tmp_path, full):
     """What a kill between MEMORIZING and the log line leaves: the point's whole cycle in the audit and its
     notes in memory, the point unlogged. The resumed run must decide as an uninterrupted one (before the fix
     it recalled the cut-off cycle's notes and its convictions drifted) and say in the audit what it dropped."""
-    _, full = _run(tmp_path, "full")
+    _, full = full
     store = connect(f"mongomock://bt_{uuid.uuid4().hex[:10]}")
     _, d = _run(tmp_path, "cut", store=store, max_steps=4)
     log = d / "episode_log.jsonl"
@@ -142,7 +149,7 @@ def test_resume_refuses_a_different_config(tmp_path):
         _run(tmp_path, "x", config=_config(fees_bps=5.0))
 
 
-def test_no_look_ahead(tmp_path):
+def test_no_look_ahead(tmp_path, full):
     """Perturbing every bar after t changes nothing decided up to t."""
     t = "2011-02-15"
     real = default_market_data()
@@ -157,7 +164,7 @@ def test_no_look_ahead(tmp_path):
         f.loc[after, "volume"] = f.loc[after, "volume"] * 3
         frames[s] = f
     perturbed = MarketData(frames, source="perturbed")
-    _, d1 = _run(tmp_path, "real")
+    _, d1 = full  # the real data's run
     _, d2 = _run(tmp_path, "perturbed", runtime=_runtime(perturbed))
     a, b = load_logs(d1 / "episode_log.jsonl"), load_logs(d2 / "episode_log.jsonl")
     before = [i for i, lg in enumerate(a) if lg.date <= t]
