@@ -54,7 +54,9 @@ def test_a_worker_killed_mid_episode_is_retried_and_resumes_with_no_duplicate_an
     limits.write_text(LOOSE)
     env = {**ENV, "TRADEGRAPH_RISK_LIMITS": str(limits)}
     window = ["--symbols", "AAPL,MSFT", "--every", "5"]
-    proc = _start(["sweep", *window, "--windows", "2011-01-03..2011-05-31", "--workers", "1", "--sweep-id", "k",
+    # 10 points, as the backtest faults' window (tests/faults/backtest_runs.py: it trades under these limits); the kill
+    # lands after the third, so the retry resumes a run with most of it to go
+    proc = _start(["sweep", *window, "--windows", "2011-01-03..2011-03-14", "--workers", "1", "--sweep-id", "k",
                    "--db", db, "--out", str(tmp_path / "exp"), "--json"], env)
     mongo = MongoClient(db).get_default_database()
     doc = _wait(lambda: mongo.sweep_episodes.find_one({"_id": "k-e000", "done": {"$gte": 3}}), proc,
@@ -76,7 +78,7 @@ def test_a_worker_killed_mid_episode_is_retried_and_resumes_with_no_duplicate_an
     steps = _lines(run_dir / "episode_log.jsonl")
     assert [s["decision_point_idx"] for s in steps] == list(range(row["decision_points"]))
 
-    alone = subprocess.run(CLI + ["backtest", *window, "--start", "2011-01-03", "--end", "2011-05-31", "--memory",
+    alone = subprocess.run(CLI + ["backtest", *window, "--start", "2011-01-03", "--end", "2011-03-14", "--memory",
                                   "session", "--run-id", "alone", "--db", db, "--out", str(tmp_path / "alone"),
                                   "--json"], env=env, capture_output=True, text=True, timeout=600)
     assert alone.returncode == 0, alone.stderr
@@ -110,7 +112,7 @@ def test_an_interrupted_sweep_resumes_by_its_id_without_rerunning_finished_episo
     db = f"{embedded_uri}/sweep_resume_{uuid.uuid4().hex[:8]}"
     out = tmp_path / "exp"
     proc = _start(["sweep", "--symbols", "AAPL", "--symbols", "MSFT", "--symbols", "IBM",
-                   "--windows", "2011-01-03..2011-03-31", "--every", "5", "--workers", "1", "--sweep-id", "r",
+                   "--windows", "2011-01-03..2011-02-14", "--every", "5", "--workers", "1", "--sweep-id", "r",
                    "--db", db, "--out", str(out), "--json"])
     _wait(lambda: any(r["status"] == "succeeded" for r in _lines(out / "r" / "results.jsonl")), proc,
           "the first finished episode")
@@ -141,7 +143,7 @@ def test_a_cancelled_sweep_task_resumes_through_the_kernel_to_the_same_rows(embe
     k = Kernel.open(db, experiments_dir=tmp_path)
     try:
         grid = {"universes": [["AAPL"], ["MSFT"]], "workers": 1, "every": 5, "sweep_id": "t",
-                "windows": {"kind": "list", "spans": [["2011-01-03", "2011-02-28"]]}}
+                "windows": {"kind": "list", "spans": [["2011-01-03", "2011-01-31"]]}}
         task = k.call("start_sweep", grid)
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and not any(
