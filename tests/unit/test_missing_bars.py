@@ -30,8 +30,9 @@ def gapped(tmp_path_factory) -> MarketData:
 @pytest.mark.parametrize("decide_at", ["open", "close"])
 def test_a_symbol_without_a_bar_sits_the_day_out_valued_at_its_last_close(tmp_path, gapped, decide_at):
     store = mock_store()
+    # from a week before the gap (the agent buys GAP) to the first session after it, the last one checked
     cfg = EpisodeConfig(episode_id="gap", tickers=["GAP", "UPA", "UPB"], initial_cash=100_000.0, start="2024-11-04",
-                        end="2024-11-20", every=1, bars_in_case=5, decide_at=decide_at)
+                        end=AFTER_GAP, every=1, bars_in_case=5, decide_at=decide_at)
     res = run_backtest(cfg, store, progress=False, runtime=default_runtime(AgentConfig(risk=RISK), market=gapped),
                        out_dir=tmp_path, run_id="gap")
     logs = {lg.date: lg for lg in load_logs(tmp_path / "gap" / "episode_log.jsonl")}
