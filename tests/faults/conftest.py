@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from database.embedded import stop_server
 from tests.faults.backtest_runs import RUN_ID, SESSION, PrivateStore, backtest, verdicts
 
 # a test's timeout (pytest-timeout) covers its fixtures' set-up too: the first test to ask for `uninterrupted`
@@ -58,4 +59,6 @@ def private_store(tmp_path):
     try:
         yield store
     finally:
-        store.stop()
+        # in process: what `tradegraph store stop` does, without an interpreter's start in every teardown (a test
+        # that stops the store as its fault does it through the command, store.stop())
+        stop_server(store.home)
