@@ -4,7 +4,7 @@ check is a refusal naming its rule, limit and value; any refusal means nothing i
 agent/brokers/alpaca.py AlpacaBroker (duck-typed: this module runs without the SDK installed)."""
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 from datetime import datetime, UTC
 from typing import Any, Optional
 from collections.abc import Callable, Mapping, Sequence
@@ -28,25 +28,25 @@ def halted(state: Mapping[str, Any]) -> Optional[Refusal]:
 
 
 def presubmit(broker: Any, mandate: Mandate, orders: Sequence[Order], prices: Mapping[str, float],
-              portfolio: PortfolioSnapshot, orders_today: Callable[[], int]) -> list[Refusal]:
-    """`orders_today` is a store read: asked beside the broker's answers, not before them."""
+              portfolio: PortfolioSnapshot, orders_today: Callable[[], int],
+              pool: Executor) -> list[Refusal]:
+    """`orders_today` is a store read: asked beside the broker's answers, not before them, on `pool` (threads.py)."""
     try:
-        return _presubmit(broker, mandate, orders, prices, portfolio, orders_today)
+        return _presubmit(broker, mandate, orders, prices, portfolio, orders_today, pool)
     except (BrokerRejected, BrokerUnavailable) as e:  # fail closed: no answer is not a yes
         return [Refusal("broker_reachable", "an answer", str(e))]
 
 
 def _presubmit(broker: Any, mandate: Mandate, orders: Sequence[Order], prices: Mapping[str, float],
-               portfolio: PortfolioSnapshot, orders_today: Callable[[], int]) -> list[Refusal]:
+               portfolio: PortfolioSnapshot, orders_today: Callable[[], int], pool: Executor) -> list[Refusal]:
     out: list[Refusal] = []
     # every answer the checks need, asked at once: they depend on none of each other, and a 20-symbol cycle would
     # otherwise wait for 23 round trips in a row before its first order
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        asked_account, asked_clock = pool.submit(broker.account), pool.submit(broker.clock)
-        asked_positions, asked_today = pool.submit(broker.positions), pool.submit(orders_today)
-        asked_assets = {s: pool.submit(broker.asset, s) for s in dict.fromkeys(o.symbol for o in orders)}
-        account, clock, broker_positions = asked_account.result(), asked_clock.result(), asked_positions.result()
-        assets = {s: f.result() for s, f in asked_assets.items()}
+    asked_account, asked_clock = pool.submit(broker.account), pool.submit(broker.clock)
+    asked_positions, asked_today = pool.submit(broker.positions), pool.submit(orders_today)
+    asked_assets = {s: pool.submit(broker.asset, s) for s in dict.fromkeys(o.symbol for o in orders)}
+    account, clock, broker_positions = asked_account.result(), asked_clock.result(), asked_positions.result()
+    assets = {s: f.result() for s, f in asked_assets.items()}
     status = str(getattr(account.status, "value", account.status))
     if status != "ACTIVE" or account.trading_blocked or account.account_blocked:
         out.append(Refusal("account_active", "ACTIVE and not blocked", status))

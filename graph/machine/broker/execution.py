@@ -13,7 +13,6 @@ A retry of the cycle (a killed process restarted, a lost answer) finds each orde
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, Optional
 from collections.abc import Callable
 
@@ -25,7 +24,8 @@ from agent.brokers.mandate import Mandate, Refusal
 from database.broker import BrokerOrders, BrokerSessions, KillSwitch
 from database.connection import Store
 from graph.machine.broker.checks import halted, ny_day, presubmit
-from graph.machine.broker.waves import WIDEST, waves
+from graph.machine.broker.threads import broker_threads
+from graph.machine.broker.waves import waves
 from graph.machine.execution import PaperExecution
 from graph.machine.runtime import run_context
 from agent.config import AgentConfig
@@ -48,6 +48,7 @@ class BrokerExecution(PaperExecution):
         self.broker, self.mandate = broker, mandate
         self.orders, self.switch = BrokerOrders(store.db), KillSwitch(store.db)
         self.fill_wait_s, self.poll_s = fill_wait_s, poll_s
+        self.threads = broker_threads()  # started now, before the approval the cycle may wait for
 
     def manifest(self) -> dict[str, Any]:
         return {"name": self.broker.name, "host": self.broker.settings.host, "mandate": self.mandate.identity()}
@@ -78,17 +79,17 @@ class BrokerExecution(PaperExecution):
                 for i, o in [x for x in indexed if x[1].side == "SELL"] + [x for x in indexed if x[1].side == "BUY"]]
         outcomes: dict[int, BrokerOrderOutcome] = {}
         # the store's first answers asked at once: each is a round trip, and none depends on another
-        with ThreadPoolExecutor(max_workers=3, thread_name_prefix="broker-store") as pool:
-            bound = pool.submit(BrokerSessions(self.store.db).bind, session_id, self.broker.name,
-                                self.broker.settings.host)
-            known, switch = pool.submit(self.orders.of_cycle, cycle_id), pool.submit(self.switch.state)
-            bound.result()
-            seen_before, halt_state = known.result(), switch.result()
+        pool = self.threads
+        bound = pool.submit(BrokerSessions(self.store.db).bind, session_id, self.broker.name,
+                            self.broker.settings.host)
+        known, switch = pool.submit(self.orders.of_cycle, cycle_id), pool.submit(self.switch.state)
+        bound.result()
+        seen_before, halt_state = known.result(), switch.result()
         if not seen_before:  # nothing of this cycle may have reached the broker: check it all
             day = ny_day()
             refusals = [r for r in [halted(halt_state)] if r] or presubmit(
                 self.broker, self.mandate, [o for _, o, _ in legs], prices, portfolio,
-                lambda: self.orders.count_day(day))
+                lambda: self.orders.count_day(day), pool)
             if refusals:
                 for r in refusals:
                     audit("validation", {"schema": "BrokerPrecheck", "check": r.rule, "ok": False, "rule": r.rule,
@@ -131,37 +132,37 @@ class BrokerExecution(PaperExecution):
         views: dict[int, OrderView] = {}
         states: dict[str, dict[str, Any]] = {}
         stop: Optional[str] = None
-        with ThreadPoolExecutor(max_workers=WIDEST, thread_name_prefix="broker-submit") as pool:
-            for wave in waves(legs):
-                if stop is None:  # a halt raised meanwhile, from any process, stops the waves still to come
-                    halt = halted(self.switch.state())
-                    stop = halt.message if halt else None
-                if stop is not None:
-                    for i, o, cid in wave:
-                        found = self._find(cid) if priors[cid] is not None else None  # a killed attempt sent it?
-                        if found is None:
-                            outcomes[i] = _outcome(cid, o, None, "not_submitted", stop)
-                        else:
-                            views[i] = found
-                            audit("order_ack", _ack(cid, Placed(found, True, [])))
+        pool = self.threads
+        for wave in waves(legs):
+            if stop is None:  # a halt raised meanwhile, from any process, stops the waves still to come
+                halt = halted(self.switch.state())
+                stop = halt.message if halt else None
+            if stop is not None:
+                for i, o, cid in wave:
+                    found = self._find(cid) if priors[cid] is not None else None  # a killed attempt sent it?
+                    if found is None:
+                        outcomes[i] = _outcome(cid, o, None, "not_submitted", stop)
+                    else:
+                        views[i] = found
+                        audit("order_ack", _ack(cid, Placed(found, True, [])))
+                continue
+            answers = list(pool.map(lambda leg: self._place(leg, priors[leg[2]] is not None), wave)) \
+                if len(wave) > 1 else [self._place(wave[0], priors[wave[0][2]] is not None)]
+            for (i, o, cid), answer in zip(wave, answers):
+                if isinstance(answer, Placed):
+                    views[i] = answer.view
+                    audit("order_ack", _ack(cid, answer))
                     continue
-                answers = list(pool.map(lambda leg: self._place(leg, priors[leg[2]] is not None), wave)) \
-                    if len(wave) > 1 else [self._place(wave[0], priors[wave[0][2]] is not None)]
-                for (i, o, cid), answer in zip(wave, answers):
-                    if isinstance(answer, Placed):
-                        views[i] = answer.view
-                        audit("order_ack", _ack(cid, answer))
-                        continue
-                    # rejected for good, or no answer after every retry (it may or may not exist: reconcile says)
-                    status = "rejected" if isinstance(answer, BrokerRejected) else "unknown"
-                    reason = answer.reason if isinstance(answer, BrokerRejected) else str(answer)
-                    states[cid] = {"state": status, "reason": reason} | (
-                        {"status": "rejected"} if status == "rejected" else {})
-                    audit("order_update", {"client_order_id": cid, "symbol": o.symbol, "status": status,
-                                           "reason": reason})
-                    outcomes[i] = _outcome(cid, o, None, status, reason)
-                    stop = stop or (f"{o.side} {o.quantity:g} {o.symbol} was rejected ({reason})"
-                                    if status == "rejected" else f"no answer for {o.side} {o.quantity:g} {o.symbol}")
+                # rejected for good, or no answer after every retry (it may or may not exist: reconcile says)
+                status = "rejected" if isinstance(answer, BrokerRejected) else "unknown"
+                reason = answer.reason if isinstance(answer, BrokerRejected) else str(answer)
+                states[cid] = {"state": status, "reason": reason} | (
+                    {"status": "rejected"} if status == "rejected" else {})
+                audit("order_update", {"client_order_id": cid, "symbol": o.symbol, "status": status,
+                                       "reason": reason})
+                outcomes[i] = _outcome(cid, o, None, status, reason)
+                stop = stop or (f"{o.side} {o.quantity:g} {o.symbol} was rejected ({reason})"
+                                if status == "rejected" else f"no answer for {o.side} {o.quantity:g} {o.symbol}")
         return views, states, stop
 
     def _place(self, leg: tuple[int, Order, str], maybe_sent: bool) -> Placed | BrokerRejected | BrokerUnavailable:
