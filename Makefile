@@ -9,7 +9,7 @@ TG := $(VENV)/bin/tradegraph
 SYMBOLS ?= AAPL,MSFT
 AS_OF ?= 2012-06-01
 
-.PHONY: run test test-unit lint bench docs studio schemas clean
+.PHONY: run test test-unit lint format bench docs studio schemas clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -36,10 +36,16 @@ TEST_WORKERS ?= auto
 test: lint
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15
 
-# ruff's lint rules and mypy over the product code, as configured in pyproject.toml; any finding fails
+# ruff's lint rules, its format check and mypy over the product code, as configured in pyproject.toml; any
+# finding fails (`make format` rewrites what the format check refuses)
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+
+format: $(VENV)/.installed-test
+	$(VENV)/bin/ruff check --select I --fix .
+	$(VENV)/bin/ruff format .
 
 test-unit: $(VENV)/.installed-test
 	$(PY) -m pytest -m "not integration"

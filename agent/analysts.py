@@ -1,4 +1,5 @@
 """ANALYZING: four analysts and the quant, each over one symbol's snapshot, never over each other's notes."""
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -10,11 +11,11 @@ from langchain_core.tools import BaseTool
 
 from agent.audit_events import emit
 from agent.calibration import ABSTAIN_MODEL
+from agent.call_context import CallContext
 from agent.call_schema import named_values
 from agent.config import AgentConfig
 from agent.guards import GuardError, cites
 from agent.memory.recall import past_notes
-from agent.call_context import CallContext
 from agent.passes import MODEL_SETS, PASS_PROTOCOL, structured_pass, tool_pass
 from agent.prompts import fenced_headlines, render_notes, task_messages
 from agent.protocols import version
@@ -30,8 +31,7 @@ ABSTAIN_CONFIDENCE = 0.15
 _FUNDAMENTALS_UNSHOWN: set[str] = {"source", "available"}
 
 
-def analyst_evidence(role: AnalystRole, snap: MarketSnapshot,
-                     protocol: int = PASS_PROTOCOL) -> Optional[dict]:
+def analyst_evidence(role: AnalystRole, snap: MarketSnapshot, protocol: int = PASS_PROTOCOL) -> Optional[dict]:
     """The evidence one analyst sees, or None when it has no real data and must abstain."""
     b = snap.bundle
     base = {"symbol": snap.symbol, "as_of": snap.as_of, "price": snap.price, "prev_close": snap.prev_close}
@@ -53,8 +53,12 @@ def analyst_evidence(role: AnalystRole, snap: MarketSnapshot,
     if role == "fundamental":
         if not b.fundamentals.available:
             return None
-        return {**base, "fundamentals": b.fundamentals.model_dump(
-            exclude=_FUNDAMENTALS_UNSHOWN if version(protocol).lean_prompts else None)}
+        return {
+            **base,
+            "fundamentals": b.fundamentals.model_dump(
+                exclude=_FUNDAMENTALS_UNSHOWN if version(protocol).lean_prompts else None
+            ),
+        }
     raise ValueError(f"unknown analyst role {role!r}")
 
 
@@ -67,13 +71,27 @@ ABSTAIN_REASON = {
 
 
 def abstain(role: AnalystRole, symbol: str) -> AnalystNote:
-    return AnalystNote(symbol=symbol, analyst=role, stance=0.0, confidence=ABSTAIN_CONFIDENCE,
-                       summary=f"Abstaining: {ABSTAIN_REASON[role]}.", key_points=[], subscores={}, evidence=[],
-                       model_used=ABSTAIN_MODEL)
+    return AnalystNote(
+        symbol=symbol,
+        analyst=role,
+        stance=0.0,
+        confidence=ABSTAIN_CONFIDENCE,
+        summary=f"Abstaining: {ABSTAIN_REASON[role]}.",
+        key_points=[],
+        subscores={},
+        evidence=[],
+        model_used=ABSTAIN_MODEL,
+    )
 
 
-def run_analyst(role: AnalystRole, snap: MarketSnapshot, model: BaseChatModel, settings: AgentConfig,
-                config: RunnableConfig, call: CallContext) -> AnalystNote:
+def run_analyst(
+    role: AnalystRole,
+    snap: MarketSnapshot,
+    model: BaseChatModel,
+    settings: AgentConfig,
+    config: RunnableConfig,
+    call: CallContext,
+) -> AnalystNote:
     protocol = call.protocol.number
     evidence = analyst_evidence(role, snap, protocol)
     if evidence is None:
@@ -88,26 +106,50 @@ def run_analyst(role: AnalystRole, snap: MarketSnapshot, model: BaseChatModel, s
     role_pin = {"analyst": {"type": "string", "const": role}}  # same_role, in the schema the call is sent
     model_name = model_name_of(model)
     notes = past_notes(call.recall, config, role, snap)
-    note = structured_pass(model, task_messages(f"analyst:{role}", evidence, notes=notes, protocol=protocol),
-                           AnalystNote, max_retries=settings.max_repair_retries, config=config, call=call,
-                           method=settings.structured_method, expect_symbol=snap.symbol, check=same_role,
-                           cite_evidence=True, pins=role_pin)
+    note = structured_pass(
+        model,
+        task_messages(f"analyst:{role}", evidence, notes=notes, protocol=protocol),
+        AnalystNote,
+        max_retries=settings.max_repair_retries,
+        config=config,
+        call=call,
+        method=settings.structured_method,
+        expect_symbol=snap.symbol,
+        check=same_role,
+        cite_evidence=True,
+        pins=role_pin,
+    )
     note = note.model_copy(update={"model_used": model_name})
     if note.confidence < settings.self_critique_below:
         code_sets = set(MODEL_SETS["AnalystNote"]) if version(protocol).lean_prompts else None
         critique_ev = {**evidence, "note": note.model_dump(mode="json", exclude=code_sets)}
-        revised = structured_pass(model, task_messages(f"critique:{role}", critique_ev, notes=notes,
-                                                       protocol=protocol), AnalystNote,
-                                  max_retries=settings.max_repair_retries, config=config, call=call,
-                                  method=settings.structured_method, expect_symbol=snap.symbol, check=same_role,
-                                  cite_evidence=True, pins=role_pin)
+        revised = structured_pass(
+            model,
+            task_messages(f"critique:{role}", critique_ev, notes=notes, protocol=protocol),
+            AnalystNote,
+            max_retries=settings.max_repair_retries,
+            config=config,
+            call=call,
+            method=settings.structured_method,
+            expect_symbol=snap.symbol,
+            check=same_role,
+            cite_evidence=True,
+            pins=role_pin,
+        )
         note = revised.model_copy(update={"model_used": model_name, "self_critiqued": True})
     return note
 
 
-def run_quant(question: str, snap: MarketSnapshot, model: BaseChatModel, tools: dict[str, BaseTool],
-              allowed: frozenset[str], settings: AgentConfig, config: RunnableConfig,
-              call: CallContext) -> QuantAnswer:
+def run_quant(
+    question: str,
+    snap: MarketSnapshot,
+    model: BaseChatModel,
+    tools: dict[str, BaseTool],
+    allowed: frozenset[str],
+    settings: AgentConfig,
+    config: RunnableConfig,
+    call: CallContext,
+) -> QuantAnswer:
     tech = snap.bundle.technical.model_dump()
     protocol = call.protocol.number
     notes = past_notes(call.recall, config, "quant", snap)
@@ -119,8 +161,9 @@ def run_quant(question: str, snap: MarketSnapshot, model: BaseChatModel, tools: 
     else:
         evidence = {"symbol": snap.symbol, "as_of": snap.as_of, "question": question, "technical": tech}
         messages = task_messages("quant", evidence, notes=notes, protocol=protocol)
-    messages = tool_pass(model, messages, tools, allowed, state="ANALYZING", max_steps=settings.max_tool_steps,
-                         config=config, call=call)
+    messages = tool_pass(
+        model, messages, tools, allowed, state="ANALYZING", max_steps=settings.max_tool_steps, config=config, call=call
+    )
     if version(protocol).lean_prompts and notes:
         messages.append(HumanMessage(content=render_notes(notes, protocol)))
 
@@ -129,11 +172,22 @@ def run_quant(question: str, snap: MarketSnapshot, model: BaseChatModel, tools: 
         # or rounded (a real model copies 66.7226 as 66.72); a number that is not the bundle's still fails
         for name, value in ans.metrics.items():
             if name not in tech:
-                raise GuardError("citation", f"metric {name!r} is not a computed indicator; cite only: "
-                                 f"{', '.join(sorted(tech))}")
+                raise GuardError(
+                    "citation", f"metric {name!r} is not a computed indicator; cite only: {', '.join(sorted(tech))}"
+                )
             if not cites(value, tech[name]):
                 raise GuardError("citation", f"metric {name}={value} differs from the computed value {tech[name]}")
 
-    return structured_pass(model, messages, QuantAnswer, max_retries=settings.max_repair_retries, config=config, call=call,
-                           method=settings.structured_method, expect_symbol=snap.symbol, check=cites_only_bundle,
-                           cite_evidence=True, pins={"metrics": named_values(tech)})
+    return structured_pass(
+        model,
+        messages,
+        QuantAnswer,
+        max_retries=settings.max_repair_retries,
+        config=config,
+        call=call,
+        method=settings.structured_method,
+        expect_symbol=snap.symbol,
+        check=cites_only_bundle,
+        cite_evidence=True,
+        pins={"metrics": named_values(tech)},
+    )

@@ -3,6 +3,7 @@
 They travel through LangChain's callback system as custom events, so the one audit handler
 that records LLM and tool calls records these too, in the same order, from any thread.
 """
+
 from __future__ import annotations
 
 import threading

@@ -1,9 +1,10 @@
 """The paper broker: all-or-nothing execution shared by standalone cycles and backtest episodes."""
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import date
 from typing import Optional
-from collections.abc import Mapping
 
 from agent.markets import MarketProfile, bar_cutoff
 from schemas.decision import Decision, DecisionResult, ExecutedTrade
@@ -90,25 +91,44 @@ def execute_decision(
     return _apply(fills, portfolio, as_of, cash, str(bar_cutoff(profile, as_of).date()))
 
 
-def _apply(fills, portfolio: PortfolioSnapshot, as_of: str, cash: float, seen_through: str
-           ) -> tuple[DecisionResult, PortfolioSnapshot]:
+def _apply(
+    fills, portfolio: PortfolioSnapshot, as_of: str, cash: float, seen_through: str
+) -> tuple[DecisionResult, PortfolioSnapshot]:
     """`seen_through`: the last bar the filling decision read whole. A new position's levels are checked from the
     next bar on: at the close the bar after as_of, at the open as_of's own (it filled at that bar's open)."""
     positions = {s: p.model_copy() for s, p in portfolio.positions.items()}
     realized = portfolio.realized_pnl_today if portfolio.as_of == as_of else 0.0
     trades = []
     for i, o, fill, fee in fills:
-        trades.append(ExecutedTrade(order_index=i, symbol=o.symbol, side=o.side, quantity=o.quantity,
-                                    price=round(fill, 6), fees=round(fee, 6), notional=round(fill * o.quantity, 6),
-                                    date=as_of, reason="signal" if o.side == "SELL" else None))
+        trades.append(
+            ExecutedTrade(
+                order_index=i,
+                symbol=o.symbol,
+                side=o.side,
+                quantity=o.quantity,
+                price=round(fill, 6),
+                fees=round(fee, 6),
+                notional=round(fill * o.quantity, 6),
+                date=as_of,
+                reason="signal" if o.side == "SELL" else None,
+            )
+        )
         pos = positions.get(o.symbol)
         if o.side == "BUY":
             if pos is None:
                 # the order's bracket stays with the position: later bars are checked against it (agent/exits.py)
-                positions[o.symbol] = Position(symbol=o.symbol, quantity=o.quantity, avg_price=fill, opened=as_of,
-                                               stop=o.stop, target=o.target, horizon_sessions=o.horizon_sessions,
-                                               conviction=o.conviction, setup=list(o.setup),
-                                               checked_through=seen_through)
+                positions[o.symbol] = Position(
+                    symbol=o.symbol,
+                    quantity=o.quantity,
+                    avg_price=fill,
+                    opened=as_of,
+                    stop=o.stop,
+                    target=o.target,
+                    horizon_sessions=o.horizon_sessions,
+                    conviction=o.conviction,
+                    setup=list(o.setup),
+                    checked_through=seen_through,
+                )
             else:
                 qty = pos.quantity + o.quantity
                 avg = (pos.avg_price * pos.quantity + fill * o.quantity) / qty
@@ -122,7 +142,7 @@ def _apply(fills, portfolio: PortfolioSnapshot, as_of: str, cash: float, seen_th
             else:
                 positions[o.symbol] = pos.model_copy(update={"quantity": left})
     trades.sort(key=lambda t: t.order_index)
-    after = PortfolioSnapshot(cash=round(cash, 6), positions=positions, as_of=as_of,
-                              realized_pnl_today=round(realized, 6))
-    return DecisionResult(status="accepted", message=f"{len(trades)} order(s) filled",
-                          executed_trades=trades), after
+    after = PortfolioSnapshot(
+        cash=round(cash, 6), positions=positions, as_of=as_of, realized_pnl_today=round(realized, 6)
+    )
+    return DecisionResult(status="accepted", message=f"{len(trades)} order(s) filled", executed_trades=trades), after

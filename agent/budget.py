@@ -23,6 +23,7 @@ number. Such a report is not believed: the call counts as its reservation (its w
 (a `usage` validation, agent/passes.py). A provider answering `total_tokens: -1000000000` would otherwise give the
 budget back a billion tokens and let every later call through.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,7 +32,6 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol
-
 
 DEFAULT_OUTPUT_RESERVE = 1024  # tokens a call with no output cap of its own is assumed to answer at most
 _OUTPUT_CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "num_predict")
@@ -48,8 +48,10 @@ def usage_problem(usage: dict[str, Any], cost: Optional[float]) -> Optional[str]
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_REPORTED_TOKENS:
             return f"reported {name} {value!r} is not a whole number from 0 to {MAX_REPORTED_TOKENS:,}"
     if usage["total_tokens"] < usage["input_tokens"] + usage["output_tokens"]:
-        return (f"reported total_tokens {usage['total_tokens']} is less than input_tokens + output_tokens "
-                f"({usage['input_tokens']} + {usage['output_tokens']})")
+        return (
+            f"reported total_tokens {usage['total_tokens']} is less than input_tokens + output_tokens "
+            f"({usage['input_tokens']} + {usage['output_tokens']})"
+        )
     if cost is not None and (not isinstance(cost, (int, float)) or not math.isfinite(cost) or cost < 0):
         return f"the call's cost {cost!r} is not a non-negative number of dollars"
     return None
@@ -113,8 +115,13 @@ def settle_reported(budget: Spending, held: Reservation, usage: dict[str, Any], 
 class Budget:
     """The limits of one cycle, or of one backtest run (shared by its cycles). None = no limit."""
 
-    def __init__(self, max_tokens: Optional[int] = None, max_cost: Optional[float] = None,
-                 max_llm_calls: Optional[int] = None, scope: str = "cycle"):
+    def __init__(
+        self,
+        max_tokens: Optional[int] = None,
+        max_cost: Optional[float] = None,
+        max_llm_calls: Optional[int] = None,
+        scope: str = "cycle",
+    ):
         self.max_tokens, self.max_cost, self.max_llm_calls, self.scope = max_tokens, max_cost, max_llm_calls, scope
         self.tokens = 0
         self.cost = 0.0
@@ -135,15 +142,21 @@ class Budget:
 
     def reserve(self, input_tokens: int, max_output: int, price: Any, model: str) -> Reservation:
         # the worst case in dollars too (when priced): what a call whose usage report is nonsense is counted as
-        need = Reservation(input_tokens + max_output,
-                           (input_tokens * price.input + max_output * price.output) / 1e6 if price is not None else 0.0)
+        need = Reservation(
+            input_tokens + max_output,
+            (input_tokens * price.input + max_output * price.output) / 1e6 if price is not None else 0.0,
+        )
         with self._lock:
             per = f"per {self.scope}"
             if self.max_llm_calls and self.calls + 1 > self.max_llm_calls:
                 raise CallBudgetExceeded(
                     f"LLM call budget (max_llm_calls) of {self.max_llm_calls} {per} used up: {self.calls} call(s) "
-                    f"sent; the next call to {model} was not sent", limit=self.max_llm_calls, used=self.calls,
-                    needed=1, scope=self.scope)
+                    f"sent; the next call to {model} was not sent",
+                    limit=self.max_llm_calls,
+                    used=self.calls,
+                    needed=1,
+                    scope=self.scope,
+                )
             held = self._held
             in_flight = f" (+{held.tokens} held by calls in flight)" if held.tokens else ""
             if self.max_tokens and self.tokens + held.tokens + need.tokens > self.max_tokens:
@@ -151,22 +164,35 @@ class Budget:
                     f"token budget (max_tokens) of {self.max_tokens} {per} would be crossed: {self.tokens} used "
                     f"in {self.calls} call(s){in_flight}, the next call to {model} may use {need.tokens} "
                     f"({input_tokens} input, estimated, + {max_output} output at most); it was not sent",
-                    limit=self.max_tokens, used=self.tokens, reserved=held.tokens, needed=need.tokens,
-                    scope=self.scope)
+                    limit=self.max_tokens,
+                    used=self.tokens,
+                    reserved=held.tokens,
+                    needed=need.tokens,
+                    scope=self.scope,
+                )
             if self.max_cost:
                 in_flight = f" (+${held.cost:.6f} held by calls in flight)" if held.cost else ""
                 if price is None:
                     raise CostBudgetExceeded(
                         f"cost budget (max_cost) of ${self.max_cost:g} {per} can't be held: {model} has no price "
                         f"(add it to agent/prices.toml or $TRADEGRAPH_PRICES); the call was not sent",
-                        limit=self.max_cost, used=round(self.cost, 8), reserved=round(held.cost, 8),
-                        needed=float("nan"), scope=self.scope)
+                        limit=self.max_cost,
+                        used=round(self.cost, 8),
+                        reserved=round(held.cost, 8),
+                        needed=float("nan"),
+                        scope=self.scope,
+                    )
                 if self.cost + held.cost + need.cost > self.max_cost:
                     raise CostBudgetExceeded(
                         f"cost budget (max_cost) of ${self.max_cost:g} {per} would be crossed: ${self.cost:.6f} "
                         f"used in {self.calls} call(s){in_flight}, the next call to {model} may cost "
-                        f"${need.cost:.6f}; it was not sent", limit=self.max_cost, used=round(self.cost, 8),
-                        reserved=round(held.cost, 8), needed=round(need.cost, 8), scope=self.scope)
+                        f"${need.cost:.6f}; it was not sent",
+                        limit=self.max_cost,
+                        used=round(self.cost, 8),
+                        reserved=round(held.cost, 8),
+                        needed=round(need.cost, 8),
+                        scope=self.scope,
+                    )
             self.calls += 1
             self._held = Reservation(self._held.tokens + need.tokens, self._held.cost + need.cost)
         return need
@@ -187,9 +213,15 @@ class Budget:
             self.cost += float(cost or 0.0)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"scope": self.scope, "max_tokens": self.max_tokens, "max_cost": self.max_cost,
-                "max_llm_calls": self.max_llm_calls, "tokens": self.tokens, "cost_usd": round(self.cost, 8),
-                "calls": self.calls}
+        return {
+            "scope": self.scope,
+            "max_tokens": self.max_tokens,
+            "max_cost": self.max_cost,
+            "max_llm_calls": self.max_llm_calls,
+            "tokens": self.tokens,
+            "cost_usd": round(self.cost, 8),
+            "calls": self.calls,
+        }
 
 
 # a LangGraph Studio server's runs carry only strings in their config: their budgets come from the process's
@@ -221,8 +253,7 @@ def output_cap(model: Any, kwargs: dict) -> int:
     # Ollama's num_predict travels in its options, an OpenAI-compatible server's max_tokens in the extra body
     # (agent/providers.py capped)
     nested = [kwargs.get(k) for k in ("options", "extra_body") if isinstance(kwargs.get(k), dict)]
-    for source in (kwargs, *nested,
-                   model.__dict__ if hasattr(model, "__dict__") else {}):
+    for source in (kwargs, *nested, model.__dict__ if hasattr(model, "__dict__") else {}):
         for name in _OUTPUT_CAPS:
             value = source.get(name) if isinstance(source, dict) else None
             if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -236,4 +267,5 @@ def request_tokens(messages: list, kwargs: dict) -> int:
 
     extra = {k: kwargs[k] for k in ("tools", "response_format") if kwargs.get(k)}
     return sum(estimate_tokens(_message_text(m)) for m in messages) + (
-        estimate_tokens(json.dumps(extra, default=str)) if extra else 0)
+        estimate_tokens(json.dumps(extra, default=str)) if extra else 0
+    )

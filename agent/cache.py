@@ -19,6 +19,7 @@ cycle, and says the model answered exactly what the entry holds. Anything else (
 event it cites deleted or edited) is a miss, audited as an `llm_cache_error` with op `verify` naming why, and the
 request is sent. So the cache can save requests, never steer a decision the audit log does not show.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -91,17 +92,36 @@ def _sent(message: BaseMessage) -> dict:
 def request_key(model: BaseChatModel, bound: Runnable, messages: list[BaseMessage]) -> str:
     kwargs = dict(bound.kwargs) if isinstance(bound, RunnableBinding) else {}
     params = model._get_invocation_params(stop=None, **kwargs)
-    endpoint = next((str(getattr(model, a)) for a in ("openai_api_base", "anthropic_api_url", "base_url")
-                     if getattr(model, a, None)), None)
-    payload = {"v": 1, "choices": choices_of(model), "type": model._llm_type, "model": model_name_of(model),
-               "endpoint": endpoint, "params": params, "messages": [_sent(m) for m in messages]}
+    endpoint = next(
+        (
+            str(getattr(model, a))
+            for a in ("openai_api_base", "anthropic_api_url", "base_url")
+            if getattr(model, a, None)
+        ),
+        None,
+    )
+    payload = {
+        "v": 1,
+        "choices": choices_of(model),
+        "type": model._llm_type,
+        "model": model_name_of(model),
+        "endpoint": endpoint,
+        "params": params,
+        "messages": [_sent(m) for m in messages],
+    }
     return hashlib.sha256(json.dumps(_plain(payload), sort_keys=True).encode()).hexdigest()
 
 
 def entry_of(answer: AIMessage, *, event_id: str, config: RunnableConfig, model: BaseChatModel) -> dict[str, Any]:
     meta = (config or {}).get("metadata") or {}
-    return {"message": _plain(message_to_dict(answer)), "event_id": event_id, "model": model_name_of(model),
-            "session_id": meta.get("session_id"), "cycle_id": meta.get("cycle_id"), "created_ts": time.time()}
+    return {
+        "message": _plain(message_to_dict(answer)),
+        "event_id": event_id,
+        "model": model_name_of(model),
+        "session_id": meta.get("session_id"),
+        "cycle_id": meta.get("cycle_id"),
+        "created_ts": time.time(),
+    }
 
 
 def answer_of(entry: dict[str, Any]) -> AIMessage:
@@ -109,8 +129,10 @@ def answer_of(entry: dict[str, Any]) -> AIMessage:
     message = messages_from_dict([entry["message"]])[0]
     if not isinstance(message, AIMessage):
         raise ValueError(f"cache entry holds a {type(message).__name__}, not an answer")
-    message.response_metadata = {**(message.response_metadata or {}),
-                                 CACHED_FROM: {k: entry.get(k) for k in ("event_id", "session_id", "cycle_id")}}
+    message.response_metadata = {
+        **(message.response_metadata or {}),
+        CACHED_FROM: {k: entry.get(k) for k in ("event_id", "session_id", "cycle_id")},
+    }
     message.usage_metadata = None
     return message
 
@@ -166,15 +188,18 @@ def entry_problem(entry: dict[str, Any], cited: Optional[dict[str, Any]]) -> Opt
     if not isinstance(event, LlmResponseEvent) or event.payload.cached or event.payload.error:
         return f"{source} is not a provider's answer"
     if (event.session_id, event.cycle_id) != (entry.get("session_id"), entry.get("cycle_id")):
-        return (f"{source} belongs to {event.cycle_id}, not to the entry's {entry.get('cycle_id')}")
+        return f"{source} belongs to {event.cycle_id}, not to the entry's {entry.get('cycle_id')}"
     message = messages_from_dict([entry["message"]])[0]
-    held = recorded_answer(message.content, getattr(message, "tool_calls", None),
-                           getattr(message, "invalid_tool_calls", None))
+    held = recorded_answer(
+        message.content, getattr(message, "tool_calls", None), getattr(message, "invalid_tool_calls", None)
+    )
     r = event.payload
     recorded = recorded_answer(r.text, r.tool_calls, r.invalid_tool_calls)
     if _digest(held) != _digest(recorded):
-        return f"the entry's answer is not the one {source} recorded (content hash {_digest(held)[:12]}…, recorded " \
-               f"{_digest(recorded)[:12]}…)"
+        return (
+            f"the entry's answer is not the one {source} recorded (content hash {_digest(held)[:12]}…, recorded "
+            f"{_digest(recorded)[:12]}…)"
+        )
     return None
 
 

@@ -1,4 +1,5 @@
 """Conviction calibration: code, not the model, discounts a verdict the panel disagrees with."""
+
 from __future__ import annotations
 
 from schemas.analysis import AnalystNote

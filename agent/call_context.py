@@ -5,6 +5,7 @@ each node hands the agent functions it calls one `CallContext`, a small typed ob
 their part (the ToolContext) as an injected argument (LangChain's InjectedToolArg: never shown to the model); the
 config they are handed carries LangChain's own (callbacks, metadata) and nothing of the run's.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -11,6 +11,7 @@ Every rule here is tighter than its check, never looser: a string the pattern ad
 (tests/unit/test_call_schema.py draws strings from each pattern and runs the guards on them). Quotations, which the
 guards exempt, are not offered: the text is the model's own words.
 """
+
 from __future__ import annotations
 
 import json
@@ -103,8 +104,11 @@ class CallFacts:
 
 
 def free_text(node: Any) -> bool:
-    return (isinstance(node, dict) and node.get("type") == "string"
-            and not ({"enum", "const", "format", "pattern"} & set(node)))
+    return (
+        isinstance(node, dict)
+        and node.get("type") == "string"
+        and not ({"enum", "const", "format", "pattern"} & set(node))
+    )
 
 
 def with_text_rule(node: Any, rule: TextRule) -> Any:
@@ -115,9 +119,16 @@ def with_text_rule(node: Any, rule: TextRule) -> Any:
         return node
     if free_text(node):
         return {**node, "pattern": rule.pattern(int(node.get("minLength", 0)), node.get("maxLength"))}
-    return {k: (v if k in ("enum", "const", "default") else
-                {n: with_text_rule(s, rule) for n, s in v.items()} if k in ("properties", "$defs") else
-                with_text_rule(v, rule)) for k, v in node.items()}
+    return {
+        k: (
+            v
+            if k in ("enum", "const", "default")
+            else {n: with_text_rule(s, rule) for n, s in v.items()}
+            if k in ("properties", "$defs")
+            else with_text_rule(v, rule)
+        )
+        for k, v in node.items()
+    }
 
 
 def call_schema(asked: dict, facts: CallFacts) -> dict:
@@ -135,8 +146,9 @@ def call_schema(asked: dict, facts: CallFacts) -> dict:
 def named_values(values: Mapping[str, Any]) -> dict:
     """An object whose every property is one of `values` with exactly its value (the quant's metrics: a name the
     bundle computed, its value as computed); a name or value of none is refused."""
-    props = {k: {"const": v} for k, v in sorted(values.items())
-             if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    props = {
+        k: {"const": v} for k, v in sorted(values.items()) if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
     return {"type": "object", "properties": props, "additionalProperties": False}
 
 

@@ -1,4 +1,5 @@
 """Agent configuration as a dataclass, overridable from the environment (react-agent style)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -6,13 +7,15 @@ import math
 import os
 import threading
 import tomllib
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional
-from collections.abc import Callable, Iterable, Mapping
 
-from agent.env import ConfigError, RetryPolicy, env_number as _env_number
-from agent.output_caps import caps_from_env, default_text as default_caps_text
+from agent.env import ConfigError, RetryPolicy
+from agent.env import env_number as _env_number
+from agent.output_caps import caps_from_env
+from agent.output_caps import default_text as default_caps_text
 from schemas.base import NonNegMoney
 
 DEFAULT_RISK_FILE = Path(__file__).with_name("risk_limits.toml")
@@ -172,12 +175,15 @@ class AgentConfig:
         provider = providers.default_provider(env.get("TRADEGRAPH_LLM") or None, quick, deep, env)
         method = env.get("TRADEGRAPH_STRUCTURED_METHOD") or "auto"
         if method not in ("auto", *providers.STRUCTURED_METHODS):
-            raise ConfigError(f"TRADEGRAPH_STRUCTURED_METHOD={method!r} must be one of "
-                              f"{', '.join(('auto', *providers.STRUCTURED_METHODS))}")
+            raise ConfigError(
+                f"TRADEGRAPH_STRUCTURED_METHOD={method!r} must be one of "
+                f"{', '.join(('auto', *providers.STRUCTURED_METHODS))}"
+            )
         tool_choice = env.get("TRADEGRAPH_TOOL_CHOICE") or "auto"
         if tool_choice not in providers.TOOL_CHOICE_SETTINGS:
-            raise ConfigError(f"TRADEGRAPH_TOOL_CHOICE={tool_choice!r} must be one of "
-                              f"{', '.join(providers.TOOL_CHOICE_SETTINGS)}")
+            raise ConfigError(
+                f"TRADEGRAPH_TOOL_CHOICE={tool_choice!r} must be one of {', '.join(providers.TOOL_CHOICE_SETTINGS)}"
+            )
         decide_at = env.get("TRADEGRAPH_DECIDE_AT") or "close"
         if decide_at not in DECIDE_AT:
             raise ConfigError(f"TRADEGRAPH_DECIDE_AT={decide_at!r} must be one of {', '.join(DECIDE_AT)}")
@@ -215,8 +221,9 @@ class AgentConfig:
             if values[key] is None:
                 if defaulted is None:
                     var = providers.TIER_VARS[tier]
-                    raise ConfigError(f"{var} is unset and {provider} has no default model: name one, e.g. "
-                                      f"{var}={provider}:<model>")
+                    raise ConfigError(
+                        f"{var} is unset and {provider} has no default model: name one, e.g. {var}={provider}:<model>"
+                    )
                 values[key] = defaulted
         settings = cls(**values)
         for tier in ("quick", "deep"):
@@ -316,9 +323,11 @@ def check_environment(also: Iterable[Callable[[Mapping[str, str]], object]] = ()
         if not audit_key.strip():
             raise ConfigError(f"TRADEGRAPH_AUDIT_KEY={audit_key!r} is blank")
         if len(audit_key.encode()) < AUDIT_KEY_MIN:
-            raise ConfigError(f"TRADEGRAPH_AUDIT_KEY is {len(audit_key.encode())} byte(s) long: an HMAC-SHA256 key "
-                              f"needs at least {AUDIT_KEY_MIN} (e.g. `python -c 'import secrets; "
-                              f"print(secrets.token_hex(32))'`)")
+            raise ConfigError(
+                f"TRADEGRAPH_AUDIT_KEY is {len(audit_key.encode())} byte(s) long: an HMAC-SHA256 key "
+                f"needs at least {AUDIT_KEY_MIN} (e.g. `python -c 'import secrets; "
+                f"print(secrets.token_hex(32))'`)"
+            )
     from agent.pricing import check_prices_env
 
     for check in (check_prices_env, *also):

@@ -10,10 +10,11 @@ Each position remembers the decision day through which it was credited (`Positio
 ex-date is paid once: a cycle on `day` credits the ex-dates in (that day, or the last buy, `day`], and a position
 that closed on its levels on an earlier date only the ex-dates through that date.
 """
+
 from __future__ import annotations
 
-from typing import Protocol
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from schemas.portfolio import DividendCredit, PortfolioSnapshot, Position
 
@@ -39,8 +40,9 @@ def _since(pos: Position, day: str) -> str:
     return max(marks) if marks else day
 
 
-def due_dividends(portfolio: PortfolioSnapshot, source: DividendSource, day: str,
-                  closed_on: Mapping[str, str] | None = None) -> list[DividendCredit]:
+def due_dividends(
+    portfolio: PortfolioSnapshot, source: DividendSource, day: str, closed_on: Mapping[str, str] | None = None
+) -> list[DividendCredit]:
     """The cash each held position is owed for ex-dates since its last credit through `day` (through its exit's
     date for a position that closed on its levels), in (ex-date, symbol) order. A source answer that is no ISO
     date in the window or no positive amount raises ValueError naming it: nothing is credited on bad data."""
@@ -56,8 +58,15 @@ def due_dividends(portfolio: PortfolioSnapshot, source: DividendSource, day: str
                 raise ValueError(f"dividend of {sym}: ex-date {ex_date!r} is not an ISO date in ({after}, {through}]")
             if not isinstance(amount, (int, float)) or isinstance(amount, bool) or not amount > 0:
                 raise ValueError(f"dividend of {sym} on {ex_date}: cash amount {amount!r} is not a positive number")
-            credits.append(DividendCredit(symbol=sym, ex_date=ex_date, per_share=float(amount),
-                                          quantity=pos.quantity, amount=round(pos.quantity * float(amount), 6)))
+            credits.append(
+                DividendCredit(
+                    symbol=sym,
+                    ex_date=ex_date,
+                    per_share=float(amount),
+                    quantity=pos.quantity,
+                    amount=round(pos.quantity * float(amount), 6),
+                )
+            )
     return sorted(credits, key=lambda c: (c.ex_date, c.symbol))
 
 

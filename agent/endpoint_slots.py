@@ -5,6 +5,7 @@ waits there: three parallel analysts against it timed out (measured, docs/stockb
 before the request is sent, gives each request its whole timeout for the answer. One semaphore per endpoint and
 cap, shared by every model of the process that calls it.
 """
+
 from __future__ import annotations
 
 import contextlib

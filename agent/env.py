@@ -1,5 +1,6 @@
 """Settings read from the environment, below agent/config.py and agent/providers.py (both use them, so neither
 imports the other for them): the error that names a bad value, a bounded number, the LLM retry policy."""
+
 from __future__ import annotations
 
 import os
@@ -38,8 +39,10 @@ class RetryPolicy:
 
     @classmethod
     def from_env(cls) -> RetryPolicy:
-        return cls(retries=env_number("TRADEGRAPH_LLM_RETRIES", 3, int, 0, 10),
-                   backoff_s=env_number("TRADEGRAPH_LLM_BACKOFF_S", 1.0, float, 0, 60),
-                   jitter=env_number("TRADEGRAPH_LLM_JITTER", 0.5, float, 0, 1),
-                   max_wait_s=env_number("TRADEGRAPH_LLM_MAX_WAIT_S", 60.0, float, 0, 3600),
-                   timeout_s=env_number("TRADEGRAPH_LLM_TIMEOUT", 60.0, float, 0.001, 3600))
+        return cls(
+            retries=env_number("TRADEGRAPH_LLM_RETRIES", 3, int, 0, 10),
+            backoff_s=env_number("TRADEGRAPH_LLM_BACKOFF_S", 1.0, float, 0, 60),
+            jitter=env_number("TRADEGRAPH_LLM_JITTER", 0.5, float, 0, 1),
+            max_wait_s=env_number("TRADEGRAPH_LLM_MAX_WAIT_S", 60.0, float, 0, 3600),
+            timeout_s=env_number("TRADEGRAPH_LLM_TIMEOUT", 60.0, float, 0.001, 3600),
+        )

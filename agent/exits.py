@@ -8,10 +8,11 @@ Rules for a long position (the paper book is long-only), per bar:
 - otherwise, once the position has been held `horizon_sessions` bars, it exits at that bar's close.
 The fill itself is the paper broker's (slippage and fees), so an exit is an execution like any other.
 """
+
 from __future__ import annotations
 
-from typing import NamedTuple
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -50,8 +51,9 @@ def bar_trigger(pos: Position, bar, held: int) -> tuple[ExitReason, float] | Non
     return None
 
 
-def due_exits(portfolio: PortfolioSnapshot, bars: Mapping[str, pd.DataFrame], as_of: str
-              ) -> tuple[list[ExitTrigger], PortfolioSnapshot]:
+def due_exits(
+    portfolio: PortfolioSnapshot, bars: Mapping[str, pd.DataFrame], as_of: str
+) -> tuple[list[ExitTrigger], PortfolioSnapshot]:
     """The exits the bars after each position's last check (through `as_of`) trigger, and the portfolio
     with the positions that stay open marked as checked through their last bar."""
     triggers, positions = [], dict(portfolio.positions)
@@ -78,20 +80,34 @@ def due_exits(portfolio: PortfolioSnapshot, bars: Mapping[str, pd.DataFrame], as
     return triggers, portfolio.model_copy(update={"positions": positions})
 
 
-def apply_exits(portfolio: PortfolioSnapshot, triggers: list[ExitTrigger], *, profile: MarketProfile,
-                fees_bps: float, slippage_bps: float) -> tuple[list[ClosedTrade], list[ExecutedTrade], PortfolioSnapshot]:
+def apply_exits(
+    portfolio: PortfolioSnapshot,
+    triggers: list[ExitTrigger],
+    *,
+    profile: MarketProfile,
+    fees_bps: float,
+    slippage_bps: float,
+) -> tuple[list[ClosedTrade], list[ExecutedTrade], PortfolioSnapshot]:
     """Fill each trigger through the paper broker, in date order; a fill the broker refuses is an error
     (the book would otherwise keep a position its own stop closed)."""
     closed, trades = [], []
     for trig in sorted(triggers, key=lambda t: (t.date, t.symbol)):
         pos = portfolio.positions[trig.symbol]
         order = Order(symbol=trig.symbol, side="SELL", quantity=pos.quantity)
-        result, after = execute_decision(Decision(orders=[order]), universe=[trig.symbol],
-                                         prices={trig.symbol: trig.price}, portfolio=portfolio, as_of=trig.date,
-                                         profile=profile, fees_bps=fees_bps, slippage_bps=slippage_bps)
+        result, after = execute_decision(
+            Decision(orders=[order]),
+            universe=[trig.symbol],
+            prices={trig.symbol: trig.price},
+            portfolio=portfolio,
+            as_of=trig.date,
+            profile=profile,
+            fees_bps=fees_bps,
+            slippage_bps=slippage_bps,
+        )
         if result.status != "accepted":
-            raise ValueError(f"{trig.reason} exit of {trig.symbol} on {trig.date} at {trig.price} could not fill: "
-                             f"{result.message}")
+            raise ValueError(
+                f"{trig.reason} exit of {trig.symbol} on {trig.date} at {trig.price} could not fill: {result.message}"
+            )
         trade = result.executed_trades[0].model_copy(update={"reason": trig.reason})
         trades.append(trade)
         closed.append(closed_trade(pos, trade, trig.reason, trig.price, trig.sessions_held))
@@ -101,12 +117,24 @@ def apply_exits(portfolio: PortfolioSnapshot, triggers: list[ExitTrigger], *, pr
 
 def closed_trade(pos: Position, trade: ExecutedTrade, reason: ExitReason, trigger: float, held: int) -> ClosedTrade:
     pnl = (trade.price - pos.avg_price) * trade.quantity - trade.fees
-    return ClosedTrade(symbol=pos.symbol, quantity=trade.quantity, opened=pos.opened or trade.date,
-                       closed=trade.date, entry_price=round(pos.avg_price, 6), exit_price=trade.price, reason=reason,
-                       trigger_price=trigger, realized_pnl=round(pnl, 6),
-                       return_pct=round(pnl / (pos.avg_price * trade.quantity) * 100, 4), sessions_held=held,
-                       stop=pos.stop, target=pos.target, horizon_sessions=pos.horizon_sessions,
-                       conviction=pos.conviction, setup=list(pos.setup))
+    return ClosedTrade(
+        symbol=pos.symbol,
+        quantity=trade.quantity,
+        opened=pos.opened or trade.date,
+        closed=trade.date,
+        entry_price=round(pos.avg_price, 6),
+        exit_price=trade.price,
+        reason=reason,
+        trigger_price=trigger,
+        realized_pnl=round(pnl, 6),
+        return_pct=round(pnl / (pos.avg_price * trade.quantity) * 100, 4),
+        sessions_held=held,
+        stop=pos.stop,
+        target=pos.target,
+        horizon_sessions=pos.horizon_sessions,
+        conviction=pos.conviction,
+        setup=list(pos.setup),
+    )
 
 
 def outcome_of(trade: ClosedTrade) -> tuple[str, str]:

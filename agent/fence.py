@@ -4,6 +4,7 @@ A headline is attacker-controllable. Two things must hold: it can never close (o
 fence it sits in, and it can never start a new prompt section. So every fence-like token is
 removed, whatever its spelling, and the text is flattened to one line.
 """
+
 from __future__ import annotations
 
 import html
@@ -22,9 +23,7 @@ UNTRUSTED_DATA_RULE = (
 # without brackets/slashes around it. The word alone is dropped too, so a half-written marker
 # cannot combine with prompt text into a real one.
 _SEP = r"[\s_\-.]*"
-_MARKER_RE = re.compile(
-    rf"<?{_SEP}/?{_SEP}untrusted{_SEP}feed{_SEP}data{_SEP}/?{_SEP}>?", re.IGNORECASE
-)
+_MARKER_RE = re.compile(rf"<?{_SEP}/?{_SEP}untrusted{_SEP}feed{_SEP}data{_SEP}/?{_SEP}>?", re.IGNORECASE)
 _WS_RE = re.compile(r"\s+")
 REMOVED = "[marker removed]"
 

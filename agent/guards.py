@@ -7,6 +7,7 @@ Real headlines name other companies ("Dow Jones Futures: Nvidia Looms After Pala
 Sell-Off"), so quoting one is not the model's claim: text that repeats what the model was shown verbatim (a
 quotation) is exempt from both rules, and only what the model says in its own words is checked.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -27,8 +28,10 @@ _FENCE_RE = re.compile(re.escape(FENCE_OPEN) + "|" + re.escape(FENCE_CLOSE))
 _QUOTED_RE = re.compile(r"\"([^\"]+)\"|\u201c([^\u201d]+)\u201d")
 _SPACE_RE = re.compile(r"\s+")
 # $PLTR, NASDAQ: MSFT, NasdaqGS:HON: a ticker by its form, whatever the universe
-_EXPLICIT_RE = re.compile(r"\$([A-Z][A-Z0-9.\-]{0,9})\b|\b(?:NYSE|NASDAQ|NasdaqGS|NasdaqGM|Nasdaq|NYSEARCA|AMEX|OTC)"
-                          r"\s*:\s*([A-Z][A-Z0-9.\-]{0,9})\b")
+_EXPLICIT_RE = re.compile(
+    r"\$([A-Z][A-Z0-9.\-]{0,9})\b|\b(?:NYSE|NASDAQ|NasdaqGS|NasdaqGM|Nasdaq|NYSEARCA|AMEX|OTC)"
+    r"\s*:\s*([A-Z][A-Z0-9.\-]{0,9})\b"
+)
 # a figure: a number with decimals, a percentage or a dollar amount; a number inside a word (SMA50, Q1, RSI14)
 # is a name, and a plain integer (a count, a window, a threshold, a year) is not a figure
 _NUMBER_RE = re.compile(r"(?<![A-Za-z0-9_.])(\$\s?)?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(\s?%)?")
@@ -73,8 +76,11 @@ class Shown:
 
     def __init__(self, messages: Iterable[BaseMessage]):
         # (message, its text): a message whose content is a list of blocks shows no evidence
-        self._messages = [(m, m.content) for m in messages if isinstance(m, (HumanMessage, ToolMessage))
-                          and isinstance(m.content, str)]
+        self._messages = [
+            (m, m.content)
+            for m in messages
+            if isinstance(m, (HumanMessage, ToolMessage)) and isinstance(m.content, str)
+        ]
 
     @functools.cached_property
     def _shown(self) -> list[Any]:
@@ -125,8 +131,9 @@ def strings_of(contract: BaseModel, skip: Collection[str] = ("symbol",)) -> list
 def _universe_re(universe: tuple[str, ...]) -> re.Pattern[str] | None:
     words = [re.escape(s) for s in sorted(universe, key=len, reverse=True) if len(s) > 1]
     letters = [re.escape(s) for s in universe if len(s) == 1]
-    parts = ([rf"(?<![A-Za-z0-9$.])({'|'.join(words)})(?![A-Za-z0-9])"] if words else []) + \
-        ([rf"\(({'|'.join(letters)})\)"] if letters else [])
+    parts = ([rf"(?<![A-Za-z0-9$.])({'|'.join(words)})(?![A-Za-z0-9])"] if words else []) + (
+        [rf"\(({'|'.join(letters)})\)"] if letters else []
+    )
     return re.compile("|".join(parts)) if parts else None
 
 
@@ -148,9 +155,12 @@ def check_symbol(contract: BaseModel, asked: str, universe: Collection[str], sho
     for text in texts:
         others = sorted(mentions(shown.own_words(text), universe) - {asked})
         if others:
-            raise GuardError("cross_symbol", f"a {type(contract).__name__} about {asked} names {', '.join(others)} "
-                             f"in {text[:120]!r}: mention another symbol only inside a verbatim quote of a "
-                             f"headline you were shown")
+            raise GuardError(
+                "cross_symbol",
+                f"a {type(contract).__name__} about {asked} names {', '.join(others)} "
+                f"in {text[:120]!r}: mention another symbol only inside a verbatim quote of a "
+                f"headline you were shown",
+            )
 
 
 def cites(value: float | None, computed: float | None, min_decimals: int = 2, decimals: int | None = None) -> bool:
@@ -188,8 +198,11 @@ def check_figures(contract: BaseModel, shown: Shown) -> None:
             continue  # every figure is cited, quoted or not
         for written, value, decimals in figures(shown.own_words(text)):
             if not cited(value, decimals):
-                raise GuardError("citation", f"{written} in {text[:120]!r} is not a figure of the evidence: cite "
-                                 f"computed values as given (or rounded to 2+ decimals), or quote the headline")
+                raise GuardError(
+                    "citation",
+                    f"{written} in {text[:120]!r} is not a figure of the evidence: cite "
+                    f"computed values as given (or rounded to 2+ decimals), or quote the headline",
+                )
 
 
 def _near(value: float, decimals: int, numbers: list[float]) -> bool:

@@ -5,19 +5,19 @@ model may instead offer the contract as its one tool: agent/passes.py), and the 
 provider would get.
 `include_raw=True` gives LangChain's {raw, parsed, parsing_error} shape without a thread-pool map.
 """
+
 from __future__ import annotations
 
 import functools
 import json
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableLambda
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
-
 
 # what a schema says about data, kept verbatim wherever it appears (a default may well hold a "title" key)
 _DATA_KEYWORDS = frozenset({"default", "examples", "example", "const", "enum"})
@@ -57,9 +57,10 @@ def pruned_schema(node: Any, drop: Callable[[str, Any], bool]) -> Any:
 def response_format(schema: type[BaseModel], method: str = "json_schema") -> dict:
     if method == "json_mode":
         return {"type": "json_object"}
-    return {"type": "json_schema",
-            "json_schema": {"name": schema.__name__, "schema": lean_schema(schema.model_json_schema()),
-                            "strict": False}}
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": schema.__name__, "schema": lean_schema(schema.model_json_schema()), "strict": False},
+    }
 
 
 def answer_text(message: AIMessage) -> str:

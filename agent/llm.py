@@ -6,6 +6,7 @@ tradegraph retries in agent/passes.py instead, one audited attempt per request; 
 a failure was (`describe_failure`, for every provider's errors) and how long to wait before the next attempt
 (`next_wait`), so the audit handler and the retry loop read the same failure the same way.
 """
+
 from __future__ import annotations
 
 import email.utils
@@ -15,9 +16,9 @@ import os
 import random
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Optional
-from collections.abc import Iterator
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
@@ -64,13 +65,21 @@ class AttemptPlan:
     @classmethod
     def of(cls, policy: RetryPolicy, attempt: int) -> AttemptPlan:
         backoff = policy.backoff_s * 2 ** (attempt - 1) * (1 - policy.jitter * random.random())
-        return cls(attempt=attempt, retries_left=max(0, policy.retries + 1 - attempt),
-                   backoff_s=round(min(backoff, policy.max_wait_s), 6), max_wait_s=policy.max_wait_s)
+        return cls(
+            attempt=attempt,
+            retries_left=max(0, policy.retries + 1 - attempt),
+            backoff_s=round(min(backoff, policy.max_wait_s), 6),
+            max_wait_s=policy.max_wait_s,
+        )
 
     def as_dict(self) -> dict:
         # asdict's generic deep copy, spelled out: four plain fields, asked for on every LLM attempt
-        return {"attempt": self.attempt, "retries_left": self.retries_left, "backoff_s": self.backoff_s,
-                "max_wait_s": self.max_wait_s}
+        return {
+            "attempt": self.attempt,
+            "retries_left": self.retries_left,
+            "backoff_s": self.backoff_s,
+            "max_wait_s": self.max_wait_s,
+        }
 
     @classmethod
     def from_dict(cls, data: Optional[dict]) -> Optional[AttemptPlan]:
@@ -94,14 +103,24 @@ class Failure:
 # own class (AnthropicRateLimitError), its SDK's, the HTTP client's (httpx, or its fork httpx2 that the openai,
 # anthropic and google-genai SDKs use when installed) or, like the ollama client, a builtin ConnectionError
 # raised while handling httpx's: the chain is searched
-_PROVIDER_ERRORS = (("openai", "OpenAIError"), ("anthropic", "AnthropicError"), ("ollama", "ResponseError"),
-                    ("google.genai.errors", "APIError"), ("httpx", "HTTPError"), ("httpx2", "HTTPError"),
-                    ("langchain_core.exceptions", "ModelError"))
+_PROVIDER_ERRORS = (
+    ("openai", "OpenAIError"),
+    ("anthropic", "AnthropicError"),
+    ("ollama", "ResponseError"),
+    ("google.genai.errors", "APIError"),
+    ("httpx", "HTTPError"),
+    ("httpx2", "HTTPError"),
+    ("langchain_core.exceptions", "ModelError"),
+)
 # connection failures and timeouts: retried like a 5xx
-_TRANSIENT_ERRORS = (("openai", "APIConnectionError"), ("anthropic", "APIConnectionError"),
-                     ("httpx", "TransportError"), ("httpx2", "TransportError"),
-                     ("langchain_core.exceptions", "ModelConnectionError"),
-                     ("langchain_core.exceptions", "ModelTimeoutError"))
+_TRANSIENT_ERRORS = (
+    ("openai", "APIConnectionError"),
+    ("anthropic", "APIConnectionError"),
+    ("httpx", "TransportError"),
+    ("httpx2", "TransportError"),
+    ("langchain_core.exceptions", "ModelConnectionError"),
+    ("langchain_core.exceptions", "ModelTimeoutError"),
+)
 
 
 @functools.cache
@@ -125,8 +144,11 @@ def _chain(error: Optional[BaseException]) -> Iterator[BaseException]:
 
 
 def _status_of(error: BaseException) -> Optional[int]:
-    for value in (getattr(error, "status_code", None), getattr(error, "code", None),
-                  getattr(getattr(error, "response", None), "status_code", None)):
+    for value in (
+        getattr(error, "status_code", None),
+        getattr(error, "code", None),
+        getattr(getattr(error, "response", None), "status_code", None),
+    ):
         if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
             return value
     return None
@@ -175,8 +197,9 @@ def describe_failure(error: BaseException) -> Failure:
         if retry_after is not None:
             break
     provider = any(isinstance(e, _classes(_PROVIDER_ERRORS)) for e in chain)
-    transient = any(isinstance(e, _classes(_TRANSIENT_ERRORS)) or getattr(e, "is_retryable", False) is True
-                    for e in chain)
+    transient = any(
+        isinstance(e, _classes(_TRANSIENT_ERRORS)) or getattr(e, "is_retryable", False) is True for e in chain
+    )
     retryable = provider and (transient or status in (408, 429) or (status is not None and status >= 500))
     # a server refusing the request's structured-output method (llama.cpp's server answers 500 to json_schema):
     # the same request can't succeed, so it is not retried (`tradegraph models check` finds one that works)
@@ -191,23 +214,39 @@ def describe_failure(error: BaseException) -> Failure:
     if refused_method:
         summary += " (the server refused the structured-output method: run `tradegraph models check`)"
     partial = _truncated_answer(error) if isinstance(error, openai.LengthFinishReasonError) else None
-    return Failure(error_type=type(error).__name__, summary=summary, provider=provider, retryable=retryable,
-                   http_status=status, retry_after_s=retry_after, partial=partial, url=url)
+    return Failure(
+        error_type=type(error).__name__,
+        summary=summary,
+        provider=provider,
+        retryable=retryable,
+        http_status=status,
+        retry_after_s=retry_after,
+        partial=partial,
+        url=url,
+    )
 
 
-_METHOD_REFUSED = re.compile(r"response_format|json_schema|json_object|tool_choice|\btools?\b.*not supported|"
-                             r"grammar", re.IGNORECASE)
+_METHOD_REFUSED = re.compile(
+    r"response_format|json_schema|json_object|tool_choice|\btools?\b.*not supported|"
+    r"grammar",
+    re.IGNORECASE,
+)
 
 
 def _truncated_answer(error: Any) -> AIMessage:
     completion = error.completion
     choice = completion.choices[0]
     usage = completion.usage
-    message = AIMessage(content=choice.message.content or "",
-                        response_metadata={"finish_reason": choice.finish_reason, "model_name": completion.model})
+    message = AIMessage(
+        content=choice.message.content or "",
+        response_metadata={"finish_reason": choice.finish_reason, "model_name": completion.model},
+    )
     if usage is not None:
-        message.usage_metadata = {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens,
-                                  "total_tokens": usage.total_tokens}
+        message.usage_metadata = {
+            "input_tokens": usage.prompt_tokens,
+            "output_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens,
+        }
     return message
 
 
@@ -241,5 +280,6 @@ def call_failed(failure: Failure, plan: AttemptPlan, model: BaseChatModel) -> LL
     name = model_name_of(model) or type(model).__name__
     if not failure.retryable:
         return LLMCallFailed(f"LLM call to {name} failed, not retried: {failure.summary}")
-    return LLMCallFailed(f"LLM call to {name} failed after {plan.attempt} attempt(s) "
-                         f"({plan.attempt - 1} retries): {failure.summary}")
+    return LLMCallFailed(
+        f"LLM call to {name} failed after {plan.attempt} attempt(s) ({plan.attempt - 1} retries): {failure.summary}"
+    )

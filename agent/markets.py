@@ -8,6 +8,7 @@ A profile decides at the close (the default) or at the open (`decide_at`, StockB
 Anything published at or after the decision time (news, a filing) is not yet known. This module is the one
 place those rules live: news and fundamentals ask `visible`, bars ask `bar_cutoff`, fills ask `fill_field`.
 """
+
 from __future__ import annotations
 
 import functools
@@ -47,15 +48,41 @@ class MarketProfile:
 
 
 PROFILES: dict[str, MarketProfile] = {
-    "us_equity": MarketProfile("us_equity", fractional=False, lot_size=1, t_plus_one=False, price_limit_pct=None,
-                               trades_weekends=False, timezone="America/New_York", close=timedelta(hours=16),
-                               calendar="XNYS", open=timedelta(hours=9, minutes=30)),
-    "cn_a_share": MarketProfile("cn_a_share", fractional=False, lot_size=100, t_plus_one=True, price_limit_pct=10.0,
-                                trades_weekends=False, timezone="Asia/Shanghai", close=timedelta(hours=15),
-                                calendar="XSHG", open=timedelta(hours=9, minutes=30)),
+    "us_equity": MarketProfile(
+        "us_equity",
+        fractional=False,
+        lot_size=1,
+        t_plus_one=False,
+        price_limit_pct=None,
+        trades_weekends=False,
+        timezone="America/New_York",
+        close=timedelta(hours=16),
+        calendar="XNYS",
+        open=timedelta(hours=9, minutes=30),
+    ),
+    "cn_a_share": MarketProfile(
+        "cn_a_share",
+        fractional=False,
+        lot_size=100,
+        t_plus_one=True,
+        price_limit_pct=10.0,
+        trades_weekends=False,
+        timezone="Asia/Shanghai",
+        close=timedelta(hours=15),
+        calendar="XSHG",
+        open=timedelta(hours=9, minutes=30),
+    ),
     # a crypto daily bar closes at 00:00 UTC: the decision is taken at the end of the UTC day
-    "crypto": MarketProfile("crypto", fractional=True, lot_size=1, t_plus_one=False, price_limit_pct=None,
-                            trades_weekends=True, timezone="UTC", close=timedelta(hours=24)),
+    "crypto": MarketProfile(
+        "crypto",
+        fractional=True,
+        lot_size=1,
+        t_plus_one=False,
+        price_limit_pct=None,
+        trades_weekends=True,
+        timezone="UTC",
+        close=timedelta(hours=24),
+    ),
 }
 
 
@@ -112,8 +139,10 @@ def is_trading_day(profile: str | MarketProfile, day) -> bool:
         return True
     cal = _calendar(p.calendar)
     if not _in_range(cal, d):
-        raise CalendarRangeError(f"{d.date()} is outside the {p.name} calendar ({p.calendar}: "
-                                 f"{cal.first_session.date()}..{cal.last_session.date()})")
+        raise CalendarRangeError(
+            f"{d.date()} is outside the {p.name} calendar ({p.calendar}: "
+            f"{cal.first_session.date()}..{cal.last_session.date()})"
+        )
     return bool(cal.is_session(d))
 
 
@@ -188,6 +217,7 @@ def fill_field(profile: str | MarketProfile | None) -> str:
 class Stamp(NamedTuple):
     """A parsed publication stamp: the instant as naive UTC (a date alone: its midnight) and whether only a
     date was given. Parse once per item; `visible` then costs one comparison."""
+
     ts: pd.Timestamp
     date_only: bool
 

@@ -5,11 +5,12 @@ Conventions: returns are simple period returns of the equity series; annualisati
 standard deviations are sample (ddof=1); Sortino's downside deviation is the root mean square
 of the negative excess returns over *all* periods; drawdowns are fractions (0.25 = -25%).
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional
 
 TRADING_DAYS = 252
 
@@ -73,7 +74,11 @@ def sortino_ratio(equity: Sequence[float], rf: float = 0.0, periods_per_year: fl
 def max_drawdown(equity: Sequence[float], dates: Optional[Sequence[str]] = None) -> dict[str, Any]:
     """Largest peak-to-trough fall as a fraction, with the peak's and the trough's dates (or indices)."""
     labels = list(dates) if dates is not None else list(range(len(equity)))
-    best: dict[str, Any] = {"max_drawdown": 0.0, "peak": labels[0] if labels else None, "trough": labels[0] if labels else None}
+    best: dict[str, Any] = {
+        "max_drawdown": 0.0,
+        "peak": labels[0] if labels else None,
+        "trough": labels[0] if labels else None,
+    }
     if not equity:
         return best
     peak_i = 0
@@ -135,9 +140,15 @@ def turnover(trades: Iterable[Any], equity: Sequence[float]) -> float:
     return notional / _mean(equity) if equity else 0.0
 
 
-def summarize(dates: Sequence[str], equity: Sequence[float], *, trades: Sequence[Any] = (),
-              exposure: Optional[Sequence[float]] = None, rf: float = 0.0,
-              periods_per_year: float = TRADING_DAYS) -> dict[str, Any]:
+def summarize(
+    dates: Sequence[str],
+    equity: Sequence[float],
+    *,
+    trades: Sequence[Any] = (),
+    exposure: Optional[Sequence[float]] = None,
+    rf: float = 0.0,
+    periods_per_year: float = TRADING_DAYS,
+) -> dict[str, Any]:
     """Every metric of one equity curve. `exposure` is the invested fraction at each point."""
     dd = max_drawdown(equity, dates)
     trades = list(trades)
@@ -177,6 +188,7 @@ def buy_and_hold_curve(closes: Mapping[str, Sequence[float]], initial_cash: floa
 # downside is the sample standard deviation of the negative days only, and the first day's return (0) counts in the
 # mean: the scorecard must compute exactly that to sit beside the published rows.
 
+
 def nav_returns(equity: Sequence[float]) -> list[float]:
     """Daily returns as StockBench takes them (pandas pct_change().fillna(0)): the first day's return is 0."""
     return [0.0] + period_returns(equity) if equity else []
@@ -205,8 +217,9 @@ def stockbench_metrics(equity: Sequence[float], initial_cash: Optional[float] = 
     }
 
 
-def equal_weight_buy_and_hold(prices: Mapping[str, Sequence[float]], initial_cash: float,
-                              entry_cost_bps: float = 0.0) -> list[float]:
+def equal_weight_buy_and_hold(
+    prices: Mapping[str, Sequence[float]], initial_cash: float, entry_cost_bps: float = 0.0
+) -> list[float]:
     """StockBench's passive baseline: the cash split equally across the symbols, each bought once at the first
     price with `entry_cost_bps` charged on the way in (its commission + slippage), fractional shares, never
     rebalanced, no dividends; the equity at each later price."""

@@ -8,15 +8,16 @@ from the server's refusal of a prompt too long for it), and picks the first meth
 PREFERENCE order. The profile is kept in the store's home (`model_profiles.json`, keyed by endpoint and model); a
 run whose structured method is `auto` uses the profile's, and a model its endpoint did not list is refused.
 """
+
 from __future__ import annotations
 
 import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
-from collections.abc import Callable
 
 from agent.env import ConfigError
 
@@ -24,14 +25,19 @@ PROFILE_FILE = "model_profiles.json"
 # wire method -> tradegraph's structured method (agent/providers.py STRUCTURED_METHODS)
 METHODS = {"json_schema": "json_schema", "json_object_schema": "json_object_schema", "tools": "function_calling"}
 PREFERENCE = ("json_schema", "json_object_schema", "tools")
-PROBE_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["answer"],
-                "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}}}
+PROBE_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["answer"],
+    "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
+}
 PROBE_PROMPT = 'Is 2 greater than 1? Reply with only a JSON object: {"answer": "yes"} or {"answer": "no"}.'
 PROBE_CAP = 24
 # a prompt longer than any local model's window (~40k tokens): the server's refusal states the window
 OVERSIZED_WORDS = 40_000
-_WINDOW = re.compile(r"(?:maximum context length is|context window of|context length of|n_ctx[=: ]+)\s*(\d+)",
-                     re.IGNORECASE)
+_WINDOW = re.compile(
+    r"(?:maximum context length is|context window of|context length of|n_ctx[=: ]+)\s*(\d+)", re.IGNORECASE
+)
 _CONTEXT_FIELDS = ("max_model_len", "context_length", "max_context_length", "context_window", "n_ctx")
 
 # the home's folder, installed by the graph layer (graph/machine/runtime.py): the agent layer can't import database
@@ -58,8 +64,10 @@ def load(path: Optional[Path] = None) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as e:
-        raise ConfigError(f"{path}: model profiles can't be read ({type(e).__name__}): run `tradegraph models "
-                          f"check` again or delete it") from None
+        raise ConfigError(
+            f"{path}: model profiles can't be read ({type(e).__name__}): run `tradegraph models "
+            f"check` again or delete it"
+        ) from None
     return data if isinstance(data, dict) else {}
 
 
@@ -108,16 +116,23 @@ def server_said(data: Any) -> str:
 
 
 def probe_body(model: str, method: str) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": PROBE_PROMPT}],
-                            "max_tokens": PROBE_CAP, "temperature": 0}
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": PROBE_PROMPT}],
+        "max_tokens": PROBE_CAP,
+        "temperature": 0,
+    }
     if method == "json_schema":
-        body["response_format"] = {"type": "json_schema",
-                                   "json_schema": {"name": "Probe", "schema": PROBE_SCHEMA, "strict": False}}
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "Probe", "schema": PROBE_SCHEMA, "strict": False},
+        }
     elif method == "json_object_schema":
         body["response_format"] = {"type": "json_object", "schema": PROBE_SCHEMA}
     else:
-        body["tools"] = [{"type": "function", "function": {"name": "Probe", "description": "the answer",
-                                                           "parameters": PROBE_SCHEMA}}]
+        body["tools"] = [
+            {"type": "function", "function": {"name": "Probe", "description": "the answer", "parameters": PROBE_SCHEMA}}
+        ]
         body["tool_choice"] = {"type": "function", "function": {"name": "Probe"}}
     return body
 
@@ -143,8 +158,13 @@ def try_method(client, base: str, model: str, method: str) -> dict[str, Any]:
         ok = isinstance(parsed, dict) and parsed.get("answer") in ("yes", "no") and set(parsed) == {"answer"}
     except ValueError:
         ok = False
-    return {"ok": ok, "status": status, "latency_s": took, "answer": (text or "")[:120],
-            **({} if ok else {"server": "answered 200, but not a valid Probe"})}
+    return {
+        "ok": ok,
+        "status": status,
+        "latency_s": took,
+        "answer": (text or "")[:120],
+        **({} if ok else {"server": "answered 200, but not a valid Probe"}),
+    }
 
 
 def context_window(client, base: str, model: str, listed: dict[str, Any]) -> tuple[Optional[int], str]:
@@ -153,14 +173,16 @@ def context_window(client, base: str, model: str, listed: dict[str, Any]) -> tup
         value = listed.get(name) or (listed.get("meta") or {}).get(name)
         if isinstance(value, int) and value > 0:
             return value, f"/v1/models {name}"
-    body = {"model": model, "max_tokens": 1,
-            "messages": [{"role": "user", "content": "word " * OVERSIZED_WORDS}]}
+    body = {"model": model, "max_tokens": 1, "messages": [{"role": "user", "content": "word " * OVERSIZED_WORDS}]}
     status, data, _ = _post(client, f"{base}/chat/completions", body)
     found = _WINDOW.search(server_said(data)) if status != 200 else None
     if found:
         return int(found.group(1)), f"the server's refusal of a {OVERSIZED_WORDS}-word prompt"
-    return None, ("unknown: the server took a prompt of ~40k tokens without refusing it (it may truncate)"
-                  if status == 200 else f"unknown: HTTP {status} {server_said(data)}")
+    return None, (
+        "unknown: the server took a prompt of ~40k tokens without refusing it (it may truncate)"
+        if status == 200
+        else f"unknown: HTTP {status} {server_said(data)}"
+    )
 
 
 def check(base: str, key: str, model: str, timeout_s: float = 120.0) -> dict[str, Any]:
@@ -184,6 +206,14 @@ def check(base: str, key: str, model: str, timeout_s: float = 120.0) -> dict[str
         methods = {m: try_method(client, base, model, m) for m in PREFERENCE}
         window, found_by = context_window(client, base, model, listed)
     chosen = next((m for m in PREFERENCE if methods[m]["ok"]), None)
-    return {"endpoint": base, "model": model, "models": ids, "methods": methods, "chosen": chosen,
-            "structured_method": METHODS[chosen] if chosen else None, "context_window": window,
-            "context_found_by": found_by, "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return {
+        "endpoint": base,
+        "model": model,
+        "models": ids,
+        "methods": methods,
+        "chosen": chosen,
+        "structured_method": METHODS[chosen] if chosen else None,
+        "context_window": window,
+        "context_found_by": found_by,
+        "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }

@@ -6,6 +6,7 @@ and `usage_metadata` with token estimates, so cost per cycle can be measured off
 The decisions come from rules over the numbers in the prompt's <EVIDENCE> block
 (agent/offline_rules.py): the same prompt always gives the same answer.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -47,11 +48,15 @@ def _fetched_indicators(messages: list[BaseMessage]) -> dict[str, Any]:
     """Every value the conversation's get_indicators calls returned, later calls winning."""
     found: dict[str, Any] = {}
     # a provider's wire format names a tool result by its call's id only
-    ids = {c.get("id") for m in messages if isinstance(m, AIMessage) for c in m.tool_calls
-           if c.get("name") == "get_indicators"}
+    ids = {
+        c.get("id")
+        for m in messages
+        if isinstance(m, AIMessage)
+        for c in m.tool_calls
+        if c.get("name") == "get_indicators"
+    }
     for m in messages:
-        if isinstance(m, ToolMessage) and (m.name == "get_indicators" or m.tool_call_id in ids) \
-                and m.status != "error":
+        if isinstance(m, ToolMessage) and (m.name == "get_indicators" or m.tool_call_id in ids) and m.status != "error":
             try:
                 values = json.loads(m.content) if isinstance(m.content, str) else None
             except ValueError:

@@ -4,10 +4,11 @@ Each function reads only the evidence dict the prompt carried, so the offline mo
 from exactly what a real model would have seen. Trend, momentum, volatility and news
 sentiment drive stances; different markets give different answers, the same market the same.
 """
+
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 
 def _clip(x: float, lo: float = -1.0, hi: float = 1.0) -> float:
@@ -28,6 +29,7 @@ def _cite(block: dict[str, Any], *names: str) -> list[str]:
 
 # ---------------------------------------------------------------- planning / quant
 QUANT_METRICS = ("close", "sma50", "sma200", "rsi14", "macd_hist", "atr14")  # what the quant's answer cites
+
 
 def plan(ev: dict) -> dict:
     symbols = ev["symbols"]
@@ -72,8 +74,11 @@ def quant(ev: dict) -> dict:
 def _technical_view(t: dict) -> tuple[float, float, list[str], dict[str, float]]:
     close = t["close"]
     trend, momentum, points = [], [], []
-    for a, b, label in (("close", "sma50", "Close vs SMA50"), ("sma50", "sma200", "SMA50 vs SMA200"),
-                        ("close", "ema20", "Close vs EMA20")):
+    for a, b, label in (
+        ("close", "sma50", "Close vs SMA50"),
+        ("sma50", "sma200", "SMA50 vs SMA200"),
+        ("close", "ema20", "Close vs EMA20"),
+    ):
         va, vb = t.get(a), t.get(b)
         if va is not None and vb is not None:
             s = _sign(va - vb)
@@ -115,9 +120,16 @@ def technical(ev: dict) -> dict:
     t = ev["technical"]
     stance, confidence, points, subs = _technical_view(t)
     word = "bullish" if stance > 0.15 else "bearish" if stance < -0.15 else "neutral"
-    return _note(ev, "technical", stance, confidence, f"Chart set-up is {word}: trend {subs['trend']}, momentum "
-                 f"{subs['momentum']}.", points, subs,
-                 _cite(t, "close", "sma50", "sma200", "ema20", "rsi14", "macd_hist", "atr14", "bb_upper", "bb_lower"))
+    return _note(
+        ev,
+        "technical",
+        stance,
+        confidence,
+        f"Chart set-up is {word}: trend {subs['trend']}, momentum {subs['momentum']}.",
+        points,
+        subs,
+        _cite(t, "close", "sma50", "sma200", "ema20", "rsi14", "macd_hist", "atr14", "bb_upper", "bb_lower"),
+    )
 
 
 def news(ev: dict) -> dict:
@@ -128,8 +140,16 @@ def news(ev: dict) -> dict:
     stance = _clip(1.2 * net)
     confidence = _clip(0.3 + 0.1 * count, 0.0, 0.85)
     word = "supportive" if net > 0.05 else "negative" if net < -0.05 else "mixed"
-    return _note(ev, "news", stance, confidence, f"News flow is {word} (net sentiment {net} over {count} items).",
-                 points, {"net_sentiment": net}, [i["headline"] for i in items])
+    return _note(
+        ev,
+        "news",
+        stance,
+        confidence,
+        f"News flow is {word} (net sentiment {net} over {count} items).",
+        points,
+        {"net_sentiment": net},
+        [i["headline"] for i in items],
+    )
 
 
 def sentiment(ev: dict) -> dict:
@@ -137,10 +157,16 @@ def sentiment(ev: dict) -> dict:
     ns, count = s["news_sentiment"], s["news_items"]
     stance = _clip(0.8 * ns)
     confidence = _clip(0.2 + 0.08 * count, 0.0, 0.6)
-    return _note(ev, "sentiment", stance, confidence,
-                 f"News-driven sentiment {ns}; no positioning feed is wired, so confidence stays modest.",
-                 [f"news_sentiment={ns} from {count} items", "positioning_feed_wired=false"],
-                 {"news": _r(stance)}, _cite(s, "news_sentiment", "news_items"))
+    return _note(
+        ev,
+        "sentiment",
+        stance,
+        confidence,
+        f"News-driven sentiment {ns}; no positioning feed is wired, so confidence stays modest.",
+        [f"news_sentiment={ns} from {count} items", "positioning_feed_wired=false"],
+        {"news": _r(stance)},
+        _cite(s, "news_sentiment", "news_items"),
+    )
 
 
 def fundamental(ev: dict) -> dict:
@@ -161,9 +187,16 @@ def fundamental(ev: dict) -> dict:
         v = 0.2 if m > 20 else -0.2 if m < 5 else 0.0
         score += v
         points.append(f"Net margin {m}%")
-    return _note(ev, "fundamental", _clip(score), 0.55, f"Fundamentals score {_r(score)} from the reported ratios.",
-                 points, {"valuation": _r(score)}, _cite(f, "pe", "pb", "ev_ebitda", "revenue_growth_pct",
-                                                        "net_margin_pct"))
+    return _note(
+        ev,
+        "fundamental",
+        _clip(score),
+        0.55,
+        f"Fundamentals score {_r(score)} from the reported ratios.",
+        points,
+        {"valuation": _r(score)},
+        _cite(f, "pe", "pb", "ev_ebitda", "revenue_growth_pct", "net_margin_pct"),
+    )
 
 
 def _note(ev, analyst, stance, confidence, summary, points, subscores, evidence) -> dict:
@@ -200,11 +233,15 @@ def _case(ev: dict, side: str) -> dict:
     points = [p for n in notes for p in n.get("key_points", [])[:2]] or ev.get("key_points", [])[:4]
     if notes:
         lead = max(notes, key=lambda n: abs(n["stance"]) * n["confidence"])
-        arg = (f"{len(notes)} analyst(s) lean {'bullish' if side == 'bull' else 'bearish'}; the strongest is the "
-               f"{lead['analyst']} analyst at stance {lead['stance']} (confidence {lead['confidence']}).")
+        arg = (
+            f"{len(notes)} analyst(s) lean {'bullish' if side == 'bull' else 'bearish'}; the strongest is the "
+            f"{lead['analyst']} analyst at stance {lead['stance']} (confidence {lead['confidence']})."
+        )
     else:
-        arg = (f"No analyst is explicitly {'bullish' if side == 'bull' else 'bearish'} on {sym}; the "
-               f"{'long' if side == 'bull' else 'short'} case rests on the panel's key points alone.")
+        arg = (
+            f"No analyst is explicitly {'bullish' if side == 'bull' else 'bearish'} on {sym}; the "
+            f"{'long' if side == 'bull' else 'short'} case rests on the panel's key points alone."
+        )
     risks = ev.get("opposing_points", [])[:3] or ["The panel may be right against this side."]
     return {"symbol": sym, "side": side, "argument": arg, "supporting_points": points[:5], "risks": risks}
 
@@ -229,8 +266,11 @@ def manager(ev: dict) -> dict:
     bulls = [n["analyst"] for n in taking if n["stance"] > 0]
     bears = [n["analyst"] for n in taking if n["stance"] < 0]
     disagreements = [f"{', '.join(bulls)} lean long while {', '.join(bears)} lean short"] if bulls and bears else []
-    falsifiers = (["A close below the recent support", "MACD histogram turning negative"] if winner == "LONG"
-                  else ["A close above the recent resistance", "MACD histogram turning positive"])
+    falsifiers = (
+        ["A close below the recent support", "MACD histogram turning negative"]
+        if winner == "LONG"
+        else ["A close above the recent resistance", "MACD histogram turning positive"]
+    )
     return {
         "symbol": ev["symbol"],
         "winner": winner,
@@ -263,8 +303,12 @@ def trader(ev: dict) -> dict:
         "horizon_sessions": 10,
         "rationale": f"{d['winner']} per the debate (conviction {d['conviction']}): {d['manager_rationale']}",
         "invalidation_conditions": invalidation or ["The debate's falsifiers"],
-        "key_risks": [p for n in ev.get("notes", []) if (n["stance"] < 0) == long and abs(n["stance"]) > 0.05
-                      for p in n.get("key_points", [])[:1]][:3],
+        "key_risks": [
+            p
+            for n in ev.get("notes", [])
+            if (n["stance"] < 0) == long and abs(n["stance"]) > 0.05
+            for p in n.get("key_points", [])[:1]
+        ][:3],
         "expected_horizon": "about two weeks",
     }
 
@@ -293,20 +337,34 @@ def reviewer(ev: dict) -> dict:
     r, th = ev["result"], ev["thesis"]
     setup = ", ".join(th.get("setup") or []) or "an unlabelled setup"
     if r["reason"] == "stop":
-        critique = (f"The {ev['direction']} thesis in {setup} failed: price hit the stop within "
-                    f"{r['sessions_held']} session(s).")
-        lessons = [f"In {setup}, wait for confirmation before going {ev['direction'].lower()}; the 2xATR stop "
-                   f"was reached quickly."]
+        critique = (
+            f"The {ev['direction']} thesis in {setup} failed: price hit the stop within "
+            f"{r['sessions_held']} session(s)."
+        )
+        lessons = [
+            f"In {setup}, wait for confirmation before going {ev['direction'].lower()}; the 2xATR stop "
+            f"was reached quickly."
+        ]
     elif r["reason"] == "target":
         critique = f"The {ev['direction']} thesis in {setup} played out: the target was reached in {r['sessions_held']} session(s)."
         lessons = [f"{setup} supported a {ev['direction'].lower()} entry; the ATR-based target was realistic."]
     else:
-        critique = (f"The {ev['direction']} thesis in {setup} closed by {r['reason']} after {r['sessions_held']} "
-                    f"session(s) at {r['return_pct']}%: neither level was reached.")
+        critique = (
+            f"The {ev['direction']} thesis in {setup} closed by {r['reason']} after {r['sessions_held']} "
+            f"session(s) at {r['return_pct']}%: neither level was reached."
+        )
         lessons = [f"In {setup}, expect slow moves; the horizon ended the trade, not the levels."]
-    return {"symbol": ev["symbol"], "direction": ev["direction"], "outcome": r["outcome"],
-            "realized_pnl": r["realized_pnl"], "signal_evolution": r["signal_evolution"], "critique": critique,
-            "lessons": lessons, "thesis_vs_outcome": "", "memory_record": ""}
+    return {
+        "symbol": ev["symbol"],
+        "direction": ev["direction"],
+        "outcome": r["outcome"],
+        "realized_pnl": r["realized_pnl"],
+        "signal_evolution": r["signal_evolution"],
+        "critique": critique,
+        "lessons": lessons,
+        "thesis_vs_outcome": "",
+        "memory_record": "",
+    }
 
 
 RULES: dict[str, Callable[[dict], dict]] = {
@@ -346,15 +404,19 @@ def heed_notes(task: str, out: dict, notes: list[dict]) -> dict:
     review of a LONG whose thesis was Falsified (up to two) halves an analyst's bullish stance and takes 0.1 off
     its confidence, and takes 0.1 off the manager's conviction for LONG. Realized or weakened notes change
     nothing: a loss is the lesson worth acting on."""
-    falsified = min(MAX_FALSIFIED, sum(1 for n in notes if n["kind"] == "review" and n["direction"] == "LONG"
-                                       and n["signal"] == "Falsified"))
+    falsified = min(
+        MAX_FALSIFIED,
+        sum(1 for n in notes if n["kind"] == "review" and n["direction"] == "LONG" and n["signal"] == "Falsified"),
+    )
     if not falsified:
         return out
     if task.startswith("analyst:") and out.get("stance", 0) > 0:
-        out["stance"] = _r(out["stance"] * FALSIFIED_DAMPING ** falsified)
+        out["stance"] = _r(out["stance"] * FALSIFIED_DAMPING**falsified)
         out["confidence"] = _r(max(0.05, out["confidence"] - 0.1 * falsified))
-        out["key_points"] = (out["key_points"] + [f"{falsified} similar LONG setup(s) in past notes were "
-                                                  f"falsified: bullish stance damped"])[:6]
+        out["key_points"] = (
+            out["key_points"]
+            + [f"{falsified} similar LONG setup(s) in past notes were falsified: bullish stance damped"]
+        )[:6]
     elif task == "manager" and out.get("winner") == "LONG":
         out["conviction"] = _r(max(0.0, out["conviction"] - 0.1 * falsified))
     return out
@@ -362,17 +424,25 @@ def heed_notes(task: str, out: dict, notes: list[dict]) -> dict:
 
 def tool_plan(task: str, ev: dict, offered: list[str]) -> list[dict]:
     if task == "planning":  # asked only under pass protocols 1 and 2: since 3 PLANNING offers no tools
-        calls = [{"name": "get_portfolio", "args": {}},
-                 {"name": "get_market_snapshot", "args": {"symbols": ev["symbols"]}}]
+        calls = [
+            {"name": "get_portfolio", "args": {}},
+            {"name": "get_market_snapshot", "args": {"symbols": ev["symbols"]}},
+        ]
     elif task == "quant" and "technical" not in ev:
         # pass protocol 4: the evidence is the question alone; fetch the indicators the answer rests on, and the
         # last week's bars
-        calls = [{"name": "get_indicators", "args": {"symbol": ev["symbol"], "names": list(QUANT_METRICS)}},
-                 {"name": "get_price_history", "args": {"symbol": ev["symbol"], "lookback": 5}}]
+        calls = [
+            {"name": "get_indicators", "args": {"symbol": ev["symbol"], "names": list(QUANT_METRICS)}},
+            {"name": "get_price_history", "args": {"symbol": ev["symbol"], "lookback": 5}},
+        ]
     elif task == "quant":
-        calls = [{"name": "get_indicators", "args": {"symbol": ev["symbol"],
-                                                     "names": ["rsi14", "macd_hist", "sma50", "sma200", "atr14"]}},
-                 {"name": "get_price_history", "args": {"symbol": ev["symbol"], "lookback": 10}}]
+        calls = [
+            {
+                "name": "get_indicators",
+                "args": {"symbol": ev["symbol"], "names": ["rsi14", "macd_hist", "sma50", "sma200", "atr14"]},
+            },
+            {"name": "get_price_history", "args": {"symbol": ev["symbol"], "lookback": 10}},
+        ]
     else:
         calls = []
     return [c for c in calls if c["name"] in offered]

@@ -11,12 +11,13 @@ TRADEGRAPH_MAX_OUTPUT_TOKENS sets every state's cap; TRADEGRAPH_MAX_OUTPUT_TOKEN
 first). The caps are AgentConfig.output_caps, so the run manifest records them, the budgets reserve them
 (agent/budget.py output_cap reads the request's max_tokens) and `--estimate` prices its worst case with them.
 """
+
 from __future__ import annotations
 
 import math
 import os
-from typing import Any, Optional
 from collections.abc import Mapping
+from typing import Any, Optional
 
 from pydantic import BaseModel
 
@@ -41,9 +42,13 @@ def _state_schemas() -> dict[str, tuple[type, ...]]:
     from schemas.plan import Plan
     from schemas.states import STATES
 
-    asked: dict[str, tuple[type, ...]] = {"PLANNING": (Plan,), "ANALYZING": (AnalystNote, QuantAnswer),
-                                          "DEBATE": (DebateCase, ManagerVerdict), "DECIDING": (TradeThesis,),
-                                          "MEMORIZING": (AgentMemory, TradeReview)}
+    asked: dict[str, tuple[type, ...]] = {
+        "PLANNING": (Plan,),
+        "ANALYZING": (AnalystNote, QuantAnswer),
+        "DEBATE": (DebateCase, ManagerVerdict),
+        "DECIDING": (TradeThesis,),
+        "MEMORIZING": (AgentMemory, TradeReview),
+    }
     return {state: asked.get(state, ()) for state in STATES}
 
 
@@ -85,15 +90,25 @@ def contract_tokens(schema: type[BaseModel]) -> int:
 
 def contract_caps() -> dict[str, int]:
     """Each state's default cap worked out from its contracts (building their JSON Schemas: ~0.1-0.5 s)."""
-    return {state: min(MAX_DEFAULT, max([TOOL_ROUND_TOKENS, *(contract_tokens(s) for s in schemas)]))
-            for state, schemas in _state_schemas().items()}
+    return {
+        state: min(MAX_DEFAULT, max([TOOL_ROUND_TOKENS, *(contract_tokens(s) for s in schemas)]))
+        for state, schemas in _state_schemas().items()
+    }
 
 
 # contract_caps() written down: every command's start-up check parses the caps, and building eight contracts' JSON
 # Schemas for that made `tradegraph sessions` slow (issue 29). tests/unit/test_output_caps_table.py holds the two
 # equal: a contract that changes fails it with the table to paste here.
-DEFAULT_CAPS = {"SCANNING": 512, "PLANNING": 1809, "ANALYZING": 1450, "DEBATE": 1313, "DECIDING": 1483,
-                "VALIDATING": 512, "EXECUTING": 512, "MEMORIZING": 2048}
+DEFAULT_CAPS = {
+    "SCANNING": 512,
+    "PLANNING": 1809,
+    "ANALYZING": 1450,
+    "DEBATE": 1313,
+    "DECIDING": 1483,
+    "VALIDATING": 512,
+    "EXECUTING": 512,
+    "MEMORIZING": 2048,
+}
 
 
 def default_caps() -> dict[str, int]:
@@ -137,7 +152,7 @@ def caps_from_env(env: Optional[Mapping[str, str]] = None) -> str:
     prefix = CAP_VAR + "_"
     for name, raw in env.items():
         if name.startswith(prefix) and raw:
-            state = name[len(prefix):]
+            state = name[len(prefix) :]
             if state not in caps:
                 raise ConfigError(f"{name}={raw!r}: {state!r} is not a state ({', '.join(caps)})")
             caps[state] = _cap(name, raw)

@@ -4,12 +4,13 @@ A real model waits on the network, so its calls run on a shared thread pool. The
 is pure CPU under the GIL, where threads only add start-up cost and reorder the audit log, so
 it runs the same tasks inline, in a fixed order.
 """
+
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
-from collections.abc import Callable, Mapping
 
 T = TypeVar("T")
 

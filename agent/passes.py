@@ -9,6 +9,7 @@ Both call the model through `call_model`, the one place a model is called: it an
 when it can (agent/cache.py), checks the budgets before each attempt and retries 429, 5xx and timeouts itself
 (agent/llm.py), each attempt its own audited request.
 """
+
 from __future__ import annotations
 
 import functools
@@ -25,22 +26,20 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
 
+from agent import cache as response_cache
 from agent.audit_events import emit
 from agent.budget import BudgetExceeded, output_cap, request_tokens
-from agent.endpoint_slots import endpoint_slot
+from agent.call_context import OUTSIDE_A_CYCLE, CallContext
 from agent.call_schema import UNSAFE, CallFacts, TextRule, call_schema, figure_texts
-from agent import cache as response_cache
+from agent.endpoint_slots import endpoint_slot
 from agent.guards import GuardError, Shown, check_figures, check_symbol
-from agent.json_chat_model import (JsonChatModel, answer_text, lean_schema, parse_answer, pruned_schema,
-                                   response_format)
-from agent.llm import (ATTEMPT_KEY, AttemptPlan, LLMCallFailed, call_failed, describe_failure, next_wait,
-                       retry_policy_of)
+from agent.json_chat_model import JsonChatModel, answer_text, lean_schema, parse_answer, pruned_schema, response_format
+from agent.llm import ATTEMPT_KEY, AttemptPlan, LLMCallFailed, call_failed, describe_failure, next_wait, retry_policy_of
+from agent.output_caps import cap_of
+from agent.pricing import call_cost, price_of
 from agent.prompts import repair_message
 from agent.protocols import CURRENT, PASS_PROTOCOL, PASS_PROTOCOLS, PassProtocol, version  # noqa: F401 - re-exported
-from agent.pricing import call_cost, price_of
-from agent.output_caps import cap_of
 from agent.providers import capped, choices_of, model_name_of
-from agent.call_context import OUTSIDE_A_CYCLE, CallContext
 from agent.tools import with_context
 
 T = TypeVar("T", bound=BaseModel)
@@ -103,38 +102,77 @@ def tool_pass(
     return messages
 
 
-def _run_tool(call: Mapping[str, Any], tools: dict[str, BaseTool], allowed: frozenset[str], state: str,
-              config: RunnableConfig, context: CallContext = OUTSIDE_A_CYCLE) -> ToolMessage:
+def _run_tool(
+    call: Mapping[str, Any],
+    tools: dict[str, BaseTool],
+    allowed: frozenset[str],
+    state: str,
+    config: RunnableConfig,
+    context: CallContext = OUTSIDE_A_CYCLE,
+) -> ToolMessage:
     name = call["name"]
     if name not in allowed or name not in tools:
         reason = f"tool {name!r} is not allowed in state {state} (allowed: {', '.join(sorted(allowed)) or 'none'})"
-        emit("error", {"type": "tool_refused", "tool": name, "args": call.get("args", {}), "state": state,
-                       "allowed": sorted(allowed), "reason": reason}, config)
+        emit(
+            "error",
+            {
+                "type": "tool_refused",
+                "tool": name,
+                "args": call.get("args", {}),
+                "state": state,
+                "allowed": sorted(allowed),
+                "reason": reason,
+            },
+            config,
+        )
         return ToolMessage(content=f"REFUSED: {reason}", tool_call_id=call["id"], name=name, status="error")
     try:
         result = tools[name].invoke(with_context(call.get("args", {}), context.tools), config)
     except Exception as e:  # noqa: BLE001 - the tool's own error goes back to the model; the callback audited it
-        return ToolMessage(content=f"ERROR: {type(e).__name__}: {e}", tool_call_id=call["id"], name=name,
-                           status="error")
-    return ToolMessage(content=to_json_text(result, compact=context.protocol.compact_json), tool_call_id=call["id"],
-                       name=name)
+        return ToolMessage(
+            content=f"ERROR: {type(e).__name__}: {e}", tool_call_id=call["id"], name=name, status="error"
+        )
+    return ToolMessage(
+        content=to_json_text(result, compact=context.protocol.compact_json), tool_call_id=call["id"], name=name
+    )
 
 
 def _invalid_tool_call(call: Mapping[str, Any], ai: AIMessage, state: str, config: RunnableConfig) -> ToolMessage:
     """Arguments that are not JSON (often an answer cut off at the length limit): nothing runs, the
     model is told why, and it may call again within the step bound."""
     finish = finish_reason(ai)
-    reason = (f"the arguments of your call to {call.get('name')!r} are not valid JSON ({call.get('error')})"
-              + ("; your answer was cut off at the length limit" if finish == "length" else ""))
-    emit("error", {"type": "invalid_tool_call", "tool": call.get("name"), "args": call.get("args"),
-                   "state": state, "finish_reason": finish, "reason": reason}, config)
-    return ToolMessage(content=f"ERROR: {reason}. Call the tool again with a JSON object of arguments.",
-                       tool_call_id=call.get("id") or "", name=call.get("name"), status="error")
+    reason = f"the arguments of your call to {call.get('name')!r} are not valid JSON ({call.get('error')})" + (
+        "; your answer was cut off at the length limit" if finish == "length" else ""
+    )
+    emit(
+        "error",
+        {
+            "type": "invalid_tool_call",
+            "tool": call.get("name"),
+            "args": call.get("args"),
+            "state": state,
+            "finish_reason": finish,
+            "reason": reason,
+        },
+        config,
+    )
+    return ToolMessage(
+        content=f"ERROR: {reason}. Call the tool again with a JSON object of arguments.",
+        tool_call_id=call.get("id") or "",
+        name=call.get("name"),
+        status="error",
+    )
 
 
-def call_model(model: BaseChatModel, bound: Runnable, messages: list[BaseMessage],
-               config: RunnableConfig, keep_when_valid: Optional[list[Callable[[], None]]] = None, *,
-               call: CallContext = OUTSIDE_A_CYCLE) -> AIMessage:
+def call_model(
+    model: BaseChatModel,
+    bound: Runnable,
+    messages: list[BaseMessage],
+    config: RunnableConfig,
+    keep_when_valid: Optional[list[Callable[[], None]]] = None,
+    *,
+    call: CallContext = OUTSIDE_A_CYCLE,
+) -> AIMessage:
     """One model answer. The budget is checked before each attempt, so a retry is never sent past it.
 
     The cache keeps only answers that were used: one cut off at the length limit never, one of a JSON pass
@@ -193,10 +231,19 @@ def call_model(model: BaseChatModel, bound: Runnable, messages: list[BaseMessage
             usage, cost, _ = call_cost(ai, messages, model_name_of(model))
             problem = budget.settle_answer(held, usage, cost)
             if problem is not None:  # not believed: counted as the call's cap; the answer itself stands
-                emit("validation", {"check": "usage", "ok": False, "error": problem, "model": model_name_of(model),
-                                    "reported": {k: usage.get(k) for k in ("input_tokens", "output_tokens",
-                                                                           "total_tokens")},
-                                    "counted_tokens": held.tokens, "counted_cost_usd": round(held.cost, 8)}, config)
+                emit(
+                    "validation",
+                    {
+                        "check": "usage",
+                        "ok": False,
+                        "error": problem,
+                        "model": model_name_of(model),
+                        "reported": {k: usage.get(k) for k in ("input_tokens", "output_tokens", "total_tokens")},
+                        "counted_tokens": held.tokens,
+                        "counted_cost_usd": round(held.cost, 8),
+                    },
+                    config,
+                )
         if key is not None and finish_reason(ai) != "length" and not ai.invalid_tool_calls:
             if keep_when_valid is None:
                 _cache_write(cache, key, ai, response_id, model, config)
@@ -223,10 +270,21 @@ def _fit_window(model, bound, messages, config, state: Optional[str], cap: Optio
     prompt = request_tokens(messages, kwargs)
     room = window - prompt
     if room < MIN_ANSWER_TOKENS:
-        message = (f"{state or 'RUNNER'}: a prompt of ~{prompt} tokens does not fit {model_name_of(model)}'s context "
-                   f"window of {window} tokens (with at least {MIN_ANSWER_TOKENS} to answer in); not sent")
-        emit("error", {"type": "context_window_exceeded", "state": state, "prompt_tokens": prompt,
-                       "context_window": window, "message": message}, config)
+        message = (
+            f"{state or 'RUNNER'}: a prompt of ~{prompt} tokens does not fit {model_name_of(model)}'s context "
+            f"window of {window} tokens (with at least {MIN_ANSWER_TOKENS} to answer in); not sent"
+        )
+        emit(
+            "error",
+            {
+                "type": "context_window_exceeded",
+                "state": state,
+                "prompt_tokens": prompt,
+                "context_window": window,
+                "message": message,
+            },
+            config,
+        )
         raise ContextWindowExceeded(message)
     return min(cap, room) if cap else room
 
@@ -235,8 +293,12 @@ def _invoke(bound: Runnable, messages: list[BaseMessage], config: RunnableConfig
     """`bound.invoke`, less a config merge: a binding that carries only arguments (bind_tools, bind_json) calls its
     model with them and the config as given, which is all RunnableBinding.invoke does once its own empty config is
     merged in (the model's invoke copies the config and its callbacks itself)."""
-    if (isinstance(bound, RunnableBinding) and type(bound).invoke is RunnableBinding.invoke and not bound.config
-            and not bound.config_factories):
+    if (
+        isinstance(bound, RunnableBinding)
+        and type(bound).invoke is RunnableBinding.invoke
+        and not bound.config
+        and not bound.config_factories
+    ):
         return bound.bound.invoke(messages, config, **bound.kwargs)
     return bound.invoke(messages, config)
 
@@ -250,14 +312,31 @@ def _reserve(budget, model, bound, messages):
 
 def _refused(e: BudgetExceeded, config: RunnableConfig) -> None:
     """The budget, its limit and what was used, as fields (the state's own error event carries the message)."""
-    emit("error", {"type": "budget_exceeded", "budget": e.budget, "scope": e.scope, "limit": e.limit,
-                   "used": e.used, "reserved": e.reserved, "needed": None if e.needed != e.needed else e.needed,
-                   "message": str(e)}, config)
+    emit(
+        "error",
+        {
+            "type": "budget_exceeded",
+            "budget": e.budget,
+            "scope": e.scope,
+            "limit": e.limit,
+            "used": e.used,
+            "reserved": e.reserved,
+            "needed": None if e.needed != e.needed else e.needed,
+            "message": str(e),
+        },
+        config,
+    )
 
 
 def _with_attempt(config: RunnableConfig, plan: AttemptPlan, response_id: str) -> RunnableConfig:
-    return {**config, "metadata": {**(config.get("metadata") or {}), ATTEMPT_KEY: plan.as_dict(),
-                                   response_cache.RESPONSE_ID_KEY: response_id}}
+    return {
+        **config,
+        "metadata": {
+            **(config.get("metadata") or {}),
+            ATTEMPT_KEY: plan.as_dict(),
+            response_cache.RESPONSE_ID_KEY: response_id,
+        },
+    }
 
 
 def _cache_key(model, bound, messages, config) -> Optional[str]:
@@ -276,29 +355,50 @@ def _cache_read(cache, key: str, config: RunnableConfig) -> Optional[AIMessage]:
             return None
         answer = response_cache.answer_of(entry)
         cited = getattr(cache, "cited", None)
-        problem = (response_cache.entry_problem(entry, cited(str(entry.get("event_id")))) if cited is not None
-                   else "this cache cannot read back the event its entries cite")
+        problem = (
+            response_cache.entry_problem(entry, cited(str(entry.get("event_id"))))
+            if cited is not None
+            else "this cache cannot read back the event its entries cite"
+        )
     except Exception as e:  # noqa: BLE001 - a cache that fails is a miss, never a failed cycle
         _cache_error("read", e, config)
         return None
     if problem is not None:  # not the recorded answer it names: never used, and said so
-        emit("error", {"type": "llm_cache_error", "fatal": False, "op": "verify", "key": key,
-                       "cached_from": entry.get("event_id"), "message": problem[:500]}, config)
+        emit(
+            "error",
+            {
+                "type": "llm_cache_error",
+                "fatal": False,
+                "op": "verify",
+                "key": key,
+                "cached_from": entry.get("event_id"),
+                "message": problem[:500],
+            },
+            config,
+        )
         return None
     return answer
 
 
 def _cache_write(cache, key: str, ai: AIMessage, response_id: str, model, config: RunnableConfig) -> None:
     try:
-        cache.put(key, {**response_cache.entry_of(ai, event_id=response_id, config=config, model=model),
-                        response_cache.ACCEPTED: True})
+        cache.put(
+            key,
+            {
+                **response_cache.entry_of(ai, event_id=response_id, config=config, model=model),
+                response_cache.ACCEPTED: True,
+            },
+        )
     except Exception as e:  # noqa: BLE001
         _cache_error("write", e, config)
 
 
 def _cache_error(op: str, error: Exception, config: RunnableConfig) -> None:
-    emit("error", {"type": "llm_cache_error", "fatal": False, "op": op,
-                   "message": f"{type(error).__name__}: {error}"[:500]}, config)
+    emit(
+        "error",
+        {"type": "llm_cache_error", "fatal": False, "op": op, "message": f"{type(error).__name__}: {error}"[:500]},
+        config,
+    )
 
 
 def to_json_text(value: Any, *, compact: bool = True) -> str:
@@ -337,8 +437,9 @@ def structured_pass(
     facts = call_facts(expect_symbol, call.universe, shown, cite_evidence, pins)
     bound = bind_json(model, schema, method, protocol, facts)
     parse = parse_answer(schema)
-    messages = list(messages) + [json_instruction(schema, method, lean=version(protocol).compact_json,
-                                                  protocol=protocol)]
+    messages = list(messages) + [
+        json_instruction(schema, method, lean=version(protocol).compact_json, protocol=protocol)
+    ]
     error = ""
     for attempt in range(1, max_retries + 2):
         guard: dict = {}
@@ -352,8 +453,17 @@ def structured_pass(
             symbol = getattr(parsed, "symbol", None)
             if expect_symbol is not None and symbol != expect_symbol:
                 message = f"{schema.__name__} names symbol {symbol!r}, but {expect_symbol!r} was asked about"
-                emit("validation", {"schema": schema.__name__, "attempt": attempt, "ok": False,
-                                    "check": "ticker_guard", "error": message}, config)
+                emit(
+                    "validation",
+                    {
+                        "schema": schema.__name__,
+                        "attempt": attempt,
+                        "ok": False,
+                        "check": "ticker_guard",
+                        "error": message,
+                    },
+                    config,
+                )
                 raise TickerGuardError(schema.__name__, message, attempt)
             try:
                 if shown is not None and expect_symbol is not None:
@@ -370,14 +480,20 @@ def structured_pass(
             for write in keep:
                 write()
             return parsed
-        emit("validation", {"schema": schema.__name__, "attempt": attempt, "ok": False, "error": error, **guard},
-             config)
+        emit(
+            "validation", {"schema": schema.__name__, "attempt": attempt, "ok": False, "error": error, **guard}, config
+        )
         messages += [_as_answer(out["raw"]), repair_message(schema.__name__, error)]
     raise ContractError(schema.__name__, error, max_retries + 1)
 
 
-def call_facts(symbol: Optional[str], universe: Sequence[str], shown: Optional[Shown], cite_evidence: bool,
-               pins: Optional[Mapping[str, dict]]) -> CallFacts:
+def call_facts(
+    symbol: Optional[str],
+    universe: Sequence[str],
+    shown: Optional[Shown],
+    cite_evidence: bool,
+    pins: Optional[Mapping[str, dict]],
+) -> CallFacts:
     """What structured_pass checks this call's answer against, as CallFacts for its schema."""
     pinned = {**({"symbol": {"type": "string", "const": symbol}} if symbol is not None else {}), **(pins or {})}
     text = None
@@ -396,8 +512,8 @@ def structured_method(model: BaseChatModel, configured: str) -> str:
 # the fields of a contract that code sets after the model answers (the model is not asked for them from protocol 4)
 MODEL_SETS: dict[str, tuple[str, ...]] = {
     "AnalystNote": ("model_used", "self_critiqued"),  # agent/analysts.py
-    "TradeThesis": ("price_source", "atr14"),          # agent/thesis.py anchor_prices
-    "AgentMemory": ("decisions", "reviews"),           # graph/machine/nodes/memorizing.py grounding
+    "TradeThesis": ("price_source", "atr14"),  # agent/thesis.py anchor_prices
+    "AgentMemory": ("decisions", "reviews"),  # graph/machine/nodes/memorizing.py grounding
 }
 _UNSENT_KEYWORDS = frozenset({"maxLength", "minLength", "pattern"})
 
@@ -424,8 +540,10 @@ def asked_schema(schema: type[BaseModel], constraints: bool = False) -> dict:
 
 @functools.lru_cache(maxsize=128)
 def _asked_response_format(schema: type[BaseModel], constraints: bool = False) -> dict:
-    return {"type": "json_schema", "json_schema": {"name": schema.__name__,
-                                                   "schema": asked_schema(schema, constraints), "strict": False}}
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": schema.__name__, "schema": asked_schema(schema, constraints), "strict": False},
+    }
 
 
 # llama.cpp compiles a json_object schema into a grammar that spells every repetition out: a Plan's maxItems 100 and
@@ -467,8 +585,10 @@ def grammar_bounded(node: Any) -> Any:
         return [grammar_bounded(x) for x in node]
     if not isinstance(node, dict):
         return node
-    out = {k: (v if k in ("enum", "const", "default") else grammar_pattern(v) if k == "pattern" else grammar_bounded(v))
-           for k, v in node.items()}
+    out = {
+        k: (v if k in ("enum", "const", "default") else grammar_pattern(v) if k == "pattern" else grammar_bounded(v))
+        for k, v in node.items()
+    }
     if out.get("type") == "string" and not ({"enum", "const", "format"} & set(out)):
         out["maxLength"] = min(int(out.get("maxLength", GRAMMAR_CHARS)), GRAMMAR_CHARS)
         if "pattern" not in out:  # llama.cpp's own string rule admits a raw newline, which is invalid JSON (measured)
@@ -498,12 +618,21 @@ def bounded_values(node: dict) -> Optional[list]:
     if last - first + 1 > GRAMMAR_VALUES:
         return None
     values = [i if step == 1 else round(i * step, 2) for i in range(first, last + 1)]
-    return [v for v in values if (v > lo if "exclusiveMinimum" in node and "minimum" not in node else v >= lo)
-            and (v < hi if "exclusiveMaximum" in node and "maximum" not in node else v <= hi)]
+    return [
+        v
+        for v in values
+        if (v > lo if "exclusiveMinimum" in node and "minimum" not in node else v >= lo)
+        and (v < hi if "exclusiveMaximum" in node and "maximum" not in node else v <= hi)
+    ]
 
 
-def bind_json(model: BaseChatModel, schema: type[BaseModel], method: str,
-              protocol: int = PASS_PROTOCOL, facts: Optional[CallFacts] = None) -> Runnable:
+def bind_json(
+    model: BaseChatModel,
+    schema: type[BaseModel],
+    method: str,
+    protocol: int = PASS_PROTOCOL,
+    facts: Optional[CallFacts] = None,
+) -> Runnable:
     """The model asked for the contract as JSON, never with the state's tools. json_schema and json_mode go as
     an OpenAI-style `response_format`, which every provider's LangChain class maps to its own parameter
     (Anthropic's output_config, Ollama's format, Gemini's response schema). function_calling offers the
@@ -519,17 +648,23 @@ def bind_json(model: BaseChatModel, schema: type[BaseModel], method: str,
     shown = version(protocol).shows_constraints
     per_call = facts if facts is not None and shown and compiles_schema(model, method) else None
     if method == "function_calling":
+
         def make() -> Runnable:
             tool = convert_to_openai_tool(schema)  # LangChain leaves out the titles already
             forced = schema.__name__ if choices_of(model).get("tool_choice", True) else None
-            return model.bind_tools([tool], tool_choice=forced,
-                                    ls_structured_output_format={"kwargs": {"method": method}, "schema": tool})
+            return model.bind_tools(
+                [tool], tool_choice=forced, ls_structured_output_format={"kwargs": {"method": method}, "schema": tool}
+            )
+
         return _bound(model, ("json", schema, method), make)
     if method == "json_object_schema":  # llama.cpp's server: JSON constrained by the schema beside json_object
         asked = asked_schema(schema, shown)
         sent = grammar_bounded(call_schema(asked, per_call) if per_call is not None else asked)
-        return _bound(model, ("json", schema, method, shown, per_call.key() if per_call else None), lambda: model.bind(
-            response_format={"type": "json_object", "schema": sent}))
+        return _bound(
+            model,
+            ("json", schema, method, shown, per_call.key() if per_call else None),
+            lambda: model.bind(response_format={"type": "json_object", "schema": sent}),
+        )
     lean = version(protocol).lean_prompts and method == "json_schema"
     rf = _asked_response_format(schema, shown) if lean else response_format(schema, method)
     if lean and per_call is not None:
@@ -541,8 +676,13 @@ def bind_json(model: BaseChatModel, schema: type[BaseModel], method: str,
     if isinstance(model, JsonChatModel):
         return _bound(model, ("json", schema, method, lean, shown), lambda: model.bind(response_format=rf))
     key = ("json", schema, method, lean, shown, per_call.key() if lean and per_call is not None else None)
-    return _bound(model, key, lambda: model.bind(
-        response_format=rf, ls_structured_output_format={"kwargs": {"method": method}, "schema": rf}))
+    return _bound(
+        model,
+        key,
+        lambda: model.bind(
+            response_format=rf, ls_structured_output_format={"kwargs": {"method": method}, "schema": rf}
+        ),
+    )
 
 
 def compiles_schema(model: BaseChatModel, method: str) -> bool:
@@ -551,8 +691,9 @@ def compiles_schema(model: BaseChatModel, method: str) -> bool:
     if isinstance(model, JsonChatModel):
         return False  # tradegraph's own models (offline, replay) read a schema's name and fields only
     choices = choices_of(model)
-    return method == "json_object_schema" or (method == "json_schema" and bool(
-        choices.get("context_window") or choices.get("method_from_profile")))
+    return method == "json_object_schema" or (
+        method == "json_schema" and bool(choices.get("context_window") or choices.get("method_from_profile"))
+    )
 
 
 # A pass's binding (the model with its tools or its response format) is the same for every pass of the same model and
@@ -593,14 +734,19 @@ def finish_reason(message: Any) -> Optional[str]:
     return reason
 
 
-def json_instruction(schema: type[BaseModel], method: str, *, lean: bool = True,
-                     protocol: Optional[int] = None) -> HumanMessage:
+def json_instruction(
+    schema: type[BaseModel], method: str, *, lean: bool = True, protocol: Optional[int] = None
+) -> HumanMessage:
     text = f"Reply with only a JSON object for the {schema.__name__} schema."
     if method == "json_mode":  # no schema travels with json_object requests: state it (protocol 1: with titles,
         full = schema.model_json_schema()  # 2 and 3 without, 4 without the fields code sets either)
-        stated = (asked_schema(schema, version(protocol).shows_constraints)
-                  if protocol is not None and version(protocol).lean_prompts
-                  else lean_schema(full) if lean else full)
+        stated = (
+            asked_schema(schema, version(protocol).shows_constraints)
+            if protocol is not None and version(protocol).lean_prompts
+            else lean_schema(full)
+            if lean
+            else full
+        )
         text += " Schema: " + json.dumps(stated, separators=(",", ":"))
     return HumanMessage(content=text)
 

@@ -5,16 +5,16 @@ the table does not know is priced None ("unknown"), never $0. A provider that re
 estimate, marked `estimated`: ~4 characters per token (agent/offline_model.py `estimate_tokens`), because
 tiktoken's o200k_base encoding is downloaded on first use and tradegraph must work offline.
 """
+
 from __future__ import annotations
 
 import functools
 import os
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
-from collections.abc import Iterable
-
 
 DEFAULT_PRICES = Path(__file__).with_name("prices.toml")
 PRICES_VAR = "TRADEGRAPH_PRICES"
@@ -100,11 +100,15 @@ def usage_of(message: Any, request: Iterable[Any] = ()) -> dict[str, Any]:
     um = dict(getattr(message, "usage_metadata", None) or {})
     if um.get("input_tokens") or um.get("output_tokens"):
         ins, outs = int(um.get("input_tokens") or 0), int(um.get("output_tokens") or 0)
-        return {**um, "input_tokens": ins, "output_tokens": outs,
-                "total_tokens": int(um.get("total_tokens") or ins + outs),
-                "cached_tokens": int((um.get("input_token_details") or {}).get("cache_read") or 0),
-                "reasoning_tokens": int((um.get("output_token_details") or {}).get("reasoning") or 0),
-                "estimated": False}
+        return {
+            **um,
+            "input_tokens": ins,
+            "output_tokens": outs,
+            "total_tokens": int(um.get("total_tokens") or ins + outs),
+            "cached_tokens": int((um.get("input_token_details") or {}).get("cache_read") or 0),
+            "reasoning_tokens": int((um.get("output_token_details") or {}).get("reasoning") or 0),
+            "estimated": False,
+        }
     # the offline model's own estimate, one rule; imported here, since it loads LangChain (every command's start-up
     # check reads this module's price table)
     from agent.offline_model import _message_text as message_text
@@ -112,8 +116,14 @@ def usage_of(message: Any, request: Iterable[Any] = ()) -> dict[str, Any]:
 
     ins = sum(estimate_tokens(message_text(m)) for m in request)
     outs = estimate_tokens(message_text(message)) if message is not None else 0
-    return {"input_tokens": ins, "output_tokens": outs, "total_tokens": ins + outs, "cached_tokens": 0,
-            "reasoning_tokens": 0, "estimated": True}
+    return {
+        "input_tokens": ins,
+        "output_tokens": outs,
+        "total_tokens": ins + outs,
+        "cached_tokens": 0,
+        "reasoning_tokens": 0,
+        "estimated": True,
+    }
 
 
 def cost_of(usage: dict[str, Any], price: Optional[Price]) -> Optional[float]:
@@ -121,12 +131,20 @@ def cost_of(usage: dict[str, Any], price: Optional[Price]) -> Optional[float]:
     if price is None:
         return None
     cached = min(int(usage.get("cached_tokens") or 0), int(usage.get("input_tokens") or 0))
-    return round(((int(usage.get("input_tokens") or 0) - cached) * price.input + cached * price.cached_input
-                  + int(usage.get("output_tokens") or 0) * price.output) / 1e6, 8)
+    return round(
+        (
+            (int(usage.get("input_tokens") or 0) - cached) * price.input
+            + cached * price.cached_input
+            + int(usage.get("output_tokens") or 0) * price.output
+        )
+        / 1e6,
+        8,
+    )
 
 
-def call_cost(message: Any, request: Iterable[Any],
-              model: Optional[str]) -> tuple[dict, Optional[float], Optional[str]]:
+def call_cost(
+    message: Any, request: Iterable[Any], model: Optional[str]
+) -> tuple[dict, Optional[float], Optional[str]]:
     """(usage, dollars or None, the price-table name it was priced as) of one answered call. The model the answer
     names (a dated snapshot) wins over the one asked for."""
     usage = usage_of(message, request)
@@ -137,8 +155,17 @@ def call_cost(message: Any, request: Iterable[Any],
     return usage, cost_of(usage, price), priced_as
 
 
-_COUNTS = ("calls", "cached_calls", "input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens",
-           "total_tokens", "estimated_calls", "unknown_cost_calls")
+_COUNTS = (
+    "calls",
+    "cached_calls",
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+    "total_tokens",
+    "estimated_calls",
+    "unknown_cost_calls",
+)
 
 
 @dataclass
@@ -169,8 +196,9 @@ class Spend:
         out = cls()
         for rec in records:
             for bucket, src in [(out.totals, rec or {})] + [
-                    (out.by_state.setdefault(s, {**{k: 0 for k in _COUNTS}, "usd": 0.0}), v)
-                    for s, v in ((rec or {}).get("by_state") or {}).items()]:
+                (out.by_state.setdefault(s, {**{k: 0 for k in _COUNTS}, "usd": 0.0}), v)
+                for s, v in ((rec or {}).get("by_state") or {}).items()
+            ]:
                 for k in _COUNTS:
                     bucket[k] += int(src.get(k) or 0)
                 bucket["usd"] = round(bucket["usd"] + float(src.get("usd") or 0.0), 8)
@@ -178,7 +206,7 @@ class Spend:
 
 
 def dollars(spend: dict[str, Any]) -> str:
-    """"$0.0123", "$0.0123 + unknown (2 calls unpriced)" or "unknown": never $0 for what has no price."""
+    """ "$0.0123", "$0.0123 + unknown (2 calls unpriced)" or "unknown": never $0 for what has no price."""
     unknown = int(spend.get("unknown_cost_calls") or 0)
     priced = int(spend.get("calls") or 0) - unknown
     usd = f"${float(spend.get('usd') or 0.0):.4f}"

@@ -4,13 +4,14 @@ The block is the only place numbers enter a prompt, and every number in it comes
 contract computed upstream (mostly the FeatureBundle), so a model has nothing to cite that
 code did not compute. Headlines are fenced as untrusted data wherever they appear.
 """
+
 from __future__ import annotations
 
 import functools
 import json
 import re
-from typing import Any
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
@@ -34,6 +35,7 @@ BASE_SYSTEM_BEFORE_4 = (
 
 def system_prompt(protocol: int | None = None) -> str:
     return BASE_SYSTEM if version(protocol).lean_prompts else BASE_SYSTEM_BEFORE_4
+
 
 ROLE_INSTRUCTIONS: dict[str, str] = {
     "planning": "You are the portfolio manager planning this cycle. Look at the portfolio and the market, "
@@ -72,7 +74,9 @@ ROLE_INSTRUCTIONS: dict[str, str] = {
 
 def render_evidence(evidence: dict[str, Any]) -> str:
     # compact separators: every prompt is stored in the audit log, so its bytes are paid twice
-    return f"{EVIDENCE_OPEN}\n{json.dumps(evidence, sort_keys=True, default=str, separators=(',', ':'))}\n{EVIDENCE_CLOSE}"
+    return (
+        f"{EVIDENCE_OPEN}\n{json.dumps(evidence, sort_keys=True, default=str, separators=(',', ':'))}\n{EVIDENCE_CLOSE}"
+    )
 
 
 def find_evidence(messages: list[BaseMessage]) -> dict[str, Any] | None:
@@ -84,20 +88,25 @@ def find_evidence(messages: list[BaseMessage]) -> dict[str, Any] | None:
     return None
 
 
-def task_messages(task: str, evidence: dict[str, Any], extra: str = "",
-                  notes: Sequence[Any] = (), protocol: int | None = None) -> list[BaseMessage]:
+def task_messages(
+    task: str, evidence: dict[str, Any], extra: str = "", notes: Sequence[Any] = (), protocol: int | None = None
+) -> list[BaseMessage]:
     """The system prompt and the task's prompt as `protocol` writes them (None: today's)."""
     role = ROLE_INSTRUCTIONS["critique" if task.startswith("critique:") else task]
-    body = (f"TASK: {task}\n{role}\n{extra}\n{render_notes(notes, protocol)}"
-            f"{render_evidence({**evidence, 'task': task})}").replace("\n\n", "\n")
+    body = (
+        f"TASK: {task}\n{role}\n{extra}\n{render_notes(notes, protocol)}{render_evidence({**evidence, 'task': task})}"
+    ).replace("\n\n", "\n")
     return [SystemMessage(content=system_prompt(protocol)), HumanMessage(content=body)]
 
 
 NOTES_HEADER = "Relevant past notes:"
 # the tag line of a note is written by code from the record's fields; its text (model-written) is fenced: after the
 # tags on the same line from protocol 4 on (an outcome and a signal only when known), on the lines below it before
-_NOTE_TAG_RE = re.compile(r"^- \[(review|cycle)\] (\S+) (LONG|SHORT|-)(?: outcome=(\w+|-) signal=(\w+|-))? "
-                          r"known=(\d{4}-\d{2}-\d{2}) ?$", re.M)
+_NOTE_TAG_RE = re.compile(
+    r"^- \[(review|cycle)\] (\S+) (LONG|SHORT|-)(?: outcome=(\w+|-) signal=(\w+|-))? "
+    r"known=(\d{4}-\d{2}-\d{2}) ?$",
+    re.M,
+)
 
 
 _FENCED_RE = re.compile(re.escape(FENCE_OPEN) + r".*?" + re.escape(FENCE_CLOSE), re.S)
@@ -136,8 +145,10 @@ def find_notes(messages: list[BaseMessage]) -> list[dict[str, str]]:
         content = m.content if isinstance(m.content, str) else ""
         if NOTES_HEADER in content:
             content = _FENCED_RE.sub("", content)  # a tag-like line inside a note's fenced text is not a tag
-            return [{"kind": k, "symbol": s, "direction": d, "outcome": o or "-", "signal": sig or "-",
-                     "known_at": at} for k, s, d, o, sig, at in _NOTE_TAG_RE.findall(content)]
+            return [
+                {"kind": k, "symbol": s, "direction": d, "outcome": o or "-", "signal": sig or "-", "known_at": at}
+                for k, s, d, o, sig, at in _NOTE_TAG_RE.findall(content)
+            ]
     return []
 
 

@@ -5,11 +5,13 @@ and a replay asks the model what its recording asked (Temporal's versioning: his
 recorded under protocol 1 replays under protocol 1). Code asks a version's flags (`version(n).lean_prompts`), never
 compares numbers: a new protocol is a new row here with what it changed.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from schemas.states import ALLOW_LISTS, allow_list as _table_allow_list
+from schemas.states import ALLOW_LISTS
+from schemas.states import allow_list as _table_allow_list
 
 
 @dataclass(frozen=True)
@@ -66,22 +68,56 @@ class PassProtocol:
 #      them all). Passes otherwise as in 3.
 #   5: the schema sent keeps string lengths and patterns again (issue 31): a Plan's tickers and a memory's as_of date
 #      were refused for patterns the model was never shown. Passes otherwise as in 4.
-PROTOCOLS: dict[int, PassProtocol] = {p.number: p for p in (
-    PassProtocol(1, "original", "the original passes: after every tool round the model is asked again; tool results "
-                 "as json.dumps' default text", ends_on_tool_results=False, compact_json=False, lean_prompts=False),
-    PassProtocol(2, "compact tool results", "a tool pass ends with the round whose calls all ran, its results go "
-                 "straight to the structured pass; compact JSON; json_mode's schema without titles",
-                 ends_on_tool_results=True, compact_json=True, lean_prompts=False),
-    PassProtocol(3, "planning without tools", "PLANNING is one structured pass: its evidence carries what "
-                 "get_portfolio and get_market_snapshot returned", ends_on_tool_results=True, compact_json=True,
-                 lean_prompts=False),
-    PassProtocol(4, "lean prompts", "a shorter system prompt, notes on one line, nothing said twice, the quant's "
-                 "indicators from its tools, JSON schemas without the fields code sets or string bounds",
-                 ends_on_tool_results=True, compact_json=True, lean_prompts=True),
-    PassProtocol(5, "constraints shown", "the JSON schema a model is sent keeps the contract's string lengths and "
-                 "patterns (a ticker's, a date's): every constraint the validator enforces", ends_on_tool_results=True,
-                 compact_json=True, lean_prompts=True, shows_constraints=True),
-)}
+PROTOCOLS: dict[int, PassProtocol] = {
+    p.number: p
+    for p in (
+        PassProtocol(
+            1,
+            "original",
+            "the original passes: after every tool round the model is asked again; tool results "
+            "as json.dumps' default text",
+            ends_on_tool_results=False,
+            compact_json=False,
+            lean_prompts=False,
+        ),
+        PassProtocol(
+            2,
+            "compact tool results",
+            "a tool pass ends with the round whose calls all ran, its results go "
+            "straight to the structured pass; compact JSON; json_mode's schema without titles",
+            ends_on_tool_results=True,
+            compact_json=True,
+            lean_prompts=False,
+        ),
+        PassProtocol(
+            3,
+            "planning without tools",
+            "PLANNING is one structured pass: its evidence carries what get_portfolio and get_market_snapshot returned",
+            ends_on_tool_results=True,
+            compact_json=True,
+            lean_prompts=False,
+        ),
+        PassProtocol(
+            4,
+            "lean prompts",
+            "a shorter system prompt, notes on one line, nothing said twice, the quant's "
+            "indicators from its tools, JSON schemas without the fields code sets or string bounds",
+            ends_on_tool_results=True,
+            compact_json=True,
+            lean_prompts=True,
+        ),
+        PassProtocol(
+            5,
+            "constraints shown",
+            "the JSON schema a model is sent keeps the contract's string lengths and "
+            "patterns (a ticker's, a date's): every constraint the validator enforces",
+            ends_on_tool_results=True,
+            compact_json=True,
+            lean_prompts=True,
+            shows_constraints=True,
+        ),
+    )
+}
 PASS_PROTOCOLS = tuple(PROTOCOLS)
 PASS_PROTOCOL = 5  # what this code records and runs live
 CURRENT = PROTOCOLS[PASS_PROTOCOL]
@@ -93,6 +129,7 @@ def version(number: int | None) -> PassProtocol:
         return CURRENT
     found = PROTOCOLS.get(number) if isinstance(number, int) and not isinstance(number, bool) else None
     if found is None:
-        raise ValueError(f"pass protocol {number!r} is unknown to this code (it speaks "
-                         f"{', '.join(map(str, PASS_PROTOCOLS))})")
+        raise ValueError(
+            f"pass protocol {number!r} is unknown to this code (it speaks {', '.join(map(str, PASS_PROTOCOLS))})"
+        )
     return found

@@ -9,6 +9,7 @@ Every provider is built with its SDK's retries off: tradegraph's one retry loop 
 attempt. The JSON pass asks each provider for structured output the way it supports (`STRUCTURED_METHODS`);
 a forced `tool_choice` is sent only where the server accepts one.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,9 +17,9 @@ import functools
 import importlib.util
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
-from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from agent.env import ConfigError, RetryPolicy
@@ -47,21 +48,54 @@ class Provider:
     default_models: Optional[tuple[str, str]] = None  # quick, deep
 
 
-PROVIDERS: dict[str, Provider] = {p.name: p for p in (
-    Provider("openai", "langchain_openai", None, ("OPENAI_API_KEY",), ("OPENAI_BASE_URL",),
-             "https://api.openai.com/v1", ("json_schema", "json_mode", "function_calling", "json_object_schema"), True,
-             ("gpt-4o-mini", "gpt-4o")),
-    # forced tool use works on every Claude model; native JSON-schema output only on recent ones
-    Provider("anthropic", "langchain_anthropic", "anthropic", ("ANTHROPIC_API_KEY",),
-             ("ANTHROPIC_API_URL", "ANTHROPIC_BASE_URL"), "https://api.anthropic.com",
-             ("function_calling", "json_schema"), True),
-    Provider("google_genai", "langchain_google_genai", "google", ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
-             ("GOOGLE_GEMINI_BASE_URL",), "https://generativelanguage.googleapis.com",
-             ("json_schema", "json_mode", "function_calling"), True),
-    # Ollama's chat API has no tool_choice at all
-    Provider("ollama", "langchain_ollama", "ollama", (), ("OLLAMA_HOST",), "http://127.0.0.1:11434",
-             ("json_schema", "json_mode", "function_calling"), False),
-)}
+PROVIDERS: dict[str, Provider] = {
+    p.name: p
+    for p in (
+        Provider(
+            "openai",
+            "langchain_openai",
+            None,
+            ("OPENAI_API_KEY",),
+            ("OPENAI_BASE_URL",),
+            "https://api.openai.com/v1",
+            ("json_schema", "json_mode", "function_calling", "json_object_schema"),
+            True,
+            ("gpt-4o-mini", "gpt-4o"),
+        ),
+        # forced tool use works on every Claude model; native JSON-schema output only on recent ones
+        Provider(
+            "anthropic",
+            "langchain_anthropic",
+            "anthropic",
+            ("ANTHROPIC_API_KEY",),
+            ("ANTHROPIC_API_URL", "ANTHROPIC_BASE_URL"),
+            "https://api.anthropic.com",
+            ("function_calling", "json_schema"),
+            True,
+        ),
+        Provider(
+            "google_genai",
+            "langchain_google_genai",
+            "google",
+            ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+            ("GOOGLE_GEMINI_BASE_URL",),
+            "https://generativelanguage.googleapis.com",
+            ("json_schema", "json_mode", "function_calling"),
+            True,
+        ),
+        # Ollama's chat API has no tool_choice at all
+        Provider(
+            "ollama",
+            "langchain_ollama",
+            "ollama",
+            (),
+            ("OLLAMA_HOST",),
+            "http://127.0.0.1:11434",
+            ("json_schema", "json_mode", "function_calling"),
+            False,
+        ),
+    )
+}
 OPENAI_HOST = "api.openai.com"
 VERTEX_VAR = "GOOGLE_GENAI_USE_VERTEXAI"
 OFFLINE_MODELS = ("offline-quick", "offline-deep")
@@ -91,9 +125,14 @@ class TierModel:
 
     def record(self) -> dict[str, Any]:
         """What the run manifest keeps: of the endpoint only its host, as for every URL it records."""
-        out = {"provider": self.provider, "model": self.model, "structured_method": self.structured_method,
-               "tool_choice": self.tool_choice, "temperature": self.temperature,
-               "endpoint_host": urlsplit(self.endpoint).hostname if self.endpoint else None}
+        out = {
+            "provider": self.provider,
+            "model": self.model,
+            "structured_method": self.structured_method,
+            "tool_choice": self.tool_choice,
+            "temperature": self.temperature,
+            "endpoint_host": urlsplit(self.endpoint).hostname if self.endpoint else None,
+        }
         if self.context_window or self.profiled:
             out.update(context_window=self.context_window, method_from_profile=self.profiled)
         if self.concurrency is not None:  # only when capped: every other manifest reads as before
@@ -167,9 +206,17 @@ def check_url(var: str, value: str) -> None:
 _HOST = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?|[0-9A-Fa-f:.]+(%\w+)?")
 
 
-def resolve_tier(tier: str, name: str, provider: str, method: str, tool_choice: str, env: Mapping[str, str],
-                 chosen_by: Optional[str] = None, profile: Optional[Mapping[str, Any]] = None,
-                 temperature: Optional[float] = None) -> TierModel:
+def resolve_tier(
+    tier: str,
+    name: str,
+    provider: str,
+    method: str,
+    tool_choice: str,
+    env: Mapping[str, str],
+    chosen_by: Optional[str] = None,
+    profile: Optional[Mapping[str, Any]] = None,
+    temperature: Optional[float] = None,
+) -> TierModel:
     """A tier's model from its configured name, the default provider and the overrides; raises ConfigError
     naming the variable for a combination the provider can't serve. `profile` is LangChain's model profile: a
     model it says refuses a forced tool_choice (Claude Sonnet 5.5) gets the provider's next method and none.
@@ -185,13 +232,20 @@ def resolve_tier(tier: str, name: str, provider: str, method: str, tool_choice: 
             # the offline model answers only under its own names: a name it does not own (a typo'd provider
             # prefix, a provider's model with none configured) would run offline labelled as that model
             prefix = name.partition(":")[0] if ":" in name else None
-            why = (f"{prefix!r} is not a provider ({', '.join((OFFLINE, *PROVIDERS))})" if prefix and prefix != OFFLINE
-                   else f"the offline model is {' or '.join(OFFLINE_MODELS)}")
-            raise ConfigError(f"{var}={name!r}: {why}, and no provider is configured for it (set TRADEGRAPH_LLM, or "
-                              f"name it provider:model)")
+            why = (
+                f"{prefix!r} is not a provider ({', '.join((OFFLINE, *PROVIDERS))})"
+                if prefix and prefix != OFFLINE
+                else f"the offline model is {' or '.join(OFFLINE_MODELS)}"
+            )
+            raise ConfigError(
+                f"{var}={name!r}: {why}, and no provider is configured for it (set TRADEGRAPH_LLM, or "
+                f"name it provider:model)"
+            )
         if method not in ("auto", "json_schema"):
-            raise ConfigError(f"TRADEGRAPH_STRUCTURED_METHOD={method!r} does not apply to the offline model of the "
-                              f"{tier} tier ({var}={name!r}), which answers json_schema only")
+            raise ConfigError(
+                f"TRADEGRAPH_STRUCTURED_METHOD={method!r} does not apply to the offline model of the "
+                f"{tier} tier ({var}={name!r}), which answers json_schema only"
+            )
         if tool_choice == "on":
             raise ConfigError(f"TRADEGRAPH_TOOL_CHOICE='on' does not apply to the offline model of the {tier} tier")
         return TierModel(tier, OFFLINE, model, "json_schema", False, None, chosen_by, None)
@@ -200,8 +254,10 @@ def resolve_tier(tier: str, name: str, provider: str, method: str, tool_choice: 
     if method == "auto":
         method = p.methods[1] if p.methods[0] == "function_calling" and refuses_choice else p.methods[0]
     elif method not in p.methods:
-        raise ConfigError(f"TRADEGRAPH_STRUCTURED_METHOD={method!r} is not supported by {provider} ({var}={name!r}); "
-                          f"use one of {', '.join(p.methods)}")
+        raise ConfigError(
+            f"TRADEGRAPH_STRUCTURED_METHOD={method!r} is not supported by {provider} ({var}={name!r}); "
+            f"use one of {', '.join(p.methods)}"
+        )
     url_var, url = endpoint_of(provider, env)
     if url_var and url is not None:  # a variable set names its URL
         check_url(url_var, url)
@@ -209,8 +265,11 @@ def resolve_tier(tier: str, name: str, provider: str, method: str, tool_choice: 
         raise ConfigError(f"TRADEGRAPH_TOOL_CHOICE='on': {provider} has no tool_choice ({var}={name!r})")
     if tool_choice == "auto":
         # an OpenAI-compatible server may reject tool_choice (LM Studio does): not sent unless asked for
-        forced = (p.tool_choice and not refuses_choice
-                  and not (provider == "openai" and urlsplit(url).hostname != OPENAI_HOST))
+        forced = (
+            p.tool_choice
+            and not refuses_choice
+            and not (provider == "openai" and urlsplit(url).hostname != OPENAI_HOST)
+        )
     else:
         forced = tool_choice == "on"
     sent = None if (profile or {}).get("temperature") is False else (0 if temperature is None else temperature)
@@ -223,18 +282,42 @@ def tier_model(settings, tier: str, env: Optional[Mapping[str, str]] = None, wit
     resolution, so what the manifest records is what the JSON pass does."""
     env = os.environ if env is None else env
     name = settings.deep_model if tier == "deep" else settings.quick_model
-    by = None if env.get("TRADEGRAPH_LLM") or settings.provider != "openai" or env.get("OPENAI_API_KEY") else (
-        "OPENAI_BASE_URL" if env.get("OPENAI_BASE_URL") else None)  # the variable that picked openai, for errors
+    by = (
+        None
+        if env.get("TRADEGRAPH_LLM") or settings.provider != "openai" or env.get("OPENAI_API_KEY")
+        else ("OPENAI_BASE_URL" if env.get("OPENAI_BASE_URL") else None)
+    )  # the variable that picked openai, for errors
     temperature = getattr(settings, "temperature", None)
-    tm = resolve_tier(tier, name, settings.provider, settings.structured_method, settings.tool_choice, env, by,
-                      temperature=temperature)
+    tm = resolve_tier(
+        tier,
+        name,
+        settings.provider,
+        settings.structured_method,
+        settings.tool_choice,
+        env,
+        by,
+        temperature=temperature,
+    )
     tm = with_endpoint_profile(tm, settings.structured_method)
     if not with_profile or tm.provider == OFFLINE or importlib.util.find_spec(PROVIDERS[tm.provider].package) is None:
         return with_concurrency(tm, env)
-    return with_concurrency(with_endpoint_profile(
-        resolve_tier(tier, name, settings.provider, settings.structured_method, settings.tool_choice, env, by,
-                     profile=model_profile(tm.provider, tm.model), temperature=temperature),
-        settings.structured_method), env)
+    return with_concurrency(
+        with_endpoint_profile(
+            resolve_tier(
+                tier,
+                name,
+                settings.provider,
+                settings.structured_method,
+                settings.tool_choice,
+                env,
+                by,
+                profile=model_profile(tm.provider, tm.model),
+                temperature=temperature,
+            ),
+            settings.structured_method,
+        ),
+        env,
+    )
 
 
 CONCURRENCY_VAR = "TRADEGRAPH_LLM_CONCURRENCY"
@@ -271,20 +354,28 @@ def with_endpoint_profile(tm: TierModel, configured: str) -> TierModel:
     if profile is None:
         listed = [p for p in model_profiles.load().values() if p.get("endpoint") == tm.endpoint.rstrip("/")]
         if listed and tm.model not in (listed[-1].get("models") or []):
-            raise ConfigError(f"{TIER_VARS[tm.tier]}: model {tm.model!r} is not one {tm.endpoint} listed when checked "
-                              f"({', '.join(listed[-1].get('models') or []) or 'none'}); name one of them, or delete "
-                              f"{model_profiles.profile_path()} if the server changed")
+            raise ConfigError(
+                f"{TIER_VARS[tm.tier]}: model {tm.model!r} is not one {tm.endpoint} listed when checked "
+                f"({', '.join(listed[-1].get('models') or []) or 'none'}); name one of them, or delete "
+                f"{model_profiles.profile_path()} if the server changed"
+            )
         return tm
     method = profile.get("structured_method")
     if configured == "auto" and method is None:
-        raise ConfigError(f"{tm.endpoint} {tm.model}: no structured method worked when checked ("
-                          + "; ".join(f"{m}: {r.get('server')}" for m, r in (profile.get("methods") or {}).items())
-                          + "): set TRADEGRAPH_STRUCTURED_METHOD to try one anyway")
+        raise ConfigError(
+            f"{tm.endpoint} {tm.model}: no structured method worked when checked ("
+            + "; ".join(f"{m}: {r.get('server')}" for m, r in (profile.get("methods") or {}).items())
+            + "): set TRADEGRAPH_STRUCTURED_METHOD to try one anyway"
+        )
     use: str = method if configured == "auto" and method is not None else tm.structured_method
-    return dataclasses.replace(tm, structured_method=use, context_window=profile.get("context_window"),
-                               profiled=configured == "auto",
-                               tool_choice=tm.tool_choice or (use == "function_calling" and profile["methods"].get(
-                                   "tools", {}).get("ok", False)))
+    return dataclasses.replace(
+        tm,
+        structured_method=use,
+        context_window=profile.get("context_window"),
+        profiled=configured == "auto",
+        tool_choice=tm.tool_choice
+        or (use == "function_calling" and profile["methods"].get("tools", {}).get("ok", False)),
+    )
 
 
 @functools.lru_cache(maxsize=32)
@@ -314,18 +405,19 @@ def check_ready(tm: TierModel, name: str, env: Mapping[str, str]) -> None:
         how = f"pip install 'tradegraph[{p.extra}]'" if p.extra else f"pip install {p.package.replace('_', '-')}"
         raise ConfigError(f"{shown} needs the {p.package} package: {how}")
     if p.key_vars and not any((env.get(k) or "").strip() for k in p.key_vars):
-        local = " (a local OpenAI-compatible server takes any value)" if tm.provider == "openai" and (
-            urlsplit(tm.endpoint or "").hostname != OPENAI_HOST) else ""
+        local = (
+            " (a local OpenAI-compatible server takes any value)"
+            if tm.provider == "openai" and (urlsplit(tm.endpoint or "").hostname != OPENAI_HOST)
+            else ""
+        )
         raise ConfigError(f"{shown} needs {' or '.join(p.key_vars)} to be set{local}")
     vertex = env.get(VERTEX_VAR) or ""
     if tm.provider == "google_genai" and vertex.strip().lower() in ("1", "true"):
         # google-genai would quietly send the Gemini API key's requests to Vertex AI instead
-        raise ConfigError(f"{VERTEX_VAR}={vertex!r}: {shown} is the Gemini API; unset it (Vertex AI is not "
-                          f"supported)")
+        raise ConfigError(f"{VERTEX_VAR}={vertex!r}: {shown} is the Gemini API; unset it (Vertex AI is not supported)")
 
 
-def build_model(tm: TierModel, retry: RetryPolicy, env: Optional[Mapping[str, str]] = None,
-                output_caps: str = ""):
+def build_model(tm: TierModel, retry: RetryPolicy, env: Optional[Mapping[str, str]] = None, output_caps: str = ""):
     """The provider's LangChain chat model through init_chat_model, SDK retries off, the endpoint and key passed
     explicitly (what the manifest records is what is called), and tradegraph's choices in its metadata."""
     from langchain.chat_models import init_chat_model
@@ -354,8 +446,14 @@ def build_model(tm: TierModel, retry: RetryPolicy, env: Optional[Mapping[str, st
     if tm.provider == "google_genai":
         # max_retries=0 is google-genai's "one attempt"; the Gemini API, never Vertex AI from the environment
         kwargs["vertexai"] = False
-    metadata = {METADATA_KEY: {**tm.record(), "endpoint": tm.endpoint, "retry": dataclasses.asdict(retry),
-                               "output_caps": output_caps_table(output_caps)}}
+    metadata = {
+        METADATA_KEY: {
+            **tm.record(),
+            "endpoint": tm.endpoint,
+            "retry": dataclasses.asdict(retry),
+            "output_caps": output_caps_table(output_caps),
+        }
+    }
     return init_chat_model(tm.model, model_provider=tm.provider, metadata=metadata, **kwargs)
 
 
@@ -364,8 +462,11 @@ def capped(bound, model, cap: int):
     the parameter its provider reads: Ollama's num_predict travels in its options, which replace the model's own."""
     provider = choices_of(model).get("provider")
     if provider == "ollama":
-        options = {k: v for k, v in (("temperature", getattr(model, "temperature", None)),
-                                     ("seed", getattr(model, "seed", None))) if v is not None}
+        options = {
+            k: v
+            for k, v in (("temperature", getattr(model, "temperature", None)), ("seed", getattr(model, "seed", None)))
+            if v is not None
+        }
         return bound.bind(options={**options, "num_predict": cap})
     if provider == "openai" and urlsplit(choices_of(model).get("endpoint") or "").hostname not in (None, OPENAI_HOST):
         # ChatOpenAI sends max_tokens as max_completion_tokens, which llama.cpp's server ignores: an

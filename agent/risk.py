@@ -1,9 +1,10 @@
 """The deterministic risk engine (VALIDATING). No LLM, no forecast: its input type has no place for one."""
+
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from agent.config import RiskLimits
 from schemas.decision import PortfolioDecision
@@ -53,8 +54,9 @@ def size_position(capital: float, risk_per_trade_pct: float, entry: float, stop:
     return math.floor(capital * risk_per_trade_pct / 100 / distance)
 
 
-def risk_input(decision: PortfolioDecision, portfolio: PortfolioSnapshot, prices: Mapping[str, float],
-               as_of: str | None = None) -> RiskInput:
+def risk_input(
+    decision: PortfolioDecision, portfolio: PortfolioSnapshot, prices: Mapping[str, float], as_of: str | None = None
+) -> RiskInput:
     theses = {t.symbol: t for t in decision.theses}
     orders = []
     for o in decision.orders:
@@ -81,8 +83,9 @@ def evaluate(inp: RiskInput, limits: RiskLimits) -> DecisionValidation:
     sells = [o for o in inp.orders if o.side == "SELL"]
     buys = [o for o in inp.orders if o.side == "BUY"]
     sell_proceeds = sum(o.quantity * inp.prices[o.symbol] for o in sells)
-    held_after_sells = {s: p.quantity - sum(o.quantity for o in sells if o.symbol == s)
-                        for s, p in inp.portfolio.positions.items()}
+    held_after_sells = {
+        s: p.quantity - sum(o.quantity for o in sells if o.symbol == s) for s, p in inp.portfolio.positions.items()
+    }
     open_symbols = {s for s, q in held_after_sells.items() if q > 0}
     gross_after = sum(p.quantity * inp.prices[s] for s, p in inp.portfolio.positions.items())
     gross_after += sum(o.quantity * inp.prices[o.symbol] * (1 if o.side == "BUY" else -1) for o in inp.orders)
@@ -91,16 +94,29 @@ def evaluate(inp: RiskInput, limits: RiskLimits) -> DecisionValidation:
     position_value = {s: max(q, 0.0) * inp.prices[s] for s, q in held_after_sells.items()}
 
     def add(name, o, passed, value=None, limit=None, detail=""):
-        checks.append(RiskCheck(name=name, symbol=o.symbol, passed=bool(passed),
-                                value=None if value is None else round(value, 6),
-                                limit=None if limit is None else round(limit, 6), detail=detail))
+        checks.append(
+            RiskCheck(
+                name=name,
+                symbol=o.symbol,
+                passed=bool(passed),
+                value=None if value is None else round(value, 6),
+                limit=None if limit is None else round(limit, 6),
+                detail=detail,
+            )
+        )
 
     for o in sells + buys:
         long = o.direction == "LONG"
         sane = (o.stop < o.entry < o.target) if long else (o.target < o.entry < o.stop)
         add("degenerate_thesis", o, sane, detail=f"{o.direction}: stop {o.stop}, entry {o.entry}, target {o.target}")
-        add("size_nonzero", o, o.quantity >= 1 or (0 < o.quantity and o.side == "SELL"), o.quantity, 1,
-            f"{o.side} {o.quantity:g} {o.symbol}")
+        add(
+            "size_nonzero",
+            o,
+            o.quantity >= 1 or (0 < o.quantity and o.side == "SELL"),
+            o.quantity,
+            1,
+            f"{o.side} {o.quantity:g} {o.symbol}",
+        )
         if o.side == "SELL":
             for name in ("daily_loss_cap", "margin_sufficient", "max_notional_pct", "max_positions"):
                 add(name, o, True, detail="sell reduces exposure")
@@ -109,27 +125,57 @@ def evaluate(inp: RiskInput, limits: RiskLimits) -> DecisionValidation:
         cum_risk += o.quantity * abs(o.entry - o.stop)
         cum_notional += notional
         cap = eq * limits.daily_loss_cap_pct / 100
-        add("daily_loss_cap", o, cum_risk <= cap + 1e-9, cum_risk, cap,
-            f"risk at stop {cum_risk:,.2f} incl. today's loss {lost:,.2f} {_vs(cum_risk, cap)} cap {cap:,.2f}")
+        add(
+            "daily_loss_cap",
+            o,
+            cum_risk <= cap + 1e-9,
+            cum_risk,
+            cap,
+            f"risk at stop {cum_risk:,.2f} incl. today's loss {lost:,.2f} {_vs(cum_risk, cap)} cap {cap:,.2f}",
+        )
         available = inp.portfolio.cash + sell_proceeds
-        add("margin_sufficient", o, cum_notional <= available + 1e-9, cum_notional, available,
-            f"buy notional {cum_notional:,.2f} {_vs(cum_notional, available)} cash available {available:,.2f}")
+        add(
+            "margin_sufficient",
+            o,
+            cum_notional <= available + 1e-9,
+            cum_notional,
+            available,
+            f"buy notional {cum_notional:,.2f} {_vs(cum_notional, available)} cash available {available:,.2f}",
+        )
         position_value[o.symbol] = position_value.get(o.symbol, 0.0) + notional
         pct = position_value[o.symbol] / eq * 100 if eq > 0 else math.inf
-        add("max_notional_pct", o, pct <= limits.max_notional_pct + 1e-9, pct, limits.max_notional_pct,
+        add(
+            "max_notional_pct",
+            o,
+            pct <= limits.max_notional_pct + 1e-9,
+            pct,
+            limits.max_notional_pct,
             f"{o.symbol} position after this order {position_value[o.symbol]:,.2f} is {pct:.4f}% of equity "
-            f"{eq:,.2f}, {_vs(pct, limits.max_notional_pct)} the {limits.max_notional_pct:g}% cap")
+            f"{eq:,.2f}, {_vs(pct, limits.max_notional_pct)} the {limits.max_notional_pct:g}% cap",
+        )
         new_position = o.symbol not in open_symbols
         open_symbols.add(o.symbol)
-        add("max_positions", o, len(open_symbols) <= limits.max_positions, len(open_symbols) - new_position,
-            limits.max_positions, f"{len(open_symbols)} open position(s) after this order, limit {limits.max_positions}")
+        add(
+            "max_positions",
+            o,
+            len(open_symbols) <= limits.max_positions,
+            len(open_symbols) - new_position,
+            limits.max_positions,
+            f"{len(open_symbols)} open position(s) after this order, limit {limits.max_positions}",
+        )
     if inp.orders:
         exposure_pct = gross_after / eq * 100 if eq > 0 else math.inf
-        checks.append(RiskCheck(name="exposure_cap", passed=exposure_pct <= limits.exposure_cap_pct + 1e-9,
-                                value=round(exposure_pct, 6), limit=limits.exposure_cap_pct,
-                                detail=f"gross exposure after the orders {exposure_pct:.4f}% of equity, "
-                                       f"{_vs(exposure_pct, limits.exposure_cap_pct)} the "
-                                       f"{limits.exposure_cap_pct:g}% cap"))
+        checks.append(
+            RiskCheck(
+                name="exposure_cap",
+                passed=exposure_pct <= limits.exposure_cap_pct + 1e-9,
+                value=round(exposure_pct, 6),
+                limit=limits.exposure_cap_pct,
+                detail=f"gross exposure after the orders {exposure_pct:.4f}% of equity, "
+                f"{_vs(exposure_pct, limits.exposure_cap_pct)} the "
+                f"{limits.exposure_cap_pct:g}% cap",
+            )
+        )
     reasons = [f"{c.name}{' ' + c.symbol if c.symbol else ''}: {c.detail}" for c in checks if not c.passed]
     return DecisionValidation(passed=not reasons, checks=checks, reasons=reasons)
 

@@ -1,4 +1,5 @@
 """Code owns the prices: ATR-anchored entry/stop/target, then a validator that fails closed."""
+
 from __future__ import annotations
 
 from schemas.decision import TradeThesis
@@ -39,11 +40,16 @@ def validate_thesis(thesis: TradeThesis) -> None:
         raise ThesisError(f"{thesis.symbol}: stop {thesis.stop} equals entry")
     long = thesis.direction == "LONG"
     if (thesis.target <= thesis.entry) if long else (thesis.target >= thesis.entry):
-        raise ThesisError(f"{thesis.symbol}: target {thesis.target} is on the wrong side of entry {thesis.entry} "
-                          f"for {thesis.direction}")
+        raise ThesisError(
+            f"{thesis.symbol}: target {thesis.target} is on the wrong side of entry {thesis.entry} "
+            f"for {thesis.direction}"
+        )
     if (thesis.stop >= thesis.entry) if long else (thesis.stop <= thesis.entry):
-        raise ThesisError(f"{thesis.symbol}: stop {thesis.stop} is on the wrong side of entry {thesis.entry} "
-                          f"for {thesis.direction}")
+        raise ThesisError(
+            f"{thesis.symbol}: stop {thesis.stop} is on the wrong side of entry {thesis.entry} for {thesis.direction}"
+        )
     if thesis.atr14 is not None and abs(thesis.entry - thesis.stop) > MAX_STOP_ATR * thesis.atr14 + 1e-9:
-        raise ThesisError(f"{thesis.symbol}: stop {thesis.stop} is more than {MAX_STOP_ATR:g}×ATR "
-                          f"({thesis.atr14}) from entry {thesis.entry}")
+        raise ThesisError(
+            f"{thesis.symbol}: stop {thesis.stop} is more than {MAX_STOP_ATR:g}×ATR "
+            f"({thesis.atr14}) from entry {thesis.entry}"
+        )

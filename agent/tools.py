@@ -4,26 +4,28 @@ A tool reads its cycle's context (as-of date, universe, portfolio, data sources,
 argument, which its caller injects (LangChain's InjectedToolArg: left out of the schema the model is sent), so the
 same registered object serves the graph, the CLI and the tests, and no tool can see past the cycle's as-of date.
 """
+
 from __future__ import annotations
 
 import inspect
 import threading
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Optional
-from collections.abc import Callable
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, InjectedToolArg, StructuredTool, tool
 from pydantic import BaseModel, Field, SkipValidation
 
 from agent.fence import fence
-from schemas.decision import Decision, DecisionResult, Order
-# which tools each state may call is a column of the state table (schemas/states.py)
-from schemas.states import ALLOW_LISTS, allow_list, allow_lists  # noqa: F401 - a state's list under a pass protocol
 from schemas.base import MAX_SYMBOLS
+from schemas.decision import Decision, DecisionResult, Order
 from schemas.features import FeatureBundle, NewsFeatures
 from schemas.portfolio import PortfolioSnapshot
+
+# which tools each state may call is a column of the state table (schemas/states.py)
+from schemas.states import ALLOW_LISTS, allow_list, allow_lists  # noqa: F401 - a state's list under a pass protocol
 
 HISTORY_MAX = 20
 
@@ -76,8 +78,7 @@ def portfolio_record(portfolio: PortfolioSnapshot) -> dict:
 
 
 class SnapshotArgs(BaseModel):
-    symbols: list[str] = Field(description="symbols of this cycle's universe", min_length=1,
-                               max_length=MAX_SYMBOLS)
+    symbols: list[str] = Field(description="symbols of this cycle's universe", min_length=1, max_length=MAX_SYMBOLS)
 
 
 @tool(args_schema=SnapshotArgs)
@@ -159,8 +160,8 @@ def submit_decision(orders: list[Order], context: Injected = None) -> dict:
 
 
 TOOLS: dict[str, BaseTool] = {
-    t.name: t for t in (get_portfolio, get_market_snapshot, get_indicators, get_news_features, get_price_history,
-                        submit_decision)
+    t.name: t
+    for t in (get_portfolio, get_market_snapshot, get_indicators, get_news_features, get_price_history, submit_decision)
 }
 
 
@@ -178,8 +179,8 @@ def _annotations_resolved(t: BaseTool) -> None:
 for _tool in TOOLS.values():
     _annotations_resolved(_tool)
 
-def invoke_tool(name: str, args: dict[str, Any], *, state: str, config: RunnableConfig,
-                context: ToolContext) -> Any:
+
+def invoke_tool(name: str, args: dict[str, Any], *, state: str, config: RunnableConfig, context: ToolContext) -> Any:
     """Code-driven tool call (SCANNING, EXECUTING): same registry, same allow-list, same audit."""
     if name not in ALLOW_LISTS[state]:
         raise ToolError(f"tool {name!r} is not allowed in state {state}")

@@ -5,6 +5,7 @@
 (FeatureBundle assembly) and in the rest of the graph (LLM passes, validation, execution, logs).
 Run: PYTHONPATH=. python bench/bench_backtest.py [--points 60] [--every 1]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,8 +19,8 @@ from collections import defaultdict
 from agent.config import AgentConfig
 from database import connect
 from database.embedded import start_server, stop_server
-from graph.services.backtest.loop import run_backtest
 from graph.machine.runtime import default_runtime
+from graph.services.backtest.loop import run_backtest
 from schemas.simulation import EpisodeConfig
 
 TIMES: dict[str, float] = defaultdict(float)
@@ -36,6 +37,7 @@ def timed(bucket: str, fn):
             return fn(*a, **kw)
         finally:
             TIMES[bucket] += time.perf_counter() - t0
+
     return wrapper
 
 
@@ -64,16 +66,30 @@ def main() -> None:
         instrument_store(store)
         rt = default_runtime(AgentConfig.from_env(provider="offline"))
         import graph.machine.market_source as ms
+
         ms.build_bundle = timed("features", ms.build_bundle)  # what the live market source calls
         # warm-up: indicator frames and model construction are one-off costs, not per-cycle ones
-        warm = EpisodeConfig(episode_id="warm", tickers=args.symbols.split(","), initial_cash=100_000,
-                             start="2010-06-01", end="2010-06-10", every=1)
+        warm = EpisodeConfig(
+            episode_id="warm",
+            tickers=args.symbols.split(","),
+            initial_cash=100_000,
+            start="2010-06-01",
+            end="2010-06-10",
+            every=1,
+        )
         run_backtest(warm, store, progress=False, runtime=rt, out_dir=f"{home}/exp")
         TIMES.clear()
         import pandas as pd
+
         end = (pd.Timestamp(args.start) + pd.tseries.offsets.BDay(args.points * args.every + 10)).strftime("%Y-%m-%d")
-        cfg = EpisodeConfig(episode_id="bench", tickers=args.symbols.split(","), initial_cash=100_000,
-                            start=args.start, end=end, every=args.every)
+        cfg = EpisodeConfig(
+            episode_id="bench",
+            tickers=args.symbols.split(","),
+            initial_cash=100_000,
+            start=args.start,
+            end=end,
+            every=args.every,
+        )
         t0 = time.perf_counter()
         res = run_backtest(cfg, store, progress=False, runtime=rt, out_dir=f"{home}/exp", max_steps=args.points)
         wall = time.perf_counter() - t0
@@ -81,8 +97,11 @@ def main() -> None:
         graph = wall - TIMES["store"] - TIMES["features"]
         print(f"{n} decision points, {len(args.symbols.split(','))} symbols, offline model, embedded store")
         print(f"throughput: {n / wall:.2f} decision points/s ({wall / n * 1000:.0f} ms each; target >= 10/s)")
-        for k, v in (("graph (LLM passes, validation, execution, logging)", graph), ("store (main thread)",
-                     TIMES["store"]), ("features (bundle assembly)", TIMES["features"])):
+        for k, v in (
+            ("graph (LLM passes, validation, execution, logging)", graph),
+            ("store (main thread)", TIMES["store"]),
+            ("features (bundle assembly)", TIMES["features"]),
+        ):
             print(f"  {k:<52} {v / wall * 100:5.1f}%  {v / n * 1000:7.1f} ms/point")
         print(f"RESULT points_per_s={n / wall:.2f} ms_per_point={wall / n * 1000:.0f} graph_share={graph / wall:.2f}")
         store.close()

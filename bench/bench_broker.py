@@ -8,6 +8,7 @@
    one filled since last seen (1,000 late order_update events and book entries). Target: <= 2 s.
 Run: PYTHONPATH=. python bench/bench_broker.py
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,12 +60,14 @@ def overhead(uri: str, repeats: int, latency_ms: float) -> list[tuple[float, flo
     out = []
     for _ in range(repeats):
         ours, theirs = mp.Pipe()
-        proc = mp.get_context("spawn").Process(target=_fake_process,
-                                               args=(theirs, {s: 10.0 for s in SYMBOLS}, latency_ms / 1000))
+        proc = mp.get_context("spawn").Process(
+            target=_fake_process, args=(theirs, {s: 10.0 for s in SYMBOLS}, latency_ms / 1000)
+        )
         proc.start()
         fake = SimpleNamespace(url=ours.recv())
-        store = connect(f"mongomock://bb_{uuid.uuid4().hex[:8]}" if uri == "mongomock" else
-                        f"{uri}/bb_{uuid.uuid4().hex[:8]}")
+        store = connect(
+            f"mongomock://bb_{uuid.uuid4().hex[:8]}" if uri == "mongomock" else f"{uri}/bb_{uuid.uuid4().hex[:8]}"
+        )
         try:
             exe = backend(store, fake)
             store.portfolios.commit("s-broker", PortfolioSnapshot(cash=1e9, as_of="2026-11-27"), "s-broker:c0", 0)
@@ -95,19 +98,44 @@ def reconcile_time(uri: str, n: int, late: bool) -> float:
         docs = []
         for i in range(n):
             sym, cid = SYMBOLS[i % 20], client_order_id(sid, f"{sid}:c{1 + i // 20}", SYMBOLS[i % 20], i % 20)
-            status, o = fake.handle("POST", "/v2/orders", {}, {"client_order_id": cid, "symbol": sym, "qty": "1",
-                                                                "side": "sell" if late else "buy"})
-            docs.append({"_id": cid, "session_id": sid, "cycle_id": f"{sid}:c{1 + i // 20}", "symbol": sym,
-                         "side": "SELL" if late else "BUY", "quantity": 1.0, "leg": i % 20, "day": "2026-11-27",
-                         "state": "acked", "broker_order_id": o["id"],
-                         "status": "new" if late else "filled", "filled_quantity": 0.0 if late else 1.0,
-                         "avg_price": None if late else 10.0})
+            status, o = fake.handle(
+                "POST",
+                "/v2/orders",
+                {},
+                {"client_order_id": cid, "symbol": sym, "qty": "1", "side": "sell" if late else "buy"},
+            )
+            docs.append(
+                {
+                    "_id": cid,
+                    "session_id": sid,
+                    "cycle_id": f"{sid}:c{1 + i // 20}",
+                    "symbol": sym,
+                    "side": "SELL" if late else "BUY",
+                    "quantity": 1.0,
+                    "leg": i % 20,
+                    "day": "2026-11-27",
+                    "state": "acked",
+                    "broker_order_id": o["id"],
+                    "status": "new" if late else "filled",
+                    "filled_quantity": 0.0 if late else 1.0,
+                    "avg_price": None if late else 10.0,
+                }
+            )
         orders.col.insert_many([{k: v for k, v in d.items() if k not in STATE} for d in docs])
         orders.set_state(sid, {d["_id"]: {k: d[k] for k in STATE} for d in docs})
         if late:  # sells of what the fake and the book both hold, all filled after the cycle
             from schemas.portfolio import Position
-            store.portfolios.commit(sid, PortfolioSnapshot(cash=1e10, as_of="2026-11-27", positions={
-                s: Position(symbol=s, quantity=n, avg_price=10.0) for s in SYMBOLS}), f"{sid}:c00", 1)
+
+            store.portfolios.commit(
+                sid,
+                PortfolioSnapshot(
+                    cash=1e10,
+                    as_of="2026-11-27",
+                    positions={s: Position(symbol=s, quantity=n, avg_price=10.0) for s in SYMBOLS},
+                ),
+                f"{sid}:c00",
+                1,
+            )
             for s in SYMBOLS:
                 fake.positions[s] = (float(n), 10.0)
             with fake.lock:
@@ -138,17 +166,23 @@ def main() -> None:
         rows = overhead(uri, args.repeats, args.latency_ms)
         med = statistics.median(r[2] for r in rows)
         print(f"20-symbol cycle, {args.repeats} runs, fake latency {args.latency_ms:g} ms/request:")
-        print(f"  elapsed to last order median {statistics.median(r[0] for r in rows):.1f} ms, broker's own "
-              f"{statistics.median(r[1] for r in rows):.1f} ms, tradegraph's overhead median {med:.1f} ms "
-              f"(min {min(r[2] for r in rows):.1f}, max {max(r[2] for r in rows):.1f}); target <= 50 ms: "
-              f"{'met' if med <= 50 else 'MISSED'}")
+        print(
+            f"  elapsed to last order median {statistics.median(r[0] for r in rows):.1f} ms, broker's own "
+            f"{statistics.median(r[1] for r in rows):.1f} ms, tradegraph's overhead median {med:.1f} ms "
+            f"(min {min(r[2] for r in rows):.1f}, max {max(r[2] for r in rows):.1f}); target <= 50 ms: "
+            f"{'met' if med <= 50 else 'MISSED'}"
+        )
         mock = overhead("mongomock", args.repeats, args.latency_ms)
-        print(f"  the same on an in-process mongomock store (the store's round trips taken out): overhead median "
-              f"{statistics.median(r[2] for r in mock):.1f} ms")
+        print(
+            f"  the same on an in-process mongomock store (the store's round trips taken out): overhead median "
+            f"{statistics.median(r[2] for r in mock):.1f} ms"
+        )
         clean = reconcile_time(uri, args.orders, late=False)
         late = reconcile_time(uri, args.orders, late=True)
-        print(f"reconcile of {args.orders} orders: {clean:.2f} s all current, {late:.2f} s all filled late "
-              f"(target <= 2 s: {'met' if max(clean, late) <= 2 else 'MISSED'})")
+        print(
+            f"reconcile of {args.orders} orders: {clean:.2f} s all current, {late:.2f} s all filled late "
+            f"(target <= 2 s: {'met' if max(clean, late) <= 2 else 'MISSED'})"
+        )
     finally:
         stop_server(home)
 

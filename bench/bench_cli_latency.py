@@ -7,6 +7,7 @@ seconds; the median CPU seconds the process used; the median against `--version`
 less than the seconds do) and the import time of the CLI's module alone.
 Run: PYTHONPATH=. python bench/bench_cli_latency.py [--repeats N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,8 +67,14 @@ def main() -> None:
         try:
             _, _, out = _run(["run", "--symbols", "AAPL,MSFT", "--as-of", "2012-06-01", "--json"], env)
             sid = json.loads(out)["session_id"]
-            rows = {name: measure(args, env, repeats) for name, args in
-                    (("--version", ["--version"]), ("sessions", ["sessions"]), ("portfolio", ["portfolio", sid]))}
+            rows = {
+                name: measure(args, env, repeats)
+                for name, args in (
+                    ("--version", ["--version"]),
+                    ("sessions", ["sessions"]),
+                    ("portfolio", ["portfolio", sid]),
+                )
+            }
             imports = statistics.median(import_time(env) for _ in range(repeats))
         finally:
             _run(["store", "stop"], env)
@@ -75,8 +82,10 @@ def main() -> None:
     for name, runs in rows.items():
         walls = [wall for wall, _ in runs]
         wall = statistics.median(walls)
-        print(f"{name:<10} median {wall:.2f} s  ({', '.join(f'{t:.2f}' for t in walls)})  "
-              f"cpu {statistics.median(cpu for _, cpu in runs):.2f} s  x{wall / version:.1f} --version")
+        print(
+            f"{name:<10} median {wall:.2f} s  ({', '.join(f'{t:.2f}' for t in walls)})  "
+            f"cpu {statistics.median(cpu for _, cpu in runs):.2f} s  x{wall / version:.1f} --version"
+        )
     print(f"import graph.transports.cli.main: median {imports:.2f} s")
 
 

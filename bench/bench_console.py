@@ -11,6 +11,7 @@ The StockBench cycle is a real one (one decision point of `benchmark stockbench`
 model). The 1,000 sessions are a real 1-symbol cycle's events stored again under 1,000 session ids through the
 store's append (so each has its summary, as a real session does). Run: PYTHONPATH=. python bench/bench_console.py
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,8 +78,10 @@ def main() -> int:
     os.environ.setdefault("TRADEGRAPH_LLM", "offline")
     home = tempfile.mkdtemp(prefix="tg-bench-console-")
     port, _ = start_server(home)
-    kernel = Kernel(connect(f"mongodb://127.0.0.1:{port}/console_{uuid.uuid4().hex[:8]}"),
-                    experiments_dir=Path(home) / "experiments")
+    kernel = Kernel(
+        connect(f"mongodb://127.0.0.1:{port}/console_{uuid.uuid4().hex[:8]}"),
+        experiments_dir=Path(home) / "experiments",
+    )
     results: dict[str, dict[str, Any]] = {}
     try:
         t0 = time.perf_counter()
@@ -96,21 +99,36 @@ def main() -> int:
         every: Any = kernel.call("list_sessions", {"limit": 1000, "all": True})
         listed = len(every.sessions)
         with serving(kernel) as base, httpx.Client(base_url=base, timeout=60) as client:
-            for name, url in (("cycle page, 20-symbol StockBench cycle", f"/ui/sessions/{sid}/cycles/1"),
-                              (f"sessions page, {listed:,} sessions", "/"),
-                              ("log page of the same cycle (no target)", f"/ui/sessions/{sid}/cycles/1/log")):
+            for name, url in (
+                ("cycle page, 20-symbol StockBench cycle", f"/ui/sessions/{sid}/cycles/1"),
+                (f"sessions page, {listed:,} sessions", "/"),
+                ("log page of the same cycle (no target)", f"/ui/sessions/{sid}/cycles/1/log"),
+            ):
                 median, times, size = timed(client, url, args.repeats)
-                results[name] = {"median_ms": round(median, 1), "min_ms": round(min(times), 1),
-                                 "max_ms": round(max(times), 1), "bytes": size}
+                results[name] = {
+                    "median_ms": round(median, 1),
+                    "min_ms": round(min(times), 1),
+                    "max_ms": round(max(times), 1),
+                    "bytes": size,
+                }
         env, rebuilt = environment(), []
         for _ in range(args.repeats):
             t0 = time.perf_counter()
-            env.get_template("cycle.html").render(**views.cycle_page(kernel, sid, 1), csrf_field="csrf", csrf="x",
-                                                  token_set=False, decided="", refusal=None)
+            env.get_template("cycle.html").render(
+                **views.cycle_page(kernel, sid, 1),
+                csrf_field="csrf",
+                csrf="x",
+                token_set=False,
+                decided="",
+                refusal=None,
+            )
             rebuilt.append((time.perf_counter() - t0) * 1000)
         results["cycle page rebuilt from the log each time, in process (no target)"] = {
-            "median_ms": round(statistics.median(rebuilt), 1), "min_ms": round(min(rebuilt), 1),
-            "max_ms": round(max(rebuilt), 1), "bytes": 0}
+            "median_ms": round(statistics.median(rebuilt), 1),
+            "min_ms": round(min(rebuilt), 1),
+            "max_ms": round(max(rebuilt), 1),
+            "bytes": 0,
+        }
     finally:
         kernel.close()
         stop_server(home)
@@ -119,8 +137,11 @@ def main() -> int:
     else:
         print(f"setup: StockBench point {setup_s:.1f} s, {args.sessions:,} sessions stored in {fill_s:.1f} s")
         for name, r in results.items():
-            target = "" if "no target" in name else f"  target <= {TARGET_MS:.0f} ms: " + (
-                "met" if r["median_ms"] <= TARGET_MS else "MISSED")
+            target = (
+                ""
+                if "no target" in name
+                else f"  target <= {TARGET_MS:.0f} ms: " + ("met" if r["median_ms"] <= TARGET_MS else "MISSED")
+            )
             weight = f", {r['bytes']:,} bytes" if r["bytes"] else ""
             print(f"{name}: median {r['median_ms']} ms (min {r['min_ms']}, max {r['max_ms']}{weight}){target}")
     return 0

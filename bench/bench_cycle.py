@@ -6,6 +6,7 @@ the audit's time goes: the main thread's waits at the barrier and at close (the 
 the journal sync), the writer thread's CPU, and a third mode with the store's writes stubbed out (what the
 callbacks and events cost before anything is stored).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,18 @@ from database.connection import connect
 from graph.machine.runner import run_state_machine
 from graph.machine.runtime import default_runtime
 
-DATES = ["2010-03-01", "2010-06-01", "2010-09-01", "2010-12-01", "2011-03-01", "2011-06-01", "2011-09-01",
-         "2011-12-01", "2012-03-01", "2012-06-01"]
+DATES = [
+    "2010-03-01",
+    "2010-06-01",
+    "2010-09-01",
+    "2010-12-01",
+    "2011-03-01",
+    "2011-06-01",
+    "2011-09-01",
+    "2011-12-01",
+    "2012-03-01",
+    "2012-06-01",
+]
 SYMBOLS = "AAPL,MSFT,IBM,GOOG"
 
 
@@ -40,6 +51,7 @@ def _timed(obj, name: str, key: str, clock=time.perf_counter) -> None:
             return fn(*a, **kw)
         finally:
             WAITS[key] = WAITS.get(key, 0.0) + clock() - t
+
     setattr(obj, name, wrapper)
 
 
@@ -48,8 +60,8 @@ def instrument() -> dict[str, bool]:
     from database.events import EventStore
     from database.writer import BufferedEventWriter
 
-    _timed(BufferedEventWriter, "_flush", "tail")            # barrier and close: batches still to store
-    _timed(EventStore, "sync", "journal sync")                # barrier and close: the `j` write
+    _timed(BufferedEventWriter, "_flush", "tail")  # barrier and close: batches still to store
+    _timed(EventStore, "sync", "journal sync")  # barrier and close: the `j` write
     _timed(BufferedEventWriter, "_run", "writer thread CPU", time.thread_time)
     stub = {"on": False}
     append, sync = EventStore._append, EventStore.sync
@@ -99,8 +111,10 @@ def main() -> None:
         print(f"median cycle, audit on:  {on * 1000:.1f} ms")
         if stub is not None:
             n = len(times[True])
-            print(f"median cycle, audit on, store writes stubbed: {statistics.median(stubbed) * 1000:.1f} ms "
-                  f"({statistics.median(stubbed) / off:.2f}x: the callbacks and events alone)")
+            print(
+                f"median cycle, audit on, store writes stubbed: {statistics.median(stubbed) * 1000:.1f} ms "
+                f"({statistics.median(stubbed) / off:.2f}x: the callbacks and events alone)"
+            )
             for k in ("tail", "journal sync", "writer thread CPU"):
                 print(f"  {k:<20} {WAITS.get(k, 0.0) / n * 1000:6.1f} ms per audited cycle")
         print(f"RESULT audit_on_ms={on * 1000:.1f} audit_off_ms={off * 1000:.1f} ratio={on / off:.2f}")

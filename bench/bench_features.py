@@ -7,6 +7,7 @@ synthetic names, then reports medians over a few repeats:
      (target <= 2 ms per symbol).
 Run: .venv/bin/python bench/bench_features.py [--repeats N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,10 +63,14 @@ def main() -> None:
     bundle_ms = statistics.median(per_symbol) * 1000
 
     print(f"symbols={len(symbols)} bars/symbol={N_BARS} repeats={args.repeats}")
-    print(f"full-history indicator frames: median {full:.3f} s  (runs: {', '.join(f'{t:.3f}' for t in full_times)})"
-          f"  target <= 2.5 s")
-    print(f"bundle assembly at {decision.date()}: median {bundle_ms:.3f} ms/symbol "
-          f"(p90 {statistics.quantiles(per_symbol, n=10)[-1] * 1000:.3f} ms)  target <= 2 ms")
+    print(
+        f"full-history indicator frames: median {full:.3f} s  (runs: {', '.join(f'{t:.3f}' for t in full_times)})"
+        f"  target <= 2.5 s"
+    )
+    print(
+        f"bundle assembly at {decision.date()}: median {bundle_ms:.3f} ms/symbol "
+        f"(p90 {statistics.quantiles(per_symbol, n=10)[-1] * 1000:.3f} ms)  target <= 2 ms"
+    )
     print(f"RESULT full_history_s={full:.3f} bundle_ms_per_symbol={bundle_ms:.3f}")
 
 

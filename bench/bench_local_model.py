@@ -18,6 +18,7 @@ tests/fixtures/recordings/v1_real_smollm2_cycle.jsonl.gz (the format of scripts/
 tests/unit/test_recorded_sessions.py replays and verifies with zero requests.
 The report is printed and written to out/bench/local_model.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,7 @@ from database.connection import connect  # noqa: E402
 from graph.machine.runner import run_state_machine  # noqa: E402
 from graph.machine.runtime import default_runtime  # noqa: E402
 from schemas.base import SCHEMA_VERSION  # noqa: E402
-from schemas.events import (LlmRequestEvent, LlmResponseEvent, ManifestEvent, ValidationEvent,  # noqa: E402
-                            parse_all)
+from schemas.events import LlmRequestEvent, LlmResponseEvent, ManifestEvent, ValidationEvent, parse_all  # noqa: E402
 
 RECORDING = ROOT / "tests" / "fixtures" / "recordings" / "v1_real_smollm2_cycle.jsonl.gz"
 RUNS = ROOT / "out" / "bench" / "local_model_runs"
@@ -53,9 +53,19 @@ def per_state(events: list[dict], caps: dict[str, int]) -> dict[str, dict]:
     typed, refused = parse_all(events)
     if refused:
         raise SystemExit("bench_local_model: unreadable events: " + "; ".join(refused))
-    rows: dict[str, dict] = defaultdict(lambda: {"calls": 0, "prompt_tokens": 0, "output_tokens": 0, "latency_s": 0.0,
-                                                 "validation_failures": 0, "repairs": 0, "errors": 0,
-                                                 "longest_answer": 0, "cap": None})
+    rows: dict[str, dict] = defaultdict(
+        lambda: {
+            "calls": 0,
+            "prompt_tokens": 0,
+            "output_tokens": 0,
+            "latency_s": 0.0,
+            "validation_failures": 0,
+            "repairs": 0,
+            "errors": 0,
+            "longest_answer": 0,
+            "cap": None,
+        }
+    )
     for e in typed:
         row = rows[e.state]
         row["cap"] = caps.get(e.state)
@@ -79,16 +89,24 @@ def table(rows: dict[str, dict]) -> str:
     head = "| state | calls | prompt tok | output tok | longest / cap | latency s | failed validations | repairs |"
     lines = [head, "|" + "---|" * 8]
     for s, r in rows.items():
-        lines.append(f"| {s} | {r['calls']} | {r['prompt_tokens']} | {r['output_tokens']} | {r['longest_answer']} / "
-                     f"{r['cap']} | {r['latency_s']} | {r['validation_failures']} | {r['repairs']} |")
+        lines.append(
+            f"| {s} | {r['calls']} | {r['prompt_tokens']} | {r['output_tokens']} | {r['longest_answer']} / "
+            f"{r['cap']} | {r['latency_s']} | {r['validation_failures']} | {r['repairs']} |"
+        )
     return "\n".join(lines)
 
 
 def record(store, session_id: str, what: str, path: Path) -> None:
     events = store.events.read(session_id)
-    header = {"fixture": "real_smollm2_cycle", "what": what, "session_id": session_id, "events": len(events),
-              "schema_version": SCHEMA_VERSION, "made_by": "bench/bench_local_model.py --record",
-              "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    header = {
+        "fixture": "real_smollm2_cycle",
+        "what": what,
+        "session_id": session_id,
+        "events": len(events),
+        "schema_version": SCHEMA_VERSION,
+        "made_by": "bench/bench_local_model.py --record",
+        "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
         for line in [header, *events]:
@@ -107,14 +125,27 @@ def one_cycle(symbols: str, as_of: str, keep: bool) -> dict:
     failed = (out.error or {}).get("message") if isinstance(out.error, dict) else out.error
     manifest = next(e for e in parse_all(events)[0] if isinstance(e, ManifestEvent))
     models = manifest.payload.models or {}
-    setup = {"timeout_s": settings.retry.timeout_s, "output_caps": settings.output_caps,
-             "structured_method": {t: m.get("structured_method") for t, m in models.items()},
-             "concurrency": {t: m.get("concurrency") for t, m in models.items()}}
-    result = {"what": f"one cycle of {symbols} as of {as_of}", "model": settings.quick_model, "status": out.status,
-              "seconds": took, "llm_calls": out.llm_calls, "error": failed, "per_state": rows,
-              "session_id": out.session_id, "setup": setup}
-    what = (f"one cycle of {symbols} as of {as_of} against {settings.quick_model} on llama.cpp's server "
-            f"({os.environ.get('OPENAI_BASE_URL')}): {out.status}")
+    setup = {
+        "timeout_s": settings.retry.timeout_s,
+        "output_caps": settings.output_caps,
+        "structured_method": {t: m.get("structured_method") for t, m in models.items()},
+        "concurrency": {t: m.get("concurrency") for t, m in models.items()},
+    }
+    result = {
+        "what": f"one cycle of {symbols} as of {as_of}",
+        "model": settings.quick_model,
+        "status": out.status,
+        "seconds": took,
+        "llm_calls": out.llm_calls,
+        "error": failed,
+        "per_state": rows,
+        "session_id": out.session_id,
+        "setup": setup,
+    }
+    what = (
+        f"one cycle of {symbols} as of {as_of} against {settings.quick_model} on llama.cpp's server "
+        f"({os.environ.get('OPENAI_BASE_URL')}): {out.status}"
+    )
     # every run is kept under out/; --record makes it the fixture make test replays
     record(store, out.session_id, what, RUNS / f"cycle_{out.session_id}.jsonl.gz")
     if keep:
@@ -130,15 +161,36 @@ def window(db: str | None) -> dict:
     # the store: an in-memory one by default; --window-db embedded keeps it in TRADEGRAPH_HOME's embedded store, so
     # the sessions of a window stopped for time can still be read (tradegraph sessions, replay)
     store = [] if db == "embedded" else ["--db", db or f"mongomock://bench_sb_{uuid.uuid4().hex[:8]}"]
-    args = ["benchmark", "stockbench", "--symbols", WINDOW["symbols"], "--start", WINDOW["start"], "--end",
-            WINDOW["end"], "--runs", "1", "--json", *store,
-            "--out", str(out_dir), "--benchmark-id", f"local-{uuid.uuid4().hex[:6]}", "--allow-failures", "15",
-            "--no-cache"]
+    args = [
+        "benchmark",
+        "stockbench",
+        "--symbols",
+        WINDOW["symbols"],
+        "--start",
+        WINDOW["start"],
+        "--end",
+        WINDOW["end"],
+        "--runs",
+        "1",
+        "--json",
+        *store,
+        "--out",
+        str(out_dir),
+        "--benchmark-id",
+        f"local-{uuid.uuid4().hex[:6]}",
+        "--allow-failures",
+        "15",
+        "--no-cache",
+    ]
     code = cli(args)
     card = sorted(out_dir.glob("*/scorecard.json"), key=lambda p: p.stat().st_mtime)
     scorecard = json.loads(card[-1].read_text()) if card else None
-    return {"what": f"StockBench {WINDOW['symbols']} {WINDOW['start']}..{WINDOW['end']}", "exit": code,
-            "seconds": round(time.monotonic() - started, 1), "scorecard": scorecard}
+    return {
+        "what": f"StockBench {WINDOW['symbols']} {WINDOW['start']}..{WINDOW['end']}",
+        "exit": code,
+        "seconds": round(time.monotonic() - started, 1),
+        "scorecard": scorecard,
+    }
 
 
 def main() -> int:
@@ -155,8 +207,11 @@ def main() -> int:
     report: dict = {}
     if not args.skip_cycle:
         report["cycle"] = c = one_cycle(args.symbols, args.as_of, args.record)
-        print(f"\n## {c['what']} against {c['model']}: {c['status']} in {c['seconds']} s, {c['llm_calls']} calls"
-              + (f"\n   error: {c['error']}" if c["error"] else "") + f"\n   setup: {c['setup']}")
+        print(
+            f"\n## {c['what']} against {c['model']}: {c['status']} in {c['seconds']} s, {c['llm_calls']} calls"
+            + (f"\n   error: {c['error']}" if c["error"] else "")
+            + f"\n   setup: {c['setup']}"
+        )
         print(table(c["per_state"]))
     if not args.skip_window:
         report["window"] = w = window(args.window_db)

@@ -6,6 +6,7 @@ the one the definition gives when applied the slow way (agent/features/dedupe.py
 pair: minutes). Data: the StockBench archive shipped in agent/data/stockbench, or --news FILE (own-data JSONL).
 Run: .venv/bin/python bench/bench_news.py [--pin] [--decide-at close] [--every N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,7 @@ def main() -> None:
     args = ap.parse_args()
     news = load_news(args.news) if args.news else load_tree().news
     profile = get_profile("us_equity", decide_at=args.decide_at)
-    days = trading_days(profile, "2025-03-03", "2025-06-30")[::args.every]
+    days = trading_days(profile, "2025-03-03", "2025-06-30")[:: args.every]
     windows = [(s, d, news.headlines(s, d, 30, profile)) for d in days for s in DJIA20]
     cold = sum(1 for s, d, _ in windows if d == days[0])
     t0 = time.process_time()
@@ -44,20 +45,25 @@ def main() -> None:
         spent.append(time.process_time() - t)
         kept, dropped = kept + nf.unique_count, dropped + nf.duplicates_removed
     total = time.process_time() - t0
-    print(f"news_features, {len(windows)} symbol-days ({len(days)} sessions x 20, decided at the {args.decide_at}): "
-          f"{total:.2f} s CPU; first session (cold) {sum(spent[:cold]) * 1e3:.0f} ms, later sessions "
-          f"{sum(spent[cold:]) / max(1, len(days) - 1) * 1e3:.1f} ms per 20-symbol decision point; "
-          f"{kept:,} items kept, {dropped:,} dropped as repeats")
+    print(
+        f"news_features, {len(windows)} symbol-days ({len(days)} sessions x 20, decided at the {args.decide_at}): "
+        f"{total:.2f} s CPU; first session (cold) {sum(spent[:cold]) * 1e3:.0f} ms, later sessions "
+        f"{sum(spent[cold:]) / max(1, len(days) - 1) * 1e3:.1f} ms per 20-symbol decision point; "
+        f"{kept:,} items kept, {dropped:,} dropped as repeats"
+    )
     if args.pin:
         t0, differ = time.process_time(), []
         for s, d, heads in windows:
-            norms = [normalise_text(h["headline"]) for h in sorted(heads, key=lambda h: (h["published_at"],
-                                                                                           h["headline"]))]
+            norms = [
+                normalise_text(h["headline"]) for h in sorted(heads, key=lambda h: (h["published_at"], h["headline"]))
+            ]
             dd = Deduper()
             if [n for n in norms if dd.offer(story_of(n))] != full_scan(norms):
                 differ.append(f"{s} {d.date()}")
-        print(f"pin against the full difflib scan: {len(windows) - len(differ)}/{len(windows)} symbol-days identical "
-              f"({time.process_time() - t0:.0f} s CPU for the full scan){'; differ: ' + ', '.join(differ) if differ else ''}")
+        print(
+            f"pin against the full difflib scan: {len(windows) - len(differ)}/{len(windows)} symbol-days identical "
+            f"({time.process_time() - t0:.0f} s CPU for the full scan){'; differ: ' + ', '.join(differ) if differ else ''}"
+        )
     print(f"RESULT news_ms_per_decision_point={sum(spent[cold:]) / max(1, len(days) - 1) * 1e3:.1f}")
 
 

@@ -10,6 +10,7 @@ kind mix (LLM prompts, SCANNING's bundles, …) are those of real cycles.
 Run: PYTHONPATH=. python bench/bench_replay.py [--sizes 1000,10000,100000] [--repeats 5]
 Target: ≤ 1 s at 10k events.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,8 +23,8 @@ import uuid
 
 from database import connect
 from database.embedded import start_server, stop_server
-from graph.services.replay.session import load_session
 from graph.machine.runner import run_state_machine
+from graph.services.replay.session import load_session
 
 
 def template() -> list[dict]:
@@ -42,10 +43,18 @@ def fill(store, session: str, n: int, tpl: list[dict], batch: int = 5000) -> flo
             if i >= n:
                 break
             rid = e.get("run_id")
-            buf.append({**e, "event_id": uuid.uuid4().hex, "session_id": session, "cycle_id": f"{session}:c{cycle}",
-                        "run_id": runs.setdefault(rid, uuid.uuid4().hex) if rid else None,
-                        "parent_run_id": runs.setdefault(e["parent_run_id"], uuid.uuid4().hex)
-                        if e.get("parent_run_id") else None})
+            buf.append(
+                {
+                    **e,
+                    "event_id": uuid.uuid4().hex,
+                    "session_id": session,
+                    "cycle_id": f"{session}:c{cycle}",
+                    "run_id": runs.setdefault(rid, uuid.uuid4().hex) if rid else None,
+                    "parent_run_id": runs.setdefault(e["parent_run_id"], uuid.uuid4().hex)
+                    if e.get("parent_run_id")
+                    else None,
+                }
+            )
             i += 1
             if len(buf) >= batch:
                 store.events.append(buf)
@@ -87,8 +96,10 @@ def main() -> None:
             assert s is not None and s.events == n and s.gap_free
             med = statistics.median(times)
             results.append((n, med))
-            print(f"{n:>7} events ({len(s.cycles)} cycles, inserted in {ins:.1f}s): "
-                  f"median reconstruct {med * 1000:.1f} ms  ({n / med:,.0f} events/s, {args.repeats} runs)")
+            print(
+                f"{n:>7} events ({len(s.cycles)} cycles, inserted in {ins:.1f}s): "
+                f"median reconstruct {med * 1000:.1f} ms  ({n / med:,.0f} events/s, {args.repeats} runs)"
+            )
         growth = []
         for (n0, t0), (n1, t1) in zip(results, results[1:]):
             growth.append(t1 / t0)
@@ -96,8 +107,11 @@ def main() -> None:
         at10k = dict(results).get(10000)
         if at10k is not None:
             print(f"target ≤ 1 s at 10k: {'MET' if at10k <= 1.0 else 'MISSED'} ({at10k:.3f} s)")
-        print("RESULT " + " ".join(f"reconstruct_{n}_s={t:.3f}" for n, t in results)
-              + "".join(f" growth_{i + 1}=x{g:.1f}" for i, g in enumerate(growth)))
+        print(
+            "RESULT "
+            + " ".join(f"reconstruct_{n}_s={t:.3f}" for n, t in results)
+            + "".join(f" growth_{i + 1}=x{g:.1f}" for i, g in enumerate(growth))
+        )
         store.close()
     finally:
         stop_server(home)

@@ -3,6 +3,7 @@
 EventStore.append (batches) and BufferedEventWriter vs raw insert_many of the same docs,
 plus reading a 10k-event session with one query. Run: PYTHONPATH=. python bench/bench_store.py
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,9 +20,15 @@ from database.embedded import start_server, stop_server
 
 def make_events(session: str, n: int) -> list[dict]:
     return [
-        {"event_id": f"{session}-{i}", "session_id": session, "cycle_id": f"c{i // 100}", "ts": 1_700_000_000.0 + i,
-         "state": "ANALYZING", "kind": "llm_response" if i % 2 else "llm_request",
-         "payload": {"node": "quant", "step": i, "content": "x" * 200, "usage": {"in": 512, "out": 128}}}
+        {
+            "event_id": f"{session}-{i}",
+            "session_id": session,
+            "cycle_id": f"c{i // 100}",
+            "ts": 1_700_000_000.0 + i,
+            "state": "ANALYZING",
+            "kind": "llm_response" if i % 2 else "llm_request",
+            "payload": {"node": "quant", "step": i, "content": "x" * 200, "usage": {"in": 512, "out": 128}},
+        }
         for i in range(n)
     ]
 
@@ -56,13 +63,13 @@ def main() -> None:
             for i, d in enumerate(docs):  # the same documents append() would store
                 d.update(seq=i + 1, schema_version=1, run_id=None, parent_run_id=None)
             for i in range(0, n, b):
-                raw.insert_many(docs[i:i + b], ordered=True)
+                raw.insert_many(docs[i : i + b], ordered=True)
             return n
 
         def append(session: str) -> int:
             docs = make_events(session, n)
             for i in range(0, n, b):
-                store.events.append(docs[i:i + b])
+                store.events.append(docs[i : i + b])
             return n
 
         def writer(background: bool, threads: int = 1) -> Callable[[str], int]:
@@ -75,13 +82,14 @@ def main() -> None:
                     for d in part:
                         w.put(d)
 
-                ts = [threading.Thread(target=put_all, args=(docs[k * per:(k + 1) * per],)) for k in range(threads)]
+                ts = [threading.Thread(target=put_all, args=(docs[k * per : (k + 1) * per],)) for k in range(threads)]
                 for t in ts:
                     t.start()
                 for t in ts:
                     t.join()
                 w.close()
                 return per * threads
+
             return run
 
         def put_latency(session: str) -> float:
@@ -114,7 +122,7 @@ def main() -> None:
         session = f"read-{uuid.uuid4().hex[:8]}"
         docs = make_events(session, args.read_events)
         for i in range(0, len(docs), 1000):
-            store.events.append(docs[i:i + 1000])
+            store.events.append(docs[i : i + 1000])
         reads = []
         for _ in range(args.repeats):
             t0 = time.perf_counter()
@@ -122,11 +130,15 @@ def main() -> None:
             reads.append(time.perf_counter() - t0)
         assert [e["seq"] for e in got] == list(range(1, args.read_events + 1))
         read_s = statistics.median(reads)
-        print(f"  read {args.read_events} events (one query)       {read_s * 1000:9.1f} ms  ({args.read_events / read_s:.0f} ev/s)")
+        print(
+            f"  read {args.read_events} events (one query)       {read_s * 1000:9.1f} ms  ({args.read_events / read_s:.0f} ev/s)"
+        )
         app = results[f"EventStore.append (batch {b})"][0]
         bg = results["BufferedEventWriter bg, 1 thread"][0]
-        print(f"SUMMARY raw={base:.0f}/s append={app:.0f}/s ({app / base:.2f}x) writer_bg={bg:.0f}/s ({bg / base:.2f}x) "
-              f"put={lat:.1f}us read{args.read_events}={read_s * 1000:.0f}ms")
+        print(
+            f"SUMMARY raw={base:.0f}/s append={app:.0f}/s ({app / base:.2f}x) writer_bg={bg:.0f}/s ({bg / base:.2f}x) "
+            f"put={lat:.1f}us read{args.read_events}={read_s * 1000:.0f}ms"
+        )
     finally:
         store.close()
         stop_server(home)

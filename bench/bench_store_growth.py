@@ -17,6 +17,7 @@ stopped (a copy is idempotent by event id). Measured on this 2-core machine shar
 the fill 9 min (322 copies, 1.06 GB), 9 min 36 s in all; a second run only measures (seconds).
 Run: PYTHONPATH=. .venv/bin/python bench/bench_store_growth.py [--events 1000000] [--home DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,8 @@ def seed(home: Path, args) -> dict:
     """The seed backtest and its cost on disk, once (kept in seed.json)."""
     from agent.config import AgentConfig
     from database.connection import connect
-    from graph.services.backtest.loop import run_backtest
     from graph.machine.runtime import default_runtime
+    from graph.services.backtest.loop import run_backtest
     from schemas.simulation import EpisodeConfig
 
     done = home / "seed.json"
@@ -50,22 +51,38 @@ def seed(home: Path, args) -> dict:
         return json.loads(done.read_text())
     connect(home=home / "store").close()  # an empty store: its indexes, then the server stops
     before = disk_bytes(home / "store")
-    cfg = EpisodeConfig(episode_id=SEED_RUN, tickers=args.symbols.split(","), initial_cash=100_000,
-                        start=args.start, end=args.end, every=args.every)
+    cfg = EpisodeConfig(
+        episode_id=SEED_RUN,
+        tickers=args.symbols.split(","),
+        initial_cash=100_000,
+        start=args.start,
+        end=args.end,
+        every=args.every,
+    )
     t0 = time.perf_counter()
     store = connect(home=home / "store")
     try:
-        res = run_backtest(cfg, store, progress=sys.stderr.isatty(), out_dir=home / "experiments",
-                           runtime=default_runtime(AgentConfig.from_env(provider="offline")))
+        res = run_backtest(
+            cfg,
+            store,
+            progress=sys.stderr.isatty(),
+            out_dir=home / "experiments",
+            runtime=default_runtime(AgentConfig.from_env(provider="offline")),
+        )
         summary = store.sessions.get(f"bt-{SEED_RUN}")
         assert summary is not None, "the seed run's session has no summary"
     finally:
         store.close()
     after = disk_bytes(home / "store")
-    out = {"points": res.decision_points, "events": summary["events"], "seconds": round(time.perf_counter() - t0, 1),
-           "disk_bytes": after - before, "json_bytes": summary["bytes"],
-           "kb_per_point": round((after - before) / res.decision_points / 1024, 1),
-           "json_kb_per_point": round(summary["bytes"] / res.decision_points / 1024, 1)}
+    out = {
+        "points": res.decision_points,
+        "events": summary["events"],
+        "seconds": round(time.perf_counter() - t0, 1),
+        "disk_bytes": after - before,
+        "json_bytes": summary["bytes"],
+        "kb_per_point": round((after - before) / res.decision_points / 1024, 1),
+        "json_kb_per_point": round(summary["bytes"] / res.decision_points / 1024, 1),
+    }
     done.write_text(json.dumps(out, indent=1))
     return out
 
@@ -90,9 +107,15 @@ def fill(home: Path, target: int) -> dict:
             shift = i * 0.001  # each copy a little later than the last, as if written after it
             batch = []
             for e in template:
-                batch.append({**{k: v for k, v in e.items() if k not in ("seq", "prev_hash", "hash")},
-                              "event_id": f"{e['event_id']}-{i}", "session_id": sid, "ts": e["ts"] + shift,
-                              "cycle_id": sid + e["cycle_id"][len(origin):]})
+                batch.append(
+                    {
+                        **{k: v for k, v in e.items() if k not in ("seq", "prev_hash", "hash")},
+                        "event_id": f"{e['event_id']}-{i}",
+                        "session_id": sid,
+                        "ts": e["ts"] + shift,
+                        "cycle_id": sid + e["cycle_id"][len(origin) :],
+                    }
+                )
                 if len(batch) == APPEND_BATCH:
                     added += len(store.events.append(batch))
                     batch = []
@@ -102,8 +125,12 @@ def fill(home: Path, target: int) -> dict:
             total += len(template) - done.get(sid, 0)
             copies += 1
             if sys.stderr.isatty():
-                print(f"\rfilling: {total:,} / {target:,} events ({copies} copies this run)", end="", file=sys.stderr,
-                      flush=True)
+                print(
+                    f"\rfilling: {total:,} / {target:,} events ({copies} copies this run)",
+                    end="",
+                    file=sys.stderr,
+                    flush=True,
+                )
         if sys.stderr.isatty():
             print(file=sys.stderr)
     finally:
@@ -129,8 +156,13 @@ def measure(home: Path, repeats: int) -> dict:
         sessions = store.sessions.col.estimated_document_count()
     finally:
         store.close()
-    return {"events": events, "sessions": sessions, "listed": len(out.sessions), "list_ms": times,
-            "disk_bytes": disk_bytes(home / "store")}
+    return {
+        "events": events,
+        "sessions": sessions,
+        "listed": len(out.sessions),
+        "list_ms": times,
+        "disk_bytes": disk_bytes(home / "store"),
+    }
 
 
 def main() -> None:
@@ -148,16 +180,20 @@ def main() -> None:
     home.mkdir(parents=True, exist_ok=True)
 
     s = seed(home, args)
-    print(f"seed: one offline backtest, {args.symbols}, every {args.every}: {s['points']} decision points, "
-          f"{s['events']:,} events in {s['seconds']} s; on disk {s['disk_bytes'] / 1e6:.1f} MB = {s['kb_per_point']} KB "
-          f"per point ({s['events'] / s['points']:.0f} events; {s['json_kb_per_point']} KB of them as JSON)")
+    print(
+        f"seed: one offline backtest, {args.symbols}, every {args.every}: {s['points']} decision points, "
+        f"{s['events']:,} events in {s['seconds']} s; on disk {s['disk_bytes'] / 1e6:.1f} MB = {s['kb_per_point']} KB "
+        f"per point ({s['events'] / s['points']:.0f} events; {s['json_kb_per_point']} KB of them as JSON)"
+    )
     f = fill(home, args.events)
     print(f"fill: {f['copies']} copies of the seed added {f['events_added']:,} events in {f['seconds']} s")
     m = measure(home, args.repeats)
     ms = statistics.median(m["list_ms"])
     print(f"store: {m['events']:,} events in {m['sessions']} session summaries, {m['disk_bytes'] / 1e9:.2f} GB on disk")
-    print(f"list_sessions, limit 50 ({m['listed']} listed): median {ms:.1f} ms over {args.repeats} "
-          f"(min {min(m['list_ms']):.1f}, max {max(m['list_ms']):.1f}); target <= 50 ms")
+    print(
+        f"list_sessions, limit 50 ({m['listed']} listed): median {ms:.1f} ms over {args.repeats} "
+        f"(min {min(m['list_ms']):.1f}, max {max(m['list_ms']):.1f}); target <= 50 ms"
+    )
     print(f"RESULT sessions_list_ms={ms:.1f} events={m['events']} kb_per_point={s['kb_per_point']}")
 
 

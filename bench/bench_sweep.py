@@ -9,6 +9,7 @@ The projection multiplies the 1-worker write rate per worker: it assumes the sto
 docs/scaling.md examines.
 Run: PYTHONPATH=. python bench/bench_sweep.py [--points 8]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,14 @@ def sweep(k: Kernel, sweep_id: str, workers: int, points: int) -> dict:
     from graph.services.sweep.grid import rolling_windows
 
     windows = rolling_windows("us_equity", "2011-01-03", "2012-12-31", 5 * points, 5 * points)[:4]
-    grid = {"sweep_id": sweep_id, "universes": UNIVERSES, "every": 5, "workers": workers, "memory": ["session"],
-            "windows": {"kind": "list", "spans": [[w.start, w.end] for w in windows]}}
+    grid = {
+        "sweep_id": sweep_id,
+        "universes": UNIVERSES,
+        "every": 5,
+        "workers": workers,
+        "memory": ["session"],
+        "windows": {"kind": "list", "spans": [[w.start, w.end] for w in windows]},
+    }
     t0 = time.perf_counter()
     task = cast(TaskView, k.call("start_sweep", grid, transport="local"))
     assert k.tasks is not None
@@ -65,6 +72,7 @@ def main() -> None:
     @ray.remote(num_cpus=1)
     def warm(_):
         import graph.services.backtest.loop  # noqa: F401 - what an episode imports first
+
         time.sleep(1.0)  # held, so the two warm-ups land on two processes
         return os.getpid()
 
@@ -88,31 +96,43 @@ def main() -> None:
             ray.shutdown()
     events_per_point = len(docs) / points
     bytes_per_point = sum(len(bson.encode(d)) for d in docs) / points
-    print(f"8 episodes x {args.points} decision points, 2 universes x 4 windows, offline model, one embedded store, "
-          f"{args.repeats} runs per worker count")
-    print(f"Ray: local instance started in {started:.1f} s, {len(pids)} worker processes warmed in {warmed:.1f} s "
-          f"(paid once per sweep, not counted below)")
+    print(
+        f"8 episodes x {args.points} decision points, 2 universes x 4 windows, offline model, one embedded store, "
+        f"{args.repeats} runs per worker count"
+    )
+    print(
+        f"Ray: local instance started in {started:.1f} s, {len(pids)} worker processes warmed in {warmed:.1f} s "
+        f"(paid once per sweep, not counted below)"
+    )
     print(f"audit per decision point: {events_per_point:.0f} events, {bytes_per_point / 1024:.0f} KB (BSON)")
     rate = {w: statistics.median(8 / g["run"] for g in gs) for w, gs in runs.items()}
     print(f"{'workers':>8} {'runs s':>20} {'episodes/s':>11} {'points/s':>9} {'events/s':>9} {'KB/s':>7}  (medians)")
     for w, gs in runs.items():
         pts = rate[w] * points / 8
         each = ", ".join(f"{g['run']:.1f}" for g in gs)
-        print(f"{w:>8} {each:>20} {rate[w]:>11.3f} "
-              f"{pts:>9.2f} {pts * events_per_point:>9.0f} {pts * bytes_per_point / 1024:>7.0f}")
+        print(
+            f"{w:>8} {each:>20} {rate[w]:>11.3f} "
+            f"{pts:>9.2f} {pts * events_per_point:>9.0f} {pts * bytes_per_point / 1024:>7.0f}"
+        )
         took = statistics.median(r["seconds"] for g in gs for r in g["rows"])
         print(f"{'':>8} median episode {took:.2f} s on a worker")
     eff = rate[2] / (2 * rate[1])
-    print(f"scaling 1 -> 2 workers: x{rate[2] / rate[1]:.2f} = {eff * 100:.0f}% efficiency (2 cores: the embedded "
-          f"store's server, Ray's own processes and the driver share them with the workers)")
+    print(
+        f"scaling 1 -> 2 workers: x{rate[2] / rate[1]:.2f} = {eff * 100:.0f}% efficiency (2 cores: the embedded "
+        f"store's server, Ray's own processes and the driver share them with the workers)"
+    )
     per_worker = rate[1] * points / 8
     for n in (100, 1000):
         ev = per_worker * events_per_point * n
-        print(f"projected at {n:>5} workers (offline pace, {per_worker:.2f} points/s each): {ev:,.0f} events/s, "
-              f"{ev * bytes_per_point / events_per_point / 1e6:,.1f} MB/s into state_events")
-    print(f"RESULT episodes_per_s_1={rate[1]:.3f} episodes_per_s_2={rate[2]:.3f} efficiency={eff:.2f} "
-          f"events_per_point={events_per_point:.0f} kb_per_point={bytes_per_point / 1024:.0f} "
-          f"points_per_s_worker={per_worker:.2f}")
+        print(
+            f"projected at {n:>5} workers (offline pace, {per_worker:.2f} points/s each): {ev:,.0f} events/s, "
+            f"{ev * bytes_per_point / events_per_point / 1e6:,.1f} MB/s into state_events"
+        )
+    print(
+        f"RESULT episodes_per_s_1={rate[1]:.3f} episodes_per_s_2={rate[2]:.3f} efficiency={eff:.2f} "
+        f"events_per_point={events_per_point:.0f} kb_per_point={bytes_per_point / 1024:.0f} "
+        f"points_per_s_worker={per_worker:.2f}"
+    )
 
 
 if __name__ == "__main__":

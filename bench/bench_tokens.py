@@ -8,6 +8,7 @@ Then prints the critical path (bench/critical_path.py) of that cycle and of a 4-
 Run: .venv/bin/python bench/bench_tokens.py [--symbol AAPL] [--as-of 2012-06-01] [--protocol 2]
 Targets: <= 10k prompt tokens; critical path <= 8 calls.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,8 +49,11 @@ def counter():
     import tiktoken
 
     name = hashlib.sha1(O200K_URL.encode()).hexdigest()  # tiktoken/load.py: the cache file's name
-    cache = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR") or \
-        os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    cache = (
+        os.environ.get("TIKTOKEN_CACHE_DIR")
+        or os.environ.get("DATA_GYM_CACHE_DIR")
+        or os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    )
     if not os.path.exists(os.path.join(cache, name)):
         try:
             import bpe_openai.data as shipped
@@ -62,8 +66,10 @@ def counter():
             Path(cache, name).write_bytes(raw)
             os.environ["TIKTOKEN_CACHE_DIR"] = cache
         else:
-            print("note: the o200k vocabulary is neither in tiktoken's cache nor shipped by bpe-openai, and is not "
-                  "fetched (offline): counting ~4 bytes a token instead (`pip install bpe-openai` for o200k)")
+            print(
+                "note: the o200k vocabulary is neither in tiktoken's cache nor shipped by bpe-openai, and is not "
+                "fetched (offline): counting ~4 bytes a token instead (`pip install bpe-openai` for o200k)"
+            )
             return "bytes/4", lambda text: (len(text.encode("utf-8")) + 3) // 4
     enc = tiktoken.get_encoding("o200k_base")
     return "o200k", lambda text: len(enc.encode(text, disallowed_special=()))
@@ -138,8 +144,9 @@ def audited_tokens(events: list[dict], count) -> list[dict]:
     cycles: dict[str, dict] = {}
     protocols: dict[str, int] = {}
     for e in (parse_event(doc) for doc in events):
-        c = cycles.setdefault(e.cycle_id, {"cycle_id": e.cycle_id, "symbols": 0, "requests": 0, "tokens": 0,
-                                           "by_task": {}})
+        c = cycles.setdefault(
+            e.cycle_id, {"cycle_id": e.cycle_id, "symbols": 0, "requests": 0, "tokens": 0, "by_task": {}}
+        )
         if isinstance(e, ManifestEvent):
             protocols[e.cycle_id] = int((e.payload.protocols or {}).get("passes") or 1)
         elif isinstance(e, ContractEvent) and e.payload.name == "MarketScan":
@@ -157,13 +164,25 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--symbol", default="AAPL")
     ap.add_argument("--as-of", default="2012-06-01")
-    ap.add_argument("--protocol", type=int, default=None,
-                    help="run under this pass protocol (agent/passes.py), e.g. 2 to measure the code before protocol 3")
-    ap.add_argument("--stockbench", action="store_true",
-                    help="StockBench's 20 symbols at the open on real days (news included): tokens per symbol-decision")
+    ap.add_argument(
+        "--protocol",
+        type=int,
+        default=None,
+        help="run under this pass protocol (agent/passes.py), e.g. 2 to measure the code before protocol 3",
+    )
+    ap.add_argument(
+        "--stockbench",
+        action="store_true",
+        help="StockBench's 20 symbols at the open on real days (news included): tokens per symbol-decision",
+    )
     ap.add_argument("--start", default="2025-03-03", help="--stockbench: the first decision day")
-    ap.add_argument("--points", type=int, default=5, help="--stockbench: decision points measured (the prompts grow "
-                    "with recalled notes and held positions over the first few)")
+    ap.add_argument(
+        "--points",
+        type=int,
+        default=5,
+        help="--stockbench: decision points measured (the prompts grow "
+        "with recalled notes and held positions over the first few)",
+    )
     ap.add_argument("--symbols", type=int, default=20, help="--stockbench: the first N of StockBench's symbols")
     ap.add_argument("--dump", help="--stockbench: write the last point's request bodies here, one JSON a line")
     args = ap.parse_args()
@@ -177,8 +196,16 @@ def openai_fake():
     """The real ChatOpenAI path against tests/fakes/fake_openai.py, every request kept (fake.requests)."""
     from tests.fakes.fake_openai import FakeOpenAI
 
-    saved = {k: os.environ.get(k) for k in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TRADEGRAPH_LLM",
-                                            "TRADEGRAPH_QUICK_MODEL", "TRADEGRAPH_DEEP_MODEL")}
+    saved = {
+        k: os.environ.get(k)
+        for k in (
+            "OPENAI_API_KEY",
+            "OPENAI_BASE_URL",
+            "TRADEGRAPH_LLM",
+            "TRADEGRAPH_QUICK_MODEL",
+            "TRADEGRAPH_DEEP_MODEL",
+        )
+    }
     with FakeOpenAI() as fake:
         os.environ.update({"OPENAI_API_KEY": "bench-key", "OPENAI_BASE_URL": fake.base_url})
         for var in ("TRADEGRAPH_LLM", "TRADEGRAPH_QUICK_MODEL", "TRADEGRAPH_DEEP_MODEL"):
@@ -211,20 +238,32 @@ def run(args) -> None:
         bodies = list(fake.requests)
     per_request = [request_tokens(b, count) for b in bodies]
     total = sum(per_request)
-    print(f"one-symbol cycle ({args.symbol} {args.as_of}), ChatOpenAI -> fake_openai: {len(bodies)} requests, "
-          f"{sum(map(body_bytes, bodies)):,} bytes of JSON bodies")
-    print(f"prompt tokens ({name}): total {total:,}; per request median {sorted(per_request)[len(per_request) // 2]:,},"
-          f" max {max(per_request):,}; target <= {TARGET_TOKENS:,}: {'MET' if total <= TARGET_TOKENS else 'MISSED'}")
+    print(
+        f"one-symbol cycle ({args.symbol} {args.as_of}), ChatOpenAI -> fake_openai: {len(bodies)} requests, "
+        f"{sum(map(body_bytes, bodies)):,} bytes of JSON bodies"
+    )
+    print(
+        f"prompt tokens ({name}): total {total:,}; per request median {sorted(per_request)[len(per_request) // 2]:,},"
+        f" max {max(per_request):,}; target <= {TARGET_TOKENS:,}: {'MET' if total <= TARGET_TOKENS else 'MISSED'}"
+    )
     one = critical_path(events)
     print(f"critical path, 1 symbol: {describe(one)} calls (of {len(bodies)})")
     store4 = connect(f"mongomock://bench_tokens4_{uuid.uuid4().hex[:8]}")
-    out4 = run_state_machine("AAPL,MSFT,IBM,GOOG", args.as_of, store=store4,
-                     runtime=default_runtime(AgentConfig.from_env(provider="offline")))
+    out4 = run_state_machine(
+        "AAPL,MSFT,IBM,GOOG",
+        args.as_of,
+        store=store4,
+        runtime=default_runtime(AgentConfig.from_env(provider="offline")),
+    )
     four = critical_path(store4.events.read(out4.session_id))
-    print(f"critical path, 4 symbols: {describe(four)} calls (of {out4.llm_calls}); target <= {TARGET_PATH}: "
-          f"{'MET' if max(one['total'], four['total']) <= TARGET_PATH else 'MISSED'}")
-    print(f"RESULT prompt_tokens={total} tokenizer={name} requests={len(bodies)} critical_path_1={one['total']} "
-          f"critical_path_4={four['total']}")
+    print(
+        f"critical path, 4 symbols: {describe(four)} calls (of {out4.llm_calls}); target <= {TARGET_PATH}: "
+        f"{'MET' if max(one['total'], four['total']) <= TARGET_PATH else 'MISSED'}"
+    )
+    print(
+        f"RESULT prompt_tokens={total} tokenizer={name} requests={len(bodies)} critical_path_1={one['total']} "
+        f"critical_path_4={four['total']}"
+    )
 
 
 def _task(body: dict) -> str:
@@ -252,14 +291,27 @@ def stockbench_points(args, count) -> list[dict]:
         port, _ = start_server(home)
         store = connect(f"mongodb://127.0.0.1:{port}/tokens")
         try:
-            plan0 = driver.plan("probe", Protocol(symbols=SYMBOLS[:args.symbols], start=args.start),
-                                [("openai:gpt-4o-mini", None)], experiments=Path(tmp) / "exp", no_cache=True)
+            plan0 = driver.plan(
+                "probe",
+                Protocol(symbols=SYMBOLS[: args.symbols], start=args.start),
+                [("openai:gpt-4o-mini", None)],
+                experiments=Path(tmp) / "exp",
+                no_cache=True,
+            )
             end = plan0.sessions[min(args.points, len(plan0.sessions)) - 1]
-            plan = driver.plan("tokens", Protocol(symbols=SYMBOLS[:args.symbols], start=args.start, end=end),
-                               [("openai:gpt-4o-mini", None)], experiments=Path(tmp) / "exp", no_cache=True)
+            plan = driver.plan(
+                "tokens",
+                Protocol(symbols=SYMBOLS[: args.symbols], start=args.start, end=end),
+                [("openai:gpt-4o-mini", None)],
+                experiments=Path(tmp) / "exp",
+                no_cache=True,
+            )
             cuts = []
-            driver.run(plan, store, on_progress=lambda p: cuts.append((p.get("date"), len(fake.requests)))
-                       if p.get("date") else None)
+            driver.run(
+                plan,
+                store,
+                on_progress=lambda p: cuts.append((p.get("date"), len(fake.requests))) if p.get("date") else None,
+            )
             events = store.events.read(session_id_of(plan.episodes[0].episode_id))
         finally:
             store.close()
@@ -268,8 +320,11 @@ def stockbench_points(args, count) -> list[dict]:
     cycles: dict[str, list[dict]] = {}
     for e in events:
         cycles.setdefault(e["cycle_id"], []).append(e)
-    scans = [e for e in (parse_event(doc) for doc in events if doc["kind"] == "contract")
-             if isinstance(e, ContractEvent) and e.payload.name == "MarketScan"]
+    scans = [
+        e
+        for e in (parse_event(doc) for doc in events if doc["kind"] == "contract")
+        if isinstance(e, ContractEvent) and e.payload.name == "MarketScan"
+    ]
     decided = [len(e.payload.data["snapshots"]) for e in scans]  # one scan a cycle, in cycle order
     paths = [critical_path(evs) for evs in cycles.values()]
     audited = audited_tokens(events, count)
@@ -278,10 +333,18 @@ def stockbench_points(args, count) -> list[dict]:
         per_task: dict[str, int] = {}
         for b in bodies[start:cut]:
             per_task[_task(b)] = per_task.get(_task(b), 0) + request_tokens(b, count)
-        points.append({"date": date, "symbols": decided[i], "requests": cut - start, "tokens": sum(per_task.values()),
-                       "audited_tokens": audited[i]["tokens"],
-                       "by_task": per_task, "bytes": sum(body_bytes(b) for b in bodies[start:cut]),
-                       "critical_path": paths[i]})
+        points.append(
+            {
+                "date": date,
+                "symbols": decided[i],
+                "requests": cut - start,
+                "tokens": sum(per_task.values()),
+                "audited_tokens": audited[i]["tokens"],
+                "by_task": per_task,
+                "bytes": sum(body_bytes(b) for b in bodies[start:cut]),
+                "critical_path": paths[i],
+            }
+        )
         if args.dump and i == len(cuts) - 1:
             Path(args.dump).write_text("".join(json.dumps(b) + "\n" for b in bodies[start:cut]))
         start = cut
@@ -292,12 +355,16 @@ def run_stockbench(args) -> None:
     name, count = counter()
     points = stockbench_points(args, count)
     mismatched = [p["date"] for p in points if p["tokens"] != p["audited_tokens"]]
-    print(f"StockBench at the open, {args.symbols} symbols, ChatOpenAI -> fake_openai (every request sent, no cache); "
-          f"prompt tokens ({name}) per symbol-decision = a point's input tokens / the symbols it decided:")
+    print(
+        f"StockBench at the open, {args.symbols} symbols, ChatOpenAI -> fake_openai (every request sent, no cache); "
+        f"prompt tokens ({name}) per symbol-decision = a point's input tokens / the symbols it decided:"
+    )
     for p in points:
-        print(f"  {p['date']}: {p['requests']} requests, {p['tokens']:,} tokens / {p['symbols']} symbols = "
-              f"{p['tokens'] / p['symbols']:,.0f} (JSON bodies {p['bytes']:,} bytes); critical path "
-              f"{describe(p['critical_path'])}")
+        print(
+            f"  {p['date']}: {p['requests']} requests, {p['tokens']:,} tokens / {p['symbols']} symbols = "
+            f"{p['tokens'] / p['symbols']:,.0f} (JSON bodies {p['bytes']:,} bytes); critical path "
+            f"{describe(p['critical_path'])}"
+        )
     last = points[-1]
     worst = max(p["tokens"] / p["symbols"] for p in points)
     mean = sum(p["tokens"] for p in points) / sum(p["symbols"] for p in points)
@@ -306,13 +373,19 @@ def run_stockbench(args) -> None:
     for task, n in sorted(last["by_task"].items(), key=lambda kv: -kv[1]):
         print(f"  {task:<{width}} {n / last['symbols']:>8,.0f}")
     path = max(p["critical_path"]["total"] for p in points)
-    print(f"tokens per symbol-decision: mean {mean:,.0f}, worst point {worst:,.0f}; target <= {TARGET_SB_TOKENS:,}: "
-          f"{'MET' if worst <= TARGET_SB_TOKENS else 'MISSED'}; critical path (max over points) {path}, target <= "
-          f"{TARGET_PATH}: {'MET' if path <= TARGET_PATH else 'MISSED'}")
-    print("the same requests measured from the audit log (bench_stockbench.py's way): "
-          + ("equal at every point" if not mismatched else f"DIFFERENT on {', '.join(mismatched)}"))
-    print(f"RESULT sb_tokens_per_symbol={worst:.0f} sb_tokens_mean={mean:.0f} tokenizer={name} "
-          f"points={len(points)} sb_critical_path={path}")
+    print(
+        f"tokens per symbol-decision: mean {mean:,.0f}, worst point {worst:,.0f}; target <= {TARGET_SB_TOKENS:,}: "
+        f"{'MET' if worst <= TARGET_SB_TOKENS else 'MISSED'}; critical path (max over points) {path}, target <= "
+        f"{TARGET_PATH}: {'MET' if path <= TARGET_PATH else 'MISSED'}"
+    )
+    print(
+        "the same requests measured from the audit log (bench_stockbench.py's way): "
+        + ("equal at every point" if not mismatched else f"DIFFERENT on {', '.join(mismatched)}")
+    )
+    print(
+        f"RESULT sb_tokens_per_symbol={worst:.0f} sb_tokens_mean={mean:.0f} tokenizer={name} "
+        f"points={len(points)} sb_critical_path={path}"
+    )
 
 
 if __name__ == "__main__":

@@ -20,12 +20,13 @@ prompt (agent/prompts.py `task_messages`), so calls recorded interleaved by para
 model) still land in their own run, and an analyst's self-critique (`critique:<role>`, which reads the note)
 counts in its note's run. Requests without such a prompt (hand-made events) fall back to recorded order.
 """
+
 from __future__ import annotations
 
 import json
 import re
-from typing import Any, Optional
 from collections.abc import Iterable
+from typing import Any, Optional
 
 from schemas.events import LlmRequestEvent, LlmRequestPayload, parse_event
 from schemas.states import STATES
@@ -70,9 +71,18 @@ def _keyed(requests: list[LlmRequestPayload]) -> Optional[dict[tuple[str, Option
 
 def _keyed_debate_depth(calls: dict[tuple[str, Optional[str]], int]) -> int:
     symbols = {sym for _, sym in calls}
-    return max((max(calls.get(("bull_build", s), 0), calls.get(("bear_build", s), 0))
+    return (
+        max(
+            (
+                max(calls.get(("bull_build", s), 0), calls.get(("bear_build", s), 0))
                 + max(calls.get(("bull_rebuttal", s), 0), calls.get(("bear_rebuttal", s), 0))
-                + calls.get(("manager", s), 0)) for s in symbols) if symbols else 0
+                + calls.get(("manager", s), 0)
+            )
+            for s in symbols
+        )
+        if symbols
+        else 0
+    )
 
 
 def _runs(requests: list[LlmRequestPayload]) -> list[tuple[str | None, int]]:
@@ -98,12 +108,12 @@ def _debate_depth(runs: list[tuple[str | None, int]]) -> int:
     for schema, n in runs:
         if schema == VERDICT:
             # sides come in bull/bear pairs: build, then rebuttal
-            depth = sum(max(sides[i:i + 2]) for i in range(0, len(sides), 2)) + n
+            depth = sum(max(sides[i : i + 2]) for i in range(0, len(sides), 2)) + n
             deepest, sides = max(deepest, depth), []
         else:
             sides.append(n)
     if sides:  # a debate cut off before its verdict
-        deepest = max(deepest, sum(max(sides[i:i + 2]) for i in range(0, len(sides), 2)))
+        deepest = max(deepest, sum(max(sides[i : i + 2]) for i in range(0, len(sides), 2)))
     return deepest
 
 

@@ -4,6 +4,7 @@ Imports only `schemas` from this project. The names below load their module when
 importing `database.errors` or `database.embedded` does not load pymongo and every collection's code: a CLI
 command that never opens a store (`--version`, `--help`) starts without them.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -16,14 +17,32 @@ if TYPE_CHECKING:
     from database.portfolio import ExecutionLedger, PortfolioStore
     from database.writer import BufferedEventWriter
 
-_WHERE = {"Store": "connection", "StoreUnavailable": "connection", "connect": "connection",
-          "server_status": "embedded", "start_server": "embedded", "stop_server": "embedded",
-          "DuplicateEventError": "events", "EventStore": "events", "ExecutionLedger": "portfolio",
-          "PortfolioStore": "portfolio", "BufferedEventWriter": "writer"}
+_WHERE = {
+    "Store": "connection",
+    "StoreUnavailable": "connection",
+    "connect": "connection",
+    "server_status": "embedded",
+    "start_server": "embedded",
+    "stop_server": "embedded",
+    "DuplicateEventError": "events",
+    "EventStore": "events",
+    "ExecutionLedger": "portfolio",
+    "PortfolioStore": "portfolio",
+    "BufferedEventWriter": "writer",
+}
 
 __all__ = [
-    "Store", "StoreUnavailable", "connect", "start_server", "stop_server", "server_status",
-    "DuplicateEventError", "EventStore", "ExecutionLedger", "PortfolioStore", "BufferedEventWriter",
+    "Store",
+    "StoreUnavailable",
+    "connect",
+    "start_server",
+    "stop_server",
+    "server_status",
+    "DuplicateEventError",
+    "EventStore",
+    "ExecutionLedger",
+    "PortfolioStore",
+    "BufferedEventWriter",
 ]
 
 

@@ -19,12 +19,13 @@ and cycle counts, bytes, first and last activity, and its chain head as it stood
 `done` with what was removed from each collection. A `started` with no `done` is a deletion cut short: running
 it again finishes it.
 """
+
 from __future__ import annotations
 
 import hashlib
 import hmac
 import time
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from typing import Any, Optional
 
 import orjson
@@ -63,16 +64,25 @@ class AdminLog:
         self.heads = _Head(db)
 
     def ensure_indexes(self) -> None:
-        self.col.create_indexes([IndexModel([("seq", ASCENDING)], unique=True, name="seq"),
-                                 IndexModel([("session_id", ASCENDING)], name="session_id")])
+        self.col.create_indexes(
+            [
+                IndexModel([("seq", ASCENDING)], unique=True, name="seq"),
+                IndexModel([("session_id", ASCENDING)], name="session_id"),
+            ]
+        )
 
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
         """Store the record at the log's next seq, chained and (with a key) signed; returns it as stored."""
         key = audit_key()
         for _ in range(MAX_RACES):
             last = self.col.find_one({}, {"_id": 0, "seq": 1, "hash": 1}, sort=[("seq", DESCENDING)])
-            doc = {**record, "seq": int(last["seq"]) + 1 if last else 1, "ts": record.get("ts") or time.time(),
-                   "prev_hash": last["hash"] if last else GENESIS, "key_id": key_id(key) if key else None}
+            doc = {
+                **record,
+                "seq": int(last["seq"]) + 1 if last else 1,
+                "ts": record.get("ts") or time.time(),
+                "prev_hash": last["hash"] if last else GENESIS,
+                "key_id": key_id(key) if key else None,
+            }
             doc["hash"] = record_hash(doc)
             if key is not None:
                 doc["sig"] = hmac.new(key, doc["hash"].encode(), hashlib.sha256).hexdigest()
@@ -110,8 +120,12 @@ class AdminLog:
             elif key is not None:
                 reason = signature_problem(doc, key)
             if reason is not None:
-                return {"ok": False, "checked": n, "first_broken": {"seq": min(int(doc["seq"]), n), "reason": reason},
-                        "head_note": ""}
+                return {
+                    "ok": False,
+                    "checked": n,
+                    "first_broken": {"seq": min(int(doc["seq"]), n), "reason": reason},
+                    "head_note": "",
+                }
             prev = doc["hash"]
             if head is not None and n == head.seq:
                 hash_at[n] = prev
@@ -128,9 +142,11 @@ class AdminLog:
             return f"{message}: {gone}"
         chain = self.verify()
         if not chain["ok"]:
-            return (f"{message}: no deletion of it is recorded, but the admin log is broken at record "
-                    f"{chain['first_broken']['seq']} ({chain['first_broken']['reason']}): a removed record may have "
-                    f"been its deletion")
+            return (
+                f"{message}: no deletion of it is recorded, but the admin log is broken at record "
+                f"{chain['first_broken']['seq']} ({chain['first_broken']['reason']}): a removed record may have "
+                f"been its deletion"
+            )
         return message
 
     def deletion_line(self, session_id: str) -> Optional[str]:
@@ -142,49 +158,68 @@ class AdminLog:
         started = next((r for r in reversed(recs) if r.get("phase") == "started"), recs[-1])
         done = next((r for r in recs if r.get("phase") == "done" and r.get("started_seq") == started["seq"]), None)
         head = started.get("head") or {}
-        what = (f"{started.get('events', 0)} event(s), {started.get('cycles', 0)} cycle(s); its chain head then: "
-                + (f"seq {head.get('seq')}, hash {head.get('hash')}" + (f" (signed, key {head['key_id']})"
-                                                                        if head.get("sig") else "")
-                   if head else "none recorded"))
+        what = f"{started.get('events', 0)} event(s), {started.get('cycles', 0)} cycle(s); its chain head then: " + (
+            f"seq {head.get('seq')}, hash {head.get('hash')}"
+            + (f" (signed, key {head['key_id']})" if head.get("sig") else "")
+            if head
+            else "none recorded"
+        )
         when = f"{_utc(float(started['ts']))} by {started.get('by')}"
         if done is None:
-            line = (f"its deletion was started {when} and not finished ({what}); `tradegraph sessions delete "
-                    f"{session_id}` finishes it")
+            line = (
+                f"its deletion was started {when} and not finished ({what}); `tradegraph sessions delete "
+                f"{session_id}` finishes it"
+            )
         else:
             line = f"deleted {when} ({started.get('reason')}): {what}"
         chain = self.verify()
         if not chain["ok"]:
-            vouched = (f"the admin log is broken at record {chain['first_broken']['seq']}: "
-                       f"{chain['first_broken']['reason']}")
+            vouched = (
+                f"the admin log is broken at record {chain['first_broken']['seq']}: {chain['first_broken']['reason']}"
+            )
         elif audit_key() is not None:
             vouched = f"admin record {started['seq']}, signature verified"
         else:
-            vouched = (f"admin record {started['seq']}" + (f", signed with key {started['key_id']} (set {KEY_VAR} to "
-                                                           f"check it)" if started.get("sig") else ", unsigned"))
+            vouched = f"admin record {started['seq']}" + (
+                f", signed with key {started['key_id']} (set {KEY_VAR} to check it)"
+                if started.get("sig")
+                else ", unsigned"
+            )
         return f"{line}; {vouched}"
 
 
-def _against_head(head: Optional[Head], n: int, hash_at_head: Optional[str],
-                  key: Optional[bytes]) -> tuple[Optional[dict[str, Any]], str]:
+def _against_head(
+    head: Optional[Head], n: int, hash_at_head: Optional[str], key: Optional[bytes]
+) -> tuple[Optional[dict[str, Any]], str]:
     """(first broken {seq, reason} or None, a note) for an intact log of n records against its head."""
     if head is None:
         if n == 0:
             return None, "no record and no head: no deletion is recorded"
-        return {"seq": n, "reason": f"the admin log holds {n} record(s) but no head: its head was deleted (the log's "
-                                    f"length is not vouched for; its last records may have been removed with it)"}, ""
+        return {
+            "seq": n,
+            "reason": f"the admin log holds {n} record(s) but no head: its head was deleted (the log's "
+            f"length is not vouched for; its last records may have been removed with it)",
+        }, ""
     problem = head.signature_problem(key)
     if problem is not None:
         return {"seq": head.seq, "reason": problem.replace("chain head", "admin log's head")}, ""
     if head.seq > n:
         gone = f"record {head.seq}" if head.seq == n + 1 else f"records {n + 1}..{head.seq}"
-        return {"seq": n + 1, "reason": f"the admin log ends at record {n}, but its head records {head.seq}: {gone} "
-                                        f"missing (removed from the end)"}, ""
+        return {
+            "seq": n + 1,
+            "reason": f"the admin log ends at record {n}, but its head records {head.seq}: {gone} "
+            f"missing (removed from the end)",
+        }, ""
     if hash_at_head != head.hash:
-        return {"seq": head.seq, "reason": f"record {head.seq} is not the one the admin log's head records: the log "
-                                           f"was rewritten up to there"}, ""
+        return {
+            "seq": head.seq,
+            "reason": f"record {head.seq} is not the one the admin log's head records: the log "
+            f"was rewritten up to there",
+        }, ""
     if head.seq < n:
-        return None, (f"{n - head.seq} record(s) after the head at {head.seq} (a writer stopped between its record "
-                      f"and the head)")
+        return None, (
+            f"{n - head.seq} record(s) after the head at {head.seq} (a writer stopped between its record and the head)"
+        )
     return None, f"the admin log ends at its head, record {head.seq}"
 
 

@@ -12,6 +12,7 @@ entry): that fill is finished, never reversed. Whoever recovers the cycle (a lat
 `adopt`s the dead claim's decision, keeping who took it and when and noting who finished it; a later opposite
 decision is refused (graph/machine/runner.py).
 """
+
 from __future__ import annotations
 
 import time
@@ -32,12 +33,19 @@ class Decisions:
     def __init__(self, db: Database) -> None:
         self.col = db[COLLECTION]
 
-    def claim(self, cycle_id: str, session_id: str, *, approved: bool,
-              by: str) -> tuple[Optional[str], Optional[dict]]:
+    def claim(self, cycle_id: str, session_id: str, *, approved: bool, by: str) -> tuple[Optional[str], Optional[dict]]:
         """(token, None) when this caller now decides the cycle; (None, the claim that holds it) otherwise."""
         token = uuid.uuid4().hex
-        mine = {"_id": cycle_id, "session_id": session_id, "approved": approved, "by": by, "at": time.time(),
-                "state": "deciding", "owner": claims.owner(), "token": token}
+        mine = {
+            "_id": cycle_id,
+            "session_id": session_id,
+            "approved": approved,
+            "by": by,
+            "at": time.time(),
+            "state": "deciding",
+            "owner": claims.owner(),
+            "token": token,
+        }
         claims.hold(token)
         won = False
         try:
@@ -48,8 +56,11 @@ class Decisions:
                     return token, None
                 except DuplicateKeyError:
                     held = self.col.find_one({"_id": cycle_id})
-                if held is not None and held.get("state") == "deciding" and \
-                        not claims.live(held, since=float(held.get("at") or 0), lease_s=LEASE_S):
+                if (
+                    held is not None
+                    and held.get("state") == "deciding"
+                    and not claims.live(held, since=float(held.get("at") or 0), lease_s=LEASE_S)
+                ):
                     taken = self.col.find_one_and_replace({"_id": cycle_id, "token": held["token"]}, dict(mine))
                     won = taken is not None
                     if won:
@@ -64,8 +75,10 @@ class Decisions:
     def settle(self, cycle_id: str, token: str, status: str) -> None:
         """The decision is made: the claim stays, as the record losers are shown."""
         try:
-            self.col.update_one({"_id": cycle_id, "token": token},
-                                {"$set": {"state": "decided", "status": status, "decided_at": time.time()}})
+            self.col.update_one(
+                {"_id": cycle_id, "token": token},
+                {"$set": {"state": "decided", "status": status, "decided_at": time.time()}},
+            )
         finally:
             claims.drop(token)
 
@@ -80,14 +93,25 @@ class Decisions:
     def adopt(self, cycle_id: str, token: str, decided: dict[str, Any], finished_by: str) -> None:
         """The claim this caller took over carries on the decision `decided` (the dead approver's): its approval,
         who took it and when stay; `finished_by` says who finished it."""
-        self.col.update_one({"_id": cycle_id, "token": token},
-                            {"$set": {"approved": bool(decided.get("approved")), "by": decided.get("by"),
-                                      "at": decided.get("at"), "finished_by": finished_by}})
+        self.col.update_one(
+            {"_id": cycle_id, "token": token},
+            {
+                "$set": {
+                    "approved": bool(decided.get("approved")),
+                    "by": decided.get("by"),
+                    "at": decided.get("at"),
+                    "finished_by": finished_by,
+                }
+            },
+        )
 
     def abandoned(self) -> list[dict[str, Any]]:
         """Claims still `deciding` whose decider is gone (see the module doc), oldest first."""
-        return [c for c in self.col.find({"state": "deciding"}).sort("at", 1)
-                if not claims.live(c, since=float(c.get("at") or 0), lease_s=LEASE_S)]
+        return [
+            c
+            for c in self.col.find({"state": "deciding"}).sort("at", 1)
+            if not claims.live(c, since=float(c.get("at") or 0), lease_s=LEASE_S)
+        ]
 
     def last(self, session_id: str) -> Optional[dict[str, Any]]:
         """The session's latest claim, decided or deciding."""
@@ -100,6 +124,7 @@ def describe(claim: dict[str, Any]) -> str:
     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(claim.get("at") or 0)))
     if claim.get("state") == "decided":
         finished = f", finished by {claim['finished_by']}" if claim.get("finished_by") else ""
-        return (f"cycle {claim['_id']} was {verb} by {claim.get('by')} at {at}{finished} (it ended "
-                f"{claim.get('status')})")
+        return (
+            f"cycle {claim['_id']} was {verb} by {claim.get('by')} at {at}{finished} (it ended {claim.get('status')})"
+        )
     return f"cycle {claim['_id']} is being {verb} by {claim.get('by')} since {at}"

@@ -15,6 +15,7 @@ leaves a reference to nothing (at worst a pack nothing references). The hash cha
 over the full event, as read() returns it: editing, swapping or deleting a pack breaks the chain at the first event
 that references it. Deleting a session's events, then `release(session)`, deletes the packs no other session uses.
 """
+
 from __future__ import annotations
 
 import base64
@@ -22,9 +23,9 @@ import functools
 import hashlib
 import sqlite3
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Optional
-from collections.abc import Iterable
 
 import orjson
 import zstandard
@@ -168,8 +169,9 @@ class BlobStore:
                 self.col.insert_one(dict(doc))
                 return
             except DuplicateKeyError:
-                if self.col.update_one({"_id": pack.id},
-                                       {"$addToSet": {"sessions": {"$each": pack.sessions}}}).matched_count:
+                if self.col.update_one(
+                    {"_id": pack.id}, {"$addToSet": {"sessions": {"$each": pack.sessions}}}
+                ).matched_count:
                     return
         raise RuntimeError(f"pack {pack.id[:12]}… was deleted three times while being stored")
 
@@ -210,7 +212,7 @@ class BlobStore:
     def _read(self, ids: list[str]) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
         for i in range(0, len(ids), READ_CHUNK):
-            for doc in self.col.find({"_id": {"$in": ids[i:i + READ_CHUNK]}}):
+            for doc in self.col.find({"_id": {"$in": ids[i : i + READ_CHUNK]}}):
                 out[str(doc["_id"])] = bytes(doc.get("z") or b"")
         return out
 
@@ -226,9 +228,8 @@ class BlobStore:
         try:
             con.text_factory = bytes
             for i in range(0, len(ids), READ_CHUNK):
-                chunk = ids[i:i + READ_CHUNK]
-                rows = con.execute(f"SELECT data FROM {COLLECTION} WHERE _id IN ({','.join('?' * len(chunk))})",
-                                   chunk)
+                chunk = ids[i : i + READ_CHUNK]
+                rows = con.execute(f"SELECT data FROM {COLLECTION} WHERE _id IN ({','.join('?' * len(chunk))})", chunk)
                 for (raw,) in rows:
                     doc = orjson.loads(raw)
                     z = doc.get("z")

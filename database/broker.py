@@ -1,6 +1,7 @@
 """The broker's side of the store: each order's intent (`broker_orders`, one per client_order_id, written before the
 submit) and its latest known state (`broker_order_states`, one document per session), the kill switch (`broker_control`), and which sessions trade through a broker
 (`broker_sessions`: a session is bound to the broker it started with)."""
+
 from __future__ import annotations
 
 import time
@@ -41,8 +42,7 @@ class BrokerOrders:
             return {d["_id"]: None for d in docs}
         except BulkWriteError:
             pass
-        earlier = {d["_id"]: d for d in self.col.find({"_id": {"$in": [d["_id"] for d in docs]}})
-                   if d.get("at") != now}
+        earlier = {d["_id"]: d for d in self.col.find({"_id": {"$in": [d["_id"] for d in docs]}}) if d.get("at") != now}
         return {d["_id"]: earlier.get(d["_id"]) for d in docs}
 
     def set_state(self, session_id: str, states: dict[str, dict[str, Any]]) -> None:
@@ -91,8 +91,9 @@ class BrokerSessions:
         self.col = db[SESSIONS]
 
     def bind(self, session_id: str, broker: str, host: str) -> None:
-        self.col.update_one({"_id": session_id}, {"$setOnInsert": {"broker": broker, "host": host,
-                                                                   "at": time.time()}}, upsert=True)
+        self.col.update_one(
+            {"_id": session_id}, {"$setOnInsert": {"broker": broker, "host": host, "at": time.time()}}, upsert=True
+        )
 
     def broker_of(self, session_id: str) -> Optional[str]:
         doc = self.col.find_one({"_id": session_id})

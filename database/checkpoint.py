@@ -1,4 +1,5 @@
 """A persistent LangGraph checkpointer on the same store, for human approval across processes."""
+
 from __future__ import annotations
 
 from typing import Any, cast

@@ -5,6 +5,7 @@ A claim records its owner (host, pid) and a token. In this process a claim is li
 (a thread is working under it); on this host while its pid is alive; from another host nothing can be seen, so it
 is live until `lease_s` after it was taken (never expires when lease_s is None).
 """
+
 from __future__ import annotations
 
 import os

@@ -10,6 +10,7 @@ left a 356 MB file). Each backend compacts its own way:
 - mongomock: in memory, nothing to give back.
 Bytes before and after are the files' sizes (the database file, its -wal and -shm) or MongoDB's storage size.
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -34,8 +35,10 @@ class Compacted:
         return max(0, self.before - self.after)
 
     def line(self) -> str:
-        text = (f"compacted {self.where} ({self.how}): {self.before:,} bytes before, {self.after:,} after, "
-                f"{self.reclaimed:,} reclaimed")
+        text = (
+            f"compacted {self.where} ({self.how}): {self.before:,} bytes before, {self.after:,} after, "
+            f"{self.reclaimed:,} reclaimed"
+        )
         return text + (f"; {self.note}" if self.note else "")
 
 

@@ -1,4 +1,5 @@
 """connect(): one entry point for a real MongoDB, the embedded nx-27017 server, or mongomock."""
+
 from __future__ import annotations
 
 import os
@@ -10,15 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from database import embedded
-from database.errors import StoreUnavailable
 from database.admin_log import AdminLog
+from database.errors import StoreUnavailable
+from database.llm_cache import LlmCacheStore
+from database.memories import MemoryStore
+from database.portfolio import ExecutionLedger, PortfolioStore
 from database.running import RunningCycles
 from database.sessions import FoldingWriter, SessionSummaries, SummarisedEvents
 from database.spool import RecoveryReport, pending_files, recover
 from database.writer import BufferedEventWriter
-from database.llm_cache import LlmCacheStore
-from database.memories import MemoryStore
-from database.portfolio import ExecutionLedger, PortfolioStore
 
 DEFAULT_DB = "tradegraph"
 # the longest Store.close() waits for a server to end its sessions on
@@ -51,8 +52,9 @@ def check_store_uri(uri: str, named: str) -> None:
     try:
         parse_uri("mongodb://" + (rest.split("?", 1)[0] if scheme == "mongodb+srv" else rest), warn=False)
     except (ValueError, PyMongoError) as e:
-        raise ValueError(f"{named} is not a valid store URI: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
-                         ) from None
+        raise ValueError(
+            f"{named} is not a valid store URI: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        ) from None
 
 
 def check_store_uri_env(env) -> None:
@@ -169,8 +171,7 @@ class Store:
             fresh.events.seen = self.events.seen  # what was appended and not folded yet is folded on the new client
             old = self.client
             # owned only if no server was running and this one started it: then it stops it on close
-            for name in ("uri", "client", "db", "events", "portfolios", "executions", "memories",
-                         "owned_server_home"):
+            for name in ("uri", "client", "db", "events", "portfolios", "executions", "memories", "owned_server_home"):
                 setattr(self, name, getattr(fresh, name))
             self.generation += 1
         old.close()
@@ -205,11 +206,24 @@ def _port_of(uri: str) -> int | None:
     return urlsplit(uri).port
 
 
-def _build(uri: str, client: Any, db: Any, *, lock: threading.Lock | None = None,
-           owned: Path | None = None, target: str | None = None) -> Store:
+def _build(
+    uri: str,
+    client: Any,
+    db: Any,
+    *,
+    lock: threading.Lock | None = None,
+    owned: Path | None = None,
+    target: str | None = None,
+) -> Store:
     store = Store(
-        uri=uri, client=client, db=db, events=SummarisedEvents(db, serialize=lock),
-        portfolios=PortfolioStore(db), executions=ExecutionLedger(db), memories=MemoryStore(db), owned_server_home=owned,
+        uri=uri,
+        client=client,
+        db=db,
+        events=SummarisedEvents(db, serialize=lock),
+        portfolios=PortfolioStore(db),
+        executions=ExecutionLedger(db),
+        memories=MemoryStore(db),
+        owned_server_home=owned,
         target=target or f"{redact(uri)}#{db.name}",
     )
     store.ensure_indexes()  # idempotent, one createIndexes command a collection: repeated on every connect
@@ -224,7 +238,7 @@ def _build(uri: str, client: Any, db: Any, *, lock: threading.Lock | None = None
 def _connect_mongomock(uri: str) -> Store:
     import mongomock
 
-    name = uri[len("mongomock://"):].strip("/").split("/")[-1] or DEFAULT_DB
+    name = uri[len("mongomock://") :].strip("/").split("/")[-1] or DEFAULT_DB
     with _mock_guard:
         if uri not in _mock_clients:
             _mock_clients[uri] = (mongomock.MongoClient(), threading.Lock())
@@ -260,8 +274,12 @@ def _connect_embedded(home_path: Path, timeout_s: float, home: embedded.Home | N
         embedded.stop_at_exit(home_path, pid)
     try:
         # the embedded server's port changes per start: its spool target is its home
-        store = _connect_mongodb(f"mongodb://{embedded.HOST}:{port}/{DEFAULT_DB}", timeout_s, owned=owned,
-                                 target=f"embedded:{home_path.expanduser().resolve()}#{DEFAULT_DB}")
+        store = _connect_mongodb(
+            f"mongodb://{embedded.HOST}:{port}/{DEFAULT_DB}",
+            timeout_s,
+            owned=owned,
+            target=f"embedded:{home_path.expanduser().resolve()}#{DEFAULT_DB}",
+        )
         # whole-session reads go straight to its SQLite file (EventStore._read_local)
         store.events.local_file = embedded.database_file(home_path, store.db.name)
         store.embedded_home, store.timeout_s = home_path.expanduser().resolve(), timeout_s

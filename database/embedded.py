@@ -5,6 +5,7 @@ and `drop_database` stay isolated; the single-file mode shares one namespace acr
 databases), nx-27017.log, nx-27017.pid, server.json (pid+port of the running server),
 server.lock (fcntl lock serialising start/stop between processes).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -18,10 +19,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterator, Mapping
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 10.0
@@ -46,8 +47,11 @@ class Home:
     chosen_by: str  # "TRADEGRAPH_HOME", "project" (a .tradegraph found upward), "user" (the per-user directory)
 
     def reason(self) -> str:
-        return {"TRADEGRAPH_HOME": "from $TRADEGRAPH_HOME", "project": f"the {PROJECT_DIR} folder found from here",
-                "user": "the per-user default"}[self.chosen_by]
+        return {
+            "TRADEGRAPH_HOME": "from $TRADEGRAPH_HOME",
+            "project": f"the {PROJECT_DIR} folder found from here",
+            "user": "the per-user default",
+        }[self.chosen_by]
 
     def describe(self) -> str:
         return f"{self.path} ({self.reason()})"
@@ -127,8 +131,16 @@ def _server_cmd(p: dict[str, Path], port: int) -> list[str]:
     else:
         base = [str(exe)] if exe.exists() else [shutil.which("nx-27017") or "nx-27017"]
     return base + [
-        "--host", HOST, "-p", str(port), "--data-dir", str(p["data"]),
-        "--log-file", str(p["log"]), "--pid-file", str(p["pid"]),
+        "--host",
+        HOST,
+        "-p",
+        str(port),
+        "--data-dir",
+        str(p["data"]),
+        "--log-file",
+        str(p["log"]),
+        "--pid-file",
+        str(p["pid"]),
     ]
 
 
@@ -171,8 +183,9 @@ def _ping(port: int, timeout_s: float = 1.0) -> bool:
     from pymongo.errors import PyMongoError
 
     ms = int(timeout_s * 1000)
-    client: MongoClient[dict[str, Any]] = MongoClient(HOST, port, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms,
-                                                      directConnection=True)
+    client: MongoClient[dict[str, Any]] = MongoClient(
+        HOST, port, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms, directConnection=True
+    )
     try:
         client.admin.command("ping")
         return True
@@ -215,9 +228,13 @@ def _status(p: dict[str, Path]) -> dict[str, Any]:
     pid, port = int(state.get("pid", 0)), int(state.get("port", 0))
     running = bool(pid and port and pid_alive(pid) and _is_our_server(pid) and _ping(port))
     return {
-        "running": running, "pid": pid or None, "port": port or None,
+        "running": running,
+        "pid": pid or None,
+        "port": port or None,
         "uri": f"mongodb://{HOST}:{port}" if running else None,
-        "home": str(p["home"]), "data_dir": str(p["data"]), "log": str(p["log"]),
+        "home": str(p["home"]),
+        "data_dir": str(p["data"]),
+        "log": str(p["log"]),
     }
 
 

@@ -1,4 +1,5 @@
 """Errors every part of `database` may raise; one module so that none imports another for them."""
+
 from __future__ import annotations
 
 

@@ -1,13 +1,14 @@
 """The `state_events` audit log: append-only, gap-free per-session seq, idempotent by event_id."""
+
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import sqlite3
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Optional
-from collections.abc import Iterable
 
 import orjson
 from pymongo import ASCENDING, DESCENDING, IndexModel, ReturnDocument, WriteConcern
@@ -105,16 +106,19 @@ class EventStore:
 
     def ensure_indexes(self) -> None:
         # one createIndexes command per collection (every connect asks, so every command pays its round trips)
-        self.col.create_indexes([
-            IndexModel([("session_id", ASCENDING), ("seq", ASCENDING)], unique=True, name="session_seq"),
-            IndexModel([("event_id", ASCENDING)], unique=True, name="event_id"),
-            IndexModel([("session_id", ASCENDING), ("cycle_id", ASCENDING), ("seq", ASCENDING)],
-                       name="session_cycle_seq"),
-            IndexModel([("kind", ASCENDING)], name="kind"),
-            # nx-27017 plans a bare {session_id: x} (exists(), sessions()) only off a single-field index:
-            # it ignores the compound prefix
-            IndexModel([("session_id", ASCENDING)], name="session_id"),
-        ])
+        self.col.create_indexes(
+            [
+                IndexModel([("session_id", ASCENDING), ("seq", ASCENDING)], unique=True, name="session_seq"),
+                IndexModel([("event_id", ASCENDING)], unique=True, name="event_id"),
+                IndexModel(
+                    [("session_id", ASCENDING), ("cycle_id", ASCENDING), ("seq", ASCENDING)], name="session_cycle_seq"
+                ),
+                IndexModel([("kind", ASCENDING)], name="kind"),
+                # nx-27017 plans a bare {session_id: x} (exists(), sessions()) only off a single-field index:
+                # it ignores the compound prefix
+                IndexModel([("session_id", ASCENDING)], name="session_id"),
+            ]
+        )
 
     # ---- writes -------------------------------------------------------------------------
     def append(self, events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -132,7 +136,9 @@ class EventStore:
         for d in docs:
             seen = fresh.get(d["event_id"])
             if seen is not None and _content(seen) != _content(d):
-                raise DuplicateEventError(f"event_id {d['event_id']!r} appears twice in one batch with different content")
+                raise DuplicateEventError(
+                    f"event_id {d['event_id']!r} appears twice in one batch with different content"
+                )
             fresh.setdefault(d["event_id"], d)
         # large payloads go to the batch's packs (database/blobs.py), stored before any event that references them
         packs, stored = split([d["payload"] for d in fresh.values()], [d["session_id"] for d in fresh.values()])
@@ -148,8 +154,9 @@ class EventStore:
         order = {event_id: i for i, event_id in enumerate(fresh)}
         return sorted(written, key=lambda d: order[d["event_id"]])
 
-    def _append_session(self, session_id: str, group: list[dict[str, Any]],
-                        stored_payloads: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    def _append_session(
+        self, session_id: str, group: list[dict[str, Any]], stored_payloads: dict[str, dict[str, Any]]
+    ) -> list[dict[str, Any]]:
         """Store the group, then move the session's chain head (database/heads.py) to the highest event the
         group now has in the log: after the insert is acknowledged, so the head never runs ahead of the log
         (a process killed in between leaves the log ahead of its head, which verify_chain reports as such)."""
@@ -165,8 +172,13 @@ class EventStore:
             self.heads.advance(session_id, *top[0])
         return written
 
-    def _insert_session(self, session_id: str, group: list[dict[str, Any]], top: list[tuple[int, str]],
-                        stored_payloads: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    def _insert_session(
+        self,
+        session_id: str,
+        group: list[dict[str, Any]],
+        top: list[tuple[int, str]],
+        stored_payloads: dict[str, dict[str, Any]],
+    ) -> list[dict[str, Any]]:
         """Seqs are taken by the insert itself, never reserved ahead of it (eventsourcing's
         originator_version): the unique (session_id, seq) index makes a racing writer's insert fail,
         and it retries from the new head. An insert that dies half way leaves a contiguous prefix, so a
@@ -191,15 +203,16 @@ class EventStore:
                 d["hash"] = prev = event_hash(d)
             try:
                 # insert_many adds _id to the dicts it is given: hand it copies, return clean (full) docs
-                self.col.insert_many([{**d, "payload": stored_payloads.get(d["event_id"], d["payload"])}
-                                      for d in pending], ordered=True)
+                self.col.insert_many(
+                    [{**d, "payload": stored_payloads.get(d["event_id"], d["payload"])} for d in pending], ordered=True
+                )
             except BulkWriteError as exc:
                 n = int(exc.details.get("nInserted", 0))
                 written += pending[:n]
                 if n:
                     self._heads[session_id] = (pending[n - 1]["seq"], pending[n - 1]["hash"])
                     reached(pending[n - 1])
-                clash, pending = pending[n], pending[n + 1:]
+                clash, pending = pending[n], pending[n + 1 :]
                 old = self.col.find_one({"event_id": clash["event_id"]}, {"_id": 0})
                 if old is not None:
                     self.blobs.expand([old])  # compared in full: a pack is only how it is stored
@@ -210,7 +223,8 @@ class EventStore:
                 if _content(old) != _content(clash):
                     raise DuplicateEventError(
                         f"event_id {clash['event_id']!r} already stored (session {old['session_id']!r}, seq "
-                        f"{old['seq']}) with different content") from exc
+                        f"{old['seq']}) with different content"
+                    ) from exc
                 # an identical copy is already stored (a redelivery): a no-op; the rest goes on. The head covers
                 # it too: a batch whose reply was lost is stored, and its retry must still move the head
                 if old["session_id"] == session_id and old.get("hash"):
@@ -237,8 +251,11 @@ class EventStore:
         A stale cache costs one collision and a re-read, never a wrong seq."""
         head = self._heads.get(session_id)
         if head is None:
-            last = self.col.find_one({"session_id": session_id, "seq": {"$gte": 1}}, {"_id": 0, "seq": 1, "hash": 1},
-                                     sort=[("seq", DESCENDING)])
+            last = self.col.find_one(
+                {"session_id": session_id, "seq": {"$gte": 1}},
+                {"_id": 0, "seq": 1, "hash": 1},
+                sort=[("seq", DESCENDING)],
+            )
             head = (int(last["seq"]), last.get("hash") or GENESIS) if last else (0, GENESIS)
             self._heads[session_id] = head
         return head
@@ -279,8 +296,9 @@ class EventStore:
         self.blobs.expand([doc], self.local_file)
         return doc
 
-    def _read(self, session_id: str, kind: str | None = None,
-              cycle_id: str | None = None) -> tuple[list[dict[str, Any]], dict[int, Optional[str]]]:
+    def _read(
+        self, session_id: str, kind: str | None = None, cycle_id: str | None = None
+    ) -> tuple[list[dict[str, Any]], dict[int, Optional[str]]]:
         """(events, {position of each event stored with a pack: None, or why its pack could not be read}): such
         an event keeps its stored form."""
         # the seq range lets nx-27017 walk the (session_id, seq) index; a no-op filter on MongoDB
@@ -308,14 +326,18 @@ class EventStore:
         docs: list[dict[str, Any]] = []
         lo = 1
         while True:
-            chunk = list(self.col.find({"session_id": session_id, "seq": {"$gte": lo, "$lt": lo + READ_CHUNK}})
-                         .sort("seq", ASCENDING).batch_size(READ_CHUNK))
+            chunk = list(
+                self.col.find({"session_id": session_id, "seq": {"$gte": lo, "$lt": lo + READ_CHUNK}})
+                .sort("seq", ASCENDING)
+                .batch_size(READ_CHUNK)
+            )
             if chunk:
                 docs += chunk
                 lo = int(chunk[-1]["seq"]) + 1
                 continue
-            after = self.col.find_one({"session_id": session_id, "seq": {"$gte": lo}}, {"_id": 0, "seq": 1},
-                                      sort=[("seq", ASCENDING)])
+            after = self.col.find_one(
+                {"session_id": session_id, "seq": {"$gte": lo}}, {"_id": 0, "seq": 1}, sort=[("seq", ASCENDING)]
+            )
             if after is None:
                 return docs
             lo = int(after["seq"])
@@ -348,8 +370,10 @@ class EventStore:
             con.text_factory = bytes
             # row by row (not fetchall): each stored text is parsed while it is still in the CPU's cache
             for (raw,) in con.execute(
-                    f"SELECT data FROM {COLLECTION} WHERE json_extract(data, '$.session_id') = ? "
-                    "AND json_extract(data, '$.seq') >= 1 ORDER BY json_extract(data, '$.seq')", (session_id,)):
+                f"SELECT data FROM {COLLECTION} WHERE json_extract(data, '$.session_id') = ? "
+                "AND json_extract(data, '$.seq') >= 1 ORDER BY json_extract(data, '$.seq')",
+                (session_id,),
+            ):
                 # the stored _id is nx-27017's ObjectId marker (read() drops _id): that one occurrence is expected
                 if raw.count(_OID_MARKER) > 1 or _DECODED_MARKERS[0] in raw or _DECODED_MARKERS[1] in raw:
                     return None
@@ -378,26 +402,35 @@ class EventStore:
         pipeline: list[dict[str, Any]] = [
             # sorted input makes $last the highest-seq event of each session
             {"$sort": {"session_id": 1, "seq": 1}},
-            {"$group": {
-                "_id": "$session_id",
-                "first_ts": {"$min": "$ts"},
-                "last_ts": {"$max": "$ts"},
-                "events": {"$sum": 1},
-                "cycle_ids": {"$addToSet": "$cycle_id"},
-                "last_kind": {"$last": "$kind"},
-                "last_state": {"$last": "$state"},
-                "last_cycle_id": {"$last": "$cycle_id"},
-            }},
+            {
+                "$group": {
+                    "_id": "$session_id",
+                    "first_ts": {"$min": "$ts"},
+                    "last_ts": {"$max": "$ts"},
+                    "events": {"$sum": 1},
+                    "cycle_ids": {"$addToSet": "$cycle_id"},
+                    "last_kind": {"$last": "$kind"},
+                    "last_state": {"$last": "$state"},
+                    "last_cycle_id": {"$last": "$cycle_id"},
+                }
+            },
             {"$sort": {"last_ts": -1}},
             {"$limit": int(limit)},
         ]
         out = []
         for row in self.col.aggregate(pipeline):
-            out.append({
-                "session_id": row["_id"], "first_ts": row["first_ts"], "last_ts": row["last_ts"],
-                "events": row["events"], "cycles": len(row["cycle_ids"]),
-                "last_kind": row["last_kind"], "last_state": row["last_state"], "last_cycle_id": row["last_cycle_id"],
-            })
+            out.append(
+                {
+                    "session_id": row["_id"],
+                    "first_ts": row["first_ts"],
+                    "last_ts": row["last_ts"],
+                    "events": row["events"],
+                    "cycles": len(row["cycle_ids"]),
+                    "last_kind": row["last_kind"],
+                    "last_state": row["last_state"],
+                    "last_cycle_id": row["last_cycle_id"],
+                }
+            )
         return out
 
     def exists(self, session_id: str) -> bool:
@@ -406,8 +439,9 @@ class EventStore:
     def count(self, session_id: str) -> int:
         # seqs are taken by the inserts themselves, so they are gap-free from 1 and the highest stored
         # seq is the count; count_documents is a full scan on nx-27017 (~0.4 s at 7k events)
-        last = self.col.find_one({"session_id": session_id, "seq": {"$gte": 1}}, {"_id": 0, "seq": 1},
-                                 sort=[("seq", DESCENDING)])
+        last = self.col.find_one(
+            {"session_id": session_id, "seq": {"$gte": 1}}, {"_id": 0, "seq": 1}, sort=[("seq", DESCENDING)]
+        )
         return int(last["seq"]) if last else 0
 
     def verify_chain(self, session_id: str) -> dict[str, Any]:
@@ -422,9 +456,14 @@ class EventStore:
         hash_at_head: str | None = None
         cycle_last_seq: dict[int, int] = {}
         marks: list[tuple[int, Optional[str]]] = []  # each manifest's (seq, key id it says heads are signed with)
-        report: dict[str, Any] = {"ok": False, "checked": 0, "first_broken": None,
-                                  "head": outside.head.public() if outside.head else None, "head_note": "",
-                                  "after_head": 0}
+        report: dict[str, Any] = {
+            "ok": False,
+            "checked": 0,
+            "first_broken": None,
+            "head": outside.head.public() if outside.head else None,
+            "head_note": "",
+            "after_head": 0,
+        }
         docs, packed = self._read(session_id)
         for pos, doc in enumerate(docs):
             checked += 1
@@ -439,9 +478,12 @@ class EventStore:
             elif packed.get(pos):
                 reason = f"its payload cannot be read: {packed[pos]} (the pack was deleted or edited)"
             elif event_hash(doc) != doc["hash"]:
-                reason = ("content does not match its hash (the event, or the pack holding its payload, was edited "
-                          "after it was written)" if pos in packed else
-                          "content does not match its hash (the event was edited after it was written)")
+                reason = (
+                    "content does not match its hash (the event, or the pack holding its payload, was edited "
+                    "after it was written)"
+                    if pos in packed
+                    else "content does not match its hash (the event was edited after it was written)"
+                )
             if reason is not None:
                 return {**report, "checked": checked, "first_broken": {"seq": min(seq, checked), "reason": reason}}
             prev = doc["hash"]
@@ -452,16 +494,24 @@ class EventStore:
                 marks.append((seq, mark_key_id(doc.get("payload"))))
             if outside.head is not None and seq == outside.head.seq:
                 hash_at_head = prev
-        broken, note, after = compare(session_id, outside, LogEnd(checked, hash_at_head, cycle_last_seq, marks),
-                                 audit_key())
-        return {**report, "ok": broken is None, "checked": checked, "first_broken": broken, "head_note": note,
-                "after_head": after}
+        broken, note, after = compare(
+            session_id, outside, LogEnd(checked, hash_at_head, cycle_last_seq, marks), audit_key()
+        )
+        return {
+            **report,
+            "ok": broken is None,
+            "checked": checked,
+            "first_broken": broken,
+            "head_note": note,
+            "after_head": after,
+        }
 
     def outside(self, session_id: str) -> Outside:
         """What the store keeps about the session outside its log (read before the log, see Outside)."""
         ledger = {}
-        for entry in ExecutionLedger(self.db).col.find({"session_id": session_id}, {"_id": 0, "cycle_id": 1,
-                                                                                    "state": 1}):
+        for entry in ExecutionLedger(self.db).col.find(
+            {"session_id": session_id}, {"_id": 0, "cycle_id": 1, "state": 1}
+        ):
             n = cycle_number(session_id, entry.get("cycle_id"))
             if n is not None:
                 ledger[n] = str(entry.get("state"))
@@ -475,7 +525,8 @@ class EventStore:
 
     def next_cycle(self, session_id: str) -> int:
         """Allocate the session's next cycle number (1, 2, …) atomically."""
-        doc = self.counters.find_one_and_update({"_id": f"{session_id}#cycles"}, {"$inc": {"n": 1}}, upsert=True,
-                                                return_document=ReturnDocument.AFTER)
+        doc = self.counters.find_one_and_update(
+            {"_id": f"{session_id}#cycles"}, {"$inc": {"n": 1}}, upsert=True, return_document=ReturnDocument.AFTER
+        )
         assert doc is not None  # an upsert returning the document after it always finds one
         return int(doc["n"])

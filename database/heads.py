@@ -19,6 +19,7 @@ deleted head (with the log intact, rewritten and re-hashed, or cut by whole cycl
 rolled back) is broken, with or without the key set to check it; and with the key set, any session without a head
 is broken (nothing signed vouches for it; a log re-hashed from its first manifest on would otherwise pass).
 """
+
 from __future__ import annotations
 
 import functools
@@ -26,7 +27,7 @@ import hashlib
 import hmac
 import os
 from dataclasses import dataclass, field
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from typing import Any, Optional
 
 import orjson
@@ -77,9 +78,18 @@ class Head:
 
     def canonical(self) -> bytes:
         """The bytes a signature covers: everything the head says, sorted and compact."""
-        return orjson.dumps({"format": FORMAT, "alg": ALG, "session_id": self.session_id, "seq": self.seq,
-                             "hash": self.hash, "updated": self.updated, "key_id": self.key_id},
-                            option=orjson.OPT_SORT_KEYS)
+        return orjson.dumps(
+            {
+                "format": FORMAT,
+                "alg": ALG,
+                "session_id": self.session_id,
+                "seq": self.seq,
+                "hash": self.hash,
+                "updated": self.updated,
+                "key_id": self.key_id,
+            },
+            option=orjson.OPT_SORT_KEYS,
+        )
 
     def signed(self, key: bytes) -> Head:
         unsigned = Head(self.session_id, self.seq, self.hash, self.updated, key_id(key))
@@ -91,8 +101,10 @@ class Head:
             return None
         mine = key_id(key)
         if not self.sig:
-            return (f"the chain head is not signed, but {KEY_VAR} is set (key id {mine}): it cannot be vouched "
-                    f"for (written without the key, or its signature stripped)")
+            return (
+                f"the chain head is not signed, but {KEY_VAR} is set (key id {mine}): it cannot be vouched "
+                f"for (written without the key, or its signature stripped)"
+            )
         if self.key_id != mine:
             return f"the chain head is signed with key {self.key_id}, not with the configured {KEY_VAR} ({mine})"
         expected = hmac.new(key, self.canonical(), hashlib.sha256).hexdigest()
@@ -103,16 +115,29 @@ class Head:
     def public(self) -> dict[str, Any]:
         """The head as `tradegraph export head` prints it: with the exact bytes signed, so anyone holding the
         key can check it elsewhere, and anyone can notarise it (keep it where the store's writers can't)."""
-        out = {"session_id": self.session_id, "seq": self.seq, "hash": self.hash, "updated": self.updated,
-               "alg": ALG if self.sig else None, "key_id": self.key_id, "sig": self.sig}
+        out = {
+            "session_id": self.session_id,
+            "seq": self.seq,
+            "hash": self.hash,
+            "updated": self.updated,
+            "alg": ALG if self.sig else None,
+            "key_id": self.key_id,
+            "sig": self.sig,
+        }
         if self.sig:
             out["signed"] = self.canonical().decode()
         return out
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any]) -> Head:
-        return cls(str(doc["session_id"]), int(doc["seq"]), str(doc["hash"]), str(doc["updated"]),
-                   doc.get("key_id"), doc.get("sig"))
+        return cls(
+            str(doc["session_id"]),
+            int(doc["seq"]),
+            str(doc["hash"]),
+            str(doc["updated"]),
+            doc.get("key_id"),
+            doc.get("sig"),
+        )
 
 
 class ChainHeads:
@@ -148,7 +173,7 @@ def cycle_number(session_id: str, cycle_id: Optional[str]) -> Optional[int]:
     prefix = f"{session_id}:c"
     if not cycle_id or not cycle_id.startswith(prefix):
         return None
-    digits = cycle_id[len(prefix):].split(":", 1)[0]
+    digits = cycle_id[len(prefix) :].split(":", 1)[0]
     return int(digits) if digits.isdigit() else None
 
 
@@ -157,6 +182,7 @@ class Outside:
     """What the store knows about a session outside its log, read BEFORE the log (a writer appending meanwhile
     can then only put the log ahead of it): its head, how many cycles were allocated, the cycles the execution
     ledger recorded a fill or exit for (each recorded only after its cycle's events were stored)."""
+
     head: Optional[Head]
     allocated: int
     ledger: dict[int, str]  # cycle number -> ledger state
@@ -166,6 +192,7 @@ class Outside:
 class LogEnd:
     """What the walk of an intact chain found: its last seq, the hash at the head's seq, each cycle's last seq, and
     each manifest's (seq, key id its heads are signed with, or None)."""
+
     seq: int
     hash_at_head: Optional[str]
     cycle_last_seq: dict[int, int]
@@ -187,19 +214,25 @@ def compare(session_id: str, outside: Outside, log: LogEnd, key: Optional[bytes]
     notes = []
     after = 0
     if head is None:
-        notes.append("no chain head recorded (a session written before chain heads existed, or its head was "
-                     "deleted): the log's length is not vouched for")
+        notes.append(
+            "no chain head recorded (a session written before chain heads existed, or its head was "
+            "deleted): the log's length is not vouched for"
+        )
     elif broken is None and head.seq < end:
         after = end - head.seq
-        notes.append(f"{after} event(s) after the chain head at seq {head.seq} (seq {head.seq + 1}..{end}): what a "
-                     f"writer stopped between storing a batch and recording its head leaves; the head does not "
-                     f"vouch for them")
+        notes.append(
+            f"{after} event(s) after the chain head at seq {head.seq} (seq {head.seq + 1}..{end}): what a "
+            f"writer stopped between storing a batch and recording its head leaves; the head does not "
+            f"vouch for them"
+        )
     elif broken is None:
         notes.append(f"the log ends at its chain head, seq {head.seq} ({_signing(head, key)})")
     empty = [n for n in range(1, outside.allocated + 1) if n not in log.cycle_last_seq and n < _last_cycle(log)]
     if empty:
-        notes.append(f"cycle(s) {', '.join(f'c{n}' for n in empty)} allocated with no events (their process "
-                     f"stopped before its first batch was stored)")
+        notes.append(
+            f"cycle(s) {', '.join(f'c{n}' for n in empty)} allocated with no events (their process "
+            f"stopped before its first batch was stored)"
+        )
     if outside.allocated and _last_cycle(log) > outside.allocated:
         notes.append(f"the cycle counter ({outside.allocated}) is behind the log's cycle c{_last_cycle(log)}")
     return broken, "; ".join(notes), after
@@ -222,24 +255,36 @@ def _signed_session(head: Optional[Head], log: LogEnd, key: Optional[bytes]) -> 
     a signed head: fail closed when it has none. The signature itself is checked by _against_head (with the key)."""
     at, signer = log.signed_by()
     if head is None and signer is not None:
-        return {"seq": 1, "reason": f"the session was written under {KEY_VAR} (its manifest at seq {at} says its "
-                                    f"chain heads are signed with key {signer}), but it has no chain head: the head "
-                                    f"was deleted, so nothing vouches for the log's content or length"}
+        return {
+            "seq": 1,
+            "reason": f"the session was written under {KEY_VAR} (its manifest at seq {at} says its "
+            f"chain heads are signed with key {signer}), but it has no chain head: the head "
+            f"was deleted, so nothing vouches for the log's content or length",
+        }
     if head is None and key is not None and log.seq:
-        return {"seq": 1, "reason": f"no chain head, but {KEY_VAR} is set (key id {key_id(key)}): nothing signed "
-                                    f"vouches for the log's content or length (its head was deleted, or it was "
-                                    f"written before chain heads existed)"}
+        return {
+            "seq": 1,
+            "reason": f"no chain head, but {KEY_VAR} is set (key id {key_id(key)}): nothing signed "
+            f"vouches for the log's content or length (its head was deleted, or it was "
+            f"written before chain heads existed)",
+        }
     if head is None or key is not None:
         return None
     # without the key: the head must at least be what the log says it is (signed, by the key its manifest names)
     at, signer = log.signed_by(head.seq)
     if signer is not None and not head.sig:
-        return {"seq": head.seq, "reason": f"the chain head is not signed, but the session's manifest at seq {at} "
-                                           f"says its heads are signed with key {signer}: the head was replaced"}
+        return {
+            "seq": head.seq,
+            "reason": f"the chain head is not signed, but the session's manifest at seq {at} "
+            f"says its heads are signed with key {signer}: the head was replaced",
+        }
     if signer is not None and head.key_id != signer:
-        return {"seq": head.seq, "reason": f"the chain head is signed with key {head.key_id}, but the session's "
-                                           f"manifest at seq {at} says its heads are signed with key {signer}: the "
-                                           f"head was replaced"}
+        return {
+            "seq": head.seq,
+            "reason": f"the chain head is signed with key {head.key_id}, but the session's "
+            f"manifest at seq {at} says its heads are signed with key {signer}: the "
+            f"head was replaced",
+        }
     return None
 
 
@@ -251,12 +296,18 @@ def _against_head(head: Optional[Head], log: LogEnd, key: Optional[bytes]) -> Op
         return {"seq": head.seq, "reason": problem}
     if head.seq > log.seq:
         gone = f"seq {head.seq}" if head.seq == log.seq + 1 else f"seq {log.seq + 1}..{head.seq}"
-        return {"seq": log.seq + 1, "reason": f"the log ends at seq {log.seq}, but its chain head records seq "
-                                              f"{head.seq}: {gone} missing (the log was cut short)"}
+        return {
+            "seq": log.seq + 1,
+            "reason": f"the log ends at seq {log.seq}, but its chain head records seq "
+            f"{head.seq}: {gone} missing (the log was cut short)",
+        }
     if log.hash_at_head != head.hash:
-        return {"seq": head.seq, "reason": f"the event at seq {head.seq} is not the one its chain head records "
-                                           f"(hash {str(log.hash_at_head)[:12]}…, head {head.hash[:12]}…): the log "
-                                           f"was rewritten up to there"}
+        return {
+            "seq": head.seq,
+            "reason": f"the event at seq {head.seq} is not the one its chain head records "
+            f"(hash {str(log.hash_at_head)[:12]}…, head {head.hash[:12]}…): the log "
+            f"was rewritten up to there",
+        }
     return None
 
 
@@ -268,14 +319,20 @@ def _against_cycles(session_id: str, outside: Outside, log: LogEnd) -> Optional[
         if n not in log.cycle_last_seq:
             before = [s for c, s in log.cycle_last_seq.items() if c < n]
             first = max(before) + 1 if before else 1
-            return {"seq": first, "reason": f"cycle {session_id}:c{n} has an execution-ledger entry ({state}) but "
-                                             f"none of its events is in the log, and a fill is recorded only after "
-                                             f"its cycle's events are stored: they were removed"}
+            return {
+                "seq": first,
+                "reason": f"cycle {session_id}:c{n} has an execution-ledger entry ({state}) but "
+                f"none of its events is in the log, and a fill is recorded only after "
+                f"its cycle's events are stored: they were removed",
+            }
     last = _last_cycle(log)
     if outside.allocated > last:
-        return {"seq": log.seq + 1, "reason": f"cycle {session_id}:c{last + 1} was allocated (the cycle counter is "
-                                              f"at {outside.allocated}) but none of its events is in the log, which "
-                                              f"ends at seq {log.seq}: its events were removed (with the head "
-                                              f"rolled back), or its process stopped before its first batch was "
-                                              f"stored"}
+        return {
+            "seq": log.seq + 1,
+            "reason": f"cycle {session_id}:c{last + 1} was allocated (the cycle counter is "
+            f"at {outside.allocated}) but none of its events is in the log, which "
+            f"ends at seq {log.seq}: its events were removed (with the head "
+            f"rolled back), or its process stopped before its first batch was "
+            f"stored",
+        }
     return None

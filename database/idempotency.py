@@ -8,6 +8,7 @@ kind) and the `response` (JSON text) once answered, the session and cycle the an
 of the run (database/claims.py), how often each use happened (`uses`), and `expires_at`: a TTL index removes the
 document a day (TTL_S) after its first use. An expired document the server has not removed yet reads as absent.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -45,11 +46,24 @@ class IdempotencyKeys:
 
     def begin(self, scope: str, key: str, capability: str, fingerprint: str) -> Begun:
         now, token = time.time(), uuid.uuid4().hex
-        mine = {"_id": f"{scope} {key}", "scope": scope, "key": key, "capability": capability,
-                "fingerprint": fingerprint, "state": "running", "status": None, "response": None,
-                "session_id": None, "cycle_id": None, "owner": claims.owner(), "token": token,
-                "created_at": now, "expires_ts": now + self.ttl_s, "uses": {"first": 1},
-                "expires_at": dt.datetime.fromtimestamp(now + self.ttl_s, dt.UTC)}
+        mine = {
+            "_id": f"{scope} {key}",
+            "scope": scope,
+            "key": key,
+            "capability": capability,
+            "fingerprint": fingerprint,
+            "state": "running",
+            "status": None,
+            "response": None,
+            "session_id": None,
+            "cycle_id": None,
+            "owner": claims.owner(),
+            "token": token,
+            "created_at": now,
+            "expires_ts": now + self.ttl_s,
+            "uses": {"first": 1},
+            "expires_at": dt.datetime.fromtimestamp(now + self.ttl_s, dt.UTC),
+        }
         claims.hold(token)
         won = False
         try:
@@ -63,8 +77,10 @@ class IdempotencyKeys:
                 if held is None:
                     continue
                 if float(held.get("expires_ts") or 0) <= now:  # the TTL monitor has not removed it yet
-                    won = self.col.find_one_and_replace({"_id": held["_id"], "token": held["token"]},
-                                                        dict(mine)) is not None
+                    won = (
+                        self.col.find_one_and_replace({"_id": held["_id"], "token": held["token"]}, dict(mine))
+                        is not None
+                    )
                     if won:
                         return Begun("run", mine)
                     continue
@@ -78,13 +94,24 @@ class IdempotencyKeys:
             if not won:
                 claims.drop(token)
 
-    def finish(self, record: dict[str, Any], status: str, response: str, session_id: Optional[str],
-               cycle_id: Optional[str]) -> None:
+    def finish(
+        self, record: dict[str, Any], status: str, response: str, session_id: Optional[str], cycle_id: Optional[str]
+    ) -> None:
         """The first run answered: its answer is what every later use with the key gets."""
         try:
-            self.col.update_one({"_id": record["_id"], "token": record["token"]}, {"$set": {
-                "state": "done", "status": status, "response": response, "session_id": session_id,
-                "cycle_id": cycle_id, "answered_at": time.time()}})
+            self.col.update_one(
+                {"_id": record["_id"], "token": record["token"]},
+                {
+                    "$set": {
+                        "state": "done",
+                        "status": status,
+                        "response": response,
+                        "session_id": session_id,
+                        "cycle_id": cycle_id,
+                        "answered_at": time.time(),
+                    }
+                },
+            )
         finally:
             claims.drop(record["token"])
 

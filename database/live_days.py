@@ -5,6 +5,7 @@ of two processes only one moves it (claimed → [fetched →] running → decide
 Collection `live_loops`: one lease per loop name, so two `tradegraph live --name NAME` never trade side by side. The
 lease is owned as an approval claim is (database/claims.py): live while its process holds its token, on this host
 while its pid is alive, from another host until LEASE_S after it was last renewed."""
+
 from __future__ import annotations
 
 import time
@@ -32,8 +33,14 @@ class LiveDays:
 
     def claim(self, loop: str, day: str, session_id: str) -> dict[str, Any]:
         """The day's record: a new one (`claimed`) or the one a previous run left."""
-        doc = {"_id": self.key(loop, day), "loop": loop, "day": day, "session_id": session_id, "state": "claimed",
-               "at": time.time()}
+        doc = {
+            "_id": self.key(loop, day),
+            "loop": loop,
+            "day": day,
+            "session_id": session_id,
+            "state": "claimed",
+            "at": time.time(),
+        }
         try:
             self.col.insert_one(doc)
             return doc
@@ -44,8 +51,9 @@ class LiveDays:
 
     def advance(self, key: str, was: str, state: str, **fields: Any) -> bool:
         """Move the record from `was` to `state`; False when another process moved it first."""
-        res = self.col.update_one({"_id": key, "state": was}, {"$set": {"state": state, "updated": time.time(),
-                                                                          **fields}})
+        res = self.col.update_one(
+            {"_id": key, "state": was}, {"$set": {"state": state, "updated": time.time(), **fields}}
+        )
         return res.modified_count == 1
 
     def note(self, key: str, **fields: Any) -> None:
@@ -77,8 +85,9 @@ class LoopLeases:
             pass
         held = self.col.find_one({"_id": loop})
         if held is not None and not claims.live(held, since=float(held.get("renewed") or 0), lease_s=LEASE_S):
-            took = self.col.update_one({"_id": loop, "token": held["token"]},
-                                       {"$set": {k: v for k, v in doc.items() if k != "_id"}})
+            took = self.col.update_one(
+                {"_id": loop, "token": held["token"]}, {"$set": {k: v for k, v in doc.items() if k != "_id"}}
+            )
             if took.modified_count == 1:
                 return token, None
             held = self.col.find_one({"_id": loop})
@@ -87,7 +96,9 @@ class LoopLeases:
 
     def renew(self, loop: str, token: str) -> bool:
         """False when the lease is no longer this token's (taken over as dead)."""
-        return self.col.update_one({"_id": loop, "token": token}, {"$set": {"renewed": time.time()}}).modified_count == 1
+        return (
+            self.col.update_one({"_id": loop, "token": token}, {"$set": {"renewed": time.time()}}).modified_count == 1
+        )
 
     def release(self, loop: str, token: str) -> None:
         claims.drop(token)

@@ -3,6 +3,7 @@
 The key is the document's `_id`, so a lookup is one indexed read and a second write of the same key keeps the
 first answer (the one whose audit event the cache points at). An entry is only as good as the audit event it cites:
 `cited` reads that event back (agent/cache.py `entry_problem` compares the two before an answer is used)."""
+
 from __future__ import annotations
 
 import time
@@ -12,7 +13,8 @@ from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
 from database.blobs import BlobStore
-from database.events import COLLECTION as EVENTS, event_hash
+from database.events import COLLECTION as EVENTS
+from database.events import event_hash
 
 
 class LlmCacheStore:

@@ -2,6 +2,7 @@
 
 A memory id is written once: adding it again keeps the first record (a re-run MEMORIZING never rewrites a
 lesson that later cycles may already have recalled)."""
+
 from __future__ import annotations
 
 import builtins
@@ -22,12 +23,14 @@ class MemoryStore:
         self.col = db["memories"]
 
     def ensure_indexes(self) -> None:
-        self.col.create_indexes([
-            IndexModel([("memory_id", ASCENDING)], unique=True, name="memory_id"),
-            IndexModel([("symbol", ASCENDING), ("known_at", ASCENDING)], name="symbol_known_at"),
-            IndexModel([("session_id", ASCENDING)], name="session_id"),
-            IndexModel([("added_ts", DESCENDING)], name="added_ts"),  # revision(): the newest insert, no scan
-        ])
+        self.col.create_indexes(
+            [
+                IndexModel([("memory_id", ASCENDING)], unique=True, name="memory_id"),
+                IndexModel([("symbol", ASCENDING), ("known_at", ASCENDING)], name="symbol_known_at"),
+                IndexModel([("session_id", ASCENDING)], name="session_id"),
+                IndexModel([("added_ts", DESCENDING)], name="added_ts"),  # revision(): the newest insert, no scan
+            ]
+        )
 
     def add(self, record: MemoryRecord) -> bool:
         try:
@@ -40,8 +43,16 @@ class MemoryStore:
         doc = self.col.find_one({"memory_id": memory_id}, {"_id": 0, **_FIELDS})
         return MemoryRecord.model_validate(doc) if doc else None
 
-    def list(self, *, symbol: Optional[str] = None, session_id: Optional[str] = None, before: Optional[str] = None,
-             kind: Optional[str] = None, cycle_id: Optional[str] = None, limit: int = 100) -> list[MemoryRecord]:
+    def list(
+        self,
+        *,
+        symbol: Optional[str] = None,
+        session_id: Optional[str] = None,
+        before: Optional[str] = None,
+        kind: Optional[str] = None,
+        cycle_id: Optional[str] = None,
+        limit: int = 100,
+    ) -> list[MemoryRecord]:
         query: dict[str, Any] = {}
         if symbol:
             query["symbol"] = symbol
@@ -59,8 +70,9 @@ class MemoryStore:
     def all(self) -> builtins.list[MemoryRecord]:
         return [MemoryRecord.model_validate(d) for d in self.col.find({}, {"_id": 0, **_FIELDS})]
 
-    def forget(self, *, memory_id: Optional[str] = None, session_id: Optional[str] = None,
-               symbol: Optional[str] = None) -> int:
+    def forget(
+        self, *, memory_id: Optional[str] = None, session_id: Optional[str] = None, symbol: Optional[str] = None
+    ) -> int:
         query = {k: v for k, v in (("memory_id", memory_id), ("session_id", session_id), ("symbol", symbol)) if v}
         if not query:
             raise ValueError("forget needs a memory id, a session or a symbol")

@@ -41,14 +41,15 @@ Left alone (plain nx-27017): an insert that starts or runs inside a client trans
 IMMEDIATE on the same connection), a connection already inside a transaction, and any other nx-27017
 or neosqlite version than the ones this was read against (nothing is patched then, with a line in the log).
 """
+
 from __future__ import annotations
 
 import itertools
 import json
 import logging
 import sys
-from typing import Any
 from collections.abc import Callable, Iterator
+from typing import Any
 
 # the versions whose code the changes below were read against (nx-27017 0.8.1, neosqlite 1.17.2)
 NX_VERSIONS = ("0.8.",)
@@ -206,9 +207,16 @@ def _composite_conditions(field: str, condition: Any) -> tuple[dict[str, Any], d
         return {"$eq": condition}, {}
     if not isinstance(condition, dict):
         return None
-    ours = {op: operand for op, operand in condition.items() if op in _EQUALITY_OPERATORS and (
-        _is_composite(operand) if op in ("$eq", "$ne")
-        else isinstance(operand, list) and any(map(_is_composite, operand)))}
+    ours = {
+        op: operand
+        for op, operand in condition.items()
+        if op in _EQUALITY_OPERATORS
+        and (
+            _is_composite(operand)
+            if op in ("$eq", "$ne")
+            else isinstance(operand, list) and any(map(_is_composite, operand))
+        )
+    }
     return (ours, {op: v for op, v in condition.items() if op not in ours}) if ours else None
 
 
@@ -232,6 +240,7 @@ def _stored_form(value: Any) -> Any:
 
 
 # --- in SQL (find, count, update and delete filters) ---
+
 
 def _label(key: str) -> str:
     if '"' in key:  # a quoted JSON-path label has no escape for it
@@ -291,8 +300,10 @@ def _some_element(base: str | None, suffix: str, holds: Callable[[str], Clause])
     at, p = _at(base, suffix)
     alias = f"tg_e{next(_aliases)}"
     inner, q = holds(f"{alias}.fullkey")
-    return (f"(json_type(data, {at}) = 'array' AND EXISTS (SELECT 1 FROM json_each(data, {at}) AS {alias} "
-            f"WHERE {inner}))", [*p, *p, *q])
+    return (
+        f"(json_type(data, {at}) = 'array' AND EXISTS (SELECT 1 FROM json_each(data, {at}) AS {alias} WHERE {inner}))",
+        [*p, *p, *q],
+    )
 
 
 def _matches(base: str | None, suffix: str, segments: list[str], value: Any, traversable: bool) -> Clause:
@@ -313,10 +324,12 @@ def _field_equals(field: str, value: Any) -> Clause:
     return _matches(None, "$", _segments(field), _stored_form(value), traversable=False)
 
 
-def _field_clause(field: str, ours: dict[str, Any], rest: dict[str, Any],
-                  plain: Callable[[Any], Clause | None]) -> Clause:
+def _field_clause(
+    field: str, ours: dict[str, Any], rest: dict[str, Any], plain: Callable[[Any], Clause | None]
+) -> Clause:
     """The SQL for one field's condition; plain(condition) is neosqlite's own clause for that field, used for
     scalar $in members and the field's other operators."""
+
     def own(condition: Any) -> Clause:
         clause = plain(condition)
         if clause is None:
@@ -342,6 +355,7 @@ def _field_clause(field: str, ours: dict[str, Any], rest: dict[str, Any],
 
 
 # --- in Python (neosqlite's fallback tier: $or/$and/$nor/$not, aggregation $match) ---
+
 
 def _same(a: Any, b: Any) -> bool:
     """MongoDB equality of two values in stored form (the SQL _equal's rules)."""
@@ -384,9 +398,11 @@ def _holds(document: dict, field: str, value: Any) -> bool:
     return False
 
 
-def _field_holds(document: dict, field: str, ours: dict[str, Any], rest: dict[str, Any],
-                 plain: Callable[[Any], bool]) -> bool:
+def _field_holds(
+    document: dict, field: str, ours: dict[str, Any], rest: dict[str, Any], plain: Callable[[Any], bool]
+) -> bool:
     """The Python tier's answer for one field's condition; plain(condition) is neosqlite's own."""
+
     def member(m: Any) -> bool:
         return _holds(document, field, m) if _is_composite(m) else plain(m)
 
@@ -433,6 +449,7 @@ def _patch_query_translation() -> None:
             def clause(condition: Any) -> Clause | None:
                 sql, params = plain_where(self, {field: condition}, context, True, query_param)
                 return None if sql is None else (sql, params)
+
             return clause
 
         try:
@@ -454,6 +471,7 @@ def _patch_query_translation() -> None:
         splits = {f: sp for f, c in query.items() if (sp := _composite_conditions(f, c)) is not None}
         if not splits:
             return plain_apply(self, query, document)
+
         def plain(field: str) -> Callable[[Any], bool]:
             return lambda condition: plain_apply(self, {field: condition}, document)
 
@@ -485,8 +503,12 @@ def patch() -> bool:
 
     nx_version, neo_version = _versions()
     if not (nx_version.startswith(NX_VERSIONS) and neo_version.startswith(NEOSQLITE_VERSIONS)):
-        log.warning("tradegraph: nx-27017 %s / neosqlite %s are not the versions these changes were written for: "
-                    "left unpatched", nx_version, neo_version)
+        log.warning(
+            "tradegraph: nx-27017 %s / neosqlite %s are not the versions these changes were written for: "
+            "left unpatched",
+            nx_version,
+            neo_version,
+        )
         return False
     _patch_query_translation()
     cls = nx_handler.NeoSQLiteHandler

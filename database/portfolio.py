@@ -7,6 +7,7 @@ the entry is marked `committed`. A crash between the two leaves a pending entry 
 `complete_pending` finishes on the next start: applied if the portfolio has not moved, `aborted`
 (nothing filled) if another cycle moved it first. So no fill without its record and no lost update.
 """
+
 from __future__ import annotations
 
 import time
@@ -27,9 +28,11 @@ class PortfolioConflict(RuntimeError):
 
     @classmethod
     def moved_on(cls, session_id: str, cycle_id: str, read: Any, now: Any, by: Any = None) -> PortfolioConflict:
-        return cls(f"portfolio of session '{session_id}' moved on since cycle {cycle_id} read it (version {read}, "
-                   f"now {now}{f', last changed by {by}' if by else ''}): nothing filled; run a new cycle on the "
-                   f"current portfolio")
+        return cls(
+            f"portfolio of session '{session_id}' moved on since cycle {cycle_id} read it (version {read}, "
+            f"now {now}{f', last changed by {by}' if by else ''}): nothing filled; run a new cycle on the "
+            f"current portfolio"
+        )
 
 
 class PortfolioStore:
@@ -59,25 +62,35 @@ class PortfolioStore:
         """Unconditional write (a backtest's simulation owns its portfolio); returns the new version."""
         doc = self.col.find_one_and_update(
             {"session_id": session_id},
-            {"$set": {"snapshot": snapshot.model_dump(mode="json"), "cycle_id": cycle_id, "updated_ts": time.time()},
-             "$inc": {"version": 1}},
-            upsert=True, projection={"_id": 0, "version": 1}, return_document=True,
+            {
+                "$set": {"snapshot": snapshot.model_dump(mode="json"), "cycle_id": cycle_id, "updated_ts": time.time()},
+                "$inc": {"version": 1},
+            },
+            upsert=True,
+            projection={"_id": 0, "version": 1},
+            return_document=True,
         )
         assert doc is not None  # an upsert returning the document after it always finds one
         return int(doc["version"])
 
     def commit(self, session_id: str, snapshot: PortfolioSnapshot, cycle_id: str, expected_version: int) -> bool:
         """Compare-and-set: move the portfolio from `expected_version` to the next; False if it is not there."""
-        fields = {"snapshot": snapshot.model_dump(mode="json"), "cycle_id": cycle_id, "updated_ts": time.time(),
-                  "version": expected_version + 1}
+        fields = {
+            "snapshot": snapshot.model_dump(mode="json"),
+            "cycle_id": cycle_id,
+            "updated_ts": time.time(),
+            "version": expected_version + 1,
+        }
         if expected_version == 0:
             try:
                 self.col.insert_one({"session_id": session_id, **fields, "history": [cycle_id]})
             except DuplicateKeyError:
                 return False
             return True
-        res = self.col.update_one({"session_id": session_id, "version": expected_version},
-                                  {"$set": fields, "$push": {"history": {"$each": [cycle_id], "$slice": -HISTORY}}})
+        res = self.col.update_one(
+            {"session_id": session_id, "version": expected_version},
+            {"$set": fields, "$push": {"history": {"$each": [cycle_id], "$slice": -HISTORY}}},
+        )
         return res.modified_count == 1
 
 
@@ -88,9 +101,13 @@ class ExecutionLedger:
         self.col = db["executions"]
 
     def ensure_indexes(self) -> None:
-        self.col.create_indexes([IndexModel([("cycle_id", ASCENDING)], unique=True, name="cycle_id"),
-                                 IndexModel([("session_id", ASCENDING)], name="session_id"),
-                                 IndexModel([("state", ASCENDING)], name="state")])
+        self.col.create_indexes(
+            [
+                IndexModel([("cycle_id", ASCENDING)], unique=True, name="cycle_id"),
+                IndexModel([("session_id", ASCENDING)], name="session_id"),
+                IndexModel([("state", ASCENDING)], name="state"),
+            ]
+        )
 
     def get(self, cycle_id: str) -> dict[str, Any] | None:
         """The result dict recorded for cycle_id (as passed to record), or None; an aborted entry
@@ -103,12 +120,27 @@ class ExecutionLedger:
     def entry(self, cycle_id: str) -> dict[str, Any] | None:
         return self.col.find_one({"cycle_id": cycle_id}, {"_id": 0})
 
-    def record(self, cycle_id: str, session_id: str, result: dict[str, Any], *, state: str = "committed",
-               base_version: Optional[int] = None) -> bool:
+    def record(
+        self,
+        cycle_id: str,
+        session_id: str,
+        result: dict[str, Any],
+        *,
+        state: str = "committed",
+        base_version: Optional[int] = None,
+    ) -> bool:
         """True if newly recorded; False if cycle_id was already recorded (the first result stays)."""
         try:
-            self.col.insert_one({"cycle_id": cycle_id, "session_id": session_id, "result": result, "state": state,
-                                 "base_version": base_version, "recorded_ts": time.time()})
+            self.col.insert_one(
+                {
+                    "cycle_id": cycle_id,
+                    "session_id": session_id,
+                    "result": result,
+                    "state": state,
+                    "base_version": base_version,
+                    "recorded_ts": time.time(),
+                }
+            )
         except DuplicateKeyError:
             return False
         return True
@@ -118,8 +150,11 @@ class ExecutionLedger:
 
     def committed(self, session_id: str) -> list[dict[str, Any]]:
         """A session's committed entries in the order they filled (a cycle's exits before its decision's fills)."""
-        return list(self.col.find({"session_id": session_id, "state": "committed"}, {"_id": 0})
-                    .sort([("recorded_ts", ASCENDING), ("cycle_id", ASCENDING)]))
+        return list(
+            self.col.find({"session_id": session_id, "state": "committed"}, {"_id": 0}).sort(
+                [("recorded_ts", ASCENDING), ("cycle_id", ASCENDING)]
+            )
+        )
 
     def pending(self, session_id: Optional[str] = None) -> list[dict[str, Any]]:
         query: dict[str, Any] = {"state": "pending"}
@@ -128,8 +163,14 @@ class ExecutionLedger:
         return list(self.col.find(query, {"_id": 0}).sort("recorded_ts", ASCENDING))
 
 
-def commit_fill(portfolios: PortfolioStore, ledger: ExecutionLedger, cycle_id: str, session_id: str,
-                result: dict[str, Any], base_version: int) -> bool:
+def commit_fill(
+    portfolios: PortfolioStore,
+    ledger: ExecutionLedger,
+    cycle_id: str,
+    session_id: str,
+    result: dict[str, Any],
+    base_version: int,
+) -> bool:
     """The outbox write of one fill: False if the cycle was already recorded; PortfolioConflict if the
     portfolio moved on since `base_version` (the entry is then `aborted`: nothing filled)."""
     if not ledger.record(cycle_id, session_id, result, state="pending", base_version=base_version):
@@ -138,11 +179,18 @@ def commit_fill(portfolios: PortfolioStore, ledger: ExecutionLedger, cycle_id: s
     return True
 
 
-def _finish(portfolios: PortfolioStore, ledger: ExecutionLedger, cycle_id: str, session_id: str,
-            result: dict[str, Any], base_version: int) -> str:
+def _finish(
+    portfolios: PortfolioStore,
+    ledger: ExecutionLedger,
+    cycle_id: str,
+    session_id: str,
+    result: dict[str, Any],
+    base_version: int,
+) -> str:
     after = PortfolioSnapshot.model_validate(result["portfolio_after"])
-    if portfolios.commit(session_id, after, cycle_id, base_version) or \
-            cycle_id in (portfolios.state(session_id).get("history") or []):
+    if portfolios.commit(session_id, after, cycle_id, base_version) or cycle_id in (
+        portfolios.state(session_id).get("history") or []
+    ):
         ledger.mark(cycle_id, "committed")
         return "committed"
     ledger.mark(cycle_id, "aborted")
@@ -150,14 +198,21 @@ def _finish(portfolios: PortfolioStore, ledger: ExecutionLedger, cycle_id: str, 
     raise PortfolioConflict.moved_on(session_id, cycle_id, base_version, now.get("version"), now.get("cycle_id"))
 
 
-def complete_pending(portfolios: PortfolioStore, ledger: ExecutionLedger,
-                     session_id: Optional[str] = None) -> dict[str, int]:
+def complete_pending(
+    portfolios: PortfolioStore, ledger: ExecutionLedger, session_id: Optional[str] = None
+) -> dict[str, int]:
     """Finish fills a crash left half way: {'committed': n, 'aborted': m}."""
     counts = {"committed": 0, "aborted": 0}
     for entry in ledger.pending(session_id):
         try:
-            _finish(portfolios, ledger, entry["cycle_id"], entry["session_id"], entry["result"],
-                    int(entry.get("base_version") or 0))
+            _finish(
+                portfolios,
+                ledger,
+                entry["cycle_id"],
+                entry["session_id"],
+                entry["result"],
+                int(entry.get("base_version") or 0),
+            )
             counts["committed"] += 1
         except PortfolioConflict:
             counts["aborted"] += 1

@@ -23,6 +23,7 @@ Order: the fence, the `started` record (with the chain head as it stood), then t
 summary, the head last, then the `done` record. A deletion cut short leaves `started` alone and a session
 partly there: running it again finishes it (its `started` record is reused, the head it recorded kept).
 """
+
 from __future__ import annotations
 
 import os
@@ -34,7 +35,8 @@ from typing import Any, Optional
 from database import claims
 from database.admin_log import AdminLog
 from database.checkpoint import CHECKPOINT_DB_SUFFIX
-from database.running import RunningCycles, describe as describe_lease
+from database.running import RunningCycles
+from database.running import describe as describe_lease
 from database.sessions import session_kind
 
 CHUNK = 5000  # events removed per command: a long backtest's log is never one huge transaction
@@ -76,8 +78,9 @@ def parse_duration(text: str) -> float:
     """'90s', '45m', '12h', '30d', '2w' -> seconds; anything else is a ValueError naming it."""
     m = re.fullmatch(r"\s*(\d+)\s*([smhdw])\s*", text or "")
     if not m or int(m.group(1)) <= 0:
-        raise ValueError(f"{text!r} is not a duration: a positive whole number and a unit s, m, h, d or w "
-                         f"(e.g. 30d, 12h)")
+        raise ValueError(
+            f"{text!r} is not a duration: a positive whole number and a unit s, m, h, d or w (e.g. 30d, 12h)"
+        )
     return int(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]
 
 
@@ -96,7 +99,9 @@ class Retention:
         ids = [session_id] + self._replays_of(session_id)
         return [self._facts(s) for s in ids]
 
-    def plan_prune(self, older_than_s: float, kind: Optional[str] = None, now: Optional[float] = None) -> list[Deletion]:
+    def plan_prune(
+        self, older_than_s: float, kind: Optional[str] = None, now: Optional[float] = None
+    ) -> list[Deletion]:
         """Sessions last written more than older_than_s ago (by their summaries), oldest first, each followed by
         its replay sessions."""
         cutoff = (now if now is not None else time.time()) - older_than_s
@@ -140,8 +145,11 @@ class Retention:
 
             owner = doc.get("owner") or {}
             beat = float(doc.get("heartbeat_at") or doc.get("created_at") or 0)
-            dead_here = owner.get("host") == claims.HOST and owner.get("pid") != os.getpid() and \
-                not pid_alive(int(owner.get("pid") or 0))
+            dead_here = (
+                owner.get("host") == claims.HOST
+                and owner.get("pid") != os.getpid()
+                and not pid_alive(int(owner.get("pid") or 0))
+            )
             if time.time() - beat < TASK_STALE_S and not dead_here:  # the rule graph/kernel/tasks.py reads
                 return doc
         return None
@@ -149,26 +157,40 @@ class Retention:
     def _paused(self, session_id: str) -> Optional[str]:
         summary = self.store.sessions.get(session_id) or {}
         if summary.get("status") == "pending_approval":
-            return (f"has cycle {summary.get('last_cycle_id')} paused waiting for approval (`tradegraph approve "
-                    f"{session_id}` or `--reject` decides it)")
+            return (
+                f"has cycle {summary.get('last_cycle_id')} paused waiting for approval (`tradegraph approve "
+                f"{session_id}` or `--reject` decides it)"
+            )
         return None
 
     # ---- removing
-    def delete(self, plan: list[Deletion], *, by: str, reason: str, keep_memories: bool = False,
-               force: bool = False, now: Optional[float] = None) -> list[Deletion]:
+    def delete(
+        self,
+        plan: list[Deletion],
+        *,
+        by: str,
+        reason: str,
+        keep_memories: bool = False,
+        force: bool = False,
+        now: Optional[float] = None,
+    ) -> list[Deletion]:
         """Delete each planned session (a replay after the session it replays, as planned); unless forced, refuses
         up front (SessionActive) when any of them was written to in the last ACTIVE_S seconds."""
         now = now if now is not None else time.time()
         for d in plan:
             running = None if force else self.in_flight(d.session_id)
             if running is not None:
-                raise SessionActive(f"session '{d.session_id}' {running}: stop it first, or delete with force (which "
-                                    f"fences it: what it writes after the deletion is removed and it stops)")
+                raise SessionActive(
+                    f"session '{d.session_id}' {running}: stop it first, or delete with force (which "
+                    f"fences it: what it writes after the deletion is removed and it stops)"
+                )
             head = self.store.events.heads.get(d.session_id)
             if not force and head is not None and _age_s(head.updated, now) < ACTIVE_S:
-                raise SessionActive(f"session '{d.session_id}' was written to {_age_s(head.updated, now):.0f} s "
-                                    f"ago: it may still be running; stop it first (or wait {ACTIVE_S:.0f} s), or "
-                                    f"delete with force")
+                raise SessionActive(
+                    f"session '{d.session_id}' was written to {_age_s(head.updated, now):.0f} s "
+                    f"ago: it may still be running; stop it first (or wait {ACTIVE_S:.0f} s), or "
+                    f"delete with force"
+                )
         return [self._delete_one(d, by=by, reason=reason, keep_memories=keep_memories) for d in plan]
 
     def _delete_one(self, d: Deletion, *, by: str, reason: str, keep_memories: bool) -> Deletion:
@@ -179,11 +201,24 @@ class Retention:
         if unfinished is not None:  # a deletion cut short: its record (and the head it saw) stand
             started = unfinished
         else:
-            started = self.admin.append({"action": "delete_session", "phase": "started", "session_id": sid,
-                                         "by": by, "reason": reason, "kind": d.kind, "events": d.events,
-                                         "cycles": d.cycles, "bytes": d.bytes, "first_ts": d.first_ts,
-                                         "last_ts": d.last_ts, "head": d.head, "replay_of": d.replay_of,
-                                         "keep_memories": keep_memories})
+            started = self.admin.append(
+                {
+                    "action": "delete_session",
+                    "phase": "started",
+                    "session_id": sid,
+                    "by": by,
+                    "reason": reason,
+                    "kind": d.kind,
+                    "events": d.events,
+                    "cycles": d.cycles,
+                    "bytes": d.bytes,
+                    "first_ts": d.first_ts,
+                    "last_ts": d.last_ts,
+                    "head": d.head,
+                    "replay_of": d.replay_of,
+                    "keep_memories": keep_memories,
+                }
+            )
             self.running.fence([sid], {"by": by, "at": started["ts"], "admin_seq": started["seq"]})
         cycles = s.events.cycle_ids(sid)
         removed = {"state_events": self._delete_events(sid)}
@@ -200,8 +235,16 @@ class Retention:
         removed["counters"] = s.events.counters.delete_many({"_id": f"{sid}#cycles"}).deleted_count
         removed["sessions"] = s.sessions.remove(sid)
         removed["chain_heads"] = s.events.heads.col.delete_many({"_id": sid}).deleted_count
-        self.admin.append({"action": "delete_session", "phase": "done", "session_id": sid, "by": by,
-                           "started_seq": started["seq"], "removed": removed})
+        self.admin.append(
+            {
+                "action": "delete_session",
+                "phase": "done",
+                "session_id": sid,
+                "by": by,
+                "started_seq": started["seq"],
+                "removed": removed,
+            }
+        )
         d.admin_seq, d.removed = int(started["seq"]), removed
         return d
 
@@ -217,7 +260,9 @@ class Retention:
     @staticmethod
     def _delete_ids(col, query: dict[str, Any]) -> int:
         ids = [d["_id"] for d in col.find(query, {"_id": 1})]
-        return sum(col.delete_many({"_id": {"$in": ids[i:i + CHUNK]}}).deleted_count for i in range(0, len(ids), CHUNK))
+        return sum(
+            col.delete_many({"_id": {"$in": ids[i : i + CHUNK]}}).deleted_count for i in range(0, len(ids), CHUNK)
+        )
 
     def _delete_checkpoints(self, cycle_ids: list[str]) -> int:
         client, name = self.store.client, self.store.db.name + CHECKPOINT_DB_SUFFIX
@@ -235,8 +280,12 @@ class Retention:
     # ---- facts
     def _anything_of(self, sid: str) -> bool:
         s = self.store
-        return (s.events.exists(sid) or s.events.heads.get(sid) is not None or s.sessions.get(sid) is not None
-                or s.portfolios.col.find_one({"session_id": sid}, {"_id": 1}) is not None)
+        return (
+            s.events.exists(sid)
+            or s.events.heads.get(sid) is not None
+            or s.sessions.get(sid) is not None
+            or s.portfolios.col.find_one({"session_id": sid}, {"_id": 1}) is not None
+        )
 
     def _replays_of(self, sid: str) -> list[str]:
         """Its replay sessions, by summary and by chain head (a replay whose summary is missing still goes)."""
@@ -250,10 +299,17 @@ class Retention:
         summary = s.sessions.get(sid) or {}
         head = s.events.heads.get(sid)
         counted = len(s.events.cycle_ids(sid))
-        return Deletion(session_id=sid, kind=summary.get("kind") or session_kind(sid), events=s.events.count(sid),
-                        cycles=int(summary.get("cycles") or counted), bytes=int(summary.get("bytes") or 0),
-                        first_ts=summary.get("first_ts"), last_ts=summary.get("last_ts"),
-                        head=head.public() if head is not None else None, replay_of=summary.get("replay_of"))
+        return Deletion(
+            session_id=sid,
+            kind=summary.get("kind") or session_kind(sid),
+            events=s.events.count(sid),
+            cycles=int(summary.get("cycles") or counted),
+            bytes=int(summary.get("bytes") or 0),
+            first_ts=summary.get("first_ts"),
+            last_ts=summary.get("last_ts"),
+            head=head.public() if head is not None else None,
+            replay_of=summary.get("replay_of"),
+        )
 
 
 def _age_s(updated_iso: str, now: float) -> float:

@@ -11,14 +11,15 @@ SessionDeleted. The check comes after the write, so either the write landed befo
 which removes after fencing, removes it) or the writer sees the fence and removes it itself: nothing of the
 running cycle outlives the deletion, whichever wins.
 """
+
 from __future__ import annotations
 
 import contextvars
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Optional
-from collections.abc import Iterable
 
 from pymongo import ASCENDING
 from pymongo.database import Database
@@ -66,8 +67,10 @@ class Lease:
 def fence_message(session_id: str, cycle_id: str, fence: dict[str, Any]) -> str:
     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(fence["at"]))) if fence.get("at") else "an unknown time"
     record = f", admin log record {fence['admin_seq']}" if fence.get("admin_seq") else ""
-    return (f"session '{session_id}' was deleted by {fence.get('by')} at {at}{record} while cycle {cycle_id} ran: "
-            f"what the cycle wrote since is removed and it stopped")
+    return (
+        f"session '{session_id}' was deleted by {fence.get('by')} at {at}{record} while cycle {cycle_id} ran: "
+        f"what the cycle wrote since is removed and it stopped"
+    )
 
 
 class RunningCycles:
@@ -80,19 +83,30 @@ class RunningCycles:
     def start(self, session_id: str, cycle_id: str) -> Lease:
         token = uuid.uuid4().hex
         claims.hold(token)  # first: this process never reads its own lease as abandoned
-        self.col.insert_one({"_id": token, "token": token, "session_id": session_id, "cycle_id": cycle_id,
-                             "owner": claims.owner(), "at": time.time(), "fenced": None})
+        self.col.insert_one(
+            {
+                "_id": token,
+                "token": token,
+                "session_id": session_id,
+                "cycle_id": cycle_id,
+                "owner": claims.owner(),
+                "at": time.time(),
+                "fenced": None,
+            }
+        )
         return Lease(self.col, token, session_id, cycle_id)
 
     def live(self, session_id: str) -> list[dict[str, Any]]:
         """The session's cycles in flight (unfenced, their owner at work), oldest first."""
         docs = self.col.find({"session_id": session_id}).sort("at", ASCENDING)
-        return [d for d in docs if not d.get("fenced") and claims.live(d, since=float(d.get("at") or 0),
-                                                                        lease_s=LEASE_S)]
+        return [
+            d for d in docs if not d.get("fenced") and claims.live(d, since=float(d.get("at") or 0), lease_s=LEASE_S)
+        ]
 
     def fence(self, session_ids: Iterable[str], fence: dict[str, Any]) -> int:
-        return self.col.update_many({"session_id": {"$in": list(session_ids)}},
-                                    {"$set": {"fenced": fence}}).modified_count
+        return self.col.update_many(
+            {"session_id": {"$in": list(session_ids)}}, {"$set": {"fenced": fence}}
+        ).modified_count
 
 
 def current() -> Optional[Lease]:
@@ -150,5 +164,5 @@ class FencedEvents:
         getattr(events, "_heads", {}).pop(sid, None)
         seen = getattr(events, "seen", None)
         if seen is not None:
-            seen.drop(sid, upto=2 ** 62)
+            seen.drop(sid, upto=2**62)
             seen.summaries.pop(sid, None)

@@ -24,14 +24,15 @@ The last cycle's status is read the way replay reads it: the graph layer registe
 (`use_cycle_reader`, graph/machine/recording.py), since this layer may not import it; with none registered a fold
 waits (the listing then shows the session behind).
 """
+
 from __future__ import annotations
 
 import builtins
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Optional
-from collections.abc import Callable, Iterable
 
 import orjson
 from pymongo import ASCENDING, DESCENDING, IndexModel
@@ -166,15 +167,20 @@ class SessionSummaries:
         self.events = events
 
     def ensure_indexes(self) -> None:
-        self.col.create_indexes([IndexModel([("last_ts", DESCENDING)], name="last_ts"),
-                                 IndexModel([("kind", ASCENDING), ("last_ts", DESCENDING)], name="kind_last_ts")])
+        self.col.create_indexes(
+            [
+                IndexModel([("last_ts", DESCENDING)], name="last_ts"),
+                IndexModel([("kind", ASCENDING), ("last_ts", DESCENDING)], name="kind_last_ts"),
+            ]
+        )
 
     # ---- reads: never the log
     def get(self, session_id: str) -> Optional[dict[str, Any]]:
         return self.col.find_one({"_id": session_id})
 
-    def list(self, limit: int, *, replays: bool = False, kind: Optional[str] = None,
-             status: Optional[str] = None) -> Listing:
+    def list(
+        self, limit: int, *, replays: bool = False, kind: Optional[str] = None, status: Optional[str] = None
+    ) -> Listing:
         """The `limit` most recently written sessions, replay sessions only when asked, of one kind and last status
         when given: three small indexed reads (summaries, the listed sessions' chain heads, two collection counts),
         none of the log."""
@@ -186,8 +192,9 @@ class SessionSummaries:
         docs = list(self.col.find(query).sort("last_ts", DESCENDING).limit(int(limit)))
         heads = {h["_id"]: h for h in self.events.heads.col.find({"_id": {"$in": [d["_id"] for d in docs]}})}
         head_seq = {sid: int(h["seq"]) for sid, h in heads.items()}
-        behind = {d["_id"]: head_seq[d["_id"]] - int(d["seq"]) for d in docs
-                  if head_seq.get(d["_id"], 0) > int(d["seq"])}
+        behind = {
+            d["_id"]: head_seq[d["_id"]] - int(d["seq"]) for d in docs if head_seq.get(d["_id"], 0) > int(d["seq"])
+        }
         # the collections' own counts (SQL's COUNT(*) on the embedded store, metadata on MongoDB), not a scan
         missing = self.events.heads.col.estimated_document_count() - self.col.estimated_document_count()
         return Listing([public(d) for d in docs], behind, max(0, missing), self._doubts(docs, heads))
@@ -210,8 +217,13 @@ class SessionSummaries:
                 why = Head.from_doc({**head, "session_id": sid}).signature_problem(key)
             if why is None and d.get("chain_broken"):
                 why = f"its log failed its hash chain when last rebuilt ({d['chain_broken']})"
-            if why is None and head is not None and d.get("hash") and int(head["seq"]) == int(d["seq"]) \
-                    and head.get("hash") != d["hash"]:
+            if (
+                why is None
+                and head is not None
+                and d.get("hash")
+                and int(head["seq"]) == int(d["seq"])
+                and head.get("hash") != d["hash"]
+            ):
                 why = f"the event its summary ends at (seq {d['seq']}) is not the one its chain head records"
             if why is not None:
                 out[sid] = why
@@ -250,7 +262,7 @@ class SessionSummaries:
             # timeout; the events are in the log (or its spool), and the next fold reads them from there
             seen = getattr(self.events, "seen", None)
             if seen is not None:
-                seen.drop(session_id, upto=2 ** 62)
+                seen.drop(session_id, upto=2**62)
                 seen.summaries.pop(session_id, None)
             return f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
 
@@ -304,15 +316,18 @@ class SessionSummaries:
         else:
             # which cycles hold them: top-level fields only, then each such cycle read whole
             lo, hi = min(unseen), max(unseen)
-            rows = self.events.col.find({"session_id": session_id, "seq": {"$gte": lo, "$lte": hi}},
-                                        {"_id": 0, "seq": 1, "cycle_id": 1})
+            rows = self.events.col.find(
+                {"session_id": session_id, "seq": {"$gte": lo, "$lte": hi}}, {"_id": 0, "seq": 1, "cycle_id": 1}
+            )
             cycles = sorted({r["cycle_id"] for r in rows if int(r["seq"]) in want})
             docs = [d for c in cycles for d in self.events.read(session_id, cycle_id=c)]
         return {int(d["seq"]): d for d in docs if int(d["seq"]) in want and covered < int(d["seq"]) <= top}
 
     def _cycle_started_before(self, session_id: str, cycle_id: str, seq: int) -> bool:
-        return self.events.col.find_one({"session_id": session_id, "cycle_id": cycle_id, "seq": {"$lte": seq}},
-                                        {"_id": 1}) is not None
+        return (
+            self.events.col.find_one({"session_id": session_id, "cycle_id": cycle_id, "seq": {"$lte": seq}}, {"_id": 1})
+            is not None
+        )
 
     def _last_cycle(self, session_id: str, cycle_id: str) -> builtins.list[dict[str, Any]]:
         return self.events.read(session_id, cycle_id=cycle_id)
@@ -369,8 +384,13 @@ class SessionSummaries:
             if progress is not None:
                 progress(i + 1, len(ids))
         removed = sum(self.remove(session_id) for session_id in before if session_id not in ids)
-        return {"sessions": len(ids), "events": events, "corrected": corrected, "removed": removed,
-                "seconds": round(time.perf_counter() - t0, 3)}
+        return {
+            "sessions": len(ids),
+            "events": events,
+            "corrected": corrected,
+            "removed": removed,
+            "seconds": round(time.perf_counter() - t0, 3),
+        }
 
 
 _VOLATILE = ("updated_ts",)
@@ -399,9 +419,14 @@ def public(doc: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def summarise(session_id: str, prior: Optional[dict[str, Any]], events: list[dict[str, Any]],
-              started_before: Callable[[str, str, int], bool], read_cycle: Callable[[str, str], list[dict]],
-              reader: CycleReader) -> dict[str, Any]:
+def summarise(
+    session_id: str,
+    prior: Optional[dict[str, Any]],
+    events: list[dict[str, Any]],
+    started_before: Callable[[str, str, int], bool],
+    read_cycle: Callable[[str, str], list[dict]],
+    reader: CycleReader,
+) -> dict[str, Any]:
     """The summary after `events` (the session's events after prior's seq, in seq order). A cycle counts once:
     it is new unless it is prior's last cycle or has an event at or before prior's seq. The last cycle's facts
     come from its events here when it began here, else from the whole cycle read from the log."""
@@ -431,13 +456,22 @@ def summarise(session_id: str, prior: Optional[dict[str, Any]], events: list[dic
     ts = [float(e["ts"]) for e in events]
     first_ts = min(ts + ([float(prior["first_ts"])] if prior and prior.get("first_ts") is not None else []))
     return {
-        "_id": session_id, "session_id": session_id, "kind": session_kind(session_id),
-        "seq": int(last["seq"]), "events": (int(prior["events"]) if prior else 0) + len(events),
+        "_id": session_id,
+        "session_id": session_id,
+        "kind": session_kind(session_id),
+        "seq": int(last["seq"]),
+        "events": (int(prior["events"]) if prior else 0) + len(events),
         "bytes": (int(prior["bytes"]) if prior else 0) + sum(event_bytes(e) for e in events),
-        "cycles": (int(prior["cycles"]) if prior else 0) + new_cycles, "max_cycle": top_n,
-        "first_ts": first_ts, "last_ts": max(ts + ([float(prior["last_ts"])] if prior else [])),
-        "last_cycle_id": last_cycle, "last_kind": last.get("kind"), "last_state": last.get("state"),
-        "status": facts.get("status"), "symbols": list(facts.get("symbols") or []), "as_of": facts.get("as_of"),
+        "cycles": (int(prior["cycles"]) if prior else 0) + new_cycles,
+        "max_cycle": top_n,
+        "first_ts": first_ts,
+        "last_ts": max(ts + ([float(prior["last_ts"])] if prior else [])),
+        "last_cycle_id": last_cycle,
+        "last_kind": last.get("kind"),
+        "last_state": last.get("state"),
+        "status": facts.get("status"),
+        "symbols": list(facts.get("symbols") or []),
+        "as_of": facts.get("as_of"),
         "replay_of": facts.get("replay_of") or (prior or {}).get("replay_of"),
         "hash": last.get("hash"),  # the event it ends at, as the chain head records it (SessionSummaries._doubts)
         "updated_ts": time.time(),

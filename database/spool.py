@@ -7,6 +7,7 @@ fsynced before it returns. The writing process holds an exclusive `flock` on its
 Redelivery appends through `EventStore.append`, idempotent by event_id: running it twice, or after a
 partial redelivery, stores nothing twice.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -14,10 +15,10 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterable
 
 from database.events import EventStore
 
@@ -55,13 +56,15 @@ class SpoolFile:
 @dataclass
 class RecoveryReport:
     files: list[str] = field(default_factory=list)
-    redelivered: int = 0          # events newly stored
-    already_stored: int = 0       # events the store already had (an earlier, partial redelivery)
+    redelivered: int = 0  # events newly stored
+    already_stored: int = 0  # events the store already had (an earlier, partial redelivery)
     skipped: list[str] = field(default_factory=list)  # files in use, or meant for another store
 
     def line(self) -> str:
-        text = (f"redelivered {self.redelivered} event(s) from {len(self.files)} spool file(s)"
-                f" ({self.already_stored} already stored)")
+        text = (
+            f"redelivered {self.redelivered} event(s) from {len(self.files)} spool file(s)"
+            f" ({self.already_stored} already stored)"
+        )
         return text + (f"; skipped {len(self.skipped)}: {', '.join(self.skipped)}" if self.skipped else "")
 
 
@@ -84,7 +87,7 @@ def recover(events: EventStore, directory: Path, target: str) -> RecoveryReport:
                 report.skipped.append(f"{path.name} (for {header.get('target') or 'an unknown store'})")
                 continue
             for i in range(0, len(spooled), REDELIVER_BATCH):
-                batch = spooled[i:i + REDELIVER_BATCH]
+                batch = spooled[i : i + REDELIVER_BATCH]
                 stored = len(events.append(batch))
                 report.redelivered += stored
                 report.already_stored += len(batch) - stored

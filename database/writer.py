@@ -1,4 +1,5 @@
 """Buffered, ordered, off-thread writes of audit events."""
+
 from __future__ import annotations
 
 import collections
@@ -49,8 +50,16 @@ class BufferedEventWriter:
     """
 
     def __init__(
-        self, events: EventStore, *, flush_every: int = 64, background: bool = True, linger_s: float = 0.1,
-        spool_dir: Optional[Path] = None, target: str = "", continuous: bool = True, gather_s: float | None = None,
+        self,
+        events: EventStore,
+        *,
+        flush_every: int = 64,
+        background: bool = True,
+        linger_s: float = 0.1,
+        spool_dir: Optional[Path] = None,
+        target: str = "",
+        continuous: bool = True,
+        gather_s: float | None = None,
         gather_max: int | None = None,
     ) -> None:
         self.events = events
@@ -68,8 +77,8 @@ class BufferedEventWriter:
         self._cond = threading.Condition(threading.Lock())
         # held while a batch is taken and stored, so two drainers can't reorder batches
         self._write_lock = threading.Lock()
-        self._put = 0        # events accepted
-        self._done = 0       # events stored (or given up on after an error)
+        self._put = 0  # events accepted
+        self._done = 0  # events stored (or given up on after an error)
         self._flush_wanted = False
         self._closed = False
         self._error: BaseException | None = None
@@ -165,7 +174,9 @@ class BufferedEventWriter:
                 f"audit store stopped taking events ({type(self._error).__name__}: "
                 f"{str(self._error).splitlines()[0][:200] if str(self._error) else ''}); {self.spool.count} event(s) "
                 f"kept in {self.spool.path}; `tradegraph store recover` redelivers them",
-                spool_path=str(self.spool.path), spooled=self.spool.count) from self._error
+                spool_path=str(self.spool.path),
+                spooled=self.spool.count,
+            ) from self._error
         raise self._error
 
     def flush(self, *, durable: bool = False) -> None:

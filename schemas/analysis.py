@@ -1,4 +1,5 @@
 """ANALYZING's contracts: one note per analyst per symbol, a quant answer, and the report."""
+
 from __future__ import annotations
 
 from typing import Literal, Optional, get_args

@@ -1,4 +1,5 @@
 """Shared building blocks for every contract: strictness, bounded numbers, symbol shape."""
+
 from __future__ import annotations
 
 from typing import Annotated, Literal

@@ -1,5 +1,6 @@
 """What a broker cycle reports per order (EXECUTING's contract, schemas/execution.py): what was asked, what filled
 at what price, and what did not and why. A simulated cycle has none of these (it fills all or nothing)."""
+
 from __future__ import annotations
 
 from typing import Optional

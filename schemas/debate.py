@@ -1,4 +1,5 @@
 """DEBATE's contracts: each side's case, and the research manager's verdict per symbol."""
+
 from __future__ import annotations
 
 from typing import Literal

@@ -1,14 +1,26 @@
 """DECIDING's contracts, and the order/execution types shared by standalone runs and episodes."""
+
 from __future__ import annotations
 
 from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
+from schemas.base import (
+    MAX_SYMBOLS,
+    Contract,
+    Direction,
+    ExitReason,
+    IsoDate,
+    NonNegMoney,
+    Price,
+    ShortText,
+    Side,
+    Symbol,
+    Unit,
+    unset,
+)
 from schemas.broker import BrokerOrderOutcome
-from schemas.base import (MAX_SYMBOLS, Contract, Direction, ExitReason, IsoDate, NonNegMoney, Price, ShortText, Side,
-                          Symbol, Unit, unset)
-
 
 # room for one symbol's clause in a text that lists every symbol (a decision's rationale, a cycle's summary)
 RATIONALE_PER_SYMBOL = 120

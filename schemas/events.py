@@ -7,16 +7,18 @@ path (a 4-symbol cycle writes ~200 events; the audit is already most of a cycle'
 envelope is checked by the store on append (`StateEvent`), the payloads where they are read back (`parse_event`) and
 in tests (tests/unit/test_event_model.py, tests/unit/test_recorded_sessions.py).
 """
+
 from __future__ import annotations
 
 import time
 import uuid
-from typing import Annotated, Any, Literal, Optional, Union
 from collections.abc import Callable
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter, ValidationError
 
 from schemas.base import SCHEMA_VERSION, Contract, CycleStatus, ExitReason
+
 # the kinds live in schemas/event_kinds.py, which builds no model: what only names a kind (the kernel's read_events
 # input) loads none of the event classes below
 from schemas.event_kinds import EVENT_KINDS, EventKind
@@ -24,6 +26,7 @@ from schemas.event_kinds import EVENT_KINDS, EventKind
 
 class Envelope(Contract):
     """What every event carries beside its kind and payload."""
+
     event_id: str = Field(min_length=1, max_length=200)
     session_id: str = Field(min_length=1, max_length=200)
     cycle_id: str = Field(min_length=1, max_length=200)
@@ -40,29 +43,49 @@ class Envelope(Contract):
 
 class StateEvent(Envelope):
     """The envelope as the store checks it on append (database/events.py): the payload is any JSON object."""
+
     kind: EventKind
     payload: dict[str, Any]
 
 
-def new_event(session_id: str, cycle_id: str, state: str, kind: EventKind, payload: dict[str, Any], *,
-              run_id: Optional[str] = None, parent_run_id: Optional[str] = None,
-              event_id: Optional[str] = None) -> dict[str, Any]:
+def new_event(
+    session_id: str,
+    cycle_id: str,
+    state: str,
+    kind: EventKind,
+    payload: dict[str, Any],
+    *,
+    run_id: Optional[str] = None,
+    parent_run_id: Optional[str] = None,
+    event_id: Optional[str] = None,
+) -> dict[str, Any]:
     """The one place an event document is made: the plain dict the writer stores (the store adds seq and hashes).
     The payload must already be plain JSON data; it is not validated here (see the module's note)."""
-    return {"event_id": event_id or uuid.uuid4().hex, "session_id": session_id, "cycle_id": cycle_id,
-            "ts": time.time(), "state": state, "kind": kind, "payload": payload, "schema_version": SCHEMA_VERSION,
-            "run_id": run_id, "parent_run_id": parent_run_id}
+    return {
+        "event_id": event_id or uuid.uuid4().hex,
+        "session_id": session_id,
+        "cycle_id": cycle_id,
+        "ts": time.time(),
+        "state": state,
+        "kind": kind,
+        "payload": payload,
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "parent_run_id": parent_run_id,
+    }
 
 
 # ---------------------------------------------------------------------------- payloads, one per kind
 class Payload(BaseModel):
     """A closed payload: a field this model does not name is a doctored or unknown event, refused."""
+
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 class OpenPayload(Payload):
     """The kinds many places write, each with its own details (the check's symbol, the error's tool): the fields
     every reader relies on are typed, the rest are kept as recorded."""
+
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
 
@@ -101,6 +124,7 @@ class Usage(OpenPayload):
     """A call's usage as recorded (agent/pricing.py usage_of; a provider's own detail fields kept as they came): the
     counts readers add up are whole numbers. Not bounded here: a provider that reported nonsense is recorded as it
     reported (agent/budget.py refuses to believe it and the cycle audits that), never rewritten."""
+
     input_tokens: Optional[StrictInt] = None
     output_tokens: Optional[StrictInt] = None
     total_tokens: Optional[StrictInt] = None
@@ -183,7 +207,9 @@ class ApprovalDecidedPayload(Payload):
     comment: Optional[str] = None  # only when the human gave one
 
 
-class ErrorPayload(OpenPayload):  # `type` names it; graph/machine/recording.py NON_FATAL_ERRORS lists the ones a cycle survives
+class ErrorPayload(
+    OpenPayload
+):  # `type` names it; graph/machine/recording.py NON_FATAL_ERRORS lists the ones a cycle survives
     type: str
     message: Optional[str] = None
     state: Optional[str] = None
@@ -220,6 +246,7 @@ class IdempotencyPayload(Payload):  # graph/kernel/idempotent.py
 class CycleEndedPayload(Payload):
     """The status the runner returned (and the CLI printed) for a cycle that ended; a cycle paused for approval
     has none until it is resumed and ends."""
+
     status: CycleStatus
 
 
@@ -270,14 +297,28 @@ class BrokerControlPayload(Payload):
 
 
 PAYLOADS: dict[str, type[Payload]] = {
-    "manifest": ManifestPayload, "transition": TransitionPayload, "llm_request": LlmRequestPayload,
-    "llm_response": LlmResponsePayload, "tool_call": ToolCallPayload, "tool_result": ToolResultPayload,
-    "contract": ContractPayload, "validation": ValidationPayload, "error": ErrorPayload,
-    "retrieval": RetrievalPayload, "telemetry": TelemetryPayload, "idempotency": IdempotencyPayload,
-    "cycle_ended": CycleEndedPayload, "order_intent": OrderIntentPayload, "order_ack": OrderAckPayload,
-    "order_update": OrderUpdatePayload, "reconciliation": ReconciliationPayload,
-    "broker_control": BrokerControlPayload, "dividend_paid": DividendPaidPayload,
-    "position_exited": PositionExitedPayload, "abstained": AbstainedPayload, "approval_decided": ApprovalDecidedPayload,
+    "manifest": ManifestPayload,
+    "transition": TransitionPayload,
+    "llm_request": LlmRequestPayload,
+    "llm_response": LlmResponsePayload,
+    "tool_call": ToolCallPayload,
+    "tool_result": ToolResultPayload,
+    "contract": ContractPayload,
+    "validation": ValidationPayload,
+    "error": ErrorPayload,
+    "retrieval": RetrievalPayload,
+    "telemetry": TelemetryPayload,
+    "idempotency": IdempotencyPayload,
+    "cycle_ended": CycleEndedPayload,
+    "order_intent": OrderIntentPayload,
+    "order_ack": OrderAckPayload,
+    "order_update": OrderUpdatePayload,
+    "reconciliation": ReconciliationPayload,
+    "broker_control": BrokerControlPayload,
+    "dividend_paid": DividendPaidPayload,
+    "position_exited": PositionExitedPayload,
+    "abstained": AbstainedPayload,
+    "approval_decided": ApprovalDecidedPayload,
 }
 assert set(PAYLOADS) == set(EVENT_KINDS), "every kind has exactly one payload model"
 
@@ -285,6 +326,7 @@ assert set(PAYLOADS) == set(EVENT_KINDS), "every kind has exactly one payload mo
 class Event(Envelope):
     """A stored event read back and typed: the envelope, seq and hashes included, and its payload's model. Each kind
     has its own class below (`kind: Literal[...]`, its payload's model), so `match` and `isinstance` narrow."""
+
     kind: EventKind
     payload: Payload
 
@@ -399,20 +441,56 @@ class BrokerControlEvent(Event):
     payload: BrokerControlPayload
 
 
-AnyEvent = Annotated[Union[
-    ManifestEvent, TransitionEvent, LlmRequestEvent, LlmResponseEvent, ToolCallEvent, ToolResultEvent, ContractEvent,
-    ValidationEvent, ErrorEvent, RetrievalEvent, TelemetryEvent, IdempotencyEvent, CycleEndedEvent, OrderIntentEvent,
-    OrderAckEvent, OrderUpdateEvent, ReconciliationEvent, BrokerControlEvent, DividendPaidEvent, PositionExitedEvent,
-    AbstainedEvent, ApprovalDecidedEvent,
-], Field(discriminator="kind")]
+AnyEvent = Annotated[
+    Union[
+        ManifestEvent,
+        TransitionEvent,
+        LlmRequestEvent,
+        LlmResponseEvent,
+        ToolCallEvent,
+        ToolResultEvent,
+        ContractEvent,
+        ValidationEvent,
+        ErrorEvent,
+        RetrievalEvent,
+        TelemetryEvent,
+        IdempotencyEvent,
+        CycleEndedEvent,
+        OrderIntentEvent,
+        OrderAckEvent,
+        OrderUpdateEvent,
+        ReconciliationEvent,
+        BrokerControlEvent,
+        DividendPaidEvent,
+        PositionExitedEvent,
+        AbstainedEvent,
+        ApprovalDecidedEvent,
+    ],
+    Field(discriminator="kind"),
+]
 EVENTS: dict[str, type[Event]] = {
-    "manifest": ManifestEvent, "transition": TransitionEvent, "llm_request": LlmRequestEvent,
-    "llm_response": LlmResponseEvent, "tool_call": ToolCallEvent, "tool_result": ToolResultEvent,
-    "contract": ContractEvent, "validation": ValidationEvent, "error": ErrorEvent, "retrieval": RetrievalEvent,
-    "telemetry": TelemetryEvent, "idempotency": IdempotencyEvent, "cycle_ended": CycleEndedEvent,
-    "order_intent": OrderIntentEvent, "order_ack": OrderAckEvent, "order_update": OrderUpdateEvent,
-    "reconciliation": ReconciliationEvent, "broker_control": BrokerControlEvent, "dividend_paid": DividendPaidEvent,
-    "position_exited": PositionExitedEvent, "abstained": AbstainedEvent, "approval_decided": ApprovalDecidedEvent,
+    "manifest": ManifestEvent,
+    "transition": TransitionEvent,
+    "llm_request": LlmRequestEvent,
+    "llm_response": LlmResponseEvent,
+    "tool_call": ToolCallEvent,
+    "tool_result": ToolResultEvent,
+    "contract": ContractEvent,
+    "validation": ValidationEvent,
+    "error": ErrorEvent,
+    "retrieval": RetrievalEvent,
+    "telemetry": TelemetryEvent,
+    "idempotency": IdempotencyEvent,
+    "cycle_ended": CycleEndedEvent,
+    "order_intent": OrderIntentEvent,
+    "order_ack": OrderAckEvent,
+    "order_update": OrderUpdateEvent,
+    "reconciliation": ReconciliationEvent,
+    "broker_control": BrokerControlEvent,
+    "dividend_paid": DividendPaidEvent,
+    "position_exited": PositionExitedEvent,
+    "abstained": AbstainedEvent,
+    "approval_decided": ApprovalDecidedEvent,
 }
 assert set(EVENTS) == set(EVENT_KINDS), "every kind has exactly one event class"
 _ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
@@ -435,6 +513,7 @@ def upcaster(kind: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
         _free(kind, from_version)
         UPCASTERS[(kind, from_version)] = fn
         return fn
+
     return register
 
 
@@ -443,6 +522,7 @@ def kind_upcaster(kind: str, from_version: int) -> Callable[[KindUpcaster], Kind
         _free(kind, from_version)
         KIND_UPCASTERS[(kind, from_version)] = fn
         return fn
+
     return register
 
 
@@ -497,12 +577,12 @@ def parse_event(doc: dict[str, Any]) -> AnyEvent:
     document's (the chain is checked on what is stored, database/events.py verify_chain)."""
     kind = doc.get("kind")
     if kind not in PAYLOADS:
-        raise EventParseError(f"{_where(doc)}: unknown event kind {kind!r} (this code knows "
-                              f"{', '.join(EVENT_KINDS)})")
+        raise EventParseError(f"{_where(doc)}: unknown event kind {kind!r} (this code knows {', '.join(EVENT_KINDS)})")
     version = doc.get("schema_version", SCHEMA_VERSION)
     if not isinstance(version, int) or not 1 <= version <= SCHEMA_VERSION:
-        raise EventParseError(f"{_where(doc)}: {kind} event of schema_version {version!r}; this code reads 1.."
-                              f"{SCHEMA_VERSION}")
+        raise EventParseError(
+            f"{_where(doc)}: {kind} event of schema_version {version!r}; this code reads 1..{SCHEMA_VERSION}"
+        )
     if version == SCHEMA_VERSION and "_id" not in doc:
         body = doc  # today's event as stored: validated as it is (pydantic copies, never mutates, its input)
     else:
@@ -517,8 +597,10 @@ def parse_event(doc: dict[str, Any]) -> AnyEvent:
         loc = ".".join(str(p) for p in err["loc"][1:])  # the first part is the union's tag (the kind)
         read_as = body.get("kind")
         stored = "" if read_as == kind else f" (stored as a {kind} event of schema_version {version})"
-        raise EventParseError(f"{_where(doc)}: bad {read_as} event{stored}: {loc or '<event>'}: {err['msg']} "
-                              f"(got {_short(err.get('input'))})") from None
+        raise EventParseError(
+            f"{_where(doc)}: bad {read_as} event{stored}: {loc or '<event>'}: {err['msg']} "
+            f"(got {_short(err.get('input'))})"
+        ) from None
 
 
 def parse_all(docs: list[dict[str, Any]]) -> tuple[list[AnyEvent], list[str]]:

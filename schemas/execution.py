@@ -1,4 +1,5 @@
 """EXECUTING's contract."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -8,7 +9,6 @@ from pydantic import Field
 from schemas.base import Contract
 from schemas.decision import DecisionResult
 from schemas.portfolio import PortfolioSnapshot
-
 
 # what EXECUTING did with the decision (a broker's partial: some orders filled, or may still fill, others not)
 ExecutionStatus = Literal["filled", "partial", "rejected", "hold"]

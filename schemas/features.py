@@ -3,6 +3,7 @@
 These are the only numbers an agent may cite. A value still in indicator warm-up is
 None, never 0, so "not yet known" can't be mistaken for a real reading.
 """
+
 from __future__ import annotations
 
 from typing import Annotated, Literal, Optional
@@ -67,7 +68,9 @@ class SentimentFeatures(Contract):
 
 
 # a date, or an ISO datetime (zone optional)
-IsoStamp = Annotated[str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$")]
+IsoStamp = Annotated[
+    str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$")
+]
 
 
 def _absent(value) -> bool:

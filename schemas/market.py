@@ -1,4 +1,5 @@
 """SCANNING's contract: what the market looked like at the cycle's as-of date."""
+
 from __future__ import annotations
 
 from typing import Optional

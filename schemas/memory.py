@@ -1,12 +1,24 @@
 """MEMORIZING's contract, the reviewer's TradeReview, and what the memory store holds and returns."""
+
 from __future__ import annotations
 
 from typing import Literal, Optional
 
 from pydantic import Field
 
-from schemas.base import (MAX_SYMBOLS, Contract, Direction, ExitReason, IsoDate, MemorisedStatus, Money, Pct, Price,
-                          ShortText, Symbol)
+from schemas.base import (
+    MAX_SYMBOLS,
+    Contract,
+    Direction,
+    ExitReason,
+    IsoDate,
+    MemorisedStatus,
+    Money,
+    Pct,
+    Price,
+    ShortText,
+    Symbol,
+)
 
 Outcome = Literal["win", "loss", "scratch"]
 # seed 000's full set; code assigns one of the first three from the outcome (win/loss/scratch)

@@ -1,4 +1,5 @@
 """PLANNING's contract."""
+
 from __future__ import annotations
 
 from pydantic import Field, field_validator

@@ -1,4 +1,5 @@
 """Portfolio state: cash and long positions (the paper broker is long-only)."""
+
 from __future__ import annotations
 
 from pydantic import Field

@@ -3,6 +3,7 @@
 Orders, decisions, fills and portfolios are the shared types of schemas.decision / schemas.portfolio,
 so a backtest and a standalone cycle speak exactly the same language.
 """
+
 from __future__ import annotations
 
 from typing import Any, Literal, Optional
@@ -23,10 +24,28 @@ SIMULATION_VERSION = "1.0"
 CASE_ID_PATTERN = r"^.+:\d+$"
 
 __all__ = [
-    "PricePoint", "IntervalPriceSummary", "CaseDataItem", "CaseData", "StockData", "CaseMetadata", "Case",
-    "EpisodeConfig", "EquityPoint", "TradeHistory", "EpisodeResult", "AgentInvocation", "AgentInvocationResult",
-    "DecisionPointLog", "EpisodeLog", "SimulationLog", "Order", "Decision", "ExecutedTrade", "DecisionResult",
-    "PortfolioSnapshot", "SIMULATION_VERSION",
+    "PricePoint",
+    "IntervalPriceSummary",
+    "CaseDataItem",
+    "CaseData",
+    "StockData",
+    "CaseMetadata",
+    "Case",
+    "EpisodeConfig",
+    "EquityPoint",
+    "TradeHistory",
+    "EpisodeResult",
+    "AgentInvocation",
+    "AgentInvocationResult",
+    "DecisionPointLog",
+    "EpisodeLog",
+    "SimulationLog",
+    "Order",
+    "Decision",
+    "ExecutedTrade",
+    "DecisionResult",
+    "PortfolioSnapshot",
+    "SIMULATION_VERSION",
 ]
 
 

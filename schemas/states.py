@@ -5,6 +5,7 @@ Everything else derives from it: the graph builder adds one node per row with th
 function registers itself by name, graph/machine/nodes/common.py), the contract keys, the JSON Schemas per state, the
 tool allow-lists (the tools themselves are defined in agent/tools.py), the state order of replays and screens.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

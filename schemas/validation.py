@@ -1,4 +1,5 @@
 """VALIDATING's contract: the deterministic risk engine's verdict, check by check."""
+
 from __future__ import annotations
 
 from typing import Literal, Optional, get_args

@@ -2,6 +2,7 @@
 old, or without tradegraph's dependencies: the system one), one line says which Python to use, not a traceback.
 
 Kept to syntax any Python 3 parses, so the line shows even where tradegraph itself would not import."""
+
 import sys
 from pathlib import Path
 
@@ -39,4 +40,5 @@ def run(command):
     if problem is not None:
         return problem
     from graph.transports.cli.main import main
+
     return main([command] + sys.argv[1:])

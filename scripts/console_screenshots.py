@@ -9,6 +9,7 @@ tests' fake Alpaca paper account for the Broker page); `tradegraph serve`'s app 
 loopback port and Debian's chromium (through Playwright) draws each page at 1280 px, and the approval screen at a
 phone's 390 px too. Without playwright or chromium it says so and writes nothing (exit 0: the text outputs stand).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,16 +30,21 @@ def build(kernel) -> dict[str, str]:
     done = paused_cycle(kernel)
     kernel.call("approve", {"session_id": done.session_id, "approved": True, "by": "alice"})
     waiting = paused_cycle(kernel, as_of="2012-06-04")
-    task = kernel.call("start_backtest", {"symbols": ["AAPL", "MSFT"], "start": "2012-06-01", "end": "2012-06-29",
-                                          "every": 5})
+    task = kernel.call(
+        "start_backtest", {"symbols": ["AAPL", "MSFT"], "start": "2012-06-01", "end": "2012-06-29", "every": 5}
+    )
     *_, last = kernel.watch(task.task_id)
     if last.status != "succeeded":
         raise RuntimeError(f"the screenshots' backtest {last.status}: {last.error}")
-    return {"sessions.png": "/", "session.png": f"/ui/sessions/{done.session_id}",
-            "cycle.png": f"/ui/sessions/{waiting.session_id}/cycles/1",
-            "cycle-approved.png": f"/ui/sessions/{done.session_id}/cycles/1",
-            "log.png": f"/ui/sessions/{done.session_id}/cycles/1/log", "runs.png": "/ui/runs",
-            "run.png": f"/ui/runs/{task.task_id}"}
+    return {
+        "sessions.png": "/",
+        "session.png": f"/ui/sessions/{done.session_id}",
+        "cycle.png": f"/ui/sessions/{waiting.session_id}/cycles/1",
+        "cycle-approved.png": f"/ui/sessions/{done.session_id}/cycles/1",
+        "log.png": f"/ui/sessions/{done.session_id}/cycles/1/log",
+        "runs.png": "/ui/runs",
+        "run.png": f"/ui/runs/{task.task_id}",
+    }
 
 
 def main(argv=None) -> int:
@@ -56,8 +62,11 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tg-console-shots-") as tmp:
-        kernel = Kernel(connect(f"mongomock://console_shots_{uuid.uuid4().hex[:8]}"),
-                        experiments_dir=Path(tmp) / "experiments", env={"TRADEGRAPH_ALLOW_EXECUTION": "http"})
+        kernel = Kernel(
+            connect(f"mongomock://console_shots_{uuid.uuid4().hex[:8]}"),
+            experiments_dir=Path(tmp) / "experiments",
+            env={"TRADEGRAPH_ALLOW_EXECUTION": "http"},
+        )
         fake = None
         try:
             pages = build(kernel)
@@ -74,8 +83,10 @@ def main(argv=None) -> int:
                         target = out / name.replace(".png", f"{suffix}.png")
                         # the approval screen whole (it is the page a person reads); the others' first screen
                         page.screenshot(path=str(target), full_page=name in ("cycle.png", "run.png"))
-                        print(f"console_screenshots: wrote {target.relative_to(ROOT) if target.is_relative_to(ROOT) else target}",
-                              file=sys.stderr)
+                        print(
+                            f"console_screenshots: wrote {target.relative_to(ROOT) if target.is_relative_to(ROOT) else target}",
+                            file=sys.stderr,
+                        )
                     page.close()
         finally:
             kernel.close()
@@ -95,8 +106,9 @@ def broker_fake():
     from tests.fakes.fake_alpaca import KEY, SECRET
 
     fake = start_fake()
-    os.environ.update({"TRADEGRAPH_BROKER": "alpaca", "ALPACA_API_KEY": KEY, "ALPACA_SECRET_KEY": SECRET,
-                       "ALPACA_BASE_URL": fake.url})
+    os.environ.update(
+        {"TRADEGRAPH_BROKER": "alpaca", "ALPACA_API_KEY": KEY, "ALPACA_SECRET_KEY": SECRET, "ALPACA_BASE_URL": fake.url}
+    )
     return fake
 
 

@@ -5,6 +5,7 @@ Everything that names a run rather than its outputs is relabelled (`Labels`) bef
 becomes a stand-in derived from the example's name (`standin`), temporary folders the folders the prose names, the
 repository `~/tradegraph`, a loopback port the one the prose uses.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -15,14 +16,16 @@ import os
 import re
 import shlex
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
-from collections.abc import Iterator
 
 # the caller's variables that would change an output: every one of tradegraph's, the model's, the store's
-FOREIGN = re.compile(r"^(TRADEGRAPH_|OPENAI_|ANTHROPIC_|GOOGLE_|GEMINI_|OLLAMA_|OTEL_|MONGODB_URI$|XDG_DATA_HOME$|"
-                     r"FORCE_COLOR$|NO_COLOR$|TTY_|COLUMNS$|LINES$)")
+FOREIGN = re.compile(
+    r"^(TRADEGRAPH_|OPENAI_|ANTHROPIC_|GOOGLE_|GEMINI_|OLLAMA_|OTEL_|MONGODB_URI$|XDG_DATA_HOME$|"
+    r"FORCE_COLOR$|NO_COLOR$|TTY_|COLUMNS$|LINES$)"
+)
 
 
 @dataclass
@@ -75,6 +78,7 @@ def free_port() -> int:
 @dataclass
 class Labels:
     """Real strings of this run and what the docs show instead, applied longest first."""
+
     shown: dict[str, str] = field(default_factory=dict)
 
     def add(self, real: str | Path, shown: str) -> None:
@@ -96,13 +100,23 @@ class Cli:
     def __init__(self, base_env: dict[str, str], cwd: Path, labels: Labels):
         self.env, self.cwd, self.labels = base_env, cwd, labels
 
-    def __call__(self, *argv: str, cwd: Optional[Path] = None, env: Optional[dict[str, str]] = None,
-                 columns: int = 110, ok: Optional[int] = 0) -> Result:
+    def __call__(
+        self,
+        *argv: str,
+        cwd: Optional[Path] = None,
+        env: Optional[dict[str, str]] = None,
+        columns: int = 110,
+        ok: Optional[int] = 0,
+    ) -> Result:
         from graph.transports.cli.main import main
 
         out, err = io.StringIO(), io.StringIO()
-        with _environ({**self.env, "COLUMNS": str(columns), **(env or {})}), _cwd(cwd or self.cwd), \
-                contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with (
+            _environ({**self.env, "COLUMNS": str(columns), **(env or {})}),
+            _cwd(cwd or self.cwd),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
             try:
                 rc = main(list(argv))
             except SystemExit as e:  # argparse
@@ -115,8 +129,11 @@ class Cli:
     def shown(self, result: Result, *, prefix: str = "", comment: str = "", out: bool = True) -> str:
         """The command as typed and what the terminal shows (stdout, then stderr), relabelled."""
         line = f"$ {prefix}tradegraph {shlex.join(result.argv)}" + (f"   # {comment}" if comment else "")
-        text = "\n".join([line] + ([result.out.rstrip("\n")] if out and result.out.strip() else [])
-                         + ([result.err.rstrip("\n")] if result.err.strip() else []))
+        text = "\n".join(
+            [line]
+            + ([result.out.rstrip("\n")] if out and result.out.strip() else [])
+            + ([result.err.rstrip("\n")] if result.err.strip() else [])
+        )
         return self.labels.apply(text)
 
 

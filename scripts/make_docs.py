@@ -16,6 +16,7 @@ What varies between two runs of the same commands is dealt with in two ways:
 Exit codes: 0 written or current; 1 `--check` found a difference, or a command failed (nothing is written); 2 a
 marker without a generator or a generator without a marker (nothing is written).
 """
+
 import argparse
 import difflib
 import re
@@ -86,8 +87,9 @@ def rewrite(text, blocks, path, used):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="make_docs.py", description=__doc__.split("\n")[0])
-    parser.add_argument("--check", action="store_true",
-                        help="write nothing: exit 1 and print a unified diff when a file would change")
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing: exit 1 and print a unified diff when a file would change"
+    )
     args = parser.parse_args(argv)
     problem = unusable()
     if problem is not None:
@@ -116,8 +118,9 @@ def main(argv=None):
         return 2
     for rel, (old, new) in changed.items():
         if args.check:
-            sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
-                                                       f"a/{rel}", f"b/{rel} (make docs)"))
+            sys.stdout.writelines(
+                difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel} (make docs)")
+            )
         else:
             (ROOT / rel).write_text(new, encoding="utf-8")
             print(f"make_docs: rewrote {rel}", file=sys.stderr)
@@ -125,8 +128,10 @@ def main(argv=None):
         print("make_docs: {} differ(s) from the outputs: run `make docs`".format(", ".join(changed)), file=sys.stderr)
         return 1
     if not changed:
-        print("make_docs: {} current".format(", ".join(f for f in files if MARKER.search((ROOT / f).read_text()))),
-              file=sys.stderr)
+        print(
+            "make_docs: {} current".format(", ".join(f for f in files if MARKER.search((ROOT / f).read_text()))),
+            file=sys.stderr,
+        )
     if not args.check:  # pictures, not text: drawn again each time, never compared by --check
         import console_screenshots
 

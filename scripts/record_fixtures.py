@@ -11,6 +11,7 @@ new set when the format changes (a new `--tag`), and keep the old ones: they are
 Everything runs offline: the offline model, the bundled price files, an in-memory (mongomock) store; the sessions are
 small (one or two symbols) so the fixtures stay a few hundred KiB.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,14 +54,22 @@ def approved_cycle(store) -> tuple[str, str]:
 
 
 def backtest(store) -> tuple[str, str]:
-    config = EpisodeConfig(episode_id=f"fx-{uuid.uuid4().hex[:6]}", tickers=["AAPL"], initial_cash=100_000.0,
-                           start="2011-01-03", end="2011-01-13", every=4, bars_in_case=5)
+    config = EpisodeConfig(
+        episode_id=f"fx-{uuid.uuid4().hex[:6]}",
+        tickers=["AAPL"],
+        initial_cash=100_000.0,
+        start="2011-01-03",
+        end="2011-01-13",
+        every=4,
+        bars_in_case=5,
+    )
     # loose limits, so the offline agent's sizing passes VALIDATING and the recording holds fills
     runtime = _runtime(risk=RiskLimits(max_notional_pct=60.0, exposure_cap_pct=100.0))
     with tempfile.TemporaryDirectory() as out_dir:
         res = run_backtest(config, store, progress=False, runtime=runtime, out_dir=out_dir)
-    return session_id_of(config.episode_id), (f"a backtest of AAPL, 2011-01-03..2011-01-13 every 4 sessions: "
-                                             f"{res.decision_points} decision points")
+    return session_id_of(config.episode_id), (
+        f"a backtest of AAPL, 2011-01-03..2011-01-13 every 4 sessions: {res.decision_points} decision points"
+    )
 
 
 SESSIONS = {"short_cycle": short_cycle, "approved_cycle": approved_cycle, "backtest_3_points": backtest}
@@ -68,8 +77,9 @@ SESSIONS = {"short_cycle": short_cycle, "approved_cycle": approved_cycle, "backt
 
 def _commit() -> str:
     try:
-        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -81,17 +91,26 @@ def record(out_dir: Path, tag: str, commit: str) -> list[Path]:
         store = connect(f"mongomock://fx_{uuid.uuid4().hex[:10]}")
         session_id, what = make(store)
         events = store.events.read(session_id)
-        header = {"fixture": name, "what": what, "session_id": session_id, "events": len(events),
-                  "schema_version": SCHEMA_VERSION, "made_by": "scripts/record_fixtures.py", "commit": commit,
-                  "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        header = {
+            "fixture": name,
+            "what": what,
+            "session_id": session_id,
+            "events": len(events),
+            "schema_version": SCHEMA_VERSION,
+            "made_by": "scripts/record_fixtures.py",
+            "commit": commit,
+            "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
         path = out_dir / f"{tag}_{name}.jsonl.gz"
         # mtime=0: the same events give the same bytes
         with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
             for line in [header, *events]:
                 f.write(json.dumps(line, sort_keys=True, separators=(",", ":")).encode() + b"\n")
         written.append(path)
-        print(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: {len(events)} events, "
-              f"{path.stat().st_size // 1024} KiB; {what}")
+        print(
+            f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: {len(events)} events, "
+            f"{path.stat().st_size // 1024} KiB; {what}"
+        )
     return written
 
 

@@ -2,6 +2,7 @@
 
 The same function as `tradegraph run`.
 """
+
 import sys
 
 from _tradegraph import run  # this folder, first on the path when a script is run

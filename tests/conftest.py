@@ -1,4 +1,5 @@
 """Shared fixtures: an embedded nx-27017 server per test session, a Store per backend, a tmp TRADEGRAPH_HOME."""
+
 from __future__ import annotations
 
 import os
@@ -9,7 +10,6 @@ import pytest
 
 from database import Store, connect
 from database.embedded import start_server, stop_server
-
 
 # what a developer's shell may set that would change what a test runs against: a live OTLP collector, a real
 # provider, a tradegraph.toml elsewhere, a tuned limit. TRADEGRAPH_HOME stays (where the embedded store lives).
@@ -43,8 +43,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for mark in item.iter_markers("requires"):
             module = mark.args[0]
             if importlib.util.find_spec(module) is None:
-                item.add_marker(pytest.mark.skip(reason=f"{module} is not installed: pip install -e "
-                                                        f"'.[{extras.get(module, module)}]' (make test installs it)"))
+                item.add_marker(
+                    pytest.mark.skip(
+                        reason=f"{module} is not installed: pip install -e "
+                        f"'.[{extras.get(module, module)}]' (make test installs it)"
+                    )
+                )
             elif module == "ray":
                 ray.add(item.nodeid.split("::")[0])
     for item in items:
@@ -64,8 +68,9 @@ def _suffix_groups(config: pytest.Config | None, items: list[pytest.Item]) -> No
     if config is None or not getattr(config.option, "loadgroup", False):
         return
     for item in items:
-        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
-                        for m in item.iter_markers("xdist_group")})
+        names = sorted(
+            {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+        )
         nodeid = item.nodeid
         if names and nodeid.rfind("@") <= nodeid.rfind("]"):
             item._id = NodeId.parse(f"{nodeid}@{'_'.join(names)}")

@@ -1,4 +1,5 @@
 """Test helpers: a mongomock store per test and a runtime whose offline model can be scripted to misbehave."""
+
 from __future__ import annotations
 
 import uuid

@@ -5,6 +5,7 @@ nearly all of these tests' time).
 
 A writer's script prints "ready" once it is connected, then one line per acknowledged batch; each writer prints to a
 file of its own, so a line torn by the kill is that writer's last and never runs into the next writer's."""
+
 from __future__ import annotations
 
 import os
@@ -92,9 +93,14 @@ class WriterServer:
 def writer_server(script: str, args: list[str], folder: Path, preload: str) -> Iterator[WriterServer]:
     """A fork server for `script` (run as `python -c script *args` would be), with `preload` imported first."""
     folder.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen([sys.executable, "-c", _SERVER, preload, script, *args], cwd=ROOT, text=True,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SERVER, preload, script, *args],
+        cwd=ROOT,
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         yield WriterServer(proc, folder)
     finally:

@@ -5,18 +5,19 @@ that happens once per client_order_id whatever is lost on the way.
 The SDK retries 429 on its own after a fixed 3 s and never times out (requests without a timeout); both are taken
 over here: its own retries are off and its session gets a timeout.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime
 from functools import partial
 from typing import Any, Optional, TypeVar
-from collections.abc import Callable
 
 import requests
+from alpaca.common.enums import Sort
 from alpaca.common.exceptions import APIError
 from alpaca.trading.client import TradingClient
-from alpaca.common.enums import Sort
 from alpaca.trading.enums import OrderSide, QueryOrderStatus, TimeInForce
 from alpaca.trading.requests import GetOrdersRequest, MarketOrderRequest
 
@@ -31,11 +32,16 @@ def _view(o: Any) -> OrderView:
     def num(v: Any) -> float:
         return float(v) if v not in (None, "") else 0.0
 
-    return OrderView(id=str(o.id), client_order_id=o.client_order_id, symbol=str(o.symbol),
-                     side=str(getattr(o.side, "value", o.side)).upper(), qty=num(o.qty),
-                     filled_qty=num(o.filled_qty),
-                     filled_avg_price=num(o.filled_avg_price) if o.filled_avg_price not in (None, "") else None,
-                     status=str(getattr(o.status, "value", o.status)))
+    return OrderView(
+        id=str(o.id),
+        client_order_id=o.client_order_id,
+        symbol=str(o.symbol),
+        side=str(getattr(o.side, "value", o.side)).upper(),
+        qty=num(o.qty),
+        filled_qty=num(o.filled_qty),
+        filled_avg_price=num(o.filled_avg_price) if o.filled_avg_price not in (None, "") else None,
+        status=str(getattr(o.status, "value", o.status)),
+    )
 
 
 class _TimedSession(requests.Session):
@@ -57,11 +63,17 @@ class _TimedSession(requests.Session):
 class AlpacaBroker:
     name = "alpaca"
 
-    def __init__(self, settings: AlpacaSettings, *, timeout_s: float = 10.0, attempts: int = 6,
-                 max_wait_s: float = 30.0, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        settings: AlpacaSettings,
+        *,
+        timeout_s: float = 10.0,
+        attempts: int = 6,
+        max_wait_s: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         self.settings, self.attempts, self.max_wait_s, self.sleep = settings, attempts, max_wait_s, sleep
-        self.client = TradingClient(settings.api_key, settings.secret_key, paper=True,
-                                    url_override=settings.base_url)
+        self.client = TradingClient(settings.api_key, settings.secret_key, paper=True, url_override=settings.base_url)
         # TradingClient takes no retry settings: its RESTClient's are turned off here, so the SDK never sleeps its
         # fixed 3 s on a 429 itself (Retry-After is honoured below), and its session gets the timeout it lacks
         self.client._retry, self.client._retry_codes = 0, []
@@ -74,15 +86,20 @@ class AlpacaBroker:
                 return min(float(err.response.headers.get("Retry-After", 1)), self.max_wait_s)
             except ValueError:
                 pass
-        return min(0.05 * 2 ** attempt, self.max_wait_s)
+        return min(0.05 * 2**attempt, self.max_wait_s)
 
     def _call(self, what: str, fn: Callable[[], T], log: Optional[list[str]] = None) -> T:
         """fn() retried on what Alpaca says may be retried; each retry noted in `log` (the order_ack's `retries`).
         The one retry loop: a submit passes its own attempt (which looks the order up before any resend)."""
         return self._retry(what, lambda attempt: fn(), [] if log is None else log)
 
-    def _retry(self, what: str, attempt_fn: Callable[[int], T], log: list[str],
-               last_look: Optional[Callable[[], Optional[T]]] = None) -> T:
+    def _retry(
+        self,
+        what: str,
+        attempt_fn: Callable[[int], T],
+        log: list[str],
+        last_look: Optional[Callable[[], Optional[T]]] = None,
+    ) -> T:
         last: Optional[Exception] = None
         for attempt in range(self.attempts):
             try:
@@ -98,8 +115,9 @@ class AlpacaBroker:
         found = last_look() if last_look is not None else None
         if found is not None:
             return found
-        raise BrokerUnavailable(f"{what}: no answer from {self.settings.host} after {self.attempts} attempts "
-                                f"({_describe(last)})")
+        raise BrokerUnavailable(
+            f"{what}: no answer from {self.settings.host} after {self.attempts} attempts ({_describe(last)})"
+        )
 
     def account(self) -> Any:
         return self._call("GET /v2/account", self.client.get_account)
@@ -113,8 +131,13 @@ class AlpacaBroker:
     def positions(self) -> dict[str, tuple[float, float]]:
         """symbol -> (signed quantity, average entry price)."""
         rows: list[Any] = list(self._call("GET /v2/positions", self.client.get_all_positions))
-        return {p.symbol: (-abs(float(p.qty)) if str(getattr(p.side, "value", p.side)) == "short" else float(p.qty),
-                           float(p.avg_entry_price)) for p in rows}
+        return {
+            p.symbol: (
+                -abs(float(p.qty)) if str(getattr(p.side, "value", p.side)) == "short" else float(p.qty),
+                float(p.avg_entry_price),
+            )
+            for p in rows
+        }
 
     def order(self, order_id: str) -> OrderView:
         return _view(self._call(f"GET /v2/orders/{order_id}", lambda: self.client.get_order_by_id(order_id)))
@@ -122,8 +145,13 @@ class AlpacaBroker:
     def find(self, client_order_id: str, log: Optional[list[str]] = None) -> Optional[OrderView]:
         """The order under this client id, or None when the broker has none."""
         try:
-            return _view(self._call("GET /v2/orders:by_client_order_id",
-                                    lambda: self.client.get_order_by_client_id(client_order_id), log))
+            return _view(
+                self._call(
+                    "GET /v2/orders:by_client_order_id",
+                    lambda: self.client.get_order_by_client_id(client_order_id),
+                    log,
+                )
+            )
         except BrokerRejected as e:
             if e.status == 404:
                 return None
@@ -148,13 +176,17 @@ class AlpacaBroker:
                 raise
 
     # ---------------------------------------------------------------- the one submit
-    def submit(self, client_order_id: str, symbol: str, side: str, qty: float, *,
-               maybe_sent: bool = False) -> Placed:
+    def submit(self, client_order_id: str, symbol: str, side: str, qty: float, *, maybe_sent: bool = False) -> Placed:
         """Place the order once. Before any resend (and first, when a previous process may have sent it) the broker
         is asked for the order under its client id; a 422 duplicate is the order already there. Safe to call from
         several threads at once (each call keeps its own retries)."""
-        req = MarketOrderRequest(symbol=symbol, qty=qty, side=OrderSide.BUY if side == "BUY" else OrderSide.SELL,
-                                 time_in_force=TimeInForce.DAY, client_order_id=client_order_id)
+        req = MarketOrderRequest(
+            symbol=symbol,
+            qty=qty,
+            side=OrderSide.BUY if side == "BUY" else OrderSide.SELL,
+            time_in_force=TimeInForce.DAY,
+            client_order_id=client_order_id,
+        )
         log: list[str] = []
 
         def attempt(n: int) -> Placed:

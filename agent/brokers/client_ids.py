@@ -1,6 +1,7 @@
 """The client_order_id of an order: derived from (session, cycle, symbol, leg), so a retry, a restarted process or
 a second approver asks the broker for the same order instead of placing another (Alpaca refuses a duplicate id
 with 422 and finds it at GET /v2/orders:by_client_order_id)."""
+
 from __future__ import annotations
 
 import hashlib

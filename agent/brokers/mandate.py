@@ -11,15 +11,16 @@ right before the first submit. A TOML file (TRADEGRAPH_MANDATE names it; its sha
 
 A refusal names its rule, limit and value; a key the mandate does not know is refused, never ignored.
 """
+
 from __future__ import annotations
 
 import hashlib
 import tomllib
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, time
 from pathlib import Path
 from typing import Any, Optional
-from collections.abc import Mapping, Sequence
 from zoneinfo import ZoneInfo
 
 from agent.brokers import BrokerConfigError
@@ -61,11 +62,21 @@ class Mandate:
 
     def identity(self) -> dict[str, Any]:
         """What the run manifest records."""
-        return {"path": self.path, "sha256": self.sha256,
-                **{k: v for k, v in asdict(self).items() if k not in ("path", "sha256")}}
+        return {
+            "path": self.path,
+            "sha256": self.sha256,
+            **{k: v for k, v in asdict(self).items() if k not in ("path", "sha256")},
+        }
 
-    def check(self, orders: Sequence[tuple[str, str, float]], prices: Mapping[str, float],
-              positions: Mapping[str, float], *, orders_today: int, now: datetime) -> list[Refusal]:
+    def check(
+        self,
+        orders: Sequence[tuple[str, str, float]],
+        prices: Mapping[str, float],
+        positions: Mapping[str, float],
+        *,
+        orders_today: int,
+        now: datetime,
+    ) -> list[Refusal]:
         """`orders`: (symbol, BUY|SELL, quantity); `positions`: symbol -> signed quantity held now; `prices` value
         both. Every rule is checked (all refusals are reported, not the first)."""
         out: list[Refusal] = []
@@ -97,8 +108,15 @@ class Mandate:
         return out
 
 
-_FIELDS = {"symbols", "max_order_notional", "max_position_notional", "max_gross_exposure", "max_orders_per_day",
-           "trading_hours", "approval_required"}
+_FIELDS = {
+    "symbols",
+    "max_order_notional",
+    "max_position_notional",
+    "max_gross_exposure",
+    "max_orders_per_day",
+    "trading_hours",
+    "approval_required",
+}
 
 
 def load_mandate(path: Optional[str]) -> Mandate:
@@ -113,8 +131,9 @@ def load_mandate(path: Optional[str]) -> Mandate:
         raise BrokerConfigError(f"TRADEGRAPH_MANDATE={path!r}: {e}") from None
     unknown = sorted(set(data) - _FIELDS)
     if unknown:
-        raise BrokerConfigError(f"TRADEGRAPH_MANDATE={path!r}: unknown key {unknown[0]!r} (known: "
-                                f"{', '.join(sorted(_FIELDS))})")
+        raise BrokerConfigError(
+            f"TRADEGRAPH_MANDATE={path!r}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_FIELDS))})"
+        )
     kw: dict[str, Any] = {}
     for key, value in data.items():
         if key == "symbols":

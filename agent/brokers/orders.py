@@ -1,5 +1,6 @@
 """A broker's answers as tradegraph reads them, free of any SDK: an order's state, and the two ways a call fails
 (refused for good, or no answer at all)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ class OrderView:
     id: str
     client_order_id: str
     symbol: str
-    side: str       # BUY | SELL
+    side: str  # BUY | SELL
     qty: float
     filled_qty: float
     filled_avg_price: Optional[float]
@@ -36,15 +37,23 @@ class OrderView:
         return self.status not in TERMINAL
 
     def as_dict(self) -> dict[str, Any]:
-        return {"broker_order_id": self.id, "client_order_id": self.client_order_id, "symbol": self.symbol,
-                "side": self.side, "quantity": self.qty, "filled_quantity": self.filled_qty,
-                "avg_price": self.filled_avg_price, "status": self.status}
+        return {
+            "broker_order_id": self.id,
+            "client_order_id": self.client_order_id,
+            "symbol": self.symbol,
+            "side": self.side,
+            "quantity": self.qty,
+            "filled_quantity": self.filled_qty,
+            "avg_price": self.filled_avg_price,
+            "status": self.status,
+        }
 
 
 @dataclass(frozen=True)
 class Placed:
     """A submit's answer: the order, whether it was already at the broker (a lost answer, a killed process, a
     duplicate id), and what was retried on the way (the order_ack's `retries`)."""
+
     view: OrderView
     existing: bool
     retries: list[str]

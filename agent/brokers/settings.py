@@ -5,12 +5,13 @@ TRADEGRAPH_BROKER=sim|alpaca (default sim); ALPACA_API_KEY, ALPACA_SECRET_KEY; A
 paper host; another host is a proxy or a local fake); TRADEGRAPH_MANDATE, the mandate's TOML (agent/brokers/
 mandate.py; default: the built-in mandate). Paper only: the live trading host is refused.
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Optional
-from collections.abc import Mapping
 from urllib.parse import urlparse
 
 from agent.brokers import BrokerConfigError
@@ -43,12 +44,12 @@ def broker_name(env: Optional[Mapping[str, str]] = None, given: Optional[str] = 
 
 def check_base_url(url: str) -> str:
     parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.path not in ("", "/") \
-            or parsed.query:
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.path not in ("", "/") or parsed.query:
         raise BrokerConfigError(f"ALPACA_BASE_URL={url!r} is not a base URL (expected e.g. {PAPER_URL})")
     if parsed.hostname.lower() == LIVE_HOST:
-        raise BrokerConfigError(f"ALPACA_BASE_URL={url!r} is Alpaca's live trading host: tradegraph trades paper "
-                                f"only ({PAPER_URL})")
+        raise BrokerConfigError(
+            f"ALPACA_BASE_URL={url!r} is Alpaca's live trading host: tradegraph trades paper only ({PAPER_URL})"
+        )
     return url.rstrip("/")
 
 
@@ -57,9 +58,12 @@ def alpaca_settings(env: Optional[Mapping[str, str]] = None) -> AlpacaSettings:
     missing = [k for k in ("ALPACA_API_KEY", "ALPACA_SECRET_KEY") if not env.get(k, "").strip()]
     if missing:
         raise BrokerConfigError(f"the alpaca broker needs {' and '.join(missing)} (a paper account's keys)")
-    return AlpacaSettings(env["ALPACA_API_KEY"].strip(), env["ALPACA_SECRET_KEY"].strip(),
-                          check_base_url(env.get("ALPACA_BASE_URL", "").strip() or PAPER_URL),
-                          env.get("TRADEGRAPH_MANDATE") or None)
+    return AlpacaSettings(
+        env["ALPACA_API_KEY"].strip(),
+        env["ALPACA_SECRET_KEY"].strip(),
+        check_base_url(env.get("ALPACA_BASE_URL", "").strip() or PAPER_URL),
+        env.get("TRADEGRAPH_MANDATE") or None,
+    )
 
 
 def check_broker_env(env: Optional[Mapping[str, str]] = None, given: Optional[str] = None) -> str:

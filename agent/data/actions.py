@@ -17,14 +17,15 @@ A file of your own: {"source": "...", "dividends": [{"symbol", "ex_dividend_date
 "splits": [{"symbol", "execution_date", "split_from", "split_to"}]} (StockBench's field names; `ticker` is read as
 `symbol`). Every number finite and positive; a bad record raises DataError naming the file, the list and the record.
 """
+
 from __future__ import annotations
 
 import bisect
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
-from collections.abc import Iterable
 
 from agent.data import finite
 from agent.data.market import DataError, DateLike, parse_date
@@ -58,8 +59,14 @@ class Split:
 class CorporateActions:
     """Dividends and splits per symbol, each list sorted by date; read-only after construction."""
 
-    def __init__(self, dividends: Iterable[Dividend], splits: Iterable[Split], source: str = "<memory>",
-                 origin: Optional[str] = None, sha256: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        dividends: Iterable[Dividend],
+        splits: Iterable[Split],
+        source: str = "<memory>",
+        origin: Optional[str] = None,
+        sha256: Optional[str] = None,
+    ) -> None:
         self.source = source
         self.origin = origin or source  # the file or tree it came from: the run manifest names it
         self.sha256 = sha256
@@ -81,22 +88,24 @@ class CorporateActions:
     def dividends(self, symbol: str, after: DateLike, through: DateLike) -> list[Dividend]:
         """Dividends whose ex-date is after `after` and on or before `through`: those a position held from the
         close of `after` through the open of `through` is owed."""
-        return _window(self._dividends.get(symbol.upper(), []), self._ex_dates.get(symbol.upper(), []),
-                       after, through)
+        return _window(self._dividends.get(symbol.upper(), []), self._ex_dates.get(symbol.upper(), []), after, through)
 
     def splits(self, symbol: str, after: DateLike, through: DateLike) -> list[Split]:
         """Splits executed after `after`, on or before `through`. Already in split-adjusted bars: report them,
         never apply them to shares as well."""
-        return _window(self._splits.get(symbol.upper(), []), self._split_dates.get(symbol.upper(), []),
-                       after, through)
+        return _window(self._splits.get(symbol.upper(), []), self._split_dates.get(symbol.upper(), []), after, through)
 
     def coverage(self) -> dict[str, tuple[int, int, str, str]]:
         """symbol -> (dividends, splits, first ex-date, last ex-date), for `tradegraph data check`."""
         out = {}
         for s in self.symbols():
             ds = self._dividends.get(s, [])
-            out[s] = (len(ds), len(self._splits.get(s, [])), ds[0].ex_date if ds else "-",
-                      ds[-1].ex_date if ds else "-")
+            out[s] = (
+                len(ds),
+                len(self._splits.get(s, [])),
+                ds[0].ex_date if ds else "-",
+                ds[-1].ex_date if ds else "-",
+            )
         return out
 
 
@@ -168,14 +177,23 @@ def _positive(rec: dict, key: str, where: str) -> float:
 def _dividend(raw: object, where: str) -> tuple[str, str, float, Optional[str], Optional[str]]:
     rec, symbol = _record(raw, where)
     kind = rec.get("dividend_type")
-    return (symbol, _date(rec, "ex_dividend_date", where), _positive(rec, "cash_amount", where),
-            _optional_date(rec, "pay_date", where), str(kind) if kind else None)
+    return (
+        symbol,
+        _date(rec, "ex_dividend_date", where),
+        _positive(rec, "cash_amount", where),
+        _optional_date(rec, "pay_date", where),
+        str(kind) if kind else None,
+    )
 
 
 def _split(raw: object, where: str) -> Split:
     rec, symbol = _record(raw, where)
-    return Split(symbol, _date(rec, "execution_date", where), _positive(rec, "split_from", where),
-                 _positive(rec, "split_to", where))
+    return Split(
+        symbol,
+        _date(rec, "execution_date", where),
+        _positive(rec, "split_from", where),
+        _positive(rec, "split_to", where),
+    )
 
 
 def load_actions(path: str | Path) -> CorporateActions:
@@ -183,8 +201,9 @@ def load_actions(path: str | Path) -> CorporateActions:
     doc = finite.read_json(p)
     if not isinstance(doc, dict) or not all(isinstance(doc.get(k, []), list) for k in ("dividends", "splits")):
         raise DataError(f"{p}: expected an object with 'dividends' and 'splits' lists")
-    return build_actions(doc.get("dividends", []), doc.get("splits", []), str(p),
-                         source=str(doc.get("source") or p.name), origin=str(p))
+    return build_actions(
+        doc.get("dividends", []), doc.get("splits", []), str(p), source=str(doc.get("source") or p.name), origin=str(p)
+    )
 
 
 @functools.lru_cache(maxsize=1)

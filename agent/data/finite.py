@@ -5,6 +5,7 @@ overflowing literal such as `1e999` into inf; any of them would travel into a bu
 `loads` reads them as markers instead, and `first_nonfinite` names where the first one sits, so a loader can refuse
 the file naming its row and field.
 """
+
 from __future__ import annotations
 
 import json

@@ -9,6 +9,7 @@ A record is visible only once reported (agent.markets.visible: before the decisi
 date alone counts as after the close). Results come out weeks after the period they describe, so
 keying on the period end would hand a backtest figures nobody had yet: `reported_at` is required.
 """
+
 from __future__ import annotations
 
 import functools
@@ -49,8 +50,10 @@ def _checked(rec: object, n: int, source: str) -> tuple[str, pd.Timestamp, Stamp
     if reported.ts.normalize() < period:
         raise DataError(f"{where}: reported_at {rec['reported_at']} is before the period end as_of {rec['as_of']}")
     # one spelling in bundles: the date alone, or the instant in UTC
-    rec = {**rec, "reported_at": str(reported.ts.date()) if reported.date_only
-           else reported.ts.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    rec = {
+        **rec,
+        "reported_at": str(reported.ts.date()) if reported.date_only else reported.ts.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
     bad = finite.first_nonfinite(rec)
     if bad:
         raise DataError(f"{where}, {finite.nonfinite_message(bad)}")
@@ -74,22 +77,33 @@ class FundamentalsSource:
 
     def coverage(self) -> dict[str, tuple[int, str, str]]:
         """symbol -> (records, first period end, last period end), for `tradegraph data check`."""
-        return {s: (len(rows), str(min(r[1] for r in rows).date()), str(max(r[1] for r in rows).date()))
-                for s, rows in sorted(self._rows.items())}
+        return {
+            s: (len(rows), str(min(r[1] for r in rows).date()), str(max(r[1] for r in rows).date()))
+            for s, rows in sorted(self._rows.items())
+        }
 
-    def get(self, symbol: str, as_of: DateLike, profile: str | MarketProfile | None = None,
-            market: object = None) -> Fundamentals:
+    def get(
+        self, symbol: str, as_of: DateLike, profile: str | MarketProfile | None = None, market: object = None
+    ) -> Fundamentals:
         """The latest period among records reported before the decision on `as_of`, else available=False. The
         figures are the file's own (its P/E was priced by whoever wrote it): `market` is not read."""
         day = parse_date(as_of)
-        known = [(period, reported.ts, rec) for reported, period, rec in self._rows.get(symbol.upper(), ())
-                 if reported.ts < day + _CLOSE_MARGIN and visible(reported, day, profile)]
+        known = [
+            (period, reported.ts, rec)
+            for reported, period, rec in self._rows.get(symbol.upper(), ())
+            if reported.ts < day + _CLOSE_MARGIN and visible(reported, day, profile)
+        ]
         if not known:
             return Fundamentals(available=False)
         period, _, rec = max(known, key=lambda r: (r[0], r[1]))  # a restatement of the same period wins
         values: dict[str, Any] = {k: (None if rec.get(k) is None else float(rec[k])) for k in METRICS}
-        return Fundamentals(available=True, source=self.source, as_of=str(period.date()),
-                            reported_at=str(rec["reported_at"]).strip(), **values)
+        return Fundamentals(
+            available=True,
+            source=self.source,
+            as_of=str(period.date()),
+            reported_at=str(rec["reported_at"]).strip(),
+            **values,
+        )
 
 
 def load_fundamentals(path: str | Path) -> FundamentalsSource:

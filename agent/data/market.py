@@ -4,14 +4,15 @@ Everything an agent sees about prices goes through `MarketData.as_of`, which sli
 `searchsorted(side="right")`: a bar dated after the as-of date is unreachable by construction.
 Prices are split-adjusted on load (factor Adj Close / Close) so a split never looks like a crash.
 """
+
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from datetime import date, datetime
 from pathlib import Path
 from typing import Optional, TypeAlias
-from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -59,8 +60,13 @@ def parse_date(value: DateLike) -> pd.Timestamp:
 class MarketData:
     """Per-symbol split-adjusted daily bars, immutable after construction."""
 
-    def __init__(self, frames: dict[str, pd.DataFrame], source: str = "<memory>", label: str = "prices file",
-                 sha256: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        frames: dict[str, pd.DataFrame],
+        source: str = "<memory>",
+        label: str = "prices file",
+        sha256: Optional[str] = None,
+    ) -> None:
         self.source = source
         self.label = label  # what `source` is, in messages: a prices file, a StockBench tree
         self.sha256 = sha256  # the content hash taken when it was read, where the reader took one (a data tree)
@@ -119,11 +125,14 @@ class MarketData:
         idx = self._check(symbol).index
         return idx[0], idx[-1]
 
-    def trading_dates(self, symbol: str, start: DateLike | None = None, end: DateLike | None = None) -> list[pd.Timestamp]:
+    def trading_dates(
+        self, symbol: str, start: DateLike | None = None, end: DateLike | None = None
+    ) -> list[pd.Timestamp]:
         return list(self.bars(symbol, start, end).index)
 
 
 # ---------------------------------------------------------------- loading
+
 
 def _normalise_columns(df: pd.DataFrame) -> pd.DataFrame:
     names = {}
@@ -181,7 +190,11 @@ def _frames_from_table(raw: pd.DataFrame, path: str, first_row: int) -> dict[str
             fail(i, "date", f"duplicate date {df['date'].iloc[i].date()} for {symbol}")
         if (step < 0).any():
             i = int(group.index[int((step < 0).argmax()) + 1])
-            fail(i, "date", f"date {df['date'].iloc[i].date()} for {symbol} is before the previous row (dates must be ascending)")
+            fail(
+                i,
+                "date",
+                f"date {df['date'].iloc[i].date()} for {symbol} is before the previous row (dates must be ascending)",
+            )
         frame = group.set_index("date")[list(cols[2:])]
         if "adj_close" in frame.columns:
             factor = frame.pop("adj_close") / frame["close"]
@@ -204,8 +217,11 @@ def check_bar_values(df: pd.DataFrame, fail: Callable[[int, str, str], None]) ->
             fail(int(bad.argmax()), col, f"not a finite number ({values[bad.argmax()]})")
         bad = values < 0 if col == "volume" else ~(values > 0)
         if bad.any():
-            fail(int(bad.argmax()), col, f"{'negative volume' if col == 'volume' else 'non-positive price'} "
-                                         f"{values[bad.argmax()]}")
+            fail(
+                int(bad.argmax()),
+                col,
+                f"{'negative volume' if col == 'volume' else 'non-positive price'} {values[bad.argmax()]}",
+            )
     o, h, low, c = (df[k].to_numpy(dtype="float64") for k in _PRICE_COLUMNS)
     top, bottom = np.maximum(o, c), np.minimum(o, c)
     bad = h < top
@@ -276,16 +292,20 @@ def check_trading_day(market: MarketData, symbols: list[str], day: pd.Timestamp,
         raise NotATradingDayError(f"as-of date {day.date()}: {e}") from None
     if not open_:
         before, after = nearest_trading_days(p, day)
-        raise NotATradingDayError(f"as-of date {day.date()} ({day.day_name()}) is not a trading day for {p.name}: "
-                                  f"nearest trading days {_d(before)} before, {_d(after)} after")
+        raise NotATradingDayError(
+            f"as-of date {day.date()} ({day.day_name()}) is not a trading day for {p.name}: "
+            f"nearest trading days {_d(before)} before, {_d(after)} after"
+        )
     for symbol in symbols:
         i = market.position_as_of(symbol, day)
         dates = market._dates[symbol]
         if i == 0 or dates[i - 1] != day.to_datetime64():
             after = pd.Timestamp(dates[i]) if i < len(dates) else None
             before = pd.Timestamp(dates[i - 1]) if i > 0 else None
-            raise NotATradingDayError(f"no {symbol} bar on {day.date()}, a trading day for {p.name}: "
-                                      f"nearest bars {_d(before)} before, {_d(after)} after")
+            raise NotATradingDayError(
+                f"no {symbol} bar on {day.date()}, a trading day for {p.name}: "
+                f"nearest bars {_d(before)} before, {_d(after)} after"
+            )
 
 
 def _d(ts: pd.Timestamp | None) -> str:

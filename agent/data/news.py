@@ -6,6 +6,7 @@ headline is visible at an as-of date only if published before that day's decisio
 (agent.markets.visible: its close, or its open for a profile deciding at the open); a date without a time counts
 as after the close. So a decision never reads news that came out after it.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -62,11 +63,14 @@ class NewsSource:
 
     def coverage(self) -> dict[str, tuple[int, str, str]]:
         """symbol -> (headlines, first published_at, last published_at), for `tradegraph data check`."""
-        return {s: (len(items), items[0]["published_at"], items[-1]["published_at"])
-                for s, items in sorted(self._items.items())}
+        return {
+            s: (len(items), items[0]["published_at"], items[-1]["published_at"])
+            for s, items in sorted(self._items.items())
+        }
 
-    def headlines(self, symbol: str, as_of: DateLike, lookback_days: int = 30,
-                  profile: str | MarketProfile | None = None) -> list[dict]:
+    def headlines(
+        self, symbol: str, as_of: DateLike, lookback_days: int = 30, profile: str | MarketProfile | None = None
+    ) -> list[dict]:
         """Headlines published from as_of - lookback_days until before the close of `as_of`, oldest first."""
         key = symbol.upper()
         times = self._times.get(key)
@@ -75,7 +79,9 @@ class NewsSource:
         day = parse_date(as_of)
         hi = bisect.bisect_left(times, day + _CLOSE_MARGIN)
         lo = bisect.bisect_left(times, day - pd.Timedelta(days=int(lookback_days)))
-        return [dict(r) for r, st in zip(self._items[key][lo:hi], self._stamps[key][lo:hi]) if visible(st, day, profile)]
+        return [
+            dict(r) for r, st in zip(self._items[key][lo:hi], self._stamps[key][lo:hi]) if visible(st, day, profile)
+        ]
 
 
 def load_news(path: str | Path) -> NewsSource:

@@ -7,14 +7,15 @@ and `actions`. A StockBench tree (a folder or an archive) gives every kind at on
 a tree: every file it reads): a runtime built per call stays cheap, and a backtest's cycles share one MarketData, so
 indicators are computed once per symbol.
 """
+
 from __future__ import annotations
 
 import functools
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Optional
-from collections.abc import Callable
 
 from agent.data.actions import NO_ACTIONS, default_actions, load_actions
 from agent.data.fundamentals import SAMPLE_FUNDAMENTALS, default_fundamentals, load_fundamentals
@@ -26,26 +27,30 @@ from agent.data.stockbench.tree import is_archive, locate
 
 @dataclass(frozen=True)
 class Kind:
-    name: str                      # what users type: prices
-    attr: str                      # what a runtime and the manifest call it: market
+    name: str  # what users type: prices
+    attr: str  # what a runtime and the manifest call it: market
     load: Callable[[str], Any]
     bundled: Path
-    default: Callable[[], Any]     # the bundled sample, loaded once per process
+    default: Callable[[], Any]  # the bundled sample, loaded once per process
 
 
-KINDS: dict[str, Kind] = {k.name: k for k in (
-    Kind("prices", "market", load_market_data, VENDORED_CSV, default_market_data),
-    Kind("news", "news", load_news, SAMPLE_NEWS, default_news),
-    Kind("fundamentals", "fundamentals", load_fundamentals, SAMPLE_FUNDAMENTALS, default_fundamentals),
-    # dividends and splits; "none" for the bundled prices, whose adjusted close already carries them
-    Kind("corporate_actions", "actions", load_actions, NO_ACTIONS, default_actions),
-)}
+KINDS: dict[str, Kind] = {
+    k.name: k
+    for k in (
+        Kind("prices", "market", load_market_data, VENDORED_CSV, default_market_data),
+        Kind("news", "news", load_news, SAMPLE_NEWS, default_news),
+        Kind("fundamentals", "fundamentals", load_fundamentals, SAMPLE_FUNDAMENTALS, default_fundamentals),
+        # dividends and splits; "none" for the bundled prices, whose adjusted close already carries them
+        Kind("corporate_actions", "actions", load_actions, NO_ACTIONS, default_actions),
+    )
+}
 BY_ATTR: dict[str, Kind] = {k.attr: k for k in KINDS.values()}
 
 
 @dataclass(frozen=True)
 class DataFiles:
     """Paths of a user's own files; None leaves that kind to someone else (a session's record, the bundled sample)."""
+
     prices: Optional[str] = None
     news: Optional[str] = None
     fundamentals: Optional[str] = None

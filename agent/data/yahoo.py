@@ -6,14 +6,15 @@ backtest or replay ever does. Open, high, low and close are Yahoo's as quoted (s
 dividend-adjusted); `adj_close` is Yahoo's adjusted close, so loading the file adjusts every bar with
 adj_close / close exactly as the bundled data is adjusted.
 """
+
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
 import warnings
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -76,38 +77,58 @@ def fetch_yfinance(symbols: list[str], start: str, end: str) -> tuple[pd.DataFra
             where = f"{symbol} in {first.date()}..{last.date()}"
             try:  # Yahoo's end is exclusive
                 hist = yf.Ticker(symbol).history(
-                    start=str(first.date()), end=str((last + pd.Timedelta(days=1)).date()), interval="1d",
-                    auto_adjust=False, actions=False, repair=False)
+                    start=str(first.date()),
+                    end=str((last + pd.Timedelta(days=1)).date()),
+                    interval="1d",
+                    auto_adjust=False,
+                    actions=False,
+                    repair=False,
+                )
             except (YFPricesMissingError, YFTzMissingError) as e:
                 raise NoBars(f"yfinance: no daily bars for {where}: {_line(e)}") from None
             except Exception as e:  # noqa: BLE001 - whatever the network or Yahoo did, one line naming the symbol
                 if getattr(getattr(e, "response", None), "status_code", None) == 404:
-                    raise NoBars(f"yfinance: no daily bars for {where}: Yahoo does not know the symbol "
-                                 f"(HTTP 404)") from None
+                    raise NoBars(
+                        f"yfinance: no daily bars for {where}: Yahoo does not know the symbol (HTTP 404)"
+                    ) from None
                 raise FetchFailed(f"yfinance: fetching {symbol} failed: {type(e).__name__}: {_line(e)}") from None
             if hist.empty:
                 raise NoBars(f"yfinance: no daily bars for {symbol} in {first.date()}..{last.date()}")
             frame, dropped = _as_price_rows(symbol, hist)
             if dropped:
-                notes.append(f"{symbol}: left out {len(dropped)} incomplete bar(s) (a missing, non-positive or "
-                             f"infinite price, or a high or low not containing the open and close), first {dropped[0]}")
+                notes.append(
+                    f"{symbol}: left out {len(dropped)} incomplete bar(s) (a missing, non-positive or "
+                    f"infinite price, or a high or low not containing the open and close), first {dropped[0]}"
+                )
             frames.append(frame)
     return pd.concat(frames, ignore_index=True), notes
 
 
 def _as_price_rows(symbol: str, hist: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     # the exchange's own calendar day: a daily bar's timestamp is its session's local midnight
-    frame = pd.DataFrame({
-        "symbol": symbol.upper(), "date": hist.index.strftime("%Y-%m-%d"),
-        "open": hist["Open"].to_numpy("float64"), "high": hist["High"].to_numpy("float64"),
-        "low": hist["Low"].to_numpy("float64"), "close": hist["Close"].to_numpy("float64"),
-        "volume": hist["Volume"].fillna(0).to_numpy("float64"), "adj_close": hist["Adj Close"].to_numpy("float64")},
-        columns=COLUMNS)
+    frame = pd.DataFrame(
+        {
+            "symbol": symbol.upper(),
+            "date": hist.index.strftime("%Y-%m-%d"),
+            "open": hist["Open"].to_numpy("float64"),
+            "high": hist["High"].to_numpy("float64"),
+            "low": hist["Low"].to_numpy("float64"),
+            "close": hist["Close"].to_numpy("float64"),
+            "volume": hist["Volume"].fillna(0).to_numpy("float64"),
+            "adj_close": hist["Adj Close"].to_numpy("float64"),
+        },
+        columns=COLUMNS,
+    )
     prices = frame[_PRICES].to_numpy()
     o, h, low, c, v = (frame[k].to_numpy() for k in ("open", "high", "low", "close", "volume"))
     # NaN compares False too; a bar whose high or low does not contain its open and close is not one bar
-    bad = ~((prices > 0) & np.isfinite(prices)).all(axis=1) | ~np.isfinite(v) | (v < 0) \
-        | (h < np.maximum(o, c)) | (low > np.minimum(o, c))
+    bad = (
+        ~((prices > 0) & np.isfinite(prices)).all(axis=1)
+        | ~np.isfinite(v)
+        | (v < 0)
+        | (h < np.maximum(o, c))
+        | (low > np.minimum(o, c))
+    )
     return frame[~bad].reset_index(drop=True), frame.loc[bad, "date"].tolist()
 
 

@@ -3,6 +3,7 @@
 Values are rounded once here so the same bundle prints identically in every prompt, and any
 NaN/inf (indicator warm-up) becomes None, never 0.
 """
+
 from __future__ import annotations
 
 import functools
@@ -39,8 +40,22 @@ _CACHE = IndicatorCache()
 
 # Schema bounds, checked before construction so one freak value drops to None instead of
 # failing the whole bundle.
-_POSITIVE = {"close", "prev_close", "sma20", "sma50", "sma200", "ema20", "atr14", "bb_upper", "bb_middle",
-             "bb_lower", "swing_high", "swing_low", "support", "resistance"}
+_POSITIVE = {
+    "close",
+    "prev_close",
+    "sma20",
+    "sma50",
+    "sma200",
+    "ema20",
+    "atr14",
+    "bb_upper",
+    "bb_middle",
+    "bb_lower",
+    "swing_high",
+    "swing_low",
+    "support",
+    "resistance",
+}
 _PCT = {"dist_to_support_pct", "dist_to_resistance_pct", "gap_pct"}
 
 
@@ -90,11 +105,12 @@ def _history(entry: Any, i: int, n: int) -> list[PriceBar]:
     if entry.ohlcv is None or n <= 0:
         return []
     lo = max(0, i + 1 - n)
-    rows = entry.ohlcv[lo: i + 1].tolist()
+    rows = entry.ohlcv[lo : i + 1].tolist()
     out = []
-    for d, (o, h, low, c, v) in zip(entry.date_strs[lo: i + 1], rows):
-        out.append(PriceBar(date=d, open=_price(o), high=_price(h), low=_price(low), close=_price(c),
-                            volume=float(round(v))))
+    for d, (o, h, low, c, v) in zip(entry.date_strs[lo : i + 1], rows):
+        out.append(
+            PriceBar(date=d, open=_price(o), high=_price(h), low=_price(low), close=_price(c), volume=float(round(v)))
+        )
     return out
 
 
@@ -114,7 +130,7 @@ def _missing_sessions(entry: Any, lo: int, i: int, cutoff: pd.Timestamp, profile
     sessions = _sessions(profile, pd.Timestamp(entry.dates[lo]), cutoff)
     if sessions is None:
         return []
-    missing = sessions[~np.isin(sessions.values, entry.dates[lo: i + 1])]
+    missing = sessions[~np.isin(sessions.values, entry.dates[lo : i + 1])]
     return missing.strftime("%Y-%m-%d").tolist()[-MISSING_MAX:]
 
 
@@ -167,7 +183,7 @@ def build_bundle(
     values = dict(zip(INDICATOR_COLUMNS, entry.matrix[i].tolist()))
     technical = technical_from_values(values, i + 1)
 
-    closes = entry.arrays["close"][max(0, i - FORECAST_WINDOW): i + 1]
+    closes = entry.arrays["close"][max(0, i - FORECAST_WINDOW) : i + 1]
     nf = news_features(news.headlines(symbol, day, NEWS_LOOKBACK_DAYS, profile), day, profile)
     return FeatureBundle(
         symbol=symbol,
@@ -184,7 +200,10 @@ def build_bundle(
 
 
 def fallback_bundle(
-    symbol: str, as_of: DateLike, closes: list[float], headlines: list[dict] | None = None,
+    symbol: str,
+    as_of: DateLike,
+    closes: list[float],
+    headlines: list[dict] | None = None,
     profile: str | MarketProfile | None = None,
 ) -> FeatureBundle:
     """A bundle from recent closes only (plus headlines if the feed has them); fallback=True.

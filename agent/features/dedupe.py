@@ -27,14 +27,15 @@ microsecond each: quadratic in the window with a small constant (1,000 real head
 3,000: 0.7 s; difflib on every pair took 6 s for 300). A prefix filter over q-grams was tried: at a 0.9 ratio a headline's prefix
 holds most of its grams, and it proposed as many candidates as the band.
 """
+
 from __future__ import annotations
 
 import bisect
 import difflib
 import functools
 import threading
-from dataclasses import dataclass
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 DIFFLIB_DUP = 0.9
 
@@ -99,7 +100,7 @@ class Story:
 def story_of(norm: str) -> Story:
     """Memoised per text: a backtest's 30-day windows overlap, so each headline is prepared once, not ~20 times."""
     chars = _occurrences(norm)
-    bigrams = _occurrences(norm[i:i + 2] for i in range(len(norm) - 1))
+    bigrams = _occurrences(norm[i : i + 2] for i in range(len(norm) - 1))
     tokens = frozenset(norm.split())
     words = sorted(tokens, key=lambda w: (-len(w), w))
     prefix = len(words) - (-(-4 * len(words) // 5)) + 1  # len - ceil(0.8 len) + 1
@@ -119,8 +120,11 @@ def same_chars(a: Story, b: Story) -> bool:
     """difflib's ratio >= 0.9, after its two necessary conditions (module docstring)."""
     la, lb = len(a.norm), len(b.norm)
     t = la + lb
-    if (20 * min(la, lb) < 9 * t or 20 * (a.chars & b.chars).bit_count() < 9 * t
-            or (a.bigrams & b.bigrams).bit_count() < _bigram_bound(t)):
+    if (
+        20 * min(la, lb) < 9 * t
+        or 20 * (a.chars & b.chars).bit_count() < 9 * t
+        or (a.bigrams & b.bigrams).bit_count() < _bigram_bound(t)
+    ):
         return False
     return difflib.SequenceMatcher(None, a.norm, b.norm, autojunk=False).ratio() >= DIFFLIB_DUP
 

@@ -3,6 +3,7 @@
 Evidence only. It deliberately has no knowledge of positions or risk, and nothing in the
 risk/sizing path imports it.
 """
+
 from __future__ import annotations
 
 import math
@@ -12,9 +13,9 @@ import pandas as pd
 
 from schemas.features import PriceForecast
 
-WINDOW = 60          # bars of log returns used
-MIN_RETURNS = 20     # fewer than this and a volatility estimate is noise
-Z_BAND = 1.6449      # two-sided 90% band under a normal approximation
+WINDOW = 60  # bars of log returns used
+MIN_RETURNS = 20  # fewer than this and a volatility estimate is noise
+Z_BAND = 1.6449  # two-sided 90% band under a normal approximation
 METHOD = f"drift+vol band ({WINDOW}-bar log returns, 90% band)"
 
 
@@ -23,7 +24,7 @@ def _clamp(x: float) -> float:
 
 
 def price_forecast(closes: pd.Series | np.ndarray | list[float], horizon_days: int = 10) -> PriceForecast | None:
-    c = np.asarray(closes, dtype="float64")[-(WINDOW + 1):]
+    c = np.asarray(closes, dtype="float64")[-(WINDOW + 1) :]
     c = c[np.isfinite(c) & (c > 0)]
     if len(c) < MIN_RETURNS + 1:
         return None

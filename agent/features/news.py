@@ -3,6 +3,7 @@
 Rule-based on purpose: the same headlines always give the same numbers, so an agent's cited
 evidence can be re-derived in an audit.
 """
+
 from __future__ import annotations
 
 import functools
@@ -19,43 +20,132 @@ from agent.markets import MarketProfile, Stamp, parse_stamp, visible
 from schemas.features import NewsFeatures, NewsItemFeature
 
 HALF_LIFE_DAYS = 7.0
-MAX_ITEMS = 6  # the newest unique items a bundle carries: what the news analyst reads (docs/benchmarks.md: prompt tokens)
+MAX_ITEMS = (
+    6  # the newest unique items a bundle carries: what the news analyst reads (docs/benchmarks.md: prompt tokens)
+)
 MAX_HEADLINE = 500
 _DAY_NS = pd.Timedelta(days=1).value
 
 # First matching class wins; more specific classes come first ("analyst cuts rating after
 # earnings" is a rating event; "raises outlook with results" is guidance).
 _EVENT_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("regulatory", ("sec", "antitrust", "lawsuit", "sues", "sued", "probe", "investigation", "regulator",
-                    "regulators", "ftc", "doj", "justice department", "european commission", "eu", "fine",
-                    "fined", "court", "ruling", "patent", "settlement", "subpoena", "recall", "fda")),
-    ("rating", ("upgrade", "upgrades", "upgraded", "downgrade", "downgrades", "downgraded", "price target",
-                "rating", "overweight", "underweight", "outperform", "underperform", "initiates coverage",
-                "analyst", "analysts")),
-    ("guidance", ("guidance", "outlook", "forecast", "forecasts", "sees", "projects", "warns", "profit warning",
-                  "expects")),
-    ("earnings", ("earnings", "quarterly", "quarter", "profit", "revenue", "revenues", "eps", "results",
-                  "q1", "q2", "q3", "q4", "net income", "sales")),
-    ("macro", ("fed", "federal reserve", "interest rate", "interest rates", "inflation", "gdp", "jobs report",
-               "payrolls", "recession", "economy", "economic", "unemployment", "treasury", "tariff",
-               "tariffs", "oil prices", "stimulus", "debt ceiling", "credit crisis", "eurozone")),
+    (
+        "regulatory",
+        (
+            "sec",
+            "antitrust",
+            "lawsuit",
+            "sues",
+            "sued",
+            "probe",
+            "investigation",
+            "regulator",
+            "regulators",
+            "ftc",
+            "doj",
+            "justice department",
+            "european commission",
+            "eu",
+            "fine",
+            "fined",
+            "court",
+            "ruling",
+            "patent",
+            "settlement",
+            "subpoena",
+            "recall",
+            "fda",
+        ),
+    ),
+    (
+        "rating",
+        (
+            "upgrade",
+            "upgrades",
+            "upgraded",
+            "downgrade",
+            "downgrades",
+            "downgraded",
+            "price target",
+            "rating",
+            "overweight",
+            "underweight",
+            "outperform",
+            "underperform",
+            "initiates coverage",
+            "analyst",
+            "analysts",
+        ),
+    ),
+    (
+        "guidance",
+        ("guidance", "outlook", "forecast", "forecasts", "sees", "projects", "warns", "profit warning", "expects"),
+    ),
+    (
+        "earnings",
+        (
+            "earnings",
+            "quarterly",
+            "quarter",
+            "profit",
+            "revenue",
+            "revenues",
+            "eps",
+            "results",
+            "q1",
+            "q2",
+            "q3",
+            "q4",
+            "net income",
+            "sales",
+        ),
+    ),
+    (
+        "macro",
+        (
+            "fed",
+            "federal reserve",
+            "interest rate",
+            "interest rates",
+            "inflation",
+            "gdp",
+            "jobs report",
+            "payrolls",
+            "recession",
+            "economy",
+            "economic",
+            "unemployment",
+            "treasury",
+            "tariff",
+            "tariffs",
+            "oil prices",
+            "stimulus",
+            "debt ceiling",
+            "credit crisis",
+            "eurozone",
+        ),
+    ),
 )
 
-_POSITIVE = frozenset("""
+_POSITIVE = frozenset(
+    """
 beat beats beating tops topped surge surges surged soar soars soared jump jumps jumped rise rises rose
 gain gains gained record strong stronger growth grows grew rally rallies rallied win wins won approval
 approves approved boost boosts boosted upgrade upgrades upgraded outperform bullish exceed exceeds
 exceeded raise raises raised higher climbs climbed rebound rebounds expands expansion breakthrough
 dividend buyback robust optimistic upbeat momentum success successful launch launches popular
-""".split())
-_NEGATIVE = frozenset("""
+""".split()
+)
+_NEGATIVE = frozenset(
+    """
 miss misses missed fall falls fell drop drops dropped plunge plunges plunged slump slumps slumped cut
 cuts weak weaker weakness lawsuit sues sued probe fine fined recall recalls loss losses decline declines
 declined warn warns warning investigation antitrust delay delays delayed lower lowers lowered layoffs
 bearish underperform fraud downgrade downgrades downgraded slowdown slows slowing sink sinks sank
 tumble tumbles tumbled concern concerns worries worry disappointing disappoints shortfall halt halts
 recession crisis default defect defects outage glitch resigns resignation scandal violation violations
-""".split())
+""".split()
+)
 _NEGATORS = frozenset({"not", "no", "never", "without", "fails", "fail", "failed"})
 _TOKEN_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 
@@ -104,6 +194,7 @@ def _r(x: float) -> float:
 
 class _Shown(NamedTuple):
     """A headline as a prompt shows it (neutralised, one line, bounded) and what code derives from its text."""
+
     text: str
     story: Story
     event_class: str
@@ -172,10 +263,17 @@ def news_features(headlines: list[dict], as_of: DateLike, profile: str | MarketP
         weighted += w * view.sentiment
         total_w += w
     net = _r(weighted / total_w) if total_w > 0 else 0.0
-    items = [NewsItemFeature(published_at=str(h["published_at"]), headline=view.text,
-                             source=_source(str(h.get("source") or "unknown")), event_class=view.event_class,
-                             recency_weight=_r(w), sentiment=_r(view.sentiment))
-             for (ts, h, view), w in zip(reversed(kept), reversed(weights))][:MAX_ITEMS]  # newest first
+    items = [
+        NewsItemFeature(
+            published_at=str(h["published_at"]),
+            headline=view.text,
+            source=_source(str(h.get("source") or "unknown")),
+            event_class=view.event_class,
+            recency_weight=_r(w),
+            sentiment=_r(view.sentiment),
+        )
+        for (ts, h, view), w in zip(reversed(kept), reversed(weights))
+    ][:MAX_ITEMS]  # newest first
     return NewsFeatures(
         items=items,
         unique_count=len(kept),

@@ -3,6 +3,7 @@
 They tag what a position was opened in and what a cycle looks at now, so that a lesson learned in one
 setup is recalled (by shared words) when a similar setup comes back. Thresholds are the usual ones.
 """
+
 from __future__ import annotations
 
 from schemas.features import TechnicalFeatures

@@ -13,6 +13,7 @@ Definitions (documented because agents cite them):
 - gap_pct = (open - prev close) / prev close * 100.
 - volume_vs_avg20 = volume / mean volume of the 20 bars before today.
 """
+
 from __future__ import annotations
 
 import threading
@@ -20,6 +21,7 @@ import weakref
 
 import numpy as np
 import pandas as pd
+
 from agent.data.market import DateLike, MarketData, default_market_data, parse_date
 
 SWING_WINDOW = 20
@@ -27,16 +29,46 @@ LEVEL_WINDOW = 60
 ATR_WINDOW = 14
 
 INDICATOR_COLUMNS = (
-    "close", "prev_close", "volume", "rsi14", "macd", "macd_signal", "macd_hist", "sma20", "sma50",
-    "sma200", "ema20", "atr14", "bb_upper", "bb_middle", "bb_lower", "swing_high", "swing_low",
-    "support", "resistance", "dist_to_support_pct", "dist_to_resistance_pct", "gap_pct",
+    "close",
+    "prev_close",
+    "volume",
+    "rsi14",
+    "macd",
+    "macd_signal",
+    "macd_hist",
+    "sma20",
+    "sma50",
+    "sma200",
+    "ema20",
+    "atr14",
+    "bb_upper",
+    "bb_middle",
+    "bb_lower",
+    "swing_high",
+    "swing_low",
+    "support",
+    "resistance",
+    "dist_to_support_pct",
+    "dist_to_resistance_pct",
+    "gap_pct",
     "volume_vs_avg20",
 )
 _COLUMNS_INDEX = pd.Index(INDICATOR_COLUMNS)
 # computable from a close series alone (the fallback bundle uses these)
 CLOSE_ONLY_COLUMNS = (
-    "close", "prev_close", "rsi14", "macd", "macd_signal", "macd_hist", "sma20", "sma50", "sma200",
-    "ema20", "bb_upper", "bb_middle", "bb_lower",
+    "close",
+    "prev_close",
+    "rsi14",
+    "macd",
+    "macd_signal",
+    "macd_hist",
+    "sma20",
+    "sma50",
+    "sma200",
+    "ema20",
+    "bb_upper",
+    "bb_middle",
+    "bb_lower",
 )
 
 
@@ -51,18 +83,18 @@ def _rolling(x: np.ndarray, window: int, how: str) -> np.ndarray:
         # inside the 1e-9 pin), and a NaN anywhere in the window is put back afterwards
         filled = np.where(np.isnan(x), 0.0, x)
         sums = np.cumsum(np.concatenate(([0.0], filled)))
-        out[window - 1:] = (sums[window:] - sums[:-window]) / window
+        out[window - 1 :] = (sums[window:] - sums[:-window]) / window
         holes = np.cumsum(np.concatenate(([0], np.isnan(x).astype(np.int64))))
-        out[window - 1:][(holes[window:] - holes[:-window]) > 0] = np.nan
+        out[window - 1 :][(holes[window:] - holes[:-window]) > 0] = np.nan
         return out
     if how == "std":  # population std (ddof=0), like ta's Bollinger bands and TA-Lib; pandas' online
         # algorithm is ta's own and 2.5x faster than a sliding-window std
         return pd.Series(x).rolling(window, min_periods=window).std(ddof=0).to_numpy()
     view = np.lib.stride_tricks.sliding_window_view(x, window)
     if how == "max":
-        out[window - 1:] = view.max(axis=1)
+        out[window - 1 :] = view.max(axis=1)
     else:
-        out[window - 1:] = view.min(axis=1)
+        out[window - 1 :] = view.min(axis=1)
     return out
 
 
@@ -91,10 +123,19 @@ def _close_arrays(c: np.ndarray) -> dict[str, np.ndarray]:
         sma20 = _rolling(c, 20, "mean")
         std20 = _rolling(c, 20, "std")
     return {
-        "close": c, "prev_close": _shift(c), "rsi14": rsi, "macd": macd, "macd_signal": signal,
-        "macd_hist": macd - signal, "sma20": sma20, "sma50": _rolling(c, 50, "mean"),
-        "sma200": _rolling(c, 200, "mean"), "ema20": _ewm(c, span=20, min_periods=20),
-        "bb_upper": sma20 + 2 * std20, "bb_middle": sma20, "bb_lower": sma20 - 2 * std20,
+        "close": c,
+        "prev_close": _shift(c),
+        "rsi14": rsi,
+        "macd": macd,
+        "macd_signal": signal,
+        "macd_hist": macd - signal,
+        "sma20": sma20,
+        "sma50": _rolling(c, 50, "mean"),
+        "sma200": _rolling(c, 200, "mean"),
+        "ema20": _ewm(c, span=20, min_periods=20),
+        "bb_upper": sma20 + 2 * std20,
+        "bb_middle": sma20,
+        "bb_lower": sma20 - 2 * std20,
     }
 
 
@@ -111,7 +152,7 @@ def _wilder_atr(high: np.ndarray, low: np.ndarray, close: np.ndarray, window: in
     if len(close) < window:
         return out
     seeded = np.concatenate(([tr[:window].mean()], tr[window:]))
-    out[window - 1:] = _ewm(seeded, alpha=1.0 / window, min_periods=0)
+    out[window - 1 :] = _ewm(seeded, alpha=1.0 / window, min_periods=0)
     return out
 
 
@@ -150,8 +191,9 @@ def compute_indicator_frame(bars: pd.DataFrame) -> pd.DataFrame:
         avg20 = _shift(_rolling(volume, 20, "mean"))
         cols["volume_vs_avg20"] = np.where(avg20 > 0, volume / avg20, np.nan)
 
-    matrix = np.column_stack([cols[c] for c in INDICATOR_COLUMNS]) if len(bars) else \
-        np.empty((0, len(INDICATOR_COLUMNS)))
+    matrix = (
+        np.column_stack([cols[c] for c in INDICATOR_COLUMNS]) if len(bars) else np.empty((0, len(INDICATOR_COLUMNS)))
+    )
     return pd.DataFrame(matrix, index=bars.index, columns=_COLUMNS_INDEX)
 
 
@@ -164,13 +206,15 @@ class _Entry:
         self.frame = frame
         self.dates = frame.index.values
         # raw bars kept beside the indicators so a bundle's price history needs no pandas
-        self.ohlcv = None if bars is None else np.column_stack(
-            [bars[c].to_numpy("float64") for c in ("open", "high", "low", "close", "volume")])
+        self.ohlcv = (
+            None
+            if bars is None
+            else np.column_stack([bars[c].to_numpy("float64") for c in ("open", "high", "low", "close", "volume")])
+        )
         self._date_strs: list[str] | None = None
         self.matrix = frame.to_numpy(dtype="float64", copy=True)
         self.matrix.flags.writeable = False
         self.arrays = {c: self.matrix[:, i] for i, c in enumerate(frame.columns)}
-
 
     @property
     def date_strs(self) -> list[str]:

@@ -1,6 +1,7 @@
 """The dense side with no model and no network: feature hashing of words and word pairs into a fixed
 number of signed dimensions, L2-normalised. Deterministic across processes (blake2b, not Python's salted
 hash). Any langchain `Embeddings` object can stand in for it."""
+
 from __future__ import annotations
 
 import hashlib

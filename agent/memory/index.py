@@ -14,11 +14,12 @@ records known before a date are a prefix, and a view is keyed by (prefix length,
 cycle, and every later cycle until a new memory is known, shares it. bm25s has no incremental add, so an add
 drops its symbol's partition and views; they are rebuilt on the next search.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Optional
 from collections.abc import Iterable
+from typing import Optional
 
 import bm25s
 import numpy as np
@@ -38,8 +39,14 @@ class _Partition:
     """One symbol's records sorted by (known_at, id): their filters as arrays, an inverted index of word ids
     (the relevance floor), their rows of doc vectors, and the BM25 views built so far."""
 
-    def __init__(self, records: list[MemoryRecord], token_ids: dict[str, list[int]], rows: dict[str, int],
-                 matrix: np.ndarray, vocab: dict[str, int]) -> None:
+    def __init__(
+        self,
+        records: list[MemoryRecord],
+        token_ids: dict[str, list[int]],
+        rows: dict[str, int],
+        matrix: np.ndarray,
+        vocab: dict[str, int],
+    ) -> None:
         recs = sorted(records, key=lambda r: (r.known_at, r.memory_id))
         self.records = recs
         self.known = np.array([r.known_at for r in recs], dtype="U10")
@@ -80,7 +87,7 @@ class _Partition:
         """The visible records that hold at least one of the query's words, read from the postings."""
         held = np.zeros(len(self.records), dtype=bool)
         for w in words:
-            held[self.post_pos[self.post_ptr[w]:self.post_ptr[w + 1]]] = True
+            held[self.post_pos[self.post_ptr[w] : self.post_ptr[w + 1]]] = True
         return positions[held[positions]]
 
     def view(self, key: tuple, positions: np.ndarray) -> bm25s.BM25:
@@ -159,9 +166,9 @@ class HybridIndex:
             self._matrix = np.zeros((0, vectors.shape[1]), dtype=np.float32)
         if need > len(self._matrix):  # capacity grows by half: appending n rows costs O(n) amortised
             grown = np.empty((max(need, len(self._matrix) * 3 // 2, 64), vectors.shape[1]), dtype=np.float32)
-            grown[:self._n_rows] = self._matrix[:self._n_rows]
+            grown[: self._n_rows] = self._matrix[: self._n_rows]
             self._matrix = grown
-        self._matrix[self._n_rows:need] = vectors
+        self._matrix[self._n_rows : need] = vectors
         self._n_rows = need
 
     def remove(self, ids: Iterable[str]) -> int:
@@ -181,8 +188,9 @@ class HybridIndex:
         part = self._parts.get(key)
         if part is None:
             ids = self._records if symbol is None else self._by_symbol.get(symbol, ())
-            part = self._parts[key] = _Partition([self._records[i] for i in ids], self._token_ids, self._rows,
-                                                 self._matrix, self._vocab)
+            part = self._parts[key] = _Partition(
+                [self._records[i] for i in ids], self._token_ids, self._rows, self._matrix, self._vocab
+            )
         return part
 
     def _query_words(self, query: str) -> list[str]:
@@ -193,8 +201,9 @@ class HybridIndex:
             words = self._query_tokens[query] = list(dict.fromkeys(tokenize(query)))
         return words
 
-    def search(self, query: str, *, symbol: Optional[str], before: Optional[str], session_id: Optional[str] = None,
-               k: int = 5) -> list[RetrievalHit]:
+    def search(
+        self, query: str, *, symbol: Optional[str], before: Optional[str], session_id: Optional[str] = None, k: int = 5
+    ) -> list[RetrievalHit]:
         words = [self._vocab[w] for w in self._query_words(query) if w in self._vocab]
         if not words or k <= 0:
             return []
@@ -210,15 +219,27 @@ class HybridIndex:
         q = self._query_vector(query)
         # einsum, not BLAS: a multithreaded OpenBLAS matvec is 5-10x slower on a busy 2-core machine; over a
         # slice (a view, no copy) up to the last candidate, which is nearly all of them
-        dense = np.einsum("ij,j->i", part.matrix[:cand[-1] + 1], q)[cand]
+        dense = np.einsum("ij,j->i", part.matrix[: cand[-1] + 1], q)[cand]
         dense_rank = _ranks(dense, part.id_rank[cand])
         fused = np.round(1 / (self.k_rrf + bm25_rank) + 1 / (self.k_rrf + dense_rank), 8)
         hits = []
         for j in np.lexsort((part.id_rank[cand], -fused))[:k]:
             r = part.records[cand[j]]
-            hits.append(RetrievalHit(memory_id=r.memory_id, bm25_rank=int(bm25_rank[j]), dense_rank=int(dense_rank[j]),
-                                     score=float(fused[j]), known_at=r.known_at, kind=r.kind, symbol=r.symbol,
-                                     outcome=r.outcome, signal=r.signal, direction=r.direction, text=r.text))
+            hits.append(
+                RetrievalHit(
+                    memory_id=r.memory_id,
+                    bm25_rank=int(bm25_rank[j]),
+                    dense_rank=int(dense_rank[j]),
+                    score=float(fused[j]),
+                    known_at=r.known_at,
+                    kind=r.kind,
+                    symbol=r.symbol,
+                    outcome=r.outcome,
+                    signal=r.signal,
+                    direction=r.direction,
+                    text=r.text,
+                )
+            )
         return hits
 
 

@@ -6,6 +6,7 @@ not query terms (the date is point in time: only notes known before it). The rec
 (agent/call_context.py CallContext.recall) decides where hits come from: the memory store live, the recording in a
 replay; none means memory is off.
 """
+
 from __future__ import annotations
 
 from typing import Optional, Protocol
@@ -32,14 +33,14 @@ AGENT_WORDS: dict[str, list[str]] = {
 
 
 class Recall(Protocol):
-    def search(self, *, agent: str, symbol: str, query: str, as_of: str
-               ) -> Optional[tuple[dict, list[RetrievalHit]]]:
+    def search(self, *, agent: str, symbol: str, query: str, as_of: str) -> Optional[tuple[dict, list[RetrievalHit]]]:
         """(the filter applied, the hits), or None when this agent recalls nothing (a replay of a cycle
         that recalled nothing for it)."""
 
 
-def past_notes(recall: Optional[Recall], config: RunnableConfig | None, agent: str,
-               snap: MarketSnapshot) -> list[RetrievalHit]:
+def past_notes(
+    recall: Optional[Recall], config: RunnableConfig | None, agent: str, snap: MarketSnapshot
+) -> list[RetrievalHit]:
     if recall is None:
         return []
     query = " ".join(AGENT_WORDS[agent] + regime_words(snap.bundle.technical))
@@ -47,6 +48,15 @@ def past_notes(recall: Optional[Recall], config: RunnableConfig | None, agent: s
     if found is None:
         return []
     applied, hits = found
-    emit("retrieval", {"agent": agent, "symbol": snap.symbol, "query": query, "filter": applied,
-                       "hits": [h.model_dump(mode="json") for h in hits]}, config)
+    emit(
+        "retrieval",
+        {
+            "agent": agent,
+            "symbol": snap.symbol,
+            "query": query,
+            "filter": applied,
+            "hits": [h.model_dump(mode="json") for h in hits],
+        },
+        config,
+    )
     return hits

@@ -5,6 +5,7 @@ random walk, not market data), one row per NYSE session, in the price-file forma
 
 The same seed gives the same bytes on every machine, so the walkthrough's numbers (docs/own-data.md) reproduce.
 """
+
 from __future__ import annotations
 
 import sys
@@ -29,8 +30,17 @@ def acme_bars() -> pd.DataFrame:
     high = np.maximum(open_, close) * np.exp(np.abs(rng.normal(0, 0.008, len(days))))
     low = np.minimum(open_, close) * np.exp(-np.abs(rng.normal(0, 0.008, len(days))))
     volume = rng.integers(800_000, 2_400_000, len(days))
-    return pd.DataFrame({"symbol": SYMBOL, "date": days.strftime("%Y-%m-%d"), "open": open_.round(2),
-                         "high": high.round(2), "low": low.round(2), "close": close.round(2), "volume": volume})
+    return pd.DataFrame(
+        {
+            "symbol": SYMBOL,
+            "date": days.strftime("%Y-%m-%d"),
+            "open": open_.round(2),
+            "high": high.round(2),
+            "low": low.round(2),
+            "close": close.round(2),
+            "volume": volume,
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -3,11 +3,31 @@
 Layering: kernel imports graph/database/agent/schemas; nothing below imports kernel. The kernel itself (which loads
 the whole machine) is imported on first use, so a command that never runs one (`--version`, `--help`) starts fast.
 """
-from graph.kernel.errors import (BadInput, Conflict, Failed, Forbidden, KernelError, NotFound, StoreUnavailable,
-                                 Unauthorized)
 
-__all__ = ["Kernel", "Capability", "CAPABILITIES", "KernelError", "BadInput", "NotFound", "Conflict", "Forbidden",
-           "Unauthorized", "StoreUnavailable", "Failed"]
+from graph.kernel.errors import (
+    BadInput,
+    Conflict,
+    Failed,
+    Forbidden,
+    KernelError,
+    NotFound,
+    StoreUnavailable,
+    Unauthorized,
+)
+
+__all__ = [
+    "Kernel",
+    "Capability",
+    "CAPABILITIES",
+    "KernelError",
+    "BadInput",
+    "NotFound",
+    "Conflict",
+    "Forbidden",
+    "Unauthorized",
+    "StoreUnavailable",
+    "Failed",
+]
 
 
 def __getattr__(name: str):

@@ -1,6 +1,7 @@
 """A backtest as a kernel task (kind `backtest`): refused in the caller before a task exists, run in a thread of the
 serving process by run_backtest, whose on_step reports progress and reads the cancel flag after every decision point;
 resuming runs it again with the same run id, which continues after the last logged point."""
+
 from __future__ import annotations
 
 import json
@@ -15,9 +16,13 @@ from graph.kernel.models import BacktestInput
 from graph.kernel.tasks import TaskCancelled, TaskKind, register
 from graph.services.run_files import read_run_text, run_file_exists
 
-FILES = (("config.json", "application/json"), ("episode_log.jsonl", "application/jsonl"),
-         ("trade_history.json", "application/json"), ("result.json", "application/json"),
-         ("equity.png", "image/png"))
+FILES = (
+    ("config.json", "application/json"),
+    ("episode_log.jsonl", "application/jsonl"),
+    ("trade_history.json", "application/json"),
+    ("result.json", "application/json"),
+    ("equity.png", "image/png"),
+)
 
 
 def start(manager, inp: BacktestInput):
@@ -38,21 +43,40 @@ def artifacts(doc: dict[str, Any], run_dir: Optional[Path]):
     metrics = None
     if run_dir is not None and run_file_exists(run_dir / "result.json"):
         res = json.loads(read_run_text(run_dir / "result.json"))
-        metrics = {k: res.get(k) for k in ("metrics", "benchmark_metrics", "actions", "cycle_statuses",
-                                           "exits", "warnings", "decision_points")}
+        metrics = {
+            k: res.get(k)
+            for k in (
+                "metrics",
+                "benchmark_metrics",
+                "actions",
+                "cycle_statuses",
+                "exits",
+                "warnings",
+                "decision_points",
+            )
+        }
     return list(FILES), metrics
 
 
 def prepare(manager, inp: BacktestInput, run_id: Optional[str] = None):
     """Everything that can be refused is refused here, before a task exists."""
-    from graph.services.backtest.loop import decision_dates, validate_config
     from graph.machine.runner import parse_symbols
+    from graph.services.backtest.loop import decision_dates, validate_config
     from schemas.simulation import EpisodeConfig
 
     run_id = run_id or inp.run_id or f"bt-{uuid.uuid4().hex[:8]}"
-    config = EpisodeConfig(episode_id=run_id, tickers=parse_symbols(inp.symbols), initial_cash=inp.capital,
-                           start=inp.start, end=inp.end, every=inp.every, fees_bps=inp.fees_bps,
-                           slippage_bps=inp.slippage_bps, market=inp.market, memory=inp.memory)
+    config = EpisodeConfig(
+        episode_id=run_id,
+        tickers=parse_symbols(inp.symbols),
+        initial_cash=inp.capital,
+        start=inp.start,
+        end=inp.end,
+        every=inp.every,
+        fees_bps=inp.fees_bps,
+        slippage_bps=inp.slippage_bps,
+        market=inp.market,
+        memory=inp.memory,
+    )
     data = data_of(manager, inp, run_id)
     market = manager.runtime_factory(None, data).market
     for t in config.tickers:  # an unknown symbol names the prices file searched
@@ -71,16 +95,19 @@ def data_of(manager, inp: BacktestInput, run_id: str):
     """The files given, else those the run read before it stopped; a resumed run refuses other files than it
     started on (by path: a file appended to since is read as it is now)."""
     from agent.data.sources import DataFiles, resolved
-    from graph.services.backtest.loop import session_id_of
     from graph.machine.session_files import session_files
+    from graph.services.backtest.loop import session_id_of
 
     session = session_id_of(run_id)
     given = DataFiles(prices=inp.prices, news=inp.news, fundamentals=inp.fundamentals).given()
     before = session_files(manager.store, session, DataFiles()).given() if given else {}
     for kind, path in given.items():
         if kind in before and resolved(path) != resolved(before[kind]):
-            raise Conflict(f"run '{run_id}' was run on {kind} {before[kind]}, not {path}: resume it without "
-                           f"--{kind} (or with the same file), or start a new run id", field=kind)
+            raise Conflict(
+                f"run '{run_id}' was run on {kind} {before[kind]}, not {path}: resume it without "
+                f"--{kind} (or with the same file), or start a new run id",
+                field=kind,
+            )
     return data_files(inp, manager.store, session)
 
 
@@ -102,27 +129,56 @@ def run(manager, task_id: str, config, run_id: str, data, inp: BacktestInput) ->
                 first_done[0] = done - 1  # a resumed run starts past zero: rate from this process's points
             rate = (time.monotonic() - started) / max(1, done - first_done[0])
             trades += len(entry.exits) + len(entry.execution_result.executed_trades)
-            after = manager.set(task_id, progress={"done": done, "total": total, "date": entry.date,
-                                                   "equity": entry.equity, "trades": trades,
-                                                   "eta_s": round(rate * (total - done), 1)})
+            after = manager.set(
+                task_id,
+                progress={
+                    "done": done,
+                    "total": total,
+                    "date": entry.date,
+                    "equity": entry.equity,
+                    "trades": trades,
+                    "eta_s": round(rate * (total - done), 1),
+                },
+            )
             if after and after.get("cancel_requested"):
                 raise TaskCancelled()
 
         runtime = with_spending(manager.runtime_factory(config.memory, data), inp)  # the cache switch, the budgets
-        result = run_backtest(config, manager.store, progress=False, runtime=runtime,
-                              out_dir=manager.experiments, run_id=run_id, on_step=on_step)
+        result = run_backtest(
+            config,
+            manager.store,
+            progress=False,
+            runtime=runtime,
+            out_dir=manager.experiments,
+            run_id=run_id,
+            on_step=on_step,
+        )
         plot = None
         if result.equity_curve:
             from graph.services.backtest.plot import plot_result
 
             plot = str(plot_result(result, manager.experiments / run_id / "equity.png"))
-        summary = {"decision_points": result.decision_points, "actions": result.actions,
-                   "total_return": result.metrics.get("total_return"), "warnings": result.warnings,
-                   "plot": plot}
-        manager.set(task_id, status="succeeded", finished_at=time.time(), summary=summary,
-                      progress={"done": result.decision_points, "total": total, "trades": trades, "eta_s": 0.0,
-                              "equity": result.equity_curve[-1].equity if result.equity_curve else None,
-                              "date": result.equity_curve[-1].date if result.equity_curve else None})
+        summary = {
+            "decision_points": result.decision_points,
+            "actions": result.actions,
+            "total_return": result.metrics.get("total_return"),
+            "warnings": result.warnings,
+            "plot": plot,
+        }
+        manager.set(
+            task_id,
+            status="succeeded",
+            finished_at=time.time(),
+            summary=summary,
+            progress={
+                "done": result.decision_points,
+                "total": total,
+                "trades": trades,
+                "eta_s": 0.0,
+                "equity": result.equity_curve[-1].equity if result.equity_curve else None,
+                "date": result.equity_curve[-1].date if result.equity_curve else None,
+            },
+        )
 
 
 KIND = register(TaskKind("backtest", resume=resume, artifacts=artifacts))

@@ -3,6 +3,7 @@ thread of the serving process like a backtest or a sweep, with the same task doc
 progress counts decision points over every run; its folder is experiments/<benchmark id>/, where the scorecard is
 written once every run has logged every point. Also the estimate and the look-ahead audit a benchmark's sessions get.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,13 +17,17 @@ from graph.kernel.models import BenchmarkInput, LookaheadTarget, inside
 from graph.kernel.tasks import TaskCancelled, TaskKind, new_task_id, register
 from graph.services.run_files import read_run_text, run_file_exists
 
-FILES = (("benchmark.json", "application/json"), ("scorecard.json", "application/json"),
-         ("scorecard.csv", "text/csv"), ("scorecard.png", "image/png"))
+FILES = (
+    ("benchmark.json", "application/json"),
+    ("scorecard.json", "application/json"),
+    ("scorecard.csv", "text/csv"),
+    ("scorecard.png", "image/png"),
+)
 
 
 def protocol_of(inp: BenchmarkInput):
-    from graph.services.benchmark.stockbench.protocol import SYMBOLS, Protocol
     from graph.machine.runner import InputError, parse_symbols
+    from graph.services.benchmark.stockbench.protocol import SYMBOLS, Protocol
 
     try:
         symbols = tuple(parse_symbols(inp.symbols)) if inp.symbols else SYMBOLS
@@ -61,15 +66,33 @@ def plan_benchmark(manager, inp: BenchmarkInput, benchmark_id: str, task_id: Opt
         try:
             import ray  # noqa: F401
         except ImportError:
-            raise BadInput("workers > 1 runs the configurations on Ray, which is not installed here: pip install "
-                           "'tradegraph[sweep]' (or use one worker)", field="workers") from None
+            raise BadInput(
+                "workers > 1 runs the configurations on Ray, which is not installed here: pip install "
+                "'tradegraph[sweep]' (or use one worker)",
+                field="workers",
+            ) from None
         uri, home = store_address(manager.store)
     settings = AgentConfig.from_env()
-    limits = {"max_tokens": inp.max_tokens or settings.token_budget, "max_cost": inp.max_cost or settings.max_cost,
-              "max_llm_calls": inp.max_llm_calls or settings.max_llm_calls}
-    return _graph_errors(plan, benchmark_id, protocol_of(inp), models_of(inp), experiments=manager.experiments,
-                         data=inp.data, workers=inp.workers, store_uri=uri, store_home=home, task_id=task_id,
-                         limits=limits, no_cache=inp.no_cache, runs=inp.runs)
+    limits = {
+        "max_tokens": inp.max_tokens or settings.token_budget,
+        "max_cost": inp.max_cost or settings.max_cost,
+        "max_llm_calls": inp.max_llm_calls or settings.max_llm_calls,
+    }
+    return _graph_errors(
+        plan,
+        benchmark_id,
+        protocol_of(inp),
+        models_of(inp),
+        experiments=manager.experiments,
+        data=inp.data,
+        workers=inp.workers,
+        store_uri=uri,
+        store_home=home,
+        task_id=task_id,
+        limits=limits,
+        no_cache=inp.no_cache,
+        runs=inp.runs,
+    )
 
 
 def start(manager, inp: BenchmarkInput):
@@ -79,9 +102,14 @@ def start(manager, inp: BenchmarkInput):
     manager.refuse_busy(benchmark_id, "benchmark", "benchmark_id")
     task_id = new_task_id()
     plan = plan_benchmark(manager, inp, benchmark_id, task_id)
-    manager.create("benchmark", inp, benchmark_id, plan.dir,
-                   {"done": sum(logged_points(plan, ep) for ep in plan.episodes), "total": plan.total_points},
-                   task_id=task_id)
+    manager.create(
+        "benchmark",
+        inp,
+        benchmark_id,
+        plan.dir,
+        {"done": sum(logged_points(plan, ep) for ep in plan.episodes), "total": plan.total_points},
+        task_id=task_id,
+    )
     manager.start_thread(task_id, run_benchmark_task, (manager, task_id, plan))
     return manager.status(task_id)
 
@@ -103,8 +131,12 @@ def run_benchmark_task(manager, task_id: str, plan) -> None:
             return bool((manager.col.find_one({"_id": task_id}, {"cancel_requested": 1}) or {}).get("cancel_requested"))
 
         try:
-            run(plan, manager.store, on_progress=lambda p: manager.set(task_id, progress=p),
-                cancel_requested=cancel_requested)
+            run(
+                plan,
+                manager.store,
+                on_progress=lambda p: manager.set(task_id, progress=p),
+                cancel_requested=cancel_requested,
+            )
         except BenchmarkCancelled:
             raise TaskCancelled() from None
         except BenchmarkIncomplete as e:
@@ -116,8 +148,24 @@ def run_benchmark_task(manager, task_id: str, plan) -> None:
 def summary_of(card: dict[str, Any], paths: list[Path]) -> dict[str, Any]:
     """What the task document keeps: each run's figures and audit trail, the failures and leaks that make a
     benchmark not clean, and where the files are."""
-    runs = [{k: r.get(k) for k in ("name", "run_id", "cumulative_return", "max_drawdown", "sortino", "failed_points",
-                                    "session_ids", "llm_calls", "usd")} for r in card["rows"] if r["kind"] == "run"]
+    runs = [
+        {
+            k: r.get(k)
+            for k in (
+                "name",
+                "run_id",
+                "cumulative_return",
+                "max_drawdown",
+                "sortino",
+                "failed_points",
+                "session_ids",
+                "llm_calls",
+                "usd",
+            )
+        }
+        for r in card["rows"]
+        if r["kind"] == "run"
+    ]
     failed = sum(int(r["failed_points"] or 0) for r in runs)
     leaks = int((card.get("lookahead") or {}).get("leaks") or 0)
     warnings = []
@@ -125,9 +173,17 @@ def summary_of(card: dict[str, Any], paths: list[Path]) -> dict[str, Any]:
         warnings.append(f"{failed} decision point(s) failed: their runs are not clean")
     if leaks:
         warnings.append(f"the look-ahead audit found {leaks} leak(s)")
-    return {"benchmark_id": card.get("benchmark_id"), "window": card["window"], "runs": runs,
-            "failed_points": failed, "lookahead_leaks": leaks, "clean": not failed and not leaks,
-            "elapsed_s": card.get("elapsed_s"), "files": [str(p) for p in paths], "warnings": warnings}
+    return {
+        "benchmark_id": card.get("benchmark_id"),
+        "window": card["window"],
+        "runs": runs,
+        "failed_points": failed,
+        "lookahead_leaks": leaks,
+        "clean": not failed and not leaks,
+        "elapsed_s": card.get("elapsed_s"),
+        "files": [str(p) for p in paths],
+        "warnings": warnings,
+    }
 
 
 def artifacts(doc: dict[str, Any], run_dir: Optional[Path]) -> tuple[list[tuple[str, str]], Optional[dict[str, Any]]]:
@@ -164,8 +220,12 @@ def lookahead_sessions(store, experiments: Path, target: str) -> tuple[Lookahead
             ids = [session_id_of(e["episode_id"]) for e in json.loads(read_run_text(folder / name))["episodes"]]
             found = [s for s in ids if store.events.exists(s)]
             if not found:
-                raise NotFound(f"{kind} '{target}' has no recorded session yet ({', '.join(ids[:3])} …)",
-                               field="target")
+                raise NotFound(
+                    f"{kind} '{target}' has no recorded session yet ({', '.join(ids[:3])} …)", field="target"
+                )
             return kind, found
-    raise NotFound(f"'{target}' is no session, backtest run ({session_id_of(target)}), benchmark or sweep "
-                   f"(no {folder}/benchmark.json)", field="target")
+    raise NotFound(
+        f"'{target}' is no session, backtest run ({session_id_of(target)}), benchmark or sweep "
+        f"(no {folder}/benchmark.json)",
+        field="target",
+    )

@@ -1,4 +1,5 @@
 """The broker capabilities' input and output models (graph/kernel/capabilities.py registers them)."""
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -45,7 +46,8 @@ class BrokerReconcileInput(Input):
 class BrokerReconcileOutput(Output):
     broker: str
     orders: int = Field(description="tradegraph's orders compared")
-    updated: list[dict[str, Any]] = Field(description="orders that moved on since last seen, recorded as late "
-                                                      "order_update events")
+    updated: list[dict[str, Any]] = Field(
+        description="orders that moved on since last seen, recorded as late order_update events"
+    )
     drift: list[dict[str, Any]] = Field(description="what the broker and the ledger disagree on")
     clean: bool

@@ -4,16 +4,17 @@ A capability gets a Context (the store, this transport's policy, the task manage
 and its validated input; it returns its output model or raises. Every exception is mapped onto the
 kernel's five kinds by kernel.errors.translate, in Kernel.call, never here.
 """
+
 from __future__ import annotations
 
 import inspect
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Optional
-from collections.abc import Callable
 
 from pydantic import BaseModel
 
@@ -33,7 +34,7 @@ class Route:
 
     method: Literal["GET", "POST", "DELETE"]
     path: str
-    tag: str           # the OpenAPI tag that groups it
+    tag: str  # the OpenAPI tag that groups it
     status: int = 200  # 202 for one that starts a task and returns at once
     # fields an HTTP request must state though the model defaults them: a decision is never implied by an empty
     # body (a browser's body-less cross-origin POST must not approve). The HTTP client sends the default it was
@@ -80,9 +81,9 @@ class Capability:
 
 @dataclass
 class Context:
-    store: Any               # database.connection.Store
+    store: Any  # database.connection.Store
     policy: Policy
-    tasks: Any               # kernel.tasks.TaskManager
+    tasks: Any  # kernel.tasks.TaskManager
     # (memory mode, agent.data.sources.DataFiles or None) -> a fresh graph.machine.runtime.CycleRuntime
     runtime: Callable[..., Any]
 
@@ -91,15 +92,24 @@ class Context:
 CAPABILITIES: dict[str, Capability] = {}
 
 
-def capability(input_model: type[BaseModel], output_model: type[BaseModel], *, http: Route,
-               moves_book: bool = False, keyed: bool = False, deletes: bool = False):
+def capability(
+    input_model: type[BaseModel],
+    output_model: type[BaseModel],
+    *,
+    http: Route,
+    moves_book: bool = False,
+    keyed: bool = False,
+    deletes: bool = False,
+):
     """Register the function as a capability: its models, its HTTP route and its policy flags, all in one place."""
+
     def register(fn):
         doc = " ".join(inspect.cleandoc(fn.__doc__ or fn.__name__).split("\n\n")[0].split())  # the first paragraph
         cap = Capability(fn.__name__, fn, input_model, output_model, http, moves_book, doc, keyed, deletes)
         _check_route(cap)
         CAPABILITIES[fn.__name__] = cap
         return fn
+
     return register
 
 
@@ -108,8 +118,9 @@ def _check_route(cap: Capability) -> None:
     fields = cap.input_model.model_fields
     for p in cap.http.path_params:
         if p not in fields or not fields[p].is_required():
-            raise TypeError(f"{cap.name}: path parameter {{{p}}} must be a required field of "
-                            f"{cap.input_model.__name__}")
+            raise TypeError(
+                f"{cap.name}: path parameter {{{p}}} must be a required field of {cap.input_model.__name__}"
+            )
     for other in CAPABILITIES.values():
         if other.name != cap.name and (other.http.method, other.http.path) == (cap.http.method, cap.http.path):
             raise TypeError(f"{cap.name}: {cap.http.method} {cap.http.path} is already {other.name}'s route")
@@ -123,15 +134,30 @@ def _jsonable(obj: Any) -> Any:
 # ------------------------------------------------------------------------------------------------ cycles
 def _cycle_output(out, disabled: Optional[str]) -> m.CycleOutput:
     if disabled is not None:
-        where = ("paused before EXECUTING (checkpointed): approve it with `tradegraph approve "
-                 f"{out.session_id}` or the in-process client") if out.status == "pending_approval" else \
-            f"ended {out.status} without executing"
+        where = (
+            (
+                "paused before EXECUTING (checkpointed): approve it with `tradegraph approve "
+                f"{out.session_id}` or the in-process client"
+            )
+            if out.status == "pending_approval"
+            else f"ended {out.status} without executing"
+        )
         disabled = f"{disabled}; the cycle {where}"
-    return m.CycleOutput(session_id=out.session_id, cycle_id=out.cycle_id, status=out.status,
-                         contracts=_jsonable(out.contracts), events=out.events, audit_error=out.audit_error,
-                         error=_jsonable(out.error), llm_calls=out.llm_calls, tokens=dict(out.tokens),
-                         cached_calls=out.cached_calls, cost=_jsonable(out.cost),
-                         execution_disabled=disabled, notes=_jsonable(out.notes))
+    return m.CycleOutput(
+        session_id=out.session_id,
+        cycle_id=out.cycle_id,
+        status=out.status,
+        contracts=_jsonable(out.contracts),
+        events=out.events,
+        audit_error=out.audit_error,
+        error=_jsonable(out.error),
+        llm_calls=out.llm_calls,
+        tokens=dict(out.tokens),
+        cached_calls=out.cached_calls,
+        cost=_jsonable(out.cost),
+        execution_disabled=disabled,
+        notes=_jsonable(out.notes),
+    )
 
 
 @capability(m.RunCycleInput, m.CycleOutput, http=Route.post("/cycles", "cycles"), moves_book=True, keyed=True)
@@ -145,15 +171,25 @@ def run_cycle(ctx: Context, inp: m.RunCycleInput) -> m.CycleOutput:
     # resumable by someone allowed to move the book
     data = data_files(inp, ctx.store, inp.session_id, ctx.policy)
     _check_broker(inp.broker)  # a bad broker setting is bad input before any model call
-    out = _run(inp.symbols, inp.as_of, store=ctx.store, session_id=inp.session_id,
-               runtime=with_spending(ctx.runtime(inp.memory, data), inp), approve=inp.approve or refusal is not None,
-               broker=inp.broker)
+    out = _run(
+        inp.symbols,
+        inp.as_of,
+        store=ctx.store,
+        session_id=inp.session_id,
+        runtime=with_spending(ctx.runtime(inp.memory, data), inp),
+        approve=inp.approve or refusal is not None,
+        broker=inp.broker,
+    )
     return _cycle_output(out, refusal)
 
 
-@capability(m.ApproveInput, m.CycleOutput, http=Route.post("/sessions/{session_id}/approval", "cycles",
-                                                                explicit=("approved",)),
-            moves_book=True, keyed=True)
+@capability(
+    m.ApproveInput,
+    m.CycleOutput,
+    http=Route.post("/sessions/{session_id}/approval", "cycles", explicit=("approved",)),
+    moves_book=True,
+    keyed=True,
+)
 def approve(ctx: Context, inp: m.ApproveInput) -> m.CycleOutput:
     """Approve (or reject) the session's cycle paused before EXECUTING; a rejection executes nothing."""
     from graph.machine.runner import approve_cycle
@@ -164,8 +200,9 @@ def approve(ctx: Context, inp: m.ApproveInput) -> m.CycleOutput:
         raise Forbidden(f"approve refused: {refusal}", field="approved")
     # a network caller is audited with its transport; a person at this machine by name alone
     by = inp.by if ctx.policy.transport in ALWAYS_EXECUTES else f"{inp.by} (via {ctx.policy.transport})"
-    out = approve_cycle(inp.session_id, store=ctx.store, approved=inp.approved, by=by, runtime=ctx.runtime(None),
-                        comment=inp.comment)
+    out = approve_cycle(
+        inp.session_id, store=ctx.store, approved=inp.approved, by=by, runtime=ctx.runtime(None), comment=inp.comment
+    )
     return _cycle_output(out, None)
 
 
@@ -174,17 +211,24 @@ def approve(ctx: Context, inp: m.ApproveInput) -> m.CycleOutput:
 def list_sessions(ctx: Context, inp: m.ListSessionsInput) -> m.SessionsOutput:
     """Recent sessions, newest first, from their summaries (never the log): kind, events, bytes, cycles, and the
     last cycle's status, symbols and as-of; replay sessions only with all; of one kind or last status if asked."""
-    listing = ctx.store.sessions.list(inp.limit, replays=inp.all or inp.kind == "replay", kind=inp.kind,
-                                      status=inp.status)
+    listing = ctx.store.sessions.list(
+        inp.limit, replays=inp.all or inp.kind == "replay", kind=inp.kind, status=inp.status
+    )
     fields = m.SessionSummary.model_fields
-    out = [m.SessionSummary(**{k: v for k, v in s.items() if k in fields},
-                            behind=listing.behind.get(s["session_id"], 0), doubt=listing.doubt.get(s["session_id"]))
-           for s in listing.sessions]
+    out = [
+        m.SessionSummary(
+            **{k: v for k, v in s.items() if k in fields},
+            behind=listing.behind.get(s["session_id"], 0),
+            doubt=listing.doubt.get(s["session_id"]),
+        )
+        for s in listing.sessions
+    ]
     return m.SessionsOutput(sessions=out, replays_hidden=not inp.all, unsummarised=listing.unsummarised)
 
 
-def _deletions(ctx: Context, inp: m.DeleteSessionInput | m.PruneSessionsInput, plan, reason: str,
-               note: Optional[str] = None) -> m.DeletionOutput:
+def _deletions(
+    ctx: Context, inp: m.DeleteSessionInput | m.PruneSessionsInput, plan, reason: str, note: Optional[str] = None
+) -> m.DeletionOutput:
     """Delete the plan (or, dry, show it), recorded in the admin log as done by `by` on this transport."""
     from database.retention import Retention, SessionActive
 
@@ -194,15 +238,15 @@ def _deletions(ctx: Context, inp: m.DeleteSessionInput | m.PruneSessionsInput, p
             raise Forbidden(refusal, field="dry_run")
         by = inp.by if ctx.policy.transport in ALWAYS_EXECUTES else f"{inp.by} (via {ctx.policy.transport})"
         try:
-            plan = Retention(ctx.store).delete(plan, by=by, reason=reason, keep_memories=inp.keep_memories,
-                                               force=inp.force)
+            plan = Retention(ctx.store).delete(
+                plan, by=by, reason=reason, keep_memories=inp.keep_memories, force=inp.force
+            )
         except SessionActive as e:
             raise Conflict(str(e), field="session_id") from None
     return m.DeletionOutput(dry_run=inp.dry_run, sessions=[m.DeletedSession(**d.as_dict()) for d in plan], note=note)
 
 
-@capability(m.DeleteSessionInput, m.DeletionOutput, http=Route.delete("/sessions/{session_id}", "audit"),
-            deletes=True)
+@capability(m.DeleteSessionInput, m.DeletionOutput, http=Route.delete("/sessions/{session_id}", "audit"), deletes=True)
 def delete_session(ctx: Context, inp: m.DeleteSessionInput) -> m.DeletionOutput:
     """Delete a session and its replays (events, summary, book, ledger, checkpoints, memories unless kept), recorded
     in the admin log with its chain head; dry_run lists what would go."""
@@ -227,8 +271,14 @@ def prune_sessions(ctx: Context, inp: m.PruneSessionsInput) -> m.DeletionOutput:
     if not inp.force:  # a cycle in flight or waiting for a person is never pruned unless forced
         plan, withheld = retention.withhold(plan)
     unsummarised = ctx.store.sessions.list(1).unsummarised
-    notes = [f"at least {unsummarised} session(s) have no summary and were not considered: `tradegraph store "
-             f"reindex` adds them"] if unsummarised else []
+    notes = (
+        [
+            f"at least {unsummarised} session(s) have no summary and were not considered: `tradegraph store "
+            f"reindex` adds them"
+        ]
+        if unsummarised
+        else []
+    )
     notes += [f"kept {sid}: it {why}; --force prunes it too" for sid, why in withheld]
     note = "; ".join(notes) or None
     reason = f"sessions prune --older-than {inp.older_than}" + (f" --kind {inp.kind}" if inp.kind else "")
@@ -241,7 +291,7 @@ def read_events(ctx: Context, inp: m.ReadEventsInput) -> m.EventsOutput:
     if not ctx.store.events.exists(inp.session_id):
         raise NotFound(f"unknown session '{inp.session_id}'", field="session_id")
     events = ctx.store.events.read(inp.session_id, kind=inp.kind, cycle_id=inp.cycle_id)
-    page = events[inp.offset:inp.offset + inp.limit]
+    page = events[inp.offset : inp.offset + inp.limit]
     return m.EventsOutput(session_id=inp.session_id, total=len(events), offset=inp.offset, events=_jsonable(page))
 
 
@@ -273,8 +323,11 @@ def portfolio(ctx: Context, inp: m.SessionInput) -> m.PortfolioView:
     try:
         return portfolio_view(ctx.store, inp.session_id, market)
     except NoPortfolio:
-        raise NotFound(f"no stored portfolio for session '{inp.session_id}' (a backtest keeps its book in its run "
-                       f"folder's trade history)", field="session_id") from None
+        raise NotFound(
+            f"no stored portfolio for session '{inp.session_id}' (a backtest keeps its book in its run "
+            f"folder's trade history)",
+            field="session_id",
+        ) from None
 
 
 @capability(m.SessionInput, m.ReplayOutput, http=Route.get("/sessions/{session_id}/replay", "audit"))
@@ -309,8 +362,15 @@ def features(ctx: Context, inp: m.FeaturesInput) -> m.FeatureBundle:
     rt = ctx.runtime(None, data_files(inp, policy=ctx.policy))
     symbol = inp.symbol.strip().upper()
     validate_as_of(rt.market, [symbol], inp.as_of, inp.market)
-    return build_bundle(symbol, inp.as_of, market=rt.market, news=rt.news, fundamentals=rt.fundamentals,
-                        cache=rt.cache, profile=inp.market)
+    return build_bundle(
+        symbol,
+        inp.as_of,
+        market=rt.market,
+        news=rt.news,
+        fundamentals=rt.fundamentals,
+        cache=rt.cache,
+        profile=inp.market,
+    )
 
 
 @capability(m.SchemasInput, m.SchemasOutput, http=Route.get("/schemas", "data"))
@@ -331,8 +391,13 @@ def store_status(ctx: Context, inp: m.StoreStatusInput) -> m.StoreStatusOutput:
     from database.connection import redact
 
     s = ctx.store
-    backend: Literal["embedded", "mongodb", "mongomock"] = "mongomock" if s.uri.startswith("mongomock://") else \
-        "embedded" if s.target.startswith("embedded:") else "mongodb"
+    backend: Literal["embedded", "mongodb", "mongomock"] = (
+        "mongomock"
+        if s.uri.startswith("mongomock://")
+        else "embedded"
+        if s.target.startswith("embedded:")
+        else "mongodb"
+    )
     ok, ping_ms, error = True, None, None
     if backend != "mongomock":
         t0 = time.perf_counter()
@@ -342,8 +407,7 @@ def store_status(ctx: Context, inp: m.StoreStatusInput) -> m.StoreStatusOutput:
         except Exception as e:  # noqa: BLE001 - reporting the outage is this capability's job
             ok, error = False, f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
     status = _jsonable(embedded.server_status(s.owned_server_home)) if backend == "embedded" else None
-    return m.StoreStatusOutput(backend=backend, uri=redact(s.uri), ok=ok, ping_ms=ping_ms, error=error,
-                               embedded=status)
+    return m.StoreStatusOutput(backend=backend, uri=redact(s.uri), ok=ok, ping_ms=ping_ms, error=error, embedded=status)
 
 
 # ------------------------------------------------------------------------------------------------ tasks
@@ -361,17 +425,20 @@ def start_sweep(ctx: Context, inp: m.SweepInput) -> m.TaskView:
     """Start (or, with an existing sweep_id, continue) a sweep of backtests on Ray as a task; returns at once."""
     if inp.ray_address and ctx.policy.transport not in ALWAYS_EXECUTES:
         # joining a cluster ships this process's configuration to it: the operator's call, not a remote caller's
-        raise Forbidden(f"ray_address is not accepted over {ctx.policy.transport}: this server runs sweeps on a "
-                        f"local Ray instance (start it with `tradegraph sweep` on the cluster instead)",
-                        field="ray_address")
+        raise Forbidden(
+            f"ray_address is not accepted over {ctx.policy.transport}: this server runs sweeps on a "
+            f"local Ray instance (start it with `tradegraph sweep` on the cluster instead)",
+            field="ray_address",
+        )
     if inp.sweep_id is not None:
         m.inside(ctx.tasks.experiments, inp.sweep_id, "sweep_id")
     data_files(inp, policy=ctx.policy)  # refused by the transport's policy before the task reads anything
     return sweep_tasks.start(ctx.tasks, inp)
 
 
-@capability(m.BenchmarkInput, m.TaskView, http=Route.post("/benchmarks/stockbench", "benchmarks", status=202),
-            keyed=True)
+@capability(
+    m.BenchmarkInput, m.TaskView, http=Route.post("/benchmarks/stockbench", "benchmarks", status=202), keyed=True
+)
 def start_benchmark(ctx: Context, inp: m.BenchmarkInput) -> m.TaskView:
     """Start (or, with an existing benchmark_id, continue) StockBench as a task: one backtest per model configuration
     at the open, then the scorecard beside buy-and-hold and the published rows; returns at once."""
@@ -404,10 +471,17 @@ def audit_lookahead(ctx: Context, inp: m.LookaheadInput) -> m.LookaheadOutput:
 
     resolved, sessions = benchmark_tasks.lookahead_sessions(ctx.store, ctx.tasks.experiments, inp.target)
     report = audit_sessions(ctx.store, sessions).as_dict()
-    return m.LookaheadOutput(target=inp.target, resolved=resolved, sessions=sessions, cycles=report["cycles"],
-                             checked=report["checked"], leaks=report["leaks"], unaudited=report["unaudited"],
-                             broken=report["broken"],
-                             clean=not report["leaks"] and not report["unaudited"] and not report["broken"])
+    return m.LookaheadOutput(
+        target=inp.target,
+        resolved=resolved,
+        sessions=sessions,
+        cycles=report["cycles"],
+        checked=report["checked"],
+        leaks=report["leaks"],
+        unaudited=report["unaudited"],
+        broken=report["broken"],
+        clean=not report["leaks"] and not report["unaudited"] and not report["broken"],
+    )
 
 
 @capability(m.TaskInput, m.TaskView, http=Route.get("/tasks/{task_id}", "tasks"))
@@ -447,7 +521,6 @@ def task_artifacts(ctx: Context, inp: m.TaskInput) -> m.ArtifactsOutput:
     return ctx.tasks.artifacts(inp.task_id)
 
 
-
 # ------------------------------------------------------------------------------------------------ memory
 @capability(m.MemorySearchInput, m.MemorySearchOutput, http=Route.get("/memory/{symbol}", "memory"))
 def memory_search(ctx: Context, inp: m.MemorySearchInput) -> m.MemorySearchOutput:
@@ -460,8 +533,11 @@ def memory_search(ctx: Context, inp: m.MemorySearchInput) -> m.MemorySearchOutpu
     bank = MemoryBank(ctx.store.memories)
     bank.refresh()
     hits = bank.search(inp.query, symbol=symbol, before=as_of, session_id=inp.session_id, k=inp.k)
-    return m.MemorySearchOutput(query=inp.query, hits=hits, filter={
-        "symbol": symbol, "known_before": as_of, "session_id": inp.session_id, "k": inp.k})
+    return m.MemorySearchOutput(
+        query=inp.query,
+        hits=hits,
+        filter={"symbol": symbol, "known_before": as_of, "session_id": inp.session_id, "k": inp.k},
+    )
 
 
 # ------------------------------------------------------------------------------------------------ broker
@@ -502,8 +578,7 @@ def broker_halt(ctx: Context, inp: bm.BrokerHaltInput) -> bm.BrokerControlOutput
     return bm.BrokerControlOutput(**{k: v for k, v in state.items() if k != "_id"})
 
 
-@capability(bm.BrokerResumeInput, bm.BrokerControlOutput, http=Route.post("/broker/resume", "broker"),
-            moves_book=True)
+@capability(bm.BrokerResumeInput, bm.BrokerControlOutput, http=Route.post("/broker/resume", "broker"), moves_book=True)
 def broker_resume(ctx: Context, inp: bm.BrokerResumeInput) -> bm.BrokerControlOutput:
     """Lift the broker halt: submits and approvals of broker cycles may proceed again. Audited with who and when."""
     from graph.services.broker.control import resume

@@ -4,12 +4,13 @@
 against the capability's model, applies the transport's policy (inside the capability), runs it, and maps
 any exception onto the five kernel errors in one place.
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Optional, cast
-from collections.abc import Callable, Iterator, Mapping
 
 from pydantic import BaseModel, ValidationError
 
@@ -31,9 +32,16 @@ def default_runtime_factory(memory: Optional[str] = None, data=None):
 
 
 class Kernel:
-    def __init__(self, store, *, runtime_factory: Optional[Callable[..., Any]] = None,
-                 experiments_dir: str | Path | None = None, env: Optional[Mapping[str, str]] = None,
-                 task_options: Optional[dict] = None, idempotency_wait_s: float = WAIT_S):
+    def __init__(
+        self,
+        store,
+        *,
+        runtime_factory: Optional[Callable[..., Any]] = None,
+        experiments_dir: str | Path | None = None,
+        env: Optional[Mapping[str, str]] = None,
+        task_options: Optional[dict] = None,
+        idempotency_wait_s: float = WAIT_S,
+    ):
         self.store = store
         # how long a duplicate keyed request waits for the first one's answer before it is told to retry later
         self.idempotency_wait_s = idempotency_wait_s
@@ -46,8 +54,11 @@ class Kernel:
             from graph.kernel.runs import runs_dir
 
             experiments_dir = runs_dir(env)
-        self.tasks = (TaskManager(store, self.runtime_factory, experiments_dir, **(task_options or {}))
-                      if store is not None else None)
+        self.tasks = (
+            TaskManager(store, self.runtime_factory, experiments_dir, **(task_options or {}))
+            if store is not None
+            else None
+        )
         if store is not None:
             from database.idempotency import IdempotencyKeys
 
@@ -72,8 +83,7 @@ class Kernel:
     def call(self, name: str, args: Any = None, *, transport: str = "local") -> BaseModel:
         cap = self.capability(name)
         inp = self.parse(cap, args)
-        ctx = Context(store=self.store, policy=self.policies[transport], tasks=self.tasks,
-                      runtime=self.runtime_factory)
+        ctx = Context(store=self.store, policy=self.policies[transport], tasks=self.tasks, runtime=self.runtime_factory)
         try:
             return cap.fn(ctx, inp)
         except (KeyboardInterrupt, SystemExit):
@@ -85,16 +95,28 @@ class Kernel:
         """Every capability's `unknown session 'X'` (read_events, portfolio, approve, run_cycle on a session, …) says
         when and by whom X was deleted, as the admin log records it: here once, not in each capability."""
         session_id = getattr(inp, "session_id", None)
-        if not (isinstance(err, NotFound) and err.field == "session_id" and session_id and self.store is not None
-                and err.message == f"unknown session '{session_id}'"):
+        if not (
+            isinstance(err, NotFound)
+            and err.field == "session_id"
+            and session_id
+            and self.store is not None
+            and err.message == f"unknown session '{session_id}'"
+        ):
             return err
         try:
             return NotFound(self.store.admin_log.unknown_session(session_id), field="session_id")
         except Exception:  # noqa: BLE001 - the admin log unreadable: the plain answer still stands
             return err
 
-    def call_keyed(self, name: str, args: Any = None, *, transport: str = "local",
-                   idempotency_key: Optional[str] = None, caller: Optional[str] = None) -> BaseModel:
+    def call_keyed(
+        self,
+        name: str,
+        args: Any = None,
+        *,
+        transport: str = "local",
+        idempotency_key: Optional[str] = None,
+        caller: Optional[str] = None,
+    ) -> BaseModel:
         """call(), at most once per idempotency key (a capability that starts something): a retry with the key gets
         the first answer (graph/kernel/idempotent.py). `caller` tells apart the keys of requests without a session.
         The run itself goes through call(), so a subclass's call (serve's reconnecting kernel) applies to it."""
@@ -103,8 +125,16 @@ class Kernel:
         cap = self.capability(name)
         inp = self.parse(cap, args)
         try:
-            return call_once(self.store, cap, inp, lambda: self.call(name, inp, transport=transport),
-                             key=idempotency_key, transport=transport, caller=caller, wait_s=self.idempotency_wait_s)
+            return call_once(
+                self.store,
+                cap,
+                inp,
+                lambda: self.call(name, inp, transport=transport),
+                key=idempotency_key,
+                transport=transport,
+                caller=caller,
+                wait_s=self.idempotency_wait_s,
+            )
         except KernelError:
             raise
         except Exception as e:  # noqa: BLE001 - the key's own store reads and writes

@@ -3,6 +3,7 @@
 Every transport maps a kind the same way (the table below): the CLI to an exit code, HTTP to a status,
 MCP to a one-line tool error. A message is always one line and names the bad field or value.
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -31,16 +32,19 @@ class NotFound(KernelError):
 
 class Conflict(KernelError):
     """The request is well-formed but the resource's state refuses it (nothing pending, moved on, running)."""
+
     kind = "conflict"
 
 
 class Forbidden(Conflict):
     """Refused by this transport's policy (a setting names how to allow it); a Conflict for the CLI."""
+
     kind = "forbidden"
 
 
 class Unauthorized(Forbidden):
     """A network transport's caller without the configured bearer token (never raised in-process)."""
+
     kind = "unauthorized"
 
 
@@ -54,8 +58,13 @@ class Failed(KernelError):
 
 # kind -> (CLI exit code, HTTP status): the same for every capability
 ERROR_TABLE: dict[type[KernelError], tuple[int, int]] = {
-    BadInput: (2, 422), NotFound: (2, 404), Unauthorized: (2, 401), Forbidden: (2, 403), Conflict: (2, 409),
-    StoreUnavailable: (3, 503), Failed: (1, 500),
+    BadInput: (2, 422),
+    NotFound: (2, 404),
+    Unauthorized: (2, 401),
+    Forbidden: (2, 403),
+    Conflict: (2, 409),
+    StoreUnavailable: (3, 503),
+    Failed: (1, 500),
 }
 
 
@@ -116,9 +125,9 @@ def translate(exc: BaseException) -> KernelError:
     from agent.data.market import DataError
     from database.errors import StoreUnavailable as DbStoreUnavailable
     from database.portfolio import PortfolioConflict
+    from graph.machine.runner import ApprovalConflict, InputError, NothingPending, SessionNotFound
     from graph.services.backtest.loop import BacktestError
     from graph.services.replay.session import SchemaVersionMismatch
-    from graph.machine.runner import ApprovalConflict, InputError, NothingPending, SessionNotFound
 
     text = str(exc)
     if isinstance(exc, SessionNotFound):
@@ -136,7 +145,6 @@ def translate(exc: BaseException) -> KernelError:
         return BadInput(text)
     from graph.services.sweep.driver import SweepError
     from graph.services.sweep.grid import GridError
-
     from graph.services.sweep.results import GridChanged
 
     if isinstance(exc, (GridError, SweepError)):

@@ -16,14 +16,15 @@ argument.
 - Every use is audited: counted in the key's record, and an `idempotency` event in the session's log when the
   answer names a session (in the cycle it started or decided; else the session's last cycle).
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
 import time
-from typing import Any, Optional
 from collections.abc import Callable
+from typing import Any, Optional
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -36,8 +37,17 @@ POLL_S = 0.2
 _KEY = TypeAdapter(IdempotencyKey)
 
 
-def call_once(store, cap, inp: BaseModel, run: Callable[[], BaseModel], *, key: Any, transport: str,
-              caller: Optional[str] = None, wait_s: float = WAIT_S) -> BaseModel:
+def call_once(
+    store,
+    cap,
+    inp: BaseModel,
+    run: Callable[[], BaseModel],
+    *,
+    key: Any,
+    transport: str,
+    caller: Optional[str] = None,
+    wait_s: float = WAIT_S,
+) -> BaseModel:
     """`run()` at most once per (scope, key): its answer, or the first run's answer again."""
     from database.idempotency import IdempotencyKeys
 
@@ -71,8 +81,12 @@ def call_once(store, cap, inp: BaseModel, run: Callable[[], BaseModel], *, key: 
 
 
 def fingerprint(capability: str, inp: BaseModel) -> str:
-    body = json.dumps({"capability": capability, "input": inp.model_dump(mode="json")}, sort_keys=True,
-                      separators=(",", ":"), default=str)
+    body = json.dumps(
+        {"capability": capability, "input": inp.model_dump(mode="json")},
+        sort_keys=True,
+        separators=(",", ":"),
+        default=str,
+    )
     return hashlib.sha256(body.encode()).hexdigest()
 
 
@@ -95,13 +109,24 @@ def _checked(key: Any, cap) -> str:
         line, _ = E.validation_line(e)
         raise E.BadInput(f"idempotency_key: {line.removeprefix('input: ')}", field="idempotency_key") from None
     if not cap.keyed:
-        raise E.BadInput(f"idempotency_key: {cap.name} takes none (it starts nothing a retry would start again)",
-                         field="idempotency_key")
+        raise E.BadInput(
+            f"idempotency_key: {cap.name} takes none (it starts nothing a retry would start again)",
+            field="idempotency_key",
+        )
     return key
 
 
-def _finish(store, keys, cap, inp, record: dict, out: Optional[BaseModel], err: Optional[E.KernelError], key: str,
-            transport: str) -> None:
+def _finish(
+    store,
+    keys,
+    cap,
+    inp,
+    record: dict,
+    out: Optional[BaseModel],
+    err: Optional[E.KernelError],
+    key: str,
+    transport: str,
+) -> None:
     """Store the first answer (the caller gets it whatever happens here) and audit the key's first use."""
     session_id, cycle_id = _session_of(out, inp)
     status = "ok" if err is None else err.kind
@@ -112,8 +137,17 @@ def _finish(store, keys, cap, inp, record: dict, out: Optional[BaseModel], err: 
         keys.abandon(record)
         log.warning("idempotency key %r: its answer could not be stored: %s", key, e)
         return
-    _audit(store, session_id, cycle_id, key=key, use="first", capability=cap.name, transport=transport, status=status,
-           fingerprint=record["fingerprint"])
+    _audit(
+        store,
+        session_id,
+        cycle_id,
+        key=key,
+        use="first",
+        capability=cap.name,
+        transport=transport,
+        status=status,
+        fingerprint=record["fingerprint"],
+    )
 
 
 def _answer_again(store, keys, cap, inp, record: dict, use: str, key: str, transport: str) -> BaseModel:
@@ -124,19 +158,34 @@ def _answer_again(store, keys, cap, inp, record: dict, use: str, key: str, trans
         log.warning("idempotency key %r: its use could not be counted: %s", key, e)
     first_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(record.get("created_at") or 0)))
     session_id = record.get("session_id") or getattr(inp, "session_id", None)
-    _audit(store, session_id, record.get("cycle_id"), key=key, use=use, capability=cap.name, transport=transport,
-           status=record.get("status"), fingerprint=fingerprint(cap.name, inp),
-           first_fingerprint=record.get("fingerprint"), first_at=first_at)
+    _audit(
+        store,
+        session_id,
+        record.get("cycle_id"),
+        key=key,
+        use=use,
+        capability=cap.name,
+        transport=transport,
+        status=record.get("status"),
+        fingerprint=fingerprint(cap.name, inp),
+        first_fingerprint=record.get("fingerprint"),
+        first_at=first_at,
+    )
     named = f"Idempotency-Key {key!r} (first used at {first_at} for {record.get('capability')})"
     if use == "mismatch":
-        raise E.BadInput(f"{named} was used for a different request: a new request needs a new key",
-                         field="idempotency_key")
+        raise E.BadInput(
+            f"{named} was used for a different request: a new request needs a new key", field="idempotency_key"
+        )
     if use == "in_flight":
-        raise E.Conflict(f"{named} is still running: retry later with the same key to get its answer",
-                         field="idempotency_key")
+        raise E.Conflict(
+            f"{named} is still running: retry later with the same key to get its answer", field="idempotency_key"
+        )
     if use == "cut_off":
-        raise E.Conflict(f"{named} was cut off before it answered and may have run in part: read its session's "
-                         f"state before retrying with a new key", field="idempotency_key")
+        raise E.Conflict(
+            f"{named} was cut off before it answered and may have run in part: read its session's "
+            f"state before retrying with a new key",
+            field="idempotency_key",
+        )
     if record.get("status") == "ok":
         return cap.output_model.model_validate_json(record["response"])
     body = json.loads(record["response"])

@@ -1,5 +1,6 @@
 """What a capability's input brings to a run: its data files (checked, and allowed by the transport's policy) and
 its spending (the cache switch and budgets over the environment's). Used by the capabilities and the task kinds."""
+
 from __future__ import annotations
 
 import dataclasses

@@ -1,6 +1,7 @@
 """Each capability's input and output, defined once: the Python client, HTTP (OpenAPI) and MCP (tool
 schemas) all take their shapes from these models. Inputs forbid unknown fields, so a typo is bad input
 instead of a silently ignored option."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,8 +13,8 @@ from pydantic_core import PydanticCustomError
 from schemas.base import CycleStatus, RecordedStatus
 from schemas.event_kinds import EventKind
 from schemas.features import FeatureBundle
-from schemas.portfolio import PortfolioView
 from schemas.memory import RetrievalHit
+from schemas.portfolio import PortfolioView
 
 __all__ = ["FeatureBundle", "PortfolioView"]  # features' and portfolio's outputs are the contracts themselves
 
@@ -53,8 +54,9 @@ def _stays_in_folder(name: Any) -> Any:
 def FolderName(max_length: int, chars: str = r"A-Za-z0-9_.\-") -> Any:
     """The one type of every id or name that becomes a folder or file name: the refusal of `.`, `..`, empty and
     paths runs first (a one-line reason), then the character class (shown in the JSON Schema)."""
-    return Annotated[str, StringConstraints(pattern=rf"^[{chars}]{{1,{max_length}}}$"),
-                     BeforeValidator(_stays_in_folder)]
+    return Annotated[
+        str, StringConstraints(pattern=rf"^[{chars}]{{1,{max_length}}}$"), BeforeValidator(_stays_in_folder)
+    ]
 
 
 if TYPE_CHECKING:  # a checker sees what they hold; pydantic sees the constraints
@@ -98,20 +100,34 @@ def inside(folder: str | Path, name: str, field: str) -> Path:
 # a retried request's key (the Idempotency-Key header, MCP's and the client's idempotency_key): printable ASCII
 # without spaces, as a UUID or any opaque token is
 IdempotencyKey = Annotated[str, StringConstraints(pattern=r"^[\x21-\x7e]{1,255}$")]
-IDEMPOTENCY_KEY_HELP = ("a retry with the same key and the same request gets the first answer and starts nothing "
-                        "again; the same key with another request is refused (422); kept a day (docs/kernel.md)")
+IDEMPOTENCY_KEY_HELP = (
+    "a retry with the same key and the same request gets the first answer and starts nothing "
+    "again; the same key with another request is refused (422); kept a day (docs/kernel.md)"
+)
 
 
 # a user's own data file, read by the process the kernel runs in (relative paths: against its working directory)
 _DataPath = Annotated[str, StringConstraints(min_length=1, max_length=4096, pattern=r"^[^\x00]+$")]
 _ON_KERNEL = "a path on the machine the kernel runs on (relative: to its working directory)"
 _DEFAULT = "default: the file a continued session or resumed backtest read, else the bundled"
-PricesFile = Annotated[Optional[_DataPath], Field(description=(
-    f"your own daily bars, CSV or Parquet (agent/data/README.md); {_ON_KERNEL}; {_DEFAULT} 2000-2013 sample"))]
-NewsFile = Annotated[Optional[_DataPath], Field(description=(
-    f"your own headlines, JSONL (agent/data/README.md); {_ON_KERNEL}; {_DEFAULT} synthetic sample"))]
-FundamentalsFile = Annotated[Optional[_DataPath], Field(description=(
-    f"your own fundamentals, JSON (agent/data/README.md); {_ON_KERNEL}; {_DEFAULT} synthetic sample"))]
+PricesFile = Annotated[
+    Optional[_DataPath],
+    Field(
+        description=(
+            f"your own daily bars, CSV or Parquet (agent/data/README.md); {_ON_KERNEL}; {_DEFAULT} 2000-2013 sample"
+        )
+    ),
+]
+NewsFile = Annotated[
+    Optional[_DataPath],
+    Field(description=(f"your own headlines, JSONL (agent/data/README.md); {_ON_KERNEL}; {_DEFAULT} synthetic sample")),
+]
+FundamentalsFile = Annotated[
+    Optional[_DataPath],
+    Field(
+        description=(f"your own fundamentals, JSON (agent/data/README.md); {_ON_KERNEL}; {_DEFAULT} synthetic sample")
+    ),
+]
 
 
 class Input(BaseModel):
@@ -127,15 +143,32 @@ class LlmSpending(Input):
     """The response cache and the budgets of a run: per cycle on run_cycle, per whole run on start_backtest
     (agent/budget.py)."""
 
-    no_cache: bool = Field(False, description="send every LLM request, never answer from the response cache "
-                                              "(default: cached at temperature 0; $TRADEGRAPH_LLM_CACHE)")
-    max_tokens: Optional[int] = Field(None, ge=1, le=10**9, description=(
-        "LLM tokens (input + output) allowed; the call that would cross it is not sent and the cycle fails "
-        "(default: $TRADEGRAPH_MAX_TOKENS)"))
-    max_cost: Optional[float] = Field(None, gt=0, le=1e9, description=(
-        "US dollars of LLM calls allowed, at agent/prices.toml's prices (default: $TRADEGRAPH_MAX_COST)"))
-    max_llm_calls: Optional[int] = Field(None, ge=1, le=10**9, description=(
-        "LLM requests allowed, retries included (default: $TRADEGRAPH_MAX_LLM_CALLS)"))
+    no_cache: bool = Field(
+        False,
+        description="send every LLM request, never answer from the response cache "
+        "(default: cached at temperature 0; $TRADEGRAPH_LLM_CACHE)",
+    )
+    max_tokens: Optional[int] = Field(
+        None,
+        ge=1,
+        le=10**9,
+        description=(
+            "LLM tokens (input + output) allowed; the call that would cross it is not sent and the cycle fails "
+            "(default: $TRADEGRAPH_MAX_TOKENS)"
+        ),
+    )
+    max_cost: Optional[float] = Field(
+        None,
+        gt=0,
+        le=1e9,
+        description=("US dollars of LLM calls allowed, at agent/prices.toml's prices (default: $TRADEGRAPH_MAX_COST)"),
+    )
+    max_llm_calls: Optional[int] = Field(
+        None,
+        ge=1,
+        le=10**9,
+        description=("LLM requests allowed, retries included (default: $TRADEGRAPH_MAX_LLM_CALLS)"),
+    )
 
     def config_overrides(self) -> dict[str, Any]:
         """agent.config.AgentConfig fields this input sets (None: the environment's)."""
@@ -145,13 +178,14 @@ class LlmSpending(Input):
 
 # ---------------------------------------------------------------- cycles
 class RunCycleInput(LlmSpending):
-    symbols: list[Ticker] = Field(min_length=1, max_length=20, description="e.g. [\"AAPL\", \"MSFT\"]")
+    symbols: list[Ticker] = Field(min_length=1, max_length=20, description='e.g. ["AAPL", "MSFT"]')
     as_of: Day = Field(description="YYYY-MM-DD, a trading day; only data on or before it is used")
     session_id: Optional[SessionId] = Field(None, description="continue this session (its portfolio carries over)")
     approve: bool = Field(False, description="pause before EXECUTING until approved")
     broker: Optional[Literal["sim", "alpaca"]] = Field(
-        None, description="where orders go (default: $TRADEGRAPH_BROKER, else sim); a broker's mandate may require "
-                          "approval")
+        None,
+        description="where orders go (default: $TRADEGRAPH_BROKER, else sim); a broker's mandate may require approval",
+    )
     memory: Optional[MemoryMode] = Field(None, description="past notes agents recall (default: $TRADEGRAPH_MEMORY)")
     prices: PricesFile = None
     news: NewsFile = None
@@ -161,8 +195,9 @@ class RunCycleInput(LlmSpending):
 class ApprovalDecision(Input):
     approved: bool = Field(True, description="false rejects the paused cycle: nothing executes")
     by: str = Field("api", min_length=1, max_length=100, description="who decides; audited")
-    comment: Optional[str] = Field(None, min_length=1, max_length=500,
-                                   description="why, in the decider's words; audited with the decision")
+    comment: Optional[str] = Field(
+        None, min_length=1, max_length=500, description="why, in the decider's words; audited with the decision"
+    )
 
 
 class ApproveInput(ApprovalDecision):
@@ -172,8 +207,9 @@ class ApproveInput(ApprovalDecision):
 class CycleOutput(Output):
     session_id: str
     cycle_id: str
-    status: CycleStatus = Field(description="how the cycle ended (README's status table); its `cycle_ended` event "
-                                            "records the same")
+    status: CycleStatus = Field(
+        description="how the cycle ended (README's status table); its `cycle_ended` event records the same"
+    )
     contracts: dict[str, Any] = Field(description="state name -> its contract")
     events: int
     audit_error: Optional[str] = None
@@ -181,13 +217,19 @@ class CycleOutput(Output):
     llm_calls: int = Field(0, description="LLM requests sent, failed attempts included")
     cached_calls: int = Field(0, description="LLM answers taken from the response cache: nothing sent")
     tokens: dict[str, int] = Field(default_factory=dict)
-    cost: dict[str, Any] = Field(default_factory=dict, description=(
-        "tokens and US dollars, in total and by_state: calls, cached_calls, input/output/cached/reasoning/total "
-        "tokens, estimated_calls (no usage reported), unknown_cost_calls (no price: usd leaves them out), usd"))
+    cost: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "tokens and US dollars, in total and by_state: calls, cached_calls, input/output/cached/reasoning/total "
+            "tokens, estimated_calls (no usage reported), unknown_cost_calls (no price: usd leaves them out), usd"
+        ),
+    )
     # set when this transport may not execute: why the cycle stopped before EXECUTING
     execution_disabled: Optional[str] = None
-    notes: list[dict[str, Any]] = Field(default_factory=list, description="the past notes each agent recalled "
-                                        "(agent, symbol, query, filter, hits), as audited")
+    notes: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="the past notes each agent recalled (agent, symbol, query, filter, hits), as audited",
+    )
 
     def summary(self) -> dict[str, Any]:
         """What `tradegraph run --json` prints."""
@@ -200,19 +242,26 @@ SessionKind = Literal["run", "backtest", "replay", "studio", "other"]
 
 class ListSessionsInput(Input):
     limit: int = Field(20, ge=1, le=1000)
-    all: bool = Field(False, description="include replay sessions (replay-<session>-<n>, one per --verify), "
-                                         "left out otherwise")
-    kind: Optional[SessionKind] = Field(None, description="only sessions of this kind (replay: replay sessions, "
-                                                          "without all)")
-    status: Optional[RecordedStatus] = Field(None, description="only sessions whose last cycle has this status "
-                                                               "(pending_approval: the ones waiting for a decision)")
+    all: bool = Field(
+        False, description="include replay sessions (replay-<session>-<n>, one per --verify), left out otherwise"
+    )
+    kind: Optional[SessionKind] = Field(
+        None, description="only sessions of this kind (replay: replay sessions, without all)"
+    )
+    status: Optional[RecordedStatus] = Field(
+        None,
+        description="only sessions whose last cycle has this status "
+        "(pending_approval: the ones waiting for a decision)",
+    )
 
 
 class SessionSummary(Output):
     """A session as its summary has it (database/sessions.py: a cache of the log, rebuilt by `store reindex`)."""
+
     session_id: str
-    kind: SessionKind = Field("other", description="run (s-…), backtest (bt-…), replay (replay-…), studio "
-                                                   "(studio-…) or other")
+    kind: SessionKind = Field(
+        "other", description="run (s-…), backtest (bt-…), replay (replay-…), studio (studio-…) or other"
+    )
     first_ts: Optional[float] = Field(None, description="when its first event was written (epoch seconds)")
     last_ts: Optional[float] = Field(None, description="when its last summarised event was written")
     events: int
@@ -225,31 +274,43 @@ class SessionSummary(Output):
     symbols: list[str] = Field(default_factory=list, description="the last cycle's symbols")
     as_of: Optional[str] = Field(None, description="the last cycle's as-of date")
     replay_of: Optional[str] = Field(None, description="for a replay session: the session it re-executed")
-    behind: int = Field(0, description="events the log holds past this summary: a cycle still running, or a "
-                                       "writer stopped before it summarised (`tradegraph store reindex`)")
-    doubt: Optional[str] = Field(None, description="why the listed status is not vouched for: the log's hash chain "
-                                                   "broken when the summary was last rebuilt, the chain head recording "
-                                                   "another event than the one the summary ends at, or (with "
-                                                   "TRADEGRAPH_AUDIT_KEY) a head missing or not signed by it; "
-                                                   "`replay SESSION --check-chain` says more")
+    behind: int = Field(
+        0,
+        description="events the log holds past this summary: a cycle still running, or a "
+        "writer stopped before it summarised (`tradegraph store reindex`)",
+    )
+    doubt: Optional[str] = Field(
+        None,
+        description="why the listed status is not vouched for: the log's hash chain "
+        "broken when the summary was last rebuilt, the chain head recording "
+        "another event than the one the summary ends at, or (with "
+        "TRADEGRAPH_AUDIT_KEY) a head missing or not signed by it; "
+        "`replay SESSION --check-chain` says more",
+    )
 
 
 class SessionsOutput(Output):
     sessions: list[SessionSummary]
     replays_hidden: bool = Field(False, description="replay sessions were left out (ask with all)")
-    unsummarised: int = Field(0, description="at least this many sessions have events but no summary yet (a "
-                                             "first cycle running, a writer killed in it, a store written before "
-                                             "summaries): `tradegraph store reindex` adds them")
+    unsummarised: int = Field(
+        0,
+        description="at least this many sessions have events but no summary yet (a "
+        "first cycle running, a writer killed in it, a store written before "
+        "summaries): `tradegraph store reindex` adds them",
+    )
 
 
 class RetentionOptions(Input):
     dry_run: bool = Field(False, description="list what would be deleted and delete nothing")
     keep_memories: bool = Field(False, description="leave the notes its cycles wrote (default: deleted with it)")
     by: str = Field("api", min_length=1, max_length=100, description="who deletes; recorded in the admin log")
-    force: bool = Field(False, description="delete a session with a cycle in flight, a task running or written to "
-                                           "in the last minute too (a running cycle is fenced: what it writes after "
-                                           "the deletion is removed and it stops); prune: sessions paused waiting "
-                                           "for approval too")
+    force: bool = Field(
+        False,
+        description="delete a session with a cycle in flight, a task running or written to "
+        "in the last minute too (a running cycle is fenced: what it writes after "
+        "the deletion is removed and it stops); prune: sessions paused waiting "
+        "for approval too",
+    )
 
 
 class DeleteSessionInput(RetentionOptions):
@@ -257,8 +318,10 @@ class DeleteSessionInput(RetentionOptions):
 
 
 class PruneSessionsInput(RetentionOptions):
-    older_than: str = Field(pattern=r"^[1-9][0-9]{0,8}[smhdw]$", description=(
-        "sessions last written longer ago than this: a whole number and s, m, h, d or w (30d, 12h)"))
+    older_than: str = Field(
+        pattern=r"^[1-9][0-9]{0,8}[smhdw]$",
+        description=("sessions last written longer ago than this: a whole number and s, m, h, d or w (30d, 12h)"),
+    )
     kind: Optional[SessionKind] = Field(None, description="only sessions of this kind (default: every kind)")
 
 
@@ -278,8 +341,9 @@ class DeletedSession(Output):
 
 class DeletionOutput(Output):
     dry_run: bool
-    sessions: list[DeletedSession] = Field(description="each session deleted (or, on a dry run, that would be), "
-                                                       "a session's replay sessions after it")
+    sessions: list[DeletedSession] = Field(
+        description="each session deleted (or, on a dry run, that would be), a session's replay sessions after it"
+    )
     note: Optional[str] = None
 
 
@@ -307,6 +371,7 @@ class SessionInput(Input):
 
 class ReplayOutput(Output):
     """graph.services.replay.Session.to_dict(): the session rebuilt from state_events alone."""
+
     session_id: str
     events: int
     cycles: list[dict[str, Any]]
@@ -324,8 +389,15 @@ class ReplayOutput(Output):
         its derived fields (gap_free, warnings, cut_off) are recomputed by the Session itself."""
         from graph.services.replay.session import Cycle, LlmCall, Session, ToolCall
 
-        cycles = [_dataclass(Cycle, c, llm_calls=[_dataclass(LlmCall, x) for x in c["llm_calls"]],
-                             tool_calls=[_dataclass(ToolCall, x) for x in c["tool_calls"]]) for c in self.cycles]
+        cycles = [
+            _dataclass(
+                Cycle,
+                c,
+                llm_calls=[_dataclass(LlmCall, x) for x in c["llm_calls"]],
+                tool_calls=[_dataclass(ToolCall, x) for x in c["tool_calls"]],
+            )
+            for c in self.cycles
+        ]
         return _dataclass(Session, self.model_dump(), cycles=cycles, seq_gaps=[tuple(g) for g in self.seq_gaps])
 
 
@@ -337,9 +409,12 @@ class VerifyOutput(Output):
     cycles: list[dict[str, Any]]
     warnings: list[str]
     chain: Optional[dict[str, Any]] = None
-    unreadable: list[str] = Field([], description="events that are not events this code knows (an unknown kind, a "
-                                                  "payload unlike its kind's), one line each: the session is "
-                                                  "not verified")
+    unreadable: list[str] = Field(
+        [],
+        description="events that are not events this code knows (an unknown kind, a "
+        "payload unlike its kind's), one line each: the session is "
+        "not verified",
+    )
     first_divergence: Optional[dict[str, Any]] = None
 
     def report(self):
@@ -347,8 +422,10 @@ class VerifyOutput(Output):
         the report's own properties again)."""
         from graph.services.replay.session import CycleVerdict, Divergence, VerifyReport
 
-        cycles = [_dataclass(CycleVerdict, c, divergences=[_dataclass(Divergence, d) for d in c["divergences"]])
-                  for c in self.cycles]
+        cycles = [
+            _dataclass(CycleVerdict, c, divergences=[_dataclass(Divergence, d) for d in c["divergences"]])
+            for c in self.cycles
+        ]
         return _dataclass(VerifyReport, self.model_dump(), cycles=cycles)
 
 
@@ -373,7 +450,7 @@ class FeaturesInput(FeaturesQuery):
 
 
 class MemoryQuery(Input):
-    query: str = Field(min_length=1, max_length=500, description="words to match, e.g. \"stop uptrend\"")
+    query: str = Field(min_length=1, max_length=500, description='words to match, e.g. "stop uptrend"')
     as_of: Day = Field(description="only memories known before this date (point in time)")
     session_id: Optional[SessionId] = Field(None, description="only this session's memories")
     k: int = Field(5, ge=1, le=50)
@@ -421,8 +498,7 @@ class BacktestInput(LlmSpending):
     slippage_bps: float = Field(2.0, ge=0, le=1000)
     market: Market = "us_equity"
     memory: MemoryMode = "session"
-    run_id: Optional[RunId] = Field(
-        None, description="resume this run if its folder exists; new id when omitted")
+    run_id: Optional[RunId] = Field(None, description="resume this run if its folder exists; new id when omitted")
     prices: PricesFile = None
     news: NewsFile = None
     fundamentals: FundamentalsFile = None
@@ -483,23 +559,31 @@ class SweepInput(LlmSpending):
     budgets (max_tokens, max_cost, max_llm_calls) hold for the whole sweep, across all workers."""
 
     sweep_id: Optional[SweepId] = Field(
-        None, description="resume this sweep if it exists (same grid); new id when omitted")
+        None, description="resume this sweep if it exists (same grid); new id when omitted"
+    )
     universes: list[Annotated[list[Ticker], Field(min_length=1, max_length=20)]] = Field(min_length=1, max_length=50)
     windows: Windows
     memory: list[MemoryMode] = Field(["session"], min_length=1, max_length=3)
-    models: list[ModelChoice] = Field([], max_length=20,
-                                      description="tiers per configuration (default: the configured ones)")
+    models: list[ModelChoice] = Field(
+        [], max_length=20, description="tiers per configuration (default: the configured ones)"
+    )
     overrides: list[OverrideSet] = Field([], max_length=50)
     every: int = Field(5, ge=1, le=260, description="decide every N trading days")
-    decide_at: DecideAt = Field("close", description="decide, fill and mark at each session's close (default) or "
-                                                     "open (StockBench's protocol)")
+    decide_at: DecideAt = Field(
+        "close", description="decide, fill and mark at each session's close (default) or open (StockBench's protocol)"
+    )
     capital: float = Field(100_000.0, gt=0, lt=1e12)
     fees_bps: float = Field(1.0, ge=0, le=1000)
     slippage_bps: float = Field(2.0, ge=0, le=1000)
     market: Market = "us_equity"
     workers: int = Field(2, ge=1, le=4096, description="episodes run at once")
-    ray_address: Optional[str] = Field(None, max_length=500, description=(
-        "join this Ray cluster (e.g. ray://head:10001 or auto); default: a local instance on this machine"))
+    ray_address: Optional[str] = Field(
+        None,
+        max_length=500,
+        description=(
+            "join this Ray cluster (e.g. ray://head:10001 or auto); default: a local instance on this machine"
+        ),
+    )
     max_retries: int = Field(3, ge=0, le=20, description="Ray retries of an episode whose worker died")
     requests_per_minute: Optional[float] = Field(None, gt=0, le=1e7, description="per provider, all workers")
     tokens_per_minute: Optional[float] = Field(None, gt=0, le=1e10, description="per provider, all workers")
@@ -509,9 +593,15 @@ class SweepInput(LlmSpending):
 
 
 # ---------------------------------------------------------------- benchmarks (graph/services/benchmark/)
-StockBenchTree = Annotated[Optional[_DataPath], Field(description=(
-    f"a StockBench data tree: a checkout, its storage/ folder or an archive of it; {_ON_KERNEL}; default: the "
-    f"archive shipped with tradegraph"))]
+StockBenchTree = Annotated[
+    Optional[_DataPath],
+    Field(
+        description=(
+            f"a StockBench data tree: a checkout, its storage/ folder or an archive of it; {_ON_KERNEL}; default: the "
+            f"archive shipped with tradegraph"
+        )
+    ),
+]
 
 
 class BenchmarkInput(LlmSpending):
@@ -520,23 +610,46 @@ class BenchmarkInput(LlmSpending):
     max_llm_calls) hold for the whole benchmark, every run and worker together."""
 
     benchmark_id: Optional[BenchmarkId] = Field(
-        None, description="resume this benchmark if it exists (same protocol, data and models); new id when omitted")
-    models: list[ModelChoice] = Field([], max_length=20, description=(
-        "one run per configuration, `provider:model` per tier (default: the configured tiers; offline without a key)"))
-    symbols: Optional[list[Ticker]] = Field(None, min_length=1, max_length=20, description=(
-        "default: StockBench's 20 DJIA symbols"))
+        None, description="resume this benchmark if it exists (same protocol, data and models); new id when omitted"
+    )
+    models: list[ModelChoice] = Field(
+        [],
+        max_length=20,
+        description=(
+            "one run per configuration, `provider:model` per tier (default: the configured tiers; offline without a key)"
+        ),
+    )
+    symbols: Optional[list[Ticker]] = Field(
+        None, min_length=1, max_length=20, description=("default: StockBench's 20 DJIA symbols")
+    )
     start: Day = Field("2025-03-01", description="first day of the window (StockBench's: 2025-03-01)")
     end: Day = Field("2025-06-30", description="last day of the window (StockBench's: 2025-06-30)")
     memory: MemoryMode = Field("session", description="past notes agents recall: session (each run's own), on, off")
     data: StockBenchTree = None
-    workers: int = Field(1, ge=1, le=4096, description=(
-        "runs at once: more than 1 spreads the configurations on Ray through the sweep machinery"))
-    runs: Optional[int] = Field(None, ge=1, le=10, description=(
-        "runs per configuration, each a session of its own (default: 3 when a provider's model answers, at the "
-        "protocol's temperature; 1 for the offline model, which is deterministic)"))
-    temperature: Optional[float] = Field(None, ge=0, le=2, description=(
-        "the sampling temperature a provider's model is sent (default: the paper's 0.7; another is printed as a "
-        "departure; the offline model takes none)"))
+    workers: int = Field(
+        1,
+        ge=1,
+        le=4096,
+        description=("runs at once: more than 1 spreads the configurations on Ray through the sweep machinery"),
+    )
+    runs: Optional[int] = Field(
+        None,
+        ge=1,
+        le=10,
+        description=(
+            "runs per configuration, each a session of its own (default: 3 when a provider's model answers, at the "
+            "protocol's temperature; 1 for the offline model, which is deterministic)"
+        ),
+    )
+    temperature: Optional[float] = Field(
+        None,
+        ge=0,
+        le=2,
+        description=(
+            "the sampling temperature a provider's model is sent (default: the paper's 0.7; another is printed as a "
+            "departure; the offline model takes none)"
+        ),
+    )
 
 
 class EstimateConfiguration(Output):
@@ -557,6 +670,7 @@ class EstimateConfiguration(Output):
 
 class BenchmarkEstimate(Output):
     """Projected calls, tokens and dollars of a benchmark, from a dry run with the offline model: no request sent."""
+
     benchmark: str
     window: dict[str, Any]
     symbols: list[str]
@@ -573,8 +687,10 @@ class BenchmarkEstimate(Output):
 
 
 class LookaheadInput(Input):
-    target: SessionId = Field(description="a session id, a backtest run id (its session bt-<id>) or a benchmark "
-                                          "or sweep id (every run's session)")
+    target: SessionId = Field(
+        description="a session id, a backtest run id (its session bt-<id>) or a benchmark "
+        "or sweep id (every run's session)"
+    )
 
 
 # what an audit_lookahead target named: a session, a backtest run, a benchmark or a sweep
@@ -584,6 +700,7 @@ LookaheadTarget = Literal["session", "run", "benchmark", "sweep"]
 class LookaheadOutput(Output):
     """graph.services.replay.lookahead: every bar, news item, filing or memory a recorded cycle saw dated after its decision
     time."""
+
     target: str
     resolved: LookaheadTarget
     sessions: list[str]
@@ -591,8 +708,11 @@ class LookaheadOutput(Output):
     checked: dict[str, int] = Field(description="pieces of evidence checked, by kind")
     leaks: list[dict[str, Any]]
     unaudited: list[dict[str, Any]] = Field(description="cycles nothing says the decision time of")
-    broken: list[dict[str, Any]] = Field([], description="sessions whose hash chain is broken: {session_id, seq, "
-                                                         "reason}; their log is no evidence of what was seen")
+    broken: list[dict[str, Any]] = Field(
+        [],
+        description="sessions whose hash chain is broken: {session_id, seq, "
+        "reason}; their log is no evidence of what was seen",
+    )
     clean: bool = Field(description="every session's hash chain intact, no leak and every cycle audited")
 
 

@@ -18,16 +18,17 @@
   is `http(s)://` + that `Host`: a state-changing request from any other origin is refused (403).
   graph/transports/web_guard.py applies both, to the HTTP API and to MCP over HTTP alike.
 """
+
 from __future__ import annotations
 
 import hmac
 import ipaddress
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
-from collections.abc import Mapping
 
 TRANSPORTS = ("local", "cli", "http", "mcp")
 # trusted: the caller already runs code as this user on this machine
@@ -60,9 +61,13 @@ class Policy:
         env = os.environ if env is None else env
         if transport not in TRANSPORTS:
             raise PolicyError(f"unknown transport {transport!r} (known: {', '.join(TRANSPORTS)})")
-        return cls(transport, transport in ALWAYS_EXECUTES or transport in allowed_transports(env),
-                   (env.get(TOKEN_ENV) or "").strip() or None, data_dirs(env),
-                   transport in ALWAYS_EXECUTES or transport in deleting_transports(env))
+        return cls(
+            transport,
+            transport in ALWAYS_EXECUTES or transport in allowed_transports(env),
+            (env.get(TOKEN_ENV) or "").strip() or None,
+            data_dirs(env),
+            transport in ALWAYS_EXECUTES or transport in deleting_transports(env),
+        )
 
     def data_refusal(self, path: str) -> Optional[str]:
         """None when this transport may have the kernel read the file at `path`, else the line saying how to allow it."""
@@ -74,22 +79,28 @@ class Policy:
             resolved = None
         if resolved is not None and any(resolved.is_relative_to(d) for d in self.data_dirs):
             return None
-        return (f"reading {path} is refused over {self.transport}: list its folder in {DATA_DIRS_ENV} on the server "
-                f"to allow it")
+        return (
+            f"reading {path} is refused over {self.transport}: list its folder in {DATA_DIRS_ENV} on the server "
+            f"to allow it"
+        )
 
     def execution_refusal(self) -> Optional[str]:
         """None when this transport may move the book, else the one line saying how to allow it."""
         if self.allow_execution:
             return None
-        return (f"execution is disabled over {self.transport}: set {EXECUTION_ENV}={self.transport} on the "
-                f"server to allow it")
+        return (
+            f"execution is disabled over {self.transport}: set {EXECUTION_ENV}={self.transport} on the "
+            f"server to allow it"
+        )
 
     def deletion_refusal(self) -> Optional[str]:
         """None when this transport may delete sessions, else the one line saying how to allow it."""
         if self.allow_delete:
             return None
-        return (f"deleting sessions is disabled over {self.transport}: set {DELETE_ENV}={self.transport} on the "
-                f"server to allow it (a dry run is allowed)")
+        return (
+            f"deleting sessions is disabled over {self.transport}: set {DELETE_ENV}={self.transport} on the "
+            f"server to allow it (a dry run is allowed)"
+        )
 
     def authorized(self, header: Optional[str]) -> bool:
         if self.token is None:
@@ -104,8 +115,9 @@ def allowed_transports(env: Mapping[str, str], var: str = EXECUTION_ENV) -> set[
     names = {n.strip().lower() for n in raw.split(",") if n.strip()}
     unknown = names - {"http", "mcp"}
     if unknown:
-        raise PolicyError(f"{var}={raw!r}: unknown transport(s) {', '.join(sorted(unknown))} "
-                          f"(use http, mcp or http,mcp)")
+        raise PolicyError(
+            f"{var}={raw!r}: unknown transport(s) {', '.join(sorted(unknown))} (use http, mcp or http,mcp)"
+        )
     return names
 
 
@@ -143,8 +155,10 @@ def is_loopback(host: str) -> bool:
 def check_bind(host: str, policy: Policy) -> None:
     """Refuse to serve beyond this machine without a token."""
     if not is_loopback(host) and policy.token is None:
-        raise PolicyError(f"refusing to bind {host}: a non-loopback address needs {TOKEN_ENV} set "
-                          f"(clients then send 'Authorization: Bearer <token>'); or bind 127.0.0.1")
+        raise PolicyError(
+            f"refusing to bind {host}: a non-loopback address needs {TOKEN_ENV} set "
+            f"(clients then send 'Authorization: Bearer <token>'); or bind 127.0.0.1"
+        )
 
 
 def allowed_host_names(env: Mapping[str, str]) -> frozenset[str]:
@@ -156,8 +170,10 @@ def allowed_host_names(env: Mapping[str, str]) -> frozenset[str]:
         if not entry:
             continue
         if not _HOST_NAME.match(entry):
-            raise PolicyError(f"{ALLOWED_HOSTS_ENV}={raw!r}: {entry!r} is not a host name (list names only, "
-                              f"comma-separated: no scheme, port or wildcard)")
+            raise PolicyError(
+                f"{ALLOWED_HOSTS_ENV}={raw!r}: {entry!r} is not a host name (list names only, "
+                f"comma-separated: no scheme, port or wildcard)"
+            )
         names.add(entry)
     return frozenset(names)
 
@@ -194,5 +210,5 @@ def host_name(host_header: Optional[str]) -> str:
     """The name or address of a `Host` header, without its port or an IPv6 address's brackets, lower case."""
     host = (host_header or "").strip().lower()
     if host.startswith("["):
-        return host[1:host.find("]")] if "]" in host else ""
+        return host[1 : host.find("]")] if "]" in host else ""
     return (host.rsplit(":", 1)[0] if host.count(":") == 1 else host).rstrip(".")

@@ -6,12 +6,13 @@ $TRADEGRAPH_HOME, a project's .tradegraph, or the per-user folder). `--out DIR` 
 Before, the default was ./experiments of the working directory: a command that would use an id found only there
 says so in a note (pass `--out experiments`, or move the folder into the runs folder); nothing is moved for you.
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Optional
-from collections.abc import Mapping
 
 RUNS_ENV = "TRADEGRAPH_RUNS_DIR"
 LEGACY = "experiments"  # the old default, relative to the working directory
@@ -49,8 +50,10 @@ def legacy_note(folder: str | Path, run_id: Optional[str]) -> Optional[str]:
         if old.resolve() == Path(folder).resolve() or (Path(folder) / run_id).exists():
             return None
         if (old / run_id).is_dir():
-            return (f"note: {old / run_id} exists (runs were kept in ./{LEGACY} before); this command uses "
-                    f"{Path(folder) / run_id}: pass --out {LEGACY} to use the old one")
+            return (
+                f"note: {old / run_id} exists (runs were kept in ./{LEGACY} before); this command uses "
+                f"{Path(folder) / run_id}: pass --out {LEGACY} to use the old one"
+            )
     except OSError:
         return None
     return None

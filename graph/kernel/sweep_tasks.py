@@ -4,6 +4,7 @@ thread of the serving process like a backtest, with the same task document, canc
 The task's run id is the sweep id and its folder experiments/{sweep_id}/. Its progress counts episodes: done
 (succeeded), running, failed, and an ETA from the median episode so far.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,10 +22,13 @@ from graph.services.run_files import read_run_text, run_file_exists
 def store_address(store) -> tuple[Optional[str], Optional[str]]:
     """(uri, embedded home) a worker process connects with; a mongomock store can't be shared."""
     if store.uri.startswith("mongomock://"):
-        raise BadInput("a sweep's workers are other processes, and a mongomock:// store lives in this one: use the "
-                       "embedded store (no MONGODB_URI) or a MongoDB", field="store")
+        raise BadInput(
+            "a sweep's workers are other processes, and a mongomock:// store lives in this one: use the "
+            "embedded store (no MONGODB_URI) or a MongoDB",
+            field="store",
+        )
     if store.target.startswith("embedded:"):
-        return None, store.target[len("embedded:"):].rsplit("#", 1)[0]
+        return None, store.target[len("embedded:") :].rsplit("#", 1)[0]
     return store.uri, None
 
 
@@ -42,12 +46,16 @@ def plan_sweep(manager, inp: SweepInput, sweep_id: Optional[str] = None, task_id
     try:
         import ray  # noqa: F401
     except ImportError:
-        raise BadInput("sweeps run on Ray, which is not installed here: pip install 'tradegraph[sweep]'",
-                       field="workers") from None
+        raise BadInput(
+            "sweeps run on Ray, which is not installed here: pip install 'tradegraph[sweep]'", field="workers"
+        ) from None
     sweep_id = sweep_id or inp.sweep_id or f"sw-{uuid.uuid4().hex[:8]}"
     episodes = expand(inp, sweep_id)
-    data = {k: str(resolved(v)) for k, v in (("prices", inp.prices), ("news", inp.news),
-                                             ("fundamentals", inp.fundamentals)) if v}
+    data = {
+        k: str(resolved(v))
+        for k, v in (("prices", inp.prices), ("news", inp.news), ("fundamentals", inp.fundamentals))
+        if v
+    }
     market = manager.runtime_factory(None, DataFiles(**data) if data else None).market
     checked = set()
     for ep in episodes:
@@ -57,8 +65,9 @@ def plan_sweep(manager, inp: SweepInput, sweep_id: Optional[str] = None, task_id
             try:
                 validate_config(episode_config(ep), market)
             except ValueError as e:
-                raise BadInput(f"episode {ep.episode_id} ({ep.config_key}, {ep.window.label}): {e}",
-                               field="windows") from None
+                raise BadInput(
+                    f"episode {ep.episode_id} ({ep.config_key}, {ep.window.label}): {e}", field="windows"
+                ) from None
     settings = AgentConfig.from_env()
     for quick, deep in {(ep.quick_model, ep.deep_model) for ep in episodes if ep.quick_model}:
         try:
@@ -68,19 +77,39 @@ def plan_sweep(manager, inp: SweepInput, sweep_id: Optional[str] = None, task_id
     sweep_dir = manager.experiments / sweep_id
     uri, home = store_address(manager.store)  # before anything is written
     write_grid(sweep_dir, inp.model_dump(mode="json"), episodes, grid_hash(episodes))  # Conflict on another grid
-    ctx = SweepContext(sweep_id=sweep_id, task_id=task_id, experiments=str(manager.experiments), store_uri=uri,
-                       store_home=home, data=data, no_cache=inp.no_cache)
-    limits = {"max_tokens": inp.max_tokens or settings.token_budget, "max_cost": inp.max_cost or settings.max_cost,
-              "max_llm_calls": inp.max_llm_calls or settings.max_llm_calls,
-              "requests_per_minute": inp.requests_per_minute, "tokens_per_minute": inp.tokens_per_minute}
+    ctx = SweepContext(
+        sweep_id=sweep_id,
+        task_id=task_id,
+        experiments=str(manager.experiments),
+        store_uri=uri,
+        store_home=home,
+        data=data,
+        no_cache=inp.no_cache,
+    )
+    limits = {
+        "max_tokens": inp.max_tokens or settings.token_budget,
+        "max_cost": inp.max_cost or settings.max_cost,
+        "max_llm_calls": inp.max_llm_calls or settings.max_llm_calls,
+        "requests_per_minute": inp.requests_per_minute,
+        "tokens_per_minute": inp.tokens_per_minute,
+    }
     warnings = []
     if "on" in inp.memory:
         # memory on recalls every session's notes known before the date: episodes running at once then see
         # each other's notes as the schedule happens to order them
-        warnings.append("memory 'on' lets an episode recall notes other episodes of this sweep wrote, in whatever "
-                        "order they ran: its results depend on the schedule; 'session' keeps episodes independent")
-    return SweepPlan(episodes=episodes, ctx=ctx, workers=inp.workers, ray_address=inp.ray_address,
-                     max_retries=inp.max_retries, limits=limits, warnings=warnings)
+        warnings.append(
+            "memory 'on' lets an episode recall notes other episodes of this sweep wrote, in whatever "
+            "order they ran: its results depend on the schedule; 'session' keeps episodes independent"
+        )
+    return SweepPlan(
+        episodes=episodes,
+        ctx=ctx,
+        workers=inp.workers,
+        ray_address=inp.ray_address,
+        max_retries=inp.max_retries,
+        limits=limits,
+        warnings=warnings,
+    )
 
 
 def run_sweep_task(manager, task_id: str, plan) -> None:
@@ -89,11 +118,19 @@ def run_sweep_task(manager, task_id: str, plan) -> None:
     plan.ctx.task_id = task_id
     with manager.lifecycle(task_id):
         manager.set(task_id, status="running", started_at=time.time())
-        summary = run_sweep(plan, on_progress=lambda p: manager.set(task_id, progress=p),
-                            cancel_requested=lambda: bool((manager.col.find_one(
-                                {"_id": task_id}, {"cancel_requested": 1}) or {}).get("cancel_requested")))
-        manager.set(task_id, status="cancelled" if summary["cancelled"] else "succeeded", finished_at=time.time(),
-                    summary=summary)
+        summary = run_sweep(
+            plan,
+            on_progress=lambda p: manager.set(task_id, progress=p),
+            cancel_requested=lambda: bool(
+                (manager.col.find_one({"_id": task_id}, {"cancel_requested": 1}) or {}).get("cancel_requested")
+            ),
+        )
+        manager.set(
+            task_id,
+            status="cancelled" if summary["cancelled"] else "succeeded",
+            finished_at=time.time(),
+            summary=summary,
+        )
 
 
 def start(manager, inp: SweepInput):
@@ -101,8 +138,14 @@ def start(manager, inp: SweepInput):
     manager.refuse_busy(sweep_id, "sweep", "sweep_id")
     task_id = new_task_id()
     plan = plan_sweep(manager, inp, sweep_id, task_id)
-    manager.create("sweep", inp, sweep_id, Path(manager.experiments) / sweep_id,
-                   {"done": 0, "total": len(plan.episodes), "unit": "episodes"}, task_id=task_id)
+    manager.create(
+        "sweep",
+        inp,
+        sweep_id,
+        Path(manager.experiments) / sweep_id,
+        {"done": 0, "total": len(plan.episodes), "unit": "episodes"},
+        task_id=task_id,
+    )
     manager.start_thread(task_id, run_sweep_task, (manager, task_id, plan))
     return manager.status(task_id)
 

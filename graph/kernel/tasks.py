@@ -9,6 +9,7 @@ Resuming runs run_backtest again with the same run id, which continues after the
 A store that goes away under a task ends it `failed` (or, when not even that can be written, the task reads
 `interrupted` once its thread is gone): resumable either way, and never a crash on a closed client.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -17,16 +18,15 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
-from collections.abc import Callable, Iterator
 
 from pymongo import DESCENDING, ReturnDocument
 from pymongo.errors import PyMongoError
 
 from database.embedded import pid_alive
-
 from graph.kernel.errors import Conflict, NotFound, translate
 from graph.kernel.models import Artifact, ArtifactsOutput, TaskProgress, TaskView
 from graph.services.run_files import run_file_exists
@@ -41,7 +41,6 @@ HOST = socket.gethostname()
 # only while its thread is
 _LIVE: dict[str, threading.Thread] = {}
 _LIVE_LOCK = threading.Lock()
-
 
 
 @dataclass(frozen=True)
@@ -65,8 +64,7 @@ def register(kind: TaskKind) -> TaskKind:
 
 def kind_of(name: str) -> TaskKind:
     if name not in KINDS:  # its module was not imported: graph/kernel/capabilities.py imports every kind
-        raise NotFound(f"unknown task kind '{name}' (known: {', '.join(sorted(KINDS)) or 'none loaded'})",
-                       field="kind")
+        raise NotFound(f"unknown task kind '{name}' (known: {', '.join(sorted(KINDS)) or 'none loaded'})", field="kind")
     return KINDS[name]
 
 
@@ -79,8 +77,15 @@ class TaskCancelled(Exception):
 
 
 class TaskManager:
-    def __init__(self, store, runtime_factory: Callable[[Optional[str]], Any], experiments_dir: str | Path,
-                 *, heartbeat_s: float = 5.0, stale_s: float = 60.0):
+    def __init__(
+        self,
+        store,
+        runtime_factory: Callable[[Optional[str]], Any],
+        experiments_dir: str | Path,
+        *,
+        heartbeat_s: float = 5.0,
+        stale_s: float = 60.0,
+    ):
         self.store, self.runtime_factory = store, runtime_factory
         self.experiments = Path(experiments_dir).expanduser().resolve()
         self.heartbeat_s, self.stale_s = heartbeat_s, stale_s
@@ -122,13 +127,23 @@ class TaskManager:
             status = doc["status"]
             if status in ACTIVE and not self.owner_alive(doc):
                 status = "interrupted"
-        return TaskView(task_id=doc["_id"], kind=doc["kind"], status=status,
-                        progress=TaskProgress(**(doc.get("progress") or {})), params=doc.get("params") or {},
-                        run_id=doc.get("run_id"), run_dir=doc.get("run_dir"), owner=doc.get("owner") or {},
-                        created_at=doc["created_at"], updated_at=doc["updated_at"],
-                        heartbeat_at=doc.get("heartbeat_at"), cancel_requested=bool(doc.get("cancel_requested")),
-                        error=doc.get("error"), resumable=status in RESUMABLE,
-                        summary=doc.get("summary"))
+        return TaskView(
+            task_id=doc["_id"],
+            kind=doc["kind"],
+            status=status,
+            progress=TaskProgress(**(doc.get("progress") or {})),
+            params=doc.get("params") or {},
+            run_id=doc.get("run_id"),
+            run_dir=doc.get("run_dir"),
+            owner=doc.get("owner") or {},
+            created_at=doc["created_at"],
+            updated_at=doc["updated_at"],
+            heartbeat_at=doc.get("heartbeat_at"),
+            cancel_requested=bool(doc.get("cancel_requested")),
+            error=doc.get("error"),
+            resumable=status in RESUMABLE,
+            summary=doc.get("summary"),
+        )
 
     def status(self, task_id: str) -> TaskView:
         return self.view(self._doc(task_id))
@@ -166,26 +181,45 @@ class TaskManager:
             # a link planted in the run folder is refused naming it, never listed (or served) as the run's file
             if p is not None and run_file_exists(p):
                 found.append(Artifact(name=name, path=str(p), bytes=p.lstat().st_size, media_type=media))
-        return ArtifactsOutput(task_id=task_id, run_dir=str(run_dir) if run_dir else None, artifacts=found,
-                               metrics=metrics)
+        return ArtifactsOutput(
+            task_id=task_id, run_dir=str(run_dir) if run_dir else None, artifacts=found, metrics=metrics
+        )
 
     # ------------------------------------------------------------ writes
     def refuse_busy(self, run_id: str, what: str, field: str) -> None:
         """One task at a time per run id: another active one is a conflict naming it."""
-        busy = [v for v in (self.view(d) for d in self.col.find({"run_id": run_id, "status": {"$in": list(ACTIVE)}}))
-                if v.status in ACTIVE]
+        busy = [
+            v
+            for v in (self.view(d) for d in self.col.find({"run_id": run_id, "status": {"$in": list(ACTIVE)}}))
+            if v.status in ACTIVE
+        ]
         if busy:
             raise Conflict(f"{what} '{run_id}' is already being run by task {busy[0].task_id}", field=field)
 
-    def create(self, kind: str, inp, run_id: str, run_dir: str | Path, progress: dict[str, Any],
-               task_id: Optional[str] = None) -> str:
+    def create(
+        self, kind: str, inp, run_id: str, run_dir: str | Path, progress: dict[str, Any], task_id: Optional[str] = None
+    ) -> str:
         """The task's document, queued and owned by this process; its id."""
         now = time.time()
         task_id = task_id or new_task_id()
-        self.col.insert_one({"_id": task_id, "kind": kind, "status": "queued", "params": inp.model_dump(mode="json"),
-                             "run_id": run_id, "run_dir": str(run_dir), "owner": self.me(), "created_at": now,
-                             "updated_at": now, "heartbeat_at": now, "cancel_requested": False,
-                             "progress": progress, "error": None, "summary": None})
+        self.col.insert_one(
+            {
+                "_id": task_id,
+                "kind": kind,
+                "status": "queued",
+                "params": inp.model_dump(mode="json"),
+                "run_id": run_id,
+                "run_dir": str(run_dir),
+                "owner": self.me(),
+                "created_at": now,
+                "updated_at": now,
+                "heartbeat_at": now,
+                "cancel_requested": False,
+                "progress": progress,
+                "error": None,
+                "summary": None,
+            }
+        )
         return task_id
 
     def cancel(self, task_id: str) -> TaskView:
@@ -194,8 +228,9 @@ class TaskManager:
             raise Conflict(f"task {task_id} already {v.status}: nothing to cancel", field="task_id")
         now = time.time()
         if v.status == "interrupted":  # no thread will read the flag: settle it here
-            self.col.update_one({"_id": task_id}, {"$set": {"status": "cancelled", "cancel_requested": True,
-                                                            "updated_at": now}})
+            self.col.update_one(
+                {"_id": task_id}, {"$set": {"status": "cancelled", "cancel_requested": True, "updated_at": now}}
+            )
         else:
             self.col.update_one({"_id": task_id}, {"$set": {"cancel_requested": True, "updated_at": now}})
         return self.status(task_id)
@@ -204,15 +239,31 @@ class TaskManager:
         doc = self._doc(task_id)
         v = self.view(doc)
         if not v.resumable:
-            raise Conflict(f"task {task_id} is {v.status}: only an interrupted, cancelled or failed task "
-                           f"can be resumed", field="task_id")
+            raise Conflict(
+                f"task {task_id} is {v.status}: only an interrupted, cancelled or failed task can be resumed",
+                field="task_id",
+            )
         target, args = kind_of(doc["kind"]).resume(self, doc)  # refused here, before the claim, as at start
         # compare-and-set on what was read: two processes resuming the same task, one wins
         claimed = self.col.find_one_and_update(
-            {"_id": task_id, "status": doc["status"], "updated_at": doc["updated_at"],
-             **{f"owner.{k}": v for k, v in (doc.get("owner") or {}).items()}},
-            {"$set": {"status": "queued", "owner": self.me(), "cancel_requested": False, "error": None,
-                      "updated_at": time.time(), "heartbeat_at": time.time()}}, return_document=ReturnDocument.AFTER)
+            {
+                "_id": task_id,
+                "status": doc["status"],
+                "updated_at": doc["updated_at"],
+                **{f"owner.{k}": v for k, v in (doc.get("owner") or {}).items()},
+            },
+            {
+                "$set": {
+                    "status": "queued",
+                    "owner": self.me(),
+                    "cancel_requested": False,
+                    "error": None,
+                    "updated_at": time.time(),
+                    "heartbeat_at": time.time(),
+                }
+            },
+            return_document=ReturnDocument.AFTER,
+        )
         if claimed is None:
             raise Conflict(f"task {task_id} changed while resuming it (another process resumed it?)", field="task_id")
         self.start_thread(task_id, target, args)
@@ -261,7 +312,8 @@ class TaskManager:
         # a cycle can take longer than the staleness window with a networked model: beat independently
         while not stop.wait(self.heartbeat_s):
             try:
-                self.col.update_one({"_id": task_id, "status": {"$in": list(ACTIVE)}},
-                                    {"$set": {"heartbeat_at": time.time()}})
+                self.col.update_one(
+                    {"_id": task_id, "status": {"$in": list(ACTIVE)}}, {"$set": {"heartbeat_at": time.time()}}
+                )
             except Exception:  # noqa: BLE001 - a missed beat only makes the task look stale sooner
                 pass

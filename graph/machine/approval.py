@@ -1,6 +1,7 @@
 """Who answers EXECUTING's approval request: a human (`AskHuman`: the cycle pauses on a LangGraph interrupt until
 `tradegraph approve` resumes it) or a recording (`RecordedApproval`, which replay installs: the recorded decision,
 answered at once). The node asks either the same way."""
+
 from __future__ import annotations
 
 from typing import Any, Protocol

@@ -6,6 +6,7 @@ the callback system, and the states' own events arrive as custom events (agent/a
 Callbacks fire from several threads when analysts run in parallel; `put` on the writer is the
 only shared step and it is thread-safe.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,10 +21,9 @@ from pydantic import BaseModel
 
 from agent.audit_events import AUDIT_EVENT
 from agent.cache import CACHED_FROM, RESPONSE_ID_KEY
-from agent.pricing import Spend, call_cost
 from agent.llm import ATTEMPT_KEY, AttemptPlan, describe_failure, next_wait
+from agent.pricing import Spend, call_cost
 from schemas.events import EventKind, new_event
-
 
 # orjson refuses (TypeError) what is not JSON's own: a subclass of str, int, dict or list, a datetime, a dataclass,
 # a numpy number, a non-str key, an int past 64 bits. Those take the json module's path below, as they always did
@@ -124,16 +124,41 @@ class AuditHandler(BaseCallbackHandler):
         self.retrievals: list[dict] = []
 
     # -------------------------------------------------------------- plumbing
-    def _put(self, kind: EventKind, payload: dict, metadata: Optional[dict], run_id=None, parent_run_id=None,
-             state: Optional[str] = None, event_id: Optional[str] = None) -> None:
-        self.writer.put(new_event(
-            self.session_id, self.cycle_id, state or (metadata or {}).get("langgraph_node") or "RUNNER", kind,
-            to_plain(payload), run_id=str(run_id) if run_id else None,
-            parent_run_id=str(parent_run_id) if parent_run_id else None, event_id=event_id))
+    def _put(
+        self,
+        kind: EventKind,
+        payload: dict,
+        metadata: Optional[dict],
+        run_id=None,
+        parent_run_id=None,
+        state: Optional[str] = None,
+        event_id: Optional[str] = None,
+    ) -> None:
+        self.writer.put(
+            new_event(
+                self.session_id,
+                self.cycle_id,
+                state or (metadata or {}).get("langgraph_node") or "RUNNER",
+                kind,
+                to_plain(payload),
+                run_id=str(run_id) if run_id else None,
+                parent_run_id=str(parent_run_id) if parent_run_id else None,
+                event_id=event_id,
+            )
+        )
 
     # -------------------------------------------------------------- LLM calls
-    def on_chat_model_start(self, serialized, messages: list[list[BaseMessage]], *, run_id, parent_run_id=None,
-                            tags=None, metadata=None, **kwargs) -> None:
+    def on_chat_model_start(
+        self,
+        serialized,
+        messages: list[list[BaseMessage]],
+        *,
+        run_id,
+        parent_run_id=None,
+        tags=None,
+        metadata=None,
+        **kwargs,
+    ) -> None:
         params = kwargs.get("invocation_params") or {}
         self._started[run_id] = time.perf_counter()
         self._states[run_id] = (metadata or {}).get("langgraph_node") or "RUNNER"
@@ -141,13 +166,19 @@ class AuditHandler(BaseCallbackHandler):
         plan = self._plans[run_id] = AttemptPlan.from_dict((metadata or {}).get(ATTEMPT_KEY))
         self._response_ids[run_id] = (metadata or {}).get(RESPONSE_ID_KEY)
         self._asked[run_id] = (model, messages[0])
-        self._put("llm_request", {
-            "messages": [to_plain(m) for m in messages[0]],
-            "model": model,
-            "tools": offered_tool_names(params),
-            "structured_output": structured_output_name(params),
-            "attempt": plan.attempt if plan else 1,
-        }, metadata, run_id, parent_run_id)
+        self._put(
+            "llm_request",
+            {
+                "messages": [to_plain(m) for m in messages[0]],
+                "model": model,
+                "tools": offered_tool_names(params),
+                "structured_output": structured_output_name(params),
+                "attempt": plan.attempt if plan else 1,
+            },
+            metadata,
+            run_id,
+            parent_run_id,
+        )
 
     def on_llm_end(self, response, *, run_id, parent_run_id=None, **kwargs) -> None:
         started = self._started.pop(run_id, None)
@@ -157,47 +188,65 @@ class AuditHandler(BaseCallbackHandler):
         metadata = getattr(msg, "response_metadata", {}) or {}
         cached_from = metadata.get(CACHED_FROM)
         usage, cost, priced_as = self._tally(run_id, msg, cached=cached_from is not None)
-        self._put("llm_response", {
-            "text": to_plain(msg.content) if msg is not None else getattr(gen, "text", None),
-            "tool_calls": to_plain(getattr(msg, "tool_calls", []) or []),
-            # arguments that were not JSON: kept raw, so the audit shows what the model really sent
-            "invalid_tool_calls": to_plain(getattr(msg, "invalid_tool_calls", []) or []),
-            "usage": to_plain(usage),
-            "cost_usd": cost,  # None: the model has no price (agent/prices.toml), never counted as $0
-            "priced_as": priced_as,
-            "model": metadata.get("model_name"),
-            "finish_reason": metadata.get("finish_reason"),
-            # the provider's SDK raises on any other status, so a provider's answer came with HTTP 200 (ChatOpenAI
-            # names the provider in llm_output, the other integrations in the message's metadata)
-            "http_status": 200 if cached_from is None and ((response.llm_output or {}).get("model_provider")
-                                                           or metadata.get("model_provider")) else None,
-            "latency_ms": round((time.perf_counter() - started) * 1000, 3) if started else None,
-            "error": None,
-            # an answer from the response cache: no request was sent; cached_from is the llm_response it came from
-            "cached": cached_from is not None,
-            "cached_from": (cached_from or {}).get("event_id"),
-        }, kwargs.get("metadata"), run_id, parent_run_id, state=self._states.pop(run_id, None),
-            event_id=self._response_ids.pop(run_id, None))
+        self._put(
+            "llm_response",
+            {
+                "text": to_plain(msg.content) if msg is not None else getattr(gen, "text", None),
+                "tool_calls": to_plain(getattr(msg, "tool_calls", []) or []),
+                # arguments that were not JSON: kept raw, so the audit shows what the model really sent
+                "invalid_tool_calls": to_plain(getattr(msg, "invalid_tool_calls", []) or []),
+                "usage": to_plain(usage),
+                "cost_usd": cost,  # None: the model has no price (agent/prices.toml), never counted as $0
+                "priced_as": priced_as,
+                "model": metadata.get("model_name"),
+                "finish_reason": metadata.get("finish_reason"),
+                # the provider's SDK raises on any other status, so a provider's answer came with HTTP 200 (ChatOpenAI
+                # names the provider in llm_output, the other integrations in the message's metadata)
+                "http_status": 200
+                if cached_from is None
+                and ((response.llm_output or {}).get("model_provider") or metadata.get("model_provider"))
+                else None,
+                "latency_ms": round((time.perf_counter() - started) * 1000, 3) if started else None,
+                "error": None,
+                # an answer from the response cache: no request was sent; cached_from is the llm_response it came from
+                "cached": cached_from is not None,
+                "cached_from": (cached_from or {}).get("event_id"),
+            },
+            kwargs.get("metadata"),
+            run_id,
+            parent_run_id,
+            state=self._states.pop(run_id, None),
+            event_id=self._response_ids.pop(run_id, None),
+        )
 
     def on_llm_error(self, error: BaseException, *, run_id, parent_run_id=None, **kwargs) -> None:
         started = self._started.pop(run_id, None)
         plan = self._plans.pop(run_id, None)
         failure = describe_failure(error)
         partial = failure.partial  # a truncated answer: its text and the tokens it cost are on the record
-        self._put("llm_response", {
-            "text": partial.content if partial is not None else None, "tool_calls": [], "invalid_tool_calls": [],
-            **dict(zip(("usage", "cost_usd", "priced_as"), self._tally(run_id, partial, failed=partial is None))),
-            "finish_reason": partial.response_metadata.get("finish_reason") if partial is not None else None,
-            "latency_ms": round((time.perf_counter() - started) * 1000, 3) if started else None,
-            "error": f"{type(error).__name__}: {error}",
-            "error_type": failure.error_type,
-            "http_status": failure.http_status,
-            "retryable": failure.retryable,
-            "retry_after_s": failure.retry_after_s,
-            # the wait the retry loop (agent/passes.py) takes before the next attempt; None: no next attempt
-            "retry_in_s": next_wait(failure, plan) if plan is not None and partial is None else None,
-        }, kwargs.get("metadata"), run_id, parent_run_id, state=self._states.pop(run_id, None),
-            event_id=self._response_ids.pop(run_id, None))
+        self._put(
+            "llm_response",
+            {
+                "text": partial.content if partial is not None else None,
+                "tool_calls": [],
+                "invalid_tool_calls": [],
+                **dict(zip(("usage", "cost_usd", "priced_as"), self._tally(run_id, partial, failed=partial is None))),
+                "finish_reason": partial.response_metadata.get("finish_reason") if partial is not None else None,
+                "latency_ms": round((time.perf_counter() - started) * 1000, 3) if started else None,
+                "error": f"{type(error).__name__}: {error}",
+                "error_type": failure.error_type,
+                "http_status": failure.http_status,
+                "retryable": failure.retryable,
+                "retry_after_s": failure.retry_after_s,
+                # the wait the retry loop (agent/passes.py) takes before the next attempt; None: no next attempt
+                "retry_in_s": next_wait(failure, plan) if plan is not None and partial is None else None,
+            },
+            kwargs.get("metadata"),
+            run_id,
+            parent_run_id,
+            state=self._states.pop(run_id, None),
+            event_id=self._response_ids.pop(run_id, None),
+        )
 
     def _tally(self, run_id, message, *, cached: bool = False, failed: bool = False) -> tuple:
         """(usage, dollars, priced_as) of one attempt, added to the cycle's spend. A cached answer cost nothing now;
@@ -218,8 +267,9 @@ class AuditHandler(BaseCallbackHandler):
         return to_plain(usage), cost, priced_as
 
     # -------------------------------------------------------------- tool calls
-    def on_tool_start(self, serialized, input_str, *, run_id, parent_run_id=None, tags=None, metadata=None,
-                      inputs=None, **kwargs) -> None:
+    def on_tool_start(
+        self, serialized, input_str, *, run_id, parent_run_id=None, tags=None, metadata=None, inputs=None, **kwargs
+    ) -> None:
         name = (serialized or {}).get("name") or kwargs.get("name") or "?"
         self._tool_names[run_id] = name
         self._started[run_id] = time.perf_counter()
@@ -237,16 +287,30 @@ class AuditHandler(BaseCallbackHandler):
                 result = json.loads(result)
             except ValueError:
                 pass
-        self._put("tool_result", {
-            "name": self._tool_names.pop(run_id, "?"), "result": result, "error": None,
-            "latency_ms": round((time.perf_counter() - started) * 1000, 3) if started else None,
-        }, kwargs.get("metadata"), run_id, parent_run_id, state=self._states.pop(run_id, None))
+        self._put(
+            "tool_result",
+            {
+                "name": self._tool_names.pop(run_id, "?"),
+                "result": result,
+                "error": None,
+                "latency_ms": round((time.perf_counter() - started) * 1000, 3) if started else None,
+            },
+            kwargs.get("metadata"),
+            run_id,
+            parent_run_id,
+            state=self._states.pop(run_id, None),
+        )
 
     def on_tool_error(self, error: BaseException, *, run_id, parent_run_id=None, **kwargs) -> None:
         self._started.pop(run_id, None)
-        self._put("tool_result", {"name": self._tool_names.pop(run_id, "?"), "result": None,
-                                  "error": f"{type(error).__name__}: {error}"},
-                  kwargs.get("metadata"), run_id, parent_run_id, state=self._states.pop(run_id, None))
+        self._put(
+            "tool_result",
+            {"name": self._tool_names.pop(run_id, "?"), "result": None, "error": f"{type(error).__name__}: {error}"},
+            kwargs.get("metadata"),
+            run_id,
+            parent_run_id,
+            state=self._states.pop(run_id, None),
+        )
 
     # -------------------------------------------------------------- the states' own events
     def on_custom_event(self, name: str, data: Any, *, run_id, tags=None, metadata=None, **kwargs) -> None:
@@ -257,4 +321,3 @@ class AuditHandler(BaseCallbackHandler):
                 if kind == "retrieval":
                     self.retrievals.append(payload)
                 self._put(kind, payload, metadata, run_id, kwargs.get("parent_run_id"))
-

@@ -1,6 +1,7 @@
 """Wires the states of the state table (schemas/states.py): one node each, with the table's destinations.
 Each node's own `Command[Literal[...]]` names the same destinations (a test holds them equal), and every node,
 swapped-in ones too, is checked at run time to go only there (graph/machine/nodes/common.py `checked`)."""
+
 from __future__ import annotations
 
 from langgraph.graph import START, StateGraph

@@ -5,6 +5,7 @@ key, where today's code or configuration differs from what the cycle ran with (T
 is the truth; a departure from it is reported, never hidden). No secret is ever recorded: of the
 model's endpoint only the host is kept.
 """
+
 from __future__ import annotations
 
 import copy
@@ -24,8 +25,8 @@ from agent.data.market import DataError
 from agent.data.sources import BY_ATTR, KINDS, Unavailable, is_bundled, load_file
 from agent.data.stockbench import tree_sha256
 from agent.markets import get_profile
-from agent.protocols import version
 from agent.prompts import BASE_SYSTEM, ROLE_INSTRUCTIONS
+from agent.protocols import version
 from agent.providers import tier_records
 from agent.tools import TOOLS, allow_lists
 from database.heads import MARK, signing_mark
@@ -36,8 +37,17 @@ INPUTS = "inputs"
 PROTOCOLS = "protocols"
 # a manifest without "protocols" was recorded before they were versioned: by the code of protocol 1
 UNVERSIONED_PASS_PROTOCOL = 1
-PACKAGES = ("tradegraph", "langgraph", "langchain-core", "langchain-openai", "pydantic", "pymongo", "ta", "pandas",
-            "exchange-calendars")
+PACKAGES = (
+    "tradegraph",
+    "langgraph",
+    "langchain-core",
+    "langchain-openai",
+    "pydantic",
+    "pymongo",
+    "ta",
+    "pandas",
+    "exchange-calendars",
+)
 
 
 def _sha(obj: Any) -> str:
@@ -87,8 +97,10 @@ def _version(package: str) -> str | None:
 
 def _profile(name: str, decide_at: str) -> dict[str, Any]:
     """The market profile the cycle ran under, deciding when it decided (replay rebuilds it from `config`)."""
-    return {k: (str(v) if not isinstance(v, (str, int, float, bool, type(None))) else v)
-            for k, v in dataclasses.asdict(get_profile(name, decide_at)).items()}
+    return {
+        k: (str(v) if not isinstance(v, (str, int, float, bool, type(None))) else v)
+        for k, v in dataclasses.asdict(get_profile(name, decide_at)).items()
+    }
 
 
 @functools.lru_cache(maxsize=1)
@@ -125,7 +137,7 @@ def build_manifest(runtime, inputs: dict[str, Any] | None = None) -> dict[str, A
         # endpoint's host (the SDK's default when none is set; credentials in the URL never leave it)
         "models": models,
         "model_endpoint_host": ", ".join(sorted({m["endpoint_host"] for m in models.values() if m["endpoint_host"]}))
-                               or None,
+        or None,
         "prompts": {"system": _sha(BASE_SYSTEM), **{k: _sha(v) for k, v in sorted(ROLE_INSTRUCTIONS.items())}},
         # how the passes talked to the model (agent/passes.py): a replay asks what this recording asked
         PROTOCOLS: {"passes": (protocol := version(runtime.protocol).number)},
@@ -133,8 +145,11 @@ def build_manifest(runtime, inputs: dict[str, Any] | None = None) -> dict[str, A
         # the allow-lists this cycle's passes ran with (an older protocol's when a cycle runs under one)
         "allow_lists": copy.deepcopy(_allow_lists(protocol)),
         "versions": dict(_code_identity()["versions"]),
-        "data": {"market": _data_source(runtime.market), "news": _data_source(runtime.news),
-                 "fundamentals": _data_source(runtime.fundamentals)},
+        "data": {
+            "market": _data_source(runtime.market),
+            "news": _data_source(runtime.news),
+            "fundamentals": _data_source(runtime.fundamentals),
+        },
     }
     if getattr(runtime, "actions", None) is not None:  # the dividends it credits change the book: recorded too
         manifest["data"]["actions"] = _data_source(runtime.actions)
@@ -185,8 +200,10 @@ def recorded_sources(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             continue
         now = _file_entry(now_path)
         if now["sha256"] != sha:
-            lines.append(f"{label}.sha256: content hash differs: {now['source']} changed since the run "
-                         f"(recorded {sha[:12]}…, now {now['sha256'][:12]}…)")
+            lines.append(
+                f"{label}.sha256: content hash differs: {now['source']} changed since the run "
+                f"(recorded {sha[:12]}…, now {now['sha256'][:12]}…)"
+            )
             sources[attr] = Unavailable(now["source"], "changed since the run was recorded (content hash differs)")
             continue
         if now["source"] != path:  # a bundled sample in another checkout
@@ -200,10 +217,20 @@ def recorded_sources(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
 
 
 # how a difference is named to the user, by the longest matching path prefix
-_LABELS = {"config.risk": "risk limit", "config.retry": "LLM retry", "config": "", "market_profile": "market profile",
-           "prompts": "prompt template", "tools": "tool schema", "allow_lists": "allow-list", "versions": "package",
-           "data": "data source", "model_endpoint_host": "model endpoint host", "models": "model",
-           PROTOCOLS: "protocol"}
+_LABELS = {
+    "config.risk": "risk limit",
+    "config.retry": "LLM retry",
+    "config": "",
+    "market_profile": "market profile",
+    "prompts": "prompt template",
+    "tools": "tool schema",
+    "allow_lists": "allow-list",
+    "versions": "package",
+    "data": "data source",
+    "model_endpoint_host": "model endpoint host",
+    "models": "model",
+    PROTOCOLS: "protocol",
+}
 _HASHED = ("prompts", "tools")
 
 
@@ -241,12 +268,16 @@ def manifest_differences(recorded: dict[str, Any], current: dict[str, Any], path
 def summary_line(m: dict) -> str:
     """The recorded configuration in one line: provider, models, market, the limits that size orders, data."""
     settings, risk = m.get("config") or {}, (m.get("config") or {}).get("risk") or {}
-    data = ", ".join(f"{k} {Path(str(v.get('source'))).name}" + (f" ({v['sha256'][:10]})" if v.get("sha256") else "")
-                     for k, v in (m.get("data") or {}).items())
-    return (f"{settings.get('provider')} {settings.get('quick_model')}/{settings.get('deep_model')}"
-            + (f" @ {m['model_endpoint_host']}" if m.get("model_endpoint_host") else "")
-            + f" · market {settings.get('market')}"
-            + (f" deciding at the {settings['decide_at']}" if settings.get("decide_at", "close") != "close" else "")
-            + f" · fees {settings.get('fees_bps')} bps, slippage {settings.get('slippage_bps')} bps"
-            + f" · max_notional {risk.get('max_notional_pct')}%, risk/trade {risk.get('risk_per_trade_pct')}%"
-            + f" · budget {settings.get('token_budget') or 'none'} · data: {data}")
+    data = ", ".join(
+        f"{k} {Path(str(v.get('source'))).name}" + (f" ({v['sha256'][:10]})" if v.get("sha256") else "")
+        for k, v in (m.get("data") or {}).items()
+    )
+    return (
+        f"{settings.get('provider')} {settings.get('quick_model')}/{settings.get('deep_model')}"
+        + (f" @ {m['model_endpoint_host']}" if m.get("model_endpoint_host") else "")
+        + f" · market {settings.get('market')}"
+        + (f" deciding at the {settings['decide_at']}" if settings.get("decide_at", "close") != "close" else "")
+        + f" · fees {settings.get('fees_bps')} bps, slippage {settings.get('slippage_bps')} bps"
+        + f" · max_notional {risk.get('max_notional_pct')}%, risk/trade {risk.get('risk_per_trade_pct')}%"
+        + f" · budget {settings.get('token_budget') or 'none'} · data: {data}"
+    )

@@ -7,6 +7,7 @@ the execution backend after the audit barrier), and held symbols outside the uni
 price. Recorded: the recording is the truth (today's files may be gone or changed): its bundles, its settled book,
 its marks; nothing is committed (a replay's execution backend writes nothing).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -41,12 +42,14 @@ class MarketSource(Protocol):
 
     def bundle(self, rt: CycleRuntime, symbol: str, as_of: str) -> FeatureBundle: ...
 
-    def settle(self, context: CycleContext, state: dict[str, Any], portfolio: PortfolioSnapshot,
-               config: RunnableConfig) -> Settled:
+    def settle(
+        self, context: CycleContext, state: dict[str, Any], portfolio: PortfolioSnapshot, config: RunnableConfig
+    ) -> Settled:
         """Dividends and exits due before the decision, and the book after them."""
 
-    def marks(self, rt: CycleRuntime, state: dict[str, Any], portfolio: PortfolioSnapshot, symbols: list[str],
-              as_of: str) -> tuple[dict[str, float], list[Untradable]]:
+    def marks(
+        self, rt: CycleRuntime, state: dict[str, Any], portfolio: PortfolioSnapshot, symbols: list[str], as_of: str
+    ) -> tuple[dict[str, float], list[Untradable]]:
         """Prices of held symbols outside the universe, and what cannot trade today with its reason."""
 
 
@@ -56,11 +59,19 @@ class LiveMarket:
         validate_as_of(rt.market, symbols, as_of, rt.profile)
 
     def bundle(self, rt: CycleRuntime, symbol: str, as_of: str) -> FeatureBundle:
-        return build_bundle(symbol, as_of, market=rt.market, news=rt.news, fundamentals=rt.fundamentals,
-                            cache=rt.cache, profile=rt.profile)
+        return build_bundle(
+            symbol,
+            as_of,
+            market=rt.market,
+            news=rt.news,
+            fundamentals=rt.fundamentals,
+            cache=rt.cache,
+            profile=rt.profile,
+        )
 
-    def settle(self, context: CycleContext, state: dict[str, Any], portfolio: PortfolioSnapshot,
-               config: RunnableConfig) -> Settled:
+    def settle(
+        self, context: CycleContext, state: dict[str, Any], portfolio: PortfolioSnapshot, config: RunnableConfig
+    ) -> Settled:
         """Dividends and exits are cash and fills: audited first (the durability barrier), then committed together
         through the execution backend against the portfolio version this cycle read; the rest of the cycle sees
         the book after them. Exits read the bars a decision may read whole (through the bar cutoff); a position is
@@ -69,8 +80,11 @@ class LiveMarket:
         day, profile = state["as_of"], rt.profile
         through = bar_cutoff(profile, day)
         known = set(rt.market.universe())
-        bars = {s: rt.market.bars(s, p.checked_through or p.opened, through)
-                for s, p in portfolio.positions.items() if s in known}
+        bars = {
+            s: rt.market.bars(s, p.checked_through or p.opened, through)
+            for s, p in portfolio.positions.items()
+            if s in known
+        }
         triggers, checked = due_exits(portfolio, bars, str(through.date()))
         credits: list[DividendCredit] = []
         if rt.actions is not None:
@@ -78,27 +92,55 @@ class LiveMarket:
             checked = credit_dividends(checked, credits, day)
         if not triggers and not credits:
             return [], [], checked, {}
-        closed, trades, after = apply_exits(checked, triggers, profile=profile, fees_bps=rt.config.fees_bps,
-                                            slippage_bps=rt.config.slippage_bps)
+        closed, trades, after = apply_exits(
+            checked, triggers, profile=profile, fees_bps=rt.config.fees_bps, slippage_bps=rt.config.slippage_bps
+        )
         if rt.execution is None:
-            raise ValueError(f"{len(closed)} exit(s) and {len(credits)} dividend(s) to settle "
-                             f"({', '.join(sorted({*(c.symbol for c in closed), *(c.symbol for c in credits)}))}) "
-                             f"but no execution backend "
-                             f"is wired to commit them")
+            raise ValueError(
+                f"{len(closed)} exit(s) and {len(credits)} dividend(s) to settle "
+                f"({', '.join(sorted({*(c.symbol for c in closed), *(c.symbol for c in credits)}))}) "
+                f"but no execution backend "
+                f"is wired to commit them"
+            )
         context.audit_barrier()
-        version = rt.execution.settle_exits(state["cycle_id"], state["session_id"], closed=closed, trades=trades,
-                                            portfolio_after=after, base_version=state.get("portfolio_version"),
-                                            dividends=credits)
+        version = rt.execution.settle_exits(
+            state["cycle_id"],
+            state["session_id"],
+            closed=closed,
+            trades=trades,
+            portfolio_after=after,
+            base_version=state.get("portfolio_version"),
+            dividends=credits,
+        )
         for d in credits:
-            emit("dividend_paid", {"symbol": d.symbol, "date": d.ex_date, "per_share": d.per_share,
-                                   "quantity": d.quantity, "amount": d.amount}, config)
+            emit(
+                "dividend_paid",
+                {
+                    "symbol": d.symbol,
+                    "date": d.ex_date,
+                    "per_share": d.per_share,
+                    "quantity": d.quantity,
+                    "amount": d.amount,
+                },
+                config,
+            )
         for c in closed:
-            emit("position_exited", {"symbol": c.symbol, "reason": c.reason, "date": c.closed, "price": c.exit_price,
-                                     "realized_pnl": c.realized_pnl}, config)
+            emit(
+                "position_exited",
+                {
+                    "symbol": c.symbol,
+                    "reason": c.reason,
+                    "date": c.closed,
+                    "price": c.exit_price,
+                    "realized_pnl": c.realized_pnl,
+                },
+                config,
+            )
         return closed, credits, after, ({"portfolio_version": version} if version is not None else {})
 
-    def marks(self, rt: CycleRuntime, state: dict[str, Any], portfolio: PortfolioSnapshot, symbols: list[str],
-              as_of: str) -> tuple[dict[str, float], list[Untradable]]:
+    def marks(
+        self, rt: CycleRuntime, state: dict[str, Any], portfolio: PortfolioSnapshot, symbols: list[str], as_of: str
+    ) -> tuple[dict[str, float], list[Untradable]]:
         """Held symbols the cycle does not trade still count in equity and exposure, at the last price the decision
         may know: at the close the last close through as_of; at the open as_of's opening price, or the last close
         before it when as_of has no bar. One with no bar on as_of cannot trade today and is listed as untradable
@@ -118,12 +160,21 @@ class LiveMarket:
             marks[sym] = price
             if dated == as_of:
                 continue
-            untradable.append(Untradable(symbol=sym, reason=f"no {sym} bar on {as_of}: it cannot trade today; "
-                                                           f"valued at its last close {marks[sym]} of {dated}",
-                                         price=marks[sym], price_date=dated))
+            untradable.append(
+                Untradable(
+                    symbol=sym,
+                    reason=f"no {sym} bar on {as_of}: it cannot trade today; "
+                    f"valued at its last close {marks[sym]} of {dated}",
+                    price=marks[sym],
+                    price_date=dated,
+                )
+            )
         held = {u.symbol for u in untradable}
-        untradable += [Untradable(symbol=s, reason=why) for s, why in
-                       sorted(((state.get("case") or {}).get("untradable") or {}).items()) if s not in held]
+        untradable += [
+            Untradable(symbol=s, reason=why)
+            for s, why in sorted(((state.get("case") or {}).get("untradable") or {}).items())
+            if s not in held
+        ]
         return marks, untradable
 
 
@@ -139,13 +190,20 @@ class RecordedMarket:
     def bundle(self, rt: CycleRuntime, symbol: str, as_of: str) -> FeatureBundle:
         return self.bundles(symbol, as_of)
 
-    def settle(self, context: CycleContext, state: dict[str, Any], portfolio: PortfolioSnapshot,
-               config: RunnableConfig) -> Settled:
-        return ([ClosedTrade.model_validate(e) for e in self.scan.get("exits") or []],
-                [DividendCredit.model_validate(d) for d in self.scan.get("dividends") or []],
-                PortfolioSnapshot.model_validate(self.scan["portfolio"]), {})
+    def settle(
+        self, context: CycleContext, state: dict[str, Any], portfolio: PortfolioSnapshot, config: RunnableConfig
+    ) -> Settled:
+        return (
+            [ClosedTrade.model_validate(e) for e in self.scan.get("exits") or []],
+            [DividendCredit.model_validate(d) for d in self.scan.get("dividends") or []],
+            PortfolioSnapshot.model_validate(self.scan["portfolio"]),
+            {},
+        )
 
-    def marks(self, rt: CycleRuntime, state: dict[str, Any], portfolio: PortfolioSnapshot, symbols: list[str],
-              as_of: str) -> tuple[dict[str, float], list[Untradable]]:
-        return (dict(self.scan.get("marks") or {}),
-                [Untradable.model_validate(u) for u in self.scan.get("untradable") or []])
+    def marks(
+        self, rt: CycleRuntime, state: dict[str, Any], portfolio: PortfolioSnapshot, symbols: list[str], as_of: str
+    ) -> tuple[dict[str, float], list[Untradable]]:
+        return (
+            dict(self.scan.get("marks") or {}),
+            [Untradable.model_validate(u) for u in self.scan.get("untradable") or []],
+        )

@@ -1,10 +1,11 @@
 """The memory bank of a process: the `memories` collection and a hybrid index kept in step with it, and the
 per-cycle recall that agents query (agent/memory/recall.py) under the cycle's memory mode."""
+
 from __future__ import annotations
 
 import threading
-from typing import Optional
 from collections.abc import Iterable
+from typing import Optional
 
 from langchain_core.embeddings import Embeddings
 
@@ -39,8 +40,9 @@ class MemoryBank:
                 self._revision = self.store.revision()
             return len(added)
 
-    def search(self, query: str, *, symbol: Optional[str], before: Optional[str], session_id: Optional[str] = None,
-               k: int = 5) -> list[RetrievalHit]:
+    def search(
+        self, query: str, *, symbol: Optional[str], before: Optional[str], session_id: Optional[str] = None, k: int = 5
+    ) -> list[RetrievalHit]:
         with self._lock:
             return self.index.search(query, symbol=symbol, before=before, session_id=session_id, k=k)
 

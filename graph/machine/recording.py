@@ -4,6 +4,7 @@ validations, trades and errors, with ONE query and one pass, so it stays linear 
 problems (a seq gap, a cycle that never reached END, a schema version this code does not speak) are reported on the
 Session, never hidden. Replay, telemetry and the session summaries read recordings through this module.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -16,10 +17,26 @@ from database.connection import Store
 from database.sessions import use_cycle_reader
 from graph.machine.errors import SessionNotFound
 from schemas.base import SCHEMA_VERSION, RecordedStatus
-from schemas.events import (AbstainedEvent, AnyEvent, ApprovalDecidedEvent, ContractEvent, CycleEndedEvent,
-                            DividendPaidEvent, ErrorEvent, EventParseError, LlmRequestEvent, LlmResponseEvent,
-                            ManifestEvent, PositionExitedEvent, RetrievalEvent, ToolCallEvent, ToolResultEvent,
-                            TransitionEvent, ValidationEvent, parse_event)
+from schemas.events import (
+    AbstainedEvent,
+    AnyEvent,
+    ApprovalDecidedEvent,
+    ContractEvent,
+    CycleEndedEvent,
+    DividendPaidEvent,
+    ErrorEvent,
+    EventParseError,
+    LlmRequestEvent,
+    LlmResponseEvent,
+    ManifestEvent,
+    PositionExitedEvent,
+    RetrievalEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TransitionEvent,
+    ValidationEvent,
+    parse_event,
+)
 from schemas.states import STATES
 
 REPLAY_STATE = "REPLAY"  # state name of the linking events a replay session starts and ends with
@@ -80,11 +97,11 @@ class Cycle:
     first_seq: int
     last_seq: int
     transitions: list[dict] = field(default_factory=list)
-    states: list[str] = field(default_factory=list)           # states entered, in order
+    states: list[str] = field(default_factory=list)  # states entered, in order
     contracts: dict[str, dict] = field(default_factory=dict)  # state -> {name, data, seq}
     llm_calls: list[LlmCall] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
-    validations: list[dict] = field(default_factory=list)   # the checks: schemas, risk, mandate, refusals
+    validations: list[dict] = field(default_factory=list)  # the checks: schemas, risk, mandate, refusals
     # what the scan settled, who had nothing to say and each human decision recorded, each {seq, state, **its payload}
     approvals: list[dict] = field(default_factory=list)
     dividends: list[dict] = field(default_factory=list)
@@ -99,11 +116,10 @@ class Cycle:
     # or paused, or was recorded before cycles ended with one), and `status` is inferred from its other events
     recorded_status: Optional[RecordedStatus] = None
     manifest: Optional[dict] = None  # the cycle's effective configuration, as recorded
-    inputs: Optional[dict] = None    # the cycle's recorded inputs (from its manifest)
+    inputs: Optional[dict] = None  # the cycle's recorded inputs (from its manifest)
     approval: Optional[dict] = None  # the recorded human decision {approved, by}, if the cycle paused
     status: RecordedStatus = "cut_off"
-    tokens: dict[str, int] = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0,
-                                                             "total_tokens": 0})
+    tokens: dict[str, int] = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0})
     events: int = 0
 
     @property
@@ -125,10 +141,10 @@ class Session:
     cycles: list[Cycle]
     first_ts: Optional[float]
     last_ts: Optional[float]
-    seq_gaps: list[tuple[int, int]]    # missing (from, to) seq ranges, inclusive
+    seq_gaps: list[tuple[int, int]]  # missing (from, to) seq ranges, inclusive
     schema_versions: list[int]
-    replay_of: Optional[str] = None    # set on a replay session: the session it re-executed
-    chain: Optional[dict] = None       # EventStore.verify_chain's answer, when it was asked for
+    replay_of: Optional[str] = None  # set on a replay session: the session it re-executed
+    chain: Optional[dict] = None  # EventStore.verify_chain's answer, when it was asked for
 
     @property
     def gap_free(self) -> bool:
@@ -245,17 +261,36 @@ def fold(session_id: str, events: Sequence[AnyEvent], schema_versions: list[int]
             case ContractEvent(payload=k):
                 c.contracts[state] = {"name": k.name, "data": k.data, "seq": seq}
             case LlmRequestEvent(payload=q):
-                call = LlmCall(seq=seq, state=state, run_id=rid, model=q.model, messages=q.messages, tools=q.tools,
-                               structured_output=q.structured_output, ts=ev.ts, event_id=ev.event_id,
-                               attempt=q.attempt)
+                call = LlmCall(
+                    seq=seq,
+                    state=state,
+                    run_id=rid,
+                    model=q.model,
+                    messages=q.messages,
+                    tools=q.tools,
+                    structured_output=q.structured_output,
+                    ts=ev.ts,
+                    event_id=ev.event_id,
+                    attempt=q.attempt,
+                )
                 c.llm_calls.append(call)
                 if rid:
                     open_llm[rid] = call
             case LlmResponseEvent(payload=r):
                 asked = open_llm.pop(rid, None) if rid else None
                 if asked is None:  # a response without its request: keep it visible rather than drop it
-                    asked = LlmCall(seq=seq, state=state, run_id=rid, model=r.model, messages=[], tools=[],
-                                   structured_output=None, ts=ev.ts, event_id=ev.event_id, requested=False)
+                    asked = LlmCall(
+                        seq=seq,
+                        state=state,
+                        run_id=rid,
+                        model=r.model,
+                        messages=[],
+                        tools=[],
+                        structured_output=None,
+                        ts=ev.ts,
+                        event_id=ev.event_id,
+                        requested=False,
+                    )
                     c.llm_calls.append(asked)
                 call = asked
                 call.response_seq, call.answered, call.response_ts = seq, True, ev.ts
@@ -267,16 +302,25 @@ def fold(session_id: str, events: Sequence[AnyEvent], schema_versions: list[int]
                 c.tokens["output_tokens"] += u.output_tokens or 0
                 c.tokens["total_tokens"] += u.total_tokens or 0
             case ToolCallEvent(payload=tc):
-                tool = ToolCall(seq=seq, state=state, run_id=rid, name=tc.name, args=tc.args, ts=ev.ts,
-                                event_id=ev.event_id)
+                tool = ToolCall(
+                    seq=seq, state=state, run_id=rid, name=tc.name, args=tc.args, ts=ev.ts, event_id=ev.event_id
+                )
                 c.tool_calls.append(tool)
                 if rid:
                     open_tool[rid] = tool
             case ToolResultEvent(payload=tr):
                 ran = open_tool.pop(rid, None) if rid else None
                 if ran is None:
-                    ran = ToolCall(seq=seq, state=state, run_id=rid, name=tr.name, args=None, ts=ev.ts,
-                                    event_id=ev.event_id, requested=False)
+                    ran = ToolCall(
+                        seq=seq,
+                        state=state,
+                        run_id=rid,
+                        name=tr.name,
+                        args=None,
+                        ts=ev.ts,
+                        event_id=ev.event_id,
+                        requested=False,
+                    )
                     c.tool_calls.append(ran)
                 tool = ran
                 tool.answered, tool.result, tool.error, tool.latency_ms = True, tr.result, tr.error, tr.latency_ms
@@ -306,19 +350,37 @@ def fold(session_id: str, events: Sequence[AnyEvent], schema_versions: list[int]
         execution = (c.contracts.get("EXECUTING") or {}).get("data") or {}
         scan = (c.contracts.get("SCANNING") or {}).get("data") or {}
         # positions closed on their levels at the scan come first, as they did
-        exits = [{"symbol": e["symbol"], "side": "SELL", "quantity": e["quantity"], "price": e["exit_price"],
-                  "fees": None, "date": e["closed"], "reason": e["reason"]} for e in scan.get("exits") or []]
+        exits = [
+            {
+                "symbol": e["symbol"],
+                "side": "SELL",
+                "quantity": e["quantity"],
+                "price": e["exit_price"],
+                "fees": None,
+                "date": e["closed"],
+                "reason": e["reason"],
+            }
+            for e in scan.get("exits") or []
+        ]
         c.trades = exits + list((execution.get("result") or {}).get("executed_trades") or [])
         c.status = _status(c)
-    return Session(session_id=session_id, events=len(events), cycles=list(cycles.values()),
-                   first_ts=events[0].ts if events else None, last_ts=events[-1].ts if events else None,
-                   seq_gaps=_gaps([e.seq for e in events]), schema_versions=schema_versions, replay_of=replay_of)
+    return Session(
+        session_id=session_id,
+        events=len(events),
+        cycles=list(cycles.values()),
+        first_ts=events[0].ts if events else None,
+        last_ts=events[-1].ts if events else None,
+        seq_gaps=_gaps([e.seq for e in events]),
+        schema_versions=schema_versions,
+        replay_of=replay_of,
+    )
 
 
 # what _status and the facts read: the manifest, the states, their contracts, approvals, errors and the recorded end
 # (picked by the stored kind: a schema_version 1 approval is stored as a `validation`, parse_event moves it)
-_STATUS_KINDS = frozenset({"manifest", "transition", "contract", "validation", "approval_decided", "error",
-                           "cycle_ended"})
+_STATUS_KINDS = frozenset(
+    {"manifest", "transition", "contract", "validation", "approval_decided", "error", "cycle_ended"}
+)
 
 
 def last_cycle_facts(session_id: str, events: list[dict]) -> dict[str, Any]:
@@ -334,8 +396,12 @@ def last_cycle_facts(session_id: str, events: list[dict]) -> dict[str, Any]:
         return {}
     cycle = session.cycles[-1]
     inputs = cycle.inputs or {}
-    return {"status": cycle.status, "symbols": inputs.get("symbols") or [], "as_of": inputs.get("as_of"),
-            "replay_of": session.replay_of}
+    return {
+        "status": cycle.status,
+        "symbols": inputs.get("symbols") or [],
+        "as_of": inputs.get("as_of"),
+        "replay_of": session.replay_of,
+    }
 
 
 use_cycle_reader(last_cycle_facts)
@@ -348,8 +414,12 @@ def _status(c: Cycle) -> RecordedStatus:
         return c.recorded_status
     if not c.ended:
         validation = (c.contracts.get("VALIDATING") or {}).get("data") or {}
-        if ((c.inputs or {}).get("approval_required") and c.approval is None and validation.get("passed")
-                and c.states[-1:] == ["VALIDATING"]):
+        if (
+            (c.inputs or {}).get("approval_required")
+            and c.approval is None
+            and validation.get("passed")
+            and c.states[-1:] == ["VALIDATING"]
+        ):
             return "pending_approval"  # the runner stops there until `tradegraph approve`
         return "cut_off"
     memory = (c.contracts.get("MEMORIZING") or {}).get("data") or {}
@@ -358,16 +428,26 @@ def _status(c: Cycle) -> RecordedStatus:
     analysis = (c.contracts.get("ANALYZING") or {}).get("data") or {}
     if analysis.get("degraded"):
         return "degraded"
-    failed = any(e.get("state") in STATES or e.get("state") == "RUNNER" for e in c.errors
-                 if e.get("type") not in NON_FATAL_ERRORS)
+    failed = any(
+        e.get("state") in STATES or e.get("state") == "RUNNER"
+        for e in c.errors
+        if e.get("type") not in NON_FATAL_ERRORS
+    )
     if failed and "EXECUTING" in c.contracts:
         return "executed_with_errors"
     return "failed" if failed else "completed"
 
 
 # error events a cycle records and goes on from (a vote lost, a tool call refused and the model told)
-NON_FATAL_ERRORS = ("analyst_failed", "quant_failed", "rebuttal_fallback", "tool_refused", "invalid_tool_call",
-                    "tool_steps_exhausted", "llm_cache_error")
+NON_FATAL_ERRORS = (
+    "analyst_failed",
+    "quant_failed",
+    "rebuttal_fallback",
+    "tool_refused",
+    "invalid_tool_call",
+    "tool_steps_exhausted",
+    "llm_cache_error",
+)
 
 
 def fatal_error(c: Cycle) -> Optional[dict]:

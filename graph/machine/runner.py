@@ -1,35 +1,37 @@
 """Runs one audited cycle: the one function the CLI, scripts, tests and benchmarks all call."""
+
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, Optional
-from collections.abc import Callable
+
+from langgraph.types import Command
+from pymongo.errors import PyMongoError
 
 from agent.budget import Budget
 from agent.data.market import DataError, validate_as_of
 from database import claims, running
 from database.approvals import Decisions, describe
+from database.broker import BrokerSessions, KillSwitch
+from database.checkpoint import checkpointer
 from database.connection import Store
 from database.errors import AuditSpooled
 from database.portfolio import complete_pending
 from database.writer import BufferedEventWriter
-from pymongo.errors import PyMongoError
+from graph.machine import recording  # noqa: F401 - registers how a session summary reads its last cycle
 from graph.machine.audit import AuditHandler
-from graph.machine.builder import build_graph
-from graph.machine.timeline import refuse_going_back
-from graph.machine.errors import ApprovalConflict, InputError, NothingPending, SessionNotFound
-from database.checkpoint import checkpointer
-from langgraph.types import Command
-from database.broker import BrokerSessions, KillSwitch
 from graph.machine.broker.checks import halted
 from graph.machine.broker.choose import execution_for, session_broker
+from graph.machine.builder import build_graph
+from graph.machine.errors import ApprovalConflict, InputError, NothingPending, SessionNotFound
 from graph.machine.manifest import build_manifest
-from graph.machine import recording  # noqa: F401 - registers how a session summary reads its last cycle
 from graph.machine.memory import MemoryBank, MemoryRecall
 from graph.machine.runtime import CycleContext, CycleRuntime, default_runtime
 from graph.machine.state import CONTRACT_KEYS
+from graph.machine.timeline import refuse_going_back
 from schemas.base import MAX_SYMBOLS, CycleStatus
 from schemas.events import new_event
 from schemas.portfolio import PortfolioSnapshot
@@ -55,8 +57,14 @@ class CycleOutcome:
     notes: list[dict] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
-        return {"session_id": self.session_id, "cycle_id": self.cycle_id, "status": self.status,
-                "contracts": self.contracts, "events": self.events, "audit_error": self.audit_error}
+        return {
+            "session_id": self.session_id,
+            "cycle_id": self.cycle_id,
+            "status": self.status,
+            "contracts": self.contracts,
+            "events": self.events,
+            "audit_error": self.audit_error,
+        }
 
 
 _GRAPH = None
@@ -95,9 +103,19 @@ def next_cycle_id(store: Store, session_id: str) -> str:
     return f"{session_id}:c{store.events.next_cycle(session_id)}"
 
 
-def run_state_machine(symbols: str | list[str], as_of: str, *, store: Store, session_id: Optional[str] = None,
-              runtime: Optional[CycleRuntime] = None, audit: bool = True, graph=None,
-              approve: bool = False, case: Optional[dict] = None, broker: Optional[str] = None) -> CycleOutcome:
+def run_state_machine(
+    symbols: str | list[str],
+    as_of: str,
+    *,
+    store: Store,
+    session_id: Optional[str] = None,
+    runtime: Optional[CycleRuntime] = None,
+    audit: bool = True,
+    graph=None,
+    approve: bool = False,
+    case: Optional[dict] = None,
+    broker: Optional[str] = None,
+) -> CycleOutcome:
     """Validates inputs before anything is written, so bad input leaves no half-written session.
 
     With approve=True the cycle pauses before EXECUTING (status `pending_approval`), checkpointed
@@ -128,19 +146,39 @@ def run_state_machine(symbols: str | list[str], as_of: str, *, store: Store, ses
     if getattr(backend, "mandate", None) is not None:  # a broker: the session is bound to it
         BrokerSessions(store.db).bind(session_id, backend.broker.name, backend.broker.settings.host)
         approve = approve or backend.mandate.approval_required
-    inputs = {"symbols": symbols, "as_of": as_of, "session_id": session_id, "cycle_id": cycle_id,
-              "portfolio": portfolio.model_dump(mode="json"), "portfolio_version": version,
-              "approval_required": approve}
+    inputs = {
+        "symbols": symbols,
+        "as_of": as_of,
+        "session_id": session_id,
+        "cycle_id": cycle_id,
+        "portfolio": portfolio.model_dump(mode="json"),
+        "portfolio_version": version,
+        "approval_required": approve,
+    }
     if case is not None:
         inputs["case"] = case
     if approve:
         graph = graph or build_graph(checkpointer=checkpointer(store))
-    return _invoke(graph or compiled_graph(), inputs, store=store, runtime=rt, session_id=session_id,
-                   cycle_id=cycle_id, audit=audit)
+    return _invoke(
+        graph or compiled_graph(),
+        inputs,
+        store=store,
+        runtime=rt,
+        session_id=session_id,
+        cycle_id=cycle_id,
+        audit=audit,
+    )
 
 
-def approve_cycle(session_id: str, *, store: Store, approved: bool, by: str,
-                  runtime: Optional[CycleRuntime] = None, comment: Optional[str] = None) -> CycleOutcome:
+def approve_cycle(
+    session_id: str,
+    *,
+    store: Store,
+    approved: bool,
+    by: str,
+    runtime: Optional[CycleRuntime] = None,
+    comment: Optional[str] = None,
+) -> CycleOutcome:
     """Resumes the session's paused cycle. One decision per cycle: the caller first claims it by compare-and-set
     (database/approvals.py), so of two approvers racing on any transport exactly one resumes it; the other, and
     anyone after, is refused naming who decided and when. Nothing pending executes nothing; the execution
@@ -152,21 +190,33 @@ def approve_cycle(session_id: str, *, store: Store, approved: bool, by: str,
     decisions = Decisions(store.db)
     if cycle_id is None:
         last = decisions.last(session_id)
-        raise NothingPending(f"session '{session_id}' has no cycle waiting for approval"
-                             + (f": {describe(last)}" if last else ""))
+        raise NothingPending(
+            f"session '{session_id}' has no cycle waiting for approval" + (f": {describe(last)}" if last else "")
+        )
     prior = decisions.held(cycle_id)  # read before claiming: a claim taken over is replaced
     started = _fill_started(store, cycle_id)
     if started is not None and not approved:
-        _refuse(store, session_id, cycle_id, "approval_refused_fill_started",
-                f"rejection by {by} of session '{session_id}' refused: cycle {cycle_id}'s fill was started by "
-                f"{_whose(prior)} (execution ledger: {started}); a fill once started is finished, never reversed: "
-                f"`tradegraph store recover` finishes that approval", by=by)
+        _refuse(
+            store,
+            session_id,
+            cycle_id,
+            "approval_refused_fill_started",
+            f"rejection by {by} of session '{session_id}' refused: cycle {cycle_id}'s fill was started by "
+            f"{_whose(prior)} (execution ledger: {started}); a fill once started is finished, never reversed: "
+            f"`tradegraph store recover` finishes that approval",
+            by=by,
+        )
     token, held = decisions.claim(cycle_id, session_id, approved=approved, by=by)
     if token is None:
         assert held is not None  # claim() names the claim that holds the cycle whenever it is not ours
-        _refuse(store, session_id, cycle_id, "approval_refused_decided",
-                f"{'approval' if approved else 'rejection'} by {by} of session '{session_id}' refused: "
-                f"{describe(held)}", by=by)
+        _refuse(
+            store,
+            session_id,
+            cycle_id,
+            "approval_refused_decided",
+            f"{'approval' if approved else 'rejection'} by {by} of session '{session_id}' refused: {describe(held)}",
+            by=by,
+        )
     resume_by, resume_comment = by, comment
     if started is not None and prior is not None and prior.get("approved"):
         # the dead approver's fill is what this resume finishes: the decision stays theirs
@@ -177,13 +227,15 @@ def approve_cycle(session_id: str, *, store: Store, approved: bool, by: str,
         if approved and session_broker(store, session_id) is not None:
             _refuse_if_halted(store, session_id, cycle_id, by)
         if approved and started is None:  # a started fill is this cycle's own move of the portfolio, not a stale one
-            _refuse_if_stale(store, session_id, cycle_id, graph.get_state(_thread(cycle_id)).values
-                             .get("portfolio_version"))
+            _refuse_if_stale(
+                store, session_id, cycle_id, graph.get_state(_thread(cycle_id)).values.get("portfolio_version")
+            )
         rt = _with_execution(runtime or default_runtime(), store, session_id=session_id)
         # a comment only when one was given: a decision without one is recorded as it always was
         answer = {"approved": approved, "by": resume_by, **({"comment": resume_comment} if resume_comment else {})}
-        out = _invoke(graph, Command(resume=answer), store=store, runtime=rt,
-                      session_id=session_id, cycle_id=cycle_id, audit=True)
+        out = _invoke(
+            graph, Command(resume=answer), store=store, runtime=rt, session_id=session_id, cycle_id=cycle_id, audit=True
+        )
         status = out.status
         return out
     finally:
@@ -197,8 +249,9 @@ def finish_started_approvals(store: Store, runtime: Callable[[], CycleRuntime]) 
     out = []
     for claim in Decisions(store.db).abandoned():
         if claim.get("approved") and _fill_started(store, claim["_id"]) is not None:
-            out.append(approve_cycle(claim["session_id"], store=store, approved=True, by="store recover",
-                                     runtime=runtime()))
+            out.append(
+                approve_cycle(claim["session_id"], store=store, approved=True, by="store recover", runtime=runtime())
+            )
     return out
 
 
@@ -217,8 +270,9 @@ def _whose(claim: Optional[dict]) -> str:
     return f"the approval by {claim.get('by')} at {at}"
 
 
-def _close_claim(graph, store: Store, decisions: Decisions, session_id: str, cycle_id: str, token: str,
-                 status: Optional[str]) -> None:
+def _close_claim(
+    graph, store: Store, decisions: Decisions, session_id: str, cycle_id: str, token: str, status: Optional[str]
+) -> None:
     """Settled with the cycle's status once the graph took the decision; released when the cycle is still paused
     (refused as stale, a crash before resuming), so it can be decided again. With the store gone the claim stays
     `deciding` under no decider, and the next approver takes it over."""
@@ -247,8 +301,15 @@ def _paused_cycle(graph, store: Store, session_id: str, only: Optional[str] = No
 def _refuse(store: Store, session_id: str, cycle_id: str, check: str, message: str, **details: Any) -> NoReturn:
     """An approval refused is audited in the cycle it was meant for, then raised (ApprovalConflict: exit 2, 409)."""
     with store.writer(background=False) as writer:
-        writer.put(new_event(session_id, cycle_id, "EXECUTING", "validation",
-                             {"schema": "HumanApproval", "check": check, "ok": False, "error": message, **details}))
+        writer.put(
+            new_event(
+                session_id,
+                cycle_id,
+                "EXECUTING",
+                "validation",
+                {"schema": "HumanApproval", "check": check, "ok": False, "error": message, **details},
+            )
+        )
     raise ApprovalConflict(message)
 
 
@@ -259,10 +320,15 @@ def _refuse_if_stale(store: Store, session_id: str, cycle_id: str, read_version:
     now = store.portfolios.state(session_id)
     if read_version is None or int(now.get("version") or 0) == int(read_version):
         return
-    _refuse(store, session_id, cycle_id, "approval_refused_stale",
-            f"approval of cycle {cycle_id} refused: session '{session_id}' moved on since it was decided "
-            f"(portfolio version {read_version}, now {now.get('version')} after cycle {now.get('cycle_id')}); "
-            f"reject it with `tradegraph approve {session_id} --reject` and run a new cycle")
+    _refuse(
+        store,
+        session_id,
+        cycle_id,
+        "approval_refused_stale",
+        f"approval of cycle {cycle_id} refused: session '{session_id}' moved on since it was decided "
+        f"(portfolio version {read_version}, now {now.get('version')} after cycle {now.get('cycle_id')}); "
+        f"reject it with `tradegraph approve {session_id} --reject` and run a new cycle",
+    )
 
 
 def _refuse_if_halted(store: Store, session_id: str, cycle_id: str, by: str) -> None:
@@ -270,13 +336,20 @@ def _refuse_if_halted(store: Store, session_id: str, cycle_id: str, by: str) -> 
     and the cycle stays paused until `broker resume`."""
     refusal = halted(KillSwitch(store.db).state())
     if refusal is not None:
-        _refuse(store, session_id, cycle_id, "approval_refused_halted",
-                f"approval of cycle {cycle_id} refused: the broker is halted ({refusal.value}); "
-                f"`tradegraph broker resume` first", by=by)
+        _refuse(
+            store,
+            session_id,
+            cycle_id,
+            "approval_refused_halted",
+            f"approval of cycle {cycle_id} refused: the broker is halted ({refusal.value}); "
+            f"`tradegraph broker resume` first",
+            by=by,
+        )
 
 
-def _with_execution(rt: CycleRuntime, store: Store, *, broker: Optional[str] = None,
-                    session_id: Optional[str] = None) -> CycleRuntime:
+def _with_execution(
+    rt: CycleRuntime, store: Store, *, broker: Optional[str] = None, session_id: Optional[str] = None
+) -> CycleRuntime:
     if rt.execution is None:
         rt.execution = execution_for(store, rt.config, broker, session_id=session_id)
     if rt.memory is None:
@@ -295,25 +368,41 @@ def recall_for(runtime: CycleRuntime, session_id: str):
     return MemoryRecall(runtime.memory, runtime.config.memory, session_id, runtime.config.memory_top_k)
 
 
-def cycle_run_config(runtime: CycleRuntime, *, thread_id: str, handler: Optional[AuditHandler],
-                     writer: Optional[BufferedEventWriter], run_name: str, metadata: dict,
-                     session_id: str) -> tuple[dict, CycleContext]:
+def cycle_run_config(
+    runtime: CycleRuntime,
+    *,
+    thread_id: str,
+    handler: Optional[AuditHandler],
+    writer: Optional[BufferedEventWriter],
+    run_name: str,
+    metadata: dict,
+    session_id: str,
+) -> tuple[dict, CycleContext]:
     """The run config and the run context of one cycle; replay builds its own with this too, so it runs under the
     same rules (the token budget, recursion limit) as the recording. What the cycle runs with travels in the
     context (graph/machine/runtime.py); the config holds only LangGraph's and LangChain's own (the thread, the
     audit callback, the run's name and metadata)."""
     context = CycleContext(
-        runtime, audit_writer=writer, recall=recall_for(runtime, session_id),
+        runtime,
+        audit_writer=writer,
+        recall=recall_for(runtime, session_id),
         # a backtest's budget is its runtime's, shared by its cycles; a cycle's own is fresh
         budget=runtime.budget if runtime.budget is not None else Budget.of(runtime.config),
-        cache=runtime.llm_cache if runtime.config.llm_cache else None)
-    config = {"configurable": {"thread_id": thread_id}, "recursion_limit": 25, "run_name": run_name,
-              "metadata": metadata, "callbacks": [handler] if handler else []}
+        cache=runtime.llm_cache if runtime.config.llm_cache else None,
+    )
+    config = {
+        "configurable": {"thread_id": thread_id},
+        "recursion_limit": 25,
+        "run_name": run_name,
+        "metadata": metadata,
+        "callbacks": [handler] if handler else [],
+    }
     return config, context
 
 
-def _invoke(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_id: str, cycle_id: str,
-            audit: bool) -> CycleOutcome:
+def _invoke(
+    graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_id: str, cycle_id: str, audit: bool
+) -> CycleOutcome:
     """An audited cycle runs under a lease (database/running.py): a deletion of its session refuses while it is
     live, and a forced one fences it, so what the cycle would write after it (events, head, fill) is removed and
     the cycle stops."""
@@ -322,24 +411,37 @@ def _invoke(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_
     lease = store.running.start(session_id, cycle_id)
     entered = running.entered(lease)
     try:
-        return _run(graph, inputs, store=store, runtime=runtime, session_id=session_id, cycle_id=cycle_id,
-                    lease=lease)
+        return _run(graph, inputs, store=store, runtime=runtime, session_id=session_id, cycle_id=cycle_id, lease=lease)
     finally:
         running.left(entered)
         lease.end()
 
 
-def _run(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_id: str, cycle_id: str,
-         lease: Optional[running.Lease]) -> CycleOutcome:
+def _run(
+    graph,
+    inputs: Any,
+    *,
+    store: Store,
+    runtime: CycleRuntime,
+    session_id: str,
+    cycle_id: str,
+    lease: Optional[running.Lease],
+) -> CycleOutcome:
     audit = lease is not None
     # written continuously off the graph's thread, so the barrier before EXECUTING waits only for the tail
     writer = store.writer() if audit else None
     if writer is not None and lease is not None:
         writer.events = running.FencedEvents(writer.events, lease)  # type: ignore[assignment]
     handler = AuditHandler(writer, session_id, cycle_id) if audit else None
-    config, context = cycle_run_config(runtime, thread_id=cycle_id, handler=handler, writer=writer,
-                                       run_name="tradegraph-cycle", session_id=session_id,
-                                       metadata={"session_id": session_id, "cycle_id": cycle_id})
+    config, context = cycle_run_config(
+        runtime,
+        thread_id=cycle_id,
+        handler=handler,
+        writer=writer,
+        run_name="tradegraph-cycle",
+        session_id=session_id,
+        metadata={"session_id": session_id, "cycle_id": cycle_id},
+    )
     started = time.perf_counter()
     if writer is not None and not isinstance(inputs, Command):  # a resumed cycle has its manifest already
         # configuration and inputs: replay re-executes from this alone
@@ -350,8 +452,9 @@ def _run(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_id:
         if writer is not None:
             # the crash itself is audited before it propagates; nothing of the cycle is lost
             try:
-                writer.put(new_event(session_id, cycle_id, "RUNNER", "error",
-                                     {"type": type(e).__name__, "message": str(e)}))
+                writer.put(
+                    new_event(session_id, cycle_id, "RUNNER", "error", {"type": type(e).__name__, "message": str(e)})
+                )
                 crashed = _crash_status(store, cycle_id)
                 if crashed is not None:  # else the store cannot say whether it filled: readers infer from the log
                     writer.put(_ended(session_id, cycle_id, crashed))
@@ -373,12 +476,20 @@ def _run(graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_id:
         for hook in AFTER_CYCLE:  # OpenTelemetry's live export, when imported (graph/services/telemetry/live.py)
             hook(store, session_id, cycle_id)
     return CycleOutcome(
-        session_id=session_id, cycle_id=cycle_id,
-        status=status, contracts=contracts,
-        events=events, error=final.get("error"),
-        llm_calls=handler.llm_calls if handler else 0, tokens=dict(handler.tokens) if handler else {},
-        cached_calls=handler.cached_calls if handler else 0, cost=handler.spend.as_dict() if handler else {},
-        elapsed_s=elapsed, audit_error=audit_error, notes=list(handler.retrievals) if handler else [])
+        session_id=session_id,
+        cycle_id=cycle_id,
+        status=status,
+        contracts=contracts,
+        events=events,
+        error=final.get("error"),
+        llm_calls=handler.llm_calls if handler else 0,
+        tokens=dict(handler.tokens) if handler else {},
+        cached_calls=handler.cached_calls if handler else 0,
+        cost=handler.spend.as_dict() if handler else {},
+        elapsed_s=elapsed,
+        audit_error=audit_error,
+        notes=list(handler.retrievals) if handler else [],
+    )
 
 
 def _ended(session_id: str, cycle_id: str, status: CycleStatus) -> dict:
@@ -408,4 +519,3 @@ def _close_quietly(writer: BufferedEventWriter) -> Optional[str]:
     except AuditSpooled as e:
         return str(e)
     return None
-

@@ -6,17 +6,19 @@ langchain-ai/react-agent's pattern), handed by LangGraph to each node as `runtim
 without one (LangGraph Studio) gets the defaults built from the environment (`context_of`). The agent layer below
 cannot see the graph's context: a node hands the agent functions it calls a `CallContext` (`CycleContext.call`).
 """
+
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Protocol
-from collections.abc import Callable, Sequence
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime, get_runtime
 
+from agent import model_profiles
 from agent.budget import Budget, process_budget
 from agent.cache import ResponseCache, process_cache
 from agent.call_context import CallContext
@@ -32,9 +34,8 @@ from agent.llm import make_model
 from agent.markets import MarketProfile, get_profile
 from agent.memory.recall import Recall
 from agent.protocols import PASS_PROTOCOL, version
-from agent import model_profiles
-from database.embedded import resolve_home
 from agent.tools import ToolContext
+from database.embedded import resolve_home
 from graph.machine.approval import Approver, AskHuman, RecordedApproval
 from graph.machine.market_source import LiveMarket, MarketSource, RecordedMarket
 from schemas.decision import Decision, DecisionResult, ExecutedTrade
@@ -51,19 +52,35 @@ class ExecutionBackend(Protocol):
 
     def lookup(self, cycle_id: str) -> Optional[dict]: ...
 
-    def execute(self, decision: Decision, *, cycle_id: str, session_id: str, universe: list[str],
-                prices: dict[str, float], prev_closes: dict[str, float], portfolio: PortfolioSnapshot,
-                as_of: str) -> tuple[DecisionResult, PortfolioSnapshot]: ...
+    def execute(
+        self,
+        decision: Decision,
+        *,
+        cycle_id: str,
+        session_id: str,
+        universe: list[str],
+        prices: dict[str, float],
+        prev_closes: dict[str, float],
+        portfolio: PortfolioSnapshot,
+        as_of: str,
+    ) -> tuple[DecisionResult, PortfolioSnapshot]: ...
 
     def version(self, session_id: str) -> Optional[int]:
         """The stored portfolio's version, or None where there is nothing to compare (a simulation)."""
 
-    def record(self, cycle_id: str, session_id: str, result: dict, *, base_version: Optional[int] = None) -> bool:
-        ...
+    def record(self, cycle_id: str, session_id: str, result: dict, *, base_version: Optional[int] = None) -> bool: ...
 
-    def settle_exits(self, cycle_id: str, session_id: str, *, closed: list[ClosedTrade], trades: list[ExecutedTrade],
-                     portfolio_after: PortfolioSnapshot, base_version: Optional[int],
-                     dividends: Sequence[DividendCredit] = ()) -> Optional[int]:
+    def settle_exits(
+        self,
+        cycle_id: str,
+        session_id: str,
+        *,
+        closed: list[ClosedTrade],
+        trades: list[ExecutedTrade],
+        portfolio_after: PortfolioSnapshot,
+        base_version: Optional[int],
+        dividends: Sequence[DividendCredit] = (),
+    ) -> Optional[int]:
         """Commit what SCANNING settled before the decision: the positions it closed on their levels and the
         dividends it credited; returns the portfolio's new version (None where there is no stored portfolio). A
         portfolio that moved on raises PortfolioConflict."""
@@ -158,8 +175,13 @@ class CycleContext:
 
     def call(self, tools: Optional[ToolContext] = None) -> CallContext:
         """What the agent functions a node calls run with (agent/call_context.py), handed to them as an argument."""
-        return CallContext(protocol=version(self.runtime.protocol), tools=tools, cache=self.cache,
-                           budget=self.budget, recall=self.recall)
+        return CallContext(
+            protocol=version(self.runtime.protocol),
+            tools=tools,
+            cache=self.cache,
+            budget=self.budget,
+            recall=self.recall,
+        )
 
     def audit_barrier(self) -> None:
         """Return only once every audit event of the cycle so far is acknowledged by the store.
@@ -168,8 +190,12 @@ class CycleContext:
             self.audit_writer.flush(durable=True)
 
 
-def default_runtime(config: Optional[AgentConfig] = None, execution: Optional[ExecutionBackend] = None,
-                    data: Optional[DataFiles] = None, **overrides: Any) -> CycleRuntime:
+def default_runtime(
+    config: Optional[AgentConfig] = None,
+    execution: Optional[ExecutionBackend] = None,
+    data: Optional[DataFiles] = None,
+    **overrides: Any,
+) -> CycleRuntime:
     """`data` names a user's own files (read here, once per file version); what it leaves out, and no source
     given in `overrides`, is the bundled sample. A replay hands what it recorded (`recorded_scan` with
     `bundle_source`, `recorded_approval`, `recorded_recall`): installed as the recorded sources."""
@@ -185,11 +211,16 @@ def default_runtime(config: Optional[AgentConfig] = None, execution: Optional[Ex
         given = overrides.pop(attr, None)
         if given is not None:
             sources[attr] = given
-    return CycleRuntime(config=config or AgentConfig.from_env(), market=sources.get("market") or default_market_data(),
-                        news=sources.get("news") or default_news(),
-                        fundamentals=sources.get("fundamentals") or default_fundamentals(),
-                        actions=sources.get("actions"), cache=overrides.pop("cache", None) or default_cache(),
-                        execution=execution, **overrides)
+    return CycleRuntime(
+        config=config or AgentConfig.from_env(),
+        market=sources.get("market") or default_market_data(),
+        news=sources.get("news") or default_news(),
+        fundamentals=sources.get("fundamentals") or default_fundamentals(),
+        actions=sources.get("actions"),
+        cache=overrides.pop("cache", None) or default_cache(),
+        execution=execution,
+        **overrides,
+    )
 
 
 _default: Optional[CycleRuntime] = None

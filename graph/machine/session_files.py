@@ -4,6 +4,7 @@ Apart from graph/machine/manifest.py (which builds manifests and imports the age
 so that a view of a stored session (`tradegraph portfolio`, a backtest continuing one) reads its files without
 loading the machine.
 """
+
 from __future__ import annotations
 
 from agent.data.market import DataError
@@ -37,8 +38,10 @@ def session_files(store, session_id: str | None, given: DataFiles) -> DataFiles:
         if kind is None or kind.name in given.given() or entry.get("bundled"):
             continue
         if not entry.get("sha256"):
-            raise DataError(f"session '{session_id}' read its {kind.name} from {entry.get('source')}, not a file: "
-                            f"name the {kind.name} file to continue it")
+            raise DataError(
+                f"session '{session_id}' read its {kind.name} from {entry.get('source')}, not a file: "
+                f"name the {kind.name} file to continue it"
+            )
         if not is_bundled(kind.name, entry["source"]):  # a recording from before bundled samples were marked
             recorded[kind.name] = entry["source"]
     return given.over(DataFiles(**recorded))

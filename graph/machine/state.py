@@ -1,5 +1,6 @@
 """The graph state. Contracts are stored as JSON-ready dicts so checkpoints, Studio and replay all see
 plain data; each node re-validates the contracts it reads."""
+
 from __future__ import annotations
 
 from typing import Any, Optional, TypedDict
@@ -35,4 +36,3 @@ class CycleState(CycleInput, total=False):
     approval: Optional[dict[str, Any]]
     error: Optional[dict[str, Any]]
     last_state: str
-

@@ -5,6 +5,7 @@ credited through that cycle's date. Deciding an earlier date with it would price
 (no stop triggers on bars it already passed) and recall notes the earlier date could not know: look-ahead by the
 book. The same date again is allowed (a backtest resumed at a cut-off point decides that date again).
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -20,11 +21,15 @@ def book_dates(book: PortfolioSnapshot | dict[str, Any] | None) -> list[tuple[st
     if book is None:
         return []
     data = book.model_dump(mode="json") if isinstance(book, PortfolioSnapshot) else book
-    out: list[tuple[str, Optional[str], str]] = [(str(data["as_of"]), None, "the book's as-of")] \
-        if data.get("as_of") else []
+    out: list[tuple[str, Optional[str], str]] = (
+        [(str(data["as_of"]), None, "the book's as-of")] if data.get("as_of") else []
+    )
     for symbol, pos in (data.get("positions") or {}).items():
-        for key, what in (("opened", "opened"), ("checked_through", "levels checked through"),
-                          ("dividends_through", "dividends credited through")):
+        for key, what in (
+            ("opened", "opened"),
+            ("checked_through", "levels checked through"),
+            ("dividends_through", "dividends credited through"),
+        ):
             if isinstance(pos, dict) and pos.get(key):
                 out.append((str(pos[key]), symbol, f"{symbol} {what}"))
     return out
@@ -48,6 +53,8 @@ def refuse_going_back(store: Any, session_id: str, as_of: str, book: Optional[Po
     """InputError naming both dates when `as_of` is before the session's last decision (or its book's date)."""
     last = last_decided(store, session_id, book)
     if last is not None and as_of < last[0]:
-        raise InputError(f"as_of {as_of} is before {last[0]}, when session '{session_id}' last decided ({last[1]}): "
-                         f"a session's next cycle decides on or after its last one; start a new session (no "
-                         f"--session) to decide {as_of}")
+        raise InputError(
+            f"as_of {as_of} is before {last[0]}, when session '{session_id}' last decided ({last[1]}): "
+            f"a session's next cycle decides on or after its last one; start a new session (no "
+            f"--session) to decide {as_of}"
+        )

@@ -9,10 +9,11 @@ A session that decided at the close recorded each held symbol's close at its as-
 valued on those, and the price file (pandas, seconds of start-up) is read only when the recording does not value it
 (a session deciding at the open, whose scan holds opening prices; a recording without a held symbol's price).
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Optional
 
 from database.connection import Store
 from schemas.events import ContractEvent, ManifestEvent, parse_event
@@ -99,8 +100,10 @@ def recorded_prices(store: Store, session_id: str, as_of: Optional[str]) -> dict
 
 def scan_prices(scan: MarketScan) -> dict[str, tuple[float, str]]:
     dated = {u.symbol: u.price_date for u in scan.untradable if u.price_date}
-    return {**{sym: (price, dated.get(sym, scan.as_of)) for sym, price in scan.marks.items()},
-            **{s.symbol: (s.price, s.last_bar_date) for s in scan.snapshots}}
+    return {
+        **{sym: (price, dated.get(sym, scan.as_of)) for sym, price in scan.marks.items()},
+        **{s.symbol: (s.price, s.last_bar_date) for s in scan.snapshots},
+    }
 
 
 def recorded_closes(store: Store, session_id: str) -> Optional[dict[str, tuple[float, str]]]:
@@ -122,8 +125,9 @@ def recorded_closes(store: Store, session_id: str) -> Optional[dict[str, tuple[f
     return prices
 
 
-def _price(symbol: str, market: Optional[MarketData], recorded: dict[str, tuple[float, str]], as_of: Optional[str]
-           ) -> tuple[Optional[float], Optional[str]]:
+def _price(
+    symbol: str, market: Optional[MarketData], recorded: dict[str, tuple[float, str]], as_of: Optional[str]
+) -> tuple[Optional[float], Optional[str]]:
     """(price, its date): the close at as_of in the session's market data, or, without it, the recorded price."""
     if as_of is None:
         return None, None
@@ -143,11 +147,21 @@ def _price(symbol: str, market: Optional[MarketData], recorded: dict[str, tuple[
 def _valued(pos, price: Optional[float], price_date: Optional[str]) -> PositionView:
     value = None if price is None else pos.quantity * price
     pnl = None if price is None else (price - pos.avg_price) * pos.quantity
-    return PositionView(symbol=pos.symbol, quantity=pos.quantity, avg_price=pos.avg_price, price=price,
-                        price_date=price_date, market_value=value, unrealized_pnl=pnl,
-                        unrealized_pct=None if price is None else (price / pos.avg_price - 1) * 100,
-                        stop=pos.stop, target=pos.target, opened=pos.opened, age_sessions=pos.sessions_held,
-                        horizon_sessions=pos.horizon_sessions)
+    return PositionView(
+        symbol=pos.symbol,
+        quantity=pos.quantity,
+        avg_price=pos.avg_price,
+        price=price,
+        price_date=price_date,
+        market_value=value,
+        unrealized_pnl=pnl,
+        unrealized_pct=None if price is None else (price / pos.avg_price - 1) * 100,
+        stop=pos.stop,
+        target=pos.target,
+        opened=pos.opened,
+        age_sessions=pos.sessions_held,
+        horizon_sessions=pos.horizon_sessions,
+    )
 
 
 def portfolio_view(store: Store, session_id: str, market: Optional[MarketData]) -> PortfolioView:
@@ -174,10 +188,20 @@ def portfolio_view(store: Store, session_id: str, market: Optional[MarketData]) 
     priced = len(values) == len(positions)  # every position has a price: else no equity rather than a partial one
     equity = snapshot.cash + sum(values) if priced else None
     unrealized = sum(pnls) if priced else None
-    return PortfolioView(session_id=session_id, as_of=snapshot.as_of, version=version, starting_cash=start,
-                         cash=snapshot.cash, positions=positions, equity=equity, realized_pnl=realized,
-                         unrealized_pnl=unrealized, total_pnl=None if equity is None else equity - start,
-                         fees_paid=fees, fills=len(trades))
+    return PortfolioView(
+        session_id=session_id,
+        as_of=snapshot.as_of,
+        version=version,
+        starting_cash=start,
+        cash=snapshot.cash,
+        positions=positions,
+        equity=equity,
+        realized_pnl=realized,
+        unrealized_pnl=unrealized,
+        total_pnl=None if equity is None else equity - start,
+        fees_paid=fees,
+        fills=len(trades),
+    )
 
 
 def cash_before_fills(snapshot: PortfolioSnapshot, trades: list[dict[str, Any]]) -> float:

@@ -9,18 +9,24 @@ experiments/, and a backtest truncates a torn log: a link to ~/.bashrc must not 
 line naming the path (UnsafeRunPath, bad input: exit 2, HTTP 422). The folders above the run folder (experiments/
 itself, the home) may be links: the user put them there.
 """
+
 from __future__ import annotations
 
 import errno
 import fcntl
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
-from collections.abc import Iterator
 
-_MODES = {"r": os.O_RDONLY, "w": os.O_WRONLY | os.O_CREAT | os.O_TRUNC, "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-          "x": os.O_WRONLY | os.O_CREAT | os.O_EXCL, "r+": os.O_RDWR}
+_MODES = {
+    "r": os.O_RDONLY,
+    "w": os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+    "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+    "x": os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+    "r+": os.O_RDWR,
+}
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -29,8 +35,9 @@ class UnsafeRunPath(ValueError):
 
 
 def _refuse(path: Path, what: str) -> UnsafeRunPath:
-    return UnsafeRunPath(f"refusing {path}: {what} (a run's files must be regular files inside its folder; "
-                         f"links are not followed)")
+    return UnsafeRunPath(
+        f"refusing {path}: {what} (a run's files must be regular files inside its folder; links are not followed)"
+    )
 
 
 def _folder_fd(folder: Path) -> int:
@@ -114,8 +121,9 @@ def write_run_atomic(path: str | Path, data: str | bytes) -> None:
     A link where the file (or the temporary file) would be is refused, never replaced or written through."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    with open_run_file(tmp, "wb" if isinstance(data, bytes) else "w",
-                       **({} if isinstance(data, bytes) else {"encoding": "utf-8"})) as f:
+    with open_run_file(
+        tmp, "wb" if isinstance(data, bytes) else "w", **({} if isinstance(data, bytes) else {"encoding": "utf-8"})
+    ) as f:
         f.write(data)
     folder_fd = _folder_fd(path.parent)
     try:

@@ -17,13 +17,14 @@ errors are rebuilt from the response's {error, message}. The capabilities that s
 approve, start_backtest, start_sweep, start_benchmark: `keyed` in the registry) take an `idempotency_key`:
 retrying with the same key gets the first answer and starts nothing again (graph/kernel/idempotent.py).
 """
+
 from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable, Iterator
 from inspect import Parameter, Signature
 from typing import Any, Optional
-from collections.abc import Callable, Iterator
 
 from pydantic import BaseModel
 
@@ -169,9 +170,11 @@ def method(cap: Capability) -> Callable[..., Any]:
     first = path + [n for n, f in fields.items() if f.is_required() and n not in path]
     params = [Parameter("self", Parameter.POSITIONAL_ONLY)]
     params += [Parameter(n, Parameter.POSITIONAL_OR_KEYWORD, annotation=fields[n].annotation) for n in first]
-    params += [Parameter(n, Parameter.KEYWORD_ONLY, annotation=f.annotation,
-                         default=f.get_default(call_default_factory=True))
-               for n, f in fields.items() if n not in first]
+    params += [
+        Parameter(n, Parameter.KEYWORD_ONLY, annotation=f.annotation, default=f.get_default(call_default_factory=True))
+        for n, f in fields.items()
+        if n not in first
+    ]
     if cap.keyed:
         params.append(Parameter(IDEMPOTENCY_ARG, Parameter.KEYWORD_ONLY, default=None, annotation=Optional[str]))
     signature = Signature(params, return_annotation=cap.output_model)
@@ -183,6 +186,8 @@ def method(cap: Capability) -> Callable[..., Any]:
 
     call.__signature__ = signature  # type: ignore[attr-defined]
     call.__name__, call.__qualname__ = cap.name, f"Client.{cap.name}"
-    call.__doc__ = f"{cap.description}\n\nInput: graph.kernel.models.{cap.input_model.__name__}; returns " \
-                   f"{cap.output_model.__name__}."
+    call.__doc__ = (
+        f"{cap.description}\n\nInput: graph.kernel.models.{cap.input_model.__name__}; returns "
+        f"{cap.output_model.__name__}."
+    )
     return call

@@ -1,4 +1,5 @@
 """The kernel `tradegraph serve` runs: one that reconnects to a store whose server moved or failed."""
+
 from __future__ import annotations
 
 from typing import Optional
@@ -40,8 +41,7 @@ class ReconnectingKernel(Kernel):
         reconnects first too, or every keyed request after a restart would fail until an unkeyed one ran."""
         seen = self._reconnect_if_needed()
         try:
-            return super().call_keyed(name, args, transport=transport, idempotency_key=idempotency_key,
-                                      caller=caller)
+            return super().call_keyed(name, args, transport=transport, idempotency_key=idempotency_key, caller=caller)
         except StoreUnavailable:
             self._failed_on = seen
             raise

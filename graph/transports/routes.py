@@ -4,6 +4,7 @@ so the two cannot drift and a new capability needs no line here.
 
 The fields the path names are path parameters; the other fields are one model, `rest_model`: the JSON body of a
 POST, or the query string of a GET or DELETE. The endpoints that are not capabilities are named at the bottom."""
+
 from __future__ import annotations
 
 import copy
@@ -28,8 +29,11 @@ def rest_model(cap: Capability) -> Optional[type[BaseModel]]:
     None when there are none. Validated again by the kernel as the whole input, so a check that spans a path
     parameter and another field still applies."""
     path = set(cap.http.path_params)
-    fields: dict[str, Any] = {name: (f.annotation, _required(f) if name in cap.http.explicit else f)
-              for name, f in cap.input_model.model_fields.items() if name not in path}
+    fields: dict[str, Any] = {
+        name: (f.annotation, _required(f) if name in cap.http.explicit else f)
+        for name, f in cap.input_model.model_fields.items()
+        if name not in path
+    }
     if not fields:
         return None
     if not path and not cap.http.explicit:

@@ -1,6 +1,7 @@
 """`tradegraph serve` and `tradegraph mcp`: parsers and mains for graph/transports/cli/main.py to hook in, also runnable
 alone (`python -m graph.transports.serve_cli serve|mcp …`). A refused start is one line and exit 2
 (policy) or 3 (store), like every other command."""
+
 from __future__ import annotations
 
 import argparse
@@ -53,8 +54,9 @@ def listening(flag: str, host: str, port: int, run) -> NoReturn:
         code = 0
     except SystemExit as e:
         if e.code == UVICORN_STARTUP_FAILURE:
-            raise BadFlag(f"{flag} {port}: the server did not start on {host}:{port} (the line above says why)"
-                          ) from None
+            raise BadFlag(
+                f"{flag} {port}: the server did not start on {host}:{port} (the line above says why)"
+            ) from None
         code = e.code if isinstance(e.code, int) else 1
     except KeyboardInterrupt:
         code = 130
@@ -76,7 +78,6 @@ def end_process(code: int) -> NoReturn:
     os._exit(code)
 
 
-
 def _reconnecting(db):
     from graph.transports.reconnecting import ReconnectingKernel  # the machine loads only when a server starts
 
@@ -85,8 +86,9 @@ def _reconnecting(db):
 
 def add_serve_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("serve", help="serve the HTTP API (OpenAPI at /openapi.json)")
-    p.add_argument("--host", default="127.0.0.1",
-                   help="bind address (default loopback; any other needs TRADEGRAPH_API_TOKEN)")
+    p.add_argument(
+        "--host", default="127.0.0.1", help="bind address (default loopback; any other needs TRADEGRAPH_API_TOKEN)"
+    )
     p.add_argument("--port", default="8000", help="1..65535 (default 8000)")
     add_db_flag(p)
     p.set_defaults(fn=serve_main)
@@ -116,19 +118,28 @@ def startup_error() -> Optional[str]:
     """Every environment variable tradegraph reads, checked before a command does anything (agent/config.py
     check_environment, with the store's and the execution policy's checks): the one line saying which variable
     and value are wrong, or None."""
+    from agent.brokers.settings import check_broker_startup
     from agent.config import ConfigError, check_environment
     from database.connection import check_store_uri_env
     from graph.kernel.policy import allowed_host_names, allowed_transports, data_dirs, deleting_transports
     from graph.kernel.runs import check_runs_dir_env
-    from graph.transports.cli.data import check_config_file
     from graph.services.telemetry.settings import traces_url
-
-    from agent.brokers.settings import check_broker_startup
+    from graph.transports.cli.data import check_config_file
 
     try:
-        check_environment(also=(check_store_uri_env, allowed_transports, deleting_transports, data_dirs,
-                                allowed_host_names, check_runs_dir_env, check_config_file,
-                                lambda env: traces_url(env=env), check_broker_startup))
+        check_environment(
+            also=(
+                check_store_uri_env,
+                allowed_transports,
+                deleting_transports,
+                data_dirs,
+                allowed_host_names,
+                check_runs_dir_env,
+                check_config_file,
+                lambda env: traces_url(env=env),
+                check_broker_startup,
+            )
+        )
     except ConfigError as e:
         return str(e)
     return None
@@ -158,8 +169,7 @@ def serve_main(args) -> int:
         port = port_number("--port", args.port)
         check_bind(args.host, Policy.for_transport(TRANSPORT))  # a refused bind opens no store
         check_port_free("--port", args.host, port)
-        listening("--port", args.host, port,
-                  lambda: serve(args.host, port, kernel=_reconnecting(args.db)))
+        listening("--port", args.host, port, lambda: serve(args.host, port, kernel=_reconnecting(args.db)))
 
     return _guarded(run)
 

@@ -31,6 +31,7 @@ nothing, and it started from the starting cash.
 
 The graph is compiled without a checkpointer: the server refuses one and brings its own.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -42,17 +43,17 @@ from typing import Any, Optional
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
+import graph.machine.recording  # noqa: F401 - registers how session summaries read a cycle's status
+import graph.machine.runtime as runtime_mod
 from agent.audit_events import emit
 from database.connection import Store, connect
 from database.writer import BufferedEventWriter
 from graph.machine.audit import AuditHandler
 from graph.machine.builder import build_graph
-from graph.machine.manifest import build_manifest
 from graph.machine.execution import PaperExecution
+from graph.machine.manifest import build_manifest
 from graph.machine.memory import MemoryBank
-import graph.machine.runtime as runtime_mod
 from graph.machine.nodes.scanning import scanning
-import graph.machine.recording  # noqa: F401 - registers how session summaries read a cycle's status
 from graph.machine.runtime import CycleRuntime, default_runtime, process_runtime
 from graph.machine.state import CONTRACT_KEYS, CycleState
 from schemas.portfolio import PortfolioSnapshot
@@ -71,8 +72,11 @@ def studio_scanning(state: CycleState, config: RunnableConfig) -> Command:
     """SCANNING for a run on a server thread: a fresh cycle of the thread's session (see module doc)."""
     conf = (config or {}).get("configurable", {})
     fresh = {k: v for k, v in state.items() if k not in _CYCLE_KEYS}
-    stored, version = (_store.portfolios.load_versioned(conf["session_id"])
-                       if _store is not None and conf.get("session_id") else (None, None))
+    stored, version = (
+        _store.portfolios.load_versioned(conf["session_id"])
+        if _store is not None and conf.get("session_id")
+        else (None, None)
+    )
     if stored is not None:
         fresh["portfolio"] = stored.model_dump(mode="json")
     # EXECUTING commits only against the portfolio version read here
@@ -91,8 +95,13 @@ def studio_inputs(state: dict[str, Any], starting_cash: float) -> dict[str, Any]
     symbols and date submitted, the stored portfolio (or a new session's starting cash) and its version. A
     Studio run never pauses for approval."""
     portfolio = state.get("portfolio") or PortfolioSnapshot(cash=starting_cash).model_dump(mode="json")
-    return {"symbols": list(state["symbols"]), "as_of": state["as_of"], "portfolio": portfolio,
-            "portfolio_version": state.get("portfolio_version") or 0, "approval_required": False}
+    return {
+        "symbols": list(state["symbols"]),
+        "as_of": state["as_of"],
+        "portfolio": portfolio,
+        "portfolio_version": state.get("portfolio_version") or 0,
+        "approval_required": False,
+    }
 
 
 def build_studio_graph():

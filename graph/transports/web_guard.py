@@ -12,11 +12,12 @@ Reads (GET) are not origin-checked: a cross-origin page cannot read the answer, 
 A browser page served by this app itself (its Origin is http://<Host>) passes; anything mounted on the app is behind
 the same guard, so it needs no check of its own.
 """
+
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
 from collections.abc import Mapping
+from typing import Any, Optional
 from urllib.parse import urlsplit
 
 from graph.kernel.policy import HostPolicy, host_name
@@ -41,29 +42,39 @@ def is_own_origin(origin: str, host_header: str, scheme: str = "http") -> bool:
         return False
     if o.scheme not in DEFAULT_PORTS or o.path not in ("", "/") or o.query or o.fragment or o.username:
         return False
-    return (host_name(o.netloc) == host_name(host_header) != ""
-            and _port(o_port, o.scheme) == _port(h_port, scheme))
+    return host_name(o.netloc) == host_name(host_header) != "" and _port(o_port, o.scheme) == _port(h_port, scheme)
 
 
-def refusal(method: str, headers: Mapping[str, str], hosts: HostPolicy, scheme: str = "http"
-            ) -> Optional[tuple[int, str, str]]:
+def refusal(
+    method: str, headers: Mapping[str, str], hosts: HostPolicy, scheme: str = "http"
+) -> Optional[tuple[int, str, str]]:
     """(status, field, one line) when the request is refused, else None. `headers` keys in lower case."""
     host = headers.get("host", "")
     if not hosts.allows(host):
-        return (421, "Host", f"Host {host!r} is not a name this server answers to (an IP address, "
-                             f"{', '.join(sorted(hosts.names))}; add one with TRADEGRAPH_ALLOWED_HOSTS)")
+        return (
+            421,
+            "Host",
+            f"Host {host!r} is not a name this server answers to (an IP address, "
+            f"{', '.join(sorted(hosts.names))}; add one with TRADEGRAPH_ALLOWED_HOSTS)",
+        )
     if method.upper() not in STATE_CHANGING:
         return None
     origin = headers.get("origin")
     if origin is not None:
         if is_own_origin(origin, host, scheme):
             return None
-        return (403, "Origin", f"cross-origin {method.upper()} refused: Origin {origin!r} is not this server's "
-                               f"own ({scheme}://{host})")
+        return (
+            403,
+            "Origin",
+            f"cross-origin {method.upper()} refused: Origin {origin!r} is not this server's own ({scheme}://{host})",
+        )
     site = headers.get("sec-fetch-site", "").strip().lower()
     if site in ("cross-site", "same-site"):
-        return (403, "Sec-Fetch-Site", f"cross-origin {method.upper()} refused: Sec-Fetch-Site is {site!r} "
-                                       f"and no Origin names this server")
+        return (
+            403,
+            "Sec-Fetch-Site",
+            f"cross-origin {method.upper()} refused: Sec-Fetch-Site is {site!r} and no Origin names this server",
+        )
     return None
 
 
@@ -86,9 +97,16 @@ class SameOriginGuard:
                 if scope["type"] == "websocket":
                     await send({"type": "websocket.close", "code": 1008})
                     return
-                await send({"type": "http.response.start", "status": status,
-                            "headers": [(b"content-type", b"application/json"),
-                                        (b"content-length", str(len(body)).encode())]})
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": status,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)

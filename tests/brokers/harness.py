@@ -1,5 +1,6 @@
 """The broker backend driven directly against the fake (no graph run, no model): fast fault tests and the bench.
 `guard_loopback` refuses any connection that would leave 127.0.0.1."""
+
 from __future__ import annotations
 
 import socket
@@ -17,8 +18,13 @@ from schemas.portfolio import PortfolioSnapshot, Position
 from tests.fakes.fake_alpaca import KEY, SECRET, FakeAlpaca
 
 PRICES = {"AAPL": 20.0, "MSFT": 30.0, "NVDA": 50.0}
-OPEN_MANDATE = Mandate(max_order_notional=1e9, max_position_notional=1e9, max_gross_exposure=1e9,
-                       max_orders_per_day=100_000, trading_hours="00:00-23:59")
+OPEN_MANDATE = Mandate(
+    max_order_notional=1e9,
+    max_position_notional=1e9,
+    max_gross_exposure=1e9,
+    max_orders_per_day=100_000,
+    trading_hours="00:00-23:59",
+)
 
 
 def guard_loopback(monkeypatch) -> list[Any]:
@@ -50,17 +56,26 @@ class Served(Protocol):
     def url(self) -> str: ...
 
 
-def backend(store, fake: Served, *, mandate: Mandate = OPEN_MANDATE, timeout_s: float = 2.0,
-            fill_wait_s: float = 0.3) -> BrokerExecution:
+def backend(
+    store, fake: Served, *, mandate: Mandate = OPEN_MANDATE, timeout_s: float = 2.0, fill_wait_s: float = 0.3
+) -> BrokerExecution:
     settings = AlpacaSettings(KEY, SECRET, fake.url)
     writer = store.writer()  # off-thread, as a cycle's is
-    return BrokerExecution(store, AgentConfig(), AlpacaBroker(settings, timeout_s=timeout_s), mandate,
-                           fill_wait_s=fill_wait_s, poll_s=0.02, audit_writer=writer)
+    return BrokerExecution(
+        store,
+        AgentConfig(),
+        AlpacaBroker(settings, timeout_s=timeout_s),
+        mandate,
+        fill_wait_s=fill_wait_s,
+        poll_s=0.02,
+        audit_writer=writer,
+    )
 
 
 def book() -> PortfolioSnapshot:
-    return PortfolioSnapshot(cash=100_000.0, positions={"MSFT": Position(symbol="MSFT", quantity=10, avg_price=30.0)},
-                             as_of="2026-11-27")
+    return PortfolioSnapshot(
+        cash=100_000.0, positions={"MSFT": Position(symbol="MSFT", quantity=10, avg_price=30.0)}, as_of="2026-11-27"
+    )
 
 
 def decision(*orders: tuple[str, Side, float]) -> Decision:
@@ -70,8 +85,14 @@ def decision(*orders: tuple[str, Side, float]) -> Decision:
 DEFAULT: tuple[tuple[str, Side, float], ...] = (("AAPL", "BUY", 10), ("MSFT", "SELL", 5), ("NVDA", "BUY", 4))
 
 
-def run(exe: BrokerExecution, d: Optional[Decision] = None, *, session_id: str = "s-broker",
-        cycle: int = 1, prices: Optional[dict[str, float]] = None) -> ExecutionResult:
+def run(
+    exe: BrokerExecution,
+    d: Optional[Decision] = None,
+    *,
+    session_id: str = "s-broker",
+    cycle: int = 1,
+    prices: Optional[dict[str, float]] = None,
+) -> ExecutionResult:
     """What EXECUTING does with the backend: execute, then commit the result through the ledger's outbox."""
     from graph.machine.broker.checks import cycle_status
 
@@ -83,8 +104,16 @@ def run(exe: BrokerExecution, d: Optional[Decision] = None, *, session_id: str =
     portfolio, version = store.portfolios.load_versioned(session_id)
     assert portfolio is not None  # committed above when there was none
     prices = prices or PRICES
-    res, after = exe.execute(d, cycle_id=cycle_id, session_id=session_id, universe=sorted(prices), prices=prices,
-                             prev_closes={}, portfolio=portfolio, as_of="2026-11-27")
+    res, after = exe.execute(
+        d,
+        cycle_id=cycle_id,
+        session_id=session_id,
+        universe=sorted(prices),
+        prices=prices,
+        prev_closes={},
+        portfolio=portfolio,
+        as_of="2026-11-27",
+    )
     result = ExecutionResult(cycle_id=cycle_id, status=cycle_status(res), result=res, portfolio_after=after)
     exe.record(cycle_id, session_id, result.model_dump(mode="json"), base_version=version)
     assert exe.audit_writer is not None  # backend() gives it one

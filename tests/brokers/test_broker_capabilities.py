@@ -1,5 +1,6 @@
 """The broker's halt and resume are kernel capabilities under the execution policy: refused over a transport that
 may not move the book, allowed from the CLI, each audited with who (and the transport) in broker-control's log."""
+
 from __future__ import annotations
 
 import pytest

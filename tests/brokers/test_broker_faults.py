@@ -2,6 +2,7 @@
 connection after accepting, answers 429 with Retry-After, 500/503, holds an answer past the client's timeout,
 refuses an order, fills part now and the rest later). In each: exactly one order per leg reached the broker, none
 was sent before its intent event was stored, the status says what filled, and reconcile is clean afterwards."""
+
 from __future__ import annotations
 
 import time
@@ -185,8 +186,16 @@ def test_retry_of_the_whole_cycle_sends_nothing_twice(env):
     portfolio = store.portfolios.load(SID)
     from tests.brokers.harness import PRICES, decision
 
-    exe.execute(decision(*DEFAULT), cycle_id=cycle_id, session_id=SID, universe=sorted(PRICES), prices=PRICES,
-                prev_closes={}, portfolio=portfolio, as_of="2026-11-27")
+    exe.execute(
+        decision(*DEFAULT),
+        cycle_id=cycle_id,
+        session_id=SID,
+        universe=sorted(PRICES),
+        prices=PRICES,
+        prev_closes={},
+        portfolio=portfolio,
+        as_of="2026-11-27",
+    )
     assert sum(fake.posts.values()) == 3
     one_order_per_leg(fake)
 
@@ -205,8 +214,9 @@ def test_orders_are_paged_past_500(env):
     fake, store, bad = env
     with fake.lock:
         for i in range(1201):
-            fake.handle("POST", "/v2/orders", {}, {"client_order_id": f"tg-p{i}", "symbol": "AAPL", "qty": "1",
-                                                   "side": "buy"})
+            fake.handle(
+                "POST", "/v2/orders", {}, {"client_order_id": f"tg-p{i}", "symbol": "AAPL", "qty": "1", "side": "buy"}
+            )
     seen = backend(store, fake).broker.orders()
     assert [o.client_order_id for o in seen] == [f"tg-p{i}" for i in range(1201)]
     assert sum(1 for m, p in fake.requests if p == "/v2/orders" and m == "GET") == 3

@@ -1,6 +1,7 @@
 """Broker cycles across real processes on the embedded store, against the fake Alpaca in this process: an
 approver SIGKILLed between its submit and the broker's answer, two approvers racing, a halt raised by another
 process in the middle of a cycle. Each ends with exactly one order per leg at the broker and a clean reconcile."""
+
 from __future__ import annotations
 
 import json
@@ -28,16 +29,24 @@ def fake(tmp_path, embedded_uri):
     # a CLI process that started the embedded server would stop it under the others when it exits
     fake.db_uri = f"{embedded_uri}/broker_{uuid.uuid4().hex[:8]}"
     fake.positions.clear()  # the account holds what these sessions bought, nothing else
-    (tmp_path / "mandate.toml").write_text('trading_hours = "00:00-23:59"\nmax_order_notional = 1e9\n'
-                                           'max_position_notional = 1e9\nmax_gross_exposure = 1e9\n')
+    (tmp_path / "mandate.toml").write_text(
+        'trading_hours = "00:00-23:59"\nmax_order_notional = 1e9\n'
+        "max_position_notional = 1e9\nmax_gross_exposure = 1e9\n"
+    )
     yield fake
     fake.stop()
     assert fake.peers <= {"127.0.0.1"}
 
 
 def env_of(fake, tmp_path) -> dict[str, str]:
-    return {"MONGODB_URI": fake.db_uri, "ALPACA_API_KEY": KEY, "ALPACA_SECRET_KEY": SECRET, "ALPACA_BASE_URL": fake.url,
-            "TRADEGRAPH_MANDATE": str(tmp_path / "mandate.toml"), "TRADEGRAPH_BROKER_FILL_WAIT_S": "0.5"}
+    return {
+        "MONGODB_URI": fake.db_uri,
+        "ALPACA_API_KEY": KEY,
+        "ALPACA_SECRET_KEY": SECRET,
+        "ALPACA_BASE_URL": fake.url,
+        "TRADEGRAPH_MANDATE": str(tmp_path / "mandate.toml"),
+        "TRADEGRAPH_BROKER_FILL_WAIT_S": "0.5",
+    }
 
 
 def cli(fake, tmp_path, *args):
@@ -47,8 +56,14 @@ def cli(fake, tmp_path, *args):
 def popen(fake, tmp_path, *args) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k not in ("MONGODB_URI", "OPENAI_API_KEY", "TRADEGRAPH_LLM")}
     env.update({"TRADEGRAPH_HOME": str(tmp_path), "PYTHONPATH": ROOT, **env_of(fake, tmp_path)})
-    return subprocess.Popen([sys.executable, "-m", "graph.transports.cli.main", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "graph.transports.cli.main", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def events(fake, tmp_path, sid):
@@ -92,8 +107,11 @@ def test_approver_killed_between_submit_and_answer_restarted_sends_no_second_ord
     one_per_leg(fake, evs)
     acks = [e["payload"] for e in evs if e["kind"] == "order_ack"]
     assert sorted(a["found_existing"] for a in acks) == [False, True]
-    assert all(e["payload"]["resumed"] for e in evs if e["kind"] == "order_intent"
-               and e["seq"] > min(x["seq"] for x in evs if x["kind"] == "order_intent") + 1)
+    assert all(
+        e["payload"]["resumed"]
+        for e in evs
+        if e["kind"] == "order_intent" and e["seq"] > min(x["seq"] for x in evs if x["kind"] == "order_intent") + 1
+    )
     rec = cli(fake, tmp_path, "broker", "reconcile", sid, "--json")
     assert rec.returncode == 0, rec.stdout + rec.stderr
     assert json.loads(rec.stdout)["clean"] is True

@@ -1,4 +1,5 @@
 """The broker path's kept worker threads (graph/machine/broker/threads.py)."""
+
 from __future__ import annotations
 
 import os

@@ -3,6 +3,7 @@ are at the broker together. The fake holds each POST of the 4-order wave until a
 proves those orders really were in flight at once (sent one at a time, the hold times out and the test fails).
 In each: one order per leg at the broker, none sent before its intent event was stored, every sell before any buy,
 the status true, reconcile clean."""
+
 from __future__ import annotations
 
 import threading
@@ -38,7 +39,7 @@ class WaveFake(FakeAlpaca):
         self.peak = 0
         self.drop_cid: Optional[str] = None
         self.at_post: list[Any] = []  # more per-POST checks, run in the handler before the hold
-        self.posted: list[str] = []   # client ids in the order their POSTs arrived
+        self.posted: list[str] = []  # client ids in the order their POSTs arrived
         self._handling = threading.local()
         return self
 
@@ -57,8 +58,11 @@ class WaveFake(FakeAlpaca):
                 pass  # they did not all arrive together: peak stays below the wave's width
 
     def take_fault(self, route: str) -> Optional[Fault]:
-        if route == "POST /v2/orders" and self.drop_cid is not None and getattr(self._handling, "cid", None) == \
-                self.drop_cid:
+        if (
+            route == "POST /v2/orders"
+            and self.drop_cid is not None
+            and getattr(self._handling, "cid", None) == self.drop_cid
+        ):
             self.drop_cid = None
             return Fault(route, "drop")
         return super().take_fault(route)
@@ -93,8 +97,12 @@ def clean(fake, store) -> None:
 
 
 def test_waves_widen_per_side_sells_first():
-    legs = [(i, o, f"c{i}") for i, o in enumerate(decision(("A", "SELL", 1), ("B", "SELL", 1), *[
-        (f"X{k}", "BUY", 1) for k in range(20)]).orders)]
+    legs = [
+        (i, o, f"c{i}")
+        for i, o in enumerate(
+            decision(("A", "SELL", 1), ("B", "SELL", 1), *[(f"X{k}", "BUY", 1) for k in range(20)]).orders
+        )
+    ]
     shape = [[o.side for _, o, _ in w] for w in waves(legs)]
     assert [len(w) for w in shape] == [1, 1, 1, 2, 4, 8, 5] and WIDEST == 8
     assert shape[:2] == [["SELL"], ["SELL"]] and all(set(w) == {"BUY"} for w in shape[2:])
@@ -128,8 +136,7 @@ def test_a_rejected_buy_stops_later_waves_and_cancels_what_has_not_filled(env):
     assert by["B7"].status == "not_submitted" and cid("B7") not in fake.posts  # the wave after it never left
     cancelled = [s for s in BUYS if s not in ("B5", "B7")]
     assert all(by[s].status == "canceled" for s in cancelled), {s: by[s].status for s in BUYS}
-    assert {o["symbol"]: o["status"] for o in fake.orders if o["side"] == "buy"} == dict.fromkeys(cancelled,
-                                                                                                   "canceled")
+    assert {o["symbol"]: o["status"] for o in fake.orders if o["side"] == "buy"} == dict.fromkeys(cancelled, "canceled")
     assert result.status == "partial"  # executed_with_errors, never completed
     one_order_per_sent_leg(fake, ["MSFT"] + cancelled)
     clean(fake, store)
@@ -150,7 +157,7 @@ def test_a_halt_raised_mid_wave_stops_every_later_wave(env):
     fake.at_post.append(halt_at_first_wide_post)
     result = go(store, fake)
     by = {o.symbol: o for o in result.result.orders}
-    after_halt = fake.posted[halted_at[0]:]
+    after_halt = fake.posted[halted_at[0] :]
     assert fake.peak == len(WIDE)
     assert set(after_halt) <= {cid(s) for s in WIDE} and len(after_halt) < WIDEST  # only the wave under way
     assert by["B7"].status == "not_submitted" and "halted by ops" in by["B7"].reason and cid("B7") not in fake.posts

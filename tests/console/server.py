@@ -1,6 +1,7 @@
 """The web console for tests, screenshots and the bench: `tradegraph serve`'s app (graph/transports/http.py
 asgi_app) on a real uvicorn server in a thread, on a port the OS picks; Debian's chromium through Playwright; and
 the sessions the pages show (a cycle paused for approval, a cycle with a hostile headline, a backtest)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -9,12 +10,19 @@ import shutil
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Optional
-from collections.abc import Iterator
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 # markup in a headline, as a feed could send it: the pages must show it as text and run none of it
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"> <b>beats</b> & "soars"'
 
@@ -57,8 +65,9 @@ def serving(kernel, host: str = "127.0.0.1") -> Iterator[str]:
     sock = socket.socket()
     sock.bind((host, 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(asgi_app(kernel, host), log_level="warning", lifespan="off",
-                                           timeout_graceful_shutdown=1))
+    server = uvicorn.Server(
+        uvicorn.Config(asgi_app(kernel, host), log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
+    )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -77,8 +86,9 @@ def serving(kernel, host: str = "127.0.0.1") -> Iterator[str]:
 def hostile_news(folder: Path) -> Path:
     """A news file whose only AAPL headline before 2012-06-01 is markup."""
     path = folder / "hostile_news.jsonl"
-    path.write_text(json.dumps({"symbol": "AAPL", "published_at": "2012-05-30", "headline": HOSTILE,
-                                "source": "test"}) + "\n")
+    path.write_text(
+        json.dumps({"symbol": "AAPL", "published_at": "2012-05-30", "headline": HOSTILE, "source": "test"}) + "\n"
+    )
     return path
 
 

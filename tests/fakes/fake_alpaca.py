@@ -8,6 +8,7 @@ after the order was accepted, 429 with Retry-After, 500/503, a timeout); `fill` 
 (at once, half now and the rest on `complete_partials()`, or held open until `fill_open()`). Every order POST is
 counted per client_order_id, so a test can assert exactly one order per leg reached the broker.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
 from urllib.parse import parse_qs, urlparse
@@ -27,9 +28,9 @@ OPEN = ("new", "accepted", "partially_filled", "pending_new")
 
 @dataclass
 class Fault:
-    route: str            # "POST /v2/orders", "GET /v2/orders:by_client_order_id", ... ("*" any)
-    kind: str             # drop | 429 | 500 | 503 | timeout
-    accept: bool = True   # an order POST: is the order taken before the response goes wrong
+    route: str  # "POST /v2/orders", "GET /v2/orders:by_client_order_id", ... ("*" any)
+    kind: str  # drop | 429 | 500 | 503 | timeout
+    accept: bool = True  # an order POST: is the order taken before the response goes wrong
     retry_after: float = 0.05
     delay_s: float = 2.0  # timeout: how long the answer is held back
     times: int = 1
@@ -159,14 +160,40 @@ class FakeAlpaca:
         if side == "buy" and qty * self.prices[sym] > self._buying_power():
             return 403, {"code": 40310000, "message": "insufficient buying power"}
         now = _iso(self._now())
-        o = {"id": str(uuid.uuid4()), "client_order_id": cid, "created_at": now, "updated_at": now,
-             "submitted_at": now, "filled_at": None, "expired_at": None, "canceled_at": None, "failed_at": None,
-             "replaced_at": None, "replaced_by": None, "replaces": None, "asset_id": _asset_id(sym), "symbol": sym,
-             "asset_class": "us_equity", "notional": None, "qty": f"{qty:g}", "filled_qty": "0",
-             "filled_avg_price": None, "order_class": "simple", "order_type": "market", "type": "market",
-             "side": side, "time_in_force": body.get("time_in_force", "day"), "limit_price": None,
-             "stop_price": None, "status": "accepted" if not self.market_open else "new",
-             "extended_hours": False, "legs": None, "trail_percent": None, "trail_price": None, "hwm": None}
+        o = {
+            "id": str(uuid.uuid4()),
+            "client_order_id": cid,
+            "created_at": now,
+            "updated_at": now,
+            "submitted_at": now,
+            "filled_at": None,
+            "expired_at": None,
+            "canceled_at": None,
+            "failed_at": None,
+            "replaced_at": None,
+            "replaced_by": None,
+            "replaces": None,
+            "asset_id": _asset_id(sym),
+            "symbol": sym,
+            "asset_class": "us_equity",
+            "notional": None,
+            "qty": f"{qty:g}",
+            "filled_qty": "0",
+            "filled_avg_price": None,
+            "order_class": "simple",
+            "order_type": "market",
+            "type": "market",
+            "side": side,
+            "time_in_force": body.get("time_in_force", "day"),
+            "limit_price": None,
+            "stop_price": None,
+            "status": "accepted" if not self.market_open else "new",
+            "extended_hours": False,
+            "legs": None,
+            "trail_percent": None,
+            "trail_price": None,
+            "hwm": None,
+        }
         self.orders.append(o)
         mode = self.fill.get(sym, "now")
         if self.market_open and mode == "now":
@@ -176,48 +203,96 @@ class FakeAlpaca:
         return 200, dict(o)
 
     def _buying_power(self) -> float:
-        reserved = sum((float(o["qty"]) - float(o["filled_qty"])) * self.prices[o["symbol"]]
-                       for o in self.orders if o["status"] in OPEN and o["side"] == "buy")
+        reserved = sum(
+            (float(o["qty"]) - float(o["filled_qty"])) * self.prices[o["symbol"]]
+            for o in self.orders
+            if o["status"] in OPEN and o["side"] == "buy"
+        )
         return self.cash - reserved
 
     def _account(self) -> dict[str, Any]:
         value = sum(q * self.prices.get(s, a) for s, (q, a) in self.positions.items())
-        return {"id": "3f5c2a4e-0000-4000-8000-000000000001", "account_number": "PA0000FAKE",
-                "status": self.account_status, "crypto_status": "ACTIVE", "currency": "USD",
-                "buying_power": f"{self._buying_power():.2f}", "regt_buying_power": f"{self._buying_power():.2f}",
-                "daytrading_buying_power": "0", "non_marginable_buying_power": f"{self._buying_power():.2f}",
-                "cash": f"{self.cash:.2f}", "accrued_fees": "0", "portfolio_value": f"{self.cash + value:.2f}",
-                "pattern_day_trader": False, "trading_blocked": False, "transfers_blocked": False,
-                "account_blocked": False, "created_at": _iso(time.time() - 86400), "trade_suspended_by_user": False,
-                "multiplier": "1", "shorting_enabled": True, "equity": f"{self.cash + value:.2f}",
-                "last_equity": f"{self.cash + value:.2f}", "long_market_value": f"{value:.2f}",
-                "short_market_value": "0", "initial_margin": "0", "maintenance_margin": "0",
-                "last_maintenance_margin": "0", "sma": "0", "daytrade_count": 0}
+        return {
+            "id": "3f5c2a4e-0000-4000-8000-000000000001",
+            "account_number": "PA0000FAKE",
+            "status": self.account_status,
+            "crypto_status": "ACTIVE",
+            "currency": "USD",
+            "buying_power": f"{self._buying_power():.2f}",
+            "regt_buying_power": f"{self._buying_power():.2f}",
+            "daytrading_buying_power": "0",
+            "non_marginable_buying_power": f"{self._buying_power():.2f}",
+            "cash": f"{self.cash:.2f}",
+            "accrued_fees": "0",
+            "portfolio_value": f"{self.cash + value:.2f}",
+            "pattern_day_trader": False,
+            "trading_blocked": False,
+            "transfers_blocked": False,
+            "account_blocked": False,
+            "created_at": _iso(time.time() - 86400),
+            "trade_suspended_by_user": False,
+            "multiplier": "1",
+            "shorting_enabled": True,
+            "equity": f"{self.cash + value:.2f}",
+            "last_equity": f"{self.cash + value:.2f}",
+            "long_market_value": f"{value:.2f}",
+            "short_market_value": "0",
+            "initial_margin": "0",
+            "maintenance_margin": "0",
+            "last_maintenance_margin": "0",
+            "sma": "0",
+            "daytrade_count": 0,
+        }
 
     def _clock_doc(self) -> dict[str, Any]:
         now = time.time()
-        return {"timestamp": _iso(now), "is_open": self.market_open,
-                "next_open": _iso(now + (0 if self.market_open else 3600)),
-                "next_close": _iso(now + 3600 * 6)}
+        return {
+            "timestamp": _iso(now),
+            "is_open": self.market_open,
+            "next_open": _iso(now + (0 if self.market_open else 3600)),
+            "next_close": _iso(now + 3600 * 6),
+        }
 
     def _asset(self, sym: str) -> tuple[int, Any]:
         if sym not in self.prices:
             return 404, {"code": 40410000, "message": "asset not found"}
-        return 200, {"id": _asset_id(sym), "class": "us_equity", "exchange": "NASDAQ", "symbol": sym, "name": sym,
-                     "status": "active", "tradable": sym not in self.untradable, "marginable": True,
-                     "shortable": sym not in self.unshortable, "easy_to_borrow": True,
-                     "fractionable": sym not in self.unfractionable}
+        return 200, {
+            "id": _asset_id(sym),
+            "class": "us_equity",
+            "exchange": "NASDAQ",
+            "symbol": sym,
+            "name": sym,
+            "status": "active",
+            "tradable": sym not in self.untradable,
+            "marginable": True,
+            "shortable": sym not in self.unshortable,
+            "easy_to_borrow": True,
+            "fractionable": sym not in self.unfractionable,
+        }
 
     def _position(self, sym: str) -> dict[str, Any]:
         qty, avg = self.positions[sym]
         px = self.prices.get(sym, avg)
-        return {"asset_id": _asset_id(sym), "symbol": sym, "exchange": "NASDAQ", "asset_class": "us_equity",
-                "asset_marginable": True, "avg_entry_price": f"{avg:g}", "qty": f"{qty:g}",
-                "side": "long" if qty > 0 else "short", "market_value": f"{qty * px:.2f}",
-                "cost_basis": f"{qty * avg:.2f}", "unrealized_pl": f"{qty * (px - avg):.2f}",
-                "unrealized_plpc": "0", "unrealized_intraday_pl": "0", "unrealized_intraday_plpc": "0",
-                "current_price": f"{px:g}", "lastday_price": f"{px:g}", "change_today": "0",
-                "qty_available": f"{qty:g}"}
+        return {
+            "asset_id": _asset_id(sym),
+            "symbol": sym,
+            "exchange": "NASDAQ",
+            "asset_class": "us_equity",
+            "asset_marginable": True,
+            "avg_entry_price": f"{avg:g}",
+            "qty": f"{qty:g}",
+            "side": "long" if qty > 0 else "short",
+            "market_value": f"{qty * px:.2f}",
+            "cost_basis": f"{qty * avg:.2f}",
+            "unrealized_pl": f"{qty * (px - avg):.2f}",
+            "unrealized_plpc": "0",
+            "unrealized_intraday_pl": "0",
+            "unrealized_intraday_plpc": "0",
+            "current_price": f"{px:g}",
+            "lastday_price": f"{px:g}",
+            "change_today": "0",
+            "qty_available": f"{qty:g}",
+        }
 
     def _list_orders(self, q: dict[str, str]) -> list[dict[str, Any]]:
         status = q.get("status", "open")
@@ -253,7 +328,7 @@ class FakeAlpaca:
                 if not found:
                     return 404, {"code": 40410000, "message": "order not found"}
                 if found[0]["status"] not in OPEN:
-                    return 422, {"code": 42210000, "message": f"order is already in \"{found[0]['status']}\" state"}
+                    return 422, {"code": 42210000, "message": f'order is already in "{found[0]["status"]}" state'}
                 found[0].update(status="canceled", canceled_at=_iso(self._now()))
                 return 204, None
             if method == "GET" and path == "/v2/positions":

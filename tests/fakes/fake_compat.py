@@ -14,6 +14,7 @@ the servers' code or documentation:
 - lmstudio: json_schema taken; json_object a 400 ("'response_format.type' must be 'json_schema' or 'text'");
   any tool_choice a 400; no window in /v1/models; an oversized prompt a 400 naming its context length.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,10 +39,14 @@ class FakeCompat(FakeOpenAI):
         if not path.rstrip("/").endswith("/v1/models"):
             return 404, {"error": {"message": f"Unexpected endpoint {path}"}}
         entry: dict = {"id": self.model_id, "object": "model"}
-        entry.update({"llama_cpp": {"owned_by": "me", "permissions": []},
-                      "ollama": {"created": 1732000000, "owned_by": "library"},
-                      "vllm": {"owned_by": "vllm", "max_model_len": self.n_ctx, "root": self.model_id},
-                      "lmstudio": {"owned_by": "organization_owner"}}[self.flavour])
+        entry.update(
+            {
+                "llama_cpp": {"owned_by": "me", "permissions": []},
+                "ollama": {"created": 1732000000, "owned_by": "library"},
+                "vllm": {"owned_by": "vllm", "max_model_len": self.n_ctx, "root": self.model_id},
+                "lmstudio": {"owned_by": "organization_owner"},
+            }[self.flavour]
+        )
         return 200, {"object": "list", "data": [entry]}
 
     # -------------------------------------------------------------------------------------------- POST
@@ -50,22 +55,31 @@ class FakeCompat(FakeOpenAI):
         prompt_tokens = sum(len(str(m.get("content") or "")) for m in body.get("messages", [])) // 4
         if self.flavour == "llama_cpp":
             if rf == "json_schema":
-                return 500, "1 validation error for ChatCompletionRequestResponseFormat type: Input should be " \
-                            "'text' or 'json_object' [type=literal_error, input_value='json_schema']"
+                return (
+                    500,
+                    "1 validation error for ChatCompletionRequestResponseFormat type: Input should be "
+                    "'text' or 'json_object' [type=literal_error, input_value='json_schema']",
+                )
             if prompt_tokens > self.n_ctx:
-                return 400, (f"This model's maximum context length is {self.n_ctx} tokens, however you "
-                             f"requested {prompt_tokens} tokens ({prompt_tokens} in your prompt)")
+                return 400, (
+                    f"This model's maximum context length is {self.n_ctx} tokens, however you "
+                    f"requested {prompt_tokens} tokens ({prompt_tokens} in your prompt)"
+                )
         if self.flavour == "vllm" and prompt_tokens > self.n_ctx:
-            return 400, (f"This model's maximum context length is {self.n_ctx} tokens. However, you requested "
-                         f"{prompt_tokens} tokens in the messages")
+            return 400, (
+                f"This model's maximum context length is {self.n_ctx} tokens. However, you requested "
+                f"{prompt_tokens} tokens in the messages"
+            )
         if self.flavour == "lmstudio":
             if rf == "json_object":
                 return 400, "'response_format.type' must be 'json_schema' or 'text'"
             if "tool_choice" in body:
                 return 400, "'tool_choice' is not supported by this server"
             if prompt_tokens > self.n_ctx:
-                return 400, (f"Trying to keep the first {prompt_tokens} tokens when context the overflows. "
-                             f"However, the model is loaded with context length of {self.n_ctx}")
+                return 400, (
+                    f"Trying to keep the first {prompt_tokens} tokens when context the overflows. "
+                    f"However, the model is loaded with context length of {self.n_ctx}"
+                )
         return None
 
     def serve(self, handler, body: dict) -> None:
@@ -77,8 +91,15 @@ class FakeCompat(FakeOpenAI):
             self.requests.append(body)
             self.statuses.append(refused[0] if refused else 200)
         if refused:
-            status, out = refused[0], {"error": {"message": refused[1], "type": "invalid_request_error"
-                                                 if refused[0] < 500 else "internal_server_error"}}
+            status, out = (
+                refused[0],
+                {
+                    "error": {
+                        "message": refused[1],
+                        "type": "invalid_request_error" if refused[0] < 500 else "internal_server_error",
+                    }
+                },
+            )
         else:
             status, out = 200, self.probe_reply(body)
         data = json.dumps(out).encode()
@@ -95,13 +116,22 @@ class FakeCompat(FakeOpenAI):
         choice = body.get("tool_choice")
         calls = body.get("tools") and (self.flavour != "llama_cpp" or isinstance(choice, dict))
         if calls:
-            message = {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "call_probe", "type": "function", "function": {"name": "Probe", "arguments": answer}}]}
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "call_probe", "type": "function", "function": {"name": "Probe", "arguments": answer}}
+                ],
+            }
         elif body.get("tools"):  # llama.cpp without a named tool_choice: prose, the tools never shown
             message = {"role": "assistant", "content": "Yes, 2 is greater than 1."}
         else:
             message = {"role": "assistant", "content": answer}
-        return {"id": "chatcmpl-probe", "object": "chat.completion", "created": int(time.time()),
-                "model": body.get("model"), "choices": [{"index": 0, "message": message,
-                                                         "finish_reason": "tool_calls" if calls else "stop"}],
-                "usage": {"prompt_tokens": 30, "completion_tokens": 6, "total_tokens": 36}}
+        return {
+            "id": "chatcmpl-probe",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model"),
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+            "usage": {"prompt_tokens": 30, "completion_tokens": 6, "total_tokens": 36},
+        }

@@ -7,6 +7,7 @@ a forced `toolConfig` (function-calling structured output), `responseJsonSchema`
 google.rpc.RetryInfo `retryDelay`). Faults as for fake_openai; `Fault.tool_calls` are raw functionCall parts,
 `finish_reason` a finishReason; `retry_delay` puts a RetryInfo into the next 429's body.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,12 +15,19 @@ from typing import Optional
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from tests.fakes.provider_fake import Asked, Fault, FakeProvider, json_object, schema_asked, split_tools, usage_of
+from tests.fakes.provider_fake import Asked, FakeProvider, Fault, json_object, schema_asked, split_tools, usage_of
 
 __all__ = ["FakeGemini", "Fault"]
 
-_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-           429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
+_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+}
 
 
 def _text(parts) -> str:
@@ -34,15 +42,24 @@ def to_messages(body: dict) -> list[BaseMessage]:
     for i, c in enumerate(body.get("contents") or []):
         parts = c.get("parts") or []
         if c.get("role") == "model":
-            calls = [{"name": p["functionCall"]["name"], "args": p["functionCall"].get("args") or {},
-                      "id": p["functionCall"].get("id") or f"call_{i}_{j}", "type": "tool_call"}
-                     for j, p in enumerate(parts) if "functionCall" in p]
+            calls = [
+                {
+                    "name": p["functionCall"]["name"],
+                    "args": p["functionCall"].get("args") or {},
+                    "id": p["functionCall"].get("id") or f"call_{i}_{j}",
+                    "type": "tool_call",
+                }
+                for j, p in enumerate(parts)
+                if "functionCall" in p
+            ]
             out.append(AIMessage(content=_text(parts), tool_calls=calls))
             continue
         for j, p in enumerate(parts):
             if "functionResponse" in p:
                 r = p["functionResponse"]
-                out.append(ToolMessage(content=json.dumps(r.get("response")), tool_call_id=r.get("id") or f"fn_{i}_{j}"))
+                out.append(
+                    ToolMessage(content=json.dumps(r.get("response")), tool_call_id=r.get("id") or f"fn_{i}_{j}")
+                )
             elif "text" in p:
                 out.append(HumanMessage(content=p["text"]))
     return out
@@ -65,7 +82,9 @@ class FakeGemini(FakeProvider):
         if config.get("responseMimeType") == "application/json":
             schema = config.get("responseJsonSchema") or config.get("responseSchema")
             named = schema.get("title") if isinstance(schema, dict) else None
-            return Asked(messages, schema=named or schema_asked(messages), method="json_schema" if schema else "json_mode")
+            return Asked(
+                messages, schema=named or schema_asked(messages), method="json_schema" if schema else "json_mode"
+            )
         names = [d["name"] for t in body.get("tools") or [] for d in t.get("functionDeclarations") or []]
         tools, schema = split_tools(names)
         return Asked(messages, tools=tools, schema=schema, method="function_calling" if schema else None)
@@ -84,11 +103,21 @@ class FakeGemini(FakeProvider):
         if fault is not None and fault.tool_calls is not None:
             parts = fault.tool_calls
         usage = usage_of(answer)
-        return {"candidates": [{"content": {"role": "model", "parts": parts}, "index": 0,
-                                "finishReason": (fault.finish_reason if fault and fault.finish_reason else "STOP")}],
-                "usageMetadata": {"promptTokenCount": usage["input_tokens"], "candidatesTokenCount": usage["output_tokens"],
-                                  "totalTokenCount": usage["total_tokens"]},
-                "modelVersion": "fake-gemini"}
+        return {
+            "candidates": [
+                {
+                    "content": {"role": "model", "parts": parts},
+                    "index": 0,
+                    "finishReason": (fault.finish_reason if fault and fault.finish_reason else "STOP"),
+                }
+            ],
+            "usageMetadata": {
+                "promptTokenCount": usage["input_tokens"],
+                "candidatesTokenCount": usage["output_tokens"],
+                "totalTokenCount": usage["total_tokens"],
+            },
+            "modelVersion": "fake-gemini",
+        }
 
     def error_body(self, status: int) -> dict:
         error = {"code": status, "message": f"fake gemini error {status}", "status": _STATUS.get(status, "UNKNOWN")}

@@ -6,6 +6,7 @@ wire format. `faults` scripts it to misbehave the way real providers do (rate li
 malformed JSON, broken tool calls, truncated answers): each fault is spent on the first request it matches.
 `reject_tool_choice=True` makes it an LM Studio: any request carrying `tool_choice` is a 400.
 """
+
 from __future__ import annotations
 
 import time
@@ -14,7 +15,7 @@ from typing import Optional
 from langchain_core.messages import AIMessage
 from langchain_openai.chat_models.base import _convert_dict_to_message, _convert_message_to_dict
 
-from tests.fakes.provider_fake import Asked, Fault, FakeProvider, json_object, schema_asked, split_tools, usage_of
+from tests.fakes.provider_fake import Asked, FakeProvider, Fault, json_object, schema_asked, split_tools, usage_of
 
 __all__ = ["FakeOpenAI", "Fault"]
 
@@ -41,8 +42,11 @@ class FakeOpenAI(FakeProvider):
         rf = body.get("response_format")
         if rf:
             named = (rf.get("json_schema") or {}).get("name")
-            return Asked(messages, schema=named or schema_asked(messages),
-                         method="json_schema" if rf.get("type") == "json_schema" else "json_mode")
+            return Asked(
+                messages,
+                schema=named or schema_asked(messages),
+                method="json_schema" if rf.get("type") == "json_schema" else "json_mode",
+            )
         return Asked(messages, tools=tools, schema=schema, method="function_calling" if schema else None)
 
     def refuse(self, body: dict) -> Optional[int]:
@@ -55,9 +59,17 @@ class FakeOpenAI(FakeProvider):
         if asked.method == "function_calling":  # the contract comes back as the call of its one tool
             text = str(answer.content)  # the contract's JSON: the offline model answers with text
             text = fault.hostile(text) if fault else text
-            out = {"role": "assistant", "content": None, "tool_calls": [
-                {"id": f"call_{asked.schema}_{len(self.requests)}", "type": "function",
-                 "function": {"name": asked.schema, "arguments": text}}]}
+            out = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{asked.schema}_{len(self.requests)}",
+                        "type": "function",
+                        "function": {"name": asked.schema, "arguments": text},
+                    }
+                ],
+            }
             finish = "tool_calls" if json_object(text) is not None else "stop"
         elif fault is not None and fault.content is not None:
             out["content"] = fault.hostile(out.get("content") or "")
@@ -67,19 +79,33 @@ class FakeOpenAI(FakeProvider):
             finish = fault.finish_reason or finish
         usage = usage_of(answer)
         reply = {
-            "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),
+            "id": f"chatcmpl-{len(self.requests)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
             "model": body.get("model", "fake"),
             "choices": [{"index": 0, "message": out, "finish_reason": finish}],
-            "usage": {"prompt_tokens": usage["input_tokens"], "completion_tokens": usage["output_tokens"],
-                      "total_tokens": usage["total_tokens"], **self.usage_override},
+            "usage": {
+                "prompt_tokens": usage["input_tokens"],
+                "completion_tokens": usage["output_tokens"],
+                "total_tokens": usage["total_tokens"],
+                **self.usage_override,
+            },
         }
         if not self.report_usage:
             del reply["usage"]
         return reply
 
     def error_body(self, status: int) -> dict:
-        message = ("'tool_choice' is not supported by this server" if status == 400 and self.reject_tool_choice
-                   else f"fake provider error {status}")
-        return {"error": {"message": message, "type": _ERROR_TYPES.get(status, "server_error"),
-                          "param": None, "code": _ERROR_TYPES.get(status)}}
-
+        message = (
+            "'tool_choice' is not supported by this server"
+            if status == 400 and self.reject_tool_choice
+            else f"fake provider error {status}"
+        )
+        return {
+            "error": {
+                "message": message,
+                "type": _ERROR_TYPES.get(status, "server_error"),
+                "param": None,
+                "code": _ERROR_TYPES.get(status),
+            }
+        }

@@ -1,5 +1,6 @@
 """A slow model: the offline model, held at its first answer until the test opens the gate, so a cycle is in flight
 for as long as the test needs (a model call longer than any timeout, without waiting for one)."""
+
 from __future__ import annotations
 
 import threading

@@ -4,6 +4,7 @@ on what crossed the wire, not on what the exporter meant to send.
 
 `status` scripts the answer (e.g. 503) to test a collector that refuses; `delay_s` one that hangs.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -13,8 +14,10 @@ import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (ExportTraceServiceRequest,
-                                                                        ExportTraceServiceResponse)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
@@ -43,16 +46,23 @@ def decode(body: bytes) -> list[dict[str, Any]]:
         resource = _attributes(rs.resource.attributes)
         for ss in rs.scope_spans:
             for s in ss.spans:
-                spans.append({
-                    "trace_id": s.trace_id.hex(), "span_id": s.span_id.hex(),
-                    "parent_span_id": s.parent_span_id.hex() or None, "name": s.name,
-                    "kind": Span.SpanKind.Name(s.kind).removeprefix("SPAN_KIND_"),
-                    "start_ns": s.start_time_unix_nano, "end_ns": s.end_time_unix_nano,
-                    "attributes": _attributes(s.attributes),
-                    "status": Status.StatusCode.Name(s.status.code).removeprefix("STATUS_CODE_"),
-                    "status_message": s.status.message or None,
-                    "events": [{"name": e.name, "attributes": _attributes(e.attributes)} for e in s.events],
-                    "resource": resource, "scope": ss.scope.name})
+                spans.append(
+                    {
+                        "trace_id": s.trace_id.hex(),
+                        "span_id": s.span_id.hex(),
+                        "parent_span_id": s.parent_span_id.hex() or None,
+                        "name": s.name,
+                        "kind": Span.SpanKind.Name(s.kind).removeprefix("SPAN_KIND_"),
+                        "start_ns": s.start_time_unix_nano,
+                        "end_ns": s.end_time_unix_nano,
+                        "attributes": _attributes(s.attributes),
+                        "status": Status.StatusCode.Name(s.status.code).removeprefix("STATUS_CODE_"),
+                        "status_message": s.status.message or None,
+                        "events": [{"name": e.name, "attributes": _attributes(e.attributes)} for e in s.events],
+                        "resource": resource,
+                        "scope": ss.scope.name,
+                    }
+                )
     return spans
 
 
@@ -60,7 +70,7 @@ class OtlpReceiver:
     def __init__(self, status: int = 200, delay_s: float = 0.0):
         self.status, self.delay_s = status, delay_s
         self.requests: list[list[dict]] = []  # decoded spans, one list per request taken
-        self.posts = 0                        # every POST, refused ones included
+        self.posts = 0  # every POST, refused ones included
         self.paths: list[str] = []
         self._lock = threading.Lock()
         outer = self

@@ -6,16 +6,17 @@ LangChain messages plus what was asked (`Asked`: the tool pass's tools, or the c
 was asked for), and the offline model's answer back into its wire format. The offline model (the same rules as
 `tradegraph run` offline) then answers the real agent's prompts with contract-valid JSON.
 """
+
 from __future__ import annotations
 
 import json
 import re
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Optional, Union
-from collections.abc import Callable, Iterable
 
 from langchain_core.messages import AIMessage, BaseMessage
 

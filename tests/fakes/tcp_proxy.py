@@ -7,6 +7,7 @@ so the server never sees it (a packet lost mid-insert). `hold_matching(pattern)`
 from the server, its sender waiting for a reply that never comes (a store that stalls), until `release()` drops it
 and resets that connection; `held` is set once one is held. Counters tell the test what happened.
 """
+
 from __future__ import annotations
 
 import socket

@@ -2,6 +2,7 @@
 store (its server started apart with `tradegraph store start`, so a test can SIGKILL and restart it), the moment
 a cycle is under way frozen with SIGSTOP (so a fault lands mid-cycle every time, not when the timing allows), and
 the comparison of a finished run with an uninterrupted run of the same config."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,13 @@ SESSION = f"bt-{RUN_ID}"
 # targets and horizons)
 WINDOW = ["--symbols", "AAPL,MSFT", "--start", "2011-01-03", "--end", "2011-03-14", "--every", "5"]
 # the same config as the kernel's input (a task over HTTP or in process)
-TASK_INPUT = {"symbols": WINDOW[1].split(","), "start": WINDOW[3], "end": WINDOW[5], "every": int(WINDOW[7]),
-              "run_id": RUN_ID}
+TASK_INPUT = {
+    "symbols": WINDOW[1].split(","),
+    "start": WINDOW[3],
+    "end": WINDOW[5],
+    "every": int(WINDOW[7]),
+    "run_id": RUN_ID,
+}
 LOOSE = "max_notional_pct = 60\nexposure_cap_pct = 100\n"
 VERDICT = re.compile(r"^cycle (\S+): (IDENTICAL|DIVERGED|SKIPPED)\s+\((\d+) state", re.M)
 
@@ -41,8 +47,13 @@ class PrivateStore:
         limits = root / "loose.toml"
         limits.write_text(LOOSE)
         env = {k: v for k, v in os.environ.items() if k != "MONGODB_URI"}
-        self.env = {**env, "TRADEGRAPH_HOME": str(self.home), "TRADEGRAPH_LLM": "offline",
-                    "TRADEGRAPH_RISK_LIMITS": str(limits), "COLUMNS": "250"}
+        self.env = {
+            **env,
+            "TRADEGRAPH_HOME": str(self.home),
+            "TRADEGRAPH_LLM": "offline",
+            "TRADEGRAPH_RISK_LIMITS": str(limits),
+            "COLUMNS": "250",
+        }
 
     def cli(self, *argv: str, timeout: float = 600) -> subprocess.CompletedProcess:
         return subprocess.run(CLI + list(argv), env=self.env, capture_output=True, text=True, timeout=timeout)
@@ -77,8 +88,14 @@ class PrivateStore:
 
     def popen(self, *argv: str) -> subprocess.Popen:
         # SIGINT restored for the child: a background CI job starts its children with it ignored
-        return subprocess.Popen(CLI + list(argv), env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        return subprocess.Popen(
+            CLI + list(argv),
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
 
 
 def backtest(out: Path) -> list[str]:
@@ -88,20 +105,26 @@ def backtest(out: Path) -> list[str]:
 
 def reached(db, cycle_id: str, state: str = "END") -> bool:
     """The store holds the cycle's transition into `state` (END: the cycle is over)."""
-    return db.state_events.count_documents({"session_id": SESSION, "cycle_id": cycle_id, "kind": "transition",
-                                            "payload.to": state}) > 0
+    return (
+        db.state_events.count_documents(
+            {"session_id": SESSION, "cycle_id": cycle_id, "kind": "transition", "payload.to": state}
+        )
+        > 0
+    )
 
 
 def under_way(db, log: Path) -> Optional[str]:
     """A cycle past the logged points that has asked the model already."""
     logged = [d["agent_output"]["cycle_id"] for d in lines(log)]
-    asked = db.state_events.find_one({"session_id": SESSION, "kind": "llm_request", "cycle_id": {"$nin": logged}},
-                                     {"cycle_id": 1})
+    asked = db.state_events.find_one(
+        {"session_id": SESSION, "kind": "llm_request", "cycle_id": {"$nin": logged}}, {"cycle_id": 1}
+    )
     return None if asked is None else asked["cycle_id"]
 
 
-def freeze_mid_cycle(proc: subprocess.Popen, db, log: Path, *, after: int, before: str = "END",
-                     timeout_s: float = 300) -> Optional[str]:
+def freeze_mid_cycle(
+    proc: subprocess.Popen, db, log: Path, *, after: int, before: str = "END", timeout_s: float = 300
+) -> Optional[str]:
     """SIGSTOP `proc` at an instant when, past at least `after` logged points, a cycle is under way: it asked the
     model already, the store has no transition of it into `before` and its point is not logged. Returns that
     cycle's id with the process stopped (the caller injects its fault, then SIGCONTs it); None if the run ended
@@ -145,7 +168,8 @@ def compare_with_uninterrupted(run_dir: Path, alone_dir: Path) -> dict[str, int]
         # a point whose equity or action differs from the uninterrupted run's: an update lost or doubled
         "points_differing": sum(a != b for a, b in zip(points(steps), points(alone))) + abs(len(steps) - len(alone)),
         # a point logged from a cycle that did not complete (failed on the store, executed_with_errors, cut)
-        "points_not_completed": sum(s["agent_output"]["cycle_status"] != "completed" for s in steps)}
+        "points_not_completed": sum(s["agent_output"]["cycle_status"] != "completed" for s in steps),
+    }
     assert (run_dir / "trade_history.json").read_bytes() == (alone_dir / "trade_history.json").read_bytes()
     assert counts == {"points_differing": 0, "points_not_completed": 0}, counts
     return counts
@@ -166,5 +190,7 @@ def stored_ids(db) -> set[str]:
 
 
 def superseded_cycles(db) -> list[str]:
-    return [e["cycle_id"] for e in db.state_events.find({"session_id": SESSION, "kind": "error",
-                                                          "payload.type": "cycle_superseded"})]
+    return [
+        e["cycle_id"]
+        for e in db.state_events.find({"session_id": SESSION, "kind": "error", "payload.type": "cycle_superseded"})
+    ]

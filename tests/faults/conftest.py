@@ -1,5 +1,6 @@
 """The backtest recovery faults' stores (tests/faults/backtest_runs.py) and the uninterrupted run they compare with,
 run once per test session on a store of its own (once for every xdist worker together: the others wait for it)."""
+
 from __future__ import annotations
 
 import fcntl

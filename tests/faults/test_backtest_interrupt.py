@@ -2,6 +2,7 @@
 decision point (status `cancelled`, never left `running`), the log holds a clean prefix, and the same command
 with the same --run-id resumes it to the end. Ctrl-C twice stops at once: the point under way is not logged, and
 the resumed run equals an uninterrupted one."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,18 @@ from pathlib import Path
 import pytest
 
 from graph.kernel.core import Kernel
-from tests.faults.backtest_runs import (RUN_ID, backtest, compare_with_uninterrupted, freeze_mid_cycle, interrupt,
-                                        reached, stored_ids, superseded_cycles, under_way, verify_as_uninterrupted)
+from tests.faults.backtest_runs import (
+    RUN_ID,
+    backtest,
+    compare_with_uninterrupted,
+    freeze_mid_cycle,
+    interrupt,
+    reached,
+    stored_ids,
+    superseded_cycles,
+    under_way,
+    verify_as_uninterrupted,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -31,14 +42,36 @@ def test_sigint_cancels_the_task_and_the_run_resumes(embedded_uri, tmp_path):
     out = tmp_path / "exp"
     # 39 daily points: Ctrl-C lands after the third with dozens to go (each takes ~1 s under a full run's load); the
     # half year it ran before made the resumed run 120 points long for nothing more to check
-    argv = [sys.executable, "-m", "graph.transports.cli", "backtest", "--symbols", "AAPL,MSFT",
-            "--start", "2011-01-03", "--end", "2011-02-28", "--run-id", "sig", "--json", "--db", db,
-            "--out", str(out)]
+    argv = [
+        sys.executable,
+        "-m",
+        "graph.transports.cli",
+        "backtest",
+        "--symbols",
+        "AAPL,MSFT",
+        "--start",
+        "2011-01-03",
+        "--end",
+        "2011-02-28",
+        "--run-id",
+        "sig",
+        "--json",
+        "--db",
+        db,
+        "--out",
+        str(out),
+    ]
     env = {**os.environ, "TRADEGRAPH_LLM": "offline"}
     # a shell starting a background job (CI under `cmd &`) leaves SIGINT ignored, and a child keeps that, so
     # Python would never raise KeyboardInterrupt: the terminal's default is restored for the child
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        argv,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     log = out / "sig" / "episode_log.jsonl"
     deadline = time.monotonic() + 300  # a cold first process on a loaded machine
     while len(_lines(log)) < 3 and time.monotonic() < deadline and proc.poll() is None:
@@ -66,8 +99,9 @@ def test_sigint_cancels_the_task_and_the_run_resumes(embedded_uri, tmp_path):
     assert logs[: len(done)] == done, "the resumed run kept the interrupted run's points as they were"
 
 
-def test_a_second_sigint_stops_at_once_and_the_resumed_run_equals_an_uninterrupted_one(private_store, tmp_path,
-                                                                                       uninterrupted):
+def test_a_second_sigint_stops_at_once_and_the_resumed_run_equals_an_uninterrupted_one(
+    private_store, tmp_path, uninterrupted
+):
     """Ctrl-C, then Ctrl-C again while the decision point under way is still deciding: exit 130 at once, no
     traceback, and the cut point never logged (before: a permanent `failed` point, once `executed_with_errors`
     shown only by result.json and DIVERGED under replay --verify). Resumed, it equals an uninterrupted run."""
@@ -109,5 +143,7 @@ def test_a_second_sigint_stops_at_once_and_the_resumed_run_equals_an_uninterrupt
     assert lost == 0, "what the stopped cycle spooled is redelivered"
     assert superseded_cycles(db) == [cut], "the cycle the second Ctrl-C cut is marked superseded, once"
     verify_as_uninterrupted(store, cut, alone_verdicts)
-    print(f"\ndouble SIGINT mid-cycle: injected=1, attempts={attempt}, spooled={len(spooled)}, events_lost={lost}, "
-          + ", ".join(f"{k}={v}" for k, v in counts.items()))
+    print(
+        f"\ndouble SIGINT mid-cycle: injected=1, attempts={attempt}, spooled={len(spooled)}, events_lost={lost}, "
+        + ", ".join(f"{k}={v}" for k, v in counts.items())
+    )

@@ -3,6 +3,7 @@ no traceback; the cut-off decision point is not logged; after the server is rest
 at that point (the cut-off cycle superseded, its spooled events redelivered first) and ends as an uninterrupted
 run of the same config: the same trade_history.json bytes, the same equity at every point, and `replay --verify`
 identical, the superseded cycle verified as far as it recorded."""
+
 from __future__ import annotations
 
 import os
@@ -12,9 +13,18 @@ import time
 
 import pytest
 
-from tests.faults.backtest_runs import (RUN_ID, SESSION, TASK_INPUT, backtest, compare_with_uninterrupted,
-                                        freeze_mid_cycle, lines, stored_ids, superseded_cycles,
-                                        verify_as_uninterrupted)
+from tests.faults.backtest_runs import (
+    RUN_ID,
+    SESSION,
+    TASK_INPUT,
+    backtest,
+    compare_with_uninterrupted,
+    freeze_mid_cycle,
+    lines,
+    stored_ids,
+    superseded_cycles,
+    verify_as_uninterrupted,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +32,8 @@ FIGURES: dict[str, int] = {}
 
 
 def test_a_store_killed_mid_backtest_gives_one_line_and_the_resumed_run_equals_an_uninterrupted_one(
-        private_store, tmp_path, uninterrupted):
+    private_store, tmp_path, uninterrupted
+):
     alone_dir, alone_verdicts = uninterrupted
     store, out = private_store, tmp_path / "exp"
     log = out / RUN_ID / "episode_log.jsonl"
@@ -61,8 +72,9 @@ def test_a_store_killed_mid_backtest_gives_one_line_and_the_resumed_run_equals_a
     FIGURES.update(injected=1, spooled=len(spooled), events_lost=lost, **counts)
 
 
-def test_a_task_thread_whose_store_dies_ends_resumable_without_a_crash(private_store, tmp_path, monkeypatch,
-                                                                        uninterrupted):
+def test_a_task_thread_whose_store_dies_ends_resumable_without_a_crash(
+    private_store, tmp_path, monkeypatch, uninterrupted
+):
     """In one process, as under `serve`: the store's server SIGKILLed under a running backtest task, and nobody
     stopping the thread. It ends on its own, and its final status can't be written to a dead store: no exception
     escapes the thread (before: `Cannot use MongoClient after close` / a timeout, a traceback), the task reads

@@ -7,6 +7,7 @@ must exit 1 naming the first missing seq. What is NOT tampering must not read as
 writer SIGKILLed between storing a batch and recording its head (the log one batch ahead of its head). Two writer
 processes racing on one session never lower the head.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,8 @@ import pytest
 
 from database import connect
 from database.events import event_hash
-from graph.transports.cli.main import main
 from graph.machine.runner import run_state_machine
+from graph.transports.cli.main import main
 from tests.helpers import runtime_with
 
 pytestmark = pytest.mark.integration
@@ -105,8 +106,14 @@ def check_chain(uri: str, sid: str, capsys, key: str | None = None) -> tuple[int
 def tg(args: list[str], extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("MONGODB_URI", "TRADEGRAPH_AUDIT_KEY")}
     env.update(PYTHONPATH=str(ROOT), **(extra or {}))
-    return subprocess.run([sys.executable, "-m", "graph.transports.cli.main", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "graph.transports.cli.main", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def seqs_of(store, sid: str, cycle: int) -> list[int]:
@@ -125,8 +132,9 @@ def test_an_untouched_session_is_intact_from_another_process(copy_of):
     n = store.events.count(sid)
     r = tg(["replay", sid, "--check-chain", "--db", uri])
     assert (r.returncode, r.stderr) == (0, ""), r.stderr
-    assert r.stdout == (f"hash chain intact: {n} event(s) of session {sid}; the log ends at its chain head, seq {n} "
-                        f"(unsigned)\n")
+    assert r.stdout == (
+        f"hash chain intact: {n} event(s) of session {sid}; the log ends at its chain head, seq {n} (unsigned)\n"
+    )
     signed, uri2, sid2 = copy_of(KEY)
     r = tg(["replay", sid2, "--check-chain", "--db", uri2], {"TRADEGRAPH_AUDIT_KEY": KEY})
     assert r.returncode == 0 and "signature verified, key k-" in r.stdout, r.stderr
@@ -154,8 +162,14 @@ run_state_machine("AAPL,MSFT", "2012-06-06", store=connect(uri), session_id=sid,
 def test_a_writer_killed_between_its_batch_and_its_head_is_reported_not_failed(copy_of, capsys):
     store, uri, sid = copy_of()
     before = store.events.count(sid)
-    proc = subprocess.run([sys.executable, "-c", KILL_BETWEEN_BATCH_AND_HEAD, uri, sid, "2"], cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", KILL_BETWEEN_BATCH_AND_HEAD, uri, sid, "2"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     stored_at_kill = int(proc.stdout)
     end = store.events.count(sid)
@@ -163,9 +177,11 @@ def test_a_writer_killed_between_its_batch_and_its_head_is_reported_not_failed(c
     assert end == stored_at_kill > head.seq > before  # the second batch stored, the head still after the first
     code, out, err = check_chain(uri, sid, capsys)
     assert (code, err) == (0, ""), err
-    assert (f"intact: {end} event(s) of session {sid}; {end - head.seq} event(s) after the chain head at seq "
-            f"{head.seq} (seq {head.seq + 1}..{end}): what a writer stopped between storing a batch and recording "
-            f"its head leaves") in out
+    assert (
+        f"intact: {end} event(s) of session {sid}; {end - head.seq} event(s) after the chain head at seq "
+        f"{head.seq} (seq {head.seq + 1}..{end}): what a writer stopped between storing a batch and recording "
+        f"its head leaves"
+    ) in out
     # the session goes on: the next cycle's first batch moves the head past them
     run_state_machine("AAPL,MSFT", "2012-06-07", store=store, session_id=sid, runtime=runtime_with())
     code, out, _ = check_chain(uri, sid, capsys)
@@ -207,9 +223,15 @@ def test_two_writer_processes_racing_never_lower_the_head(embedded_uri):
                 seen.append(head.seq)
 
     try:
-        procs = [subprocess.Popen([sys.executable, "-c", WRITER, uri, "R", "150", pause], cwd=ROOT,
-                                  stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
-                 for pause in ("0", "0.02")]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", WRITER, uri, "R", "150", pause],
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+            )
+            for pause in ("0", "0.02")
+        ]
         for p in procs:
             assert p.stdout.readline().strip() == b"ready"
         watcher = threading.Thread(target=watch)
@@ -235,9 +257,15 @@ def test_the_last_event_deleted_is_named_from_another_process(copy_of):
     n = store.events.count(sid)
     store.db["state_events"].delete_one({"session_id": sid, "seq": n})
     r = tg(["replay", sid, "--check-chain", "--db", uri])
-    assert r.returncode == 1 and r.stdout == "" and r.stderr == (
-        f"tradegraph: error: hash chain of session {sid} broken at seq {n}: the log ends at seq {n - 1}, but its "
-        f"chain head records seq {n}: seq {n} missing (the log was cut short)\n")
+    assert (
+        r.returncode == 1
+        and r.stdout == ""
+        and r.stderr
+        == (
+            f"tradegraph: error: hash chain of session {sid} broken at seq {n}: the log ends at seq {n - 1}, but its "
+            f"chain head records seq {n}: seq {n} missing (the log was cut short)\n"
+        )
+    )
 
 
 def test_every_event_of_the_last_cycle_deleted_is_named_by_its_first_seq(copy_of, capsys):
@@ -374,8 +402,10 @@ def test_with_a_key_an_event_rewritten_rehashed_and_its_head_deleted_never_verif
     for key in (KEY, None):
         code, out, err = check_chain(uri, sid, capsys, key=key)
         assert code == 1 and out == "" and err.count("\n") == 1, (out, err)
-        assert (f"hash chain of session {sid} broken at seq 1: the session was written under TRADEGRAPH_AUDIT_KEY "
-                f"(its manifest at seq ") in err and "but it has no chain head: the head was deleted" in err
+        assert (
+            f"hash chain of session {sid} broken at seq 1: the session was written under TRADEGRAPH_AUDIT_KEY "
+            f"(its manifest at seq "
+        ) in err and "but it has no chain head: the head was deleted" in err
     for extra in ({"TRADEGRAPH_AUDIT_KEY": KEY}, {}):
         r = tg(["replay", sid, "--verify", "--db", uri], extra)
         assert r.returncode == 1 and "hash chain broken at seq 1" in r.stdout and "not verified" in r.stdout, r.stdout

@@ -4,6 +4,7 @@ took the fill `pending`), and is SIGKILLed there. Then `approve SID --reject --b
 line naming alice's started fill), and `store recover` finishes alice's approval: the book and the record then
 agree (the portfolio is the ledger's fill; the cycle, its approval claim, the summary and the replay say completed
 and approved by alice; no event says rejected)."""
+
 from __future__ import annotations
 
 import os
@@ -29,8 +30,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PORTFOLIO_INSERT = b"\x02insert\x00\x0b\x00\x00\x00portfolios\x00"
 
 
-def test_a_killed_approvers_started_fill_is_finished_and_an_opposite_decision_refused(embedded_uri, tg_home,
-                                                                                      tmp_path, capsys):
+def test_a_killed_approvers_started_fill_is_finished_and_an_opposite_decision_refused(
+    embedded_uri, tg_home, tmp_path, capsys
+):
     name = f"killed_{uuid.uuid4().hex[:10]}"
     direct = f"{embedded_uri}/{name}"
     proxy = FaultyProxy(int(embedded_uri.rsplit(":", 1)[1]))
@@ -41,10 +43,21 @@ def test_a_killed_approvers_started_fill_is_finished_and_an_opposite_decision_re
         assert paused.status == "pending_approval" and paused.contracts["VALIDATING"]["passed"]
 
         proxy.hold_matching(PORTFOLIO_INSERT)
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "TRADEGRAPH_LLM": "offline",
-               "MONGODB_URI": f"mongodb://127.0.0.1:{proxy.port}/{name}", "TRADEGRAPH_HOME": str(tg_home)}
-        alice = subprocess.Popen([sys.executable, "-m", "graph.transports.cli.main", "approve", sid, "--by", "alice"],
-                                 env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "TRADEGRAPH_LLM": "offline",
+            "MONGODB_URI": f"mongodb://127.0.0.1:{proxy.port}/{name}",
+            "TRADEGRAPH_HOME": str(tg_home),
+        }
+        alice = subprocess.Popen(
+            [sys.executable, "-m", "graph.transports.cli.main", "approve", sid, "--by", "alice"],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             assert proxy.held.wait(120), "alice's approval never reached the portfolio's commit"
             assert store.executions.entry(cycle)["state"] == "pending" and store.portfolios.load(sid) is None
@@ -74,8 +87,12 @@ def test_a_killed_approvers_started_fill_is_finished_and_an_opposite_decision_re
         assert book == PortfolioSnapshot.model_validate(entry["result"]["portfolio_after"]) and book.positions
         # the record: the claim, the log's approvals and status, the summary, the replay
         claim = store.db["approvals"].find_one({"_id": cycle})
-        assert (claim["state"], claim["approved"], claim["by"], claim["status"]) == ("decided", True, "alice",
-                                                                                     "completed")
+        assert (claim["state"], claim["approved"], claim["by"], claim["status"]) == (
+            "decided",
+            True,
+            "alice",
+            "completed",
+        )
         assert claim["finished_by"] == "store recover"
         events = store.events.read(sid, cycle_id=cycle)
         approvals = [e["payload"] for e in events if e["kind"] == "approval_decided"]

@@ -4,6 +4,7 @@
 - the server SIGKILLed while a backtest task is mid-cycle: the task ends failed (or reads interrupted), resumable,
   with no traceback in the server's log (before: `Cannot use MongoClient after close` from the task thread); once
   the store is back, resuming it re-runs the cut-off point and the run equals an uninterrupted one."""
+
 from __future__ import annotations
 
 import os
@@ -13,8 +14,15 @@ import time
 import httpx
 import pytest
 
-from tests.faults.backtest_runs import (RUN_ID, TASK_INPUT, PrivateStore, compare_with_uninterrupted,
-                                        freeze_mid_cycle, superseded_cycles, verify_as_uninterrupted)
+from tests.faults.backtest_runs import (
+    RUN_ID,
+    TASK_INPUT,
+    PrivateStore,
+    compare_with_uninterrupted,
+    freeze_mid_cycle,
+    superseded_cycles,
+    verify_as_uninterrupted,
+)
 from tests.kernel.servers import REPO, free_port, serve
 
 pytestmark = pytest.mark.integration
@@ -49,13 +57,17 @@ def _until(base: str, task_id: str, statuses: tuple[str, ...], timeout_s: float 
 
 
 def test_serve_reconnects_to_a_store_back_on_a_new_port_and_its_cut_task_resumes_to_the_uninterrupted_run(
-        private_store, tmp_path, uninterrupted):
+    private_store, tmp_path, uninterrupted
+):
     alone_dir, alone_verdicts = uninterrupted
     store, port = private_store, free_port()
     base = f"http://127.0.0.1:{port}"
-    with serve(["serve", "--port", str(port)], {**store.env, "PYTHONPATH": str(REPO),
-                                                "TRADEGRAPH_RUNS_DIR": str(tmp_path / "experiments")}, tmp_path,
-               f"{base}/store") as server:
+    with serve(
+        ["serve", "--port", str(port)],
+        {**store.env, "PYTHONPATH": str(REPO), "TRADEGRAPH_RUNS_DIR": str(tmp_path / "experiments")},
+        tmp_path,
+        f"{base}/store",
+    ) as server:
         assert httpx.get(f"{base}/sessions", timeout=60).status_code == 200
         after_restart = []  # the status of the first request after each restart
         for kill in (False, True):  # `store stop` + `store start`; then SIGKILL + `store start`
@@ -88,8 +100,12 @@ def test_serve_reconnects_to_a_store_back_on_a_new_port_and_its_cut_task_resumes
     assert superseded_cycles(db) == [cut]
     assert not store.spooled_ids(), "what the cut cycle spooled is redelivered"
     verify_as_uninterrupted(store, cut, alone_verdicts)
-    FIGURES.update(store_restarts=len(after_restart), failed_first_requests=failed_first,
-                   cycles_cut=len(superseded_cycles(db)), **counts)
+    FIGURES.update(
+        store_restarts=len(after_restart),
+        failed_first_requests=failed_first,
+        cycles_cut=len(superseded_cycles(db)),
+        **counts,
+    )
 
 
 @pytest.mark.slow

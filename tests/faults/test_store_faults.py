@@ -10,6 +10,7 @@ is not in the log (or, at the instant of the fill, the cycle's events before EXE
 updates = committed fills the stored portfolio does not reflect (ledger against portfolio). Collected in FAULTS,
 printed by `pytest -s tests/faults/test_store_faults.py`.
 """
+
 from __future__ import annotations
 
 import os
@@ -87,8 +88,10 @@ class Emitted:
             def counted(event):
                 put(event)
                 self.events.append((event["session_id"], event["event_id"]))
+
             w.put = counted
             return w
+
         store.writer = writer
         return store
 
@@ -122,16 +125,21 @@ def lost_updates(store, session_id: str) -> int:
         by_base.setdefault(e.get("base_version"), []).append(e["cycle_id"])
     lost |= {c for same in by_base.values() for c in same[:-1]}
     last = next((e for e in reversed(committed) if history and e["cycle_id"] == history[-1]), None)
-    if last is not None and store.portfolios.load(session_id) != \
-            PortfolioSnapshot.model_validate(last["result"]["portfolio_after"]):
+    if last is not None and store.portfolios.load(session_id) != PortfolioSnapshot.model_validate(
+        last["result"]["portfolio_after"]
+    ):
         lost.add(last["cycle_id"])
     return len(lost)
 
 
 def figures(emitted: Emitted, store, *sessions: str, injected: int = 1, **extra) -> dict:
-    return dict(injected=injected, events_lost=emitted.lost(store),
-                fills_without_audit=sum(fills_without_audit(store, s) for s in sessions),
-                lost_updates=sum(lost_updates(store, s) for s in sessions), **extra)
+    return dict(
+        injected=injected,
+        events_lost=emitted.lost(store),
+        fills_without_audit=sum(fills_without_audit(store, s) for s in sessions),
+        lost_updates=sum(lost_updates(store, s) for s in sessions),
+        **extra,
+    )
 
 
 def test_store_cut_when_executing_starts_fails_closed_and_loses_no_event(proxied):
@@ -167,13 +175,23 @@ def test_store_cut_when_executing_starts_fails_closed_and_loses_no_event(proxied
     assert direct.events.verify_chain(out.session_id)["ok"]
     # the whole story is on the record: the entry into EXECUTING, its error, the exit to END, how the cycle ended
     kinds = [(e["state"], e["kind"]) for e in events[-4:]]
-    assert kinds == [("EXECUTING", "transition"), ("EXECUTING", "error"), ("EXECUTING", "transition"),
-                     ("RUNNER", "cycle_ended")]
+    assert kinds == [
+        ("EXECUTING", "transition"),
+        ("EXECUTING", "error"),
+        ("EXECUTING", "transition"),
+        ("RUNNER", "cycle_ended"),
+    ]
     assert events[-1]["payload"] == {"status": out.status} and out.status == "failed"
     assert sum(e["kind"] == "llm_request" for e in events) == sum(e["kind"] == "llm_response" for e in events) > 0
     assert not list(Path(os.environ["TRADEGRAPH_HOME"], "spool").glob("*.jsonl"))
-    counted = figures(emitted, direct, out.session_id, spooled=in_spool, redelivered=report.redelivered,
-                      already_stored=report.already_stored)
+    counted = figures(
+        emitted,
+        direct,
+        out.session_id,
+        spooled=in_spool,
+        redelivered=report.redelivered,
+        already_stored=report.already_stored,
+    )
     assert (counted["events_lost"], counted["fills_without_audit"], counted["lost_updates"]) == (0, 0, 0), counted
     assert len(emitted.events) == len(events) > 0
     FAULTS["store cut at EXECUTING"] = counted
@@ -273,8 +291,9 @@ def test_writers_killed_mid_append_leave_no_gap(embedded_uri, db_name, tmp_path)
     acked: set[str] = set()
     # each writer a process of its own, SIGKILLed; forked from one server that imported the store and the event
     # models (what a first append loads) once, so each writer is appending within the kill window
-    with writer_server(KILL_SCRIPT, [uri], tmp_path / "writers",
-                       preload="from database import connect; import schemas.events") as writers:
+    with writer_server(
+        KILL_SCRIPT, [uri], tmp_path / "writers", preload="from database import connect; import schemas.events"
+    ) as writers:
         for _ in range(kills):
             writer = writers.start()
             time.sleep(rng.uniform(0.05, 0.4))
@@ -294,9 +313,16 @@ def test_writers_killed_mid_append_leave_no_gap(embedded_uri, db_name, tmp_path)
     finally:
         store.client.drop_database(db_name)
         store.close()
-    FAULTS["writer SIGKILLed mid-append"] = dict(injected=kills, events_lost=lost, fills_without_audit=None,
-                                                 lost_updates=None, acknowledged=len(acked), stored=stored,
-                                                 seq_gaps=last_seq - stored, after_head=chain["after_head"])
+    FAULTS["writer SIGKILLed mid-append"] = dict(
+        injected=kills,
+        events_lost=lost,
+        fills_without_audit=None,
+        lost_updates=None,
+        acknowledged=len(acked),
+        stored=stored,
+        seq_gaps=last_seq - stored,
+        after_head=chain["after_head"],
+    )
 
 
 def test_two_cycles_of_one_session_at_once_one_wins_none_lost(embedded_uri, db_name, tg_home):
@@ -318,8 +344,14 @@ def test_two_cycles_of_one_session_at_once_one_wins_none_lost(embedded_uri, db_n
         outs: list = [None, None]
 
         def run(i):
-            outs[i] = run_state_machine("AAPL,MSFT", "2012-06-01", store=emitted.watch(connect(f"{embedded_uri}/{db_name}")),
-                                session_id=sid, runtime=runtime_with(), graph=graph)
+            outs[i] = run_state_machine(
+                "AAPL,MSFT",
+                "2012-06-01",
+                store=emitted.watch(connect(f"{embedded_uri}/{db_name}")),
+                session_id=sid,
+                runtime=runtime_with(),
+                graph=graph,
+            )
 
         threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
         for t in threads:
@@ -357,8 +389,11 @@ def test_an_old_approval_after_a_newer_fill_is_refused(embedded_uri, db_name, tg
         with pytest.raises(ApprovalConflict, match="moved on"):
             approve_cycle(sid, store=store, approved=True, by="alice", runtime=runtime_with())
         assert store.portfolios.load(sid) == after_newer and store.executions.get(paused.cycle_id) is None
-        refusals = [e for e in store.events.read(sid, kind="validation")
-                    if e["payload"].get("check") == "approval_refused_stale"]
+        refusals = [
+            e
+            for e in store.events.read(sid, kind="validation")
+            if e["payload"].get("check") == "approval_refused_stale"
+        ]
         assert len(refusals) == 1 and refusals[0]["cycle_id"] == paused.cycle_id
         # rejecting it is still possible, and closes it without a fill
         rejected = approve_cycle(sid, store=store, approved=False, by="alice", runtime=runtime_with())
@@ -398,7 +433,7 @@ import os, signal, sys
 from database import connect
 from database import portfolio as p
 from schemas.portfolio import PortfolioSnapshot
-s = connect({f'{embedded_uri}/{db_name}'!r})
+s = connect({f"{embedded_uri}/{db_name}"!r})
 real_commit = p.PortfolioStore.commit
 def die(*a, **k):
     os.kill(os.getpid(), signal.SIGKILL)  # the instant between the two writes
@@ -429,8 +464,9 @@ p.commit_fill(s.portfolios, s.executions, "S:c1", "S", {{"portfolio_after": afte
     finally:
         store.client.drop_database(db_name)
         store.close()
-    FAULTS["process killed between ledger and portfolio"] = dict(injected=1, events_lost=None,
-                                                                 fills_without_audit=None, lost_updates=lost)
+    FAULTS["process killed between ledger and portfolio"] = dict(
+        injected=1, events_lost=None, fills_without_audit=None, lost_updates=lost
+    )
 
 
 FAULTS: dict[str, dict] = {}

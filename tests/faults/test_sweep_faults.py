@@ -3,6 +3,7 @@
   episode ends with the trades of an uninterrupted run, every point logged once, no duplicate event, an intact
   hash chain, and the cut-off cycle marked superseded in the audit;
 - the whole sweep interrupted (Ctrl-C on the driver): `--resume` finishes it without re-running what finished."""
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,14 @@ def _lines(path: Path) -> list[dict]:
 
 def _start(argv, env=ENV) -> subprocess.Popen:
     # SIGINT restored for the child: a background CI job starts its children with it ignored
-    return subprocess.Popen(CLI + argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return subprocess.Popen(
+        CLI + argv,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 def _wait(cond, proc, what: str, timeout_s: float = 300):
@@ -48,7 +55,8 @@ def _wait(cond, proc, what: str, timeout_s: float = 300):
 
 
 def test_a_worker_killed_mid_episode_is_retried_and_resumes_with_no_duplicate_and_no_double_fill(
-        embedded_uri, tmp_path):
+    embedded_uri, tmp_path
+):
     db = f"{embedded_uri}/sweep_kill_{uuid.uuid4().hex[:8]}"
     limits = tmp_path / "loose.toml"
     limits.write_text(LOOSE)
@@ -56,17 +64,39 @@ def test_a_worker_killed_mid_episode_is_retried_and_resumes_with_no_duplicate_an
     window = ["--symbols", "AAPL,MSFT", "--every", "5"]
     # 10 points, as the backtest faults' window (tests/faults/backtest_runs.py: it trades under these limits); the kill
     # lands after the third, so the retry resumes a run with most of it to go
-    proc = _start(["sweep", *window, "--windows", "2011-01-03..2011-03-14", "--workers", "1", "--sweep-id", "k",
-                   "--db", db, "--out", str(tmp_path / "exp"), "--json"], env)
+    proc = _start(
+        [
+            "sweep",
+            *window,
+            "--windows",
+            "2011-01-03..2011-03-14",
+            "--workers",
+            "1",
+            "--sweep-id",
+            "k",
+            "--db",
+            db,
+            "--out",
+            str(tmp_path / "exp"),
+            "--json",
+        ],
+        env,
+    )
     mongo = MongoClient(db).get_default_database()
-    doc = _wait(lambda: mongo.sweep_episodes.find_one({"_id": "k-e000", "done": {"$gte": 3}}), proc,
-                "three logged points")
+    doc = _wait(
+        lambda: mongo.sweep_episodes.find_one({"_id": "k-e000", "done": {"$gte": 3}}), proc, "three logged points"
+    )
     log = tmp_path / "exp" / "k" / "episodes" / "k-e000" / "episode_log.jsonl"
 
     def mid_cycle():  # a cycle past the logged points is a few requests in (of ~27: far from its log line)
         logged = [s["agent_output"]["cycle_id"] for s in _lines(log)]
-        return mongo.state_events.count_documents({"session_id": "bt-k-e000", "kind": "llm_request",
-                                                   "cycle_id": {"$nin": logged}}) >= 3
+        return (
+            mongo.state_events.count_documents(
+                {"session_id": "bt-k-e000", "kind": "llm_request", "cycle_id": {"$nin": logged}}
+            )
+            >= 3
+        )
+
     _wait(mid_cycle, proc, "a cycle under way")
     os.kill(doc["pid"], signal.SIGKILL)
     out, err = proc.communicate(timeout=600)
@@ -78,16 +108,39 @@ def test_a_worker_killed_mid_episode_is_retried_and_resumes_with_no_duplicate_an
     steps = _lines(run_dir / "episode_log.jsonl")
     assert [s["decision_point_idx"] for s in steps] == list(range(row["decision_points"]))
 
-    alone = subprocess.run(CLI + ["backtest", *window, "--start", "2011-01-03", "--end", "2011-03-14", "--memory",
-                                  "session", "--run-id", "alone", "--db", db, "--out", str(tmp_path / "alone"),
-                                  "--json"], env=env, capture_output=True, text=True, timeout=600)
+    alone = subprocess.run(
+        CLI
+        + [
+            "backtest",
+            *window,
+            "--start",
+            "2011-01-03",
+            "--end",
+            "2011-03-14",
+            "--memory",
+            "session",
+            "--run-id",
+            "alone",
+            "--db",
+            db,
+            "--out",
+            str(tmp_path / "alone"),
+            "--json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert alone.returncode == 0, alone.stderr
     mine = json.loads((run_dir / "trade_history.json").read_text())
     assert mine["trades"], "the loose limits let the episode trade"
-    assert mine == json.loads((tmp_path / "alone" / "alone" / "trade_history.json").read_text()), \
+    assert mine == json.loads((tmp_path / "alone" / "alone" / "trade_history.json").read_text()), (
         "no fill lost or doubled by the kill"
-    assert [(s["action"], s["equity"]) for s in steps] == \
-        [(s["action"], s["equity"]) for s in _lines(tmp_path / "alone" / "alone" / "episode_log.jsonl")]
+    )
+    assert [(s["action"], s["equity"]) for s in steps] == [
+        (s["action"], s["equity"]) for s in _lines(tmp_path / "alone" / "alone" / "episode_log.jsonl")
+    ]
 
     store = connect(db)
     try:
@@ -98,8 +151,9 @@ def test_a_worker_killed_mid_episode_is_retried_and_resumes_with_no_duplicate_an
         cycles = store.events.cycle_ids(session)
         logged = {s["agent_output"]["cycle_id"] for s in steps}
         cut_off = [c for c in cycles if c not in logged]
-        superseded = [e["cycle_id"] for e in events if e["kind"] == "error"
-                      and e["payload"].get("type") == "cycle_superseded"]
+        superseded = [
+            e["cycle_id"] for e in events if e["kind"] == "error" and e["payload"].get("type") == "cycle_superseded"
+        ]
         assert len(cut_off) == 1 and superseded == cut_off, "the cut-off cycle is marked superseded, once"
         # what a cut-off cycle memorised is withdrawn: recalled later, it made the resumed run decide otherwise
         assert not [m for m in store.memories.list(session_id=session, limit=0) if m.cycle_id in cut_off]
@@ -111,11 +165,35 @@ def test_a_worker_killed_mid_episode_is_retried_and_resumes_with_no_duplicate_an
 def test_an_interrupted_sweep_resumes_by_its_id_without_rerunning_finished_episodes(embedded_uri, tmp_path):
     db = f"{embedded_uri}/sweep_resume_{uuid.uuid4().hex[:8]}"
     out = tmp_path / "exp"
-    proc = _start(["sweep", "--symbols", "AAPL", "--symbols", "MSFT", "--symbols", "IBM",
-                   "--windows", "2011-01-03..2011-02-14", "--every", "5", "--workers", "1", "--sweep-id", "r",
-                   "--db", db, "--out", str(out), "--json"])
-    _wait(lambda: any(r["status"] == "succeeded" for r in _lines(out / "r" / "results.jsonl")), proc,
-          "the first finished episode")
+    proc = _start(
+        [
+            "sweep",
+            "--symbols",
+            "AAPL",
+            "--symbols",
+            "MSFT",
+            "--symbols",
+            "IBM",
+            "--windows",
+            "2011-01-03..2011-02-14",
+            "--every",
+            "5",
+            "--workers",
+            "1",
+            "--sweep-id",
+            "r",
+            "--db",
+            db,
+            "--out",
+            str(out),
+            "--json",
+        ]
+    )
+    _wait(
+        lambda: any(r["status"] == "succeeded" for r in _lines(out / "r" / "results.jsonl")),
+        proc,
+        "the first finished episode",
+    )
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130 and "--resume r" in err, err
@@ -123,10 +201,18 @@ def test_an_interrupted_sweep_resumes_by_its_id_without_rerunning_finished_episo
     assert 1 <= sum(r["status"] == "succeeded" for r in before.values()) < 3
 
     events = MongoClient(db).get_default_database().state_events
-    counts = {r["session_id"]: events.count_documents({"session_id": r["session_id"]}) for r in before.values()
-              if r["status"] == "succeeded"}
-    again = subprocess.run(CLI + ["sweep", "--resume", "r", "--db", db, "--out", str(out), "--json"], env=ENV,
-                           capture_output=True, text=True, timeout=900)
+    counts = {
+        r["session_id"]: events.count_documents({"session_id": r["session_id"]})
+        for r in before.values()
+        if r["status"] == "succeeded"
+    }
+    again = subprocess.run(
+        CLI + ["sweep", "--resume", "r", "--db", db, "--out", str(out), "--json"],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert again.returncode == 0, again.stderr
     after = {r["episode_id"]: r for r in _lines(out / "r" / "results.jsonl")}
     assert [r["status"] for r in after.values()] == ["succeeded"] * 3
@@ -142,12 +228,18 @@ def test_a_cancelled_sweep_task_resumes_through_the_kernel_to_the_same_rows(embe
     db = f"{embedded_uri}/sweep_task_{uuid.uuid4().hex[:8]}"
     k = Kernel.open(db, experiments_dir=tmp_path)
     try:
-        grid = {"universes": [["AAPL"], ["MSFT"]], "workers": 1, "every": 5, "sweep_id": "t",
-                "windows": {"kind": "list", "spans": [["2011-01-03", "2011-01-31"]]}}
+        grid = {
+            "universes": [["AAPL"], ["MSFT"]],
+            "workers": 1,
+            "every": 5,
+            "sweep_id": "t",
+            "windows": {"kind": "list", "spans": [["2011-01-03", "2011-01-31"]]},
+        }
         task = k.call("start_sweep", grid)
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and not any(
-                r["status"] == "succeeded" for r in _lines(tmp_path / "t" / "results.jsonl")):
+            r["status"] == "succeeded" for r in _lines(tmp_path / "t" / "results.jsonl")
+        ):
             time.sleep(0.05)
         k.call("cancel_task", {"task_id": task.task_id})
         k.tasks.join(task.task_id)

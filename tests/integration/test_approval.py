@@ -1,4 +1,5 @@
 """Human approval across two processes on the embedded store; approving twice never executes twice."""
+
 import json
 
 import pytest

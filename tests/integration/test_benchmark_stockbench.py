@@ -3,6 +3,7 @@ a process (files, JSON shape, the baseline equal to equal_weight_buy_and_hold on
 verifying with `replay --verify`, the look-ahead audit clean, the same id resuming), over HTTP as a task (keyed,
 watched over SSE, artifacts served, the audit), `--estimate` sending no request to a counting provider, a failed
 decision point making the exit 1, and a cancelled benchmark resuming to every point logged once."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,8 @@ import pytest
 from agent.data.sources import load_file, stockbench_files
 from agent.metrics import equal_weight_buy_and_hold, stockbench_metrics
 from graph.transports.cli.main import main as cli_main
-from tests.fakes.fake_openai import Fault
 from graph.transports.client import Client
+from tests.fakes.fake_openai import Fault
 from tests.kernel.servers import REPO, McpToolError, free_port, mcp_stdio, serve, server_env
 
 pytestmark = pytest.mark.integration
@@ -29,8 +30,14 @@ WINDOW = ["--start", "2025-03-03", "--end", "2025-03-07"]  # 5 sessions
 
 
 def tradegraph(*args: str, env: dict[str, str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "graph.transports.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "graph.transports.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def every_event_parses(db: str, *sessions: str) -> int:
@@ -57,8 +64,20 @@ def opens(symbols: list[str], dates: list[str]) -> dict[str, list[float]]:
 def test_an_offline_benchmark_end_to_end_through_the_cli(embedded_uri, tmp_path):
     db = f"{embedded_uri}/sb_{uuid.uuid4().hex[:10]}"
     env = {**os.environ, "PYTHONPATH": str(REPO), "TRADEGRAPH_HOME": str(tmp_path / "home")}
-    args = ["benchmark", "stockbench", "--symbols", ",".join(SYMBOLS), *WINDOW, "--benchmark-id", "e2e", "--json",
-            "--db", db, "--out", str(tmp_path / "exp")]
+    args = [
+        "benchmark",
+        "stockbench",
+        "--symbols",
+        ",".join(SYMBOLS),
+        *WINDOW,
+        "--benchmark-id",
+        "e2e",
+        "--json",
+        "--db",
+        db,
+        "--out",
+        str(tmp_path / "exp"),
+    ]
     done = tradegraph(*args, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     card = json.loads(done.stdout)
@@ -98,8 +117,9 @@ def test_an_offline_benchmark_end_to_end_through_the_cli(embedded_uri, tmp_path)
     # every event the benchmark run and its replay stored is one of the audit log's typed events
     assert every_event_parses(db, "bt-e2e-e000", "replay-bt-e2e-e000-1") > 0
     # the look-ahead audit of the benchmark id finds its run's session and nothing dated after a decision
-    audit = tradegraph("audit", "lookahead", "e2e", "--json", "--db", db, "--out", str(tmp_path / "exp"), env=env,
-                       cwd=tmp_path)
+    audit = tradegraph(
+        "audit", "lookahead", "e2e", "--json", "--db", db, "--out", str(tmp_path / "exp"), env=env, cwd=tmp_path
+    )
     assert audit.returncode == 0, audit.stderr
     report = json.loads(audit.stdout)
     assert report["resolved"] == "benchmark" and report["sessions"] == ["bt-e2e-e000"]
@@ -140,8 +160,12 @@ def test_a_benchmark_over_http_is_a_keyed_task_with_its_scorecard_served(embedde
             assert done == sorted(done) and done[-1] == 3 and events[-1]["progress"]["date"] == "2025-03-05"
             assert {t["task_id"] for t in h.get("/tasks").json()["tasks"]} >= {task["task_id"]}
             arts = h.get(f"/tasks/{task['task_id']}/artifacts").json()
-            assert {a["name"] for a in arts["artifacts"]} == {"benchmark.json", "scorecard.json", "scorecard.csv",
-                                                               "scorecard.png"}
+            assert {a["name"] for a in arts["artifacts"]} == {
+                "benchmark.json",
+                "scorecard.json",
+                "scorecard.csv",
+                "scorecard.png",
+            }
             card = h.get(f"/tasks/{task['task_id']}/artifacts/scorecard.json").json()
             assert card == arts["metrics"]["scorecard"] and card["rows"][0]["session_ids"] == ["bt-http-sb-e000"]
             assert arts["metrics"]["summary"]["clean"] is True
@@ -178,9 +202,23 @@ def provider(openai_server, monkeypatch):
 
 
 def test_estimate_sends_no_request_and_the_run_it_prices_does(provider, tmp_path, capsys):
-    args = ["benchmark", "stockbench", "--symbols", "AAPL,MSFT", "--start", "2025-03-03", "--end", "2025-03-03",
-            "--model", "openai:gpt-4o-mini", "--json", "--db", f"mongomock://est_{uuid.uuid4().hex[:8]}",
-            "--out", str(tmp_path / "exp")]
+    args = [
+        "benchmark",
+        "stockbench",
+        "--symbols",
+        "AAPL,MSFT",
+        "--start",
+        "2025-03-03",
+        "--end",
+        "2025-03-03",
+        "--model",
+        "openai:gpt-4o-mini",
+        "--json",
+        "--db",
+        f"mongomock://est_{uuid.uuid4().hex[:8]}",
+        "--out",
+        str(tmp_path / "exp"),
+    ]
     assert cli_main(args + ["--estimate", "--runs", "1"]) == 0
     est = json.loads(capsys.readouterr().out)
     assert provider.requests == []  # the counting provider was sent nothing
@@ -190,8 +228,11 @@ def test_estimate_sends_no_request_and_the_run_it_prices_does(provider, tmp_path
     # by default a provider's model is run 3 times (the paper's protocol): the estimate prices all 3
     assert cli_main(args + ["--estimate"]) == 0
     (three,) = json.loads(capsys.readouterr().out)["configurations"]
-    assert three["runs"] == 3 and three["calls"] == 3 * row["calls"] and three["usd"] == pytest.approx(3 * row["usd"],
-                                                                                                       abs=1e-4)
+    assert (
+        three["runs"] == 3
+        and three["calls"] == 3 * row["calls"]
+        and three["usd"] == pytest.approx(3 * row["usd"], abs=1e-4)
+    )
     assert row["calls"] > 0 and row["input_tokens"] > 0 and 0 < row["usd"] < row["usd_worst"]
     assert est["window"]["sessions"] == 1 and "4 characters per token" in est["tokenizer"]
     # the same benchmark run for real goes to the provider, about as often as estimated (same graph, the fake
@@ -207,8 +248,25 @@ def test_a_failed_decision_point_makes_the_exit_1_and_says_so(provider, tmp_path
     monkeypatch.setenv("TRADEGRAPH_MAX_RETRIES", "0")
     provider.faults = [Fault(when="Plan", status=401)]  # the first point's plan is refused: that cycle fails
     db = f"mongomock://fail_{uuid.uuid4().hex[:8]}"
-    args = ["benchmark", "stockbench", "--symbols", "AAPL,MSFT", "--start", "2025-03-03", "--end", "2025-03-04",
-            "--json", "--db", db, "--out", str(tmp_path / "exp"), "--benchmark-id", "fails", "--runs", "1"]
+    args = [
+        "benchmark",
+        "stockbench",
+        "--symbols",
+        "AAPL,MSFT",
+        "--start",
+        "2025-03-03",
+        "--end",
+        "2025-03-04",
+        "--json",
+        "--db",
+        db,
+        "--out",
+        str(tmp_path / "exp"),
+        "--benchmark-id",
+        "fails",
+        "--runs",
+        "1",
+    ]
     code = cli_main(args)
     captured = capsys.readouterr()
     assert not provider.faults, "the scripted refusal was used"
@@ -256,23 +314,54 @@ def test_several_configurations_on_ray_are_the_runs_one_worker_gives(embedded_ur
     """--workers 2 hands the same episodes to the sweep's Ray driver; one worker, in a process that never imports
     Ray, runs the same configurations to the same figures."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "TRADEGRAPH_HOME": str(tmp_path / "home")}
-    common = ["benchmark", "stockbench", "--symbols", "AAPL,MSFT", "--start", "2025-03-03", "--end", "2025-03-05",
-              *TWO_CONFIGS, "--json", "--out", str(tmp_path / "exp")]
+    common = [
+        "benchmark",
+        "stockbench",
+        "--symbols",
+        "AAPL,MSFT",
+        "--start",
+        "2025-03-03",
+        "--end",
+        "2025-03-05",
+        *TWO_CONFIGS,
+        "--json",
+        "--out",
+        str(tmp_path / "exp"),
+    ]
     ray_db = f"{embedded_uri}/sbr_{uuid.uuid4().hex[:8]}"
-    on_ray = tradegraph(*common, "--workers", "2", "--benchmark-id", "ray", "--db", ray_db, env=env, cwd=tmp_path,
-                        timeout=600)
+    on_ray = tradegraph(
+        *common, "--workers", "2", "--benchmark-id", "ray", "--db", ray_db, env=env, cwd=tmp_path, timeout=600
+    )
     assert on_ray.returncode == 0, on_ray.stderr
     ray_rows = [r for r in json.loads(on_ray.stdout)["rows"] if r["kind"] == "run"]
     assert [r["session_ids"] for r in ray_rows] == [["bt-ray-e000"], ["bt-ray-e001"]]
     assert every_event_parses(ray_db, "bt-ray-e000", "bt-ray-e001") > 0  # written by the sweep's Ray workers
 
     # one worker: the same command in a process that reports whether Ray was ever imported
-    probe = ("import sys, runpy; sys.argv = ['tradegraph'] + sys.argv[1:]\n"
-             "try:\n    runpy.run_module('graph.transports.cli', run_name='__main__')\n"
-             "finally:\n    print('RAY_IMPORTED' if 'ray' in sys.modules else 'RAY_NOT_IMPORTED', file=sys.stderr)\n")
-    here = subprocess.run([sys.executable, "-c", probe, *common, "--workers", "1", "--benchmark-id", "here", "--db",
-                           f"{embedded_uri}/sbh_{uuid.uuid4().hex[:8]}"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)
+    probe = (
+        "import sys, runpy; sys.argv = ['tradegraph'] + sys.argv[1:]\n"
+        "try:\n    runpy.run_module('graph.transports.cli', run_name='__main__')\n"
+        "finally:\n    print('RAY_IMPORTED' if 'ray' in sys.modules else 'RAY_NOT_IMPORTED', file=sys.stderr)\n"
+    )
+    here = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            probe,
+            *common,
+            "--workers",
+            "1",
+            "--benchmark-id",
+            "here",
+            "--db",
+            f"{embedded_uri}/sbh_{uuid.uuid4().hex[:8]}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert here.returncode == 0, here.stderr
     assert "RAY_NOT_IMPORTED" in here.stderr
     here_rows = [r for r in json.loads(here.stdout)["rows"] if r["kind"] == "run"]
@@ -283,10 +372,31 @@ def test_several_configurations_on_ray_are_the_runs_one_worker_gives(embedded_ur
 def test_one_budget_holds_across_every_run_of_the_benchmark(provider, tmp_path, capsys):
     """--max-llm-calls is the whole benchmark's: two configurations on the counting provider send exactly the
     allowed requests between them (one run alone would send more), then every later call is refused unsent."""
-    args = ["benchmark", "stockbench", "--symbols", "AAPL,MSFT", "--start", "2025-03-03", "--end", "2025-03-04",
-            "--model", "openai:gpt-4o-mini", "--model", "openai:gpt-4o", "--max-llm-calls", "40", "--json",
-            "--db", f"mongomock://budget_{uuid.uuid4().hex[:8]}", "--out", str(tmp_path / "exp"),
-            "--benchmark-id", "budget", "--runs", "1"]
+    args = [
+        "benchmark",
+        "stockbench",
+        "--symbols",
+        "AAPL,MSFT",
+        "--start",
+        "2025-03-03",
+        "--end",
+        "2025-03-04",
+        "--model",
+        "openai:gpt-4o-mini",
+        "--model",
+        "openai:gpt-4o",
+        "--max-llm-calls",
+        "40",
+        "--json",
+        "--db",
+        f"mongomock://budget_{uuid.uuid4().hex[:8]}",
+        "--out",
+        str(tmp_path / "exp"),
+        "--benchmark-id",
+        "budget",
+        "--runs",
+        "1",
+    ]
     code = cli_main(args)
     captured = capsys.readouterr()
     runs = [r for r in json.loads(captured.out)["rows"] if r["kind"] == "run"]
@@ -301,9 +411,26 @@ def test_ctrl_c_stops_after_the_current_point_and_the_same_id_resumes(embedded_u
 
     db = f"{embedded_uri}/sbc_{uuid.uuid4().hex[:10]}"
     env = {**os.environ, "PYTHONPATH": str(REPO), "TRADEGRAPH_HOME": str(tmp_path / "home")}
-    args = [sys.executable, "-m", "graph.transports.cli", "benchmark", "stockbench", "--symbols", "AAPL,MSFT",
-            "--start", "2025-03-03", "--end", "2025-03-12", "--benchmark-id", "sigint", "--json", "--db", db,
-            "--out", str(tmp_path / "exp")]
+    args = [
+        sys.executable,
+        "-m",
+        "graph.transports.cli",
+        "benchmark",
+        "stockbench",
+        "--symbols",
+        "AAPL,MSFT",
+        "--start",
+        "2025-03-03",
+        "--end",
+        "2025-03-12",
+        "--benchmark-id",
+        "sigint",
+        "--json",
+        "--db",
+        db,
+        "--out",
+        str(tmp_path / "exp"),
+    ]
     log = tmp_path / "exp" / "sigint" / "episodes" / "sigint-e000" / "episode_log.jsonl"
     proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120

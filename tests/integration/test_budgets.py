@@ -1,14 +1,15 @@
 """Budgets that hold, against the local OpenAI server that counts every request: the call that would cross a
 budget is never sent (the server's count proves it), and the cycle fails closed, audited."""
+
 import dataclasses
 
 import pytest
 
 from agent.config import AgentConfig
-from graph.services.backtest.loop import run_backtest
-from graph.transports.cli.main import main
 from graph.machine.runner import run_state_machine
 from graph.machine.runtime import default_runtime
+from graph.services.backtest.loop import run_backtest
+from graph.transports.cli.main import main
 from schemas.simulation import EpisodeConfig
 from tests.helpers import events_of, mock_store
 
@@ -22,8 +23,9 @@ def fake(openai_server):
 
 def _run(store=None, **limits):
     store = store or mock_store()
-    return store, run_state_machine("AAPL,MSFT", "2012-06-01", store=store,
-                            runtime=default_runtime(AgentConfig.from_env(memory="off", **limits)))
+    return store, run_state_machine(
+        "AAPL,MSFT", "2012-06-01", store=store, runtime=default_runtime(AgentConfig.from_env(memory="off", **limits))
+    )
 
 
 def _refusal(store, out) -> dict:
@@ -95,8 +97,15 @@ def test_a_budget_that_runs_out_after_executing_never_hides_the_fill(fake, unlim
 
 
 def test_a_backtest_budget_holds_for_the_whole_run(fake, tmp_path):
-    cfg = EpisodeConfig(episode_id="bt-budget", tickers=["AAPL", "MSFT"], initial_cash=100_000.0,
-                        start="2011-01-03", end="2011-01-31", every=5, bars_in_case=5)
+    cfg = EpisodeConfig(
+        episode_id="bt-budget",
+        tickers=["AAPL", "MSFT"],
+        initial_cash=100_000.0,
+        start="2011-01-03",
+        end="2011-01-31",
+        every=5,
+        bars_in_case=5,
+    )
     rt = default_runtime(AgentConfig.from_env(memory="off"))
     per_point = None
     first = run_backtest(cfg, mock_store(), progress=False, runtime=rt, out_dir=tmp_path / "a")
@@ -105,16 +114,35 @@ def test_a_backtest_budget_holds_for_the_whole_run(fake, tmp_path):
     fake.requests.clear()
     limit = int(per_point * 1.5)  # the second point runs out half way; no later point sends anything
     rt = default_runtime(dataclasses.replace(AgentConfig.from_env(memory="off"), max_llm_calls=limit))
-    result = run_backtest(cfg.model_copy(update={"episode_id": "bt-budget-2"}), mock_store(), progress=False,
-                          runtime=rt, out_dir=tmp_path / "b")
+    result = run_backtest(
+        cfg.model_copy(update={"episode_id": "bt-budget-2"}),
+        mock_store(),
+        progress=False,
+        runtime=rt,
+        out_dir=tmp_path / "b",
+    )
     assert len(fake.requests) == limit == result.llm_cost["calls"]
     assert result.actions.get("failed", 0) == result.decision_points - 1
 
 
 def test_the_cli_flags_stop_the_cycle_and_a_bad_one_is_exit_2(fake, capsys):
     store = mock_store()
-    code = main(["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--memory", "off", "--max-llm-calls", "3",
-                 "--json", "--db", store.uri])
+    code = main(
+        [
+            "run",
+            "--symbols",
+            "AAPL",
+            "--as-of",
+            "2012-06-01",
+            "--memory",
+            "off",
+            "--max-llm-calls",
+            "3",
+            "--json",
+            "--db",
+            store.uri,
+        ]
+    )
     assert code == 1 and len(fake.requests) == 3
     assert main(["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--max-cost", "-1", "--db", store.uri]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == "tradegraph: error: --max-cost -1 must be positive"
@@ -126,9 +154,8 @@ def test_a_studio_run_takes_its_budgets_and_cache_from_the_process(monkeypatch):
     installs the process's budgets ($TRADEGRAPH_MAX_*) and cache; a run tradegraph started never uses them."""
     from langgraph.runtime import Runtime
 
-    from graph.machine.runtime import CycleContext, context_of
     from graph.machine.execution import PaperExecution
-    from graph.machine.runtime import set_default_runtime
+    from graph.machine.runtime import CycleContext, context_of, set_default_runtime
 
     monkeypatch.setenv("TRADEGRAPH_MAX_LLM_CALLS", "7")
     store = mock_store()
@@ -162,8 +189,15 @@ def test_start_backtest_takes_the_budget_and_the_cache_switch(fake, tmp_path):
     from graph.kernel.core import Kernel
 
     k = Kernel(mock_store(), experiments_dir=tmp_path)
-    args = {"symbols": ["AAPL", "MSFT"], "start": "2011-01-03", "end": "2011-01-31", "every": 5, "memory": "off",
-            "max_llm_calls": 20, "no_cache": True}
+    args = {
+        "symbols": ["AAPL", "MSFT"],
+        "start": "2011-01-03",
+        "end": "2011-01-31",
+        "every": 5,
+        "memory": "off",
+        "max_llm_calls": 20,
+        "no_cache": True,
+    }
     task = k.call("start_backtest", args)
     k.tasks.join(task.task_id)
     assert k.call("task_status", {"task_id": task.task_id}).status == "succeeded"
@@ -205,5 +239,6 @@ def test_a_nonsense_usage_report_counts_as_the_call_s_cap_and_is_audited(fake, u
     fake.usage_override = {"prompt_tokens": 10**12, "total_tokens": 10**12 + 5}
     store, out = _run(token_budget=limit)
     assert 0 < len(fake.requests) <= honest_sent
-    assert [e["payload"]["error"] for e in events_of(store, out, "validation")
-            if e["payload"].get("check") == "usage"][0].startswith("reported input_tokens 1000000000000 is not")
+    assert [e["payload"]["error"] for e in events_of(store, out, "validation") if e["payload"].get("check") == "usage"][
+        0
+    ].startswith("reported input_tokens 1000000000000 is not")

@@ -1,12 +1,13 @@
 """The LLM response cache against the local OpenAI server, which counts every HTTP request it gets."""
+
 import json
 
 import pytest
 
 from agent.config import AgentConfig
-from graph.services.replay.session import load_session, verify_session
 from graph.machine.runner import run_state_machine
 from graph.machine.runtime import default_runtime
+from graph.services.replay.session import load_session, verify_session
 from tests.helpers import events_of, mock_store
 
 pytestmark = pytest.mark.integration
@@ -21,7 +22,9 @@ def _run(store, **config):
     # memory of this session only: with memory on, the second run would recall the first one's notes, a
     # different prompt (rightly a miss)
     config.setdefault("memory", "session")
-    return run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=default_runtime(AgentConfig.from_env(**config)))
+    return run_state_machine(
+        "AAPL,MSFT", "2012-06-01", store=store, runtime=default_runtime(AgentConfig.from_env(**config))
+    )
 
 
 def test_an_identical_rerun_sends_no_request_and_audits_every_hit(fake):
@@ -38,8 +41,9 @@ def test_an_identical_rerun_sends_no_request_and_audits_every_hit(fake):
     # each hit: the request still recorded, the answer marked cached with the event it came from
     originals = {e["event_id"]: e for e in events_of(store, first, "llm_response")}
     requests = [e for e in events_of(store, again, "llm_request") if e["cycle_id"] == again.cycle_id]
-    hits = [e for e in events_of(store, again, "llm_response") if e["cycle_id"] == again.cycle_id
-            and e["payload"]["cached"]]
+    hits = [
+        e for e in events_of(store, again, "llm_response") if e["cycle_id"] == again.cycle_id and e["payload"]["cached"]
+    ]
     assert len(requests) == len(hits) == first.llm_calls
     assert all(r["payload"]["model"] in ("gpt-4o-mini", "gpt-4o") and r["payload"]["messages"] for r in requests)
     for hit in hits:
@@ -70,8 +74,9 @@ def test_a_request_that_differs_is_not_answered_from_the_cache(fake):
     store = mock_store()
     _run(store)
     sent = len(fake.requests)
-    other = run_state_machine("AAPL,MSFT", "2012-06-04", store=store,
-                      runtime=default_runtime(AgentConfig.from_env()))  # another day: other prompts
+    other = run_state_machine(
+        "AAPL,MSFT", "2012-06-04", store=store, runtime=default_runtime(AgentConfig.from_env())
+    )  # another day: other prompts
     assert len(fake.requests) - sent == other.llm_calls > 0
 
 
@@ -103,8 +108,9 @@ def test_verify_answers_from_the_recording_even_with_a_poisoned_cache(fake):
     store = mock_store()
     out = _run(store)
     # every cached answer replaced by a different one: a replay that read the cache would diverge
-    store.llm_cache.col.update_many({}, {"$set": {"message.data.content": '{"poisoned": true}',
-                                                  "message.data.tool_calls": []}})
+    store.llm_cache.col.update_many(
+        {}, {"$set": {"message.data.content": '{"poisoned": true}', "message.data.tool_calls": []}}
+    )
     served = len(fake.requests)
     report = verify_session(store, out.session_id)
     assert report.identical, report
@@ -132,12 +138,30 @@ def test_no_cache_is_an_input_field_and_a_cli_flag(fake):
     sent = len(fake.requests)
     assert k.call("run_cycle", {**args, "no_cache": True}).llm_calls == first.llm_calls == len(fake.requests) - sent
     sent = len(fake.requests)
-    assert main(["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--memory", "session", "--no-cache", "--json",
-                 "--db", store.uri]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--symbols",
+                "AAPL",
+                "--as-of",
+                "2012-06-01",
+                "--memory",
+                "session",
+                "--no-cache",
+                "--json",
+                "--db",
+                store.uri,
+            ]
+        )
+        == 0
+    )
     assert len(fake.requests) - sent == first.llm_calls
     sent = len(fake.requests)
-    assert main(["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--memory", "session", "--json",
-                 "--db", store.uri]) == 0
+    assert (
+        main(["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--memory", "session", "--json", "--db", store.uri])
+        == 0
+    )
     assert len(fake.requests) == sent  # the cache is on again: nothing new to ask
 
 

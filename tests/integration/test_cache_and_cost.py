@@ -1,11 +1,12 @@
 """Dollars per call, per state and per cycle against the local OpenAI server; an unknown model's cost is unknown;
 a server that reports no usage is counted by estimate."""
+
 import pytest
 
 from agent.config import AgentConfig
-from graph.transports.cli.render import print_cycle
 from graph.machine.runner import run_state_machine
 from graph.machine.runtime import default_runtime
+from graph.transports.cli.render import print_cycle
 from tests.fakes.fake_openai import FakeOpenAI
 from tests.helpers import events_of, mock_store
 

@@ -1,6 +1,7 @@
 """The response cache keeps only answers that were used (issue 31): one that failed its contract or was cut off at
 the length limit is asked again on the next run, never replayed from the cache. The fake OpenAI server counts
 every request, so "asked again" is a request on the wire."""
+
 import pytest
 
 from agent.config import AgentConfig
@@ -13,13 +14,15 @@ pytestmark = pytest.mark.integration
 
 
 def _run(store):
-    return run_state_machine("AAPL", "2012-06-01", store=store,
-                     runtime=default_runtime(AgentConfig.from_env(memory="session")))
+    return run_state_machine(
+        "AAPL", "2012-06-01", store=store, runtime=default_runtime(AgentConfig.from_env(memory="session"))
+    )
 
 
 def _plans(server) -> int:
-    return sum(1 for r in server.requests if (r.get("response_format") or {}).get("json_schema", {}).get("name")
-               == "Plan")
+    return sum(
+        1 for r in server.requests if (r.get("response_format") or {}).get("json_schema", {}).get("name") == "Plan"
+    )
 
 
 def test_an_answer_that_failed_validation_is_asked_again(openai_server):

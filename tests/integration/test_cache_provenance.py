@@ -2,6 +2,7 @@
 `llm_cache` (touching no event) steered the next cycle's contracts in five states while the audit, --check-chain,
 --verify and the look-ahead audit stayed clean. The fake OpenAI server counts every request, so "not used" is a
 request on the wire."""
+
 import json
 
 import pytest
@@ -17,13 +18,17 @@ pytestmark = pytest.mark.integration
 
 
 def _run(store):
-    return run_state_machine("AAPL,MSFT", "2012-06-01", store=store,
-                     runtime=default_runtime(AgentConfig.from_env(memory="session")))
+    return run_state_machine(
+        "AAPL,MSFT", "2012-06-01", store=store, runtime=default_runtime(AgentConfig.from_env(memory="session"))
+    )
 
 
 def _verify_errors(store, out) -> list[dict]:
-    return [e["payload"] for e in events_of(store, out, "error")
-            if e["payload"].get("type") == "llm_cache_error" and e["payload"].get("op") == "verify"]
+    return [
+        e["payload"]
+        for e in events_of(store, out, "error")
+        if e["payload"].get("type") == "llm_cache_error" and e["payload"].get("op") == "verify"
+    ]
 
 
 def _contracts(out) -> str:
@@ -37,8 +42,9 @@ def test_planted_cache_entries_are_never_used_and_each_is_audited(openai_server)
     entries = store.llm_cache.count()
     assert entries > 5
     # every entry's answer replaced by another, as a store writer would plant them
-    store.llm_cache.col.update_many({}, {"$set": {"message.data.content": '{"planted": true}',
-                                                  "message.data.tool_calls": []}})
+    store.llm_cache.col.update_many(
+        {}, {"$set": {"message.data.content": '{"planted": true}', "message.data.tool_calls": []}}
+    )
     again = _run(store)
     assert again.cached_calls == 0 and len(openai_server.requests) - sent == again.llm_calls == first.llm_calls
     assert _contracts(again).replace(again.session_id, "<sid>") == _contracts(first)  # nothing planted reached it
@@ -46,8 +52,10 @@ def test_planted_cache_entries_are_never_used_and_each_is_audited(openai_server)
     assert len(errors) == first.llm_calls and all(e["fatal"] is False for e in errors)
     assert errors[0]["message"].startswith("the entry's answer is not the one the llm_response it cites (event ")
     assert again.status == first.status  # a refused entry is a miss, never a failed cycle
-    print(f"\nplanted cache entries: {entries}; answers asked of them: {first.llm_calls}; used: {again.cached_calls}; "
-          f"refused and audited: {len(errors)}; requests sent again: {len(openai_server.requests) - sent}")
+    print(
+        f"\nplanted cache entries: {entries}; answers asked of them: {first.llm_calls}; used: {again.cached_calls}; "
+        f"refused and audited: {len(errors)}; requests sent again: {len(openai_server.requests) - sent}"
+    )
 
 
 def test_an_entry_whose_cited_event_was_edited_or_deleted_is_not_used(openai_server):
@@ -77,7 +85,7 @@ def test_verify_compares_each_cached_answer_with_the_answer_it_cites(openai_serv
     docs = store.events.read(first.session_id)
     target = next(d for d in docs if d["kind"] == "llm_response")
     prev = docs[target["seq"] - 2]["hash"]
-    for d in docs[target["seq"] - 1:]:
+    for d in docs[target["seq"] - 1 :]:
         d["prev_hash"] = prev
         if d["seq"] == target["seq"]:
             d["payload"]["text"] = '{"rewritten": true}'
@@ -88,8 +96,10 @@ def test_verify_compares_each_cached_answer_with_the_answer_it_cites(openai_serv
     report = verify_session(store, again.session_id)
     cited = [d for v in report.cycles for d in v.divergences if "cached_from" in d.path]
     assert not report.ok and len(cited) == 1
-    assert cited[0].path == (f"seq {cited[0].path.split()[1]} cached_from {target['event_id']} (the cached answer "
-                             f"differs from the answer it cites)")
+    assert cited[0].path == (
+        f"seq {cited[0].path.split()[1]} cached_from {target['event_id']} (the cached answer "
+        f"differs from the answer it cites)"
+    )
     assert cited[0].recorded["text"] == '{"rewritten": true}'
 
 
@@ -111,5 +121,7 @@ def test_verify_with_a_key_names_a_cited_session_whose_chain_was_rehashed(openai
     report = verify_session(store, again.session_id)
     cited = [d for v in report.cycles for d in v.divergences if "cached_from" in d.path]
     assert not report.ok and len(cited) == again.cached_calls
-    assert f"(the cited event's session {first.session_id} fails its hash chain at seq {last['seq']}: the chain " \
-           f"head's signature does not verify" in cited[0].path
+    assert (
+        f"(the cited event's session {first.session_id} fails its hash chain at seq {last['seq']}: the chain "
+        f"head's signature does not verify" in cited[0].path
+    )

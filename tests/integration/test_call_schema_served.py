@@ -5,6 +5,7 @@ trader must follow, the bundle's indicator values, the cycle's universe); the ho
 those schemas, and the answers SmolLM2-135M gave on the real server (kept in the test) do not. And with the local
 server's default concurrency of 1, no two requests are ever in flight at once, while parallel analysts still
 run on threads."""
+
 from __future__ import annotations
 
 import json
@@ -22,12 +23,20 @@ pytestmark = pytest.mark.integration
 
 # what SmolLM2-135M-Instruct answered on llama.cpp's server before per-call schemas (the cycle kept in
 # tests/fixtures/recordings until then): the technical analyst calling itself fundamental, and the quant
-HOSTILE_TECHNICAL = {"symbol": "AAPL", "analyst": "fundamental", "stance": 1.0, "confidence": 0.93,
-                     "summary": "The AnalystNote is a technical analysis platform that provides users with the "
-                                "ability to analyze and make predictions based on data from various financial markets.",
-                     "key_points": ["AAPL", "FTSE-150", "S&P/CM", "MBS"]}
-HOSTILE_QUANT = {"symbol": "AAPL", "question": "planning",
-                 "answer": "10% increase in price of Apple stock by 1.5%, June 2, 2013"}
+HOSTILE_TECHNICAL = {
+    "symbol": "AAPL",
+    "analyst": "fundamental",
+    "stance": 1.0,
+    "confidence": 0.93,
+    "summary": "The AnalystNote is a technical analysis platform that provides users with the "
+    "ability to analyze and make predictions based on data from various financial markets.",
+    "key_points": ["AAPL", "FTSE-150", "S&P/CM", "MBS"],
+}
+HOSTILE_QUANT = {
+    "symbol": "AAPL",
+    "question": "planning",
+    "answer": "10% increase in price of Apple stock by 1.5%, June 2, 2013",
+}
 
 
 class Counting(FakeCompat):
@@ -57,8 +66,13 @@ class Counting(FakeCompat):
 
 @pytest.fixture
 def env(monkeypatch, tmp_path):
-    for name in ("TRADEGRAPH_LLM", "TRADEGRAPH_STRUCTURED_METHOD", "TRADEGRAPH_LLM_RETRIES", "MONGODB_URI",
-                 "TRADEGRAPH_LLM_CONCURRENCY"):
+    for name in (
+        "TRADEGRAPH_LLM",
+        "TRADEGRAPH_STRUCTURED_METHOD",
+        "TRADEGRAPH_LLM_RETRIES",
+        "MONGODB_URI",
+        "TRADEGRAPH_LLM_CONCURRENCY",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TRADEGRAPH_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("OPENAI_API_KEY", "local")
@@ -70,7 +84,7 @@ def env(monkeypatch, tmp_path):
 
 def _task(body: dict) -> str:
     text = "\n".join(str(m.get("content") or "") for m in body.get("messages", []))
-    return next((line[len("TASK: "):] for line in text.splitlines() if line.startswith("TASK: ")), "")
+    return next((line[len("TASK: ") :] for line in text.splitlines() if line.startswith("TASK: ")), "")
 
 
 PINNED = {"symbol", "analyst", "side", "direction", "metrics", "assets"}
@@ -84,12 +98,14 @@ def test_each_request_names_what_its_answer_is_held_to(env, capsys):
         fake.requests.clear()
         fake.most_in_flight = 0
         db = f"mongomock://cs_{uuid.uuid4().hex[:8]}"
-        assert main(["run", "--symbols", "AAPL,MSFT", "--as-of", "2012-06-01", "--json", "--db", db]) == 0, \
+        assert main(["run", "--symbols", "AAPL,MSFT", "--as-of", "2012-06-01", "--json", "--db", db]) == 0, (
             capsys.readouterr().err
+        )
         out = json.loads(capsys.readouterr().out)
         asked = [(b, a) for b, a in fake.answered if (b.get("response_format") or {}).get("type") == "json_object"]
         manifest_concurrency = None
         from database.connection import connect
+
         store = connect(db)
         manifest = next(e for e in store.events.read(out["session_id"]) if e["kind"] == "manifest")
         manifest_concurrency = {t: m.get("concurrency") for t, m in manifest["payload"]["models"].items()}
@@ -118,14 +134,17 @@ def test_each_request_names_what_its_answer_is_held_to(env, capsys):
         if task == "trader":
             assert props["direction"]["const"] in ("LONG", "SHORT")
             # the ATR-anchored levels code sets anyway: no price the thesis refuses can be written
-            assert 0 < props["stop"]["const"] < props["entry"]["const"] < props["target"]["const"] or \
-                props["direction"]["const"] == "SHORT"
+            assert (
+                0 < props["stop"]["const"] < props["entry"]["const"] < props["target"]["const"]
+                or props["direction"]["const"] == "SHORT"
+            )
             with pytest.raises(jsonschema.ValidationError):
                 jsonschema.validate(-1.36885, props["target"])  # SmolLM2's target in the window
         if task == "quant":
             assert props["metrics"]["additionalProperties"] is False
-            assert props["metrics"]["properties"]["rsi14"]["const"] == pytest.approx(props["metrics"]["properties"]
-                                                                                     ["rsi14"]["const"])
+            assert props["metrics"]["properties"]["rsi14"]["const"] == pytest.approx(
+                props["metrics"]["properties"]["rsi14"]["const"]
+            )
             with pytest.raises(jsonschema.ValidationError):
                 jsonschema.validate(HOSTILE_QUANT, schema)
         if task == "planning" or "assets" in props:  # distinct symbols of the universe: its ordered subsets
@@ -138,7 +157,8 @@ def test_each_request_names_what_its_answer_is_held_to(env, capsys):
             other = "MSFT" if props["symbol"]["const"] == "AAPL" else "AAPL"
             for name, prop in props.items():
                 if prop.get("type") == "string" and "pattern" in prop and name != "symbol":
-                    assert not jsonschema.Draft202012Validator({"type": "string", "pattern": prop["pattern"]}) \
-                        .is_valid(f"buy {other} now")
+                    assert not jsonschema.Draft202012Validator({"type": "string", "pattern": prop["pattern"]}).is_valid(
+                        f"buy {other} now"
+                    )
         seen[task.split(":")[0]] = seen.get(task.split(":")[0], 0) + 1
     assert {"analyst", "quant", "planning", "trader"} <= set(seen), seen

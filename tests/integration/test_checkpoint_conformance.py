@@ -6,6 +6,7 @@ On the embedded store this holds the server's metadata-filter translation (datab
 change 4: before it, every `list` with a filter failed); on mongomock, the bulk-update patch in
 database/checkpoint.py (without it every `put_writes` failed).
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -1,5 +1,6 @@
 """The CLI end to end, in separate processes, on the embedded store (the default path); its bad-input answers, an
 unreachable store and `features` in process (`main([...])`), where no second process is what is checked."""
+
 import json
 import os
 import subprocess
@@ -15,8 +16,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def tg(args, home, timeout=120, env_extra=None):
     env = {k: v for k, v in os.environ.items() if k not in ("MONGODB_URI", "OPENAI_API_KEY", "TRADEGRAPH_LLM")}
     env.update({"TRADEGRAPH_HOME": str(home), "PYTHONPATH": ROOT, **(env_extra or {})})
-    return subprocess.run([sys.executable, "-m", "graph.transports.cli.main", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "graph.transports.cli.main", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_run_then_events_from_another_process(tmp_path):
@@ -34,21 +41,29 @@ def test_run_then_events_from_another_process(tmp_path):
 
 
 def test_script_entry_point_matches_the_cli(tmp_path):
-    r = subprocess.run([sys.executable, "scripts/run_cycle.py", "--symbols", "IBM", "--as-of", "2011-03-01", "--json"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "TRADEGRAPH_HOME": str(tmp_path)})
+    r = subprocess.run(
+        [sys.executable, "scripts/run_cycle.py", "--symbols", "IBM", "--as-of", "2011-03-01", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TRADEGRAPH_HOME": str(tmp_path)},
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["contracts"]["SCANNING"]["universe"] == ["IBM"]
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["run", "--symbols", "AAPL,NOPE", "--as-of", "2012-06-01"], "NOPE"),
-    (["run", "--symbols", "AAPL", "--as-of", "2012-02-30"], "2012-02-30"),
-    (["run", "--symbols", "AAPL", "--as-of", "2020-01-02"], "2020-01-02"),
-    (["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--session", "s-missing"], "s-missing"),
-    (["events", "s-missing"], "s-missing"),
-    (["features", "XYZ", "--as-of", "2012-06-01"], "XYZ"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["run", "--symbols", "AAPL,NOPE", "--as-of", "2012-06-01"], "NOPE"),
+        (["run", "--symbols", "AAPL", "--as-of", "2012-02-30"], "2012-02-30"),
+        (["run", "--symbols", "AAPL", "--as-of", "2020-01-02"], "2020-01-02"),
+        (["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--session", "s-missing"], "s-missing"),
+        (["events", "s-missing"], "s-missing"),
+        (["features", "XYZ", "--as-of", "2012-06-01"], "XYZ"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line_naming_the_value(running_home, monkeypatch, capsys, args, needle):
     from graph.transports.cli.main import main
 
@@ -86,8 +101,12 @@ def in_process(args, home, monkeypatch, capsys) -> subprocess.CompletedProcess:
 
 def test_unreachable_db_fails_clearly_instead_of_hanging(tmp_path, monkeypatch, capsys):
     t = time.monotonic()
-    r = in_process(["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--db", "mongodb://127.0.0.1:1/x"], tmp_path,
-                   monkeypatch, capsys)
+    r = in_process(
+        ["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--db", "mongodb://127.0.0.1:1/x"],
+        tmp_path,
+        monkeypatch,
+        capsys,
+    )
     # not a speed test: the 5 s connect timeout applies, not pymongo's 30 s default (loose on a loaded machine)
     assert time.monotonic() - t < 28
     assert r.returncode == 3 and "mongodb://127.0.0.1:1/x" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -4,6 +4,7 @@ Each is one line on stderr, no traceback, and the README's exit code: 2 bad inpu
 
 The CLI runs in process (`main([...])`): what is checked is its answer, not how a process starts; only the script
 run by a Python without tradegraph needs a process of its own."""
+
 from __future__ import annotations
 
 import json
@@ -85,10 +86,14 @@ def test_a_store_uri_no_store_speaks_is_bad_input_from_the_flag_as_from_the_vari
     env = {"TRADEGRAPH_HOME": str(tmp_path / "home")}
     flag = one_line(tradegraph("sessions", "--db", "redis://u:secret@cache:6379", **env), 2)
     variable = one_line(tradegraph("sessions", **env, MONGODB_URI="redis://u:secret@cache:6379"), 2)
-    for line, named in ((flag, "--db 'redis://u:***@cache:6379'"), (variable, "MONGODB_URI='redis://u:***@cache:6379'")):
+    for line, named in (
+        (flag, "--db 'redis://u:***@cache:6379'"),
+        (variable, "MONGODB_URI='redis://u:***@cache:6379'"),
+    ):
         assert named in line and "is not a store URI" in line and "secret" not in line
     assert one_line(tradegraph("serve", "--port", "8765", "--db", "redis://x", **env), 2).endswith(
-        "--db 'redis://x' is not a store URI: expected mongodb://, mongodb+srv://, mongomock://")
+        "--db 'redis://x' is not a store URI: expected mongodb://, mongodb+srv://, mongomock://"
+    )
 
 
 @pytest.fixture
@@ -115,8 +120,20 @@ def test_an_output_path_that_cant_be_written_is_one_line_and_nothing_runs(tradeg
     window = ["--symbols", "AAPL", "--start", "2012-06-01", "--end", "2012-06-08", "--no-progress"]
     line = one_line(tradegraph("backtest", *window, "--out", str(a_file / "exp"), "--run-id", "edge", **env), 2)
     assert line.startswith(f"tradegraph: error: --out {a_file / 'exp'}: ")
-    line = one_line(tradegraph("backtest", *window, "--out", str(tmp_path / "exp"), "--plot", str(a_file / "p.png"),
-                               "--run-id", "edge", **env), 2)
+    line = one_line(
+        tradegraph(
+            "backtest",
+            *window,
+            "--out",
+            str(tmp_path / "exp"),
+            "--plot",
+            str(a_file / "p.png"),
+            "--run-id",
+            "edge",
+            **env,
+        ),
+        2,
+    )
     assert line.startswith(f"tradegraph: error: --plot {a_file / 'p.png'}: ")
     # refused before any decision point ran: no run folder, no backtest session
     assert not (tmp_path / "exp").exists()
@@ -131,8 +148,14 @@ def test_a_script_run_with_a_python_without_tradegraph_says_which_python_to_use(
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
     for script in ("run_cycle.py", "run_backtest.py", "replay_session.py"):
-        r = subprocess.run([str(bare / "bin" / "python"), str(REPO / "scripts" / script), "--help"], cwd=tmp_path,
-                           env={"PATH": os.environ.get("PATH", "")}, capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            [str(bare / "bin" / "python"), str(REPO / "scripts" / script), "--help"],
+            cwd=tmp_path,
+            env={"PATH": os.environ.get("PATH", "")},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         line = one_line(r, 2)
         assert str(REPO / ".venv" / "bin" / "python") in line and f"scripts/{script} --help" in line, line
 

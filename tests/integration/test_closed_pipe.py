@@ -1,6 +1,7 @@
 """A reader that closes the pipe early (`tradegraph run … | head -1`, `events … | head -1`) changes neither the
 exit code nor prints a traceback (issue 29): the status's code stands. The pipe's read end is closed before the
 command writes anything, so every write meets the closed pipe (deterministic, unlike a race with head)."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,15 @@ def _into_closed_pipe(args: list[str], env: dict[str, str], cwd) -> subprocess.C
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before the first line
     try:
-        return subprocess.run([sys.executable, "-m", "graph.transports.cli.main", *args], stdout=write_end,
-                              stderr=subprocess.PIPE, text=True, env=env, cwd=cwd, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "graph.transports.cli.main", *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=cwd,
+            timeout=300,
+        )
     finally:
         os.close(write_end)
 

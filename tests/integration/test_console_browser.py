@@ -3,6 +3,7 @@ real server. A person approves a paused cycle and sees the fill; a second tab's 
 reason; markup in a headline and a name is text; a form posted from another origin or without the CSRF token is
 refused; a backtest started from the page streams its progress and draws its chart; every page of a 20-symbol
 StockBench cycle renders without a console error or horizontal scrolling."""
+
 from __future__ import annotations
 
 import uuid
@@ -14,14 +15,16 @@ from database.connection import connect
 from graph.kernel.core import Kernel
 from tests.console.server import HOSTILE, browser, hostile_news, paused_cycle, serving, skip_reason
 
-pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")]
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")]
 
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory):
-    k = Kernel(connect(f"mongomock://console_browser_{uuid.uuid4().hex[:10]}"),
-               experiments_dir=tmp_path_factory.mktemp("experiments"), env={"TRADEGRAPH_ALLOW_EXECUTION": "http"})
+    k = Kernel(
+        connect(f"mongomock://console_browser_{uuid.uuid4().hex[:10]}"),
+        experiments_dir=tmp_path_factory.mktemp("experiments"),
+        env={"TRADEGRAPH_ALLOW_EXECUTION": "http"},
+    )
     yield k
     k.close()
 
@@ -113,9 +116,11 @@ def test_a_form_from_another_origin_or_without_the_csrf_token_is_refused(kernel,
     page.goto(f"{base}/ui/sessions/{sid}/cycles/1")  # this browser holds the console's cookies
     # a page on another site posting the same form, CSRF token copied in and all
     token = page.get_attribute("input[name=csrf]", "value")
-    evil = (f'<form id="f" method="post" action="{action}"><input name="csrf" value="{token}">'
-            '<input name="decision" value="approve"><input name="by" value="mallory"></form>'
-            '<script>document.getElementById("f").submit()</script>')
+    evil = (
+        f'<form id="f" method="post" action="{action}"><input name="csrf" value="{token}">'
+        '<input name="decision" value="approve"><input name="by" value="mallory"></form>'
+        '<script>document.getElementById("f").submit()</script>'
+    )
     page.route("http://evil.test/**", lambda route: route.fulfill(status=200, content_type="text/html", body=evil))
     with page.expect_response(action) as answer:
         page.goto("http://evil.test/")
@@ -123,13 +128,18 @@ def test_a_form_from_another_origin_or_without_the_csrf_token_is_refused(kernel,
     assert "not this server's own" in page.content()
     # this origin, without the token
     page.goto(f"{base}/ui/sessions/{sid}/cycles/1")
-    status = page.evaluate("""async (url) => (await fetch(url, {method: 'POST', headers: {'Content-Type':
-        'application/x-www-form-urlencoded'}, body: 'decision=approve&by=mallory'})).status""", action)
+    status = page.evaluate(
+        """async (url) => (await fetch(url, {method: 'POST', headers: {'Content-Type':
+        'application/x-www-form-urlencoded'}, body: 'decision=approve&by=mallory'})).status""",
+        action,
+    )
     assert status == 403
     # the control: the same fetch with the page's token is accepted, so the refusals above were the checks'
-    ok = page.evaluate("""async ([url, t]) => (await fetch(url, {method: 'POST', redirect: 'manual', headers:
+    ok = page.evaluate(
+        """async ([url, t]) => (await fetch(url, {method: 'POST', redirect: 'manual', headers:
         {'Content-Type': 'application/x-www-form-urlencoded'}, body: 'decision=reject&by=me&csrf=' + t})).type""",
-                       [action, token])
+        [action, token],
+    )
     assert ok == "opaqueredirect"  # the 303 to the decided page
     assert _status(kernel, sid) == "rejected"
     page.close()
@@ -173,8 +183,14 @@ def test_every_page_of_a_20_symbol_stockbench_cycle_renders_cleanly(kernel, base
     sid = next(s.session_id for s in sessions.sessions if len(s.symbols) == 20)
     replay: Any = kernel.call("replay", {"session_id": sid})
     checks = replay.cycles[0]["contracts"]["VALIDATING"]["data"]["checks"]
-    pages = ["/", f"/ui/sessions/{sid}", f"/ui/sessions/{sid}/cycles/1", f"/ui/sessions/{sid}/cycles/1/log",
-             "/ui/runs", f"/ui/runs/{task.task_id}"]
+    pages = [
+        "/",
+        f"/ui/sessions/{sid}",
+        f"/ui/sessions/{sid}/cycles/1",
+        f"/ui/sessions/{sid}/cycles/1/log",
+        "/ui/runs",
+        f"/ui/runs/{task.task_id}",
+    ]
     for width in (1280, 390):
         page = chrome.new_page(viewport={"width": width, "height": 900})
         problems = _watched(page)
@@ -191,8 +207,11 @@ def test_every_page_of_a_20_symbol_stockbench_cycle_renders_cleanly(kernel, base
 
 
 def test_with_a_token_the_browser_signs_in_once_and_page_scripts_cannot_read_the_cookie(tmp_path, chrome):
-    k = Kernel(connect(f"mongomock://console_token_{uuid.uuid4().hex[:10]}"), experiments_dir=tmp_path / "exp",
-               env={"TRADEGRAPH_API_TOKEN": "browser-token"})
+    k = Kernel(
+        connect(f"mongomock://console_token_{uuid.uuid4().hex[:10]}"),
+        experiments_dir=tmp_path / "exp",
+        env={"TRADEGRAPH_API_TOKEN": "browser-token"},
+    )
     try:
         with serving(k) as url:
             ctx = chrome.new_context()

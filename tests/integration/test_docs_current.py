@@ -1,6 +1,7 @@
 """The example outputs of README.md and the guides in docs/ are what the commands print today: scripts/make_docs.py
 --check runs every one of them offline in a fresh store and fails with the diff when a block drifted (`make docs`
 rewrites them). The rules it compares by (what is masked, what keeps the old text) are pinned on small inputs."""
+
 import importlib
 import subprocess
 import sys
@@ -17,8 +18,13 @@ Block = importlib.import_module("docs_examples").Block
 @pytest.mark.integration
 def test_the_docs_show_what_the_commands_print_today(tmp_path):
     # hermetic by itself: its stores and folders in a temporary folder of its own, none of the caller's variables
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_docs.py"), "--check"], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "make_docs.py"), "--check"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, f"the docs no longer match the outputs (run `make docs`):\n{r.stdout}\n{r.stderr[-4000:]}"
     assert "current" in r.stderr
 

@@ -6,6 +6,7 @@ killed with SIGKILL while a writer appends leaves a contiguous, chain-intact pre
 acknowledged event; and (strace on the server) inserts are not fsynced one document at a time while the
 durability barrier (`EventStore.sync`) is.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -36,9 +37,15 @@ def _server(home: Path, batched: bool, monkeypatch: pytest.MonkeyPatch) -> tuple
 
 
 def _event(i: int, session: str = "K", size: int = 200) -> dict:
-    return {"event_id": f"{session}-{i}-{uuid.uuid4().hex[:6]}", "session_id": session, "cycle_id": f"{session}:c1",
-            "ts": 1_700_000_000.0 + i, "state": "ANALYZING", "kind": "llm_request",
-            "payload": {"i": i, "text": "x" * size, "nested": [{"a": [1, 2.5, None, True]}, {"b": {"c": "é"}}]}}
+    return {
+        "event_id": f"{session}-{i}-{uuid.uuid4().hex[:6]}",
+        "session_id": session,
+        "cycle_id": f"{session}:c1",
+        "ts": 1_700_000_000.0 + i,
+        "state": "ANALYZING",
+        "kind": "llm_request",
+        "payload": {"i": i, "text": "x" * size, "nested": [{"a": [1, 2.5, None, True]}, {"b": {"c": "é"}}]},
+    }
 
 
 def _rows(data_dir: Path, db: str, table: str) -> list[tuple]:
@@ -51,9 +58,17 @@ def _rows(data_dir: Path, db: str, table: str) -> list[tuple]:
 
 def test_patched_server_stores_what_plain_nx_27017_stores(tmp_path: Path, monkeypatch) -> None:
     docs = [
-        {"_id": ObjectId("65a000000000000000000001"), "s": "plain", "n": Int64(2**40), "f": 0.1, "none": None,
-         "when": dt.datetime(2024, 1, 2, 3, 4, 5), "raw": b"\x00\x01bytes", "bin": Binary(b"\x02", 5),
-         "deep": {"list": [{"oid": ObjectId("65a000000000000000000009")}, [b"in-list", 3]], "uni": "日本"}},
+        {
+            "_id": ObjectId("65a000000000000000000001"),
+            "s": "plain",
+            "n": Int64(2**40),
+            "f": 0.1,
+            "none": None,
+            "when": dt.datetime(2024, 1, 2, 3, 4, 5),
+            "raw": b"\x00\x01bytes",
+            "bin": Binary(b"\x02", 5),
+            "deep": {"list": [{"oid": ObjectId("65a000000000000000000009")}, [b"in-list", 3]], "uni": "日本"},
+        },
         {"_id": "string-id", "k": 1},
         {"_id": ObjectId("65a000000000000000000002"), "k": 2},
         {"_id": "string-id", "k": "a duplicate: an ordered insert stops here"},
@@ -144,8 +159,11 @@ def test_inserts_are_not_fsynced_per_document_but_the_barrier_is(tmp_path: Path,
         events: EventStore = store.events
         events.append([_event(i, "F") for i in range(5)])
         events.sync()  # a `j` write first: on plain nx-27017 every later insert would then be fsynced
-        tracer = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=fsync,fdatasync", "-p", str(pid), "-o", str(out)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        tracer = subprocess.Popen(
+            ["strace", "-f", "-qq", "-e", "trace=fsync,fdatasync", "-p", str(pid), "-o", str(out)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         time.sleep(1.0)
         if tracer.poll() is not None:
             pytest.skip(f"strace cannot attach here: {tracer.stderr.read().decode(errors='replace')[:200]}")
@@ -168,8 +186,8 @@ def test_inserts_are_not_fsynced_per_document_but_the_barrier_is(tmp_path: Path,
 
 
 def test_a_session_read_from_the_sqlite_file_is_the_servers_answer(tg_home: Path) -> None:
-    from graph.services.replay.session import load_session
     from graph.machine.runner import run_state_machine
+    from graph.services.replay.session import load_session
 
     store = connect()  # the embedded path: it knows the server's file
     try:
@@ -180,8 +198,9 @@ def test_a_session_read_from_the_sqlite_file_is_the_servers_answer(tg_home: Path
         local = events._read_local(session)
         assert local is not None and len(local) == out.events > 50, "the file path was not taken"
         via_server = _read_through_server(events, session)
-        assert local == via_server and [type(v) for d in local for v in d.values()] == \
-            [type(v) for d in via_server for v in d.values()]
+        assert local == via_server and [type(v) for d in local for v in d.values()] == [
+            type(v) for d in via_server for v in d.values()
+        ]
         assert events.verify_chain(session)["ok"]
         assert load_session(store, session).events == out.events
 
@@ -219,8 +238,24 @@ def test_the_faster_reply_converter_answers_as_nx_27017s_own() -> None:
 
     fast = _fast_reply_converter()
     rnd = random.Random(14)
-    leaves = [0, 0.0, False, True, None, 1, -3, 2.5, "s", "id", b"raw", Binary(b"x", 5), NeoObjectId(),
-              decimal.Decimal("1.10"), dt.datetime(2020, 1, 1), Int64(7)]
+    leaves = [
+        0,
+        0.0,
+        False,
+        True,
+        None,
+        1,
+        -3,
+        2.5,
+        "s",
+        "id",
+        b"raw",
+        Binary(b"x", 5),
+        NeoObjectId(),
+        decimal.Decimal("1.10"),
+        dt.datetime(2020, 1, 1),
+        Int64(7),
+    ]
 
     def value(depth: int = 0):
         r = rnd.random()
@@ -228,8 +263,10 @@ def test_the_faster_reply_converter_answers_as_nx_27017s_own() -> None:
             return rnd.choice(leaves)
         if r < 0.75:
             return [value(depth + 1) for _ in range(rnd.randint(0, 4))]
-        return {rnd.choice(["id", "a", "_id", "b"]) + ("" if rnd.random() < 0.5 else str(i)): value(depth + 1)
-                for i in range(rnd.randint(0, 5))}
+        return {
+            rnd.choice(["id", "a", "_id", "b"]) + ("" if rnd.random() < 0.5 else str(i)): value(depth + 1)
+            for i in range(rnd.randint(0, 5))
+        }
 
     for _ in range(5000):
         doc = value()

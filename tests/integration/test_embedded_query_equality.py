@@ -8,6 +8,7 @@ are traversed; `$in` is any of its equalities, `$nin`/`$ne` none of them (a miss
 Where mongomock departs from those rules the case is a strict xfail on mongomock, so the table also says
 which of these shapes the in-process test double can be trusted for (MongoDBSaver's metadata filter: yes).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -64,13 +65,19 @@ CASES: dict[str, tuple[dict, set[int], str | None]] = {
     "binary in array": ({"a": ["msgpack", b"\x01"]}, {17}, None),
     "empty array": ({"a": []}, {19, 20}, None),
     "empty document": ({"a": {}}, {21, 22}, "mongomock matches {} against missing fields"),
-    "metadata filter": ({"metadata.source": ["msgpack", b"\xa5input"], "metadata.step": ["msgpack", b"\x01"]},
-                        {26}, None),
+    "metadata filter": (
+        {"metadata.source": ["msgpack", b"\xa5input"], "metadata.step": ["msgpack", b"\x01"]},
+        {26},
+        None,
+    ),
     "metadata filter, no match": ({"metadata.source": ["msgpack", b"\xa6update"]}, set(), None),
     "$eq document": ({"a": {"$eq": {"p": 1, "q": 2}}}, {5, 7, 13}, "mongomock ignores field order"),
     "$in arrays and scalars": ({"a": {"$in": [[1, 2], 3]}}, EQUAL_12 | {11, 29}, "mongomock drops array members"),
-    "$in document and string": ({"a": {"$in": [{"p": 1, "q": 2}, "[1, 2]"]}}, {5, 7, 8, 13},
-                                "mongomock ignores field order"),
+    "$in document and string": (
+        {"a": {"$in": [{"p": 1, "q": 2}, "[1, 2]"]}},
+        {5, 7, 8, 13},
+        "mongomock ignores field order",
+    ),
     "$in with null": ({"a": {"$in": [[1, 2], None]}}, EQUAL_12 | {10} | NO_A, "mongomock drops array members"),
     "$in with a string": ({"a": {"$in": [["msgpack", b"\x02"], "[1, 2]"]}}, {8, 18}, "mongomock drops array members"),
     "$nin array": ({"a": {"$nin": [[1, 2]]}}, ALL - EQUAL_12, "mongomock drops array members"),

@@ -1,4 +1,5 @@
 """The embedded nx-27017 server: start, stop, reuse, persistence across processes, clear failures."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,15 @@ def run_py(code: str, home: Path, timeout: float = 60) -> str:
 
 
 def event(i: int, session: str = "P") -> dict:
-    return {"event_id": f"{session}-{i}", "session_id": session, "cycle_id": "c1", "ts": 1_700_000_000.0 + i,
-            "state": "SCANNING", "kind": "transition", "payload": {"i": i}}
+    return {
+        "event_id": f"{session}-{i}",
+        "session_id": session,
+        "cycle_id": "c1",
+        "ts": 1_700_000_000.0 + i,
+        "state": "SCANNING",
+        "kind": "transition",
+        "payload": {"i": i},
+    }
 
 
 def test_connect_without_uri_starts_persists_and_stops(tg_home: Path) -> None:
@@ -76,8 +84,13 @@ def test_running_server_is_reused_and_not_stopped(tg_home: Path) -> None:
         st = server_status(tg_home)
         assert st["running"] and (st["port"], st["pid"]) == (port, pid)
         # other processes reuse it too, and leave it running
-        assert run_py("from database import connect\ns = connect(); print(s.client.address[1], s.events.count('R')); s.close()",
-                      tg_home) == f"{port} 1"
+        assert (
+            run_py(
+                "from database import connect\ns = connect(); print(s.client.address[1], s.events.count('R')); s.close()",
+                tg_home,
+            )
+            == f"{port} 1"
+        )
         assert server_status(tg_home)["running"]
     finally:
         assert stop_server(tg_home) is True
@@ -88,8 +101,9 @@ def test_running_server_is_reused_and_not_stopped(tg_home: Path) -> None:
 def test_concurrent_starts_share_one_server(tg_home: Path) -> None:
     env = {**os.environ, "TRADEGRAPH_HOME": str(tg_home), "PYTHONPATH": str(REPO)}
     code = "from database import start_server; print(*start_server())"
-    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
-             for _ in range(4)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True) for _ in range(4)
+    ]
     try:
         outs = {p.communicate(timeout=60)[0].strip() for p in procs}
         assert len(outs) == 1, f"the start lock let several servers start: {outs}"

@@ -5,6 +5,7 @@ many requests as `state_events` holds `llm_request` events, each answered by an 
 the status the server sent; no traceback escapes; the cycle completes (a repaired fault) or fails
 closed with nothing filled.
 """
+
 import email.utils
 import json
 import time
@@ -13,10 +14,10 @@ import pytest
 
 from agent.config import AgentConfig, RetryPolicy
 from agent.llm import AttemptPlan, describe_failure, next_wait, parse_retry_after
-from graph.services.replay.session import verify_session
 from graph.machine.runner import run_state_machine
 from graph.machine.runtime import default_runtime
-from tests.fakes.fake_openai import Fault, FakeOpenAI
+from graph.services.replay.session import verify_session
+from tests.fakes.fake_openai import FakeOpenAI, Fault
 from tests.helpers import audited_attempts, events_of, filled, mock_store, one_line_error
 
 pytestmark = pytest.mark.integration
@@ -30,8 +31,14 @@ def fake(monkeypatch):
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("TRADEGRAPH_LLM_BACKOFF_S", "0.01")  # tiny backoff; Retry-After is still honoured
-        for name in ("TRADEGRAPH_LLM", "TRADEGRAPH_QUICK_MODEL", "TRADEGRAPH_LLM_TIMEOUT", "TRADEGRAPH_LLM_RETRIES",
-                     "TRADEGRAPH_LLM_MAX_WAIT_S", "TRADEGRAPH_TOKEN_BUDGET"):
+        for name in (
+            "TRADEGRAPH_LLM",
+            "TRADEGRAPH_QUICK_MODEL",
+            "TRADEGRAPH_LLM_TIMEOUT",
+            "TRADEGRAPH_LLM_RETRIES",
+            "TRADEGRAPH_LLM_MAX_WAIT_S",
+            "TRADEGRAPH_TOKEN_BUDGET",
+        ):
             monkeypatch.delenv(name, raising=False)
         yield server
 
@@ -134,8 +141,18 @@ def test_malformed_json_content_is_repaired(fake, capfd):
 
 
 def test_malformed_tool_arguments_are_audited_and_the_model_told(fake, capfd):
-    fake.faults = [Fault(when="tools", tool_calls=[{"id": "call_bad", "type": "function", "function": {
-        "name": "get_indicators", "arguments": '{"symbol": "AAPL"'}}])]
+    fake.faults = [
+        Fault(
+            when="tools",
+            tool_calls=[
+                {
+                    "id": "call_bad",
+                    "type": "function",
+                    "function": {"name": "get_indicators", "arguments": '{"symbol": "AAPL"'},
+                }
+            ],
+        )
+    ]
     store, out = run()
     assert out.status == "completed" and filled(store, out)
     attempts = audited_attempts(fake, store, out)
@@ -151,8 +168,14 @@ def test_malformed_tool_arguments_are_audited_and_the_model_told(fake, capfd):
 
 
 def test_an_unknown_tool_is_refused_and_the_model_told(fake, capfd):
-    fake.faults = [Fault(when="tools", tool_calls=[{"id": "call_x", "type": "function", "function": {
-        "name": "wire_money", "arguments": '{"to": "me"}'}}])]
+    fake.faults = [
+        Fault(
+            when="tools",
+            tool_calls=[
+                {"id": "call_x", "type": "function", "function": {"name": "wire_money", "arguments": '{"to": "me"}'}}
+            ],
+        )
+    ]
     store, out = run()
     assert out.status == "completed"
     audited_attempts(fake, store, out)
@@ -178,9 +201,15 @@ def test_a_truncated_json_answer_is_audited_and_repaired(fake, capfd):
 
 
 def test_a_truncated_tool_call_is_audited_and_the_model_told(fake, capfd):
-    fake.faults = [Fault(when="tools", finish_reason="length", tool_calls=[{"id": "call_cut", "type": "function",
-                                                                             "function": {"name": "get_indicators",
-                                                                                          "arguments": '{"sess'}}])]
+    fake.faults = [
+        Fault(
+            when="tools",
+            finish_reason="length",
+            tool_calls=[
+                {"id": "call_cut", "type": "function", "function": {"name": "get_indicators", "arguments": '{"sess'}}
+            ],
+        )
+    ]
     store, out = run()
     assert out.status == "completed" and filled(store, out)
     audited_attempts(fake, store, out)
@@ -200,12 +229,22 @@ def test_a_wrong_ticker_fails_closed_with_no_fill(fake, capfd):
 
 
 # ---------------------------------------------------------------------------- replay of a retried session
-@pytest.mark.parametrize("faults", [
-    [Fault(when="Plan", status=503), Fault(when="tools", status=429, headers={"Retry-After": "0"})],
-    [Fault(when="Plan", content=lambda honest: honest[:60], finish_reason="length")],
-    [Fault(when="tools", tool_calls=[{"id": "call_bad", "type": "function",
-                                      "function": {"name": "get_portfolio", "arguments": "{"}}])],
-], ids=["retried", "truncated", "malformed-tool-args"])
+@pytest.mark.parametrize(
+    "faults",
+    [
+        [Fault(when="Plan", status=503), Fault(when="tools", status=429, headers={"Retry-After": "0"})],
+        [Fault(when="Plan", content=lambda honest: honest[:60], finish_reason="length")],
+        [
+            Fault(
+                when="tools",
+                tool_calls=[
+                    {"id": "call_bad", "type": "function", "function": {"name": "get_portfolio", "arguments": "{"}}
+                ],
+            )
+        ],
+    ],
+    ids=["retried", "truncated", "malformed-tool-args"],
+)
 def test_a_session_with_faults_verifies_without_the_server(fake, faults):
     fake.faults = faults
     store, out = run()
@@ -231,8 +270,9 @@ def test_a_long_retry_after_is_capped_and_a_non_retryable_error_never_waits():
 
     policy = RetryPolicy(retries=3, backoff_s=0.5, jitter=0.0, max_wait_s=30)
     request = httpx.Request("POST", "http://x/v1/chat/completions")
-    limited = openai.RateLimitError("slow down", response=httpx.Response(429, headers={"Retry-After": "3600"},
-                                                                         request=request), body=None)
+    limited = openai.RateLimitError(
+        "slow down", response=httpx.Response(429, headers={"Retry-After": "3600"}, request=request), body=None
+    )
     failure = describe_failure(limited)
     assert (failure.http_status, failure.retryable, failure.retry_after_s) == (429, True, 3600.0)
     assert next_wait(failure, AttemptPlan.of(policy, 1)) == 30  # capped

@@ -1,6 +1,7 @@
 """`tradegraph models check` against fakes answering as llama.cpp's server, Ollama's /v1, vLLM and LM Studio do
 (tests/fakes/fake_compat.py), and the runs that follow using the method it found (issue 31): a server that refuses
 a method is one line naming its answer, never four retries of a request that cannot succeed."""
+
 import json
 import uuid
 
@@ -23,8 +24,14 @@ EXPECTED = {
 
 @pytest.fixture
 def env(monkeypatch, tmp_path):
-    for name in ("TRADEGRAPH_LLM", "TRADEGRAPH_QUICK_MODEL", "TRADEGRAPH_DEEP_MODEL", "TRADEGRAPH_STRUCTURED_METHOD",
-                 "TRADEGRAPH_LLM_RETRIES", "MONGODB_URI"):
+    for name in (
+        "TRADEGRAPH_LLM",
+        "TRADEGRAPH_QUICK_MODEL",
+        "TRADEGRAPH_DEEP_MODEL",
+        "TRADEGRAPH_STRUCTURED_METHOD",
+        "TRADEGRAPH_LLM_RETRIES",
+        "MONGODB_URI",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TRADEGRAPH_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("OPENAI_API_KEY", "local")
@@ -75,8 +82,10 @@ def test_a_refused_method_is_one_line_and_not_retried(env, capsys):
 
     store = connect(db)
     (session,) = store.events.sessions()
-    errors = [e["payload"] for e in store.events.read(session["session_id"] if isinstance(session, dict) else session,
-                                                       kind="error")]
+    errors = [
+        e["payload"]
+        for e in store.events.read(session["session_id"] if isinstance(session, dict) else session, kind="error")
+    ]
     said = [e for e in errors if "Input should be 'text' or 'json_object'" in json.dumps(e)]
     assert said and "not retried" in json.dumps(said[0]) and "models check" in json.dumps(said[0])
 
@@ -110,7 +119,7 @@ def test_a_prompt_past_the_checked_window_is_refused_before_sending(env, capsys)
         assert main([*RUN, "--db", db]) != 0
         capsys.readouterr()
         sent = list(fake.requests)
-        assert 400 not in fake.statuses[-len(sent):] if sent else True
+        assert 400 not in fake.statuses[-len(sent) :] if sent else True
     from database.connection import connect
 
     store = connect(db)

@@ -3,6 +3,7 @@ exit 2 and one line before any model call; the offline model answers only when i
 
 Each case runs the CLI in process against a fake OpenAI server that counts requests: a refused configuration
 sends it none, and a store that must stay empty stays empty."""
+
 from __future__ import annotations
 
 import uuid
@@ -16,8 +17,15 @@ from tests.fakes.fake_openai import FakeOpenAI
 pytestmark = pytest.mark.integration  # a fake OpenAI server on loopback
 
 RUN = ["run", "--symbols", "AAPL", "--as-of", "2012-06-01"]
-VARS = ("TRADEGRAPH_LLM", "TRADEGRAPH_QUICK_MODEL", "TRADEGRAPH_DEEP_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
-        "TRADEGRAPH_STRUCTURED_METHOD", "TRADEGRAPH_TOOL_CHOICE")
+VARS = (
+    "TRADEGRAPH_LLM",
+    "TRADEGRAPH_QUICK_MODEL",
+    "TRADEGRAPH_DEEP_MODEL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "TRADEGRAPH_STRUCTURED_METHOD",
+    "TRADEGRAPH_TOOL_CHOICE",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -81,7 +89,9 @@ def test_a_base_url_and_a_key_run_the_named_model_not_the_offline_one(monkeypatc
         assert fake.requests and {r["model"] for r in fake.requests} == {"smollm2"}
 
 
-@pytest.mark.parametrize("env", [{}, {"TRADEGRAPH_LLM": "offline"}, {"TRADEGRAPH_QUICK_MODEL": "offline:offline-quick"}])
+@pytest.mark.parametrize(
+    "env", [{}, {"TRADEGRAPH_LLM": "offline"}, {"TRADEGRAPH_QUICK_MODEL": "offline:offline-quick"}]
+)
 def test_the_offline_model_runs_when_chosen(env, monkeypatch, capsys):
     for k, v in env.items():
         monkeypatch.setenv(k, v)

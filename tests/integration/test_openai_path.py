@@ -1,10 +1,11 @@
 """The real ChatOpenAI path, end to end over HTTP against a local OpenAI-compatible server."""
+
 import pytest
 
 from agent.config import AgentConfig
-from graph.services.replay.session import verify_session
 from graph.machine.runner import run_state_machine
 from graph.machine.runtime import default_runtime
+from graph.services.replay.session import verify_session
 from tests.helpers import events_of, mock_store
 
 pytestmark = pytest.mark.integration
@@ -29,7 +30,8 @@ def test_a_key_selects_chatopenai_and_the_wire_keeps_tools_and_json_apart(fake):
     assert {r["response_format"]["type"] for r in with_schema} == {"json_schema"}
     requests = events_of(store, out, "llm_request")
     assert {e["payload"]["model"] for e in requests} == {"gpt-4o-mini"} | (
-        {"gpt-4o"} if any(r["model"] == "gpt-4o" for r in fake.requests) else set())
+        {"gpt-4o"} if any(r["model"] == "gpt-4o" for r in fake.requests) else set()
+    )
     responses = events_of(store, out, "llm_response")
     assert sum(e["payload"]["usage"]["total_tokens"] for e in responses) == out.tokens["total_tokens"] > 0
     # one HTTP request per attempt: the SDK's own retries are off, and each answer is a provider's 200

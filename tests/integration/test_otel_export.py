@@ -1,26 +1,33 @@
 """`tradegraph export otel`: a recorded session, sent as OpenTelemetry GenAI spans to a loopback OTLP/HTTP
 receiver that decodes the protobuf it gets; every assertion is on what crossed the wire, checked against the
 session's audit events."""
+
 import socket
 from collections import Counter
 
 import pytest
 
 from agent.config import AgentConfig
-from graph.transports.cli.main import main
 from graph.machine.runner import run_state_machine
 from graph.machine.runtime import default_runtime
 from graph.services.telemetry.settings import OtelConfigError, traces_url
+from graph.transports.cli.main import main
 from schemas.states import STATES
-from tests.fakes.fake_openai import Fault, FakeOpenAI
+from tests.fakes.fake_openai import FakeOpenAI, Fault
 from tests.fakes.otlp_receiver import OtlpReceiver
 from tests.helpers import mock_store, runtime_with
 
 pytestmark = pytest.mark.integration
 
 SYMBOL, AS_OF = "AAPL", "2012-06-01"
-OTEL_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL",
-             "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_SDK_DISABLED")
+OTEL_VARS = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_TIMEOUT",
+    "OTEL_SDK_DISABLED",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -45,7 +52,9 @@ def recorded(runtime=None, cycles: int = 1):
     store = mock_store()
     out = run_state_machine(SYMBOL, AS_OF, store=store, runtime=runtime or runtime_with())
     for _ in range(cycles - 1):
-        out = run_state_machine(SYMBOL, AS_OF, store=store, runtime=runtime or runtime_with(), session_id=out.session_id)
+        out = run_state_machine(
+            SYMBOL, AS_OF, store=store, runtime=runtime or runtime_with(), session_id=out.session_id
+        )
     return store, out
 
 
@@ -78,7 +87,10 @@ def assert_matches_audit(spans, events, status="completed"):
     a = root["attributes"]
     cycle_id = events[0]["cycle_id"]
     assert (a["gen_ai.conversation.id"], a["session.id"], a["tradegraph.cycle_id"]) == (
-        events[0]["session_id"], events[0]["session_id"], cycle_id)
+        events[0]["session_id"],
+        events[0]["session_id"],
+        cycle_id,
+    )
     assert (a["tradegraph.cycle.status"], a["tradegraph.symbols"], a["tradegraph.as_of"]) == (status, [SYMBOL], AS_OF)
     states = [s for s in spans if kind(s) == "state"]
     assert all(s["parent_span_id"] == root["span_id"] for s in states)
@@ -87,22 +99,40 @@ def assert_matches_audit(spans, events, status="completed"):
     # one chat span per LLM attempt, under the state that made it, with the tokens the audit recorded
     answers = {e["run_id"]: e for e in events if e["kind"] == "llm_response"}
     # an attempt that failed with no answer reported no usage (the audit counts it as zero for the spend)
-    usage = {rid: {} if e["payload"].get("error") and e["payload"].get("text") is None else e["payload"]["usage"]
-             for rid, e in answers.items()}
-    audited = Counter((e["state"], e["payload"]["attempt"], usage[e["run_id"]].get("input_tokens"),
-                       usage[e["run_id"]].get("output_tokens")) for e in events if e["kind"] == "llm_request")
+    usage = {
+        rid: {} if e["payload"].get("error") and e["payload"].get("text") is None else e["payload"]["usage"]
+        for rid, e in answers.items()
+    }
+    audited = Counter(
+        (
+            e["state"],
+            e["payload"]["attempt"],
+            usage[e["run_id"]].get("input_tokens"),
+            usage[e["run_id"]].get("output_tokens"),
+        )
+        for e in events
+        if e["kind"] == "llm_request"
+    )
     chats = [s for s in spans if kind(s) == "chat"]
-    exported = Counter((ids[s["parent_span_id"]]["name"], s["attributes"]["tradegraph.llm.attempt"],
-                        s["attributes"].get("gen_ai.usage.input_tokens"),
-                        s["attributes"].get("gen_ai.usage.output_tokens")) for s in chats)
+    exported = Counter(
+        (
+            ids[s["parent_span_id"]]["name"],
+            s["attributes"]["tradegraph.llm.attempt"],
+            s["attributes"].get("gen_ai.usage.input_tokens"),
+            s["attributes"].get("gen_ai.usage.output_tokens"),
+        )
+        for s in chats
+    )
     assert exported == audited and sum(audited.values()) > 0
     assert root["attributes"]["gen_ai.usage.input_tokens"] == sum(
-        (e["payload"]["usage"].get("input_tokens") or 0) for e in answers.values())
+        (e["payload"]["usage"].get("input_tokens") or 0) for e in answers.values()
+    )
     assert all(s["name"] == f"chat {s['attributes']['gen_ai.request.model']}" and s["kind"] == "CLIENT" for s in chats)
     # one execute_tool span per audited tool call, under its state
     tools = [s for s in spans if kind(s) == "execute_tool"]
     assert Counter((ids[s["parent_span_id"]]["name"], s["attributes"]["gen_ai.tool.name"]) for s in tools) == Counter(
-        (e["state"], e["payload"]["name"]) for e in events if e["kind"] == "tool_call")
+        (e["state"], e["payload"]["name"]) for e in events if e["kind"] == "tool_call"
+    )
     assert all(s["name"] == f"execute_tool {s['attributes']['gen_ai.tool.name']}" for s in tools)
     # the trace looks like the run did: the events' own times, every child inside its parent
     first, last = min(e["ts"] for e in events), max(e["ts"] for e in events)
@@ -124,18 +154,24 @@ def test_a_completed_cycle_is_one_trace_of_8_states_its_attempts_and_tools(recei
     events = store.events.read(out.session_id)
     assert_matches_audit(spans, events)
     assert [s["name"] for s in sorted((s for s in spans if kind(s) == "state"), key=lambda s: s["start_ns"])] == list(
-        STATES)
+        STATES
+    )
     n = Counter(kind(s) for s in spans)
     assert n["chat"] == out.llm_calls == 13 and n["execute_tool"] == 5  # tools: the scan 2, the quant 2, the order 1
     # tool calls a model asked for carry the model's call id; a state's own calls (the scan) have none
-    tools = {(s["attributes"]["gen_ai.tool.name"], s["attributes"].get("gen_ai.tool.call.id")) for s in spans
-             if kind(s) == "execute_tool"}
+    tools = {
+        (s["attributes"]["gen_ai.tool.name"], s["attributes"].get("gen_ai.tool.call.id"))
+        for s in spans
+        if kind(s) == "execute_tool"
+    }
     assert ("get_indicators", "call_quant_0") in tools and ("submit_decision", None) in tools
     assert {s["resource"]["service.name"] for s in spans} == {"tradegraph"}
     assert not [s for s in spans if s["status"] == "ERROR"]
     said = capsys.readouterr().out.strip().splitlines()
-    assert said == [f"exported 27 spans of session {out.session_id} (1 cycle): 1 invoke_agent, 8 state, 13 chat, "
-                    f"5 execute_tool -> {receiver.endpoint}/v1/traces"]
+    assert said == [
+        f"exported 27 spans of session {out.session_id} (1 cycle): 1 invoke_agent, 8 state, 13 chat, "
+        f"5 execute_tool -> {receiver.endpoint}/v1/traces"
+    ]
 
 
 def test_exporting_twice_sends_the_same_ids_and_times(receiver):
@@ -175,7 +211,10 @@ def test_a_failed_attempt_is_an_error_span_with_its_http_status_and_the_retry_is
     a = failed[0]["attributes"]
     assert (a["error.type"], a["http.response.status_code"], a["tradegraph.llm.attempt"]) == ("OpenAIAPIError", 500, 1)
     assert (a["gen_ai.provider.name"], a["gen_ai.request.model"], a["server.address"]) == (
-        "openai", "gpt-4o-mini", "127.0.0.1")
+        "openai",
+        "gpt-4o-mini",
+        "127.0.0.1",
+    )
     assert "500" in failed[0]["status_message"] and "gen_ai.usage.input_tokens" not in a
     retried = [s for s in spans if kind(s) == "chat" and s["attributes"]["tradegraph.llm.attempt"] == 2]
     assert len(retried) == 1 and retried[0]["status"] == "UNSET"
@@ -198,10 +237,12 @@ def test_a_cycle_that_failed_closed_marks_its_state_and_cycle_spans(receiver, mo
     planning = [s for s in spans if s["name"] == "PLANNING"][0]
     assert planning["status"] == "ERROR" and planning["attributes"]["error.type"] == out.error["type"]
     assert [e["attributes"]["exception.type"] for e in planning["events"] if e["name"] == "exception"] == [
-        out.error["type"]]
+        out.error["type"]
+    ]
     attempts = [s["attributes"] for s in spans if kind(s) == "chat"]
     assert [(a["tradegraph.llm.attempt"], a["http.response.status_code"], a["error.type"]) for a in attempts] == [
-        (n, 503, "OpenAIAPIError") for n in (1, 2, 3, 4)]
+        (n, 503, "OpenAIAPIError") for n in (1, 2, 3, 4)
+    ]
     assert [s["name"] for s in spans if kind(s) == "state"] == ["SCANNING", "PLANNING"]
 
 
@@ -227,7 +268,8 @@ def test_stdout_draws_the_tree_without_a_collector(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("invoke_agent tradegraph  [+0.0 ms") and f"session={out.session_id}" in lines[0]
     assert [line.split("  ")[1] for line in lines if line.startswith("  ") and not line.startswith("    ")] == list(
-        STATES)
+        STATES
+    )
     assert sum(line.startswith("    chat offline-quick") for line in lines) == 13
     assert lines[-1].startswith("built 27 spans")
 
@@ -249,10 +291,13 @@ def test_a_collector_that_refuses_exits_1_naming_the_status(capsys):
     assert refusing.endpoint in line and "400" in line
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--endpoint", "localhost:4318"], "localhost:4318"),
-    (["--endpoint", "http://collector:43x8"], "43x8"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--endpoint", "localhost:4318"], "localhost:4318"),
+        (["--endpoint", "http://collector:43x8"], "43x8"),
+    ],
+)
 def test_a_bad_endpoint_exits_2_naming_it(capsys, args, needle):
     store, out = recorded()
     assert export(store, out.session_id, *args) == 2

@@ -1,13 +1,14 @@
 """Live export: with OTEL_EXPORTER_OTLP_ENDPOINT set, each cycle's spans reach the collector as the cycle ends
 (decoded by a loopback receiver), the same spans `tradegraph export otel` sends; a dead or hanging collector
 never fails a cycle nor holds it past the exporter's timeout, and the failure is in the cycle's audit."""
+
 import logging
 import time
 
 import pytest
 
-from graph.services.replay.session import load_session
 from graph.machine.runner import approve_cycle, run_state_machine
+from graph.services.replay.session import load_session
 from graph.services.telemetry import live
 from graph.services.telemetry.export import send, spans_of
 from tests.fakes.otlp_receiver import OtlpReceiver

@@ -1,6 +1,7 @@
 """Every request a provider model is sent carries its state's output cap (issue 31): a local server without one
 generates until its context is full. The caps come from the contracts, TRADEGRAPH_MAX_OUTPUT_TOKENS and
 TRADEGRAPH_MAX_OUTPUT_TOKENS_<STATE>; the manifest records them and the budgets reserve them."""
+
 import pytest
 
 from agent.config import AgentConfig, ConfigError
@@ -44,11 +45,14 @@ def test_the_defaults_come_from_the_contracts(openai_server):
     assert plans and plans[0]["max_tokens"] == default_caps()["PLANNING"] == min(MAX_DEFAULT, contract_tokens(Plan))
 
 
-@pytest.mark.parametrize("var,value,message", [
-    ("TRADEGRAPH_MAX_OUTPUT_TOKENS", "0", "TRADEGRAPH_MAX_OUTPUT_TOKENS='0' is outside 16..200000"),
-    ("TRADEGRAPH_MAX_OUTPUT_TOKENS_PLANING", "100", "'PLANING' is not a state"),
-    ("TRADEGRAPH_MAX_OUTPUT_TOKENS_DEBATE", "lots", "TRADEGRAPH_MAX_OUTPUT_TOKENS_DEBATE='lots' is not an integer"),
-])
+@pytest.mark.parametrize(
+    "var,value,message",
+    [
+        ("TRADEGRAPH_MAX_OUTPUT_TOKENS", "0", "TRADEGRAPH_MAX_OUTPUT_TOKENS='0' is outside 16..200000"),
+        ("TRADEGRAPH_MAX_OUTPUT_TOKENS_PLANING", "100", "'PLANING' is not a state"),
+        ("TRADEGRAPH_MAX_OUTPUT_TOKENS_DEBATE", "lots", "TRADEGRAPH_MAX_OUTPUT_TOKENS_DEBATE='lots' is not an integer"),
+    ],
+)
 def test_a_bad_cap_is_refused_naming_it(var, value, message, monkeypatch):
     monkeypatch.setenv(var, value)
     with pytest.raises(ConfigError, match=message):
@@ -63,8 +67,22 @@ def test_the_estimate_prices_the_worst_case_at_each_states_cap(monkeypatch, tmp_
 
     monkeypatch.setenv("TRADEGRAPH_MAX_OUTPUT_TOKENS", "100")
     monkeypatch.setenv("TRADEGRAPH_MAX_OUTPUT_TOKENS_DEBATE", "40")
-    args = ["benchmark", "stockbench", "--symbols", "AAPL", "--start", "2025-03-03", "--end", "2025-03-03",
-            "--json", "--db", f"mongomock://cap_{uuid.uuid4().hex[:8]}", "--out", str(tmp_path / "exp"), "--estimate"]
+    args = [
+        "benchmark",
+        "stockbench",
+        "--symbols",
+        "AAPL",
+        "--start",
+        "2025-03-03",
+        "--end",
+        "2025-03-03",
+        "--json",
+        "--db",
+        f"mongomock://cap_{uuid.uuid4().hex[:8]}",
+        "--out",
+        str(tmp_path / "exp"),
+        "--estimate",
+    ]
     assert main(args) == 0
     est = json.loads(capsys.readouterr().out)
     assert est["output_caps"]["DEBATE"] == 40 and est["output_caps"]["PLANNING"] == 100

@@ -2,6 +2,7 @@
 tradegraph.toml names the fictional ACME prices runs a cycle and a backtest; from another directory, with no
 toml and no flag, the session continues and both verify identical; a file changed afterwards is reported by its
 hash."""
+
 from __future__ import annotations
 
 import json
@@ -19,11 +20,20 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def tg(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("MONGODB_URI", "OPENAI_API_KEY", "TRADEGRAPH_LLM", "TRADEGRAPH_CONFIG")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MONGODB_URI", "OPENAI_API_KEY", "TRADEGRAPH_LLM", "TRADEGRAPH_CONFIG")
+    }
     env.update({"TRADEGRAPH_HOME": str(cwd / ".tg_home"), "PYTHONPATH": str(ROOT)})
-    return subprocess.run([sys.executable, "-m", "graph.transports.cli.main", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "graph.transports.cli.main", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_the_walkthrough_across_processes(embedded_uri, tmp_path):
@@ -41,8 +51,26 @@ def test_the_walkthrough_across_processes(embedded_uri, tmp_path):
     run = tg(["run", "--symbols", "ACME", "--as-of", "2024-03-01", "--json", *db], project)
     assert run.returncode == 0, run.stderr
     session = json.loads(run.stdout)["session_id"]
-    bt = tg(["backtest", "--symbols", "ACME", "--start", "2024-01-02", "--end", "2024-03-28", "--every", "10",
-             "--run-id", "acme", "--json", "--out", str(project / "experiments"), *db], project)
+    bt = tg(
+        [
+            "backtest",
+            "--symbols",
+            "ACME",
+            "--start",
+            "2024-01-02",
+            "--end",
+            "2024-03-28",
+            "--every",
+            "10",
+            "--run-id",
+            "acme",
+            "--json",
+            "--out",
+            str(project / "experiments"),
+            *db,
+        ],
+        project,
+    )
     assert bt.returncode == 0, bt.stderr
     assert json.loads(bt.stdout)["decision_points"] == 7  # 61 sessions, every 10th
 
@@ -60,5 +88,9 @@ def test_the_walkthrough_across_processes(embedded_uri, tmp_path):
         fh.write("ACME,2025-01-02,47.1,47.9,46.5,47.5,1000000\n")
     v = tg(["replay", session, "--verify", *db], elsewhere)
     assert v.returncode == 0, v.stdout + v.stderr
-    assert " ".join(v.stdout.split()).count(f"data source market.sha256: content hash differs: {acme.resolve()} "
-                                            f"changed since the run") == 2
+    assert (
+        " ".join(v.stdout.split()).count(
+            f"data source market.sha256: content hash differs: {acme.resolve()} changed since the run"
+        )
+        == 2
+    )

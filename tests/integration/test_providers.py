@@ -7,34 +7,51 @@ a server that is not there), and each test asserts what test_llm_faults asserts 
 as many requests as `state_events` holds `llm_request` events, each answered by an `llm_response` carrying the
 status the server sent; the cycle completes (a repaired fault) or fails closed, one line, nothing filled.
 """
+
 from __future__ import annotations
 
 import socket
 import time
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import pytest
 
 from agent.config import AgentConfig
 from agent.tools import TOOLS
-from graph.services.replay.session import verify_session
 from graph.machine.runner import run_state_machine
 from graph.machine.runtime import default_runtime
+from graph.services.replay.session import verify_session
 from tests.fakes.fake_anthropic import FakeAnthropic
 from tests.fakes.fake_gemini import FakeGemini
 from tests.fakes.fake_ollama import FakeOllama
 from tests.fakes.fake_openai import FakeOpenAI
-from tests.fakes.provider_fake import Fault, FakeProvider
+from tests.fakes.provider_fake import FakeProvider, Fault
 from tests.helpers import audited_attempts, events_of, filled, mock_store, one_line_error
 
 pytestmark = pytest.mark.integration
 
 SYMBOL, AS_OF = "AAPL", "2012-06-01"  # the honest cycle buys AAPL: a fault that fails it must stop that fill
-VARS = ("TRADEGRAPH_LLM", "TRADEGRAPH_QUICK_MODEL", "TRADEGRAPH_DEEP_MODEL", "TRADEGRAPH_STRUCTURED_METHOD",
-        "TRADEGRAPH_TOOL_CHOICE", "TRADEGRAPH_LLM_TIMEOUT", "TRADEGRAPH_LLM_RETRIES", "TRADEGRAPH_LLM_MAX_WAIT_S",
-        "TRADEGRAPH_TOKEN_BUDGET", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
-        "ANTHROPIC_API_URL", "OLLAMA_HOST", "GOOGLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL")
+VARS = (
+    "TRADEGRAPH_LLM",
+    "TRADEGRAPH_QUICK_MODEL",
+    "TRADEGRAPH_DEEP_MODEL",
+    "TRADEGRAPH_STRUCTURED_METHOD",
+    "TRADEGRAPH_TOOL_CHOICE",
+    "TRADEGRAPH_LLM_TIMEOUT",
+    "TRADEGRAPH_LLM_RETRIES",
+    "TRADEGRAPH_LLM_MAX_WAIT_S",
+    "TRADEGRAPH_TOKEN_BUDGET",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_API_URL",
+    "OLLAMA_HOST",
+    "GOOGLE_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_GEMINI_BASE_URL",
+)
 
 
 @dataclass(frozen=True)
@@ -48,34 +65,104 @@ class Case:
 
 
 CASES = [
-    Case("anthropic", FakeAnthropic, lambda url: {
-        "ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": url,
-        "TRADEGRAPH_QUICK_MODEL": "anthropic:claude-haiku-4-5",
-        "TRADEGRAPH_DEEP_MODEL": "anthropic:claude-opus-4-5"}, "ChatAnthropic", "function_calling", True),
+    Case(
+        "anthropic",
+        FakeAnthropic,
+        lambda url: {
+            "ANTHROPIC_API_KEY": "test-key",
+            "ANTHROPIC_BASE_URL": url,
+            "TRADEGRAPH_QUICK_MODEL": "anthropic:claude-haiku-4-5",
+            "TRADEGRAPH_DEEP_MODEL": "anthropic:claude-opus-4-5",
+        },
+        "ChatAnthropic",
+        "function_calling",
+        True,
+    ),
     # LangChain's profile says Claude Sonnet 5.5 refuses a forced tool_choice: native JSON-schema output instead
-    Case("anthropic-sonnet-5-5", FakeAnthropic, lambda url: {
-        "ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_API_URL": url, "TRADEGRAPH_LLM": "anthropic",
-        "TRADEGRAPH_QUICK_MODEL": "claude-sonnet-5-5", "TRADEGRAPH_DEEP_MODEL": "claude-sonnet-5-5"},
-        "ChatAnthropic", "json_schema", False),
-    Case("ollama", FakeOllama, lambda url: {
-        "OLLAMA_HOST": url, "TRADEGRAPH_LLM": "ollama", "TRADEGRAPH_QUICK_MODEL": "llama3.1:8b",
-        "TRADEGRAPH_DEEP_MODEL": "qwen2.5:14b"}, "ChatOllama", "json_schema", False),
-    Case("ollama-json_mode", FakeOllama, lambda url: {
-        "OLLAMA_HOST": url, "TRADEGRAPH_QUICK_MODEL": "ollama:llama3.1:8b", "TRADEGRAPH_DEEP_MODEL": "ollama:llama3.1:8b",
-        "TRADEGRAPH_STRUCTURED_METHOD": "json_mode"}, "ChatOllama", "json_mode", False),
-    Case("google_genai", FakeGemini, lambda url: {
-        "GOOGLE_API_KEY": "test-key", "GOOGLE_GEMINI_BASE_URL": url, "TRADEGRAPH_LLM": "google_genai",
-        "TRADEGRAPH_QUICK_MODEL": "gemini-2.5-flash", "TRADEGRAPH_DEEP_MODEL": "gemini-2.5-pro"},
-        "ChatGoogleGenerativeAI", "json_schema", True),
-    Case("google_genai-function_calling", FakeGemini, lambda url: {
-        "GEMINI_API_KEY": "test-key", "GOOGLE_GEMINI_BASE_URL": url,
-        "TRADEGRAPH_QUICK_MODEL": "google_genai:gemini-2.5-flash", "TRADEGRAPH_DEEP_MODEL": "google_genai:gemini-2.5-pro",
-        "TRADEGRAPH_STRUCTURED_METHOD": "function_calling"}, "ChatGoogleGenerativeAI", "function_calling", True),
+    Case(
+        "anthropic-sonnet-5-5",
+        FakeAnthropic,
+        lambda url: {
+            "ANTHROPIC_API_KEY": "test-key",
+            "ANTHROPIC_API_URL": url,
+            "TRADEGRAPH_LLM": "anthropic",
+            "TRADEGRAPH_QUICK_MODEL": "claude-sonnet-5-5",
+            "TRADEGRAPH_DEEP_MODEL": "claude-sonnet-5-5",
+        },
+        "ChatAnthropic",
+        "json_schema",
+        False,
+    ),
+    Case(
+        "ollama",
+        FakeOllama,
+        lambda url: {
+            "OLLAMA_HOST": url,
+            "TRADEGRAPH_LLM": "ollama",
+            "TRADEGRAPH_QUICK_MODEL": "llama3.1:8b",
+            "TRADEGRAPH_DEEP_MODEL": "qwen2.5:14b",
+        },
+        "ChatOllama",
+        "json_schema",
+        False,
+    ),
+    Case(
+        "ollama-json_mode",
+        FakeOllama,
+        lambda url: {
+            "OLLAMA_HOST": url,
+            "TRADEGRAPH_QUICK_MODEL": "ollama:llama3.1:8b",
+            "TRADEGRAPH_DEEP_MODEL": "ollama:llama3.1:8b",
+            "TRADEGRAPH_STRUCTURED_METHOD": "json_mode",
+        },
+        "ChatOllama",
+        "json_mode",
+        False,
+    ),
+    Case(
+        "google_genai",
+        FakeGemini,
+        lambda url: {
+            "GOOGLE_API_KEY": "test-key",
+            "GOOGLE_GEMINI_BASE_URL": url,
+            "TRADEGRAPH_LLM": "google_genai",
+            "TRADEGRAPH_QUICK_MODEL": "gemini-2.5-flash",
+            "TRADEGRAPH_DEEP_MODEL": "gemini-2.5-pro",
+        },
+        "ChatGoogleGenerativeAI",
+        "json_schema",
+        True,
+    ),
+    Case(
+        "google_genai-function_calling",
+        FakeGemini,
+        lambda url: {
+            "GEMINI_API_KEY": "test-key",
+            "GOOGLE_GEMINI_BASE_URL": url,
+            "TRADEGRAPH_QUICK_MODEL": "google_genai:gemini-2.5-flash",
+            "TRADEGRAPH_DEEP_MODEL": "google_genai:gemini-2.5-pro",
+            "TRADEGRAPH_STRUCTURED_METHOD": "function_calling",
+        },
+        "ChatGoogleGenerativeAI",
+        "function_calling",
+        True,
+    ),
     # LM Studio: a 400 for any request carrying tool_choice; the contract as a tool call, never forced
-    Case("openai-compatible-no-tool-choice", lambda: FakeOpenAI(reject_tool_choice=True), lambda url: {
-        "OPENAI_API_KEY": "lm-studio", "OPENAI_BASE_URL": url, "TRADEGRAPH_LLM": "openai",
-        "TRADEGRAPH_QUICK_MODEL": "qwen2.5-7b-instruct", "TRADEGRAPH_DEEP_MODEL": "qwen2.5-7b-instruct",
-        "TRADEGRAPH_STRUCTURED_METHOD": "function_calling"}, "ChatOpenAI", "function_calling", False),
+    Case(
+        "openai-compatible-no-tool-choice",
+        lambda: FakeOpenAI(reject_tool_choice=True),
+        lambda url: {
+            "OPENAI_API_KEY": "lm-studio",
+            "OPENAI_BASE_URL": url,
+            "TRADEGRAPH_LLM": "openai",
+            "TRADEGRAPH_QUICK_MODEL": "qwen2.5-7b-instruct",
+            "TRADEGRAPH_DEEP_MODEL": "qwen2.5-7b-instruct",
+            "TRADEGRAPH_STRUCTURED_METHOD": "function_calling",
+        },
+        "ChatOpenAI",
+        "function_calling",
+        False,
+    ),
 ]
 
 
@@ -125,8 +212,10 @@ def test_a_full_cycle_through_the_real_provider_class(provider):
     forced = [b for b, a in zip(fake.requests, asked) if a.schema and fake.forces_tool(b)]
     assert bool(forced) == (case.tool_choice and case.method == "function_calling")
     manifest = events_of(store, out, "manifest")[0]["payload"]
-    assert {t: (m["structured_method"], m["tool_choice"]) for t, m in manifest["models"].items()} == \
-        {"quick": (case.method, case.tool_choice), "deep": (case.method, case.tool_choice)}
+    assert {t: (m["structured_method"], m["tool_choice"]) for t, m in manifest["models"].items()} == {
+        "quick": (case.method, case.tool_choice),
+        "deep": (case.method, case.tool_choice),
+    }
     assert manifest["model_endpoint_host"] == "127.0.0.1"
     served = len(fake.requests)
     report = verify_session(store, out.session_id)
@@ -155,8 +244,9 @@ def test_a_500_is_retried_with_backoff(provider):
     assert out.status == "completed" and filled(store, out)
     attempts = audited_attempts(fake, store, out)
     # the first tool pass (the quant's): a JSON pass offered as a function call carries its contract as its one tool
-    first = [(r["attempt"], s["http_status"], s.get("retryable")) for r, s in attempts
-             if set(r["tools"]) & set(TOOLS)][:2]
+    first = [(r["attempt"], s["http_status"], s.get("retryable")) for r, s in attempts if set(r["tools"]) & set(TOOLS)][
+        :2
+    ]
     assert first == [(1, 500, True), (2, 200, None)]
 
 
@@ -180,8 +270,9 @@ def test_an_answer_missing_fields_is_repaired_quoting_the_error(provider):
     vals = plan_validations(store, out)
     assert [v["ok"] for v in vals] == [False, True] and "assets" in vals[0]["error"]
     # the repair request re-sends the bad answer as plain assistant text (never a tool call left unanswered)
-    repaired = fake.read("", fake.requests[[i for i, b in enumerate(fake.requests) if fake.read("", b).schema ==
-                                             "Plan"][1]])
+    repaired = fake.read(
+        "", fake.requests[[i for i, b in enumerate(fake.requests) if fake.read("", b).schema == "Plan"][1]]
+    )
     assert repaired.messages[-2].content == '{"objective": "missing every other field"}'
     assert not repaired.messages[-2].tool_calls
 
@@ -280,7 +371,8 @@ def test_openai_itself_gets_the_contract_as_a_forced_function(monkeypatch):
         store, out, _ = run()
         assert out.status == "completed"
         forced = [b["tool_choice"] for b in fake.requests if "tool_choice" in b]
-        assert forced and all(c["type"] == "function" and [t["function"]["name"] for t in b["tools"]] ==
-                              [c["function"]["name"]] for b, c in zip([b for b in fake.requests if "tool_choice" in b],
-                                                                     forced))
+        assert forced and all(
+            c["type"] == "function" and [t["function"]["name"] for t in b["tools"]] == [c["function"]["name"]]
+            for b, c in zip([b for b in fake.requests if "tool_choice" in b], forced)
+        )
         assert {c["function"]["name"] for c in forced} >= {"Plan", "TradeThesis"}

@@ -4,6 +4,7 @@ answered in-process (httpx's MockTransport) or the errors built the way the SDK 
 
 The end-to-end behaviour over HTTP (each fault a real server sends, retried and audited) is test_providers.py.
 """
+
 from __future__ import annotations
 
 import email.utils
@@ -18,15 +19,33 @@ from agent.providers import choices_of
 
 ENV = {
     "openai": {"TRADEGRAPH_LLM": "openai", "OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "http://10.0.0.1:1234/v1"},
-    "anthropic": {"TRADEGRAPH_LLM": "anthropic", "ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": "http://10.0.0.2:8080",
-                  "TRADEGRAPH_QUICK_MODEL": "claude-haiku-4-5", "TRADEGRAPH_DEEP_MODEL": "claude-opus-4-5"},
-    "google_genai": {"TRADEGRAPH_LLM": "google_genai", "GEMINI_API_KEY": "k", "GOOGLE_GEMINI_BASE_URL": "http://10.0.0.3",
-                     "TRADEGRAPH_QUICK_MODEL": "gemini-2.5-flash", "TRADEGRAPH_DEEP_MODEL": "gemini-2.5-pro"},
-    "ollama": {"TRADEGRAPH_LLM": "ollama", "OLLAMA_HOST": "http://10.0.0.4:11434",
-               "TRADEGRAPH_QUICK_MODEL": "llama3.1:8b", "TRADEGRAPH_DEEP_MODEL": "qwen2.5:14b"},
+    "anthropic": {
+        "TRADEGRAPH_LLM": "anthropic",
+        "ANTHROPIC_API_KEY": "k",
+        "ANTHROPIC_BASE_URL": "http://10.0.0.2:8080",
+        "TRADEGRAPH_QUICK_MODEL": "claude-haiku-4-5",
+        "TRADEGRAPH_DEEP_MODEL": "claude-opus-4-5",
+    },
+    "google_genai": {
+        "TRADEGRAPH_LLM": "google_genai",
+        "GEMINI_API_KEY": "k",
+        "GOOGLE_GEMINI_BASE_URL": "http://10.0.0.3",
+        "TRADEGRAPH_QUICK_MODEL": "gemini-2.5-flash",
+        "TRADEGRAPH_DEEP_MODEL": "gemini-2.5-pro",
+    },
+    "ollama": {
+        "TRADEGRAPH_LLM": "ollama",
+        "OLLAMA_HOST": "http://10.0.0.4:11434",
+        "TRADEGRAPH_QUICK_MODEL": "llama3.1:8b",
+        "TRADEGRAPH_DEEP_MODEL": "qwen2.5:14b",
+    },
 }
-URL_VAR = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL", "google_genai": "GOOGLE_GEMINI_BASE_URL",
-           "ollama": "OLLAMA_HOST"}
+URL_VAR = {
+    "openai": "OPENAI_BASE_URL",
+    "anthropic": "ANTHROPIC_BASE_URL",
+    "google_genai": "GOOGLE_GEMINI_BASE_URL",
+    "ollama": "OLLAMA_HOST",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -53,18 +72,36 @@ def test_each_provider_is_built_with_its_sdk_retries_off_and_its_endpoint_explic
     monkeypatch.setenv("TRADEGRAPH_LLM_RETRIES", "5")
     settings = AgentConfig.from_env()
     model = make_model(settings, "deep")
-    assert type(model).__name__ == {"openai": "ChatOpenAI", "anthropic": "ChatAnthropic",
-                                    "google_genai": "ChatGoogleGenerativeAI", "ollama": "ChatOllama"}[provider]
+    assert (
+        type(model).__name__
+        == {
+            "openai": "ChatOpenAI",
+            "anthropic": "ChatAnthropic",
+            "google_genai": "ChatGoogleGenerativeAI",
+            "ollama": "ChatOllama",
+        }[provider]
+    )
     assert sdk_retries(model) == 0
     # tradegraph's one retry loop reads the policy the model carries
     assert retry_policy_of(model) == settings.retry == RetryPolicy(retries=5, timeout_s=7.5)
     choices = choices_of(model)
-    assert choices["provider"] == provider and choices["endpoint_host"] == ENV[provider][URL_VAR[provider]].split("/")[2].split(":")[0]
-    endpoint = {"openai": lambda m: m.openai_api_base, "anthropic": lambda m: m.anthropic_api_url,
-                "google_genai": lambda m: m.base_url, "ollama": lambda m: m.base_url}[provider](model)
+    assert (
+        choices["provider"] == provider
+        and choices["endpoint_host"] == ENV[provider][URL_VAR[provider]].split("/")[2].split(":")[0]
+    )
+    endpoint = {
+        "openai": lambda m: m.openai_api_base,
+        "anthropic": lambda m: m.anthropic_api_url,
+        "google_genai": lambda m: m.base_url,
+        "ollama": lambda m: m.base_url,
+    }[provider](model)
     assert endpoint == ENV[provider][URL_VAR[provider]]
-    timeout = {"openai": lambda m: m.request_timeout, "anthropic": lambda m: m.default_request_timeout,
-               "google_genai": lambda m: m.timeout, "ollama": lambda m: m.client_kwargs["timeout"]}[provider](model)
+    timeout = {
+        "openai": lambda m: m.request_timeout,
+        "anthropic": lambda m: m.default_request_timeout,
+        "google_genai": lambda m: m.timeout,
+        "ollama": lambda m: m.client_kwargs["timeout"],
+    }[provider](model)
     assert timeout == 7.5
     assert getattr(model, "temperature", None) == 0
 
@@ -95,11 +132,13 @@ def anthropic_error(kind: str):
     def status(cls, code, headers=None):
         return cls(f"error {code}", response=httpx2.Response(code, headers=headers or {}, request=request), body=None)
 
-    sdk = {"429": lambda: status(anthropic.RateLimitError, 429, {"retry-after": "7"}),
-           "529": lambda: status(anthropic.OverloadedError, 529),
-           "401": lambda: status(anthropic.AuthenticationError, 401),
-           "connection": lambda: anthropic.APIConnectionError(request=request),
-           "timeout": lambda: anthropic.APITimeoutError(request=request)}[kind]()
+    sdk = {
+        "429": lambda: status(anthropic.RateLimitError, 429, {"retry-after": "7"}),
+        "529": lambda: status(anthropic.OverloadedError, 529),
+        "401": lambda: status(anthropic.AuthenticationError, 401),
+        "connection": lambda: anthropic.APIConnectionError(request=request),
+        "timeout": lambda: anthropic.APITimeoutError(request=request),
+    }[kind]()
     try:  # what ChatAnthropic raises: its LangChain-classified subclass, from the SDK's
         _handle_anthropic_api_error(sdk)
     except Exception as e:  # noqa: BLE001
@@ -112,8 +151,14 @@ def google_error(kind: str):
     from langchain_google_genai.chat_models import _handle_client_error, _handle_server_error
 
     retry_info = {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "32s"}
-    body = {"error": {"code": int(kind), "message": "quota", "status": "RESOURCE_EXHAUSTED",
-                      "details": [retry_info] if kind == "429" else []}}
+    body = {
+        "error": {
+            "code": int(kind),
+            "message": "quota",
+            "status": "RESOURCE_EXHAUSTED",
+            "details": [retry_info] if kind == "429" else [],
+        }
+    }
     try:
         if kind.startswith("5"):
             _handle_server_error(errors.ServerError(int(kind), body, None))
@@ -148,8 +193,13 @@ CASES = {
     "anthropic-429": (lambda: anthropic_error("429"), 429, True, 7.0, "AnthropicRateLimitError"),
     "anthropic-529-overloaded": (lambda: anthropic_error("529"), 529, True, None, "HTTP 529"),
     "anthropic-401": (lambda: anthropic_error("401"), 401, False, None, "HTTP 401"),
-    "anthropic-connection": (lambda: anthropic_error("connection"), None, True, None,
-                             "POST http://10.0.0.9:8080/v1/messages"),
+    "anthropic-connection": (
+        lambda: anthropic_error("connection"),
+        None,
+        True,
+        None,
+        "POST http://10.0.0.9:8080/v1/messages",
+    ),
     "anthropic-timeout": (lambda: anthropic_error("timeout"), None, True, None, "http://10.0.0.9:8080/v1/messages"),
     "google-429-retryinfo": (lambda: google_error("429"), 429, True, 32.0, "GoogleRateLimitError"),
     "google-503": (lambda: google_error("503"), 503, True, None, "GoogleAPIError"),
@@ -159,8 +209,13 @@ CASES = {
     # the ollama client's own message names no server: the summary adds the URL it tried
     "ollama-connection": (lambda: ollama_error("connection"), None, True, None, "POST http://10.0.0.4:11434/api/chat"),
     "ollama-timeout": (lambda: ollama_error("timeout"), None, True, None, "http://10.0.0.4:11434/api/chat"),
-    "httpx-credentials-hidden": (lambda: httpx.ConnectError("refused", request=REQUEST), None, True, None,
-                                 "POST http://10.0.0.9:8080/v1/messages)"),
+    "httpx-credentials-hidden": (
+        lambda: httpx.ConnectError("refused", request=REQUEST),
+        None,
+        True,
+        None,
+        "POST http://10.0.0.9:8080/v1/messages)",
+    ),
 }
 
 

@@ -1,4 +1,5 @@
 """`tradegraph replay`: tables, --json, --html, --verify and exit codes, through the CLI entry point."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from database.connection import connect
-from graph.transports.cli.main import main
 from graph.machine.runner import run_state_machine
+from graph.transports.cli.main import main
 from tests.unit.test_replay import _short_manager, copy_session
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,8 +102,9 @@ def test_cli_end_to_end_on_embedded(embedded_uri, tmp_path):
     env.pop("OPENAI_API_KEY", None)
 
     def tg(*args):
-        return subprocess.run(exe + list(args) + ["--db", db], cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=300)
+        return subprocess.run(
+            exe + list(args) + ["--db", db], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        )
 
     r = tg("run", "--symbols", "AAPL,MSFT", "--as-of", "2012-06-01", "--json")
     assert r.returncode == 0, r.stderr

@@ -1,6 +1,7 @@
 """`tradegraph replay --verify` re-executes from the recording alone, in a process that never saw the
 cycle: a rejected approval, a cycle still waiting for one, and a user's price file deleted after the run
 all verify identical on the embedded store; a tampered event fails verify and --check-chain."""
+
 from __future__ import annotations
 
 import gzip
@@ -64,8 +65,11 @@ def test_verify_after_the_users_price_file_is_deleted(embedded_uri, tmp_path):
     assert "replay identical to the recording" in r.stdout
     # the difference is reported, not hidden: the recorded file is gone, today's data is the bundled set
     assert "data source market.source: recorded" in r.stdout and "my_prices.csv" in r.stdout
-    executed = [e for e in _events(f"replay-{out.session_id}-1", tmp_path, ("--db", db))
-                if e["kind"] == "contract" and e["state"] == "EXECUTING"]
+    executed = [
+        e
+        for e in _events(f"replay-{out.session_id}-1", tmp_path, ("--db", db))
+        if e["kind"] == "contract" and e["state"] == "EXECUTING"
+    ]
     assert executed[0]["payload"]["data"] == out.contracts["EXECUTING"]
 
 
@@ -75,8 +79,9 @@ def test_a_tampered_event_fails_verify_and_check_chain(embedded_uri, tmp_path):
     try:
         out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with())
         # an edit that changes no contract: only the chain can tell
-        store.db["state_events"].update_one({"session_id": out.session_id, "seq": 5},
-                                            {"$set": {"payload.edited": True}})
+        store.db["state_events"].update_one(
+            {"session_id": out.session_id, "seq": 5}, {"$set": {"payload.edited": True}}
+        )
     finally:
         store.close()
     chain = tg(["replay", out.session_id, "--check-chain", "--db", db], tmp_path)

@@ -1,5 +1,6 @@
 """The servers' edges: `serve` stops when told to, even while a request waits on a store that is gone; the MCP
 server's stderr carries nothing below a warning (a library's DEBUG line included) unless TRADEGRAPH_DEBUG."""
+
 from __future__ import annotations
 
 import asyncio
@@ -37,8 +38,14 @@ def test_serve_stops_while_a_request_waits_on_a_hung_store_and_stops_the_store_i
     home, port = tmp_path / "home", _free_port()
     env = {**os.environ, "TRADEGRAPH_HOME": str(home), "PYTHONPATH": str(REPO), "TRADEGRAPH_LLM": "offline"}
     env.pop("MONGODB_URI", None)  # its own embedded store, started (and owned) by the server
-    proc = subprocess.Popen([sys.executable, "-m", "graph.transports.cli", "serve", "--port", str(port)],
-                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "graph.transports.cli", "serve", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     nx_pid = None
     try:
@@ -53,8 +60,9 @@ def test_serve_stops_while_a_request_waits_on_a_hung_store_and_stops_the_store_i
             pytest.fail(f"serve did not answer: {proc.stderr.read() if proc.poll() is not None else ''}")
         nx_pid = json.loads((home / "server.json").read_text())["pid"]
         os.kill(nx_pid, signal.SIGSTOP)  # the store hangs: a request now waits on its socket
-        waiting = threading.Thread(target=lambda: _quietly(lambda: httpx.get(f"{url}/sessions", timeout=60)),
-                                   daemon=True)
+        waiting = threading.Thread(
+            target=lambda: _quietly(lambda: httpx.get(f"{url}/sessions", timeout=60)), daemon=True
+        )
         waiting.start()
         time.sleep(1.0)
         assert waiting.is_alive(), "the request did not wait on the hung store: nothing to stop through"
@@ -93,22 +101,34 @@ def test_the_mcp_server_writes_no_debug_line_to_stderr(tmp_path):
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    env = {**os.environ, "TRADEGRAPH_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO),
-           "TRADEGRAPH_ALLOW_EXECUTION": "mcp", "TRADEGRAPH_LLM": "offline"}
+    env = {
+        **os.environ,
+        "TRADEGRAPH_HOME": str(tmp_path / "home"),
+        "PYTHONPATH": str(REPO),
+        "TRADEGRAPH_ALLOW_EXECUTION": "mcp",
+        "TRADEGRAPH_LLM": "offline",
+    }
     env.pop("MONGODB_URI", None)
     errlog = tmp_path / "stderr.txt"
 
     async def session() -> tuple[dict, dict]:
-        params = StdioServerParameters(command=sys.executable, args=["-m", "graph.transports.cli", "mcp"],
-                                       env=env, cwd=str(tmp_path))
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "graph.transports.cli", "mcp"], env=env, cwd=str(tmp_path)
+        )
         with open(errlog, "w") as err:
             async with stdio_client(params, errlog=err) as (read, write):
                 async with ClientSession(read, write) as s:
                     await s.initialize()
                     await s.list_tools()
                     one = await s.call_tool("run_cycle", {"symbols": ["AAPL"], "as_of": "2012-03-01"})
-                    two = await s.call_tool("run_cycle", {"symbols": ["AAPL"], "as_of": "2012-03-07",
-                                                          "session_id": one.structured_content["session_id"]})
+                    two = await s.call_tool(
+                        "run_cycle",
+                        {
+                            "symbols": ["AAPL"],
+                            "as_of": "2012-03-07",
+                            "session_id": one.structured_content["session_id"],
+                        },
+                    )
                     await s.call_tool("read_events", {"session_id": "s-unknown"})  # an error, too
                     return one.structured_content, two.structured_content
 

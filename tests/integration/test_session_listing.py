@@ -1,6 +1,7 @@
 """Listing sessions on the embedded store: from the summaries alone (never a command on `state_events`, counted on
 the wire), and honest after a writer is SIGKILLed mid-cycle: the listing says the summary is behind (or the session
 not summarised yet), the session's next cycle catches it up, and `tradegraph store reindex` rebuilds the rest."""
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,8 @@ from pymongo import MongoClient, monitoring
 
 from database import connect
 from graph.kernel.core import Kernel
-from graph.transports.cli.main import main
 from graph.machine.runner import run_state_machine
+from graph.transports.cli.main import main
 from tests.unit.test_session_summaries import from_log, summary
 
 pytestmark = pytest.mark.integration
@@ -78,8 +79,12 @@ def kill_mid_cycle(uri: str, day: str, session_id: str, at_least: dict) -> None:
     try:
         heads = store.events.heads.col
         before = {h["_id"]: h["seq"] for h in heads.find({})}
-        proc = subprocess.Popen([sys.executable, "-c", CHILD, uri, day, session_id], cwd=ROOT,
-                                env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD, uri, day, session_id],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.PIPE,
+        )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             grown = [h for h in heads.find({}) if h["seq"] - before.get(h["_id"], 0) >= at_least["events"]]

@@ -2,6 +2,7 @@
 runs it 3 times at the paper's temperature 0.7 (arXiv 2510.02209, Table 2), each run a session of its own whose
 manifest records the temperature, and every request the server received says 0.7 and carries no seed (a seed would
 make the 3 runs one sample). A temperature the user chooses is sent and printed as a departure."""
+
 from __future__ import annotations
 
 import io
@@ -22,8 +23,13 @@ ONE_SESSION = ["--symbols", "AAPL", "--start", "2025-03-03", "--end", "2025-03-0
 @pytest.fixture
 def server(monkeypatch, tmp_path):
     """vLLM's flavour of the compatible fake, configured the way a user points tradegraph at a local server."""
-    for name in ("TRADEGRAPH_LLM", "TRADEGRAPH_QUICK_MODEL", "TRADEGRAPH_DEEP_MODEL", "TRADEGRAPH_STRUCTURED_METHOD",
-                 "MONGODB_URI"):
+    for name in (
+        "TRADEGRAPH_LLM",
+        "TRADEGRAPH_QUICK_MODEL",
+        "TRADEGRAPH_DEEP_MODEL",
+        "TRADEGRAPH_STRUCTURED_METHOD",
+        "MONGODB_URI",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TRADEGRAPH_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("OPENAI_API_KEY", "local")
@@ -37,8 +43,7 @@ def server(monkeypatch, tmp_path):
 
 def _bench(tmp_path: Path, *extra: str) -> tuple[list[str], str]:
     db = f"mongomock://sbruns_{uuid.uuid4().hex[:8]}"
-    return ["benchmark", "stockbench", *ONE_SESSION, "--json", "--db", db, "--out", str(tmp_path / "exp"),
-            *extra], db
+    return ["benchmark", "stockbench", *ONE_SESSION, "--json", "--db", db, "--out", str(tmp_path / "exp"), *extra], db
 
 
 def test_a_real_model_is_run_3_times_at_the_protocols_temperature(server, tmp_path, capsys):
@@ -96,7 +101,8 @@ def test_a_chosen_temperature_is_a_departure_and_a_late_cutoff_is_flagged(server
     card = json.loads(capsys.readouterr().out)
     assert {b.get("temperature") for b in server.requests} == {0.2}
     assert [line for line in card["departures"] if line.startswith("temperature")] == [
-        "temperature 0.2 for a provider's model, the paper's is 0.7 (Table 2: each model the mean of 3 runs at 0.7)"]
+        "temperature 0.2 for a provider's model, the paper's is 0.7 (Table 2: each model the mean of 3 runs at 0.7)"
+    ]
     (run,) = [r for r in card["rows"] if r["kind"] == "run"]
     assert run["may_have_seen_window"] is True
     assert {c["cutoff"] for c in run["cutoffs"]} == {"2025-03"} and all(c["source"] for c in run["cutoffs"])
@@ -117,8 +123,9 @@ def test_a_chosen_temperature_is_a_departure_and_a_late_cutoff_is_flagged(server
     assert "temperature" in capsys.readouterr().err
 
 
-def test_a_model_that_takes_no_temperature_is_sent_none_and_the_scorecard_says_so(server, tmp_path, capsys,
-                                                                                   monkeypatch):
+def test_a_model_that_takes_no_temperature_is_sent_none_and_the_scorecard_says_so(
+    server, tmp_path, capsys, monkeypatch
+):
     """GPT-5 (LangChain's profile: no temperature) served by the compatible fake: its requests carry none, its row
     says so (null) and the departures name it, rather than claiming the protocol's 0.7."""
     server.model_id = server.model_name = "gpt-5"
@@ -130,17 +137,31 @@ def test_a_model_that_takes_no_temperature_is_sent_none_and_the_scorecard_says_s
     assert server.requests and not any("temperature" in b for b in server.requests)
     (run,) = [r for r in card["rows"] if r["kind"] == "run"]
     assert run["temperature"] is None
-    assert card["departures"][0] == ("temperature: tradegraph (gpt-5) was sent null (a model that takes none samples "
-                                     "at its own default), the protocol's is 0.7")
+    assert card["departures"][0] == (
+        "temperature: tradegraph (gpt-5) was sent null (a model that takes none samples "
+        "at its own default), the protocol's is 0.7"
+    )
 
 
 def test_the_guides_offline_run_starts_as_todays_offline_model_decides(embedded_uri, tmp_path, capsys):
     """docs/stockbench/offline-scorecard.json's first 3 sessions, run again now: the same NAV, so the kept file is
     today's code's (else run scripts/docs_stockbench.py again)."""
-    shipped = json.loads((Path(__file__).resolve().parents[2] / "docs" / "stockbench" /
-                          "offline-scorecard.json").read_text())
-    args = ["benchmark", "stockbench", "--end", "2025-03-05", "--json", "--db",
-            f"{embedded_uri}/sbkept_{uuid.uuid4().hex[:10]}", "--out", str(tmp_path), "--benchmark-id", "again"]
+    shipped = json.loads(
+        (Path(__file__).resolve().parents[2] / "docs" / "stockbench" / "offline-scorecard.json").read_text()
+    )
+    args = [
+        "benchmark",
+        "stockbench",
+        "--end",
+        "2025-03-05",
+        "--json",
+        "--db",
+        f"{embedded_uri}/sbkept_{uuid.uuid4().hex[:10]}",
+        "--out",
+        str(tmp_path),
+        "--benchmark-id",
+        "again",
+    ]
     assert main(args) == 0, capsys.readouterr().err
     (run,) = [r for r in json.loads(capsys.readouterr().out)["rows"] if r["kind"] == "run"]
     (kept,) = [r for r in shipped["rows"] if r["kind"] == "run"]

@@ -1,5 +1,6 @@
 """`tradegraph store compact` gives back the space deleted sessions freed (issue 29): on the embedded store the
 SQLite file (with its WAL) shrinks after sessions are deleted, and the command says by how much."""
+
 from __future__ import annotations
 
 import json
@@ -16,9 +17,18 @@ pytestmark = pytest.mark.integration
 
 
 def _events(session: str, n: int) -> list[dict]:
-    return [{"event_id": f"{session}-{i}", "session_id": session, "cycle_id": f"{session}:c1",
-             "ts": 1_700_000_000.0 + i, "state": "ANALYZING", "kind": "llm_response",
-             "payload": {"text": f"{session} {i} " + "analysis " * 400}} for i in range(n)]
+    return [
+        {
+            "event_id": f"{session}-{i}",
+            "session_id": session,
+            "cycle_id": f"{session}:c1",
+            "ts": 1_700_000_000.0 + i,
+            "state": "ANALYZING",
+            "kind": "llm_response",
+            "payload": {"text": f"{session} {i} " + "analysis " * 400},
+        }
+        for i in range(n)
+    ]
 
 
 def test_deleted_sessions_are_given_back_to_the_disk(tg_home, capsys):

@@ -1,5 +1,6 @@
 """`langgraph dev` serves the graph from langgraph.json, and a run through the official SDK client is
 audited into the store like a CLI cycle (graph/transports/studio.py)."""
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,8 @@ import pytest
 
 from database.connection import connect
 from database.embedded import stop_server
-from graph.services.replay.session import load_session
 from graph.machine.state import CONTRACT_KEYS
+from graph.services.replay.session import load_session
 
 pytestmark = pytest.mark.integration
 
@@ -60,15 +61,22 @@ def dev_server(tmp_path):
     home = tmp_path / "tg_home"
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "MONGODB_URI"}
-    env.update(TRADEGRAPH_HOME=str(home), TRADEGRAPH_LLM="offline", LANGSMITH_TRACING="false",
-               LANGCHAIN_TRACING_V2="false")
+    env.update(
+        TRADEGRAPH_HOME=str(home), TRADEGRAPH_LLM="offline", LANGSMITH_TRACING="false", LANGCHAIN_TRACING_V2="false"
+    )
     env.pop("OPENAI_API_KEY", None)
     log = tmp_path / "langgraph-dev.log"
     # --no-reload: other work in the repo must not restart the server mid-test
     with open(log, "wb") as out:
-        proc = subprocess.Popen([str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1",
-                                 "--port", str(port)], cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ok(url, proc, log)

@@ -1,6 +1,7 @@
 """A LangGraph Studio run records its manifest as a CLI cycle does (graph/transports/studio.py), so `replay --verify` of a
 brand-new Studio session re-executes it with the configuration and inputs it ran with, never "no manifest
 recorded (an older session)"."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,8 +19,10 @@ def test_a_new_studio_session_has_a_manifest_and_verifies_with_it(dev_server, mo
     url, home, log = dev_server
     client = get_sync_client(url=url)
     thread_id = client.threads.create()["thread_id"]
-    runs = [client.runs.wait(thread_id, "tradegraph", input={"symbols": ["AAPL", "MSFT"], "as_of": day})
-            for day in ("2012-06-01", "2012-06-04")]
+    runs = [
+        client.runs.wait(thread_id, "tradegraph", input={"symbols": ["AAPL", "MSFT"], "as_of": day})
+        for day in ("2012-06-01", "2012-06-04")
+    ]
     for run in runs:
         assert isinstance(run, dict) and run.get("status") in ("completed", "rejected"), f"{run!r}\n{_tail(log)}"
     session_id = f"studio-{thread_id}"
@@ -41,7 +44,8 @@ def test_a_new_studio_session_has_a_manifest_and_verifies_with_it(dev_server, mo
             assert manifest["config"]["memory"] == "off"
         # the second run started from the book the first left
         assert manifests[runs[1]["cycle_id"]]["inputs"]["portfolio"]["cash"] == pytest.approx(
-            runs[0]["execution"]["portfolio_after"]["cash"])
+            runs[0]["execution"]["portfolio_after"]["cash"]
+        )
         report = verify_session(store, session_id)
     finally:
         store.close()

@@ -1,6 +1,7 @@
 """`tradegraph sweep` on a local Ray instance: a grid from TOML runs as Ray tasks and writes its results,
 aggregate and plot; an episode inside the sweep trades exactly as the same backtest run alone; one budget
 holds across all the sweep's workers."""
+
 from __future__ import annotations
 
 import json
@@ -57,8 +58,9 @@ def swept(embedded_uri, tmp_path_factory):
     db = f"{embedded_uri}/sweep_{uuid.uuid4().hex[:8]}"
     (tmp / "grid.toml").write_text(GRID)
     out = tmp / "exp"
-    done = _run(["sweep", "--grid", str(tmp / "grid.toml"), "--sweep-id", "sw1", "--db", db, "--out", str(out),
-                 "--json"])
+    done = _run(
+        ["sweep", "--grid", str(tmp / "grid.toml"), "--sweep-id", "sw1", "--db", db, "--out", str(out), "--json"]
+    )
     assert done.returncode == 0, done.stderr
     return {"db": db, "out": out, "tmp": tmp, "report": json.loads(done.stdout)}
 
@@ -73,8 +75,10 @@ def test_a_sweep_writes_one_row_per_episode_an_aggregate_per_configuration_and_a
     assert all(r["status"] == "succeeded" and r["decision_points"] > 0 and r["attempts"] == 1 for r in rows)
     assert len((sweep_dir / "results.csv").read_text().splitlines()) == n + 1
     agg = {a["config_key"]: a for a in report["aggregate"]}
-    assert set(agg) == {"AAPL+MSFT memory=session model=configured base",
-                        "AAPL+MSFT memory=session model=configured loose"}
+    assert set(agg) == {
+        "AAPL+MSFT memory=session model=configured base",
+        "AAPL+MSFT memory=session model=configured loose",
+    }
     for key, a in agg.items():
         mine = [r["total_return"] for r in rows if r["config_key"] == key]
         assert a["succeeded"] == 2 and a["total_return"]["mean"] == pytest.approx(sum(mine) / 2)
@@ -87,13 +91,38 @@ def test_a_sweep_writes_one_row_per_episode_an_aggregate_per_configuration_and_a
 
 def test_an_episode_inside_the_sweep_trades_exactly_as_the_same_backtest_alone(swept):
     sweep_dir = swept["out"] / "sw1"
-    (ep,) = [e for e in json.loads((sweep_dir / "grid.json").read_text())["episodes"]
-             if e["override"] == "loose" and e["index"] == 3]
+    (ep,) = [
+        e
+        for e in json.loads((sweep_dir / "grid.json").read_text())["episodes"]
+        if e["override"] == "loose" and e["index"] == 3
+    ]
     limits = swept["tmp"] / "loose.toml"
     limits.write_text("".join(f"{k} = {v}\n" for k, v in LOOSE.items()))
-    alone = _run(["backtest", "--symbols", ",".join(ep["symbols"]), "--start", ep["start"], "--end", ep["end"],
-                  "--every", "5", "--fees-bps", "5", "--memory", "session", "--run-id", "alone", "--db", swept["db"],
-                  "--out", str(swept["tmp"] / "alone"), "--json"], TRADEGRAPH_RISK_LIMITS=str(limits))
+    alone = _run(
+        [
+            "backtest",
+            "--symbols",
+            ",".join(ep["symbols"]),
+            "--start",
+            ep["start"],
+            "--end",
+            ep["end"],
+            "--every",
+            "5",
+            "--fees-bps",
+            "5",
+            "--memory",
+            "session",
+            "--run-id",
+            "alone",
+            "--db",
+            swept["db"],
+            "--out",
+            str(swept["tmp"] / "alone"),
+            "--json",
+        ],
+        TRADEGRAPH_RISK_LIMITS=str(limits),
+    )
     assert alone.returncode == 0, alone.stderr
     inside = sweep_dir / "episodes" / ep["episode_id"]
     theirs = json.loads((swept["tmp"] / "alone" / "alone" / "trade_history.json").read_text())
@@ -101,17 +130,40 @@ def test_an_episode_inside_the_sweep_trades_exactly_as_the_same_backtest_alone(s
     assert mine["trades"], "the loose limits should let the episode trade"
     assert mine == theirs
     steps = [json.loads(x) for x in (inside / "episode_log.jsonl").read_text().splitlines()]
-    steps_alone = [json.loads(x) for x in (swept["tmp"] / "alone" / "alone" / "episode_log.jsonl").read_text()
-                   .splitlines()]
-    assert [(s["date"], s["action"], s["equity"]) for s in steps] == \
-        [(s["date"], s["action"], s["equity"]) for s in steps_alone]
+    steps_alone = [
+        json.loads(x) for x in (swept["tmp"] / "alone" / "alone" / "episode_log.jsonl").read_text().splitlines()
+    ]
+    assert [(s["date"], s["action"], s["equity"]) for s in steps] == [
+        (s["date"], s["action"], s["equity"]) for s in steps_alone
+    ]
 
 
 def test_a_sweep_budget_holds_across_all_its_workers(embedded_uri, tmp_path):
     db = f"{embedded_uri}/sweep_budget_{uuid.uuid4().hex[:8]}"
-    done = _run(["sweep", "--symbols", "AAPL", "--symbols", "MSFT", "--windows", "2011-01-03..2011-02-28",
-                 "--every", "5", "--workers", "2", "--max-llm-calls", "60", "--sweep-id", "bud", "--db", db,
-                 "--out", str(tmp_path), "--json"])
+    done = _run(
+        [
+            "sweep",
+            "--symbols",
+            "AAPL",
+            "--symbols",
+            "MSFT",
+            "--windows",
+            "2011-01-03..2011-02-28",
+            "--every",
+            "5",
+            "--workers",
+            "2",
+            "--max-llm-calls",
+            "60",
+            "--sweep-id",
+            "bud",
+            "--db",
+            db,
+            "--out",
+            str(tmp_path),
+            "--json",
+        ]
+    )
     # a refused call fails its cycle: the sweep reports failed cycles and exits 1, never a clean run
     assert done.returncode == 1 and "cycle(s) failed" in done.stderr
     report = json.loads(done.stdout)
@@ -119,9 +171,9 @@ def test_a_sweep_budget_holds_across_all_its_workers(embedded_uri, tmp_path):
     events = MongoClient(db).get_default_database().state_events
     sessions = [r["session_id"] for r in map(json.loads, (tmp_path / "bud" / "results.jsonl").read_text().splitlines())]
     sent = events.count_documents({"session_id": {"$in": sessions}, "kind": "llm_request"})
-    refused = list(events.find({"session_id": {"$in": sessions}, "kind": "error",
-                                "payload.type": "budget_exceeded"}))
+    refused = list(events.find({"session_id": {"$in": sessions}, "kind": "error", "payload.type": "budget_exceeded"}))
     assert sent == 60, "every call up to the sweep's limit was sent, and none past it"
     assert refused and {e["payload"]["scope"] for e in refused} == {"sweep"}
-    assert {e["session_id"] for e in events.find({"session_id": {"$in": sessions}, "kind": "llm_request"})} == \
-        set(sessions), "both workers drew on the one budget"
+    assert {e["session_id"] for e in events.find({"session_id": {"$in": sessions}, "kind": "llm_request"})} == set(
+        sessions
+    ), "both workers drew on the one budget"

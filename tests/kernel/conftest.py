@@ -1,5 +1,6 @@
 """Servers the kernel's transport tests share: one `tradegraph serve` with execution allowed over HTTP, on a database
 of its own, started once per test session (per xdist worker) for every module that needs no server of its own."""
+
 from __future__ import annotations
 
 import uuid

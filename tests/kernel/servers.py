@@ -1,5 +1,6 @@
 """Real servers for the transport tests: `tradegraph serve` (uvicorn) and the MCP server over stdio or
 streamable HTTP, each a subprocess on loopback with its own environment, and a sync MCP caller."""
+
 from __future__ import annotations
 
 import contextlib
@@ -8,9 +9,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Optional
-from collections.abc import Iterator
 
 import httpx
 
@@ -26,20 +27,31 @@ def free_port() -> int:
 
 def server_env(uri: str, home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in POLICY_VARS}
-    env.update({"MONGODB_URI": uri, "TRADEGRAPH_HOME": str(home), "PYTHONPATH": str(REPO),
-                "TRADEGRAPH_LLM": "offline"})
+    env.update({"MONGODB_URI": uri, "TRADEGRAPH_HOME": str(home), "PYTHONPATH": str(REPO), "TRADEGRAPH_LLM": "offline"})
     env.pop("OPENAI_API_KEY", None)
     env.update(extra)
     return env
 
 
 @contextlib.contextmanager
-def serve(args: list[str], env: dict[str, str], cwd: Path, ready_url: str, token: Optional[str] = None,
-          timeout_s: float = 90.0) -> Iterator[subprocess.Popen]:
+def serve(
+    args: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    ready_url: str,
+    token: Optional[str] = None,
+    timeout_s: float = 90.0,
+) -> Iterator[subprocess.Popen]:
     """Start `python -m graph.transports.serve_cli ARGS`; yield once ready_url answers (any status < 500)."""
     log = open(cwd / f"server-{time.monotonic_ns()}.log", "w+b")
-    proc = subprocess.Popen([sys.executable, "-m", "graph.transports.serve_cli", *args], cwd=cwd, env=env,
-                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "graph.transports.serve_cli", *args],
+        cwd=cwd,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
         deadline = time.monotonic() + timeout_s
@@ -98,8 +110,7 @@ def mcp_stdio(env: dict[str, str], cwd: Path) -> Iterator[McpCaller]:
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
-    params = StdioServerParameters(command=sys.executable, args=["-m", "graph.transports.mcp"], cwd=str(cwd),
-                                   env=env)
+    params = StdioServerParameters(command=sys.executable, args=["-m", "graph.transports.mcp"], cwd=str(cwd), env=env)
     with start_blocking_portal() as portal:
         client = Client(params, read_timeout_seconds=300)
         with portal.wrap_async_context_manager(client):

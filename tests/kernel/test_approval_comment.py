@@ -1,5 +1,6 @@
 """A decision's comment: taken on every transport (CLI flag, the kernel's input, so HTTP, MCP and the console),
 audited on the approval event, shown by replay, and re-executed identically by verify."""
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,11 @@ def test_a_comment_is_audited_with_the_decision_and_replays_identically(db, caps
         events = k.store.events.read(sid)
         approvals = [e["payload"] for e in events if e["kind"] == "approval_decided"]
         assert approvals == [{"approved": not reject, "by": "carol", "comment": said}]
-        assert load_session(k.store, sid).cycles[-1].approval == {"approved": not reject, "by": "carol",
-                                                                  "comment": said}
+        assert load_session(k.store, sid).cycles[-1].approval == {
+            "approved": not reject,
+            "by": "carol",
+            "comment": said,
+        }
         report = verify_session(k.store, sid)
     finally:
         k.close()

@@ -4,6 +4,7 @@ The only 5xx allowed is a real store outage, shown separately: the server stoppe
 
 Run with -s to see the figures (cases per status) that docs/benchmarks.md quotes: one test per operation and
 generation mode, so the ~2,700 cases spread over parallel workers."""
+
 from __future__ import annotations
 
 import collections
@@ -31,8 +32,9 @@ STARTS_RAY = {"POST /sweeps"}
 
 @pytest.fixture(scope="module")
 def app(embedded_uri, tmp_path_factory):
-    k = Kernel.open(f"{embedded_uri}/kbad_{uuid.uuid4().hex[:8]}", env={},
-                    experiments_dir=tmp_path_factory.mktemp("kbad") / "exp")
+    k = Kernel.open(
+        f"{embedded_uri}/kbad_{uuid.uuid4().hex[:8]}", env={}, experiments_dir=tmp_path_factory.mktemp("kbad") / "exp"
+    )
     # one real session and task to aim at, so generated ids are not all unknown
     k.call("run_cycle", {"symbols": ["AAPL"], "as_of": "2012-06-01", "memory": "off"})
     yield create_app(k)
@@ -58,13 +60,15 @@ def test_no_generated_request_gets_a_5xx(schema, operation, mode):
 
     op = schema.find_operation_by_id(operation)
     if mode == "positive" and op.label in WHOLE_PROTOCOL | STARTS_RAY:
-        pytest.skip(f"{op.label}: a valid case runs StockBench's whole protocol or a sweep on Ray (sent invalid "
-                    f"cases only)")
+        pytest.skip(
+            f"{op.label}: a valid case runs StockBench's whole protocol or a sweep on Ray (sent invalid cases only)"
+        )
     statuses: collections.Counter = collections.Counter()
     failures = []
 
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=EXAMPLES, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
+    )
     @given(case=op.as_strategy(generation_mode=GenerationMode(mode)))
     def run(case):
         response = case.call()

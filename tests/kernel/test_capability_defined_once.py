@@ -1,14 +1,15 @@
 """A capability is defined once: its function, its models and its registry entry (route included). A throwaway
 capability registered here, and nothing else changed, is an HTTP endpoint with its OpenAPI path (a real server on
 loopback), an MCP tool and a client method, in-process and over HTTP; removed, it is gone from all of them."""
+
 from __future__ import annotations
 
 import contextlib
 import threading
 import time
 import uuid
-from typing import Optional
 from collections.abc import Iterator
+from typing import Optional
 
 import anyio
 import httpx
@@ -45,12 +46,12 @@ class EchoOutput(m.Output):
 def echo() -> Iterator[None]:
     assert NAME not in CAPABILITIES
 
-    @capability(EchoInput, EchoOutput, http=Route.post("/sessions/{session_id}/echo", "test", status=201),
-                keyed=True)
+    @capability(EchoInput, EchoOutput, http=Route.post("/sessions/{session_id}/echo", "test", status=201), keyed=True)
     def echo_session(ctx: Context, inp: EchoInput) -> EchoOutput:
         """Say a word back, times over: a capability that exists only in this test."""
-        return EchoOutput(session_id=inp.session_id, words=[inp.word] * inp.times, transport=ctx.policy.transport,
-                          note=inp.note)
+        return EchoOutput(
+            session_id=inp.session_id, words=[inp.word] * inp.times, transport=ctx.policy.transport, note=inp.note
+        )
 
     try:
         yield
@@ -94,8 +95,9 @@ def test_a_new_capability_is_on_http_mcp_and_the_client_with_no_other_change(ech
     params = {p["name"]: p for p in op["parameters"]}
     assert params["session_id"]["in"] == "path" and params["session_id"]["schema"]["pattern"].startswith("^[A-Za-z0-9")
     assert params["Idempotency-Key"]["in"] == "header"
-    body = spec["components"]["schemas"][op["requestBody"]["content"]["application/json"]["schema"]["$ref"]
-                                         .rsplit("/", 1)[1]]
+    body = spec["components"]["schemas"][
+        op["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+    ]
     assert set(body["properties"]) == {"word", "times", "note"} and body["required"] == ["word"]
     assert op["requestBody"]["required"] is True  # `word` has no default: a POST without a body is bad input
     assert op["responses"]["201"]["content"]["application/json"]["schema"]["$ref"].endswith("/EchoOutput")
@@ -109,7 +111,6 @@ def test_a_new_capability_is_on_http_mcp_and_the_client_with_no_other_change(ech
         assert httpx.post(f"{base}/sessions/s-1/echo").status_code == 422
         assert httpx.post(f"{base}/sessions/bad id/echo", json={"word": "x"}).status_code == 422
         assert httpx.post(f"{base}/sessions/s-1/echo", json={"word": "x", "extra": 1}).json()["field"] == "extra"
-
 
 
 def test_a_new_capability_is_a_client_method_over_http(echo, kernel):
@@ -136,8 +137,12 @@ def test_a_new_capability_is_an_mcp_tool_and_a_local_client_method(echo, kernel)
 
     c = Client.local(kernel=kernel)
     assert NAME in dir(c)
-    assert c.echo_session("s-4", "go").model_dump() == {"session_id": "s-4", "words": ["go"], "transport": "local",
-                                                        "note": None}
+    assert c.echo_session("s-4", "go").model_dump() == {
+        "session_id": "s-4",
+        "words": ["go"],
+        "transport": "local",
+        "note": None,
+    }
 
 
 def test_removed_it_is_gone_everywhere(kernel):
@@ -157,13 +162,17 @@ def test_every_capability_is_a_client_method_not_shadowed_by_the_clients_own():
 
 def test_a_route_that_cannot_be_derived_is_refused_when_registered():
     with pytest.raises(TypeError, match=r"path parameter \{task_id\} must be a required field"):
+
         @capability(EchoInput, EchoOutput, http=Route.get("/echo/{task_id}", "test"))
         def echo_wrong_param(ctx, inp):  # pragma: no cover - never registered
             ...
+
     with pytest.raises(TypeError, match="GET /sessions is already list_sessions's route"):
+
         @capability(m.ListSessionsInput, m.SessionsOutput, http=Route.get("/sessions", "test"))
         def list_sessions_again(ctx, inp):  # pragma: no cover - never registered
             ...
+
     assert "echo_wrong_param" not in CAPABILITIES and "list_sessions_again" not in CAPABILITIES
 
 
@@ -180,8 +189,9 @@ def test_every_operation_carries_its_input_models_fields_typed(kernel):
         for p in cap.http.path_params:
             assert params[p]["in"] == "path" and params[p]["required"], (name, p)
             got, want = params[p]["schema"], fields[p]
-            assert {k: got.get(k) for k in ("type", "pattern", "maxLength")} == \
-                   {k: want.get(k) for k in ("type", "pattern", "maxLength")}, (name, p)
+            assert {k: got.get(k) for k in ("type", "pattern", "maxLength")} == {
+                k: want.get(k) for k in ("type", "pattern", "maxLength")
+            }, (name, p)
         rest = set(fields) - set(cap.http.path_params)
         if cap.http.body and rest:
             ref = op["requestBody"]["content"]["application/json"]["schema"]

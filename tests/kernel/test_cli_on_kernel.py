@@ -1,5 +1,6 @@
 """The CLI is a transport of the kernel: each command with a capability calls it as `cli`, and every kernel
 error kind becomes the same exit code and one line."""
+
 from __future__ import annotations
 
 import uuid
@@ -39,19 +40,60 @@ def test_each_command_goes_through_its_capability(calls, tmp_path, capsys):
     assert main(["replay", session, "--json", "--db", db]) == 0
     assert main(["replay", session, "--verify", "--db", db]) == 0
     capsys.readouterr()
-    assert main(["backtest", "--symbols", "AAPL", "--start", "2011-01-03", "--end", "2011-02-15", "--every", "10",
-                 "--run-id", "cli-bt", "--json", "--db", db, "--out", str(tmp_path / "exp")]) == 0
-    assert calls == [(n, "cli") for n in ("run_cycle", "approve", "read_events", "list_sessions", "contract_schemas",
-                                          "features", "memory_search", "replay", "verify", "start_backtest",
-                                          "task_artifacts")]
+    assert (
+        main(
+            [
+                "backtest",
+                "--symbols",
+                "AAPL",
+                "--start",
+                "2011-01-03",
+                "--end",
+                "2011-02-15",
+                "--every",
+                "10",
+                "--run-id",
+                "cli-bt",
+                "--json",
+                "--db",
+                db,
+                "--out",
+                str(tmp_path / "exp"),
+            ]
+        )
+        == 0
+    )
+    assert calls == [
+        (n, "cli")
+        for n in (
+            "run_cycle",
+            "approve",
+            "read_events",
+            "list_sessions",
+            "contract_schemas",
+            "features",
+            "memory_search",
+            "replay",
+            "verify",
+            "start_backtest",
+            "task_artifacts",
+        )
+    ]
     # the foreground backtest is a stored task like any other: another transport sees it, ended and complete
     tasks = Kernel.open(db).call("list_tasks", {}).tasks
     assert [(t.run_id, t.status, t.progress.done, t.progress.total) for t in tasks] == [("cli-bt", "succeeded", 4, 4)]
 
 
-@pytest.mark.parametrize("error,code", [(E.BadInput("bad as_of '2012-13-01'"), 2), (E.NotFound("unknown session 'x'"), 2),
-                                        (E.Conflict("nothing pending"), 2), (E.StoreUnavailable("store down"), 3),
-                                        (E.Failed("boom"), 1)])
+@pytest.mark.parametrize(
+    "error,code",
+    [
+        (E.BadInput("bad as_of '2012-13-01'"), 2),
+        (E.NotFound("unknown session 'x'"), 2),
+        (E.Conflict("nothing pending"), 2),
+        (E.StoreUnavailable("store down"), 3),
+        (E.Failed("boom"), 1),
+    ],
+)
 def test_a_kernel_error_kind_is_one_exit_code_and_one_line(monkeypatch, capsys, error, code):
     def refuse(self, name, args=None, *, transport="local"):
         raise error

@@ -1,6 +1,7 @@
 """The web console without a browser (FastAPI's TestClient on the app as served): CSRF and Origin on every
 state-changing form, the sign-in cookie of a token-protected server, the execution policy on approvals, markup in
 model and news text shown as text, and the backtest form checked by the kernel's own model."""
+
 from __future__ import annotations
 
 import re
@@ -61,8 +62,7 @@ def test_approve_with_csrf_executes_and_a_second_decision_is_refused_with_the_re
     assert "was decided elsewhere: approved by alice (console) (via http); it ended completed" in stale.text
 
 
-@pytest.mark.parametrize("case", ["no token", "another browser's token", "no Origin", "another Origin",
-                                  "Origin null"])
+@pytest.mark.parametrize("case", ["no token", "another browser's token", "no Origin", "another Origin", "Origin null"])
 def test_a_decision_without_the_csrf_token_or_from_another_origin_is_refused(kernel, case):
     sid = paused_cycle(kernel).session_id
     c = TestClient(asgi_app(kernel), base_url=BASE)
@@ -114,8 +114,11 @@ def test_markup_from_a_feed_and_from_a_person_is_shown_as_text(kernel, tmp_path)
     stored = replay.cycles[0]["contracts"]["SCANNING"]["data"]
     headline = stored["snapshots"][0]["bundle"]["news"]["items"][0]["headline"]
     c = TestClient(asgi_app(kernel), base_url=BASE)
-    for path in (f"/ui/sessions/{out.session_id}", f"/ui/sessions/{out.session_id}/cycles/1",
-                 f"/ui/sessions/{out.session_id}/cycles/1/log"):
+    for path in (
+        f"/ui/sessions/{out.session_id}",
+        f"/ui/sessions/{out.session_id}/cycles/1",
+        f"/ui/sessions/{out.session_id}/cycles/1/log",
+    ):
         html = c.get(path).text
         assert "<script>window.__pwned" not in html and "<img src=x" not in html, path
         assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in html, path
@@ -128,17 +131,56 @@ def test_every_template_escapes_what_it_is_given():
     """The same markup handed to the templates raw (a feed without the news reader's guard): escaped."""
     from graph.transports.web.pages import environment
 
-    note = {"analyst": "news", "stance": 0.5, "confidence": 0.4, "summary": HOSTILE, "key_points": [HOSTILE],
-            "model_used": "m", "abstained": False}
-    html = environment().get_template("cycle.html").render(
-        session_id="s", index=1, cycle={"events": 1, "states": [], "contracts": {}}, status="completed",
-        paused=False, inputs={"symbols": ["AAPL"]}, approval={"approved": True, "by": HOSTILE},
-        bundles=[{"symbol": "AAPL", "price": 1.0, "numbers": [], "news": [
-            {"published_at": "2012-05-30", "event_class": "other", "sentiment": 0.1, "headline": HOSTILE}],
-            "net_sentiment": 0.1, "fundamentals": {}, "forecast": None}],
-        panels=[{"symbol": "AAPL", "notes": [note]}], debate=[], orders=[], validation=None, execution=None,
-        exits=[], errors=[], memorizing=None, spend={}, deciding_rationale=HOSTILE, decided="", refusal=HOSTILE,
-        csrf_field="csrf", csrf="x", token_set=False)
+    note = {
+        "analyst": "news",
+        "stance": 0.5,
+        "confidence": 0.4,
+        "summary": HOSTILE,
+        "key_points": [HOSTILE],
+        "model_used": "m",
+        "abstained": False,
+    }
+    html = (
+        environment()
+        .get_template("cycle.html")
+        .render(
+            session_id="s",
+            index=1,
+            cycle={"events": 1, "states": [], "contracts": {}},
+            status="completed",
+            paused=False,
+            inputs={"symbols": ["AAPL"]},
+            approval={"approved": True, "by": HOSTILE},
+            bundles=[
+                {
+                    "symbol": "AAPL",
+                    "price": 1.0,
+                    "numbers": [],
+                    "news": [
+                        {"published_at": "2012-05-30", "event_class": "other", "sentiment": 0.1, "headline": HOSTILE}
+                    ],
+                    "net_sentiment": 0.1,
+                    "fundamentals": {},
+                    "forecast": None,
+                }
+            ],
+            panels=[{"symbol": "AAPL", "notes": [note]}],
+            debate=[],
+            orders=[],
+            validation=None,
+            execution=None,
+            exits=[],
+            errors=[],
+            memorizing=None,
+            spend={},
+            deciding_rationale=HOSTILE,
+            decided="",
+            refusal=HOSTILE,
+            csrf_field="csrf",
+            csrf="x",
+            token_set=False,
+        )
+    )
     assert "<script>" not in html and "<img src=x" not in html and "<b>beats" not in html
     assert html.count(_escaped(HOSTILE)) == 6  # headline, summary, key point, approver, rationale, refusal
 
@@ -152,10 +194,18 @@ def test_with_a_token_the_console_asks_for_it_once_and_keeps_a_hash_in_a_strict_
         assert c.post("/ui/runs/backtest", data={}, headers=OWN).status_code == 401
         wrong = c.post("/ui/login", data={"token": "nope", "next": "/"}, headers=OWN, follow_redirects=False)
         assert wrong.status_code == 401 and "wrong token" in wrong.text
-        assert c.post("/ui/login", data={"token": "s3cret-token"}, headers={"Origin": "http://evil.example"},
-                      follow_redirects=False).status_code == 403
-        ok = c.post("/ui/login", data={"token": "s3cret-token", "next": "//evil.example/"}, headers=OWN,
-                    follow_redirects=False)
+        assert (
+            c.post(
+                "/ui/login",
+                data={"token": "s3cret-token"},
+                headers={"Origin": "http://evil.example"},
+                follow_redirects=False,
+            ).status_code
+            == 403
+        )
+        ok = c.post(
+            "/ui/login", data={"token": "s3cret-token", "next": "//evil.example/"}, headers=OWN, follow_redirects=False
+        )
         assert ok.status_code == 303 and ok.headers["location"] == "/"  # never sent off this server
         cookie = ok.headers["set-cookie"]
         assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "s3cret-token" not in cookie
@@ -170,8 +220,11 @@ def test_with_a_token_the_console_asks_for_it_once_and_keeps_a_hash_in_a_strict_
 def test_the_backtest_form_is_checked_by_the_kernels_model(kernel):
     c = TestClient(asgi_app(kernel), base_url=BASE)
     csrf = _csrf(c.get("/ui/runs").text)
-    r = c.post("/ui/runs/backtest", data={"csrf": csrf, "symbols": "AAPL", "start": "2012-06-01",
-                                          "end": "not-a-day"}, headers=OWN)
+    r = c.post(
+        "/ui/runs/backtest",
+        data={"csrf": csrf, "symbols": "AAPL", "start": "2012-06-01", "end": "not-a-day"},
+        headers=OWN,
+    )
     assert r.status_code == 422 and 'id="form-error"' in r.text and "end" in r.text
     assert kernel.call("list_tasks", {}).tasks == []  # nothing started
 
@@ -216,8 +269,9 @@ def test_deleting_follows_the_delete_policy_and_is_recorded_with_who(tmp_path):
         r = _delete(c, sid)
         assert r.status_code == 303 and r.headers["location"] == f"/?deleted={sid}"
         assert not k.store.events.exists(sid)
-        assert [d["by"] for d in k.store.admin_log.records(sid) if d.get("phase") == "done"] == \
-            ["alice (console) (via http)"]
+        assert [d["by"] for d in k.store.admin_log.records(sid) if d.get("phase") == "done"] == [
+            "alice (console) (via http)"
+        ]
         # the page kept from before is not served for a session that is gone
         assert c.get(f"/ui/sessions/{sid}/cycles/1").status_code == 404
     finally:
@@ -231,8 +285,12 @@ def test_the_broker_page_shows_the_account_and_halts_and_resumes_under_the_execu
 
     guard_loopback(monkeypatch)
     fake = start_fake()  # holds 10 MSFT at 30
-    for k, v in {"TRADEGRAPH_BROKER": "alpaca", "ALPACA_API_KEY": KEY, "ALPACA_SECRET_KEY": SECRET,
-                 "ALPACA_BASE_URL": fake.url}.items():
+    for k, v in {
+        "TRADEGRAPH_BROKER": "alpaca",
+        "ALPACA_API_KEY": KEY,
+        "ALPACA_SECRET_KEY": SECRET,
+        "ALPACA_BASE_URL": fake.url,
+    }.items():
         monkeypatch.setenv(k, v)
     refused, k = _kernel(tmp_path), _kernel(tmp_path, TRADEGRAPH_ALLOW_EXECUTION="http")
     try:

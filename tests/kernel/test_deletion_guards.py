@@ -5,11 +5,13 @@
   stops, and `replay --check-chain` names the deletion instead of reading a log broken at seq 1;
 - a cycle paused at pending_approval is kept by `sessions prune` (its approval then still works) unless --force;
 - a cycle fenced at the instant of its fill leaves no book and no ledger entry behind."""
+
 from __future__ import annotations
 
 import threading
 import time
 import uuid
+from datetime import UTC
 
 import pytest
 
@@ -21,7 +23,6 @@ from graph.machine.runtime import default_runtime
 from graph.transports.cli.main import main
 from schemas.portfolio import PortfolioSnapshot
 from tests.fakes.gated_model import GatedModel
-from datetime import UTC
 
 pytestmark = pytest.mark.integration
 
@@ -128,6 +129,7 @@ def test_a_fill_landing_after_a_fence_is_removed_again(db):
                 done = real_commit(*a, **k)
                 store.running.fence(["S"], {"by": "alice", "at": time.time(), "admin_seq": 7})
                 return done
+
             store.portfolios.commit = commit_then_fenced
             with pytest.raises(running.SessionDeleted, match="deleted by alice .* admin log record 7"):
                 paper.record("S:c1", "S", {"portfolio_after": after, "status": "filled"}, base_version=0)
@@ -144,16 +146,28 @@ def test_a_fill_landing_after_a_fence_is_removed_again(db):
 def test_a_backtest_session_with_its_task_running_is_not_deleted_unless_forced(db, tg_home, tmp_path, capsys):
     """The task as the kernel writes it (queued, owned by this process, heartbeat fresh) on a backtest's session that
     is quiet between two cycles: refused naming the task; once the task's owner is gone (heartbeat stale), allowed."""
-    from graph.kernel.tasks import TaskManager
     from pydantic import BaseModel
+
+    from graph.kernel.tasks import TaskManager
 
     class Params(BaseModel):
         run_id: str = "bt1"
 
     with connect(db) as store:
         sid = "bt-bt1"
-        store.events.append([{"event_id": uuid.uuid4().hex, "session_id": sid, "cycle_id": f"{sid}:c1", "ts": 1e9,
-                              "state": "RUNNER", "kind": "manifest", "payload": {}}])
+        store.events.append(
+            [
+                {
+                    "event_id": uuid.uuid4().hex,
+                    "session_id": sid,
+                    "cycle_id": f"{sid}:c1",
+                    "ts": 1e9,
+                    "state": "RUNNER",
+                    "kind": "manifest",
+                    "payload": {},
+                }
+            ]
+        )
         quiet_for(store, sid, 120)
         tasks = TaskManager(store, lambda *a, **k: None, tmp_path)
         task_id = tasks.create("backtest", Params(), "bt1", tmp_path / "bt1", {"done": 0, "total": 3})

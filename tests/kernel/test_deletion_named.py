@@ -3,6 +3,7 @@ run --session, export head and export otel, HTTP's GET …/events and …/portfo
 `unknown session 'X': deleted <when> by <who> …` from the admin log, as replay and sessions delete already did. The
 one place that says it for the capabilities is Kernel.call; the two exports, which read the store directly, ask the
 same AdminLog.unknown_session."""
+
 from __future__ import annotations
 
 import uuid

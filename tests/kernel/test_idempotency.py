@@ -2,6 +2,7 @@
 a storm of identical keyed requests runs one cycle and fills once (counted in the store: cycles allocated,
 ledger entries), every caller gets the same status and body; the same key with another request is refused
 (422); without a key nothing changed; a first run killed mid-cycle is never run again under its key (409)."""
+
 from __future__ import annotations
 
 import json
@@ -43,9 +44,11 @@ def http_url(executing_server):
 def counts(db_uri: str, session_id: str) -> dict:
     """What the store holds for the session: cycles allocated, ledger entries, key uses audited."""
     with connect(db_uri) as store:
-        return {"cycles": len(store.events.cycle_ids(session_id)),
-                "fills": store.executions.col.count_documents({"session_id": session_id}),
-                "uses": [e["payload"]["use"] for e in store.events.read(session_id, kind="idempotency")]}
+        return {
+            "cycles": len(store.events.cycle_ids(session_id)),
+            "fills": store.executions.col.count_documents({"session_id": session_id}),
+            "uses": [e["payload"]["use"] for e in store.events.read(session_id, kind="idempotency")],
+        }
 
 
 def key_record(db_uri: str, scope: str, key: str) -> dict:
@@ -55,8 +58,9 @@ def key_record(db_uri: str, scope: str, key: str) -> dict:
 
 def empty_session(url: str) -> str:
     """A session whose one cycle was rejected: it exists, its book is untouched."""
-    r = httpx.post(f"{url}/cycles", json={"symbols": SYMBOLS, "as_of": AS_OF, "memory": "off", "approve": True},
-                   timeout=300)
+    r = httpx.post(
+        f"{url}/cycles", json={"symbols": SYMBOLS, "as_of": AS_OF, "memory": "off", "approve": True}, timeout=300
+    )
     assert r.json().get("status") == "pending_approval", r.text
     session = r.json()["session_id"]
     assert httpx.post(f"{url}/sessions/{session}/approval", json={"approved": False}, timeout=300).status_code == 200
@@ -70,6 +74,7 @@ def storm(n: int, send) -> list[httpx.Response]:
     def one(i):
         gate.wait()
         out[i] = send()
+
     threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
@@ -82,8 +87,9 @@ def test_a_retry_storm_with_one_key_runs_one_cycle_and_fills_once(db_uri, http_u
     session = empty_session(http_url)
     assert counts(db_uri, session) == {"cycles": 1, "fills": 0, "uses": []}
     body, key = {"session_id": session, "symbols": SYMBOLS, "as_of": AS_OF, "memory": "off"}, uuid.uuid4().hex
-    answers = storm(STORM, lambda: httpx.post(f"{http_url}/cycles", json=body, headers={"Idempotency-Key": key},
-                                              timeout=300))
+    answers = storm(
+        STORM, lambda: httpx.post(f"{http_url}/cycles", json=body, headers={"Idempotency-Key": key}, timeout=300)
+    )
     assert {r.status_code for r in answers} == {200}, [r.text[:200] for r in answers]
     assert len({r.content for r in answers}) == 1  # byte for byte the first answer
     first = answers[0].json()
@@ -97,8 +103,9 @@ def test_a_retry_storm_with_one_key_runs_one_cycle_and_fills_once(db_uri, http_u
     assert record["expires_ts"] - record["created_at"] >= 24 * 3600
 
     # the same key with another request: refused, nothing run
-    other = httpx.post(f"{http_url}/cycles", json={**body, "as_of": "2012-06-04"}, headers={"Idempotency-Key": key},
-                       timeout=300)
+    other = httpx.post(
+        f"{http_url}/cycles", json={**body, "as_of": "2012-06-04"}, headers={"Idempotency-Key": key}, timeout=300
+    )
     assert other.status_code == 422, other.text[:300]
     err = other.json()
     assert err["error"] == "bad_input" and err["field"] == "idempotency_key" and "different request" in err["message"]
@@ -115,32 +122,50 @@ def test_a_retry_storm_with_one_key_runs_one_cycle_and_fills_once(db_uri, http_u
 
 
 def test_a_malformed_key_is_bad_input(http_url):
-    r = httpx.post(f"{http_url}/cycles", json={"symbols": SYMBOLS, "as_of": AS_OF},
-                   headers={"Idempotency-Key": "has spaces in it"}, timeout=60)
+    r = httpx.post(
+        f"{http_url}/cycles",
+        json={"symbols": SYMBOLS, "as_of": AS_OF},
+        headers={"Idempotency-Key": "has spaces in it"},
+        timeout=60,
+    )
     assert r.status_code == 422 and r.json()["field"] == "Idempotency-Key", r.text
 
 
 def test_retried_approvals_with_one_key_decide_once_and_answer_alike(db_uri, http_url):
-    r = httpx.post(f"{http_url}/cycles", json={"symbols": SYMBOLS, "as_of": AS_OF, "memory": "off", "approve": True},
-                   timeout=300)
+    r = httpx.post(
+        f"{http_url}/cycles", json={"symbols": SYMBOLS, "as_of": AS_OF, "memory": "off", "approve": True}, timeout=300
+    )
     session, key = r.json()["session_id"], uuid.uuid4().hex
-    send = lambda: httpx.post(f"{http_url}/sessions/{session}/approval", json={"approved": True, "by": "erin"},  # noqa: E731
-                              headers={"Idempotency-Key": key}, timeout=300)
+
+    def send() -> httpx.Response:
+        return httpx.post(
+            f"{http_url}/sessions/{session}/approval",
+            json={"approved": True, "by": "erin"},
+            headers={"Idempotency-Key": key},
+            timeout=300,
+        )
+
     answers = storm(3, send) + [send()]
     assert {r.status_code for r in answers} == {200} and len({r.content for r in answers}) == 1
     with connect(db_uri) as store:
         approvals = store.events.read(session, kind="approval_decided")
     assert len(approvals) == 1 and counts(db_uri, session)["fills"] <= 1
     # a different approver without the key is still refused: the key dedups retries, not decisions
-    assert httpx.post(f"{http_url}/sessions/{session}/approval", json={"approved": True, "by": "frank"}, timeout=300).status_code == 409
+    assert (
+        httpx.post(
+            f"{http_url}/sessions/{session}/approval", json={"approved": True, "by": "frank"}, timeout=300
+        ).status_code
+        == 409
+    )
 
 
 @pytest.mark.requires("ray")
 def test_keyed_backtests_start_one_task_and_sweeps_replay_their_answer(http_url, workdir):
     key = uuid.uuid4().hex
     body = {"symbols": ["AAPL"], "start": "2012-03-01", "end": "2012-03-09", "every": 5, "memory": "off"}
-    answers = storm(4, lambda: httpx.post(f"{http_url}/backtests", json=body, headers={"Idempotency-Key": key},
-                                          timeout=300))
+    answers = storm(
+        4, lambda: httpx.post(f"{http_url}/backtests", json=body, headers={"Idempotency-Key": key}, timeout=300)
+    )
     assert {r.status_code for r in answers} == {202} and len({r.content for r in answers}) == 1
     task = answers[0].json()["task_id"]
     tasks = [t for t in httpx.get(f"{http_url}/tasks").json()["tasks"] if t["params"]["start"] == "2012-03-01"]
@@ -150,10 +175,14 @@ def test_keyed_backtests_start_one_task_and_sweeps_replay_their_answer(http_url,
         assert time.monotonic() < deadline
         time.sleep(0.5)
     # a sweep's answer (here a refusal: ray_address is not taken over HTTP) is replayed with its status and body
-    sweep = {"universes": [["AAPL"]], "windows": {"kind": "list", "spans": [["2012-03-01", "2012-03-09"]]},
-             "ray_address": "auto"}
-    first, second = (httpx.post(f"{http_url}/sweeps", json=sweep, headers={"Idempotency-Key": key + "-s"})
-                     for _ in range(2))
+    sweep = {
+        "universes": [["AAPL"]],
+        "windows": {"kind": "list", "spans": [["2012-03-01", "2012-03-09"]]},
+        "ray_address": "auto",
+    }
+    first, second = (
+        httpx.post(f"{http_url}/sweeps", json=sweep, headers={"Idempotency-Key": key + "-s"}) for _ in range(2)
+    )
     assert first.status_code == second.status_code == 403 and first.content == second.content
     changed = httpx.post(f"{http_url}/sweeps", json={**sweep, "workers": 3}, headers={"Idempotency-Key": key + "-s"})
     assert changed.status_code == 422 and changed.json()["field"] == "idempotency_key"
@@ -196,8 +225,13 @@ def test_a_first_run_killed_mid_cycle_is_never_run_again_under_its_key(db_uri, w
     port = free_port()
     env = server_env(db_uri, workdir / "home", TRADEGRAPH_ALLOW_EXECUTION="http")
     with serve(["serve", "--port", str(port)], env, workdir, f"http://127.0.0.1:{port}/store") as proc:
-        sent = threading.Thread(target=lambda: _swallow(lambda: httpx.post(
-            f"http://127.0.0.1:{port}/cycles", json=body, headers={"Idempotency-Key": key}, timeout=300)))
+        sent = threading.Thread(
+            target=lambda: _swallow(
+                lambda: httpx.post(
+                    f"http://127.0.0.1:{port}/cycles", json=body, headers={"Idempotency-Key": key}, timeout=300
+                )
+            )
+        )
         sent.start()
         deadline = time.monotonic() + 60
         while key_record(db_uri, f"session:{session}", key) is None:
@@ -220,8 +254,9 @@ def test_a_duplicate_still_running_after_the_wait_is_told_to_retry(db_uri):
     key, args = uuid.uuid4().hex, {"symbols": ["AAPL", "MSFT", "IBM"], "as_of": AS_OF, "memory": "off"}
     try:
         first: dict = {}
-        runner = threading.Thread(target=lambda: first.setdefault("out", k.call_keyed("run_cycle", args,
-                                                                                idempotency_key=key)))
+        runner = threading.Thread(
+            target=lambda: first.setdefault("out", k.call_keyed("run_cycle", args, idempotency_key=key))
+        )
         runner.start()
         deadline = time.monotonic() + 60
         while key_record(db_uri, "caller:local:anonymous", key) is None:
@@ -244,8 +279,12 @@ def _swallow(fn):
 
 def test_key_records_hold_the_fingerprint_status_and_response(db_uri, http_url):
     key = uuid.uuid4().hex
-    r = httpx.post(f"{http_url}/cycles", json={"symbols": ["IBM"], "as_of": AS_OF, "memory": "off"},
-                   headers={"Idempotency-Key": key}, timeout=300)
+    r = httpx.post(
+        f"{http_url}/cycles",
+        json={"symbols": ["IBM"], "as_of": AS_OF, "memory": "off"},
+        headers={"Idempotency-Key": key},
+        timeout=300,
+    )
     record = key_record(db_uri, "caller:http:anonymous", key)
     assert len(record["fingerprint"]) == 64 and record["status"] == "ok"
     assert json.loads(record["response"]) == r.json()

@@ -1,6 +1,7 @@
 """The kernel in-process (mongomock): the one error mapping, the policy's rules, every capability's
 round trip and error, and the definitions the transports derive from (client signatures, routes, MCP
 schemas) staying in step with the models."""
+
 from __future__ import annotations
 
 import inspect
@@ -11,14 +12,13 @@ from pydantic import BaseModel, Field, ValidationError
 
 from graph.kernel import CAPABILITIES, Kernel
 from graph.kernel import errors as E
-from graph.transports.client import Client
 from graph.kernel.policy import Policy, PolicyError, check_bind, is_loopback
+from graph.transports.client import Client
 
 
 @pytest.fixture
 def kernel(tmp_path):
-    k = Kernel.open(f"mongomock://k_{uuid.uuid4().hex[:10]}", experiments_dir=tmp_path / "experiments",
-                    env={})
+    k = Kernel.open(f"mongomock://k_{uuid.uuid4().hex[:10]}", experiments_dir=tmp_path / "experiments", env={})
     yield k
     k.close()
 
@@ -41,9 +41,9 @@ def _cases():
     from agent.data.market import DataError
     from database.errors import AuditSpooled, StoreUnavailable
     from database.portfolio import PortfolioConflict
+    from graph.machine.runner import ApprovalConflict, InputError, NothingPending, SessionNotFound
     from graph.services.backtest.loop import BacktestError
     from graph.services.replay.session import SchemaVersionMismatch
-    from graph.machine.runner import ApprovalConflict, InputError, NothingPending, SessionNotFound
 
     return [
         (SessionNotFound("unknown session 'x'"), E.NotFound),
@@ -58,8 +58,10 @@ def _cases():
         (_validation_error(), E.BadInput),
         (StoreUnavailable("MongoDB at mongodb://h unavailable"), E.StoreUnavailable),
         (AuditSpooled("store stopped taking events", spool_path=None, spooled=3), E.StoreUnavailable),
-        (ServerSelectionTimeoutError("127.0.0.1:1: [Errno 111] Connection refused, Timeout: 5s, Topology…"),
-         E.StoreUnavailable),
+        (
+            ServerSelectionTimeoutError("127.0.0.1:1: [Errno 111] Connection refused, Timeout: 5s, Topology…"),
+            E.StoreUnavailable,
+        ),
         (OperationFailure("not authorized"), E.Failed),
         (RuntimeError("boom\nsecond line\nthird"), E.Failed),
     ]
@@ -73,10 +75,19 @@ def test_every_exception_of_today_maps_onto_one_kernel_error_with_one_line(exc, 
 
 
 def test_the_mapping_table_gives_the_cli_codes_and_http_statuses_of_the_issue():
-    rows = {cls.kind: (E.exit_code(cls("x")), E.http_status(cls("x")))
-            for cls in (E.BadInput, E.NotFound, E.Conflict, E.StoreUnavailable, E.Failed, E.Forbidden, E.Unauthorized)}
-    assert rows == {"bad_input": (2, 422), "not_found": (2, 404), "conflict": (2, 409), "store_unavailable": (3, 503),
-                    "failed": (1, 500), "forbidden": (2, 403), "unauthorized": (2, 401)}
+    rows = {
+        cls.kind: (E.exit_code(cls("x")), E.http_status(cls("x")))
+        for cls in (E.BadInput, E.NotFound, E.Conflict, E.StoreUnavailable, E.Failed, E.Forbidden, E.Unauthorized)
+    }
+    assert rows == {
+        "bad_input": (2, 422),
+        "not_found": (2, 404),
+        "conflict": (2, 409),
+        "store_unavailable": (3, 503),
+        "failed": (1, 500),
+        "forbidden": (2, 403),
+        "unauthorized": (2, 401),
+    }
 
 
 def test_a_validation_error_names_the_field_and_the_value():
@@ -98,9 +109,20 @@ def test_execution_is_off_over_http_and_mcp_unless_the_setting_lists_them():
         Policy.for_transport("http", {"TRADEGRAPH_ALLOW_EXECUTION": "web"})
 
 
-@pytest.mark.parametrize("host,loop", [("127.0.0.1", True), ("127.8.9.1", True), ("::1", True), ("[::1]", True),
-                                       ("localhost", True), ("0.0.0.0", False), ("::", False), ("10.0.0.5", False),
-                                       ("example.org", False)])
+@pytest.mark.parametrize(
+    "host,loop",
+    [
+        ("127.0.0.1", True),
+        ("127.8.9.1", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("10.0.0.5", False),
+        ("example.org", False),
+    ],
+)
 def test_loopback(host, loop):
     assert is_loopback(host) is loop
 
@@ -133,30 +155,33 @@ def test_a_cycle_in_process_executes_and_over_http_policy_pauses_before_executin
         kernel.call("approve", {"session_id": http.session_id})
 
 
-@pytest.mark.parametrize("name,args,kind,needle", [
-    ("run_cycle", {"symbols": ["ZZZ"], "as_of": "2012-06-01"}, E.BadInput, "unknown symbol 'ZZZ'"),
-    ("run_cycle", {"symbols": ["AAPL"], "as_of": "2012-06-02"}, E.BadInput, "2012-06-02"),
-    ("run_cycle", {"symbols": ["AAPL"], "as_of": "1999-13-45"}, E.BadInput, "1999-13-45"),
-    ("run_cycle", {"symbols": ["AAPL", "aapl"], "as_of": "2012-06-01"}, E.BadInput, "duplicate symbol"),
-    ("run_cycle", {"symbols": ["AAPL"], "as_of": "2012-06-01", "session_id": "s-none"}, E.NotFound, "s-none"),
-    ("run_cycle", {"symbols": ["AAPL"], "as_of": "2012-06-01", "approve": "maybe"}, E.BadInput, "approve"),
-    ("run_cycle", {"symbols": ["AAPL"], "asof": "2012-06-01"}, E.BadInput, "as"),
-    ("approve", {"session_id": "s-none"}, E.NotFound, "s-none"),
-    ("read_events", {"session_id": "s-none"}, E.NotFound, "s-none"),
-    ("read_events", {"session_id": "s-x", "limit": 0}, E.BadInput, "limit"),
-    ("read_events", {"session_id": "s-x", "kind": "gossip"}, E.BadInput, "gossip"),
-    ("replay", {"session_id": "s-none"}, E.NotFound, "s-none"),
-    ("verify", {"session_id": "s-none"}, E.NotFound, "s-none"),
-    ("features", {"symbol": "ZZZ", "as_of": "2012-06-01"}, E.BadInput, "ZZZ"),
-    ("features", {"symbol": "AAPL", "as_of": "2012-06-01", "market": "mars"}, E.BadInput, "market"),
-    ("contract_schemas", {"name": "Nope"}, E.NotFound, "Nope"),
-    ("task_status", {"task_id": "t-000000000000"}, E.NotFound, "t-000000000000"),
-    ("task_status", {"task_id": "../etc"}, E.BadInput, "task_id"),
-    ("start_backtest", {"symbols": ["AAPL"], "start": "2012-03-30", "end": "2012-03-01"}, E.BadInput, "after"),
-    ("start_backtest", {"symbols": ["ZZZ"], "start": "2012-03-01", "end": "2012-03-30"}, E.BadInput, "ZZZ"),
-    ("start_backtest", {"symbols": ["AAPL"], "start": "1980-01-02", "end": "1980-03-30"}, E.BadInput, "outside"),
-    ("nonexistent", {}, E.NotFound, "unknown capability"),
-])
+@pytest.mark.parametrize(
+    "name,args,kind,needle",
+    [
+        ("run_cycle", {"symbols": ["ZZZ"], "as_of": "2012-06-01"}, E.BadInput, "unknown symbol 'ZZZ'"),
+        ("run_cycle", {"symbols": ["AAPL"], "as_of": "2012-06-02"}, E.BadInput, "2012-06-02"),
+        ("run_cycle", {"symbols": ["AAPL"], "as_of": "1999-13-45"}, E.BadInput, "1999-13-45"),
+        ("run_cycle", {"symbols": ["AAPL", "aapl"], "as_of": "2012-06-01"}, E.BadInput, "duplicate symbol"),
+        ("run_cycle", {"symbols": ["AAPL"], "as_of": "2012-06-01", "session_id": "s-none"}, E.NotFound, "s-none"),
+        ("run_cycle", {"symbols": ["AAPL"], "as_of": "2012-06-01", "approve": "maybe"}, E.BadInput, "approve"),
+        ("run_cycle", {"symbols": ["AAPL"], "asof": "2012-06-01"}, E.BadInput, "as"),
+        ("approve", {"session_id": "s-none"}, E.NotFound, "s-none"),
+        ("read_events", {"session_id": "s-none"}, E.NotFound, "s-none"),
+        ("read_events", {"session_id": "s-x", "limit": 0}, E.BadInput, "limit"),
+        ("read_events", {"session_id": "s-x", "kind": "gossip"}, E.BadInput, "gossip"),
+        ("replay", {"session_id": "s-none"}, E.NotFound, "s-none"),
+        ("verify", {"session_id": "s-none"}, E.NotFound, "s-none"),
+        ("features", {"symbol": "ZZZ", "as_of": "2012-06-01"}, E.BadInput, "ZZZ"),
+        ("features", {"symbol": "AAPL", "as_of": "2012-06-01", "market": "mars"}, E.BadInput, "market"),
+        ("contract_schemas", {"name": "Nope"}, E.NotFound, "Nope"),
+        ("task_status", {"task_id": "t-000000000000"}, E.NotFound, "t-000000000000"),
+        ("task_status", {"task_id": "../etc"}, E.BadInput, "task_id"),
+        ("start_backtest", {"symbols": ["AAPL"], "start": "2012-03-30", "end": "2012-03-01"}, E.BadInput, "after"),
+        ("start_backtest", {"symbols": ["ZZZ"], "start": "2012-03-01", "end": "2012-03-30"}, E.BadInput, "ZZZ"),
+        ("start_backtest", {"symbols": ["AAPL"], "start": "1980-01-02", "end": "1980-03-30"}, E.BadInput, "outside"),
+        ("nonexistent", {}, E.NotFound, "unknown capability"),
+    ],
+)
 def test_bad_calls_fail_with_their_kind_and_a_line_naming_the_value(kernel, name, args, kind, needle):
     with pytest.raises(kind) as e:
         kernel.call(name, args)
@@ -167,8 +192,7 @@ def test_reads_schemas_features_and_store(kernel):
     out = kernel.call("run_cycle", {"symbols": ["MSFT"], "as_of": "2012-06-01", "memory": "off"})
     page = kernel.call("read_events", {"session_id": out.session_id, "limit": 5, "offset": 2})
     assert page.total == out.events and [e["seq"] for e in page.events] == [3, 4, 5, 6, 7]
-    contracts = kernel.call("read_events", {"session_id": out.session_id, "kind": "contract",
-                                            "cycle_id": out.cycle_id})
+    contracts = kernel.call("read_events", {"session_id": out.session_id, "kind": "contract", "cycle_id": out.cycle_id})
     assert contracts.total == 8 and {e["kind"] for e in contracts.events} == {"contract"}
     assert kernel.call("list_sessions", {"limit": 5}).sessions[0].session_id == out.session_id
     bundle = kernel.call("features", {"symbol": "msft", "as_of": "2012-06-01"})
@@ -220,8 +244,9 @@ def test_mcp_tools_take_their_schemas_from_the_same_models(kernel):
         if cap.keyed:  # the one argument beside the model's fields
             schema["properties"] = {k: v for k, v in schema["properties"].items() if k != "idempotency_key"}
         assert schema == cap.input_model.model_json_schema(), name
-        assert tools[name].output_schema["properties"].keys() == \
-            cap.output_model.model_json_schema()["properties"].keys(), name
+        assert (
+            tools[name].output_schema["properties"].keys() == cap.output_model.model_json_schema()["properties"].keys()
+        ), name
 
 
 def test_the_client_in_process_and_the_kernel_give_the_same_answers(kernel):

@@ -3,6 +3,7 @@ every transport: `.`, `..`, empty, a path or an absolute path is refused (CLI ex
 `bad_input:` error) with one line naming the value, and nothing is written outside experiments/. The kernel
 checks the resolved folder again before a task starts, so a stored task document with such an id is refused
 too."""
+
 from __future__ import annotations
 
 import os
@@ -59,10 +60,23 @@ def test_cli_refuses_each_id_and_writes_nothing(workdir, value, monkeypatch, cap
     monkeypatch.setenv("TRADEGRAPH_HOME", str(workdir / "home"))
     before = tree(workdir.parent)
     db = f"mongomock://names_{uuid.uuid4().hex[:8]}"
-    cmds = [["backtest", "--symbols", "AAPL", "--start", "2012-03-01", "--end", "2012-03-30", "--every", "5",
-             "--run-id", value],
-            ["sweep", "--symbols", "AAPL", "--windows", "2012-03-01..2012-03-30", "--sweep-id", value],
-            ["sweep", "--resume", value]]
+    cmds = [
+        [
+            "backtest",
+            "--symbols",
+            "AAPL",
+            "--start",
+            "2012-03-01",
+            "--end",
+            "2012-03-30",
+            "--every",
+            "5",
+            "--run-id",
+            value,
+        ],
+        ["sweep", "--symbols", "AAPL", "--windows", "2012-03-01..2012-03-30", "--sweep-id", value],
+        ["sweep", "--resume", value],
+    ]
     for cmd in cmds:
         capsys.readouterr()
         code = main([*cmd, "--out", "experiments", "--db", db])
@@ -81,8 +95,10 @@ def test_http_refuses_each_id_with_422_and_writes_nothing(embedded_uri, workdir)
     with serve(["serve", "--port", str(port)], env, workdir, f"{base}/store"):
         before = tree(workdir.parent)
         for value in BAD:
-            for path, body, field in (("/backtests", {**BACKTEST, "run_id": value}, "run_id"),
-                                      ("/sweeps", {**SWEEP, "sweep_id": value}, "sweep_id")):
+            for path, body, field in (
+                ("/backtests", {**BACKTEST, "run_id": value}, "run_id"),
+                ("/sweeps", {**SWEEP, "sweep_id": value}, "sweep_id"),
+            ):
                 r = httpx.post(base + path, json=body, timeout=60)
                 assert r.status_code == 422, (path, value, r.text)
                 err = r.json()
@@ -104,8 +120,10 @@ def test_mcp_refuses_each_id_and_writes_nothing(embedded_uri, workdir):
     with mcp_stdio(env, workdir) as mcp:
         before = tree(workdir.parent)
         for value in BAD:
-            for tool, args in (("start_backtest", {**BACKTEST, "run_id": value}),
-                               ("start_sweep", {**SWEEP, "sweep_id": value})):
+            for tool, args in (
+                ("start_backtest", {**BACKTEST, "run_id": value}),
+                ("start_sweep", {**SWEEP, "sweep_id": value}),
+            ):
                 with pytest.raises(McpToolError) as e:
                     mcp(tool, args)
                 text = str(e.value)
@@ -127,10 +145,23 @@ def test_a_stored_task_with_an_escaping_id_is_neither_resumed_nor_read(kernel, w
     experiments/ or to list files outside it."""
     (workdir / "config.json").write_text("{}")  # what a `..` run would resume from
     now = time.time()
-    kernel.tasks.col.insert_one({
-        "_id": "t-0123456789ab", "kind": "backtest", "status": "failed", "params": {**BACKTEST, "run_id": "x"},
-        "run_id": "..", "run_dir": str(workdir / "experiments" / ".."), "owner": {}, "created_at": now,
-        "updated_at": now, "heartbeat_at": now, "cancel_requested": False, "progress": {}, "error": "failed: x"})
+    kernel.tasks.col.insert_one(
+        {
+            "_id": "t-0123456789ab",
+            "kind": "backtest",
+            "status": "failed",
+            "params": {**BACKTEST, "run_id": "x"},
+            "run_id": "..",
+            "run_dir": str(workdir / "experiments" / ".."),
+            "owner": {},
+            "created_at": now,
+            "updated_at": now,
+            "heartbeat_at": now,
+            "cancel_requested": False,
+            "progress": {},
+            "error": "failed: x",
+        }
+    )
     before = tree(workdir.parent)
     with pytest.raises(E.BadInput, match=r"run_id '\.\.': must be a name inside its folder"):
         kernel.call("resume_task", {"task_id": "t-0123456789ab"}, transport="http")

@@ -2,6 +2,7 @@
 as two `tradegraph approve` processes started together: exactly one resumes the cycle, the other is refused
 (409 / exit 2) naming who decided and when, and the store holds exactly one approval_decided event and at most
 one fill for the cycle."""
+
 from __future__ import annotations
 
 import os
@@ -42,8 +43,11 @@ def decisions(db_uri: str, session_id: str) -> tuple[list[dict], list[dict], int
 
 
 def paused_cycle(http_url: str) -> str:
-    r = httpx.post(f"{http_url}/cycles", json={"symbols": ["AAPL", "MSFT"], "as_of": AS_OF, "memory": "off",
-                                              "approve": True}, timeout=300)
+    r = httpx.post(
+        f"{http_url}/cycles",
+        json={"symbols": ["AAPL", "MSFT"], "as_of": AS_OF, "memory": "off", "approve": True},
+        timeout=300,
+    )
     assert r.status_code == 200 and r.json()["status"] == "pending_approval", r.text
     return r.json()["session_id"]
 
@@ -55,6 +59,7 @@ def race(calls: list) -> list:
     def run(i):
         gate.wait()
         out[i] = calls[i]()
+
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
     for t in threads:
         t.start()
@@ -68,9 +73,14 @@ def test_two_http_decisions_racing_one_wins_the_other_gets_409_naming_who_and_wh
     for attempt in range(3):  # three paused cycles: the race is run three times
         session = paused_cycle(http_url)
         names = [f"desk{i}-{attempt}" for i in range(len(decisions_sent))]
-        responses = race([lambda ok=ok, by=by, session=session: httpx.post(f"{http_url}/sessions/{session}/approval",
-                                                          json={"approved": ok, "by": by}, timeout=300)
-                          for ok, by in zip(decisions_sent, names)])
+        responses = race(
+            [
+                lambda ok=ok, by=by, session=session: httpx.post(
+                    f"{http_url}/sessions/{session}/approval", json={"approved": ok, "by": by}, timeout=300
+                )
+                for ok, by in zip(decisions_sent, names)
+            ]
+        )
         codes = sorted(r.status_code for r in responses)
         assert codes == [200, 409], [r.text for r in responses]
         winner = next(r for r in responses if r.status_code == 200)
@@ -101,11 +111,25 @@ def test_a_later_approval_names_the_decision_already_made(db_uri, http_url):
 def test_two_cli_approvals_racing_one_wins_the_other_exits_2(db_uri, http_url, tmp_path):
     session = paused_cycle(http_url)
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY",)}
-    env.update({"MONGODB_URI": db_uri, "PYTHONPATH": str(REPO), "TRADEGRAPH_LLM": "offline",
-                "TRADEGRAPH_HOME": str(tmp_path / "home")})
-    procs = [subprocess.Popen([sys.executable, "-m", "graph.transports.cli.main", "approve", session, "--by",
-                               name], env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for name in ("carol", "dave")]
+    env.update(
+        {
+            "MONGODB_URI": db_uri,
+            "PYTHONPATH": str(REPO),
+            "TRADEGRAPH_LLM": "offline",
+            "TRADEGRAPH_HOME": str(tmp_path / "home"),
+        }
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "graph.transports.cli.main", "approve", session, "--by", name],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("carol", "dave")
+    ]
     results = [(p.wait(300), *p.communicate()) for p in procs]
     codes = sorted(code for code, _, _ in results)
     assert codes == [0, 2], results

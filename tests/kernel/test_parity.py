@@ -1,6 +1,7 @@
 """One scenario — run a cycle, read its events, replay it, verify it — through the in-process client, a
 real uvicorn server (HTTP client) and the MCP server over stdio (official client): equal contracts. And a
 session started over MCP is the same session for the Python client and over HTTP."""
+
 from __future__ import annotations
 
 import json
@@ -67,8 +68,16 @@ def test_the_same_scenario_gives_equal_contracts_on_every_transport(db_uri, http
         # execution was enabled for http and mcp on these servers, so every transport filled
         assert out.status == "completed", (name, out.status, out.error)
         assert out.execution_disabled is None
-        assert set(out.contracts) == {"SCANNING", "PLANNING", "ANALYZING", "DEBATE", "DECIDING", "VALIDATING",
-                                      "EXECUTING", "MEMORIZING"}
+        assert set(out.contracts) == {
+            "SCANNING",
+            "PLANNING",
+            "ANALYZING",
+            "DEBATE",
+            "DECIDING",
+            "VALIDATING",
+            "EXECUTING",
+            "MEMORIZING",
+        }
         assert events.total == out.events == replay.events > 100
         assert [e["seq"] for e in events.events] == list(range(1, events.total + 1))
         assert replay.chain["ok"] and replay.gap_free and replay.cycles[0]["status"] == "completed"
@@ -81,11 +90,13 @@ def test_the_same_scenario_gives_equal_contracts_on_every_transport(db_uri, http
         out, events, replay, _ = runs[name]
         assert anonymous(out.contracts, out.session_id) == base, name
         # the same states and kinds in the same order: the audit trail does not depend on the transport
-        assert [(e["state"], e["kind"]) for e in events.events] == \
-            [(e["state"], e["kind"]) for e in base_events.events], name
+        assert [(e["state"], e["kind"]) for e in events.events] == [
+            (e["state"], e["kind"]) for e in base_events.events
+        ], name
         recorded = {s: c["data"] for s, c in replay.cycles[0]["contracts"].items()}
-        assert anonymous(recorded, out.session_id) == \
-            anonymous({s: c["data"] for s, c in base_replay.cycles[0]["contracts"].items()}, base_out.session_id)
+        assert anonymous(recorded, out.session_id) == anonymous(
+            {s: c["data"] for s, c in base_replay.cycles[0]["contracts"].items()}, base_out.session_id
+        )
 
 
 def test_a_cycle_started_over_mcp_is_the_same_session_for_python_and_http(db_uri, http_url, mcp):

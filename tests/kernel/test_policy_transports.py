@@ -2,6 +2,7 @@
 cycle pauses before EXECUTING and says why; approve is refused naming the setting), a bearer token
 enforced (401), and a non-loopback bind refused without a token. Execution *on* when enabled is
 asserted by test_parity.py (its servers enable it and every transport fills)."""
+
 from __future__ import annotations
 
 import uuid
@@ -9,8 +10,8 @@ import uuid
 import httpx
 import pytest
 
-from graph.transports.client import Client
 from graph.kernel.errors import Forbidden, Unauthorized
+from graph.transports.client import Client
 from tests.kernel.servers import POLICY_VARS, REPO, McpToolError, free_port, mcp_stdio, serve, server_env
 
 pytestmark = pytest.mark.integration
@@ -30,8 +31,9 @@ def workdir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def http_default(db_uri, workdir):
     port = free_port()
-    with serve(["serve", "--port", str(port)], server_env(db_uri, workdir / "home"), workdir,
-               f"http://127.0.0.1:{port}/store"):
+    with serve(
+        ["serve", "--port", str(port)], server_env(db_uri, workdir / "home"), workdir, f"http://127.0.0.1:{port}/store"
+    ):
         yield f"http://127.0.0.1:{port}"
 
 
@@ -60,8 +62,7 @@ def test_rejecting_over_http_is_allowed_because_it_moves_nothing(http_default):
         rejected = http.approve(out.session_id, approved=False, by="desk")
         assert rejected.status == "rejected" and "EXECUTING" not in rejected.contracts
         decision = http.read_events(out.session_id, kind="approval_decided")
-        assert [(e["payload"]["approved"], e["payload"]["by"]) for e in decision.events] == \
-            [(False, "desk (via http)")]
+        assert [(e["payload"]["approved"], e["payload"]["by"]) for e in decision.events] == [(False, "desk (via http)")]
 
 
 def test_mcp_by_default_runs_to_validating_pauses_and_refuses_approve(db_uri, workdir):
@@ -102,8 +103,12 @@ def test_mcp_streamable_http_requires_the_token_too(db_uri, workdir):
     port, token = free_port(), uuid.uuid4().hex
     env = server_env(db_uri, workdir / "home", TRADEGRAPH_API_TOKEN=token)
     url = f"http://127.0.0.1:{port}/mcp"
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
     hdrs = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     with serve(["mcp", "--http", str(port)], env, workdir, url, token=token):
         assert httpx.post(url, json=init, headers=hdrs).status_code == 401

@@ -1,5 +1,6 @@
 """The views a trader reads: `portfolio` (the book at the last as-of) and `sessions` (a table with each last
 cycle's status), through the kernel and the CLI."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,8 @@ import pytest
 
 from graph.kernel import errors as E
 from graph.kernel.core import Kernel
-from graph.transports.cli.main import main
 from graph.services.replay.session import load_session
+from graph.transports.cli.main import main
 
 
 @pytest.fixture
@@ -69,8 +70,19 @@ def test_unknown_session_and_a_book_never_stored_are_not_found(db, capsys):
         with pytest.raises(E.NotFound, match="unknown session 's-nope'"):
             k.call("portfolio", {"session_id": "s-nope"})
         # a session with events but no stored book (a backtest keeps its own): named as such
-        k.store.events.append([{"event_id": uuid.uuid4().hex, "session_id": "bt-x", "cycle_id": "bt-x:c1",
-                                "ts": 1.0, "state": "RUNNER", "kind": "manifest", "payload": {"config": {}}}])
+        k.store.events.append(
+            [
+                {
+                    "event_id": uuid.uuid4().hex,
+                    "session_id": "bt-x",
+                    "cycle_id": "bt-x:c1",
+                    "ts": 1.0,
+                    "state": "RUNNER",
+                    "kind": "manifest",
+                    "payload": {"config": {}},
+                }
+            ]
+        )
         with pytest.raises(E.NotFound, match="no stored portfolio for session 'bt-x'.*trade history"):
             k.call("portfolio", {"session_id": "bt-x"})
     finally:
@@ -86,7 +98,10 @@ def test_sessions_show_each_last_cycle_status_symbols_and_as_of(db, capsys, monk
     assert main(["sessions", "--json", "--db", db]) == 0
     rows = {r["session_id"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
     assert (rows[done]["status"], rows[done]["as_of"], rows[done]["symbols"]) == (
-        "completed", "2012-06-01", ["AAPL", "MSFT", "IBM", "GOOG"])
+        "completed",
+        "2012-06-01",
+        ["AAPL", "MSFT", "IBM", "GOOG"],
+    )
     assert (rows[paused]["status"], rows[paused]["as_of"]) == ("pending_approval", "2012-06-04")
     # approved later: the same session's last cycle now reads as completed
     assert main(["approve", paused, "--json", "--db", db]) == 0
@@ -109,8 +124,12 @@ def test_a_session_on_its_own_prices_is_valued_on_them(db, capsys, tmp_path, mon
     session, as_of = None, None
     for day in ("2024-03-01", "2024-03-04", "2024-03-05", "2024-03-06", "2024-03-07"):
         extra = ["--session", session] if session else []
-        out = json.loads((main(["run", "--symbols", "ACME", "--as-of", day, "--prices", str(acme), "--json",
-                                "--db", db, *extra]), capsys.readouterr().out)[1])
+        out = json.loads(
+            (
+                main(["run", "--symbols", "ACME", "--as-of", day, "--prices", str(acme), "--json", "--db", db, *extra]),
+                capsys.readouterr().out,
+            )[1]
+        )
         session, as_of = out["session_id"], day
     k = Kernel.open(db)
     try:

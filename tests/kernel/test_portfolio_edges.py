@@ -2,6 +2,7 @@
 rejected shows its cash; an own-data session whose price file moved is valued on the prices it recorded. A session
 that decided at the close is valued on the closes it recorded (its price file unread: pandas stays unloaded); one
 that decided at the open recorded opening prices, so its price file's close values it."""
+
 from __future__ import annotations
 
 import shutil
@@ -32,13 +33,15 @@ def _cash_only(view, as_of: str) -> None:
 
 
 def test_a_session_paused_for_approval_then_rejected_shows_its_cash(kernel):
-    paused = kernel.call("run_cycle", {"symbols": ["AAPL", "MSFT"], "as_of": "2012-06-01", "approve": True},
-                         transport="cli")
+    paused = kernel.call(
+        "run_cycle", {"symbols": ["AAPL", "MSFT"], "as_of": "2012-06-01", "approve": True}, transport="cli"
+    )
     assert paused.status == "pending_approval"
     assert kernel.store.portfolios.load(paused.session_id) is None  # nothing filled: no book was ever stored
     _cash_only(kernel.call("portfolio", {"session_id": paused.session_id}), "2012-06-01")
-    rejected = kernel.call("approve", {"session_id": paused.session_id, "approved": False, "by": "test"},
-                           transport="cli")
+    rejected = kernel.call(
+        "approve", {"session_id": paused.session_id, "approved": False, "by": "test"}, transport="cli"
+    )
     assert rejected.status == "rejected"
     _cash_only(kernel.call("portfolio", {"session_id": paused.session_id}), "2012-06-01")
     with pytest.raises(E.NotFound, match="unknown session 's-nope'"):
@@ -51,8 +54,11 @@ def test_an_own_data_session_is_valued_on_its_recorded_prices_once_its_file_move
     shutil.copy(ACME, prices)
     session = None
     for day in ("2024-03-01", "2024-03-04"):
-        out = kernel.call("run_cycle", {"symbols": ["ACME"], "as_of": day, "prices": str(prices),
-                                        **({"session_id": session} if session else {})}, transport="cli")
+        out = kernel.call(
+            "run_cycle",
+            {"symbols": ["ACME"], "as_of": day, "prices": str(prices), **({"session_id": session} if session else {})},
+            transport="cli",
+        )
         session = out.session_id
     before = kernel.call("portfolio", {"session_id": session})
     assert before.positions, "the session holds nothing: no price would be needed to value it"
@@ -73,8 +79,11 @@ def test_an_own_data_session_is_valued_on_its_recorded_prices_once_its_file_move
 def _own_data_session(kernel, prices: Path) -> str:
     session = None
     for day in ("2024-03-01", "2024-03-04"):
-        out = kernel.call("run_cycle", {"symbols": ["ACME"], "as_of": day, "prices": str(prices),
-                                        **({"session_id": session} if session else {})}, transport="cli")
+        out = kernel.call(
+            "run_cycle",
+            {"symbols": ["ACME"], "as_of": day, "prices": str(prices), **({"session_id": session} if session else {})},
+            transport="cli",
+        )
         assert out.status == "completed", out.error
         session = out.session_id
     assert session is not None
@@ -85,8 +94,10 @@ def _doubled(prices: Path) -> None:
     """The same file with every price doubled: a view that read it would show ACME at 164.40 on 2024-03-04."""
     lines = prices.read_text().splitlines()
     rows = [line.split(",") for line in lines[1:]]
-    prices.write_text("\n".join([lines[0], *(",".join([r[0], r[1], *(f"{float(v) * 2:.2f}" for v in r[2:6]), r[6]])
-                                             for r in rows)]) + "\n")
+    prices.write_text(
+        "\n".join([lines[0], *(",".join([r[0], r[1], *(f"{float(v) * 2:.2f}" for v in r[2:6]), r[6]]) for r in rows)])
+        + "\n"
+    )
 
 
 def test_a_session_deciding_at_the_close_is_valued_on_the_closes_it_recorded(kernel, tmp_path, monkeypatch):

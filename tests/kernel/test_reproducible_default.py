@@ -1,6 +1,7 @@
 """Reproducible by default: a run's result depends on its inputs and its own session, not on other runs in the
 store. `make run`'s cycle gives the same contracts on a fresh store and after an unrelated backtest wrote notes on
 the same symbols; recalling other runs' notes is asked for (`memory: on`), and the manifest records which."""
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,9 @@ def _contracts(out) -> str:
 
 
 def _memory_mode(kernel, out) -> str:
-    (manifest,) = [e for e in kernel.store.events.read(out.session_id, kind="manifest") if e["cycle_id"] == out.cycle_id]
+    (manifest,) = [
+        e for e in kernel.store.events.read(out.session_id, kind="manifest") if e["cycle_id"] == out.cycle_id
+    ]
     return manifest["payload"]["config"]["memory"]
 
 
@@ -37,8 +40,11 @@ def test_the_same_run_gives_the_same_contracts_before_and_after_an_unrelated_bac
     assert fresh.status == "completed" and _memory_mode(kernel, fresh) == "session"
     # an unrelated backtest on the same symbols, ending before the run's date: its reviews and notes are all
     # known before 2012-06-01, so a recall of every run's notes would find them
-    task = kernel.call("start_backtest", {"symbols": ["AAPL", "MSFT"], "start": "2012-02-01", "end": "2012-05-31",
-                                          "every": 3}, transport="cli")
+    task = kernel.call(
+        "start_backtest",
+        {"symbols": ["AAPL", "MSFT"], "start": "2012-02-01", "end": "2012-05-31", "every": 3},
+        transport="cli",
+    )
     kernel.tasks.join(task.task_id)
     assert kernel.call("task_status", {"task_id": task.task_id}).status == "succeeded"
     notes = kernel.store.memories.col.count_documents({"symbol": {"$in": ["AAPL", "MSFT"]}, "kind": "review"})

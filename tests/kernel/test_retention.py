@@ -1,6 +1,7 @@
 """Deleting sessions on every transport: `sessions delete` and `sessions prune` (with --dry-run) on the CLI, the
 same capabilities over HTTP and MCP behind TRADEGRAPH_ALLOW_DELETE; every deletion in the admin log with the
 session's chain head, and `replay --check-chain` of a deleted session saying so (exit 2, as for an unknown one)."""
+
 from __future__ import annotations
 
 import time
@@ -12,9 +13,9 @@ import pytest
 from database import connect
 from graph.kernel import errors as E
 from graph.kernel.core import Kernel
-from graph.transports.cli.main import main
-from graph.services.replay.session import verify_session
 from graph.machine.runner import run_state_machine
+from graph.services.replay.session import verify_session
+from graph.transports.cli.main import main
 from tests.kernel.servers import McpToolError, free_port, mcp_stdio, serve, server_env
 
 pytestmark = pytest.mark.integration

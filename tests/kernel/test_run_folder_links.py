@@ -1,6 +1,7 @@
 """Links planted in a run folder (issue 28, hole 6): every file a run reads or writes and every artifact served is
 opened without following a link (graph/services/run_files.py), so a link to a file outside is refused in one line
 naming the path (CLI exit 2, HTTP 422) and the file outside is neither truncated, written nor served."""
+
 from __future__ import annotations
 
 import os
@@ -10,8 +11,14 @@ from pathlib import Path
 import pytest
 
 from graph.kernel import Kernel
-from graph.services.run_files import (UnsafeRunPath, open_run_file, read_run_text, run_file_exists, save_figure,
-                                      write_run_atomic)
+from graph.services.run_files import (
+    UnsafeRunPath,
+    open_run_file,
+    read_run_text,
+    run_file_exists,
+    save_figure,
+    write_run_atomic,
+)
 from graph.transports.cli.main import main
 
 SECRET = "precious: must stay as it is\n"  # no newline-terminated JSON: a log reader would cut it to 0 bytes
@@ -31,9 +38,14 @@ def test_each_opening_refuses_a_link_and_leaves_its_target_alone(tmp_path, victi
     run.mkdir(parents=True)
     link = run / "episode_log.jsonl"
     link.symlink_to(victim)
-    for attempt in (lambda: open_run_file(link, "r+b"), lambda: open_run_file(link, "a"),
-                    lambda: open_run_file(link, "w"), lambda: read_run_text(link), lambda: run_file_exists(link),
-                    lambda: write_run_atomic(link, "x\n")):
+    for attempt in (
+        lambda: open_run_file(link, "r+b"),
+        lambda: open_run_file(link, "a"),
+        lambda: open_run_file(link, "w"),
+        lambda: read_run_text(link),
+        lambda: run_file_exists(link),
+        lambda: write_run_atomic(link, "x\n"),
+    ):
         with pytest.raises(UnsafeRunPath) as e:
             attempt()
         assert str(e.value).startswith(f"refusing {link}: it is a symbolic link") and "\n" not in str(e.value)
@@ -75,9 +87,27 @@ def test_backtest_refuses_a_linked_episode_log_and_truncates_nothing(tmp_path, v
     exp = tmp_path / "experiments"
     (exp / "newrun").mkdir(parents=True)
     (exp / "newrun" / "episode_log.jsonl").symlink_to(victim)
-    code = main(["backtest", "--symbols", "AAPL", "--start", RUN["start"], "--end", RUN["end"], "--every", "5",
-                 "--memory", "off", "--run-id", "newrun", "--out", str(exp),
-                 "--db", f"mongomock://links_{uuid.uuid4().hex[:8]}"])
+    code = main(
+        [
+            "backtest",
+            "--symbols",
+            "AAPL",
+            "--start",
+            RUN["start"],
+            "--end",
+            RUN["end"],
+            "--every",
+            "5",
+            "--memory",
+            "off",
+            "--run-id",
+            "newrun",
+            "--out",
+            str(exp),
+            "--db",
+            f"mongomock://links_{uuid.uuid4().hex[:8]}",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2, err
     assert [line for line in err if "refusing" in line] == [line for line in err if "episode_log.jsonl" in line]

@@ -1,6 +1,7 @@
 """`sessions` and `portfolio` at 80 columns: no value is cut. Every value shown appears whole (a value of several
 words may wrap between them, never inside one), no line is wider than the terminal, nothing ends in an ellipsis,
 and the columns left out for width are named under the table."""
+
 from __future__ import annotations
 
 import json
@@ -63,9 +64,13 @@ def test_sessions_at_80_columns(db, capsys, monkeypatch):
 
     long_run = "a-run-id-much-longer-than-any-column-of-an-80-column-terminal-could-ever-hold"
     with connect(db) as store:
-        run_backtest(EpisodeConfig(episode_id=long_run, tickers=["IBM"], initial_cash=1e5, start="2011-03-01",
-                                   end="2011-03-02"), store, progress=False, out_dir=f"/tmp/{uuid.uuid4().hex}",
-                     max_steps=1)
+        run_backtest(
+            EpisodeConfig(episode_id=long_run, tickers=["IBM"], initial_cash=1e5, start="2011-03-01", end="2011-03-02"),
+            store,
+            progress=False,
+            out_dir=f"/tmp/{uuid.uuid4().hex}",
+            max_steps=1,
+        )
     assert main(["sessions", "--db", db]) == 0
     out = capsys.readouterr().out
     shown(out)
@@ -91,7 +96,13 @@ def test_portfolio_at_80_columns(db, capsys, monkeypatch):
     shown(out)
     got = words(out)
     for p in view["positions"]:
-        expected = {p["symbol"], f"{p['quantity']:g}", f"{p['price']:,.2f}", f"{p['market_value']:,.2f}",
-                    f"{p['unrealized_pnl']:+,.2f}", f"({p['unrealized_pct']:+.2f}%)"}
+        expected = {
+            p["symbol"],
+            f"{p['quantity']:g}",
+            f"{p['price']:,.2f}",
+            f"{p['market_value']:,.2f}",
+            f"{p['unrealized_pnl']:+,.2f}",
+            f"({p['unrealized_pct']:+.2f}%)",
+        }
         assert expected <= got, (expected - got, out)
     assert f"equity {view['equity']:,.2f}" in out

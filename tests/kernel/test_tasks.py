@@ -1,5 +1,6 @@
 """Backtest tasks: stored, watched, cancelled between decision points and resumed; a task whose process
 was SIGKILLed reads as interrupted and resumes to the same trade history as an uninterrupted run."""
+
 from __future__ import annotations
 
 import json
@@ -62,8 +63,13 @@ def test_a_backtest_task_is_stored_with_progress_and_artifacts(kernel, reference
     running = [v for v in seen if v.status == "running" and v.progress.done]
     assert running and all(v.progress.eta_s is not None for v in running)
     arts = kernel.call("task_artifacts", {"task_id": t.task_id})
-    assert {a.name for a in arts.artifacts} == {"config.json", "episode_log.jsonl", "trade_history.json",
-                                                "result.json", "equity.png"}
+    assert {a.name for a in arts.artifacts} == {
+        "config.json",
+        "episode_log.jsonl",
+        "trade_history.json",
+        "result.json",
+        "equity.png",
+    }
     assert all(a.bytes > 0 for a in arts.artifacts) and arts.run_dir.endswith("/exp/plain")
     assert kernel.call("list_tasks", {}).tasks[0].task_id == t.task_id
     with pytest.raises(E.Conflict, match="already succeeded"):
@@ -100,11 +106,23 @@ def test_the_same_run_id_twice_at_once_or_with_another_config_is_a_conflict(kern
 
 def test_a_task_owned_by_another_host_is_interrupted_only_once_its_heartbeat_is_stale(kernel):
     now = time.time()
-    doc = {"kind": "backtest", "status": "running", "params": {}, "run_id": "r", "run_dir": None,
-           "owner": {"host": "elsewhere", "pid": 1}, "created_at": now, "updated_at": now,
-           "progress": {"done": 1, "total": 3}}
-    kernel.tasks.col.insert_many([{**doc, "_id": "t-00000000000a", "heartbeat_at": now - 5},
-                                  {**doc, "_id": "t-00000000000b", "heartbeat_at": now - 3600}])
+    doc = {
+        "kind": "backtest",
+        "status": "running",
+        "params": {},
+        "run_id": "r",
+        "run_dir": None,
+        "owner": {"host": "elsewhere", "pid": 1},
+        "created_at": now,
+        "updated_at": now,
+        "progress": {"done": 1, "total": 3},
+    }
+    kernel.tasks.col.insert_many(
+        [
+            {**doc, "_id": "t-00000000000a", "heartbeat_at": now - 5},
+            {**doc, "_id": "t-00000000000b", "heartbeat_at": now - 3600},
+        ]
+    )
     assert kernel.call("task_status", {"task_id": "t-00000000000a"}).status == "running"
     stale = kernel.call("task_status", {"task_id": "t-00000000000b"})
     assert stale.status == "interrupted" and stale.resumable
@@ -128,8 +146,13 @@ os.kill(os.getpid(), signal.SIGKILL)
 def test_a_task_whose_process_was_killed_reads_interrupted_and_resumes_to_the_same_trades(embedded_uri, tmp_path):
     uri = f"{embedded_uri}/ktasks_{uuid.uuid4().hex[:8]}"
     exp = tmp_path / "exp"
-    killer = subprocess.run([sys.executable, "-c", KILLER.replace("__RUN__", repr(RUN)), uri, str(exp)],
-                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    killer = subprocess.run(
+        [sys.executable, "-c", KILLER.replace("__RUN__", repr(RUN)), uri, str(exp)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert killer.returncode == -9, killer.stderr[-2000:]
     task_id = killer.stdout.split()[0]
     k = Kernel.open(uri, experiments_dir=exp, env={})
@@ -144,8 +167,10 @@ def test_a_task_whose_process_was_killed_reads_interrupted_and_resumes_to_the_sa
         assert log_indices(final.run_dir) == list(range(final.progress.total))
         ref = k.call("start_backtest", {**RUN, "run_id": "uncut"})
         assert wait(k, ref.task_id)[-1].status == "succeeded"
-        assert open(f"{final.run_dir}/trade_history.json", "rb").read() == \
-            open(f"{ref.run_dir}/trade_history.json", "rb").read()
+        assert (
+            open(f"{final.run_dir}/trade_history.json", "rb").read()
+            == open(f"{ref.run_dir}/trade_history.json", "rb").read()
+        )
     finally:
         k.close()
 

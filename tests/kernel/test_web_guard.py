@@ -1,6 +1,7 @@
 """DNS rebinding and cross-origin requests against real servers (issue 28, hole 3): `tradegraph serve` and
 `mcp --http` answer 421 to a Host that is not theirs, refuse a state-changing request from another origin (403),
 and an approval needs its decision stated in the body; the Python client and MCP clients (no Origin) still work."""
+
 from __future__ import annotations
 
 import uuid
@@ -21,8 +22,9 @@ def api(embedded_uri, tmp_path_factory):
     """`tradegraph serve` that may execute over HTTP: an approval that gets through fills."""
     workdir = tmp_path_factory.mktemp("web-guard")
     port = free_port()
-    env = server_env(f"{embedded_uri}/guard_{uuid.uuid4().hex[:8]}", workdir / "home",
-                     TRADEGRAPH_ALLOW_EXECUTION="http")
+    env = server_env(
+        f"{embedded_uri}/guard_{uuid.uuid4().hex[:8]}", workdir / "home", TRADEGRAPH_ALLOW_EXECUTION="http"
+    )
     with serve(["serve", "--port", str(port)], env, workdir, f"http://127.0.0.1:{port}/store"):
         yield f"http://127.0.0.1:{port}", port
 
@@ -52,8 +54,12 @@ def test_a_cross_origin_approval_is_refused_and_fills_nothing(api):
     base, port = api
     sid = _paused(base)
     url = f"{base}/sessions/{sid}/approval"
-    for headers in ({"Origin": "http://evil.example"}, {"Origin": f"http://localhost:{port + 1}"},
-                    {"Origin": "null"}, {"Sec-Fetch-Site": "cross-site"}):
+    for headers in (
+        {"Origin": "http://evil.example"},
+        {"Origin": f"http://localhost:{port + 1}"},
+        {"Origin": "null"},
+        {"Sec-Fetch-Site": "cross-site"},
+    ):
         r = httpx.post(url, json={"approved": True}, headers=headers)
         assert r.status_code == 403, headers
         assert r.json()["error"] == "forbidden" and "cross-origin POST refused" in r.json()["message"]
@@ -84,8 +90,12 @@ def test_mcp_over_http_has_the_same_guard(embedded_uri, tmp_path):
     port = free_port()
     env = server_env(f"{embedded_uri}/guardmcp_{uuid.uuid4().hex[:8]}", tmp_path / "home")
     url = f"http://127.0.0.1:{port}/mcp"
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
     hdrs = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     with serve(["mcp", "--http", str(port)], env, tmp_path, url):
         assert httpx.post(url, json=init, headers={**hdrs, "Host": f"evil.example:{port}"}).status_code == 421
@@ -105,8 +115,14 @@ def test_the_rules():
     assert is_own_origin("http://localhost:8000", "localhost:8000")
     assert is_own_origin("http://localhost", "localhost:80")
     assert is_own_origin("https://desk.lan", "desk.lan:443", "https")
-    for other in ("http://localhost:8001", "http://evil.example:8000", "null", "file://", "http://localhost:8000/x",
-                  "http://localhost:99999"):
+    for other in (
+        "http://localhost:8001",
+        "http://evil.example:8000",
+        "null",
+        "file://",
+        "http://localhost:8000/x",
+        "http://localhost:99999",
+    ):
         assert not is_own_origin(other, "localhost:8000"), other
     h = {"host": "localhost:8000"}
     assert refusal("GET", {**h, "origin": "http://evil.example"}, hosts) is None  # a read: the answer is not theirs

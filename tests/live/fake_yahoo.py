@@ -7,6 +7,7 @@ yfinance calls Yahoo's https hosts; `redirect_session(port)` is a requests Sessi
 request to this server instead (the host kept as the path's first part), and `install(port)` makes it yfinance's
 session (the seam tests/unit/test_own_data_fetch.py uses). Faults are real answers on the wire: `answer` queues a
 status (429 with Retry-After, 500) for the next chart requests, `failing` one for all of them, `stop()` closes the port (connection refused)."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,18 @@ def _bundled() -> pd.DataFrame:
     from agent.data.sources import KINDS
 
     raw = pd.read_csv(KINDS["prices"].bundled)
-    return raw.rename(columns={"Ticker": "symbol", "Date": "date", "Open": "open", "High": "high", "Low": "low",
-                               "Close": "close", "Volume": "volume", "Adj Close": "adj_close"})
+    return raw.rename(
+        columns={
+            "Ticker": "symbol",
+            "Date": "date",
+            "Open": "open",
+            "High": "high",
+            "Low": "low",
+            "Close": "close",
+            "Volume": "volume",
+            "Adj Close": "adj_close",
+        }
+    )
 
 
 class FakeYahoo:
@@ -65,8 +76,12 @@ class FakeYahoo:
     def chart(self, symbol: str, params: dict[str, str]) -> tuple[int, Any]:
         rows = self.bars[self.bars.symbol == symbol]
         if rows.empty:
-            return 404, {"chart": {"result": None, "error": {"code": "Not Found",
-                                                             "description": "No data found, symbol may be delisted"}}}
+            return 404, {
+                "chart": {
+                    "result": None,
+                    "error": {"code": "Not Found", "description": "No data found, symbol may be delisted"},
+                }
+            }
         if symbol in self.through:
             rows = rows[rows.date <= self.through[symbol]]
         if "period1" in params:
@@ -80,15 +95,39 @@ class FakeYahoo:
             rows = rows.tail(1)
         stamps = [int(_open(d).timestamp()) for d in rows.date]
         adj = rows["adj_close"] if "adj_close" in rows else rows["close"]
-        meta = {"currency": "USD", "symbol": symbol, "exchangeName": "NMS", "fullExchangeName": "NasdaqGS",
-                "instrumentType": "EQUITY", "firstTradeDate": 345479400, "gmtoffset": -14400, "timezone": "EDT",
-                "exchangeTimezoneName": NY, "priceHint": 2, "dataGranularity": "1d",
-                "range": params.get("range", ""), "validRanges": ["1d", "5d", "1mo", "max"]}
-        return 200, {"chart": {"result": [{
-            "meta": meta, "timestamp": stamps,
-            "indicators": {"quote": [{k: rows[k].astype(float).tolist() for k in ("open", "high", "low", "close")}
-                                     | {"volume": rows["volume"].astype(float).tolist()}],
-                           "adjclose": [{"adjclose": adj.astype(float).tolist()}]}}], "error": None}}
+        meta = {
+            "currency": "USD",
+            "symbol": symbol,
+            "exchangeName": "NMS",
+            "fullExchangeName": "NasdaqGS",
+            "instrumentType": "EQUITY",
+            "firstTradeDate": 345479400,
+            "gmtoffset": -14400,
+            "timezone": "EDT",
+            "exchangeTimezoneName": NY,
+            "priceHint": 2,
+            "dataGranularity": "1d",
+            "range": params.get("range", ""),
+            "validRanges": ["1d", "5d", "1mo", "max"],
+        }
+        return 200, {
+            "chart": {
+                "result": [
+                    {
+                        "meta": meta,
+                        "timestamp": stamps,
+                        "indicators": {
+                            "quote": [
+                                {k: rows[k].astype(float).tolist() for k in ("open", "high", "low", "close")}
+                                | {"volume": rows["volume"].astype(float).tolist()}
+                            ],
+                            "adjclose": [{"adjclose": adj.astype(float).tolist()}],
+                        },
+                    }
+                ],
+                "error": None,
+            }
+        }
 
 
 def _open(day: str) -> datetime:
@@ -117,8 +156,9 @@ class _Handler(BaseHTTPRequestHandler):
             status = fake.answer.pop(0) if fake.answer else fake.failing
             if status is not None:
                 extra = {"Retry-After": "30"} if status == 429 else {}
-                return self._send(status, "Too Many Requests\r\n" if status == 429 else "Internal Server Error",
-                                  "text/plain", extra)
+                return self._send(
+                    status, "Too Many Requests\r\n" if status == 429 else "Internal Server Error", "text/plain", extra
+                )
             status, body = fake.chart(path.rsplit("/", 1)[1], params)
             return self._send(status, json.dumps(body), "application/json")
         return self._send(404, json.dumps({"error": "not faked"}), "application/json")
@@ -142,7 +182,8 @@ class _Redirect(HTTPAdapter):
     def send(self, request, **kwargs):  # type: ignore[no-untyped-def,override]
         parts = urlsplit(request.url)
         request.url = f"http://127.0.0.1:{self.port}/{parts.netloc}{parts.path or '/'}" + (
-            f"?{parts.query}" if parts.query else "")
+            f"?{parts.query}" if parts.query else ""
+        )
         return super().send(request, **kwargs)
 
 

@@ -2,6 +2,7 @@
 for real against tests/live/fake_yahoo.py on a loopback port), before the day's cycle: the cycle reads that file,
 the fetch is audited, and a source that fails or lags past the deadline (429, 500, connection refused, bars
 stopping early) skips the day with one line, no cycle and no order. Driven in process by the fake clock."""
+
 from __future__ import annotations
 
 import sys
@@ -63,10 +64,12 @@ def test_each_day_fetches_its_bars_into_the_loops_folder_and_its_cycle_reads_the
     # each day's cycle read that day's file, as fetched: its manifest names the file and its hash
     cycles = load_session(connect(env.db), "live-t").cycles
     assert [(c.manifest["data"]["market"]["source"], c.manifest["data"]["market"]["sha256"]) for c in cycles] == [
-        (recs[d]["data"]["file"], recs[d]["data"]["sha256"]) for d in sorted(recs)], [c.manifest["data"] for c in cycles]
+        (recs[d]["data"]["file"], recs[d]["data"]["sha256"]) for d in sorted(recs)
+    ], [c.manifest["data"] for c in cycles]
     audited = fetches(env.db)
     assert [(a["ok"], a["check"], a["day"], a["source"], a["last_bar"]["AAPL"], a["sha256"]) for a in audited] == [
-        (True, "live_data", d, "yfinance", recs[d]["data"]["through"], recs[d]["data"]["sha256"]) for d in sorted(recs)]
+        (True, "live_data", d, "yfinance", recs[d]["data"]["through"], recs[d]["data"]["sha256"]) for d in sorted(recs)
+    ]
     assert env.orders == []
 
 
@@ -80,16 +83,21 @@ def test_a_source_failing_past_the_deadline_skips_the_day_with_one_line_no_cycle
     assert live(env, clock, "--fetch-within", "10m", "--days", "1", prices=False) == 0
     out = capsys.readouterr().out
     rec = records(env)["2012-07-03"]
-    assert rec["state"] == "skipped" and "data" not in rec and rec["why"].startswith("no fresh bars by 2012-07-03 "
-                                                                                     "09:45 EDT: yfinance"), rec
+    assert (
+        rec["state"] == "skipped"
+        and "data" not in rec
+        and rec["why"].startswith("no fresh bars by 2012-07-03 09:45 EDT: yfinance")
+    ), rec
     expected = {"429": "YFRateLimitError", "500": "JSONDecodeError", "refused": "ConnectionError"}[fault]
     assert expected in rec["why"], rec["why"]
     # retried every minute from 09:35 until 09:45, then one line; no cycle ran and nothing reached the broker
     assert rec["attempts"] == 1 + int(600 // RETRY_S)
     assert [s for _, s in clock.slept if s == RETRY_S] == [RETRY_S] * (rec["attempts"] - 1)
     lines = [x for x in out.splitlines() if x.startswith("2012-07-03") and "next run" not in x]
-    assert len(lines) == 1 and lines[0].startswith("2012-07-03: skipped, no cycle and no order: no fresh bars by "
-                                                   "2012-07-03 09:45 EDT after 11 attempt(s): yfinance"), out
+    assert len(lines) == 1 and lines[0].startswith(
+        "2012-07-03: skipped, no cycle and no order: no fresh bars by "
+        "2012-07-03 09:45 EDT after 11 attempt(s): yfinance"
+    ), out
     assert connect(env.db).events.cycle_ids("live-t") == [] and env.orders == [] and env.posts == {}
     assert [(a["ok"], a["attempts"]) for a in fetches(env.db)] == [(False, 11)]
     if fault != "refused":
@@ -121,8 +129,9 @@ def test_bars_stopping_before_the_previous_session_are_refused_naming_symbol_and
     rec = records(env)["2012-07-03"]
     assert rec["state"] == "skipped", rec
     line = [x for x in out.splitlines() if "skipped" in x]
-    assert len(line) == 1 and line[0].endswith("yfinance: MSFT: last bar 2012-06-29, not the previous session "
-                                               "2012-07-02: refused"), out
+    assert len(line) == 1 and line[0].endswith(
+        "yfinance: MSFT: last bar 2012-06-29, not the previous session 2012-07-02: refused"
+    ), out
     assert connect(env.db).events.cycle_ids("live-t") == [] and env.orders == []
     assert not (tmp_path / "experiments" / "live-t" / "bars-2012-07-03.parquet").exists()  # refused: never written
 

@@ -1,6 +1,7 @@
 """`tradegraph live` driven in process by a fake clock, through the real kernel (run_cycle, approve, reconcile) on
 mongomock against the fake Alpaca: the approval deadline expires a day with no order; a holiday is skipped; an
 early close moves the reconcile to 13:00; a day already done is not run again."""
+
 from __future__ import annotations
 
 import uuid
@@ -44,11 +45,18 @@ def env(tmp_path, monkeypatch):
     fake: Any = start_fake()
     fake.positions.clear()
     mandate = tmp_path / "mandate.toml"
-    mandate.write_text('trading_hours = "00:00-23:59"\nmax_order_notional = 1e9\nmax_position_notional = 1e9\n'
-                       'max_gross_exposure = 1e9\n')
-    for k, v in {"ALPACA_API_KEY": KEY, "ALPACA_SECRET_KEY": SECRET, "ALPACA_BASE_URL": fake.url,
-                 "TRADEGRAPH_MANDATE": str(mandate), "TRADEGRAPH_BROKER_FILL_WAIT_S": "0.3",
-                 "TRADEGRAPH_HOME": str(tmp_path)}.items():
+    mandate.write_text(
+        'trading_hours = "00:00-23:59"\nmax_order_notional = 1e9\nmax_position_notional = 1e9\n'
+        "max_gross_exposure = 1e9\n"
+    )
+    for k, v in {
+        "ALPACA_API_KEY": KEY,
+        "ALPACA_SECRET_KEY": SECRET,
+        "ALPACA_BASE_URL": fake.url,
+        "TRADEGRAPH_MANDATE": str(mandate),
+        "TRADEGRAPH_BROKER_FILL_WAIT_S": "0.3",
+        "TRADEGRAPH_HOME": str(tmp_path),
+    }.items():
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("MONGODB_URI", raising=False)
     fake.db = f"mongomock://localhost/live_{uuid.uuid4().hex[:8]}"
@@ -66,8 +74,9 @@ def ny(day: str, hm: str) -> datetime:
 def live(fake, clock: Clock, *extra: str, prices: bool = True) -> int:
     """The loop on the bundled sample named with --prices (so it fetches nothing), unless `prices` is False."""
     files = ["--prices", str(KINDS["prices"].bundled)] if prices else []
-    args = build_parser().parse_args(["live", "--broker", "alpaca", "--symbols", "AAPL,MSFT", "--db", fake.db,
-                                      "--name", "t", *files, *extra])
+    args = build_parser().parse_args(
+        ["live", "--broker", "alpaca", "--symbols", "AAPL,MSFT", "--db", fake.db, "--name", "t", *files, *extra]
+    )
     return cmd_live(args, now=clock.now, sleep=clock.sleep)
 
 
@@ -82,7 +91,10 @@ def test_deadline_expires_the_day_with_no_order_and_the_next_trading_day_after_t
     out = capsys.readouterr().out
     recs = records(env)
     assert sorted(recs) == ["2012-07-03", "2012-07-05"]  # the holiday has no record and no cycle
-    assert [r["state"] for r in recs.values()] == ["expired", "expired"], (out, [r.get("status") for r in recs.values()])
+    assert [r["state"] for r in recs.values()] == ["expired", "expired"], (
+        out,
+        [r.get("status") for r in recs.values()],
+    )
     # --prices named a file: read as it is, nothing fetched, no fetch audited
     assert all("data" not in r and "fetch_deadline" not in r for r in recs.values()) and "fetched" not in out
     assert connect(env.db).events.cycle_ids("livedata-t") == []
@@ -91,8 +103,9 @@ def test_deadline_expires_the_day_with_no_order_and_the_next_trading_day_after_t
     assert "next run at 2012-07-05 09:35 EDT" in out
     # the expiry is the gate's own rejection, read as the session's fold reads an approval (whatever event holds it)
     rejections = [c.approval for c in load_session(connect(env.db), "live-t").cycles]
-    assert len(rejections) == 2 and all(r and r["approved"] is False and "approval deadline" in r["by"]
-                                        for r in rejections), rejections
+    assert len(rejections) == 2 and all(
+        r and r["approved"] is False and "approval deadline" in r["by"] for r in rejections
+    ), rejections
 
 
 def test_approved_day_reconciles_at_the_early_close_and_is_not_run_again(env, capsys):
@@ -123,8 +136,9 @@ def test_approved_day_reconciles_at_the_early_close_and_is_not_run_again(env, ca
     assert len(env.orders) == n_orders and len(connect(env.db).events.cycle_ids("live-t")) == cycles + 1
 
 
-@pytest.mark.parametrize("flag,value", [("--at", "25:00"), ("--approve-within", "soon"), ("--name", "a b"),
-                                        ("--fetch-within", "0m")])
+@pytest.mark.parametrize(
+    "flag,value", [("--at", "25:00"), ("--approve-within", "soon"), ("--name", "a b"), ("--fetch-within", "0m")]
+)
 def test_bad_flags_are_one_line_and_exit_2(env, capsys, flag, value):
     assert main(["live", "--broker", "alpaca", "--symbols", "AAPL", "--db", env.db, flag, value]) == 2
     err = capsys.readouterr().err

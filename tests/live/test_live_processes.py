@@ -1,6 +1,7 @@
 """`tradegraph live` in real processes: two loops started at once under the same --name (one refuses with one line
 and exit 2, before anything runs: one cycle, no order), and a loop SIGKILLed right after it fetched the day's bars
 and before its cycle (started again, it reads the file it fetched: no second fetch, one cycle)."""
+
 from __future__ import annotations
 
 import os
@@ -40,8 +41,11 @@ def test_two_loops_under_one_name_one_refuses_with_exit_2_and_only_one_cycle_run
     refused, other = done[0], next(p for p in procs if p is not done[0])
     out, err = refused.communicate(timeout=30)
     assert refused.returncode == 2, out + err
-    assert err.count("\n") == 1 and "--name k: the loop (session live-k) is already running: pid " \
-        f"{other.pid} on " in err and "one process per loop name" in err, err
+    assert (
+        err.count("\n") == 1
+        and f"--name k: the loop (session live-k) is already running: pid {other.pid} on " in err
+        and "one process per loop name" in err
+    ), err
     assert "running the cycle" not in out
     assert other.stdout is not None
     seen = []

@@ -1,6 +1,7 @@
 """`tradegraph live` in a real process, SIGKILLed while its day's cycle waits for approval, the cycle approved while
 it is dead, then started again: it resumes that day (reconciles it) instead of running it again, and the fake
 Alpaca holds exactly one order per leg. The loop's clock is a fake one set in the child (no waiting for 09:35)."""
+
 from __future__ import annotations
 
 import json
@@ -53,26 +54,56 @@ def fake(tmp_path, embedded_uri):
     fake: Any = start_fake()
     fake.db_uri = f"{embedded_uri}/live_{uuid.uuid4().hex[:8]}"
     fake.positions.clear()
-    (tmp_path / "mandate.toml").write_text('trading_hours = "00:00-23:59"\nmax_order_notional = 1e9\n'
-                                           'max_position_notional = 1e9\nmax_gross_exposure = 1e9\n')
+    (tmp_path / "mandate.toml").write_text(
+        'trading_hours = "00:00-23:59"\nmax_order_notional = 1e9\n'
+        "max_position_notional = 1e9\nmax_gross_exposure = 1e9\n"
+    )
     yield fake
     fake.stop()
     assert fake.peers <= {"127.0.0.1"}
 
 
 def env_of(fake, tmp_path) -> dict[str, str]:
-    return {"MONGODB_URI": fake.db_uri, "ALPACA_API_KEY": KEY, "ALPACA_SECRET_KEY": SECRET, "ALPACA_BASE_URL": fake.url,
-            "TRADEGRAPH_MANDATE": str(tmp_path / "mandate.toml"), "TRADEGRAPH_BROKER_FILL_WAIT_S": "0.5"}
+    return {
+        "MONGODB_URI": fake.db_uri,
+        "ALPACA_API_KEY": KEY,
+        "ALPACA_SECRET_KEY": SECRET,
+        "ALPACA_BASE_URL": fake.url,
+        "TRADEGRAPH_MANDATE": str(tmp_path / "mandate.toml"),
+        "TRADEGRAPH_BROKER_FILL_WAIT_S": "0.5",
+    }
 
 
-def loop(fake, tmp_path, *, approve_within: str = "2h", prices: bool = True,
-         env_extra: Optional[dict[str, str]] = None) -> subprocess.Popen:
+def loop(
+    fake, tmp_path, *, approve_within: str = "2h", prices: bool = True, env_extra: Optional[dict[str, str]] = None
+) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k not in ("MONGODB_URI", "OPENAI_API_KEY", "TRADEGRAPH_LLM")}
     env.update({"TRADEGRAPH_HOME": str(tmp_path), "PYTHONPATH": ROOT, **env_of(fake, tmp_path), **(env_extra or {})})
     files = ["--prices", str(KINDS["prices"].bundled)] if prices else []
-    return subprocess.Popen([sys.executable, "-c", CHILD, "live", "--broker", "alpaca", "--symbols", "AAPL,MSFT",
-                             "--name", "k", "--approve-within", approve_within, "--days", "1", *files],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            "live",
+            "--broker",
+            "alpaca",
+            "--symbols",
+            "AAPL,MSFT",
+            "--name",
+            "k",
+            "--approve-within",
+            approve_within,
+            "--days",
+            "1",
+            *files,
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_killed_while_waiting_for_approval_then_restarted_resumes_the_day_not_reruns_it(fake, tmp_path):
@@ -99,6 +130,7 @@ def test_killed_while_waiting_for_approval_then_restarted_resumes_the_day_not_re
     assert "2012-07-02: reconciled, clean" in out, out
     cids = [o["client_order_id"] for o in fake.orders]
     assert len(fake.orders) == sent and len(set(cids)) == len(cids)  # one order per leg, none sent again
-    evs = [json.loads(x) for x in tg(["events", "live-k"], tmp_path, env_extra=env_of(fake, tmp_path)).stdout
-           .splitlines()]
+    evs = [
+        json.loads(x) for x in tg(["events", "live-k"], tmp_path, env_extra=env_of(fake, tmp_path)).stdout.splitlines()
+    ]
     assert {e["cycle_id"] for e in evs if e.get("cycle_id", "").startswith("live-k:c")} == {"live-k:c1"}

@@ -1,9 +1,10 @@
 """Synthetic daily bars written as an own-data prices CSV (agent/data/market.py reads it like a user's file)."""
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Optional
-from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -12,8 +13,17 @@ from agent.data.market import MarketData, load_market_data
 from agent.markets import trading_days
 
 
-def write_prices(path: Path, symbols: Iterable[str], start: str, end: str, *, gaps: Optional[dict] = None,
-                 seed: int = 3, drift: float = 0.002, noise: float = 0.006) -> MarketData:
+def write_prices(
+    path: Path,
+    symbols: Iterable[str],
+    start: str,
+    end: str,
+    *,
+    gaps: Optional[dict] = None,
+    seed: int = 3,
+    drift: float = 0.002,
+    noise: float = 0.006,
+) -> MarketData:
     """A random walk per symbol on the US calendar's sessions in [start, end], rising by `drift` a day on average
     (the offline agent buys a steady rise), without the bars `gaps` names per symbol."""
     rng = np.random.default_rng(seed)

@@ -1,4 +1,5 @@
 """The simulation loop end to end (offline model, mongomock): determinism, resume, no look-ahead, no metadata."""
+
 from __future__ import annotations
 
 import json
@@ -11,9 +12,9 @@ import pytest
 from agent.config import AgentConfig, RiskLimits
 from agent.data.market import MarketData, default_market_data
 from database import connect
+from graph.machine.runtime import default_runtime
 from graph.services.backtest.loop import load_logs, run_backtest
 from graph.transports.cli.main import main as cli_main
-from graph.machine.runtime import default_runtime
 from schemas.simulation import EpisodeConfig
 
 TICKERS = ["AAPL", "MSFT"]
@@ -22,8 +23,15 @@ RISK = RiskLimits(max_notional_pct=60.0, exposure_cap_pct=100.0)
 
 
 def _config(run_id="ep", **kw) -> EpisodeConfig:
-    base = dict(episode_id=run_id, tickers=TICKERS, initial_cash=100_000.0, start="2011-01-03", end="2011-03-31",
-                every=5, bars_in_case=5)
+    base = dict(
+        episode_id=run_id,
+        tickers=TICKERS,
+        initial_cash=100_000.0,
+        start="2011-01-03",
+        end="2011-03-31",
+        every=5,
+        bars_in_case=5,
+    )
     base.update(kw)
     return EpisodeConfig(**base)
 
@@ -71,8 +79,11 @@ def test_episode_writes_logs_and_trades(full):
             assert cur.portfolio_after.positions == cur.portfolio_before.positions
         for ex in cur.exits:  # closed on its levels before the decision: gone from the book after it
             assert ex.reason in ("stop", "target", "horizon") and ex.side == "SELL"
-            assert ex.symbol in cur.portfolio_before.positions and ex.symbol not in cur.portfolio_after.positions \
+            assert (
+                ex.symbol in cur.portfolio_before.positions
+                and ex.symbol not in cur.portfolio_after.positions
                 or cur.action == "trade"
+            )
     assert any(lg.exits for lg in logs), "a 13-point episode with 10-session horizons should close a position"
     th = json.loads((d / "trade_history.json").read_text())
     assert len(th["trades"]) == len(res.trade_history.trades)
@@ -125,26 +136,32 @@ def test_a_cycle_cut_off_before_its_log_line_is_superseded_and_its_notes_withdra
     log.write_bytes(b"".join(lines[:3]))  # point 3's cycle ran to its end; its line never landed
     session = "bt-ep"
     cut = store.events.cycle_ids(session)[3]
-    assert [m for m in store.memories.list(session_id=session, limit=0) if m.cycle_id == cut], \
+    assert [m for m in store.memories.list(session_id=session, limit=0) if m.cycle_id == cut], (
         "the cut-off cycle memorised notes (else this test proves nothing)"
+    )
 
     res, _ = _run(tmp_path, "cut", store=store)
     assert [lg.decision_point_idx for lg in load_logs(log)] == list(range(res.decision_points))
     assert (d / "trade_history.json").read_bytes() == (full / "trade_history.json").read_bytes()
-    assert [lg.extracted_decision for lg in load_logs(log)] == \
-        [lg.extracted_decision for lg in load_logs(full / "episode_log.jsonl")]
+    assert [lg.extracted_decision for lg in load_logs(log)] == [
+        lg.extracted_decision for lg in load_logs(full / "episode_log.jsonl")
+    ]
     (mark,) = [e for e in store.events.read(session, kind="error") if e["payload"].get("type") == "cycle_superseded"]
     assert mark["cycle_id"] == cut and mark["payload"]["decision_point_idx"] == 3
-    assert mark["payload"]["withdrawn_memories"] and \
-        not [m for m in store.memories.list(session_id=session, limit=0) if m.cycle_id == cut]
+    assert mark["payload"]["withdrawn_memories"] and not [
+        m for m in store.memories.list(session_id=session, limit=0) if m.cycle_id == cut
+    ]
     _run(tmp_path, "cut", store=store)  # a second resume marks nothing twice
-    assert len([e for e in store.events.read(session, kind="error")
-                if e["payload"].get("type") == "cycle_superseded"]) == 1
+    assert (
+        len([e for e in store.events.read(session, kind="error") if e["payload"].get("type") == "cycle_superseded"])
+        == 1
+    )
 
 
 def test_resume_refuses_a_different_config(tmp_path):
     _run(tmp_path, "x", max_steps=1)
     from graph.services.backtest.loop import BacktestError
+
     with pytest.raises(BacktestError, match="different config"):
         _run(tmp_path, "x", config=_config(fees_bps=5.0))
 
@@ -192,14 +209,17 @@ def test_prompts_carry_no_case_metadata_and_no_future_dates(tmp_path, mstore):
     assert seen == set(date_of)
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["--symbols", "AAPL,NOPE"], "NOPE"),
-    (["--symbols", "AAPL", "--start", "2012-01-01", "--end", "2011-01-01"], "2012-01-01"),
-    (["--symbols", "AAPL", "--start", "1990-01-02"], "1990-01-02"),
-    (["--symbols", "AAPL", "--capital", "-1"], "--capital"),
-    (["--symbols", "AAPL", "--fees-bps", "-2"], "--fees-bps"),
-    (["--symbols", "AAPL", "--slippage-bps", "-3"], "--slippage-bps"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--symbols", "AAPL,NOPE"], "NOPE"),
+        (["--symbols", "AAPL", "--start", "2012-01-01", "--end", "2011-01-01"], "2012-01-01"),
+        (["--symbols", "AAPL", "--start", "1990-01-02"], "1990-01-02"),
+        (["--symbols", "AAPL", "--capital", "-1"], "--capital"),
+        (["--symbols", "AAPL", "--fees-bps", "-2"], "--fees-bps"),
+        (["--symbols", "AAPL", "--slippage-bps", "-3"], "--slippage-bps"),
+    ],
+)
 def test_cli_bad_input_exits_2(tmp_path, capsys, argv, needle):
     args = {"--start": "2011-01-03", "--end": "2011-02-01"}
     flat = list(argv)
@@ -213,9 +233,28 @@ def test_cli_bad_input_exits_2(tmp_path, capsys, argv, needle):
 
 def test_cli_runs_json_and_plot(tmp_path, capsys):
     png = tmp_path / "eq.png"
-    code = cli_main(["backtest", "--symbols", "AAPL,MSFT", "--start", "2011-01-03", "--end", "2011-02-15",
-                     "--every", "10", "--run-id", "clitest", "--json", "--plot", str(png),
-                     "--db", f"mongomock://bt_{uuid.uuid4().hex[:8]}", "--out", str(tmp_path / "exp")])
+    code = cli_main(
+        [
+            "backtest",
+            "--symbols",
+            "AAPL,MSFT",
+            "--start",
+            "2011-01-03",
+            "--end",
+            "2011-02-15",
+            "--every",
+            "10",
+            "--run-id",
+            "clitest",
+            "--json",
+            "--plot",
+            str(png),
+            "--db",
+            f"mongomock://bt_{uuid.uuid4().hex[:8]}",
+            "--out",
+            str(tmp_path / "exp"),
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["run_id"] == "clitest" and out["decision_points"] == 4
     assert {"sharpe", "max_drawdown", "hit_rate"} <= set(out["metrics"]) and png.stat().st_size > 1000
@@ -229,8 +268,20 @@ def test_failed_cycles_are_counted_named_and_fail_the_run(tmp_path, capsys, monk
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing listens on port 9
     monkeypatch.setenv("TRADEGRAPH_LLM_RETRIES", "0")
-    argv = ["backtest", "--symbols", "AAPL", "--start", "2012-06-04", "--end", "2012-06-11", "--json",
-            "--db", f"mongomock://bt_{uuid.uuid4().hex[:8]}", "--out", str(tmp_path / "exp")]
+    argv = [
+        "backtest",
+        "--symbols",
+        "AAPL",
+        "--start",
+        "2012-06-04",
+        "--end",
+        "2012-06-11",
+        "--json",
+        "--db",
+        f"mongomock://bt_{uuid.uuid4().hex[:8]}",
+        "--out",
+        str(tmp_path / "exp"),
+    ]
     code = cli_main(argv + ["--run-id", "down"])
     captured = capsys.readouterr()
     out = json.loads(captured.out)

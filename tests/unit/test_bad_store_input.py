@@ -1,6 +1,7 @@
 """A store URI pymongo can't parse and a home that can't be a store's folder are bad input (issue 29): exit 2 and
 one line naming the value, before anything is opened; an empty TRADEGRAPH_HOME is refused, never a silent fall back
 to another store. (They exited 3, a store outage, or were ignored.)"""
+
 from __future__ import annotations
 
 import pytest
@@ -14,9 +15,14 @@ def _one_line(capsys) -> str:
     return err[0]
 
 
-@pytest.mark.parametrize("uri, why", [("mongodb://:::/", "Reserved characters"),
-                                      ("mongodb://127.0.0.1:99999/db", "Port must be an integer"),
-                                      ("mongodb://127.0.0.1/db?retryWritez=false", "Unknown option")])
+@pytest.mark.parametrize(
+    "uri, why",
+    [
+        ("mongodb://:::/", "Reserved characters"),
+        ("mongodb://127.0.0.1:99999/db", "Port must be an integer"),
+        ("mongodb://127.0.0.1/db?retryWritez=false", "Unknown option"),
+    ],
+)
 def test_a_store_uri_pymongo_refuses_is_bad_input(uri, why, monkeypatch, capsys):
     monkeypatch.setenv("MONGODB_URI", uri)
     assert main(["sessions"]) == 2
@@ -27,8 +33,10 @@ def test_a_store_uri_pymongo_refuses_is_bad_input(uri, why, monkeypatch, capsys)
     assert f"--db {uri!r} is not a valid store URI" in _one_line(capsys)
 
 
-@pytest.mark.parametrize("home, why", [("/proc/tg", "can't be created"), ("", "is empty"), ("  ", "is empty"),
-                                       ("/etc/hostname", "is not a directory")])
+@pytest.mark.parametrize(
+    "home, why",
+    [("/proc/tg", "can't be created"), ("", "is empty"), ("  ", "is empty"), ("/etc/hostname", "is not a directory")],
+)
 def test_an_impossible_or_empty_home_is_bad_input(home, why, monkeypatch, capsys):
     monkeypatch.setenv("TRADEGRAPH_HOME", home)
     monkeypatch.delenv("MONGODB_URI", raising=False)

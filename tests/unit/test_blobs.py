@@ -2,6 +2,7 @@
 content-addressed pack; every reader gets the full events back; the hash chain covers what the packs hold; a lost
 write or a killed writer never leaves an event referencing nothing; events stored whole (before packs) read, replay
 and verify as before."""
+
 from __future__ import annotations
 
 import copy
@@ -49,8 +50,11 @@ def rows(store: Store, session: str) -> list[dict]:
 
 
 def first_seq_using(store: Store, session: str, pack_id: str) -> int:
-    return next(r["seq"] for r in rows(store, session) if blobs.ref_of(r["payload"]) and
-                r["payload"][blobs.REF].startswith(pack_id))
+    return next(
+        r["seq"]
+        for r in rows(store, session)
+        if blobs.ref_of(r["payload"]) and r["payload"][blobs.REF].startswith(pack_id)
+    )
 
 
 # ---------------------------------------------------------------------------- round trip
@@ -98,7 +102,7 @@ def _appended_in_batches(store: Store, recorded, session: str) -> list[str]:
     """The cycle appended in three batches (three packs); returns the pack ids in order."""
     events = copies(recorded, session)
     third = len(events) // 3
-    for chunk in (events[:third], events[third:2 * third], events[2 * third:]):
+    for chunk in (events[:third], events[third : 2 * third], events[2 * third :]):
         store.events.append(chunk)
     ids = []
     for r in rows(store, session):
@@ -109,8 +113,7 @@ def _appended_in_batches(store: Store, recorded, session: str) -> list[str]:
     return ids
 
 
-def test_an_edited_swapped_or_deleted_pack_breaks_the_chain_at_the_first_event_using_it(store: Store,
-                                                                                       recorded) -> None:
+def test_an_edited_swapped_or_deleted_pack_breaks_the_chain_at_the_first_event_using_it(store: Store, recorded) -> None:
     pack_id = _appended_in_batches(store, recorded, "P")[1]
     seq = first_seq_using(store, "P", pack_id)
     col = store.db[blobs.COLLECTION]
@@ -207,7 +210,7 @@ def test_releasing_a_deleted_session_deletes_the_packs_only_it_used(store: Store
 # ---------------------------------------------------------------------------- events stored whole (older sessions)
 def test_events_stored_whole_read_verify_and_continue_beside_packed_ones(store: Store, recorded, monkeypatch) -> None:
     events = copies(recorded, "O")
-    monkeypatch.setattr(blobs, "INLINE_MAX", 10 ** 9)  # the format before packs: every payload whole in its event
+    monkeypatch.setattr(blobs, "INLINE_MAX", 10**9)  # the format before packs: every payload whole in its event
     store.events.append(events[:50])
     assert packed(rows(store, "O")) == 0 and store.db[blobs.COLLECTION].count_documents({}) == 0
     monkeypatch.undo()
@@ -222,7 +225,7 @@ def test_a_session_recorded_whole_replays_identical_and_its_replay_is_packed(mon
     from graph.services.replay.session import verify_session
 
     store = connect(f"mongomock://whole_{uuid.uuid4().hex[:8]}")
-    monkeypatch.setattr(blobs, "INLINE_MAX", 10 ** 9)
+    monkeypatch.setattr(blobs, "INLINE_MAX", 10**9)
     out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
     monkeypatch.undo()
     assert packed(rows(store, out.session_id)) == 0
@@ -298,8 +301,12 @@ def test_writers_killed_mid_append_leave_every_stored_event_readable(embedded_ur
     kills = 8
     # each writer a process of its own, SIGKILLed; forked from one server that imported the store and the event
     # models (what a first append loads) once, so each writer is appending within the kill window
-    with writer_server(KILL_SCRIPT, [uri, str(template)], tmp_path / "writers",
-                       preload="from database import connect; import schemas.events") as writers:
+    with writer_server(
+        KILL_SCRIPT,
+        [uri, str(template)],
+        tmp_path / "writers",
+        preload="from database import connect; import schemas.events",
+    ) as writers:
         for _ in range(kills):
             writer = writers.start()
             time.sleep(rng.uniform(0.05, 0.4))
@@ -321,8 +328,9 @@ def _disk_bytes(path) -> int:
     """Bytes of the audit log's tables and their indexes in the embedded store's SQLite file."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        return con.execute("SELECT sum(pgsize) FROM dbstat WHERE name LIKE 'state_%' OR name LIKE "
-                           "'idx_state_%'").fetchone()[0]
+        return con.execute(
+            "SELECT sum(pgsize) FROM dbstat WHERE name LIKE 'state_%' OR name LIKE 'idx_state_%'"
+        ).fetchone()[0]
     finally:
         con.close()
 
@@ -330,17 +338,24 @@ def _disk_bytes(path) -> int:
 def test_a_backtest_takes_less_disk_than_its_events_as_json(tg_home) -> None:
     """Stored whole, the audit log took ~1.65x its events' compact JSON on the embedded store's disk (nx-27017's
     JSON with spaces, its ObjectId markers, page slack, six indexes); with packs ~0.8x."""
-    from graph.services.backtest.loop import run_backtest, session_id_of
     from graph.machine.runtime import default_runtime
+    from graph.services.backtest.loop import run_backtest, session_id_of
     from schemas.simulation import EpisodeConfig
 
     store = connect()
     try:
         before = _disk_bytes(store.events.local_file)
-        cfg = EpisodeConfig(episode_id="size", tickers=["AAPL", "MSFT", "IBM", "GOOG"], initial_cash=100_000,
-                            start="2011-01-03", end="2011-01-31", every=1)
-        res = run_backtest(cfg, store, progress=False, runtime=default_runtime(), out_dir=tempfile.mkdtemp(),
-                           max_steps=5)
+        cfg = EpisodeConfig(
+            episode_id="size",
+            tickers=["AAPL", "MSFT", "IBM", "GOOG"],
+            initial_cash=100_000,
+            start="2011-01-03",
+            end="2011-01-31",
+            every=1,
+        )
+        res = run_backtest(
+            cfg, store, progress=False, runtime=default_runtime(), out_dir=tempfile.mkdtemp(), max_steps=5
+        )
         grown = _disk_bytes(store.events.local_file) - before
         events = store.events.read(session_id_of("size"))
         as_json = sum(len(orjson.dumps(e)) for e in events)

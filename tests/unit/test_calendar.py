@@ -1,4 +1,5 @@
 """Trading calendars and decision times: a non-trading day is bad input, refused before any model call."""
+
 from __future__ import annotations
 
 import uuid
@@ -18,9 +19,9 @@ from agent.markets import (
 )
 from agent.offline_model import OfflineChatModel
 from database.connection import connect
-from graph.transports.cli.main import main as cli_main
 from graph.machine.runner import InputError, run_state_machine
 from graph.machine.runtime import default_runtime
+from graph.transports.cli.main import main as cli_main
 
 
 def _counting_runtime(market: str = "us_equity"):
@@ -34,12 +35,15 @@ def _counting_runtime(market: str = "us_equity"):
     return default_runtime(AgentConfig(market=market), model_factory=factory), asked
 
 
-@pytest.mark.parametrize("market,day,before,after", [
-    ("us_equity", "2012-07-04", "2012-07-03", "2012-07-05"),   # Independence Day, a Wednesday
-    ("us_equity", "2012-06-02", "2012-06-01", "2012-06-04"),   # a Saturday
-    ("us_equity", "2012-10-29", "2012-10-26", "2012-10-31"),   # closed for hurricane Sandy (two days)
-    ("cn_a_share", "2012-10-01", "2012-09-28", "2012-10-08"),  # National Day week: the US data has bars
-])
+@pytest.mark.parametrize(
+    "market,day,before,after",
+    [
+        ("us_equity", "2012-07-04", "2012-07-03", "2012-07-05"),  # Independence Day, a Wednesday
+        ("us_equity", "2012-06-02", "2012-06-01", "2012-06-04"),  # a Saturday
+        ("us_equity", "2012-10-29", "2012-10-26", "2012-10-31"),  # closed for hurricane Sandy (two days)
+        ("cn_a_share", "2012-10-01", "2012-09-28", "2012-10-08"),  # National Day week: the US data has bars
+    ],
+)
 def test_non_trading_day_is_refused_before_any_model_call(market, day, before, after):
     rt, asked = _counting_runtime(market)
     store = connect(f"mongomock://cal_{uuid.uuid4().hex[:10]}")
@@ -52,8 +56,9 @@ def test_non_trading_day_is_refused_before_any_model_call(market, day, before, a
 
 
 def test_cli_run_on_a_holiday_exits_2_with_one_line(capsys):
-    code = cli_main(["run", "--symbols", "AAPL", "--as-of", "2012-07-04",
-                     "--db", f"mongomock://cal_{uuid.uuid4().hex[:10]}"])
+    code = cli_main(
+        ["run", "--symbols", "AAPL", "--as-of", "2012-07-04", "--db", f"mongomock://cal_{uuid.uuid4().hex[:10]}"]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1
     assert "2012-07-04" in err[0] and "not a trading day for us_equity" in err[0]
@@ -62,8 +67,11 @@ def test_cli_run_on_a_holiday_exits_2_with_one_line(capsys):
 
 def test_a_trading_day_without_a_bar_is_refused():
     """Crypto trades every day, but stock data has no weekend bar: deciding would reuse Friday's close."""
-    with pytest.raises(NotATradingDayError, match=r"no AAPL bar on 2012-06-02, a trading day for crypto: "
-                                                  r"nearest bars 2012-06-01 before, 2012-06-04 after"):
+    with pytest.raises(
+        NotATradingDayError,
+        match=r"no AAPL bar on 2012-06-02, a trading day for crypto: "
+        r"nearest bars 2012-06-01 before, 2012-06-04 after",
+    ):
         validate_as_of(default_market_data(), ["AAPL"], "2012-06-02", "crypto")
 
 
@@ -83,14 +91,17 @@ def test_calendar_facts():
         is_trading_day("cn_a_share", "2031-01-02")
 
 
-@pytest.mark.parametrize("market,day,utc", [
-    ("us_equity", "2012-06-01", "2012-06-01 20:00"),   # 16:00 EDT
-    ("us_equity", "2012-01-10", "2012-01-10 21:00"),   # 16:00 EST
-    ("us_equity", "2012-07-03", "2012-07-03 17:00"),   # early close 13:00 EDT
-    ("us_equity", "2012-07-04", "2012-07-04 20:00"),   # not a session: the regular close
-    ("cn_a_share", "2012-06-01", "2012-06-01 07:00"),  # 15:00 CST
-    ("crypto", "2012-06-02", "2012-06-03 00:00"),      # the end of the UTC day
-])
+@pytest.mark.parametrize(
+    "market,day,utc",
+    [
+        ("us_equity", "2012-06-01", "2012-06-01 20:00"),  # 16:00 EDT
+        ("us_equity", "2012-01-10", "2012-01-10 21:00"),  # 16:00 EST
+        ("us_equity", "2012-07-03", "2012-07-03 17:00"),  # early close 13:00 EDT
+        ("us_equity", "2012-07-04", "2012-07-04 20:00"),  # not a session: the regular close
+        ("cn_a_share", "2012-06-01", "2012-06-01 07:00"),  # 15:00 CST
+        ("crypto", "2012-06-02", "2012-06-03 00:00"),  # the end of the UTC day
+    ],
+)
 def test_decision_time_is_the_close_in_the_market_timezone(market, day, utc):
     assert decision_time(market, day) == pd.Timestamp(utc)
 
@@ -101,7 +112,7 @@ def test_profile_close_matches_its_calendar():
 
     for p in PROFILES.values():
         if p.calendar:
-            (_, regular), = _calendar(p.calendar).close_times
+            ((_, regular),) = _calendar(p.calendar).close_times
             assert pd.Timedelta(hours=regular.hour, minutes=regular.minute) == p.close, p.name
             assert str(_calendar(p.calendar).tz) == p.timezone, p.name
 

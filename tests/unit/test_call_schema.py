@@ -3,6 +3,7 @@ validator checks the answer against, so a server that constrains its output with
 only write what the guards accept. Walked here: every string a text pattern admits passes the guards (strings
 drawn from the pattern by hypothesis), the answers SmolLM2-135M gave on the real server are refused by the schema
 and, as before, by the validator, and the pins are in the schema a structured pass sends."""
+
 from __future__ import annotations
 
 import json
@@ -10,7 +11,8 @@ import re
 
 import jsonschema
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.runnables import RunnableLambda
 
@@ -21,9 +23,20 @@ from agent.prompts import task_messages
 from agent.providers import ConfigError, TierModel, with_concurrency
 from schemas.analysis import AnalystNote, QuantAnswer
 
-EVIDENCE = {"symbol": "AAPL", "as_of": "2012-06-01", "price": 72.095, "prev_close": 74.2464,
-            "technical": {"rsi14": 46.3843, "sma20": 72.1854, "atr14": 1.9975, "bars_available": 3084,
-                          "volume": 144783518.0, "gap_pct": -1.4834}}
+EVIDENCE = {
+    "symbol": "AAPL",
+    "as_of": "2012-06-01",
+    "price": 72.095,
+    "prev_close": 74.2464,
+    "technical": {
+        "rsi14": 46.3843,
+        "sma20": 72.1854,
+        "atr14": 1.9975,
+        "bars_available": 3084,
+        "volume": 144783518.0,
+        "gap_pct": -1.4834,
+    },
+}
 MESSAGES = task_messages("analyst:technical", EVIDENCE)
 SHOWN = Shown(MESSAGES)
 UNIVERSES = {"alone": ("AAPL",), "with others": ("AAPL", "MSFT", "V", "BRK.B", "AA")}
@@ -34,8 +47,9 @@ def rule(universe: tuple[str, ...], cite: bool = True) -> TextRule:
 
 
 def guards_accept(text: str, universe: tuple[str, ...]) -> None:
-    note = AnalystNote(symbol="AAPL", analyst="technical", stance=0.1, confidence=0.5, summary=text or "x",
-                       key_points=[text])
+    note = AnalystNote(
+        symbol="AAPL", analyst="technical", stance=0.1, confidence=0.5, summary=text or "x", key_points=[text]
+    )
     check_symbol(note, "AAPL", universe, SHOWN)
     check_figures(note, SHOWN)
 
@@ -54,10 +68,16 @@ def test_every_string_a_pattern_admits_passes_the_guards(name, data):
 def test_what_the_guards_refuse_the_pattern_refuses_too(name):
     universe = UNIVERSES[name]
     pattern = re.compile(rule(universe).pattern(0, 300))
-    refused = ["10% increase in price of Apple stock by 1.5%, June 2, 2013",  # SmolLM2's quant, figures invented
-               "rsi at 46.39 and atr 2.5",  # 46.39 is not 46.3843 rounded
-               "a breakout to $80.5", "see $TSLA", "moves like NASDAQ: MSFT", "Nasdaq:MSFT", "1,234.5 shares",
-               "summary {\n  "]  # a raw newline: what llama.cpp's own string rule let SmolLM2 write
+    refused = [
+        "10% increase in price of Apple stock by 1.5%, June 2, 2013",  # SmolLM2's quant, figures invented
+        "rsi at 46.39 and atr 2.5",  # 46.39 is not 46.3843 rounded
+        "a breakout to $80.5",
+        "see $TSLA",
+        "moves like NASDAQ: MSFT",
+        "Nasdaq:MSFT",
+        "1,234.5 shares",
+        "summary {\n  ",
+    ]  # a raw newline: what llama.cpp's own string rule let SmolLM2 write
     if name == "with others":
         refused += ["buy MSFT instead", "like (V) did", "BRK.B too"]
     for text in refused:
@@ -65,22 +85,38 @@ def test_what_the_guards_refuse_the_pattern_refuses_too(name):
         if "\n" not in text:
             with pytest.raises(GuardError):
                 guards_accept(text, universe)
-    for text in ["rsi 46.3843 is neutral, atr 1.9975.", "gap of -1.48% on 144783518.0 shares over 20 sessions",
-                 "AAPL holds 72.09 support"]:
+    for text in [
+        "rsi 46.3843 is neutral, atr 1.9975.",
+        "gap of -1.48% on 144783518.0 shares over 20 sessions",
+        "AAPL holds 72.09 support",
+    ]:
         assert pattern.fullmatch(text), text
         guards_accept(text, universe)
 
 
 def test_figures_are_the_numbers_shown_as_written_or_rounded_to_two_decimals_or_more():
-    assert figure_texts([46.3843, 10, 1e-05, -1.4834]) == ("46.3843", "46.384", "46.38", "10.0", "1.4834", "1.483",
-                                                            "1.48")
+    assert figure_texts([46.3843, 10, 1e-05, -1.4834]) == (
+        "46.3843",
+        "46.384",
+        "46.38",
+        "10.0",
+        "1.4834",
+        "1.483",
+        "1.48",
+    )
     assert len(figure_texts(range(100), limit=3)) == 3
 
 
 def test_the_hostile_answers_are_refused_by_the_schema_sent_and_still_by_the_validator():
     """SmolLM2-135M's technical analyst answered as the fundamental one; its quant invented a 10%."""
-    technical = {"symbol": "AAPL", "analyst": "fundamental", "stance": 1.0, "confidence": 0.93,
-                 "summary": "The AnalystNote is a technical analysis platform.", "key_points": ["AAPL"]}
+    technical = {
+        "symbol": "AAPL",
+        "analyst": "fundamental",
+        "stance": 1.0,
+        "confidence": 0.93,
+        "summary": "The AnalystNote is a technical analysis platform.",
+        "key_points": ["AAPL"],
+    }
     sent: list[dict] = []
 
     class Capturing(FakeListChatModel):
@@ -95,9 +131,18 @@ def test_the_hostile_answers_are_refused_by_the_schema_sent_and_still_by_the_val
             raise ValueError(f"analyst must be 'technical', got {n.analyst!r}")
 
     def analyst(_, config):  # inside a run, as in a node: the pass's validation events need a parent run
-        return structured_pass(model, MESSAGES, AnalystNote, max_retries=1, config=config,
-                               method="json_object_schema", check=same_role, expect_symbol="AAPL",
-                               cite_evidence=True, pins={"analyst": {"type": "string", "const": "technical"}})
+        return structured_pass(
+            model,
+            MESSAGES,
+            AnalystNote,
+            max_retries=1,
+            config=config,
+            method="json_object_schema",
+            check=same_role,
+            expect_symbol="AAPL",
+            cite_evidence=True,
+            pins={"analyst": {"type": "string", "const": "technical"}},
+        )
 
     with pytest.raises(ContractError, match="analyst must be 'technical'"):
         RunnableLambda(analyst).invoke(None)
@@ -108,8 +153,9 @@ def test_the_hostile_answers_are_refused_by_the_schema_sent_and_still_by_the_val
     with pytest.raises(jsonschema.ValidationError, match="'technical' was expected"):
         jsonschema.validate(technical, schema)
     # the answer the validator accepts fits it
-    jsonschema.validate({**technical, "analyst": "technical", "summary": "rsi 46.38 is neutral",
-                         "key_points": ["price 72.095"]}, schema)
+    jsonschema.validate(
+        {**technical, "analyst": "technical", "summary": "rsi 46.38 is neutral", "key_points": ["price 72.095"]}, schema
+    )
 
     quant = {"symbol": "AAPL", "question": "trend?", "answer": "10% increase in price by 1.5%", "metrics": {}}
     facts = call_facts("AAPL", ("AAPL",), SHOWN, True, {"metrics": named_values(EVIDENCE["technical"])})
@@ -131,13 +177,21 @@ def test_free_strings_of_a_grammar_bounded_schema_refuse_raw_control_characters(
     """Every contract's free strings (a Plan's, a memory's), with or without per-call facts."""
     plan = grammar_bounded(asked_schema(AnalystNote, True))
     summary = plan["properties"]["summary"]
-    assert not re.fullmatch(summary["pattern"], '{\n    ')
+    assert not re.fullmatch(summary["pattern"], "{\n    ")
     assert re.fullmatch(summary["pattern"], "a calm, flat tape")
 
 
 def _tier(endpoint: str, **kw) -> TierModel:
-    return TierModel(tier="quick", provider="openai", model="m", structured_method="json_object_schema",
-                     tool_choice=False, endpoint=endpoint, chosen_by="OPENAI_BASE_URL", **kw)
+    return TierModel(
+        tier="quick",
+        provider="openai",
+        model="m",
+        structured_method="json_object_schema",
+        tool_choice=False,
+        endpoint=endpoint,
+        chosen_by="OPENAI_BASE_URL",
+        **kw,
+    )
 
 
 def test_a_checked_server_on_this_machine_takes_one_request_at_a_time_unless_told():
@@ -159,8 +213,9 @@ def test_the_per_call_schema_compiles_into_a_llama_cpp_grammar():
     llama_grammar = pytest.importorskip("llama_cpp.llama_grammar")  # the `local` extra; not needed by make test
     for universe in UNIVERSES.values():
         facts = call_facts("AAPL", universe, SHOWN, True, {"analyst": {"type": "string", "const": "technical"}})
-        gbnf = llama_grammar.json_schema_to_gbnf(json.dumps(grammar_bounded(call_schema(
-            asked_schema(AnalystNote, True), facts))))
+        gbnf = llama_grammar.json_schema_to_gbnf(
+            json.dumps(grammar_bounded(call_schema(asked_schema(AnalystNote, True), facts)))
+        )
         assert 'analyst ::= "\\"technical\\""' in gbnf and "\\." not in gbnf  # dots as [.]: every engine reads it
 
 
@@ -184,8 +239,7 @@ def _parses(llama_vocab, schema: dict) -> bool:
     from llama_cpp.llama_grammar import LlamaGrammar
 
     grammar = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
-    sampler = llama_cpp.llama_sampler_init_grammar(llm._model.vocab, grammar._grammar.encode(),
-                                                   grammar._root.encode())
+    sampler = llama_cpp.llama_sampler_init_grammar(llm._model.vocab, grammar._grammar.encode(), grammar._root.encode())
     if sampler:
         llama_cpp.llama_sampler_free(sampler)
     return bool(sampler)
@@ -194,16 +248,24 @@ def _parses(llama_vocab, schema: dict) -> bool:
 def test_every_contract_and_per_call_schema_parses_as_a_llama_cpp_grammar(llama_vocab):
     from schemas import ALL_CONTRACTS
 
-    refused = [name for name, c in sorted(ALL_CONTRACTS.items())
-               if not _parses(llama_vocab, grammar_bounded(asked_schema(c, True)))]
+    refused = [
+        name
+        for name, c in sorted(ALL_CONTRACTS.items())
+        if not _parses(llama_vocab, grammar_bounded(asked_schema(c, True)))
+    ]
     assert not refused, refused
     for universe in (*UNIVERSES.values(), ("BRK.B", "AAPL")):
         facts = call_facts(universe[0], universe, SHOWN, True, {"analyst": {"type": "string", "const": "technical"}})
         assert _parses(llama_vocab, grammar_bounded(call_schema(asked_schema(AnalystNote, True), facts))), universe
 
 
-PATTERNS = sorted({r"^\d{4}-\d{2}-\d{2}$", r"^[A-Z][A-Z0-9.\-]{0,9}$",
-                   r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$"})
+PATTERNS = sorted(
+    {
+        r"^\d{4}-\d{2}-\d{2}$",
+        r"^[A-Z][A-Z0-9.\-]{0,9}$",
+        r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$",
+    }
+)
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)

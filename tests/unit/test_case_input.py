@@ -1,16 +1,24 @@
 """A backtest's Case is the cycle's input: SCANNING must agree with it, its items reach the prompt fenced,
 and its metadata never does."""
+
 import json
 
 from agent.data.market import default_market_data
-from graph.services.backtest.loop import build_case
 from graph.machine.runner import run_state_machine
+from graph.services.backtest.loop import build_case
 from schemas.portfolio import PortfolioSnapshot
 from schemas.simulation import CaseDataItem, EpisodeConfig
 from tests.helpers import events_of, mock_store, runtime_with
 
-CONFIG = EpisodeConfig(episode_id="case-test", tickers=["AAPL", "MSFT"], initial_cash=100_000.0,
-                       start="2011-01-03", end="2011-03-31", every=5, bars_in_case=5)
+CONFIG = EpisodeConfig(
+    episode_id="case-test",
+    tickers=["AAPL", "MSFT"],
+    initial_cash=100_000.0,
+    start="2011-01-03",
+    end="2011-03-31",
+    every=5,
+    bars_in_case=5,
+)
 
 
 def case_for(date="2011-02-01"):
@@ -28,8 +36,13 @@ def test_case_items_reach_planning_fenced_and_metadata_never_does():
     store = mock_store()
     out = run_state_machine(["AAPL", "MSFT"], "2011-02-01", store=store, runtime=runtime_with(), case=case.for_agent())
     assert out.status in ("completed", "rejected")
-    planning = [p for e in events_of(store, out, "llm_request") if e["state"] == "PLANNING"
-                for p in (m["content"] for m in e["payload"]["messages"]) if "<EVIDENCE>" in p]
+    planning = [
+        p
+        for e in events_of(store, out, "llm_request")
+        if e["state"] == "PLANNING"
+        for p in (m["content"] for m in e["payload"]["messages"])
+        if "<EVIDENCE>" in p
+    ]
     ev = json.loads(planning[-1].split("<EVIDENCE>")[1].split("</EVIDENCE>")[0])
     item = ev["case_items"][0]["content"]
     assert item.startswith("<UNTRUSTED_FEED_DATA>") and item.count("</UNTRUSTED_FEED_DATA>") == 1

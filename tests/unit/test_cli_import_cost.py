@@ -4,6 +4,7 @@ those cost seconds of imports on every call (issue 29: answer in ≤ 1 s; bench/
 
 A fresh interpreter is the point (what a command imports is what a new process pays), so the commands run in one:
 the store a real offline cycle wrote here is copied into it, collection by collection."""
+
 from __future__ import annotations
 
 import json
@@ -64,9 +65,22 @@ def test_looking_commands_load_neither_pandas_nor_langgraph_nor_langchain_nor_th
     finally:
         kernel.close()
     env = {"PYTHONPATH": str(REPO), "TRADEGRAPH_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-c", SCRIPT, f"mongomock://imports_{uuid.uuid4().hex[:10]}",
-                           out.session_id, str(dump), ",".join(HEAVY), ",".join(AGENT_CONTRACTS)],
-                          env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            SCRIPT,
+            f"mongomock://imports_{uuid.uuid4().hex[:10]}",
+            out.session_id,
+            str(dump),
+            ",".join(HEAVY),
+            ",".join(AGENT_CONTRACTS),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["codes"] == {"sessions": 0, "portfolio": 0, "--version": 0}, seen["codes"]

@@ -4,6 +4,7 @@ command with exit 2 and ONE line naming the variable and the value, before anyth
 The list of variables is read from the source (every "TRADEGRAPH_…", "OTEL_…", provider key and endpoint name),
 so a variable added without a bad-value case here fails `test_every_variable_read_has_a_bad_value_case`.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,12 @@ from graph.transports.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ["run", "--symbols", "AAPL", "--as-of", "2012-06-01"]
-KEYS = {"OPENAI_API_KEY": "openai", "ANTHROPIC_API_KEY": "anthropic", "GOOGLE_API_KEY": "google_genai",
-        "GEMINI_API_KEY": "google_genai"}
+KEYS = {
+    "OPENAI_API_KEY": "openai",
+    "ANTHROPIC_API_KEY": "anthropic",
+    "GOOGLE_API_KEY": "google_genai",
+    "GEMINI_API_KEY": "google_genai",
+}
 A_FILE = str(ROOT / "pyproject.toml")
 
 # variable -> (a bad value, the other variables that make it read)
@@ -71,14 +76,42 @@ BAD: dict[str, tuple[str, dict[str, str]]] = {
     "ALPACA_BASE_URL": ("https://api.alpaca.markets", {}),
     "ALPACA_API_KEY": ("  ", {"TRADEGRAPH_BROKER": "alpaca", "ALPACA_SECRET_KEY": "s"}),
     "OPENAI_BASE_URL": ("ftp://models.example", {"TRADEGRAPH_LLM": "openai", "OPENAI_API_KEY": "k"}),
-    "ANTHROPIC_BASE_URL": ("ftp://models.example", {"TRADEGRAPH_LLM": "anthropic", "ANTHROPIC_API_KEY": "k",
-                                                     "TRADEGRAPH_QUICK_MODEL": "m", "TRADEGRAPH_DEEP_MODEL": "m"}),
-    "ANTHROPIC_API_URL": ("http://host:port", {"TRADEGRAPH_LLM": "anthropic", "ANTHROPIC_API_KEY": "k",
-                                               "TRADEGRAPH_QUICK_MODEL": "m", "TRADEGRAPH_DEEP_MODEL": "m"}),
-    "GOOGLE_GEMINI_BASE_URL": ("gopher://g", {"TRADEGRAPH_LLM": "google_genai", "GOOGLE_API_KEY": "k",
-                                              "TRADEGRAPH_QUICK_MODEL": "m", "TRADEGRAPH_DEEP_MODEL": "m"}),
-    "GOOGLE_GENAI_USE_VERTEXAI": ("true", {"TRADEGRAPH_LLM": "google_genai", "GOOGLE_API_KEY": "k",
-                                           "TRADEGRAPH_QUICK_MODEL": "m", "TRADEGRAPH_DEEP_MODEL": "m"}),
+    "ANTHROPIC_BASE_URL": (
+        "ftp://models.example",
+        {
+            "TRADEGRAPH_LLM": "anthropic",
+            "ANTHROPIC_API_KEY": "k",
+            "TRADEGRAPH_QUICK_MODEL": "m",
+            "TRADEGRAPH_DEEP_MODEL": "m",
+        },
+    ),
+    "ANTHROPIC_API_URL": (
+        "http://host:port",
+        {
+            "TRADEGRAPH_LLM": "anthropic",
+            "ANTHROPIC_API_KEY": "k",
+            "TRADEGRAPH_QUICK_MODEL": "m",
+            "TRADEGRAPH_DEEP_MODEL": "m",
+        },
+    ),
+    "GOOGLE_GEMINI_BASE_URL": (
+        "gopher://g",
+        {
+            "TRADEGRAPH_LLM": "google_genai",
+            "GOOGLE_API_KEY": "k",
+            "TRADEGRAPH_QUICK_MODEL": "m",
+            "TRADEGRAPH_DEEP_MODEL": "m",
+        },
+    ),
+    "GOOGLE_GENAI_USE_VERTEXAI": (
+        "true",
+        {
+            "TRADEGRAPH_LLM": "google_genai",
+            "GOOGLE_API_KEY": "k",
+            "TRADEGRAPH_QUICK_MODEL": "m",
+            "TRADEGRAPH_DEEP_MODEL": "m",
+        },
+    ),
     "OLLAMA_HOST": ("localhost:abc", {"TRADEGRAPH_QUICK_MODEL": "ollama:m", "TRADEGRAPH_DEEP_MODEL": "ollama:m"}),
     "OTEL_EXPORTER_OTLP_ENDPOINT": ("ftp://collector", {}),
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": ("collector:4318", {}),
@@ -117,8 +150,10 @@ def sessions_in(uri: str) -> list:
 
 def source_variables() -> set[str]:
     """Every variable name the code reads: string literals of the usual shapes, and the providers' table."""
-    pattern = re.compile(r"""["'$]((?:TRADEGRAPH|OTEL)_[A-Z0-9_]+|[A-Z]+_API_KEY|[A-Z]+_(?:BASE|API)_URL|MONGODB_URI|"""
-                         r"""OLLAMA_HOST|GOOGLE_GENAI_[A-Z_]+)\b""")
+    pattern = re.compile(
+        r"""["'$]((?:TRADEGRAPH|OTEL)_[A-Z0-9_]+|[A-Z]+_API_KEY|[A-Z]+_(?:BASE|API)_URL|MONGODB_URI|"""
+        r"""OLLAMA_HOST|GOOGLE_GENAI_[A-Z_]+)\b"""
+    )
     found = set()
     for folder in ("agent", "database", "graph", "schemas", "scripts"):
         for path in (ROOT / folder).rglob("*.py"):
@@ -192,16 +227,21 @@ def test_a_missing_provider_package_names_the_extra(monkeypatch, capsys):
     import agent.providers
 
     real = agent.providers.importlib.util.find_spec
-    monkeypatch.setattr(agent.providers.importlib.util, "find_spec",
-                        lambda name, *a: None if name == "langchain_anthropic" else real(name, *a))
+    monkeypatch.setattr(
+        agent.providers.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "langchain_anthropic" else real(name, *a),
+    )
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
     monkeypatch.setenv("TRADEGRAPH_QUICK_MODEL", "anthropic:claude-haiku-4-5")
     monkeypatch.setenv("TRADEGRAPH_DEEP_MODEL", "anthropic:claude-opus-4-5")
     uri = store_uri()
     assert main([*RUN, "--db", uri]) == 2
     err = capsys.readouterr().err
-    assert err == ("tradegraph: error: TRADEGRAPH_QUICK_MODEL='anthropic:claude-haiku-4-5' needs the "
-                   "langchain_anthropic package: pip install 'tradegraph[anthropic]'\n")
+    assert err == (
+        "tradegraph: error: TRADEGRAPH_QUICK_MODEL='anthropic:claude-haiku-4-5' needs the "
+        "langchain_anthropic package: pip install 'tradegraph[anthropic]'\n"
+    )
     assert sessions_in(uri) == []
 
 
@@ -225,19 +265,31 @@ def test_the_installed_command_stops_before_writing(tmp_path):
     env.update(TRADEGRAPH_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
 
     def tg(*args, **extra):
-        return subprocess.run([sys.executable, "-m", "graph.transports.cli.main", *args], cwd=tmp_path,
-                              env={**env, **extra}, capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "graph.transports.cli.main", *args],
+            cwd=tmp_path,
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     cash = tg(*RUN, TRADEGRAPH_STARTING_CASH="1e99")
-    assert (cash.returncode, cash.stderr) == (2, "tradegraph: error: TRADEGRAPH_STARTING_CASH='1e99' is outside "
-                                                 "0.01..1e+12\n")
+    assert (cash.returncode, cash.stderr) == (
+        2,
+        "tradegraph: error: TRADEGRAPH_STARTING_CASH='1e99' is outside 0.01..1e+12\n",
+    )
     for command in (RUN, ["backtest", "--symbols", "AAPL", "--start", "2012-06-01", "--end", "2012-06-08"]):
         fees = tg(*command, TRADEGRAPH_FEES_BPS="-5")
-        assert (fees.returncode, fees.stderr) == (2, "tradegraph: error: TRADEGRAPH_FEES_BPS='-5' is outside "
-                                                     "0..1000\n"), command
+        assert (fees.returncode, fees.stderr) == (
+            2,
+            "tradegraph: error: TRADEGRAPH_FEES_BPS='-5' is outside 0..1000\n",
+        ), command
     no_key = tg(*RUN, TRADEGRAPH_LLM="openai")
-    assert (no_key.returncode, no_key.stderr) == (2, "tradegraph: error: TRADEGRAPH_LLM='openai' needs "
-                                                     "OPENAI_API_KEY to be set\n")
+    assert (no_key.returncode, no_key.stderr) == (
+        2,
+        "tradegraph: error: TRADEGRAPH_LLM='openai' needs OPENAI_API_KEY to be set\n",
+    )
     # nothing was started or written: the embedded store's home was never even created
     assert not (tmp_path / "home").exists()
 
@@ -260,19 +312,35 @@ def test_ollama_names_with_a_colon_stay_whole(monkeypatch):
     from agent.providers import tier_model
 
     settings = AgentConfig.from_env()
-    assert [(t.provider, t.model) for t in (tier_model(settings, "quick"), tier_model(settings, "deep"))] == \
-        [("ollama", "qwen:7b"), ("ollama", "llama3.1:70b")]
+    assert [(t.provider, t.model) for t in (tier_model(settings, "quick"), tier_model(settings, "deep"))] == [
+        ("ollama", "qwen:7b"),
+        ("ollama", "llama3.1:70b"),
+    ]
 
 
-@pytest.mark.parametrize("env,message", [
-    ({"TRADEGRAPH_STRUCTURED_METHOD": "json_mode", "ANTHROPIC_API_KEY": "k", "TRADEGRAPH_LLM": "anthropic",
-      "TRADEGRAPH_QUICK_MODEL": "m", "TRADEGRAPH_DEEP_MODEL": "m"},
-     "TRADEGRAPH_STRUCTURED_METHOD='json_mode' is not supported by anthropic"),
-    ({"TRADEGRAPH_STRUCTURED_METHOD": "function_calling"},
-     "TRADEGRAPH_STRUCTURED_METHOD='function_calling' does not apply to the offline model"),
-    ({"TRADEGRAPH_TOOL_CHOICE": "on", "TRADEGRAPH_QUICK_MODEL": "ollama:m", "TRADEGRAPH_DEEP_MODEL": "ollama:m"},
-     "TRADEGRAPH_TOOL_CHOICE='on': ollama has no tool_choice"),
-])
+@pytest.mark.parametrize(
+    "env,message",
+    [
+        (
+            {
+                "TRADEGRAPH_STRUCTURED_METHOD": "json_mode",
+                "ANTHROPIC_API_KEY": "k",
+                "TRADEGRAPH_LLM": "anthropic",
+                "TRADEGRAPH_QUICK_MODEL": "m",
+                "TRADEGRAPH_DEEP_MODEL": "m",
+            },
+            "TRADEGRAPH_STRUCTURED_METHOD='json_mode' is not supported by anthropic",
+        ),
+        (
+            {"TRADEGRAPH_STRUCTURED_METHOD": "function_calling"},
+            "TRADEGRAPH_STRUCTURED_METHOD='function_calling' does not apply to the offline model",
+        ),
+        (
+            {"TRADEGRAPH_TOOL_CHOICE": "on", "TRADEGRAPH_QUICK_MODEL": "ollama:m", "TRADEGRAPH_DEEP_MODEL": "ollama:m"},
+            "TRADEGRAPH_TOOL_CHOICE='on': ollama has no tool_choice",
+        ),
+    ],
+)
 def test_a_setting_the_provider_cannot_honour_is_refused(env, message, monkeypatch):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
@@ -280,13 +348,25 @@ def test_a_setting_the_provider_cannot_honour_is_refused(env, message, monkeypat
         AgentConfig.from_env()
 
 
-@pytest.mark.parametrize("module,args", [("graph.transports.serve_cli", ["serve", "--port", "0"]),
-                                         ("graph.transports.serve_cli", ["mcp"]),
-                                         ("graph.transports.mcp", [])])
+@pytest.mark.parametrize(
+    "module,args",
+    [
+        ("graph.transports.serve_cli", ["serve", "--port", "0"]),
+        ("graph.transports.serve_cli", ["mcp"]),
+        ("graph.transports.mcp", []),
+    ],
+)
 def test_servers_started_on_their_own_check_first(module, args, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ALL_VARS}
     env.update(TRADEGRAPH_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT), TRADEGRAPH_LLM_JITTER="2")
-    r = subprocess.run([sys.executable, "-m", module, *args], cwd=tmp_path, env=env, capture_output=True, text=True,
-                       timeout=120, stdin=subprocess.DEVNULL)
+    r = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert (r.returncode, r.stderr) == (2, "tradegraph: error: TRADEGRAPH_LLM_JITTER='2' is outside 0..1\n")
     assert not (tmp_path / "home").exists()

@@ -7,13 +7,22 @@ from graph.transports.cli.main import main
 from schemas import ALL_CONTRACTS, STATE_CONTRACTS, AnalystNote, Order, Plan, StateEvent, TradeThesis
 from schemas.decision import DecisionResult
 
-PLAN = dict(objective="o", assets=["AAPL"], quant_question="q", timeframes=["1d"], constraints={},
-            expected_outputs=["RSI"])
+PLAN = dict(
+    objective="o", assets=["AAPL"], quant_question="q", timeframes=["1d"], constraints={}, expected_outputs=["RSI"]
+)
 
 
 def test_every_state_has_its_own_contract():
-    assert list(STATE_CONTRACTS) == ["SCANNING", "PLANNING", "ANALYZING", "DEBATE", "DECIDING", "VALIDATING",
-                                     "EXECUTING", "MEMORIZING"]
+    assert list(STATE_CONTRACTS) == [
+        "SCANNING",
+        "PLANNING",
+        "ANALYZING",
+        "DEBATE",
+        "DECIDING",
+        "VALIDATING",
+        "EXECUTING",
+        "MEMORIZING",
+    ]
     assert len(set(STATE_CONTRACTS.values())) == 8
 
 
@@ -30,10 +39,17 @@ def test_every_contract_forbids_extra_fields(model):
     assert model.model_config.get("extra") == "forbid"
 
 
-@pytest.mark.parametrize("bad", [
-    {"stance": 1.5}, {"stance": -1.01}, {"confidence": 1.2}, {"analyst": "astrologer"}, {"symbol": "aapl"},
-    {"surprise": 1},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"stance": 1.5},
+        {"stance": -1.01},
+        {"confidence": 1.2},
+        {"analyst": "astrologer"},
+        {"symbol": "aapl"},
+        {"surprise": 1},
+    ],
+)
 def test_analyst_note_bounds(bad):
     base = dict(symbol="AAPL", analyst="technical", stance=0.2, confidence=0.5, summary="s")
     AnalystNote(**base)
@@ -42,8 +58,9 @@ def test_analyst_note_bounds(bad):
 
 
 def test_thesis_and_order_bounds():
-    base = dict(symbol="AAPL", direction="LONG", conviction=0.5, entry=10, target=12, stop=9, horizon_sessions=5,
-                rationale="r")
+    base = dict(
+        symbol="AAPL", direction="LONG", conviction=0.5, entry=10, target=12, stop=9, horizon_sessions=5, rationale="r"
+    )
     TradeThesis(**base)
     for bad in ({"direction": "UP"}, {"entry": 0}, {"conviction": 2}, {"horizon_sessions": 0}):
         with pytest.raises(ValidationError):
@@ -60,8 +77,16 @@ def test_rejected_decision_result_needs_a_reason_and_no_trades():
 
 
 def test_state_event_kind_is_a_closed_set():
-    ev = dict(event_id="e", session_id="s", cycle_id="c", seq=1, ts=1.0, state="SCANNING", kind="transition",
-              payload={"from": "START", "to": "SCANNING"})
+    ev = dict(
+        event_id="e",
+        session_id="s",
+        cycle_id="c",
+        seq=1,
+        ts=1.0,
+        state="SCANNING",
+        kind="transition",
+        payload={"from": "START", "to": "SCANNING"},
+    )
     StateEvent(**ev)
     with pytest.raises(ValidationError):
         StateEvent(**{**ev, "kind": "gossip"})

@@ -1,10 +1,10 @@
 """The graph's behaviour over real cycles with the offline model on mongomock."""
+
 import json
 
 import pytest
 
 from agent.config import RiskLimits
-
 from graph.machine.runner import InputError, SessionNotFound, run_state_machine
 from schemas.states import STATES
 from tests.helpers import events_of, mock_store, runtime_with
@@ -70,20 +70,37 @@ def test_events_are_plain_documents_with_a_gap_free_seq(full_cycle):
     assert out.events == len(evs)
     json.dumps(evs)  # plain data, nothing pickled
     contracts = {e["payload"]["name"] for e in evs if e["kind"] == "contract"}
-    assert {"MarketScan", "Plan", "QuantReport", "DebateReport", "PortfolioDecision", "DecisionValidation",
-            "ExecutionResult", "AgentMemory"} <= contracts
+    assert {
+        "MarketScan",
+        "Plan",
+        "QuantReport",
+        "DebateReport",
+        "PortfolioDecision",
+        "DecisionValidation",
+        "ExecutionResult",
+        "AgentMemory",
+    } <= contracts
 
 
 def test_forbidden_tool_call_is_refused_and_audited():
     store = mock_store()
     # the quant's tool pass (ANALYZING) reaches for the executor and for another state's tool
-    script = {"tools:quant": [[{"name": "submit_decision", "args": {"orders": []}},
-                               {"name": "get_portfolio", "args": {}},
-                               {"name": "get_indicators", "args": {"symbol": "AAPL", "names": ["rsi14"]}}]]}
+    script = {
+        "tools:quant": [
+            [
+                {"name": "submit_decision", "args": {"orders": []}},
+                {"name": "get_portfolio", "args": {}},
+                {"name": "get_indicators", "args": {"symbol": "AAPL", "names": ["rsi14"]}},
+            ]
+        ]
+    }
     out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with(script))
     errors = [e["payload"] for e in events_of(store, out, "error")]
     refused = [e for e in errors if e.get("type") == "tool_refused"]
-    assert [(r["tool"], r["state"]) for r in refused] == [("submit_decision", "ANALYZING"), ("get_portfolio", "ANALYZING")]
+    assert [(r["tool"], r["state"]) for r in refused] == [
+        ("submit_decision", "ANALYZING"),
+        ("get_portfolio", "ANALYZING"),
+    ]
     assert refused[0]["allowed"] == ["get_indicators", "get_news_features", "get_price_history"]
     executed = [e for e in events_of(store, out, "tool_call") if e["payload"]["name"] == "submit_decision"]
     assert all(e["state"] == "EXECUTING" for e in executed)
@@ -110,10 +127,13 @@ def test_persistent_bad_answers_fail_closed_with_no_trade():
     assert out.status == "failed"
     assert "EXECUTING" not in out.contracts and "DECIDING" not in out.contracts
     errors = [e for e in events_of(store, out, "error")]
-    assert errors[-1]["state"] == "DEBATE" and "ManagerVerdict did not validate after 3 attempt(s)" in \
-        errors[-1]["payload"]["message"]
+    assert (
+        errors[-1]["state"] == "DEBATE"
+        and "ManagerVerdict did not validate after 3 attempt(s)" in errors[-1]["payload"]["message"]
+    )
     assert not events_of(store, out, "tool_call") or all(
-        e["payload"]["name"] != "submit_decision" for e in events_of(store, out, "tool_call"))
+        e["payload"]["name"] != "submit_decision" for e in events_of(store, out, "tool_call")
+    )
     assert store.executions.get(out.cycle_id) is None
     assert [e["payload"]["to"] for e in events_of(store, out, "transition")][-1] == "END"
 
@@ -121,8 +141,9 @@ def test_persistent_bad_answers_fail_closed_with_no_trade():
 def test_sizer_stays_within_a_tight_daily_loss_cap():
     store = mock_store()
     # a 0.1% daily loss cap: the sizer buys less (or nothing) instead of proposing what the engine rejects
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store,
-                    runtime=runtime_with(risk=RiskLimits(daily_loss_cap_pct=0.1)))
+    out = run_state_machine(
+        "AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(risk=RiskLimits(daily_loss_cap_pct=0.1))
+    )
     assert out.status == "completed" and out.contracts["VALIDATING"]["passed"]
     full = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
     small = {o["symbol"]: o["quantity"] for o in out.contracts["DECIDING"]["orders"]}
@@ -141,8 +162,13 @@ def test_failed_validation_routes_to_memorizing_without_executing():
         return cmd
 
     store = mock_store()
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(),
-                    graph=build_graph(overrides={"DECIDING": oversized}))
+    out = run_state_machine(
+        "AAPL,MSFT",
+        "2012-06-01",
+        store=store,
+        runtime=runtime_with(),
+        graph=build_graph(overrides={"DECIDING": oversized}),
+    )
     assert out.status == "rejected"
     assert out.contracts["VALIDATING"]["passed"] is False
     assert any(r.startswith("max_notional_pct") for r in out.contracts["VALIDATING"]["reasons"])
@@ -155,18 +181,22 @@ def test_failed_validation_routes_to_memorizing_without_executing():
 
 def test_ticker_guard_fails_the_state_closed():
     store = mock_store()
-    wrong = json.dumps({"symbol": "MSFT", "analyst": "technical", "stance": 0.5, "confidence": 0.9,
-                        "summary": "about another stock"})
+    wrong = json.dumps(
+        {"symbol": "MSFT", "analyst": "technical", "stance": 0.5, "confidence": 0.9, "summary": "about another stock"}
+    )
     out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with({"AnalystNote": [wrong]}))
     assert out.status == "failed" and out.error["state"] == "ANALYZING"
     assert "names symbol 'MSFT'" in out.error["message"]
 
 
-@pytest.mark.parametrize("symbols,as_of,needle", [
-    ("AAPL,ZZZZ", "2012-06-01", "ZZZZ"),
-    ("AAPL", "2012-13-01", "2012-13-01"),
-    ("AAPL", "1999-01-04", "1999-01-04"),
-])
+@pytest.mark.parametrize(
+    "symbols,as_of,needle",
+    [
+        ("AAPL,ZZZZ", "2012-06-01", "ZZZZ"),
+        ("AAPL", "2012-13-01", "2012-13-01"),
+        ("AAPL", "1999-01-04", "1999-01-04"),
+    ],
+)
 def test_bad_input_is_rejected_before_any_event(symbols, as_of, needle):
     store = mock_store()
     with pytest.raises(InputError) as e:
@@ -183,8 +213,10 @@ def test_unknown_session_is_an_input_error():
 def test_same_inputs_give_the_same_contracts():
     a = run_state_machine("AAPL,IBM", "2010-03-01", store=mock_store(), runtime=runtime_with())
     b = run_state_machine("AAPL,IBM", "2010-03-01", store=mock_store(), runtime=runtime_with())
+
     def strip(c):
         return {k: v for k, v in c.items() if k not in ("EXECUTING", "MEMORIZING")}
+
     assert strip(a.contracts) == strip(b.contracts)
 
 
@@ -196,8 +228,9 @@ def test_token_budget_fails_the_cycle_closed():
     assert out.error["type"] == "TokenBudgetExceeded"
     assert "EXECUTING" not in out.contracts
     assert store.executions.get(out.cycle_id) is None
-    used = sum(e["payload"]["usage"]["total_tokens"] for e in events_of(store, out, "llm_response")
-               if e["payload"]["usage"])
+    used = sum(
+        e["payload"]["usage"]["total_tokens"] for e in events_of(store, out, "llm_response") if e["payload"]["usage"]
+    )
     # checked before each call (its input estimate + its most output): the call that would cross it is never made
     assert used <= 6000
     assert len(events_of(store, out, "llm_request")) == len(events_of(store, out, "llm_response"))
@@ -219,8 +252,13 @@ def test_a_node_that_goes_where_the_table_forbids_fails_the_cycle_closed(goto):
         return Command(goto=goto, update=cmd.update)
 
     store = mock_store()
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(),
-                    graph=build_graph(overrides={"DECIDING": skips_validation}))
+    out = run_state_machine(
+        "AAPL,MSFT",
+        "2012-06-01",
+        store=store,
+        runtime=runtime_with(),
+        graph=build_graph(overrides={"DECIDING": skips_validation}),
+    )
     assert out.status == "failed"
     [error] = [e["payload"] for e in events_of(store, out, "error")]
     assert error["type"] == "IllegalTransition" and error["state"] == "DECIDING"
@@ -239,6 +277,11 @@ def test_the_same_decision_through_the_table_executes():
     def unchanged(state, config):
         return deciding(state, config)
 
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=mock_store(), runtime=runtime_with(),
-                    graph=build_graph(overrides={"DECIDING": unchanged}))
+    out = run_state_machine(
+        "AAPL,MSFT",
+        "2012-06-01",
+        store=mock_store(),
+        runtime=runtime_with(),
+        graph=build_graph(overrides={"DECIDING": unchanged}),
+    )
     assert out.status == "completed" and "VALIDATING" in out.contracts

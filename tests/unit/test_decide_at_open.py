@@ -1,6 +1,7 @@
 """Deciding at the open (StockBench's protocol), end to end: a cycle dated D reads the bars through D-1 and D's
 opening price only, fills at that open, sees news published before 09:30 New York time, replays identical; a
 backtest at the open trades and marks at opens."""
+
 from __future__ import annotations
 
 import json
@@ -13,11 +14,11 @@ from agent.data.news import NewsSource
 from agent.features.bundle import round_value
 from agent.metrics import buy_and_hold_curve
 from agent.tools import ToolContext, get_indicators, get_market_snapshot, get_price_history, with_context
+from graph.machine.runner import run_state_machine
+from graph.machine.runtime import default_runtime
 from graph.services.backtest.loop import load_logs, run_backtest
 from graph.services.replay.lookahead import audit_events
 from graph.services.replay.session import verify_session
-from graph.machine.runner import run_state_machine
-from graph.machine.runtime import default_runtime
 from schemas.simulation import EpisodeConfig
 from tests.helpers import mock_store
 
@@ -104,14 +105,17 @@ def test_tools_answer_from_the_bars_a_decision_at_the_open_may_read():
     history = get_price_history.invoke(with_context({"symbol": "AAPL", "lookback": 20}, ctx))
     assert history[-1]["date"] == BEFORE and len(history) == 20
     close = get_indicators.invoke(with_context({"symbol": "AAPL", "names": ["close", "volume"]}, ctx))
-    assert close == {"close": round_value(float(_bar("AAPL", BEFORE)["close"])),
-                     "volume": float(round(_bar("AAPL", BEFORE)["volume"]))}
+    assert close == {
+        "close": round_value(float(_bar("AAPL", BEFORE)["close"])),
+        "volume": float(round(_bar("AAPL", BEFORE)["volume"])),
+    }
     row = get_market_snapshot.invoke(with_context({"symbols": ["AAPL"]}, ctx))[0]
     assert row["open"] == round_value(float(_bar("AAPL", DAY)["open"])) and row["close"] == close["close"]
     # the same tools at the close read D's whole bar (the check above could fail)
     at_close = default_runtime(AgentConfig())
-    ctx = ToolContext(as_of=DAY, universe=SYMBOLS, portfolio=_empty_book(),
-                      bundle_factory=lambda s: at_close.bundle(s, DAY))
+    ctx = ToolContext(
+        as_of=DAY, universe=SYMBOLS, portfolio=_empty_book(), bundle_factory=lambda s: at_close.bundle(s, DAY)
+    )
     assert get_price_history.invoke(with_context({"symbol": "AAPL", "lookback": 1}, ctx))[-1]["date"] == DAY
     assert "open" not in get_market_snapshot.invoke(with_context({"symbols": ["AAPL"]}, ctx))[0]
 
@@ -124,12 +128,16 @@ def _empty_book():
 
 def test_news_at_0929_new_york_is_known_at_the_open_0931_is_not(mstore):
     # 2012-03-05 is before the DST switch: 09:29 New York = 14:29 UTC
-    items = [{"symbol": "AAPL", "published_at": "2012-03-05T14:29:00Z", "headline": "Apple early item",
-              "source": "wire"},
-             {"symbol": "AAPL", "published_at": "2012-03-05T14:31:00Z", "headline": "Apple late item",
-              "source": "wire"},
-             {"symbol": "AAPL", "published_at": "2012-03-05T09:31:00-05:00", "headline": "Apple late item, NY stamp",
-              "source": "wire"}]
+    items = [
+        {"symbol": "AAPL", "published_at": "2012-03-05T14:29:00Z", "headline": "Apple early item", "source": "wire"},
+        {"symbol": "AAPL", "published_at": "2012-03-05T14:31:00Z", "headline": "Apple late item", "source": "wire"},
+        {
+            "symbol": "AAPL",
+            "published_at": "2012-03-05T09:31:00-05:00",
+            "headline": "Apple late item, NY stamp",
+            "source": "wire",
+        },
+    ]
     news = NewsSource(items, source="test-news")
     out = run_state_machine(["AAPL"], DAY, store=mstore, runtime=_open_runtime(news=news))
     assert out.status == "completed", out.error
@@ -157,10 +165,19 @@ def test_replay_verify_of_an_open_session_is_identical(mstore, monkeypatch):
 
 
 def test_a_backtest_at_the_open_trades_and_marks_at_opens(tmp_path, mstore):
-    cfg = EpisodeConfig(episode_id="open", tickers=SYMBOLS, initial_cash=100_000.0, start="2011-01-03",
-                        end="2011-02-28", every=5, bars_in_case=5, decide_at="open")
-    res = run_backtest(cfg, mstore, progress=False, runtime=default_runtime(AgentConfig(risk=RISK)),
-                       out_dir=tmp_path, run_id="open")
+    cfg = EpisodeConfig(
+        episode_id="open",
+        tickers=SYMBOLS,
+        initial_cash=100_000.0,
+        start="2011-01-03",
+        end="2011-02-28",
+        every=5,
+        bars_in_case=5,
+        decide_at="open",
+    )
+    res = run_backtest(
+        cfg, mstore, progress=False, runtime=default_runtime(AgentConfig(risk=RISK)), out_dir=tmp_path, run_id="open"
+    )
     logs = load_logs(tmp_path / "open" / "episode_log.jsonl")
     assert res.decision_points == len(logs) >= 8 and res.cycle_statuses == {"completed": len(logs)}
     for lg in logs:
@@ -188,12 +205,14 @@ def test_a_backtest_at_the_open_trades_and_marks_at_opens(tmp_path, mstore):
 def test_a_held_symbol_outside_the_cycle_is_marked_at_the_open_at_the_open(mstore):
     from schemas.portfolio import PortfolioSnapshot, Position
 
-    held = PortfolioSnapshot(cash=90_000.0, positions={"IBM": Position(symbol="IBM", quantity=10, avg_price=150.0,
-                                                                       opened="2012-02-01")})
+    held = PortfolioSnapshot(
+        cash=90_000.0, positions={"IBM": Position(symbol="IBM", quantity=10, avg_price=150.0, opened="2012-02-01")}
+    )
     for decide_at, field in (("open", "open"), ("close", "close")):
         session = f"marks-{decide_at}"
         mstore.portfolios.save(session, held, "seed")
-        out = run_state_machine(["AAPL"], DAY, store=mstore, session_id=session,
-                        runtime=default_runtime(AgentConfig(decide_at=decide_at)))
+        out = run_state_machine(
+            ["AAPL"], DAY, store=mstore, session_id=session, runtime=default_runtime(AgentConfig(decide_at=decide_at))
+        )
         assert out.contracts["SCANNING"]["marks"] == {"IBM": round_value(float(_bar("IBM", DAY)[field]))}
         assert "untradable" not in out.contracts["SCANNING"]  # IBM has a bar that day

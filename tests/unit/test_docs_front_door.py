@@ -2,6 +2,7 @@
 included; no guide is left out of the README's table of contents; user documents carry no internal issue numbers
 and no dated measurements outside docs/benchmarks.md; and the capability table in docs/kernel.md is the kernel's
 (docs count nothing that can drift)."""
+
 import re
 from pathlib import Path
 
@@ -107,8 +108,11 @@ def test_every_bench_script_is_in_the_benchmarks_guide_and_every_section_there_i
     scripts = sorted(p.name for p in (ROOT / "bench").glob("bench_*.py"))
     assert scripts and [s for s in scripts if f"bench/{s}" not in guide] == []
     sections = re.split(r"^## ", guide, flags=re.M)[1:]
-    undated = [s.splitlines()[0] for s in sections
-               if "no figure" not in s.splitlines()[0] and not re.search(r"\b20\d\d-\d\d-\d\d\b", s)]
+    undated = [
+        s.splitlines()[0]
+        for s in sections
+        if "no figure" not in s.splitlines()[0] and not re.search(r"\b20\d\d-\d\d-\d\d\b", s)
+    ]
     assert undated == [], "a section of docs/benchmarks.md without the date it was measured"
 
 
@@ -116,7 +120,7 @@ def test_the_kernel_guide_lists_exactly_the_capabilities():
     from graph.kernel.capabilities import CAPABILITIES
 
     text = (ROOT / "docs" / "kernel.md").read_text(encoding="utf-8")
-    table = text[text.index("| capability | input | output | HTTP |"):].split("\n\n")[0]
+    table = text[text.index("| capability | input | output | HTTP |") :].split("\n\n")[0]
     rows = re.findall(r"^\| `([a-z_]+)` \|", table, flags=re.M)
     assert sorted(rows) == sorted(CAPABILITIES), "docs/kernel.md's capability table and CAPABILITIES differ"
     assert len(rows) == len(set(rows))

@@ -1,6 +1,7 @@
 """The audit log's typed contract (schemas/events.py): every event a cycle writes parses into its kind's model, a
 doctored one is refused naming what is wrong, every cycle that ends says how in a `cycle_ended` event equal to the
 status the runner returned, and readers take that status rather than guessing it."""
+
 from __future__ import annotations
 
 import copy
@@ -42,8 +43,18 @@ def test_every_event_of_a_completed_cycle_parses_and_it_ends_completed():
     events = _assert_ended_as(store, out, "completed")
     assert out.events == len(events)  # the cycle_ended is counted in the outcome: written before the writer closed
     kinds = {e["kind"] for e in events}
-    assert {"manifest", "transition", "llm_request", "llm_response", "tool_call", "tool_result", "contract",
-            "validation", "retrieval", "cycle_ended"} <= kinds
+    assert {
+        "manifest",
+        "transition",
+        "llm_request",
+        "llm_response",
+        "tool_call",
+        "tool_result",
+        "contract",
+        "validation",
+        "retrieval",
+        "cycle_ended",
+    } <= kinds
     transition = parse_event(next(e for e in events if e["kind"] == "transition"))
     assert (transition.payload.from_, transition.payload.to) == ("START", "SCANNING")
 
@@ -58,8 +69,9 @@ def test_a_failed_cycle_ends_failed():
 
 def test_a_degraded_cycle_ends_degraded():
     store = mock_store()
-    out = run_state_machine("AAPL", "2011-10-10", store=store,
-                    runtime=runtime_with({"AnalystNote": ["{}"] * 6}, max_repair_retries=2))
+    out = run_state_machine(
+        "AAPL", "2011-10-10", store=store, runtime=runtime_with({"AnalystNote": ["{}"] * 6}, max_repair_retries=2)
+    )
     _assert_ended_as(store, out, "degraded")
 
 
@@ -74,16 +86,22 @@ def test_a_rejected_decision_ends_rejected():
         return cmd
 
     store = mock_store()
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(),
-                    graph=build_graph(overrides={"DECIDING": oversized}))
+    out = run_state_machine(
+        "AAPL,MSFT",
+        "2012-06-01",
+        store=store,
+        runtime=runtime_with(),
+        graph=build_graph(overrides={"DECIDING": oversized}),
+    )
     _assert_ended_as(store, out, "rejected")
 
 
 def test_a_failure_after_the_fill_ends_executed_with_errors():
     unlimited = run_state_machine("AAPL,MSFT", "2012-06-01", store=mock_store(), runtime=runtime_with())
     store = mock_store()  # every call but MEMORIZING's last: the budget runs out after EXECUTING filled
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store,
-                    runtime=runtime_with(max_llm_calls=unlimited.llm_calls - 1))
+    out = run_state_machine(
+        "AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(max_llm_calls=unlimited.llm_calls - 1)
+    )
     _assert_ended_as(store, out, "executed_with_errors")
 
 
@@ -105,8 +123,9 @@ def test_a_crash_the_runner_catches_ends_failed_after_its_error():
     store = mock_store()
     first = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with())
     with pytest.raises(RuntimeError, match="blew up"):
-        run_state_machine("AAPL", "2012-06-04", store=store, session_id=first.session_id, runtime=runtime_with(),
-                  graph=Crashing())
+        run_state_machine(
+            "AAPL", "2012-06-04", store=store, session_id=first.session_id, runtime=runtime_with(), graph=Crashing()
+        )
     events = [e for e in store.events.read(first.session_id) if e["cycle_id"] != first.cycle_id]
     session_id = first.session_id
     assert [e["kind"] for e in events] == ["manifest", "error", "cycle_ended"]
@@ -125,8 +144,13 @@ def test_a_crash_out_of_the_graph_after_the_fill_ends_executed_with_errors():
 
     store = mock_store()
     with pytest.raises(KeyboardInterrupt):
-        run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(),
-                  graph=build_graph(overrides={"MEMORIZING": interrupted}))
+        run_state_machine(
+            "AAPL,MSFT",
+            "2012-06-01",
+            store=store,
+            runtime=runtime_with(),
+            graph=build_graph(overrides={"MEMORIZING": interrupted}),
+        )
     [session_id] = [s["session_id"] for s in store.events.sessions()]
     events = store.events.read(session_id)
     assert [e["kind"] for e in events[-2:]] == ["error", "cycle_ended"]
@@ -150,8 +174,13 @@ def test_a_crash_whose_store_cannot_say_leaves_the_status_to_the_log(monkeypatch
     store = mock_store()
     monkeypatch.setattr(runner, "_ledger_entry", unreachable)
     with pytest.raises(KeyboardInterrupt):
-        run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(),
-                  graph=build_graph(overrides={"MEMORIZING": interrupted}))
+        run_state_machine(
+            "AAPL,MSFT",
+            "2012-06-01",
+            store=store,
+            runtime=runtime_with(),
+            graph=build_graph(overrides={"MEMORIZING": interrupted}),
+        )
     [session_id] = [s["session_id"] for s in store.events.sessions()]
     events = store.events.read(session_id)
     assert events[-1]["kind"] == "error" and "cycle_ended" not in [e["kind"] for e in events]
@@ -193,15 +222,18 @@ def test_an_unknown_kind_is_refused_by_name(recorded):
         parse_event(doc)
 
 
-@pytest.mark.parametrize("kind,doctor,field", [
-    ("transition", lambda p: p.pop("to"), "payload.to"),
-    ("transition", lambda p: p.update(to=7), "payload.to"),
-    ("transition", lambda p: p.update(approved_by="mallory"), "payload.approved_by"),  # a field no writer writes
-    ("llm_response", lambda p: p.update(usage="lots"), "payload.usage"),
-    ("contract", lambda p: p.update(data=["not", "an", "object"]), "payload.data"),
-    ("validation", lambda p: p.pop("ok"), "payload.ok"),
-    ("cycle_ended", lambda p: p.update(status="great"), "payload.status"),
-])
+@pytest.mark.parametrize(
+    "kind,doctor,field",
+    [
+        ("transition", lambda p: p.pop("to"), "payload.to"),
+        ("transition", lambda p: p.update(to=7), "payload.to"),
+        ("transition", lambda p: p.update(approved_by="mallory"), "payload.approved_by"),  # a field no writer writes
+        ("llm_response", lambda p: p.update(usage="lots"), "payload.usage"),
+        ("contract", lambda p: p.update(data=["not", "an", "object"]), "payload.data"),
+        ("validation", lambda p: p.pop("ok"), "payload.ok"),
+        ("cycle_ended", lambda p: p.update(status="great"), "payload.status"),
+    ],
+)
 def test_a_doctored_payload_is_refused_naming_its_kind_and_field(recorded, kind, doctor, field):
     doc = _first(recorded, kind)
     parse_event(copy.deepcopy(doc))  # control: the stored one parses
@@ -249,27 +281,76 @@ def test_an_upcaster_lifts_an_older_payload_before_it_is_validated(recorded, mon
 
 
 def _v1_validation(payload: dict) -> dict:
-    return {"event_id": "e1", "session_id": "s", "cycle_id": "s:c1", "seq": 7, "ts": 1.0, "state": "SCANNING",
-            "kind": "validation", "payload": payload, "schema_version": 1, "hash": "h", "prev_hash": None}
+    return {
+        "event_id": "e1",
+        "session_id": "s",
+        "cycle_id": "s:c1",
+        "seq": 7,
+        "ts": 1.0,
+        "state": "SCANNING",
+        "kind": "validation",
+        "payload": payload,
+        "schema_version": 1,
+        "hash": "h",
+        "prev_hash": None,
+    }
 
 
-@pytest.mark.parametrize("v1, kind, payload", [
-    ({"schema": "DividendCredit", "check": "dividend", "ok": True, "symbol": "AAPL", "date": "2012-08-09",
-      "per_share": 2.65, "quantity": 10.0, "amount": 26.5},
-     "dividend_paid", {"symbol": "AAPL", "date": "2012-08-09", "per_share": 2.65, "quantity": 10.0, "amount": 26.5}),
-    ({"schema": "ClosedTrade", "check": "exit_stop", "ok": True, "symbol": "AAPL", "date": "2012-06-04",
-      "price": 94.0, "realized_pnl": -60.0},
-     "position_exited", {"symbol": "AAPL", "reason": "stop", "date": "2012-06-04", "price": 94.0,
-                         "realized_pnl": -60.0}),
-    ({"schema": "AnalystNote", "check": "abstention", "ok": True, "symbol": "AAPL", "analyst": "news",
-      "reason": "no news"},
-     "abstained", {"symbol": "AAPL", "analyst": "news", "reason": "no news"}),
-    ({"schema": "HumanApproval", "check": "human_approval", "ok": False, "by": "alice", "comment": "too big"},
-     "approval_decided", {"approved": False, "by": "alice", "comment": "too big"}),
-    ({"schema": "HumanApproval", "check": "approval_refused_stale", "ok": False, "error": "stale"},
-     "validation", {"schema_": "HumanApproval", "check": "approval_refused_stale", "ok": False, "error": "stale"}),
-    ({"schema": "Plan", "attempt": 1, "ok": True}, "validation", {"schema_": "Plan", "ok": True}),
-])
+@pytest.mark.parametrize(
+    "v1, kind, payload",
+    [
+        (
+            {
+                "schema": "DividendCredit",
+                "check": "dividend",
+                "ok": True,
+                "symbol": "AAPL",
+                "date": "2012-08-09",
+                "per_share": 2.65,
+                "quantity": 10.0,
+                "amount": 26.5,
+            },
+            "dividend_paid",
+            {"symbol": "AAPL", "date": "2012-08-09", "per_share": 2.65, "quantity": 10.0, "amount": 26.5},
+        ),
+        (
+            {
+                "schema": "ClosedTrade",
+                "check": "exit_stop",
+                "ok": True,
+                "symbol": "AAPL",
+                "date": "2012-06-04",
+                "price": 94.0,
+                "realized_pnl": -60.0,
+            },
+            "position_exited",
+            {"symbol": "AAPL", "reason": "stop", "date": "2012-06-04", "price": 94.0, "realized_pnl": -60.0},
+        ),
+        (
+            {
+                "schema": "AnalystNote",
+                "check": "abstention",
+                "ok": True,
+                "symbol": "AAPL",
+                "analyst": "news",
+                "reason": "no news",
+            },
+            "abstained",
+            {"symbol": "AAPL", "analyst": "news", "reason": "no news"},
+        ),
+        (
+            {"schema": "HumanApproval", "check": "human_approval", "ok": False, "by": "alice", "comment": "too big"},
+            "approval_decided",
+            {"approved": False, "by": "alice", "comment": "too big"},
+        ),
+        (
+            {"schema": "HumanApproval", "check": "approval_refused_stale", "ok": False, "error": "stale"},
+            "validation",
+            {"schema_": "HumanApproval", "check": "approval_refused_stale", "ok": False, "error": "stale"},
+        ),
+        ({"schema": "Plan", "attempt": 1, "ok": True}, "validation", {"schema_": "Plan", "ok": True}),
+    ],
+)
 def test_a_version_1_validation_is_read_as_the_kind_it_is_now(v1, kind, payload):
     """Schema version 2 gave dividends, exits, abstentions and human approvals kinds of their own; a version 1 log
     holds them as `validation` events and parse_event reads them as today's writers write them. The checks that
@@ -286,8 +367,11 @@ def test_a_version_1_validation_is_read_as_the_kind_it_is_now(v1, kind, payload)
 
 def test_a_version_1_approval_that_does_not_fit_is_named_as_read_and_as_stored():
     doc = _v1_validation({"schema": "HumanApproval", "check": "human_approval", "ok": "maybe", "by": "alice"})
-    with pytest.raises(EventParseError, match=r"seq 7 .*bad approval_decided event \(stored as a validation event of "
-                                              r"schema_version 1\): payload.approved"):
+    with pytest.raises(
+        EventParseError,
+        match=r"seq 7 .*bad approval_decided event \(stored as a validation event of "
+        r"schema_version 1\): payload.approved",
+    ):
         parse_event(doc)
 
 
@@ -298,7 +382,7 @@ def test_every_kind_has_one_payload_model_and_statuses_are_one_literal():
 
     assert set(get_args(RecordedStatus)) == set(get_args(CycleStatus)) | {"cut_off"}
     readme = (ROOT / "README.md").read_text()
-    table = readme[readme.index("| `status` | Meaning | Exit |"):].split("\n\n")[0]  # README's status table
+    table = readme[readme.index("| `status` | Meaning | Exit |") :].split("\n\n")[0]  # README's status table
     table = re.findall(r"^\| `([a-z_]+)` \|", table, flags=re.M)[1:]  # its first column, below the header
     assert set(get_args(CycleStatus)) == set(table)
 
@@ -345,8 +429,15 @@ def test_the_events_written_after_a_cycle_parse_and_leave_its_status_alone():
         first = client.run_cycle(["AAPL"], "2012-06-01", memory="off", idempotency_key="k-1")
         again = client.run_cycle(["AAPL"], "2012-06-01", memory="off", idempotency_key="k-1")
     assert first == again
-    live._failed(store, first.session_id, first.cycle_id, "http://collector.invalid", RuntimeError("refused"),
-                 skipped=False, error="refused")
+    live._failed(
+        store,
+        first.session_id,
+        first.cycle_id,
+        "http://collector.invalid",
+        RuntimeError("refused"),
+        skipped=False,
+        error="refused",
+    )
     typed = [parse_event(e) for e in store.events.read(first.session_id)]
     assert [t.kind for t in typed][-4:] == ["cycle_ended", "idempotency", "idempotency", "telemetry"]
     assert [t.payload.use for t in typed if t.kind == "idempotency"] == ["first", "replay"]

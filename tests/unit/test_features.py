@@ -1,4 +1,5 @@
 """Feature layer: causality, slice equality, warm-up Nones, news features, fallback bundle."""
+
 from __future__ import annotations
 
 import threading
@@ -32,6 +33,7 @@ def _frames(market: MarketData) -> dict[str, pd.DataFrame]:
 
 
 # ------------------------------------------------------------------ technical
+
 
 @pytest.mark.parametrize("symbol", ["AAPL", "GOOG"])
 @pytest.mark.parametrize("as_of", ["2006-06-30", "2008-10-10", "2010-05-07", "2012-11-18"])
@@ -95,17 +97,26 @@ def test_bundle_warm_up_values_are_none(market):
 
 FUND = [{"symbol": "AAPL", "as_of": "2009-12-31", "reported_at": "2010-02-08", "pe": 20.0, "net_margin_pct": 19.0}]
 # after the close of t = 2010-06-15 (16:00 EDT = 20:00 UTC), or dated t with no time: known from t+1 on
-LATE_FUND = [{"symbol": "AAPL", "as_of": "2010-03-31", "reported_at": "2010-06-15", "pe": 99.0, "net_margin_pct": -50.0},
-             {"symbol": "AAPL", "as_of": "2010-03-31", "reported_at": "2010-06-15T20:30:00Z", "pe": 98.0}]
+LATE_FUND = [
+    {"symbol": "AAPL", "as_of": "2010-03-31", "reported_at": "2010-06-15", "pe": 99.0, "net_margin_pct": -50.0},
+    {"symbol": "AAPL", "as_of": "2010-03-31", "reported_at": "2010-06-15T20:30:00Z", "pe": 98.0},
+]
 
 
 def test_no_look_ahead_bundle_unchanged_when_future_mutated(market):
     """Bars after t, news published after the close of t, fundamentals reported after t: none reach t's bundle."""
     t = pd.Timestamp("2010-06-15")
-    news = NewsSource([
-        {"symbol": "AAPL", "published_at": "2010-06-10", "headline": "Apple profit beats estimates", "source": "s"},
-        {"symbol": "AAPL", "published_at": "2010-06-16", "headline": "Apple shares plunge on fraud probe", "source": "s"},
-    ])
+    news = NewsSource(
+        [
+            {"symbol": "AAPL", "published_at": "2010-06-10", "headline": "Apple profit beats estimates", "source": "s"},
+            {
+                "symbol": "AAPL",
+                "published_at": "2010-06-16",
+                "headline": "Apple shares plunge on fraud probe",
+                "source": "s",
+            },
+        ]
+    )
     base = build_bundle("AAPL", t, market, news, FundamentalsSource(FUND), IndicatorCache())
     frames = _frames(market)
     aapl = frames["AAPL"].copy()
@@ -116,13 +127,25 @@ def test_no_look_ahead_bundle_unchanged_when_future_mutated(market):
     aapl.loc[aapl.index[future][0], "high"] *= 10
     frames["AAPL"] = aapl
     mutated = MarketData(frames)
-    fresh_news = NewsSource([
-        {"symbol": "AAPL", "published_at": "2010-06-10", "headline": "Apple profit beats estimates", "source": "s"},
-        {"symbol": "AAPL", "published_at": "2010-06-16", "headline": "something else entirely", "source": "s"},
-        {"symbol": "AAPL", "published_at": "2010-06-15T20:30:00Z", "headline": "Apple plunges after hours", "source": "s"},
-        {"symbol": "AAPL", "published_at": "2010-06-15T16:45:00-04:00", "headline": "Apple CEO resigns", "source": "s"},
-        {"symbol": "AAPL", "published_at": "2010-06-15", "headline": "Apple recalls every phone", "source": "s"},
-    ])
+    fresh_news = NewsSource(
+        [
+            {"symbol": "AAPL", "published_at": "2010-06-10", "headline": "Apple profit beats estimates", "source": "s"},
+            {"symbol": "AAPL", "published_at": "2010-06-16", "headline": "something else entirely", "source": "s"},
+            {
+                "symbol": "AAPL",
+                "published_at": "2010-06-15T20:30:00Z",
+                "headline": "Apple plunges after hours",
+                "source": "s",
+            },
+            {
+                "symbol": "AAPL",
+                "published_at": "2010-06-15T16:45:00-04:00",
+                "headline": "Apple CEO resigns",
+                "source": "s",
+            },
+            {"symbol": "AAPL", "published_at": "2010-06-15", "headline": "Apple recalls every phone", "source": "s"},
+        ]
+    )
     late_fund = FundamentalsSource(FUND + LATE_FUND)
     again = build_bundle("AAPL", t, mutated, fresh_news, late_fund, IndicatorCache())
     assert again.model_dump() == base.model_dump()
@@ -133,8 +156,10 @@ def test_no_look_ahead_bundle_unchanged_when_future_mutated(market):
     assert nxt.fundamentals.pe == 98.0 and nxt.fundamentals.as_of == "2010-03-31"
     # and the mutation is real: a later date does differ
     later = pd.Timestamp("2011-01-03")
-    assert build_bundle("AAPL", later, mutated, NO_NEWS, NO_FUND).technical.close != \
-        build_bundle("AAPL", later, market, NO_NEWS, NO_FUND).technical.close
+    assert (
+        build_bundle("AAPL", later, mutated, NO_NEWS, NO_FUND).technical.close
+        != build_bundle("AAPL", later, market, NO_NEWS, NO_FUND).technical.close
+    )
 
 
 def test_bundle_is_deterministic_and_rounded(market):
@@ -173,6 +198,7 @@ def test_support_resistance_are_causal_levels(market):
 
 # ------------------------------------------------------------------ forecast
 
+
 def test_forecast_band_and_too_few_bars():
     assert price_forecast(pd.Series([100.0] * 10)) is None
     closes = pd.Series(100 * np.exp(np.cumsum(np.full(80, 0.001) + 0.01 * np.sin(np.arange(80)))))
@@ -182,6 +208,7 @@ def test_forecast_band_and_too_few_bars():
 
 
 # ------------------------------------------------------------------ fallback
+
 
 def test_fallback_bundle_from_closes_only(market):
     closes = market.as_of("AAPL", "2011-03-01", lookback=260)["close"].tolist()
@@ -202,8 +229,14 @@ def test_fallback_bundle_from_closes_only(market):
 def test_ensure_bundle_always_attaches_one(market):
     snaps = [
         {"symbol": "AAPL", "as_of": "2011-03-01", "closes": [10.0 + i * 0.1 for i in range(40)]},
-        {"symbol": "MSFT", "as_of": "2011-03-01", "closes": [],
-         "headlines": [{"symbol": "MSFT", "published_at": "2011-02-28", "headline": "Microsoft upgraded", "source": "x"}]},
+        {
+            "symbol": "MSFT",
+            "as_of": "2011-03-01",
+            "closes": [],
+            "headlines": [
+                {"symbol": "MSFT", "published_at": "2011-02-28", "headline": "Microsoft upgraded", "source": "x"}
+            ],
+        },
         {"symbol": "IBM", "as_of": "2011-03-01", "bundle": build_bundle("IBM", "2011-03-01", market)},
     ]
     existing = snaps[2]["bundle"]
@@ -217,6 +250,7 @@ def test_ensure_bundle_always_attaches_one(market):
 
 # ------------------------------------------------------------------ news features
 
+
 def _h(day, text, sym="AAPL"):
     return {"symbol": sym, "published_at": day, "headline": text, "source": "wire"}
 
@@ -224,8 +258,8 @@ def _h(day, text, sym="AAPL"):
 def test_news_filter_dedupe_tag_sentiment():
     heads = [
         _h("2010-01-02", "Apple quarterly profit beats estimates on strong iPhone sales"),
-        _h("2010-01-03", "Apple quarterly profit beats estimates on strong iPhone sales!"),   # exact after normalising
-        _h("2010-01-04", "Apple quarterly profit beats estimates, on strong iPhone sales"),   # punctuation variant
+        _h("2010-01-03", "Apple quarterly profit beats estimates on strong iPhone sales!"),  # exact after normalising
+        _h("2010-01-04", "Apple quarterly profit beats estimates, on strong iPhone sales"),  # punctuation variant
         _h("2010-01-05", "Analyst downgrades Apple, cuts price target"),
         _h("2010-01-06", "SEC opens probe into Apple accounting"),
         _h("2010-01-07", "Apple raises full-year outlook"),
@@ -318,8 +352,8 @@ def test_vectorised_atr_equals_ta_within_1e_9(symbol):
     bars = default_market_data().bars(symbol)
     theirs = AverageTrueRange(bars.high, bars.low, bars.close, window=ATR_WINDOW, fillna=False).average_true_range()
     ours = wilder_atr(bars.high, bars.low, bars.close, ATR_WINDOW)
-    assert ours.iloc[:ATR_WINDOW - 1].isna().all()
-    diff = (ours.iloc[ATR_WINDOW - 1:] - theirs.iloc[ATR_WINDOW - 1:]).abs()
+    assert ours.iloc[: ATR_WINDOW - 1].isna().all()
+    diff = (ours.iloc[ATR_WINDOW - 1 :] - theirs.iloc[ATR_WINDOW - 1 :]).abs()
     assert len(diff) == len(bars) - ATR_WINDOW + 1 and diff.max() < 1e-9, f"max |ours - ta| = {diff.max():.3e}"
 
 

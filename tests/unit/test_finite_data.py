@@ -1,6 +1,7 @@
 """Issue 22 item 4: every number of every own-data file is finite and every bar whole (high at or above open and
 close, low at or below them, volume >= 0). A violation is refused by the loaders, by `data check` and by `run`
 before anything else, with the file, the row (line, record) and the column (field) named on one line, exit 2."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,7 @@ BAD_BARS = {
     "nan close": (("10", "11", "9", "nan", "5"), "close", "missing value (NaN)"),
     "inf volume": (("10", "11", "9", "10", "inf"), "volume", "not a finite number (inf)"),
     "high below low": (("10", "9", "11", "10", "5"), "high", "high 9.0 is below the bar's open or close (10.0)"),
-    "high below close": (("10", "10.4", "9", "10.5", "5"), "high",
-                         "high 10.4 is below the bar's open or close (10.5)"),
+    "high below close": (("10", "10.4", "9", "10.5", "5"), "high", "high 10.4 is below the bar's open or close (10.5)"),
     "low above open": (("10", "11", "10.2", "10.5", "5"), "low", "low 10.2 is above the bar's open or close (10.0)"),
     "negative volume": (("10", "11", "9", "10", "-1"), "volume", "negative volume -1.0"),
 }
@@ -71,25 +71,32 @@ def test_a_whole_bar_at_its_extremes_loads(tmp_path):
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999"])
 def test_news_with_a_non_finite_number_is_refused_naming_line_and_field(tmp_path, number):
     p = tmp_path / "news.jsonl"
-    p.write_text('{"symbol": "ACME", "published_at": "2024-03-01", "headline": "fine"}\n'
-                 f'{{"symbol": "ACME", "published_at": "2024-03-02", "headline": "x", "meta": {{"score": {number}}}}}\n')
+    p.write_text(
+        '{"symbol": "ACME", "published_at": "2024-03-01", "headline": "fine"}\n'
+        f'{{"symbol": "ACME", "published_at": "2024-03-02", "headline": "x", "meta": {{"score": {number}}}}}\n'
+    )
     for load in (load_news, lambda q: load_file("news", q)):
         with pytest.raises(DataError) as e:
             load(p)
         assert str(e.value) == f"{p}: line 2, field 'meta.score': not a finite number ({number})"
 
 
-@pytest.mark.parametrize("field,number", [("pe", "NaN"), ("pb", "Infinity"), ("net_margin_pct", "-Infinity"),
-                                          ("ev_ebitda", "1e999")])
+@pytest.mark.parametrize(
+    "field,number", [("pe", "NaN"), ("pb", "Infinity"), ("net_margin_pct", "-Infinity"), ("ev_ebitda", "1e999")]
+)
 def test_fundamentals_with_a_non_finite_number_are_refused_naming_record_and_field(tmp_path, field, number):
     p = tmp_path / "f.json"
-    p.write_text('{"source": "t", "records": [{"symbol": "ACME", "as_of": "2023-12-31", "reported_at": "2024-02-01", '
-                 f'"pe": 12.0}}, {{"symbol": "ACME", "as_of": "2024-03-31", "reported_at": "2024-05-01", '
-                 f'"{field}": {number}}}]}}')
+    p.write_text(
+        '{"source": "t", "records": [{"symbol": "ACME", "as_of": "2023-12-31", "reported_at": "2024-02-01", '
+        f'"pe": 12.0}}, {{"symbol": "ACME", "as_of": "2024-03-31", "reported_at": "2024-05-01", '
+        f'"{field}": {number}}}]}}'
+    )
     for load in (load_fundamentals, lambda q: load_file("fundamentals", q)):
         with pytest.raises(DataError) as e:
             load(p)
-        assert str(e.value) == f"{p}: record 2 (ACME, as_of 2024-03-31), field '{field}': not a finite number ({number})"
+        assert (
+            str(e.value) == f"{p}: record 2 (ACME, as_of 2024-03-31), field '{field}': not a finite number ({number})"
+        )
 
 
 def test_fundamentals_outside_the_records_are_held_to_it_too(tmp_path):
@@ -101,26 +108,39 @@ def test_fundamentals_outside_the_records_are_held_to_it_too(tmp_path):
 
 def test_corporate_actions_with_a_non_finite_amount_are_refused(tmp_path):
     p = tmp_path / "a.json"
-    p.write_text('{"dividends": [{"symbol": "ACME", "ex_dividend_date": "2024-03-05", "cash_amount": Infinity}], '
-                 '"splits": []}')
+    p.write_text(
+        '{"dividends": [{"symbol": "ACME", "ex_dividend_date": "2024-03-05", "cash_amount": Infinity}], "splits": []}'
+    )
     with pytest.raises(DataError) as e:
         load_actions(p)
     assert str(e.value) == f"{p}: dividends record 1, field 'cash_amount': not a finite number (Infinity)"
 
 
 TREE_FAULTS = {
-    "inf close": (dict(bar={"c": float("inf")}), "parquet/ACME/day/2024-03-04.parquet: row 1, column 'close': "
-                                                 "not a finite number (inf)"),
-    "nan high": (dict(bar={"h": float("nan")}), "parquet/ACME/day/2024-03-04.parquet: row 1, column 'high': "
-                                                "missing value (NaN)"),
-    "high below low": (dict(bar={"h": 8.0}), "parquet/ACME/day/2024-03-04.parquet: row 1, column 'high': high 8.0 "
-                                             "is below the bar's open or close (11.5)"),
-    "news NaN": (dict(news_text='{"items": [{"title": "t", "datetime": NaN}]}'),
-                 "cache/news_by_day/ACME/2024-03-04.json: field 'items[0].datetime': not a finite number (NaN)"),
-    "filing Infinity": (dict(filings_text='[{"end_date": "2023-12-31", "financials": {"income_statement": '
-                                          '{"revenues": {"value": Infinity}}}}]'),
-                        "cache/financials/ACME.quarterly.json: field '[0].financials.income_statement.revenues.value': "
-                        "not a finite number (Infinity)"),
+    "inf close": (
+        dict(bar={"c": float("inf")}),
+        "parquet/ACME/day/2024-03-04.parquet: row 1, column 'close': not a finite number (inf)",
+    ),
+    "nan high": (
+        dict(bar={"h": float("nan")}),
+        "parquet/ACME/day/2024-03-04.parquet: row 1, column 'high': missing value (NaN)",
+    ),
+    "high below low": (
+        dict(bar={"h": 8.0}),
+        "parquet/ACME/day/2024-03-04.parquet: row 1, column 'high': high 8.0 is below the bar's open or close (11.5)",
+    ),
+    "news NaN": (
+        dict(news_text='{"items": [{"title": "t", "datetime": NaN}]}'),
+        "cache/news_by_day/ACME/2024-03-04.json: field 'items[0].datetime': not a finite number (NaN)",
+    ),
+    "filing Infinity": (
+        dict(
+            filings_text='[{"end_date": "2023-12-31", "financials": {"income_statement": '
+            '{"revenues": {"value": Infinity}}}}]'
+        ),
+        "cache/financials/ACME.quarterly.json: field '[0].financials.income_statement.revenues.value': "
+        "not a finite number (Infinity)",
+    ),
 }
 
 
@@ -145,22 +165,27 @@ def _bad_files(d: Path) -> dict[str, tuple[str, Path, str]]:
     news = d / "news.jsonl"
     news.write_text('{"symbol": "ACME", "published_at": "2024-03-01", "headline": "x", "score": NaN}\n')
     fund = d / "f.json"
-    fund.write_text('{"records": [{"symbol": "ACME", "as_of": "2023-12-31", "reported_at": "2024-02-01", '
-                    '"pe": Infinity}]}')
+    fund.write_text(
+        '{"records": [{"symbol": "ACME", "as_of": "2023-12-31", "reported_at": "2024-02-01", "pe": Infinity}]}'
+    )
     tree = write_tree(d / "sb", bar={"c": float("-inf")})
     return {
         "csv inf": ("--prices", csv, "row 3, column 'close': not a finite number (inf)"),
         "parquet high<low": ("--prices", pq, "row 2, column 'high': high 9.0 is below the bar's open or close (10.0)"),
         "news NaN": ("--news", news, "line 1, field 'score': not a finite number (NaN)"),
-        "fundamentals Infinity": ("--fundamentals", fund,
-                                  "record 1 (ACME, as_of 2023-12-31), field 'pe': not a finite number (Infinity)"),
+        "fundamentals Infinity": (
+            "--fundamentals",
+            fund,
+            "record 1 (ACME, as_of 2023-12-31), field 'pe': not a finite number (Infinity)",
+        ),
         "tree -inf": ("--prices", tree, "row 1, column 'close': not a finite number (-inf)"),
     }
 
 
 @pytest.mark.integration
-def test_data_check_and_run_refuse_it_in_one_line_exit_2_and_write_no_session(embedded_uri, tmp_path, monkeypatch,
-                                                                             capsys):
+def test_data_check_and_run_refuse_it_in_one_line_exit_2_and_write_no_session(
+    embedded_uri, tmp_path, monkeypatch, capsys
+):
     # in process (`main([...])`): the answer (exit code, stderr, stdout) and the empty database are what is
     # checked, not how a process starts (10 processes here cost 80 s under load)
     from pymongo import MongoClient
@@ -180,8 +205,17 @@ def test_data_check_and_run_refuse_it_in_one_line_exit_2_and_write_no_session(em
         if path.is_dir():  # a tree names the file within it
             shown = shown / "storage" / "parquet" / "ACME" / "day" / "2024-03-04.parquet"
         check_args = ["data", "check", flag, str(path)]
-        run_args = ["run", "--symbols", "ACME", "--as-of", "2024-03-04", flag, str(path), "--db",
-                    f"{embedded_uri}/{db}"]
+        run_args = [
+            "run",
+            "--symbols",
+            "ACME",
+            "--as-of",
+            "2024-03-04",
+            flag,
+            str(path),
+            "--db",
+            f"{embedded_uri}/{db}",
+        ]
         jobs.append((case, "check", check_args, f"tradegraph: error: {flag} {path}: {shown}: {what}\n"))
         jobs.append((case, "run", run_args, f"tradegraph: error: {flag} {path}: {shown}: {what}\n"))
     for case, command, args, line in jobs:
@@ -205,8 +239,11 @@ def test_data_check_names_a_bad_file_given_as_its_argument(tmp_path, capsys):
     assert main(["data", "check", str(path)]) == 2
     assert capsys.readouterr().err == f"tradegraph: error: {path}: row 3, column 'close': not a finite number (inf)\n"
     news = tmp_path / "n.jsonl"
-    news.write_text(json.dumps({"symbol": "A", "published_at": "2024-03-01", "headline": "x"}) + "\n"
-                    + '{"symbol": "A", "published_at": "2024-03-01", "headline": "y", "w": -Infinity}\n')
+    news.write_text(
+        json.dumps({"symbol": "A", "published_at": "2024-03-01", "headline": "x"})
+        + "\n"
+        + '{"symbol": "A", "published_at": "2024-03-01", "headline": "y", "w": -Infinity}\n'
+    )
     assert main(["data", "check", str(news)]) == 2
     assert capsys.readouterr().err == f"tradegraph: error: {news}: line 2, field 'w': not a finite number (-Infinity)\n"
 
@@ -217,9 +254,17 @@ def test_the_yahoo_fetcher_leaves_out_bars_the_loader_would_refuse():
     from agent.data.yahoo import _as_price_rows
 
     days = pd.DatetimeIndex(["2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05", "2024-01-08"], name="Date")
-    hist = pd.DataFrame({"Open": [10, 10, 10, 10, 10], "High": [11, float("inf"), 9.9, 11, 11],
-                         "Low": [9, 9, 9, 10.1, 9], "Close": [10.5, 10.5, 10, 10.5, 10.5],
-                         "Volume": [5, 5, 5, 5, float("inf")], "Adj Close": [10.5] * 5}, index=days)
+    hist = pd.DataFrame(
+        {
+            "Open": [10, 10, 10, 10, 10],
+            "High": [11, float("inf"), 9.9, 11, 11],
+            "Low": [9, 9, 9, 10.1, 9],
+            "Close": [10.5, 10.5, 10, 10.5, 10.5],
+            "Volume": [5, 5, 5, 5, float("inf")],
+            "Adj Close": [10.5] * 5,
+        },
+        index=days,
+    )
     frame, dropped = _as_price_rows("ACME", hist)
     assert dropped == ["2024-01-03", "2024-01-04", "2024-01-05", "2024-01-08"]
     assert frame["date"].tolist() == ["2024-01-02"]

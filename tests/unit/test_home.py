@@ -1,6 +1,7 @@
 """Where the store lives when nothing is set (database/embedded.py resolve_home): $TRADEGRAPH_HOME, else a
 `.tradegraph` folder found from the working directory upward, else the per-user data directory, the same from
 every folder."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,8 +35,10 @@ def test_xdg_data_home_is_honoured_when_absolute(tree, monkeypatch):
     monkeypatch.setenv("HOME", str(tree / "user"))
     assert resolve_home({"XDG_DATA_HOME": str(tree / "data")}, tree).path == (tree / "data" / "tradegraph").resolve()
     # a relative one is ignored, as the XDG specification says
-    assert resolve_home({"XDG_DATA_HOME": "rel"}, tree).path == (tree / "user" / ".local" / "share"
-                                                                 / "tradegraph").resolve()
+    assert (
+        resolve_home({"XDG_DATA_HOME": "rel"}, tree).path
+        == (tree / "user" / ".local" / "share" / "tradegraph").resolve()
+    )
 
 
 def test_a_project_store_found_upward_wins_over_the_per_user_one(tree, monkeypatch):
@@ -56,7 +59,8 @@ def test_a_project_store_found_upward_wins_over_the_per_user_one(tree, monkeypat
 
 def test_tradegraph_home_overrides_everything(tree):
     (tree / "work" / PROJECT_DIR).mkdir()
-    home = resolve_home({"TRADEGRAPH_HOME": str(tree / "elsewhere"), "XDG_DATA_HOME": str(tree / "data")},
-                        tree / "work")
+    home = resolve_home(
+        {"TRADEGRAPH_HOME": str(tree / "elsewhere"), "XDG_DATA_HOME": str(tree / "data")}, tree / "work"
+    )
     assert home.path == (tree / "elsewhere").resolve() and home.chosen_by == "TRADEGRAPH_HOME"
     assert home.describe() == f"{(tree / 'elsewhere').resolve()} (from $TRADEGRAPH_HOME)"

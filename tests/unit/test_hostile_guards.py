@@ -2,6 +2,7 @@
 twice, a rebuttal about another ticker, a quant citing a rounded (or an invented) number, and a panel
 where nobody takes a side. Each answer is scripted; the code under test is the real cycle. Then the rules of
 the text guards (agent/guards.py) one by one; on StockBench's real headlines in test_stockbench_news.py."""
+
 from __future__ import annotations
 
 import json
@@ -19,16 +20,24 @@ from schemas.plan import Plan
 from schemas.portfolio import PortfolioSnapshot, Position
 from tests.helpers import events_of, mock_store, runtime_with
 
-PLAN = {"objective": "decide", "quant_question": "trend?", "timeframes": ["1d"], "constraints": {},
-        "expected_outputs": ["thesis"]}
+PLAN = {
+    "objective": "decide",
+    "quant_question": "trend?",
+    "timeframes": ["1d"],
+    "constraints": {},
+    "expected_outputs": ["thesis"],
+}
 
 
 def test_a_plan_naming_an_asset_twice_is_repaired_never_doubled():
     store = mock_store()
     dup = json.dumps({**PLAN, "assets": ["AAPL", "AAPL"]})
     out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with({"Plan": [dup]}))
-    refused = [e for e in events_of(store, out, "validation")
-               if e["payload"].get("schema") == "Plan" and not e["payload"]["ok"]]
+    refused = [
+        e
+        for e in events_of(store, out, "validation")
+        if e["payload"].get("schema") == "Plan" and not e["payload"]["ok"]
+    ]
     assert len(refused) == 1 and "repeated: AAPL" in refused[0]["payload"]["error"]
     assert out.status == "completed"
     buys = [o["symbol"] for o in out.contracts["DECIDING"]["orders"] if o["side"] == "BUY"]
@@ -59,9 +68,13 @@ def test_the_cap_message_says_exceeds_when_rounding_would_hide_it():
 def test_a_rebuttal_about_another_ticker_fails_the_debate_at_once():
     store = mock_store()
     case = {"supporting_points": [], "risks": [], "argument": "a case"}
-    script = {"DebateCase": [json.dumps({**case, "symbol": "AAPL", "side": "bull"}),
-                             json.dumps({**case, "symbol": "AAPL", "side": "bear"}),
-                             json.dumps({**case, "symbol": "MSFT", "side": "bull"})]}
+    script = {
+        "DebateCase": [
+            json.dumps({**case, "symbol": "AAPL", "side": "bull"}),
+            json.dumps({**case, "symbol": "AAPL", "side": "bear"}),
+            json.dumps({**case, "symbol": "MSFT", "side": "bull"}),
+        ]
+    }
     out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with(script))
     assert out.status == "failed" and out.error["state"] == "DEBATE" and out.error["type"] == "TickerGuardError"
     assert "EXECUTING" not in out.contracts and store.executions.get(out.cycle_id) is None
@@ -74,8 +87,9 @@ def test_a_rounded_citation_passes_and_an_invented_one_still_fails():
     answer = {"symbol": "AAPL", "question": "q", "answer": "a"}
     rounded = json.dumps({**answer, "metrics": {"rsi14": round(rsi, 2)}})
     out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with({"QuantAnswer": [rounded]}))
-    assert out.status == "completed" and out.contracts["ANALYZING"]["panels"][0]["quant"]["metrics"] == \
-        {"rsi14": round(rsi, 2)}
+    assert out.status == "completed" and out.contracts["ANALYZING"]["panels"][0]["quant"]["metrics"] == {
+        "rsi14": round(rsi, 2)
+    }
     invented = json.dumps({**answer, "metrics": {"rsi14": round(rsi + 3, 2)}})
     out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with({"QuantAnswer": [invented] * 3}))
     # isolated like an analyst: the quant's answer is lost for this symbol, the cycle goes on
@@ -134,14 +148,26 @@ HEADLINE = "These 2 Tech Titans Generate Substantial Cash: MSFT & AAPL"  # a rea
 
 
 def _shown(**evidence):
-    return Shown([SystemMessage(content="system MSFT 99.99"),  # the system prompt is not evidence
-                  HumanMessage(content="TASK: x\n" + render_evidence(evidence)),
-                  ToolMessage(content=json.dumps({"close": 201.7}), tool_call_id="1")])
+    return Shown(
+        [
+            SystemMessage(content="system MSFT 99.99"),  # the system prompt is not evidence
+            HumanMessage(content="TASK: x\n" + render_evidence(evidence)),
+            ToolMessage(content=json.dumps({"close": 201.7}), tool_call_id="1"),
+        ]
+    )
 
 
 def _note(summary="", key_points=(), evidence=(), **kw):
-    return AnalystNote(symbol="AAPL", analyst="news", stance=0.25, confidence=0.5, summary=summary or "s",
-                       key_points=list(key_points), evidence=list(evidence), **kw)
+    return AnalystNote(
+        symbol="AAPL",
+        analyst="news",
+        stance=0.25,
+        confidence=0.5,
+        summary=summary or "s",
+        key_points=list(key_points),
+        evidence=list(evidence),
+        **kw,
+    )
 
 
 def test_a_mention_is_a_ticker_by_its_form_or_a_universe_symbol_as_a_word():
@@ -156,8 +182,12 @@ def test_a_verbatim_quote_of_what_was_shown_may_name_another_symbol_own_words_ma
     shown = _shown(news={"items": [{"headline": f"<UNTRUSTED_FEED_DATA>\n{HEADLINE}\n</UNTRUSTED_FEED_DATA>"}]})
     for ok in (HEADLINE, f"\u201c{HEADLINE}\u201d", f'Yahoo ran "{HEADLINE}" on Tuesday', HEADLINE.upper()):
         check_symbol(_note(summary=ok), "AAPL", UNIVERSE, shown)
-    for bad in ("MSFT generates more cash", f'"{HEADLINE} and more" says buy MSFT', '"MSFT"',
-                f"{HEADLINE}, so buy MSFT"):
+    for bad in (
+        "MSFT generates more cash",
+        f'"{HEADLINE} and more" says buy MSFT',
+        '"MSFT"',
+        f"{HEADLINE}, so buy MSFT",
+    ):
         with pytest.raises(GuardError, match="names MSFT") as e:
             check_symbol(_note(key_points=[bad]), "AAPL", UNIVERSE, shown)
         assert e.value.check == "cross_symbol"
@@ -165,20 +195,39 @@ def test_a_verbatim_quote_of_what_was_shown_may_name_another_symbol_own_words_ma
 
 
 def test_a_figure_is_a_decimal_a_percentage_or_a_dollar_amount():
-    assert [(w, v, d) for w, v, d in figures("SMA50 above SMA200, Q1 2025, RSI14 at 66.72, +22%, $1,200.5 and 5-10")] \
-        == [("66.72", 66.72, 2), ("22%", 22.0, 0), ("$1,200.5", 1200.5, 1)]
+    assert [
+        (w, v, d) for w, v, d in figures("SMA50 above SMA200, Q1 2025, RSI14 at 66.72, +22%, $1,200.5 and 5-10")
+    ] == [("66.72", 66.72, 2), ("22%", 22.0, 0), ("$1,200.5", 1200.5, 1)]
 
 
 def test_figures_must_be_the_evidences_or_the_notes_own():
-    shown = _shown(technical={"rsi14": 66.7226, "close": 201.7}, fundamentals={"pe": 31.25, "net_margin_pct": 24.3},
-                   news={"items": [{"headline": "Palantir soars 22% on record quarter, lifting tech stocks"}]})
-    for ok in ("RSI14 66.7226", "RSI14 at 66.72", "rsi 66.723", "P/E 31.25", "margin 24.3%", "close $201.7",
-               "stance 0.25 on confidence 0.5", '"Palantir soars 22% on record quarter, lifting tech stocks"',
-               "3 headlines over 30 days"):
+    shown = _shown(
+        technical={"rsi14": 66.7226, "close": 201.7},
+        fundamentals={"pe": 31.25, "net_margin_pct": 24.3},
+        news={"items": [{"headline": "Palantir soars 22% on record quarter, lifting tech stocks"}]},
+    )
+    for ok in (
+        "RSI14 66.7226",
+        "RSI14 at 66.72",
+        "rsi 66.723",
+        "P/E 31.25",
+        "margin 24.3%",
+        "close $201.7",
+        "stance 0.25 on confidence 0.5",
+        '"Palantir soars 22% on record quarter, lifting tech stocks"',
+        "3 headlines over 30 days",
+    ):
         check_figures(_note(summary=ok), shown)
     check_figures(_note(summary="trend 0.33", subscores={"trend": 0.33}), shown)  # its own subscore
-    for bad in ("RSI14 at 66.7", "RSI14 at 66.73", "P/E 41.37", "Palantir soared 22%", "margin 24%", "close $202",
-                "system said 99.99"):
+    for bad in (
+        "RSI14 at 66.7",
+        "RSI14 at 66.73",
+        "P/E 41.37",
+        "Palantir soared 22%",
+        "margin 24%",
+        "close $202",
+        "system said 99.99",
+    ):
         with pytest.raises(GuardError, match="is not a figure of the evidence") as e:
             check_figures(_note(key_points=[bad]), shown)
         assert e.value.check == "citation"

@@ -1,4 +1,5 @@
 """The indicator frame is computed on numpy arrays for speed; each column must still be `ta`'s, within 1e-9."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -14,13 +15,19 @@ def ta_close(close: pd.Series) -> dict[str, pd.Series]:
     macd = MACD(close, window_slow=26, window_fast=12, window_sign=9, fillna=False)
     bb = BollingerBands(close, window=20, window_dev=2, fillna=False)
     return {
-        "close": close, "prev_close": close.shift(1), "rsi14": RSIIndicator(close, window=14, fillna=False).rsi(),
-        "macd": macd.macd(), "macd_signal": macd.macd_signal(), "macd_hist": macd.macd_diff(),
+        "close": close,
+        "prev_close": close.shift(1),
+        "rsi14": RSIIndicator(close, window=14, fillna=False).rsi(),
+        "macd": macd.macd(),
+        "macd_signal": macd.macd_signal(),
+        "macd_hist": macd.macd_diff(),
         "sma20": SMAIndicator(close, window=20, fillna=False).sma_indicator(),
         "sma50": SMAIndicator(close, window=50, fillna=False).sma_indicator(),
         "sma200": SMAIndicator(close, window=200, fillna=False).sma_indicator(),
         "ema20": EMAIndicator(close, window=20, fillna=False).ema_indicator(),
-        "bb_upper": bb.bollinger_hband(), "bb_middle": bb.bollinger_mavg(), "bb_lower": bb.bollinger_lband(),
+        "bb_upper": bb.bollinger_hband(),
+        "bb_middle": bb.bollinger_mavg(),
+        "bb_lower": bb.bollinger_lband(),
     }
 
 
@@ -31,8 +38,10 @@ def pandas_levels(bars: pd.DataFrame) -> dict[str, pd.Series]:
     resistance = high.rolling(60, min_periods=60).max().shift(1)
     avg20 = volume.rolling(20, min_periods=20).mean().shift(1)
     return {
-        "swing_high": high.rolling(20, min_periods=20).max(), "swing_low": low.rolling(20, min_periods=20).min(),
-        "support": support, "resistance": resistance,
+        "swing_high": high.rolling(20, min_periods=20).max(),
+        "swing_low": low.rolling(20, min_periods=20).min(),
+        "support": support,
+        "resistance": resistance,
         "dist_to_support_pct": (close - support) / close * 100.0,
         "dist_to_resistance_pct": (resistance - close) / close * 100.0,
         "gap_pct": (open_ - close.shift(1)) / close.shift(1) * 100.0,

@@ -1,6 +1,7 @@
 """Imports go one way: schemas ← database, agent ← graph.machine ← graph.services ← graph.kernel ← graph.transports.
 And no module imports, through any chain, a module that imports it: imports inside functions count too (they only
 hide a cycle, they do not remove it)."""
+
 from __future__ import annotations
 
 import ast
@@ -9,8 +10,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("schemas", "database", "agent", "graph")
 # a layer may import its own and those of a lower rank; database and agent share a rank and never import each other
-RANK = {"schemas": 0, "database": 1, "agent": 1, "graph.machine": 2, "graph.services": 3, "graph.kernel": 4,
-        "graph.transports": 5}
+RANK = {
+    "schemas": 0,
+    "database": 1,
+    "agent": 1,
+    "graph.machine": 2,
+    "graph.services": 3,
+    "graph.kernel": 4,
+    "graph.transports": 5,
+}
 
 
 def _module_of(path: Path) -> str:

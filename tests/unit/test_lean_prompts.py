@@ -2,6 +2,7 @@
 days of one session (the second day recalls the first day's notes), the offline model decides the same from
 both; what 4 sends is smaller, says nothing twice, and leaves the fields code sets out of the schemas. Replays of
 either protocol verify identical (tests/unit/test_pass_protocol.py)."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,8 @@ import pytest
 
 from agent.passes import MODEL_SETS, asked_schema
 from agent.prompts import BASE_SYSTEM, BASE_SYSTEM_BEFORE_4, NOTES_HEADER, find_notes, render_notes
-from graph.services.replay.session import verify_session
 from graph.machine.runner import run_state_machine
+from graph.services.replay.session import verify_session
 from schemas import ALL_CONTRACTS
 from schemas.memory import RetrievalHit
 from tests.helpers import events_of, mock_store, runtime_with
@@ -45,8 +46,11 @@ def _requests(store, out):
 
 
 def _task(request) -> str:
-    return next(m["content"].split("\n", 1)[0][6:] for m in request["messages"]
-                if str(m.get("content") or "").startswith("TASK: "))
+    return next(
+        m["content"].split("\n", 1)[0][6:]
+        for m in request["messages"]
+        if str(m.get("content") or "").startswith("TASK: ")
+    )
 
 
 def _unnamed(value):
@@ -79,8 +83,9 @@ def test_protocol_4_says_nothing_twice(recorded):
     by_task = {}
     for r in requests:
         by_task.setdefault(_task(r), []).append(r)
-    noted = {t for t, rs in by_task.items() if any(NOTES_HEADER in str(m.get("content")) for r in rs
-                                                   for m in r["messages"])}
+    noted = {
+        t for t, rs in by_task.items() if any(NOTES_HEADER in str(m.get("content")) for r in rs for m in r["messages"])
+    }
     # the second day recalls the first day's notes; a rebuttal's evidence is its side's case, built on them
     assert {"analyst:technical", "quant", "bull_build", "bear_build", "manager", "trader"} <= noted
     assert not noted & {"bull_rebuttal", "bear_rebuttal"}
@@ -141,8 +146,19 @@ def test_a_required_field_is_never_left_for_code_to_set(monkeypatch):
 
 
 def _hit(i, text, kind="review", outcome="loss", signal="Falsified"):
-    return RetrievalHit(memory_id=f"m{i}", bm25_rank=1, dense_rank=1, score=0.03, known_at="2012-01-02", kind=kind,
-                        symbol="AAPL", outcome=outcome, signal=signal, direction="LONG", text=text)
+    return RetrievalHit(
+        memory_id=f"m{i}",
+        bm25_rank=1,
+        dense_rank=1,
+        score=0.03,
+        known_at="2012-01-02",
+        kind=kind,
+        symbol="AAPL",
+        outcome=outcome,
+        signal=signal,
+        direction="LONG",
+        text=text,
+    )
 
 
 def test_lean_notes_read_as_the_older_form_did_and_a_forged_tag_stays_text():
@@ -153,11 +169,28 @@ def test_lean_notes_read_as_the_older_form_did_and_a_forged_tag_stays_text():
     assert lean.splitlines()[2].startswith("- [cycle] AAPL LONG known=2012-01-02 <UNTRUSTED_FEED_DATA>")
     assert lean.count("</UNTRUSTED_FEED_DATA>") == 2 and "\n" not in lean.splitlines()[2]
     message = type("M", (), {"content": lean})()
-    assert find_notes([message]) == find_notes([type("M", (), {"content": old})()]) == [
-        {"kind": "review", "symbol": "AAPL", "direction": "LONG", "outcome": "loss", "signal": "Falsified",
-         "known_at": "2012-01-02"},
-        {"kind": "cycle", "symbol": "AAPL", "direction": "LONG", "outcome": "-", "signal": "-",
-         "known_at": "2012-01-02"}]
+    assert (
+        find_notes([message])
+        == find_notes([type("M", (), {"content": old})()])
+        == [
+            {
+                "kind": "review",
+                "symbol": "AAPL",
+                "direction": "LONG",
+                "outcome": "loss",
+                "signal": "Falsified",
+                "known_at": "2012-01-02",
+            },
+            {
+                "kind": "cycle",
+                "symbol": "AAPL",
+                "direction": "LONG",
+                "outcome": "-",
+                "signal": "-",
+                "known_at": "2012-01-02",
+            },
+        ]
+    )
 
 
 def test_each_protocols_recording_verifies_identical(recorded):

@@ -1,5 +1,6 @@
 """No look-ahead through the whole cycle: bars after t, news published after the close of t and fundamentals
 reported after t are perturbed, and nothing decided up to t changes — not a contract, not a prompt."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,8 @@ from agent.data.fundamentals import SAMPLE_FUNDAMENTALS, FundamentalsSource
 from agent.data.market import MarketData, default_market_data
 from agent.data.news import SAMPLE_NEWS, NewsSource
 from database import connect
-from graph.services.backtest.loop import load_logs, run_backtest
 from graph.machine.runtime import default_runtime
+from graph.services.backtest.loop import load_logs, run_backtest
 from schemas.simulation import EpisodeConfig
 
 TICKERS = ["AAPL", "MSFT"]
@@ -29,19 +30,32 @@ def _late_news() -> list[dict]:
     """Hostile headlines the offline news analyst reacts to, each published at or after t's close."""
     out = []
     for s in TICKERS:
-        for stamp, text in ((f"{T}T21:30:00Z", "plunges after hours as SEC opens fraud probe"),
-                            (f"{T}T16:00:00-05:00", "warns of a revenue shortfall, shares tumble"),
-                            (T, "recalls products and cuts guidance; analysts downgrade"),
-                            ("2011-02-16T14:00:00Z", "sued by regulators; shares sink")):
+        for stamp, text in (
+            (f"{T}T21:30:00Z", "plunges after hours as SEC opens fraud probe"),
+            (f"{T}T16:00:00-05:00", "warns of a revenue shortfall, shares tumble"),
+            (T, "recalls products and cuts guidance; analysts downgrade"),
+            ("2011-02-16T14:00:00Z", "sued by regulators; shares sink"),
+        ):
             out.append({"symbol": s, "published_at": stamp, "headline": f"{s} {text}", "source": "late"})
     return out
 
 
 def _late_fundamentals() -> list[dict]:
     """Figures for a period that ended before t, but filed only after t's close: a period-end key would leak them."""
-    return [{"symbol": s, "as_of": "2011-01-01", "reported_at": stamp, "pe": 400.0, "pb": 90.0, "ev_ebitda": 300.0,
-             "revenue_growth_pct": -80.0, "net_margin_pct": -60.0}
-            for s in TICKERS for stamp in (T, f"{T}T22:00:00Z")]
+    return [
+        {
+            "symbol": s,
+            "as_of": "2011-01-01",
+            "reported_at": stamp,
+            "pe": 400.0,
+            "pb": 90.0,
+            "ev_ebitda": 300.0,
+            "revenue_growth_pct": -80.0,
+            "net_margin_pct": -60.0,
+        }
+        for s in TICKERS
+        for stamp in (T, f"{T}T22:00:00Z")
+    ]
 
 
 def _perturbed_market() -> MarketData:
@@ -61,8 +75,9 @@ def _perturbed_market() -> MarketData:
 def _run(tmp_path, name, **sources):
     store = connect(f"mongomock://la_{uuid.uuid4().hex[:10]}")
     rt = default_runtime(AgentConfig(), **sources)
-    cfg = EpisodeConfig(episode_id="la", tickers=TICKERS, initial_cash=100_000.0, start=START, end=END, every=1,
-                        bars_in_case=5)
+    cfg = EpisodeConfig(
+        episode_id="la", tickers=TICKERS, initial_cash=100_000.0, start=START, end=END, every=1, bars_in_case=5
+    )
     run_backtest(cfg, store, progress=False, runtime=rt, out_dir=tmp_path / name, run_id="la")
     return load_logs(tmp_path / name / "la" / "episode_log.jsonl"), store
 
@@ -80,9 +95,13 @@ def _seen_by_cycle(store) -> dict[str, dict]:
 
 def test_cycles_up_to_t_ignore_late_bars_news_and_fundamentals(tmp_path):
     real_logs, real_store = _run(tmp_path, "real", news=NewsSource(NEWS), fundamentals=FundamentalsSource(FUND))
-    late_logs, late_store = _run(tmp_path, "late", market=_perturbed_market(),
-                                 news=NewsSource(NEWS + _late_news()),
-                                 fundamentals=FundamentalsSource(FUND + _late_fundamentals()))
+    late_logs, late_store = _run(
+        tmp_path,
+        "late",
+        market=_perturbed_market(),
+        news=NewsSource(NEWS + _late_news()),
+        fundamentals=FundamentalsSource(FUND + _late_fundamentals()),
+    )
     dates = [lg.date for lg in real_logs]
     assert T in dates and dates[-1] > T and dates[0] < T
     real_seen, late_seen = _seen_by_cycle(real_store), _seen_by_cycle(late_store)

@@ -1,5 +1,6 @@
 """The look-ahead audit reads a recording and lists what a cycle saw before it was known: a clean cycle has none;
 a bar, a headline, a filing or a memory doctored in after the decision time is named, with the cycle and where."""
+
 from __future__ import annotations
 
 import copy
@@ -7,9 +8,9 @@ import copy
 import pytest
 
 from agent.data.news import NewsSource
+from graph.machine.runner import run_state_machine
 from graph.services.backtest.loop import run_backtest
 from graph.services.replay.lookahead import LookaheadReport, audit_events, audit_sessions
-from graph.machine.runner import run_state_machine
 from schemas.simulation import EpisodeConfig
 from tests.helpers import mock_store, runtime_with
 
@@ -19,8 +20,12 @@ def recorded():
     store = mock_store()
     rt = runtime_with()
     # headlines on both sides of the 2012-06-01 close (16:00 EDT = 20:00 UTC): only the earlier one is known
-    rt.news = NewsSource([{"symbol": "AAPL", "published_at": "2012-06-01T19:59:00Z", "headline": "Apple beats"},
-                          {"symbol": "AAPL", "published_at": "2012-06-01T20:01:00Z", "headline": "Apple probe"}])
+    rt.news = NewsSource(
+        [
+            {"symbol": "AAPL", "published_at": "2012-06-01T19:59:00Z", "headline": "Apple beats"},
+            {"symbol": "AAPL", "published_at": "2012-06-01T20:01:00Z", "headline": "Apple probe"},
+        ]
+    )
     out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=rt)
     return store, out, store.events.read(out.session_id)
 
@@ -40,17 +45,27 @@ def test_a_clean_cycle_has_no_leak_and_every_kind_of_evidence_is_checked(recorde
     assert report.leaks == [] and report.checked() == cycle.checked
 
 
-@pytest.mark.parametrize("doctor, kind, dated", [
-    # the next day's bar slipped into a bundle's history
-    (lambda snap: snap["bundle"]["history"].append({**snap["bundle"]["history"][-1], "date": "2012-06-04"}),
-     "bar", "2012-06-04"),
-    # a headline published at the close itself is not known before it
-    (lambda snap: snap["bundle"]["news"]["items"].insert(0, {**snap["bundle"]["news"]["items"][0],
-                                                             "published_at": "2012-06-01T20:00:00Z"}),
-     "news", "2012-06-01T20:00:00Z"),
-    # a filing stamped with the decision date alone counts as after that day's close
-    (lambda snap: snap["bundle"]["fundamentals"].update(reported_at="2012-06-01"), "filing", "2012-06-01"),
-])
+@pytest.mark.parametrize(
+    "doctor, kind, dated",
+    [
+        # the next day's bar slipped into a bundle's history
+        (
+            lambda snap: snap["bundle"]["history"].append({**snap["bundle"]["history"][-1], "date": "2012-06-04"}),
+            "bar",
+            "2012-06-04",
+        ),
+        # a headline published at the close itself is not known before it
+        (
+            lambda snap: snap["bundle"]["news"]["items"].insert(
+                0, {**snap["bundle"]["news"]["items"][0], "published_at": "2012-06-01T20:00:00Z"}
+            ),
+            "news",
+            "2012-06-01T20:00:00Z",
+        ),
+        # a filing stamped with the decision date alone counts as after that day's close
+        (lambda snap: snap["bundle"]["fundamentals"].update(reported_at="2012-06-01"), "filing", "2012-06-01"),
+    ],
+)
 def test_a_doctored_recording_is_named(recorded, doctor, kind, dated):
     _, out, events = recorded
     events = copy.deepcopy(events)
@@ -66,9 +81,19 @@ def test_a_memory_known_on_the_decision_day_is_a_leak_and_the_day_before_is_not(
     events = copy.deepcopy(events)
     seq = max(e["seq"] for e in events)
     for known, n in (("2012-05-31", 0), ("2012-06-01", 1)):
-        extra = {**events[-1], "seq": seq + 1, "kind": "retrieval", "state": "ANALYZING",
-                 "payload": {"agent": "news", "symbol": "AAPL", "query": "AAPL news", "filter": {},
-                             "hits": [{"id": "m1", "known_at": known}]}}
+        extra = {
+            **events[-1],
+            "seq": seq + 1,
+            "kind": "retrieval",
+            "state": "ANALYZING",
+            "payload": {
+                "agent": "news",
+                "symbol": "AAPL",
+                "query": "AAPL news",
+                "filter": {},
+                "hits": [{"id": "m1", "known_at": known}],
+            },
+        }
         [cycle] = audit_events(events + [extra])
         assert cycle.checked["memory"] == 1 and len(cycle.leaks) == n
 
@@ -86,13 +111,13 @@ def test_deciding_at_the_open_makes_that_days_bar_a_leak(recorded):
 
 def test_a_backtest_is_audited_with_its_cases(tmp_path):
     store = mock_store()
-    config = EpisodeConfig(episode_id="la", tickers=["AAPL"], initial_cash=100_000, start="2012-05-29",
-                           end="2012-05-31")
+    config = EpisodeConfig(
+        episode_id="la", tickers=["AAPL"], initial_cash=100_000, start="2012-05-29", end="2012-05-31"
+    )
     run_backtest(config, store, progress=False, runtime=runtime_with(), out_dir=tmp_path)
     report = audit_sessions(store, ["bt-la"])
     assert len(report.cycles) == 3 and report.leaks == []
     assert report.checked()["bar"] > 3 * 20  # each Case's bars and each bundle's history
-
 
 
 def test_an_event_the_audit_cannot_read_leaves_its_cycle_unaudited_and_named(recorded):
@@ -147,9 +172,13 @@ def test_a_leaked_date_edited_back_in_the_store_fails_the_audit_naming_the_broke
     assert code == 1 and "0 leak(s)" in text and "1 session(s) with a broken hash chain" in text
     assert f"hash chain broken at seq {scan['seq']}: content does not match its hash" in text
     report = audit_sessions(store, [sid])
-    assert report.leaks == [] and report.broken == [{"session_id": sid, "seq": scan["seq"], "reason":
-                                                     "content does not match its hash (the event was edited after it "
-                                                     "was written)"}]
+    assert report.leaks == [] and report.broken == [
+        {
+            "session_id": sid,
+            "seq": scan["seq"],
+            "reason": "content does not match its hash (the event was edited after it was written)",
+        }
+    ]
 
 
 def test_the_scanning_event_deleted_fails_the_audit(capsys):

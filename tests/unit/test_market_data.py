@@ -1,4 +1,5 @@
 """Market, news and fundamentals sources: split adjustment, point-in-time access, loader errors."""
+
 from __future__ import annotations
 
 import json
@@ -89,7 +90,9 @@ def test_validate_as_of(market):
         validate_as_of(market, ["AAPL"], "2012-13-01")
     with pytest.raises(DataError, match="malformed date"):
         validate_as_of(market, ["AAPL"], "06/01/2012")
-    with pytest.raises(DateOutOfRangeError, match=r"as-of date 1999-01-01 is outside the data for AAPL \(2000-03-01\.\.2013-03-01\)"):
+    with pytest.raises(
+        DateOutOfRangeError, match=r"as-of date 1999-01-01 is outside the data for AAPL \(2000-03-01\.\.2013-03-01\)"
+    ):
         validate_as_of(market, ["AAPL"], "1999-01-01")
     with pytest.raises(DateOutOfRangeError, match="FB"):
         validate_as_of(market, ["AAPL", "FB"], "2011-01-03")
@@ -140,15 +143,39 @@ def test_load_user_parquet(tmp_path):
     ("text", "pattern"),
     [
         (GOOD.replace(",volume", ",vol"), r"bars\.csv: missing column\(s\) volume"),
-        (GOOD.replace("AAA,2020-01-06", "AAA,2020-01-01"), r"bars\.csv: row 5, column 'date': date 2020-01-01 for AAA is before"),
-        (GOOD.replace("AAA,2020-01-06", "AAA,2020-01-03"), r"bars\.csv: row 5, column 'date': duplicate date 2020-01-03 for AAA"),
-        (GOOD.replace("10.5,11.5,10,11,", "10.5,11.5,-10,11,"), r"bars\.csv: row 3, column 'low': non-positive price -10"),
-        (GOOD.replace("20,21,19,20.5,500", "20,21,19,,500"), r"bars\.csv: row 4, column 'close': missing value \(NaN\)"),
-        (GOOD.replace("20,21,19,20.5,500", "20,21,19,NaN,500"), r"bars\.csv: row 4, column 'close': missing value \(NaN\)"),
+        (
+            GOOD.replace("AAA,2020-01-06", "AAA,2020-01-01"),
+            r"bars\.csv: row 5, column 'date': date 2020-01-01 for AAA is before",
+        ),
+        (
+            GOOD.replace("AAA,2020-01-06", "AAA,2020-01-03"),
+            r"bars\.csv: row 5, column 'date': duplicate date 2020-01-03 for AAA",
+        ),
+        (
+            GOOD.replace("10.5,11.5,10,11,", "10.5,11.5,-10,11,"),
+            r"bars\.csv: row 3, column 'low': non-positive price -10",
+        ),
+        (
+            GOOD.replace("20,21,19,20.5,500", "20,21,19,,500"),
+            r"bars\.csv: row 4, column 'close': missing value \(NaN\)",
+        ),
+        (
+            GOOD.replace("20,21,19,20.5,500", "20,21,19,NaN,500"),
+            r"bars\.csv: row 4, column 'close': missing value \(NaN\)",
+        ),
         (GOOD.replace("2020-01-03", "2020-02-30"), r"bars\.csv: row 3, column 'date': unparseable date"),
         (GOOD.replace("11,12,10.5,11.5,900", "11,12,10.5,abc,900"), r"bars\.csv: row 5, column 'close': not a number"),
     ],
-    ids=["missing-column", "unsorted", "duplicate", "non-positive", "nan-empty", "nan-literal", "bad-date", "non-numeric"],
+    ids=[
+        "missing-column",
+        "unsorted",
+        "duplicate",
+        "non-positive",
+        "nan-empty",
+        "nan-literal",
+        "bad-date",
+        "non-numeric",
+    ],
 )
 def test_loader_errors_name_file_row_and_column(tmp_path, text, pattern):
     with pytest.raises(DataError, match=pattern):
@@ -161,6 +188,7 @@ def test_missing_file(tmp_path):
 
 
 # ------------------------------------------------------------------ news + fundamentals
+
 
 def test_news_is_point_in_time(tmp_path):
     # 2010-01-11 is a Monday: the US close is 16:00 EST = 21:00 UTC
@@ -188,18 +216,27 @@ def test_news_is_point_in_time(tmp_path):
 
 def test_news_close_follows_the_market_profile(tmp_path):
     # 2012-06-01 (Friday): US close 20:00 UTC (EDT), Shanghai close 07:00 UTC, crypto at 24:00 UTC
-    items = [{"symbol": "X", "published_at": f"2012-06-01T{h}:30:00Z", "headline": f"at {h}:30", "source": "s"}
-             for h in ("06", "08", "19", "21", "23")]
+    items = [
+        {"symbol": "X", "published_at": f"2012-06-01T{h}:30:00Z", "headline": f"at {h}:30", "source": "s"}
+        for h in ("06", "08", "19", "21", "23")
+    ]
     from agent.data.news import NewsSource
+
     news = NewsSource(items)
-    seen = {m: [g["headline"] for g in news.headlines("X", "2012-06-01", profile=m)]
-            for m in ("us_equity", "cn_a_share", "crypto")}
-    assert seen == {"cn_a_share": ["at 06:30"], "us_equity": ["at 06:30", "at 08:30", "at 19:30"],
-                    "crypto": ["at 06:30", "at 08:30", "at 19:30", "at 21:30", "at 23:30"]}
+    seen = {
+        m: [g["headline"] for g in news.headlines("X", "2012-06-01", profile=m)]
+        for m in ("us_equity", "cn_a_share", "crypto")
+    }
+    assert seen == {
+        "cn_a_share": ["at 06:30"],
+        "us_equity": ["at 06:30", "at 08:30", "at 19:30"],
+        "crypto": ["at 06:30", "at 08:30", "at 19:30", "at 21:30", "at 23:30"],
+    }
 
 
 def test_early_close_day_uses_the_early_close():
     from agent.data.news import NewsSource
+
     # 2012-07-03 closed at 13:00 EDT (17:00 UTC): a 14:00 EDT headline came after that day's close
     news = NewsSource([{"symbol": "X", "published_at": "2012-07-03T14:00:00-04:00", "headline": "late", "source": "s"}])
     assert news.headlines("X", "2012-07-03") == []
@@ -240,34 +277,48 @@ def test_fundamentals_visible_only_once_reported():
     for day, period in (("2012-01-03", "2010-12-31"), ("2012-02-06", "2010-12-31"), ("2012-02-07", "2011-12-31")):
         assert f.get("AAPL", day).as_of == period, day
     # a date-only filing counts as after that day's close
-    src = FundamentalsSource([
-        {"symbol": "X", "as_of": "2009-12-31", "reported_at": "2010-02-01", "pe": 1},
-        {"symbol": "X", "as_of": "2010-03-31", "reported_at": "2010-05-03", "pe": 2},
-    ])
+    src = FundamentalsSource(
+        [
+            {"symbol": "X", "as_of": "2009-12-31", "reported_at": "2010-02-01", "pe": 1},
+            {"symbol": "X", "as_of": "2010-03-31", "reported_at": "2010-05-03", "pe": 2},
+        ]
+    )
     assert [src.get("X", d).pe for d in ("2010-02-01", "2010-02-02", "2010-05-03", "2010-05-04")] == [None, 1, 1, 2]
     # a restatement of the same period, reported later, replaces the first report once it is public
-    src = FundamentalsSource([
-        {"symbol": "X", "as_of": "2009-12-31", "reported_at": "2010-02-01", "pe": 1},
-        {"symbol": "X", "as_of": "2009-12-31", "reported_at": "2010-06-01T12:00:00Z", "pe": 9},
-    ])
+    src = FundamentalsSource(
+        [
+            {"symbol": "X", "as_of": "2009-12-31", "reported_at": "2010-02-01", "pe": 1},
+            {"symbol": "X", "as_of": "2009-12-31", "reported_at": "2010-06-01T12:00:00Z", "pe": 9},
+        ]
+    )
     assert src.get("X", "2010-05-28").pe == 1 and src.get("X", "2010-06-01").pe == 9
 
 
 def test_fundamentals_file_without_reported_at_names_file_and_record(tmp_path):
     p = tmp_path / "mine.json"
-    p.write_text(json.dumps({"records": [
-        {"symbol": "X", "as_of": "2010-03-31", "reported_at": "2010-04-30", "pe": 10},
-        {"symbol": "X", "as_of": "2010-06-30", "pe": 11},
-    ]}))
+    p.write_text(
+        json.dumps(
+            {
+                "records": [
+                    {"symbol": "X", "as_of": "2010-03-31", "reported_at": "2010-04-30", "pe": 10},
+                    {"symbol": "X", "as_of": "2010-06-30", "pe": 11},
+                ]
+            }
+        )
+    )
     with pytest.raises(DataError) as e:
         load_fundamentals(p)
     msg = str(e.value)
     assert "\n" not in msg and str(p) in msg and "record 2 (X, as_of 2010-06-30)" in msg and "reported_at" in msg
     p.write_text(json.dumps({"records": [{"symbol": "X", "as_of": "2010-06-30", "reported_at": "2010-05-01"}]}))
-    with pytest.raises(DataError, match=r"record 1 \(X, as_of 2010-06-30\): reported_at 2010-05-01 is before the period end"):
+    with pytest.raises(
+        DataError, match=r"record 1 \(X, as_of 2010-06-30\): reported_at 2010-05-01 is before the period end"
+    ):
         load_fundamentals(p)
     p.write_text(json.dumps({"records": [{"symbol": "X", "as_of": "2010-06-30", "reported_at": "soon"}]}))
-    with pytest.raises(DataError, match=r"record 1 \(X, as_of 2010-06-30\), field 'reported_at': unparseable date 'soon'"):
+    with pytest.raises(
+        DataError, match=r"record 1 \(X, as_of 2010-06-30\), field 'reported_at': unparseable date 'soon'"
+    ):
         load_fundamentals(p)
 
 

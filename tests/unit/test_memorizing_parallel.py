@@ -1,5 +1,6 @@
 """MEMORIZING with a networked model: each closed position's review and the cycle's summary are asked at once
 (one call deep on the critical path), with the same contract as asked one after another; the replay verifies."""
+
 from __future__ import annotations
 
 import sys
@@ -11,9 +12,9 @@ from pathlib import Path
 from agent.config import AgentConfig
 from agent.offline_model import OfflineChatModel
 from database.connection import connect
-from graph.services.replay.session import verify_session
 from graph.machine.runner import run_state_machine
 from graph.machine.runtime import default_runtime
+from graph.services.replay.session import verify_session
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from critical_path import critical_path
@@ -59,10 +60,16 @@ def _session(networked: bool):
 def test_reviews_and_summary_are_asked_at_once_with_a_networked_model():
     store, out, peak = _session(networked=True)
     _, inline, inline_peak = _session(networked=False)
-    memorizing = [e for e in store.events.read(out.session_id, cycle_id=out.cycle_id)
-                  if e["kind"] == "llm_request" and e["state"] == "MEMORIZING"]
-    assert sorted(e["payload"]["structured_output"] for e in memorizing) == ["AgentMemory", "TradeReview",
-                                                                             "TradeReview"]
+    memorizing = [
+        e
+        for e in store.events.read(out.session_id, cycle_id=out.cycle_id)
+        if e["kind"] == "llm_request" and e["state"] == "MEMORIZING"
+    ]
+    assert sorted(e["payload"]["structured_output"] for e in memorizing) == [
+        "AgentMemory",
+        "TradeReview",
+        "TradeReview",
+    ]
     assert peak["MEMORIZING"] == 3 and inline_peak["MEMORIZING"] == 1
     assert critical_path(store.events.read(out.session_id, cycle_id=out.cycle_id))["MEMORIZING"] == 1
     # the same reviews, in the order of the closed positions, and the same memory as asked one after another

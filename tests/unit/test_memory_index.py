@@ -1,5 +1,6 @@
 """HybridIndex: the filters, the relevance floor, BM25 and dense ranks fused by RRF (k = 60), point in time in
 the ranking too, determinism; the tokenizer and the hashed vector it rests on."""
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,9 @@ from schemas.memory import MemoryRecord
 
 
 def rec(mid, text, symbol="AAPL", known="2012-01-02", session="s1", **kw):
-    return MemoryRecord(memory_id=mid, kind="review", symbol=symbol, known_at=known, session_id=session, text=text,
-                        **kw)
+    return MemoryRecord(
+        memory_id=mid, kind="review", symbol=symbol, known_at=known, session_id=session, text=text, **kw
+    )
 
 
 CORPUS = [
@@ -44,25 +46,41 @@ class Table(Embeddings):
 
 
 def test_rrf_arithmetic_on_ranks_worked_out_by_hand():
-    docs = [rec("x", "stop stop"), rec("y", "stop loss target"), rec("z", "stop loss target win uptrend"),
-            rec("w", "horizon flat")]
+    docs = [
+        rec("x", "stop stop"),
+        rec("y", "stop loss target"),
+        rec("z", "stop loss target win uptrend"),
+        rec("w", "horizon flat"),
+    ]
     # BM25 for the one-word query "stop" (same idf for all three): x has two hits in two words, y one in three,
     # z one in five, so x > y > z. Dense, by hand: cosine with (1, 0) is 1 for y, 0.6 for z, 0.1 for x.
-    model = Table({"stop stop": [0.1, 0.995], "stop loss target": [2.0, 0.0],
-                   "stop loss target win uptrend": [0.6, 0.8], "horizon flat": [1.0, 0.0]})
+    model = Table(
+        {
+            "stop stop": [0.1, 0.995],
+            "stop loss target": [2.0, 0.0],
+            "stop loss target win uptrend": [0.6, 0.8],
+            "horizon flat": [1.0, 0.0],
+        }
+    )
     index = HybridIndex(embeddings=model)
     index.add(docs)
     hits = index.search("stop", symbol="AAPL", before=None, k=10)
     got = {h.memory_id: (h.bm25_rank, h.dense_rank, h.score) for h in hits}
-    assert got == {"x": (1, 3, round(1 / 61 + 1 / 63, 8)), "y": (2, 1, round(1 / 62 + 1 / 61, 8)),
-                   "z": (3, 2, round(1 / 63 + 1 / 62, 8))}
+    assert got == {
+        "x": (1, 3, round(1 / 61 + 1 / 63, 8)),
+        "y": (2, 1, round(1 / 62 + 1 / 61, 8)),
+        "z": (3, 2, round(1 / 63 + 1 / 62, 8)),
+    }
     # w shares no word with the query: the best dense vector of all, yet the floor keeps it out
     assert [h.memory_id for h in hits] == ["y", "x", "z"]
     assert HybridIndex(embeddings=model).search("stop", symbol="AAPL", before=None) == []  # empty index
     small = HybridIndex(embeddings=model, k_rrf=1)
     small.add(docs)
     assert {h.memory_id: h.score for h in small.search("stop", symbol="AAPL", before=None, k=10)} == {
-        "x": round(1 / 2 + 1 / 4, 8), "y": round(1 / 3 + 1 / 2, 8), "z": round(1 / 4 + 1 / 3, 8)}
+        "x": round(1 / 2 + 1 / 4, 8),
+        "y": round(1 / 3 + 1 / 2, 8),
+        "z": round(1 / 4 + 1 / 3, 8),
+    }
 
 
 def test_bm25_ranks_are_bm25s_own_order_over_the_visible_records():
@@ -107,8 +125,15 @@ def test_symbol_point_in_time_session_and_k():
 
 def _noisy(rng, n, known, prefix, words=None):
     vocab = "stop target uptrend downtrend rsi_overbought rsi_oversold loss win high_volatility wait size".split()
-    return [rec(f"{prefix}{i}", " ".join(rng.choice(vocab) for _ in range(words or rng.randint(3, 12))),
-                known=known(i), session=f"s{i % 3}") for i in range(n)]
+    return [
+        rec(
+            f"{prefix}{i}",
+            " ".join(rng.choice(vocab) for _ in range(words or rng.randint(3, 12))),
+            known=known(i),
+            session=f"s{i % 3}",
+        )
+        for i in range(n)
+    ]
 
 
 def test_memories_known_later_change_no_rank_and_no_score():
@@ -129,8 +154,9 @@ def test_memories_known_later_change_no_rank_and_no_score():
     other = HybridIndex()
     other.add([r for r in past if r.session_id == "s1"])
     for q in queries:
-        assert other.search(q, symbol="AAPL", before=None, k=5) == clean.search(q, symbol="AAPL", before=None,
-                                                                              session_id="s1", k=5)
+        assert other.search(q, symbol="AAPL", before=None, k=5) == clean.search(
+            q, symbol="AAPL", before=None, session_id="s1", k=5
+        )
 
 
 def test_insertion_order_changes_nothing():
@@ -182,14 +208,26 @@ def test_an_embeddings_object_replaces_the_hashed_vector():
 
 
 def test_tokens_and_the_hashed_vector_are_deterministic():
-    assert tokenize("AAPL: the RSI_overbought, above SMA50; stop-hit!") == ["aapl", "rsi_overbought", "above",
-                                                                            "sma50", "stop", "hit"]
+    assert tokenize("AAPL: the RSI_overbought, above SMA50; stop-hit!") == [
+        "aapl",
+        "rsi_overbought",
+        "above",
+        "sma50",
+        "stop",
+        "hit",
+    ]
     emb = HashedEmbeddings(dim=64)
     v = np.array(emb.embed_query("uptrend rsi_overbought stop hit"))
     assert v.shape == (64,) and np.linalg.norm(v) == pytest.approx(1.0)
     assert emb.embed_documents(["the of"]) == [[0.0] * 64]
     # blake2b, not Python's salted hash(): another process with another hash seed gets the same vector
     code = "from agent.memory import HashedEmbeddings; print(HashedEmbeddings(64).embed_query('uptrend rsi_overbought stop hit'))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONHASHSEED": "12345"}, cwd=os.getcwd()).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "12345"},
+        cwd=os.getcwd(),
+    ).stdout
     assert np.allclose(eval(out), v)

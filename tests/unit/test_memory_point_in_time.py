@@ -1,14 +1,15 @@
 """Point in time, across runs: a cycle at date t recalls only memories known before t. Lessons planted at and
 after t (the look-ahead perturbation) change nothing decided up to t, and a rerun of a backtest in the same
 store never recalls what the first run learned later than the date it is deciding."""
+
 from __future__ import annotations
 
 import uuid
 
 from agent.config import AgentConfig
 from database import connect
-from graph.services.backtest.loop import load_logs, run_backtest
 from graph.machine.runtime import default_runtime
+from graph.services.backtest.loop import load_logs, run_backtest
 from schemas.memory import MemoryRecord
 from schemas.simulation import EpisodeConfig
 
@@ -16,22 +17,46 @@ TICKERS = ["AAPL", "MSFT"]
 T = "2011-02-15"
 START, END = "2011-02-09", "2011-02-17"
 # every regime word and every agent's words: a planted note shares terms with any query
-LOUD = ("LONG setup uptrend downtrend above_sma50 below_sma50 rsi_overbought rsi_oversold rsi_neutral "
-        "macd_positive macd_negative high_volatility normal_volatility low_volatility chart trend momentum news "
-        "headline sentiment valuation fundamentals indicators long win target loss stop falsified conviction horizon")
+LOUD = (
+    "LONG setup uptrend downtrend above_sma50 below_sma50 rsi_overbought rsi_oversold rsi_neutral "
+    "macd_positive macd_negative high_volatility normal_volatility low_volatility chart trend momentum news "
+    "headline sentiment valuation fundamentals indicators long win target loss stop falsified conviction horizon"
+)
 
 
 def _planted(symbols, dates) -> list[MemoryRecord]:
-    return [MemoryRecord(memory_id=f"future:{s}:{d}:{i}", kind="review", symbol=s, direction="LONG", outcome="loss",
-                         signal="Falsified", known_at=d, session_id="elsewhere", text=f"{s} {LOUD} lesson {i}")
-            for s in symbols for d in dates for i in range(3)]
+    return [
+        MemoryRecord(
+            memory_id=f"future:{s}:{d}:{i}",
+            kind="review",
+            symbol=s,
+            direction="LONG",
+            outcome="loss",
+            signal="Falsified",
+            known_at=d,
+            session_id="elsewhere",
+            text=f"{s} {LOUD} lesson {i}",
+        )
+        for s in symbols
+        for d in dates
+        for i in range(3)
+    ]
 
 
 def _run(tmp_path, store, name, run_id):
-    cfg = EpisodeConfig(episode_id=run_id, tickers=TICKERS, initial_cash=100_000.0, start=START, end=END, every=1,
-                        bars_in_case=5, memory="on")
-    run_backtest(cfg, store, progress=False, runtime=default_runtime(AgentConfig()), out_dir=tmp_path / name,
-                 run_id=run_id)
+    cfg = EpisodeConfig(
+        episode_id=run_id,
+        tickers=TICKERS,
+        initial_cash=100_000.0,
+        start=START,
+        end=END,
+        every=1,
+        bars_in_case=5,
+        memory="on",
+    )
+    run_backtest(
+        cfg, store, progress=False, runtime=default_runtime(AgentConfig()), out_dir=tmp_path / name, run_id=run_id
+    )
     return load_logs(tmp_path / name / run_id / "episode_log.jsonl")
 
 
@@ -75,8 +100,9 @@ def test_a_rerun_never_recalls_the_first_runs_later_lessons(tmp_path):
     _run(tmp_path, store, "second", "run2")
     checked = 0
     for cycle_id, seen in _seen(store, "bt-run2").items():
-        as_of = next(e for e in store.events.read("bt-run2", kind="manifest") if e["cycle_id"] == cycle_id)[
-            "payload"]["inputs"]["as_of"]
+        as_of = next(e for e in store.events.read("bt-run2", kind="manifest") if e["cycle_id"] == cycle_id)["payload"][
+            "inputs"
+        ]["as_of"]
         for r in seen["retrievals"]:
             assert r["filter"]["known_before"] == as_of
             for h in r["hits"]:

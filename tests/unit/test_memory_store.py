@@ -1,5 +1,6 @@
 """The `memories` collection on every backend: a memory id is written once (racing writers too), listing is
 point in time, forgetting needs a filter, and the revision tells a cached index when to reload."""
+
 from __future__ import annotations
 
 import threading
@@ -30,8 +31,12 @@ def test_add_once_list_and_forget(store):
 def test_listing_filters_sorts_and_returns_bare_records(store):
     m = store.memories
     m.ensure_indexes()
-    for r in (rec("z", known="2012-01-05"), rec("y", known="2012-01-05", kind="cycle"), rec("x", known="2012-01-09"),
-              rec("w", known="2012-01-01", symbol="MSFT", kind="cycle")):
+    for r in (
+        rec("z", known="2012-01-05"),
+        rec("y", known="2012-01-05", kind="cycle"),
+        rec("x", known="2012-01-09"),
+        rec("w", known="2012-01-01", symbol="MSFT", kind="cycle"),
+    ):
         assert m.add(r)
     assert [r.memory_id for r in m.list()] == ["w", "y", "z", "x"]  # known_at, then id
     assert [r.memory_id for r in m.list(kind="cycle")] == ["w", "y"]

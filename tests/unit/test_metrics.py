@@ -1,4 +1,5 @@
 """agent.metrics against values computed by hand on tiny series."""
+
 from __future__ import annotations
 
 import math
@@ -20,7 +21,7 @@ def test_returns():
     # 3 periods, 3 periods a year -> annualised == total
     assert m.annualised_return(EQ, periods_per_year=3) == pytest.approx(0.21)
     # 3 periods, 252 a year: 1.21 ** 84 - 1
-    assert m.annualised_return(EQ) == pytest.approx(1.21 ** 84 - 1)
+    assert m.annualised_return(EQ) == pytest.approx(1.21**84 - 1)
     assert m.total_return([5.0]) == 0.0
 
 
@@ -51,7 +52,14 @@ def test_drawdown_and_calmar():
 
 TRADES = [
     {"symbol": "A", "side": "BUY", "quantity": 10, "price": 10.0, "fees": 1.0, "notional": 100.0},
-    {"symbol": "A", "side": "SELL", "quantity": 5, "price": 12.0, "fees": 1.0, "notional": 60.0},  # (12-10.1)*5-1 = +8.5
+    {
+        "symbol": "A",
+        "side": "SELL",
+        "quantity": 5,
+        "price": 12.0,
+        "fees": 1.0,
+        "notional": 60.0,
+    },  # (12-10.1)*5-1 = +8.5
     {"symbol": "A", "side": "SELL", "quantity": 5, "price": 9.0, "fees": 0.0, "notional": 45.0},  # (9-10.1)*5 = -5.5
 ]
 

@@ -1,6 +1,7 @@
 """A symbol with no bar on a day (StockBench: 16 of 20 symbols lack 2025-02-11..02-19): it cannot trade that day,
 is never filled at a stale price, a held position is valued at its last close, and the gap shows in the Case, the
 scan and the next bundle. A standalone run on such a day is refused, naming the nearest bars."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -9,9 +10,9 @@ import pytest
 from agent.config import AgentConfig, RiskLimits
 from agent.data.market import MarketData
 from agent.markets import trading_days
-from graph.services.backtest.loop import decision_dates, load_logs, run_backtest
 from graph.machine.runner import InputError, run_state_machine
 from graph.machine.runtime import default_runtime
+from graph.services.backtest.loop import decision_dates, load_logs, run_backtest
 from schemas.simulation import EpisodeConfig
 from tests.helpers import mock_store
 from tests.unit.synthetic_prices import write_prices
@@ -23,26 +24,49 @@ RISK = RiskLimits(max_notional_pct=30.0, exposure_cap_pct=100.0)
 
 @pytest.fixture(scope="module")
 def gapped(tmp_path_factory) -> MarketData:
-    return write_prices(tmp_path_factory.mktemp("gap") / "prices.csv", ["GAP", "UPA", "UPB"], "2024-01-02",
-                        "2024-12-31", gaps={"GAP": set(GAP)})
+    return write_prices(
+        tmp_path_factory.mktemp("gap") / "prices.csv",
+        ["GAP", "UPA", "UPB"],
+        "2024-01-02",
+        "2024-12-31",
+        gaps={"GAP": set(GAP)},
+    )
 
 
 @pytest.mark.parametrize("decide_at", ["open", "close"])
 def test_a_symbol_without_a_bar_sits_the_day_out_valued_at_its_last_close(tmp_path, gapped, decide_at):
     store = mock_store()
     # from a week before the gap (the agent buys GAP) to the first session after it, the last one checked
-    cfg = EpisodeConfig(episode_id="gap", tickers=["GAP", "UPA", "UPB"], initial_cash=100_000.0, start="2024-11-04",
-                        end=AFTER_GAP, every=1, bars_in_case=5, decide_at=decide_at)
-    res = run_backtest(cfg, store, progress=False, runtime=default_runtime(AgentConfig(risk=RISK), market=gapped),
-                       out_dir=tmp_path, run_id="gap")
+    cfg = EpisodeConfig(
+        episode_id="gap",
+        tickers=["GAP", "UPA", "UPB"],
+        initial_cash=100_000.0,
+        start="2024-11-04",
+        end=AFTER_GAP,
+        every=1,
+        bars_in_case=5,
+        decide_at=decide_at,
+    )
+    res = run_backtest(
+        cfg,
+        store,
+        progress=False,
+        runtime=default_runtime(AgentConfig(risk=RISK), market=gapped),
+        out_dir=tmp_path,
+        run_id="gap",
+    )
     logs = {lg.date: lg for lg in load_logs(tmp_path / "gap" / "episode_log.jsonl")}
     assert set(GAP) <= set(logs) and res.cycle_statuses == {"completed": len(logs)}  # the other tickers still trade
     last_close = float(gapped.bars("GAP", BEFORE_GAP, BEFORE_GAP).close.iloc[0])
     assert logs[GAP[0]].portfolio_before.quantity("GAP") > 0, "the offline agent holds GAP into the gap"
-    manifests = {e["payload"]["inputs"]["as_of"]: e["payload"]["inputs"]
-                 for e in store.events.read("bt-gap", kind="manifest")}
-    scans = {e["payload"]["data"]["as_of"]: e["payload"]["data"]
-             for e in store.events.read("bt-gap", kind="contract") if e["state"] == "SCANNING"}
+    manifests = {
+        e["payload"]["inputs"]["as_of"]: e["payload"]["inputs"] for e in store.events.read("bt-gap", kind="manifest")
+    }
+    scans = {
+        e["payload"]["data"]["as_of"]: e["payload"]["data"]
+        for e in store.events.read("bt-gap", kind="contract")
+        if e["state"] == "SCANNING"
+    }
     for day in GAP:
         lg = logs[day]
         assert "GAP" not in manifests[day]["symbols"] and "GAP" not in manifests[day]["case"]["tickers"]
@@ -68,10 +92,15 @@ def test_a_symbol_without_a_bar_sits_the_day_out_valued_at_its_last_close(tmp_pa
 def test_a_standalone_run_on_a_missing_bar_is_refused_naming_the_nearest_bars(gapped):
     store = mock_store()
     for decide_at in ("open", "close"):
-        with pytest.raises(InputError, match=f"no GAP bar on {GAP[1]}.*nearest bars {BEFORE_GAP} before, "
-                                             f"{AFTER_GAP} after"):
-            run_state_machine(["GAP", "UPA"], GAP[1], store=store,
-                      runtime=default_runtime(AgentConfig(decide_at=decide_at), market=gapped))
+        with pytest.raises(
+            InputError, match=f"no GAP bar on {GAP[1]}.*nearest bars {BEFORE_GAP} before, {AFTER_GAP} after"
+        ):
+            run_state_machine(
+                ["GAP", "UPA"],
+                GAP[1],
+                store=store,
+                runtime=default_runtime(AgentConfig(decide_at=decide_at), market=gapped),
+            )
 
 
 def test_decision_dates_are_sessions_on_which_any_ticker_can_trade():

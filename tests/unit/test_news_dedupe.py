@@ -1,6 +1,7 @@
 """De-duplication keeps exactly what comparing every pair keeps (agent/features/dedupe.py): the bounds it skips
 comparisons with are necessary conditions, so no near-duplicate is missed and none is invented. Checked here on
 strings built to sit at the thresholds; on StockBench's real headlines in test_stockbench_news.py."""
+
 from __future__ import annotations
 
 import difflib
@@ -8,8 +9,15 @@ import random
 
 import pytest
 
-from agent.features.dedupe import (DIFFLIB_DUP, Deduper, _bigram_bound, full_scan, is_near_duplicate, same_story,
-                                   story_of)
+from agent.features.dedupe import (
+    DIFFLIB_DUP,
+    Deduper,
+    _bigram_bound,
+    full_scan,
+    is_near_duplicate,
+    same_story,
+    story_of,
+)
 from agent.features.news import news_features, normalise_text
 
 BASE = [  # real StockBench headlines (AAPL, AXP, BA, CRM, HON, 2025), normalised below
@@ -36,7 +44,7 @@ def _edit(rng: random.Random, text: str) -> str:
         kind = rng.randrange(5)
         if kind == 0 and text:  # a character replaced, dropped or added
             i = rng.randrange(len(text))
-            text = text[:i] + rng.choice(["", rng.choice("abcdefghij0123 "), text[i] * 2]) + text[i + 1:]
+            text = text[:i] + rng.choice(["", rng.choice("abcdefghij0123 "), text[i] * 2]) + text[i + 1 :]
             words = text.split()
         elif kind == 1 and len(words) > 1:  # two words swapped
             i = rng.randrange(len(words) - 1)
@@ -64,7 +72,7 @@ def test_the_index_keeps_what_the_full_comparison_keeps_near_the_thresholds():
         rng.shuffle(norms)
         assert fast(norms) == full_scan(norms)
         for i, a in enumerate(norms):  # the test's reach: pairs on both sides of the character threshold
-            for b in norms[i + 1:]:
+            for b in norms[i + 1 :]:
                 if a != b:
                     r = difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
                     above += DIFFLIB_DUP <= r < 1
@@ -98,13 +106,20 @@ def test_same_story_is_the_definition():
 
 def test_the_same_id_or_url_is_one_item_whatever_its_headline():
     def item(hour, headline, **ids):
-        return {"symbol": "AAPL", "published_at": f"2025-03-03T{hour}:00:00Z", "source": "Yahoo",
-                "headline": headline, **ids}
+        return {
+            "symbol": "AAPL",
+            "published_at": f"2025-03-03T{hour}:00:00Z",
+            "source": "Yahoo",
+            "headline": headline,
+            **ids,
+        }
 
-    items = [item(10, "Apple: $500 Billion Problem", url="https://x/1", id="7"),
-             item(11, "Apple faces a $500 billion problem, analysts say", url="https://x/1"),  # the same link
-             item(12, "Apple Q1 sales beat", id="7"),  # the same feed id
-             item(13, "Apple Q1 sales beat", id="8")]  # a new id, but the same story as nothing kept: kept
+    items = [
+        item(10, "Apple: $500 Billion Problem", url="https://x/1", id="7"),
+        item(11, "Apple faces a $500 billion problem, analysts say", url="https://x/1"),  # the same link
+        item(12, "Apple Q1 sales beat", id="7"),  # the same feed id
+        item(13, "Apple Q1 sales beat", id="8"),
+    ]  # a new id, but the same story as nothing kept: kept
     nf = news_features(items, "2025-03-04")
     assert (nf.unique_count, nf.duplicates_removed) == (2, 2)
     assert [i.headline for i in nf.items] == ["Apple Q1 sales beat", "Apple: $500 Billion Problem"]
@@ -112,8 +127,10 @@ def test_the_same_id_or_url_is_one_item_whatever_its_headline():
 
 @pytest.mark.parametrize("n", [1, 6, 7])
 def test_a_bundle_carries_the_newest_unique_items_and_counts_them_all(n):
-    items = [{"symbol": "AAPL", "published_at": f"2025-03-0{1 + i % 3}T1{i}:00:00Z", "source": "wire",
-              "headline": BASE[i]} for i in range(n)]
+    items = [
+        {"symbol": "AAPL", "published_at": f"2025-03-0{1 + i % 3}T1{i}:00:00Z", "source": "wire", "headline": BASE[i]}
+        for i in range(n)
+    ]
     nf = news_features(items, "2025-03-04")
     assert nf.unique_count == n and len(nf.items) == min(n, 6)
     stamps = [i.published_at for i in nf.items]

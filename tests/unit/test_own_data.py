@@ -2,6 +2,7 @@
 features; a bad file is one line and exit 2, never the bundled data instead; a continued session, a resumed
 backtest and replay --verify read the recorded files without being told again, and a file changed since is a
 reported difference. All in-process, on mongomock, with the shipped fictional ACME example."""
+
 from __future__ import annotations
 
 import hashlib
@@ -14,8 +15,8 @@ import pytest
 
 from agent.data.market import VENDORED_CSV, DataError
 from agent.data.sources import DataFiles, Unavailable, load_file
-from graph.transports.cli.main import main
 from graph.machine.manifest import recorded_sources
+from graph.transports.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 ACME_CSV = ROOT / "docs" / "examples" / "acme.csv"
@@ -70,8 +71,14 @@ def test_a_changed_file_is_a_reported_hash_difference_and_never_read(env, capsys
     now = hashlib.sha256(acme.read_bytes()).hexdigest()
     assert main(["replay", session, "--verify", "--db", db]) == 0  # the recording is the truth: contracts identical
     out = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
-    assert "IDENTICAL" in out and (f"data source market.sha256: content hash differs: {acme.resolve()} changed since "
-                                   f"the run (recorded {recorded[:12]}…, now {now[:12]}…)") in out
+    assert (
+        "IDENTICAL" in out
+        and (
+            f"data source market.sha256: content hash differs: {acme.resolve()} changed since "
+            f"the run (recorded {recorded[:12]}…, now {now[:12]}…)"
+        )
+        in out
+    )
     # the replay's runtime holds no data for it: reading it fails naming why, instead of reading today's file
     sources, lines = recorded_sources(_manifests(db, session)[0]["data"])
     assert isinstance(sources["market"], Unavailable) and len(lines) == 1
@@ -85,14 +92,31 @@ def test_a_changed_file_is_a_reported_hash_difference_and_never_read(env, capsys
     out = " ".join(capsys.readouterr().out.split())
     assert f"data source market.source: recorded file {acme.resolve()} is missing" in out
     assert main(["run", "--symbols", "ACME", "--as-of", "2025-01-02", "--session", session, "--db", db]) == 2
-    assert capsys.readouterr().err.strip() == (f"tradegraph: error: prices (as session '{session}' read it): "
-                                               f"{acme.resolve()}: file not found")
+    assert capsys.readouterr().err.strip() == (
+        f"tradegraph: error: prices (as session '{session}' read it): {acme.resolve()}: file not found"
+    )
 
 
 def test_a_backtest_on_your_own_prices_verifies_and_resumes_only_on_its_file(env, tmp_path, capsys):
     acme, db = env
-    args = ["backtest", "--symbols", "ACME", "--start", "2024-01-02", "--end", "2024-02-15", "--every", "5",
-            "--run-id", "acme-bt", "--json", "--db", db, "--out", str(tmp_path / "exp")]
+    args = [
+        "backtest",
+        "--symbols",
+        "ACME",
+        "--start",
+        "2024-01-02",
+        "--end",
+        "2024-02-15",
+        "--every",
+        "5",
+        "--run-id",
+        "acme-bt",
+        "--json",
+        "--db",
+        db,
+        "--out",
+        str(tmp_path / "exp"),
+    ]
     assert main([*args, "--prices", str(acme)]) == 0
     result = _json(capsys)
     assert result["decision_points"] == 7 and result["actions"].get("failed", 0) == 0
@@ -111,7 +135,8 @@ def test_a_backtest_on_your_own_prices_verifies_and_resumes_only_on_its_file(env
     assert main([*args, "--prices", str(other)]) == 2
     assert capsys.readouterr().err.strip() == (
         f"tradegraph: error: run 'acme-bt' was run on prices {acme.resolve()}, not {other.resolve()}: resume it "
-        f"without --prices (or with the same file), or start a new run id")
+        f"without --prices (or with the same file), or start a new run id"
+    )
 
 
 def test_tradegraph_toml_from_the_directory_or_the_env_and_flags_win(env, tmp_path, monkeypatch, capsys):
@@ -134,8 +159,10 @@ def test_tradegraph_toml_from_the_directory_or_the_env_and_flags_win(env, tmp_pa
     assert main(["features", "ZZZ", "--as-of", "2024-03-01", "--prices", str(zzz), "--json"]) == 0
     assert _json(capsys)["symbol"] == "ZZZ"
     assert main(["features", "ZZZ", "--as-of", "2024-03-01"]) == 2
-    assert capsys.readouterr().err.strip() == (f"tradegraph: error: unknown symbol 'ZZZ' (known: ACME) in prices file "
-                                               f"{(project / 'data' / 'acme.csv').resolve()}")
+    assert capsys.readouterr().err.strip() == (
+        f"tradegraph: error: unknown symbol 'ZZZ' (known: ACME) in prices file "
+        f"{(project / 'data' / 'acme.csv').resolve()}"
+    )
 
 
 def _bad_file(kind: str, d: Path) -> tuple[Path, str]:
@@ -155,11 +182,15 @@ def _write(p: Path, text: str) -> Path:
     return p
 
 
-@pytest.mark.parametrize("command", [
-    ["run", "--symbols", "AAPL", "--as-of", "2012-06-01"],
-    ["backtest", "--symbols", "AAPL", "--start", "2012-06-01", "--end", "2012-06-29"],
-    ["features", "AAPL", "--as-of", "2012-06-01"],
-], ids=["run", "backtest", "features"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "--symbols", "AAPL", "--as-of", "2012-06-01"],
+        ["backtest", "--symbols", "AAPL", "--start", "2012-06-01", "--end", "2012-06-29"],
+        ["features", "AAPL", "--as-of", "2012-06-01"],
+    ],
+    ids=["run", "backtest", "features"],
+)
 @pytest.mark.parametrize("bad", ["missing", "a folder", "malformed"])
 def test_a_bad_file_is_one_line_naming_the_flag_and_exit_2_never_the_bundled_data(env, tmp_path, capsys, command, bad):
     path, why = _bad_file(bad, tmp_path)
@@ -170,16 +201,25 @@ def test_a_bad_file_is_one_line_naming_the_flag_and_exit_2_never_the_bundled_dat
     assert err == f"tradegraph: error: --prices {path}: {path.resolve()}: {why}\n"
 
 
-@pytest.mark.parametrize("toml,line", [
-    ('[data]\nprices = "nope.csv"\n', "tradegraph.toml [data] prices = 'nope.csv': {d}/nope.csv: file not found"),
-    ('[data]\nprice = "acme.csv"\n', "tradegraph.toml: [data] price: unknown key (known: prices, news, fundamentals, "
-                                     "stockbench)"),
-    ('[data]\nprices = 3\n', "tradegraph.toml: [data] prices = 3: expected a file path"),
-    ('[data\nprices = "acme.csv"\n', "tradegraph.toml: invalid TOML: Expected ']' at the end of a table declaration "
-                                     "(at line 1, column 6)"),
-    ('[data]\nnews = "acme.csv"\n', "tradegraph.toml [data] news = 'acme.csv': {d}/acme.csv: line 1: invalid JSON "
-                                    "(Expecting value)"),
-])
+@pytest.mark.parametrize(
+    "toml,line",
+    [
+        ('[data]\nprices = "nope.csv"\n', "tradegraph.toml [data] prices = 'nope.csv': {d}/nope.csv: file not found"),
+        (
+            '[data]\nprice = "acme.csv"\n',
+            "tradegraph.toml: [data] price: unknown key (known: prices, news, fundamentals, stockbench)",
+        ),
+        ("[data]\nprices = 3\n", "tradegraph.toml: [data] prices = 3: expected a file path"),
+        (
+            '[data\nprices = "acme.csv"\n',
+            "tradegraph.toml: invalid TOML: Expected ']' at the end of a table declaration (at line 1, column 6)",
+        ),
+        (
+            '[data]\nnews = "acme.csv"\n',
+            "tradegraph.toml [data] news = 'acme.csv': {d}/acme.csv: line 1: invalid JSON (Expecting value)",
+        ),
+    ],
+)
 def test_a_bad_toml_entry_is_one_line_naming_the_key(env, tmp_path, capsys, toml, line):
     (tmp_path / "tradegraph.toml").write_text(toml)
     assert main(["features", "AAPL", "--as-of", "2012-06-01"]) == 2
@@ -197,22 +237,65 @@ def test_unknown_symbol_names_the_data_file_searched(env, capsys):
     assert main(["run", "--symbols", "ACME", "--as-of", "2012-06-01", "--db", db]) == 2
     assert capsys.readouterr().err.strip() == (
         f"tradegraph: error: unknown symbol 'ACME' (known: AAPL, FB, GOOG, IBM, MSFT) in the bundled sample prices "
-        f"{VENDORED_CSV} (your own prices: docs/own-data.md)")
-    assert main(["backtest", "--symbols", "ACMX", "--start", "2024-01-02", "--end", "2024-02-15", "--db", db,
-                 "--prices", str(acme)]) == 2
-    assert capsys.readouterr().err.strip() == (f"tradegraph: error: unknown symbol 'ACMX' (known: ACME) in prices "
-                                               f"file {acme.resolve()}")
+        f"{VENDORED_CSV} (your own prices: docs/own-data.md)"
+    )
+    assert (
+        main(
+            [
+                "backtest",
+                "--symbols",
+                "ACMX",
+                "--start",
+                "2024-01-02",
+                "--end",
+                "2024-02-15",
+                "--db",
+                db,
+                "--prices",
+                str(acme),
+            ]
+        )
+        == 2
+    )
+    assert capsys.readouterr().err.strip() == (
+        f"tradegraph: error: unknown symbol 'ACMX' (known: ACME) in prices file {acme.resolve()}"
+    )
 
 
 def test_own_news_and_fundamentals_reach_the_bundle(env, tmp_path, capsys):
     acme, _ = env
-    news = _write(tmp_path / "acme_news.jsonl",
-                  '{"symbol": "ACME", "published_at": "2024-02-20T14:00:00Z", "headline": "Acme wins a big contract"}\n'
-                  '{"symbol": "ACME", "published_at": "2024-03-01T22:00:00Z", "headline": "After the close: not seen"}\n')
-    fundamentals = _write(tmp_path / "acme_fundamentals.json", json.dumps({"source": "mine", "records": [
-        {"symbol": "ACME", "as_of": "2023-12-31", "reported_at": "2024-02-10", "pe": 18.5}]}))
-    assert main(["features", "ACME", "--as-of", "2024-03-01", "--prices", str(acme), "--news", str(news),
-                 "--fundamentals", str(fundamentals), "--json"]) == 0
+    news = _write(
+        tmp_path / "acme_news.jsonl",
+        '{"symbol": "ACME", "published_at": "2024-02-20T14:00:00Z", "headline": "Acme wins a big contract"}\n'
+        '{"symbol": "ACME", "published_at": "2024-03-01T22:00:00Z", "headline": "After the close: not seen"}\n',
+    )
+    fundamentals = _write(
+        tmp_path / "acme_fundamentals.json",
+        json.dumps(
+            {
+                "source": "mine",
+                "records": [{"symbol": "ACME", "as_of": "2023-12-31", "reported_at": "2024-02-10", "pe": 18.5}],
+            }
+        ),
+    )
+    assert (
+        main(
+            [
+                "features",
+                "ACME",
+                "--as-of",
+                "2024-03-01",
+                "--prices",
+                str(acme),
+                "--news",
+                str(news),
+                "--fundamentals",
+                str(fundamentals),
+                "--json",
+            ]
+        )
+        == 0
+    )
     bundle = _json(capsys)
     assert bundle["news"]["unique_count"] == 1 and bundle["fundamentals"]["pe"] == 18.5
     assert bundle["fundamentals"]["source"] == "mine"
@@ -259,13 +342,18 @@ def test_the_data_fields_travel_over_http_and_mcp_like_any_other(env):
     r = http.get("/features/ACME", params={"as_of": "2024-03-01", "prices": str(acme)})
     assert r.status_code == 200 and r.json()["technical"]["close"] == 78.74
     r = http.get("/features/ACME", params={"as_of": "2024-03-01", "prices": str(acme.with_name("gone.csv"))})
-    assert r.status_code == 422 and r.json() == {"error": "bad_input", "field": "prices",
-                                                 "message": f"prices: {acme.with_name('gone.csv')}: file not found"}
+    assert r.status_code == 422 and r.json() == {
+        "error": "bad_input",
+        "field": "prices",
+        "message": f"prices: {acme.with_name('gone.csv')}: file not found",
+    }
     tools = {t.name: t for t in anyio.run(create_server(k).list_tools)}
     for name in ("run_cycle", "start_backtest", "features"):  # the caller is told whose disk the path is on
         props = tools[name].input_schema["properties"]
-        assert all("a path on the machine the kernel runs on" in props[f]["description"]
-                   for f in ("prices", "news", "fundamentals")), name
+        assert all(
+            "a path on the machine the kernel runs on" in props[f]["description"]
+            for f in ("prices", "news", "fundamentals")
+        ), name
 
 
 def test_over_the_network_only_files_in_the_folders_the_server_allows(env, tmp_path):
@@ -286,9 +374,14 @@ def test_over_the_network_only_files_in_the_folders_the_server_allows(env, tmp_p
     for path in (str(acme), "/proc/self/environ", str(allowed / "escape.csv"), "~nosuchuser/x.csv"):
         r = http.post("/cycles", json={"symbols": ["ACME"], "as_of": "2024-03-01", "prices": path})
         assert r.status_code == 403 and r.json() == {
-            "error": "forbidden", "field": "prices", "message": f"prices: reading {path} is refused over http: list "
-                                                                f"its folder in TRADEGRAPH_DATA_DIRS on the server to allow it"}
-    r = http.post("/backtests", json={"symbols": ["ACME"], "start": "2024-01-02", "end": "2024-02-01", "news": str(acme)})
+            "error": "forbidden",
+            "field": "prices",
+            "message": f"prices: reading {path} is refused over http: list "
+            f"its folder in TRADEGRAPH_DATA_DIRS on the server to allow it",
+        }
+    r = http.post(
+        "/backtests", json={"symbols": ["ACME"], "start": "2024-01-02", "end": "2024-02-01", "news": str(acme)}
+    )
     assert r.status_code == 403 and r.json()["field"] == "news"
     # in-process (and on the CLI) the caller already runs code as this user: any path
     assert k.call("features", {"symbol": "ACME", "as_of": "2024-03-01", "prices": str(acme)}).technical.close == 78.74
@@ -297,12 +390,16 @@ def test_over_the_network_only_files_in_the_folders_the_server_allows(env, tmp_p
 def test_every_command_reads_the_config_file_and_the_data_dirs_setting_at_start(env, tmp_path, monkeypatch, capsys):
     (tmp_path / "tradegraph.toml").write_text('[data]\nprices = ["a.csv"]\n')
     assert main(["sessions", "--db", env[1]]) == 2
-    assert capsys.readouterr().err == "tradegraph: error: tradegraph.toml: [data] prices = ['a.csv']: expected a file path\n"
+    assert (
+        capsys.readouterr().err
+        == "tradegraph: error: tradegraph.toml: [data] prices = ['a.csv']: expected a file path\n"
+    )
     (tmp_path / "tradegraph.toml").unlink()
     monkeypatch.setenv("TRADEGRAPH_DATA_DIRS", str(tmp_path / "nowhere"))
     assert main(["sessions", "--db", env[1]]) == 2
-    assert capsys.readouterr().err == (f"tradegraph: error: TRADEGRAPH_DATA_DIRS='{tmp_path / 'nowhere'}': "
-                                       f"'{tmp_path / 'nowhere'}' is not a folder\n")
+    assert capsys.readouterr().err == (
+        f"tradegraph: error: TRADEGRAPH_DATA_DIRS='{tmp_path / 'nowhere'}': '{tmp_path / 'nowhere'}' is not a folder\n"
+    )
 
 
 def test_a_continued_session_keeps_its_files_over_the_projects_toml(env, tmp_path, monkeypatch, capsys):
@@ -319,8 +416,25 @@ def test_a_continued_session_keeps_its_files_over_the_projects_toml(env, tmp_pat
     assert _json(capsys)["contracts"]["SCANNING"]["snapshots"][0]["price"] == 82.2
     # a flag is a decision: it switches the session to that file
     shutil.copy(acme, project / "acme_v2.csv")
-    assert main(["run", "--symbols", "ACME", "--as-of", "2024-03-05", "--session", session, "--prices", "acme_v2.csv",
-                 "--json", "--db", db]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--symbols",
+                "ACME",
+                "--as-of",
+                "2024-03-05",
+                "--session",
+                session,
+                "--prices",
+                "acme_v2.csv",
+                "--json",
+                "--db",
+                db,
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert _manifests(db, session)[-1]["data"]["market"]["source"] == str((project / "acme_v2.csv").resolve())
     # and a new session in the project reads the toml's

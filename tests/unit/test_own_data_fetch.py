@@ -1,6 +1,7 @@
 """`tradegraph data fetch --source yfinance` against recorded Yahoo responses, with no network: yfinance runs for
 real (its HTTP session is the recording, tests/fixtures/recorded_http.py), so its request building, parsing and
 adjustments are exercised; and `tradegraph data check`."""
+
 from __future__ import annotations
 
 import sys
@@ -38,8 +39,15 @@ def test_fetch_writes_the_documented_format_adjusted_like_the_bundled_data(yahoo
     assert yahoo.unrecorded == []
     # yfinance asked Yahoo for exactly the range given: local midnights, the end day included (Yahoo's is exclusive)
     chart = [p for m, u, p in yahoo.asked if u.endswith("/v8/finance/chart/ACME") and "period1" in p]
-    assert chart == [{"period1": "1704171600", "period2": "1706763600", "interval": "1d", "includePrePost": "False",
-                      "events": "div,splits,capitalGains"}]
+    assert chart == [
+        {
+            "period1": "1704171600",
+            "period2": "1706763600",
+            "interval": "1d",
+            "includePrePost": "False",
+            "events": "div,splits,capitalGains",
+        }
+    ]
     raw = pd.read_parquet(out)
     assert list(raw.columns) == ["symbol", "date", "open", "high", "low", "close", "volume", "adj_close"]
     # 21 sessions recorded: the all-null one dropped by yfinance, the one without a close by us, and said so
@@ -71,8 +79,10 @@ def test_an_unknown_symbol_is_one_line_exit_2(yahoo, tmp_path, capsys):
     out = tmp_path / "nope.parquet"
     assert main([*FETCH[:5], "NOPE", *FETCH[6:], "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.strip() == ("tradegraph: error: yfinance: no daily bars for NOPE in 2024-01-02..2024-01-31: Yahoo does "
-                           "not know the symbol (HTTP 404)")
+    assert err.strip() == (
+        "tradegraph: error: yfinance: no daily bars for NOPE in 2024-01-02..2024-01-31: Yahoo does "
+        "not know the symbol (HTTP 404)"
+    )
     assert not out.exists() and not list(tmp_path.glob(".part-*"))
 
 
@@ -86,15 +96,19 @@ def test_no_answer_is_a_failure_not_bad_input(yahoo, tmp_path, capsys):
 def test_without_yfinance_exit_2_names_the_extra(monkeypatch, tmp_path, capsys):
     monkeypatch.setitem(sys.modules, "yfinance", None)  # what `import yfinance` does when it is not installed
     assert main([*FETCH, "--out", str(tmp_path / "a.parquet")]) == 2
-    assert capsys.readouterr().err.strip() == ("tradegraph: error: --source yfinance needs the 'data' extra: "
-                                               "pip install 'tradegraph[data]'")
+    assert capsys.readouterr().err.strip() == (
+        "tradegraph: error: --source yfinance needs the 'data' extra: pip install 'tradegraph[data]'"
+    )
 
 
-@pytest.mark.parametrize("change,line", [
-    (["--out", "acme.xlsx"], "--out acme.xlsx: unsupported file type (use .parquet, .pq, .csv or .csv.gz)"),
-    (["--start", "2024-02-30"], "--start: malformed date '2024-02-30' (expected YYYY-MM-DD)"),
-    (["--start", "2024-02-01"], "--start 2024-02-01 is after --end 2024-01-31"),
-])
+@pytest.mark.parametrize(
+    "change,line",
+    [
+        (["--out", "acme.xlsx"], "--out acme.xlsx: unsupported file type (use .parquet, .pq, .csv or .csv.gz)"),
+        (["--start", "2024-02-30"], "--start: malformed date '2024-02-30' (expected YYYY-MM-DD)"),
+        (["--start", "2024-02-01"], "--start 2024-02-01 is after --end 2024-01-31"),
+    ],
+)
 def test_bad_flags_exit_2_before_any_request(yahoo, capsys, change, line):
     argv = [*FETCH, "--out", "acme.parquet"]
     flag = change[0]
@@ -112,13 +126,18 @@ def test_check_prints_symbols_ranges_and_calendar_gaps(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines() == [
         f"prices {f}: 1 symbol(s)",
         "  ZZ            5 bars 2024-07-01..2024-07-08; us_equity: 1 bar(s) on closed days (first 2024-07-04), "
-        "1 session(s) without a bar (first 2024-07-05)"]
+        "1 session(s) without a bar (first 2024-07-05)",
+    ]
     news = tmp_path / "n.jsonl"
-    news.write_text('{"symbol": "ZZ", "published_at": "2024-07-02", "headline": "a"}\n'
-                    '{"symbol": "ZZ", "published_at": "2024-07-08T13:00:00Z", "headline": "b"}\n')
+    news.write_text(
+        '{"symbol": "ZZ", "published_at": "2024-07-02", "headline": "a"}\n'
+        '{"symbol": "ZZ", "published_at": "2024-07-08T13:00:00Z", "headline": "b"}\n'
+    )
     assert main(["data", "check", str(news)]) == 0
-    assert capsys.readouterr().out.splitlines() == [f"news {news}: 1 symbol(s), 2 headlines",
-                                                    "  ZZ            2 headlines, published 2024-07-02..2024-07-08T13:00:00Z"]
+    assert capsys.readouterr().out.splitlines() == [
+        f"news {news}: 1 symbol(s), 2 headlines",
+        "  ZZ            2 headlines, published 2024-07-02..2024-07-08T13:00:00Z",
+    ]
     assert main(["data", "check", str(tmp_path / "mine.txt")]) == 2
     assert "cannot tell prices, news or fundamentals from its name: add --kind" in capsys.readouterr().err
     f.write_text("symbol,date,open,high,low,close,volume\nZZ,2024-07-01,10,11,9,-1,100\n")

@@ -3,6 +3,7 @@ so the structured pass reads them directly; protocol 1 (the code before) asked t
 drops PLANNING's tool pass: its evidence carries what its two tools returned. Protocol 4 leans the prompts
 (tests/unit/test_lean_prompts.py). Each cycle's manifest records its protocol, and a replay asks what its recording asked: an old-protocol session, with or without the manifest entry,
 still verifies identical; a replay that departs is reported."""
+
 from __future__ import annotations
 
 import json
@@ -12,12 +13,12 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from agent.json_chat_model import lean_schema, response_format
 from agent.call_context import OUTSIDE_A_CYCLE
+from agent.json_chat_model import lean_schema, response_format
 from agent.passes import PASS_PROTOCOL, json_instruction
 from agent.prompts import find_evidence
-from graph.services.replay.session import load_session, verify_session
 from graph.machine.runner import run_state_machine
+from graph.services.replay.session import load_session, verify_session
 from schemas.states import ALLOW_LISTS, MARKET_TOOLS, STATE_CONTRACTS, allow_list
 from tests.helpers import events_of, mock_store, runtime_with
 
@@ -49,15 +50,19 @@ def _requests(store, out, state=None):
 
 def _task(request) -> str:
     """The TASK line of a request's prompt (agent/prompts.py task_messages)."""
-    return next(m["content"].split("\n", 1)[0][len("TASK: "):] for m in request["payload"]["messages"]
-                if str(m.get("content") or "").startswith("TASK: "))
+    return next(
+        m["content"].split("\n", 1)[0][len("TASK: ") :]
+        for m in request["payload"]["messages"]
+        if str(m.get("content") or "").startswith("TASK: ")
+    )
 
 
 def _evidence(request) -> dict:
     from langchain_core.messages import HumanMessage
 
-    return find_evidence([HumanMessage(content=m["content"]) for m in request["payload"]["messages"]
-                          if m["type"] == "human"])
+    return find_evidence(
+        [HumanMessage(content=m["content"]) for m in request["payload"]["messages"] if m["type"] == "human"]
+    )
 
 
 def test_protocol_2_drops_the_call_after_the_tool_round(both):
@@ -83,14 +88,21 @@ def test_protocol_3_plans_in_one_call_without_tools(both):
     assert [m["type"] for m in plan["payload"]["messages"]] == ["system", "human", "human"]
     # PLANNING's tool round and its two tool calls are gone; nothing else changed
     assert len(_requests(s3, o3)) == len(_requests(s2, o2)) - 1 == o3.llm_calls == 42
-    planning_tools = {p: [e for e in events_of(s, o, "tool_call") if e["state"] == "PLANNING"]
-                      for p, (s, o) in both.items()}
+    planning_tools = {
+        p: [e for e in events_of(s, o, "tool_call") if e["state"] == "PLANNING"] for p, (s, o) in both.items()
+    }
     assert (len(planning_tools[2]), len(planning_tools[3])) == (2, 0)
     assert len(events_of(s2, o2)) - len(events_of(s3, o3)) == 6  # request + response, 2 × (tool_call + tool_result)
     p2, p3 = critical_path(s2.events.read(o2.session_id)), critical_path(s3.events.read(o3.session_id))
     assert p3 == {**p2, "PLANNING": 1, "total": p2["total"] - 1}
-    assert (p3["PLANNING"], p3["ANALYZING"], p3["DEBATE"], p3["DECIDING"], p3["MEMORIZING"], p3["total"]) == \
-        (1, 2, 3, 1, 1, 8)
+    assert (p3["PLANNING"], p3["ANALYZING"], p3["DEBATE"], p3["DECIDING"], p3["MEMORIZING"], p3["total"]) == (
+        1,
+        2,
+        3,
+        1,
+        1,
+        8,
+    )
     for state in COMPARED:
         assert o2.contracts[state] == o3.contracts[state], state
 
@@ -101,10 +113,13 @@ def test_planning_evidence_holds_what_its_tools_returned(both):
     (s2, o2), (s3, o3) = both[2], both[3]
     plan2 = next(e for e in _requests(s2, o2, "PLANNING") if e["payload"]["structured_output"] == "Plan")
     calls = {c["id"]: c["name"] for m in plan2["payload"]["messages"] if m["type"] == "ai" for c in m["tool_calls"]}
-    fetched = {calls[m["tool_call_id"]]: json.loads(m["content"])
-               for m in plan2["payload"]["messages"] if m["type"] == "tool"}
+    fetched = {
+        calls[m["tool_call_id"]]: json.loads(m["content"]) for m in plan2["payload"]["messages"] if m["type"] == "tool"
+    }
     assert set(fetched) == MARKET_TOOLS
-    assert fetched["get_market_snapshot"] and {"prev_close", "volume", "sma200"} <= set(fetched["get_market_snapshot"][0])
+    assert fetched["get_market_snapshot"] and {"prev_close", "volume", "sma200"} <= set(
+        fetched["get_market_snapshot"][0]
+    )
     [plan3] = _requests(s3, o3, "PLANNING")
     evidence = _evidence(plan3)
     assert evidence["portfolio"] == fetched["get_portfolio"]
@@ -113,8 +128,9 @@ def test_planning_evidence_holds_what_its_tools_returned(both):
     # protocol 2's own evidence stayed as it was (its replays match it byte for byte): a summary without them
     old = _evidence(plan2)
     assert old["portfolio"] != fetched["get_portfolio"] and "sma200" not in old["market"][0]
-    assert {k: v for k, v in old.items() if k not in ("portfolio", "market")} == \
-        {k: v for k, v in evidence.items() if k not in ("portfolio", "market")}
+    assert {k: v for k, v in old.items() if k not in ("portfolio", "market")} == {
+        k: v for k, v in evidence.items() if k not in ("portfolio", "market")
+    }
 
 
 def test_planning_evidence_carries_open_positions_whole(both):
@@ -128,9 +144,23 @@ def test_planning_evidence_carries_open_positions_whole(both):
 
     store, out = both[3]
     scan = MarketScan.model_validate(out.contracts["SCANNING"])
-    book = PortfolioSnapshot(cash=50_000.0, as_of="2012-06-01", positions={"AAPL": Position(
-        symbol="AAPL", quantity=10, avg_price=500.0, opened="2012-05-25", stop=480.0, target=560.0,
-        horizon_sessions=10, sessions_held=4, setup=["trend_up"])})
+    book = PortfolioSnapshot(
+        cash=50_000.0,
+        as_of="2012-06-01",
+        positions={
+            "AAPL": Position(
+                symbol="AAPL",
+                quantity=10,
+                avg_price=500.0,
+                opened="2012-05-25",
+                stop=480.0,
+                target=560.0,
+                horizon_sessions=10,
+                sessions_held=4,
+                setup=["trend_up"],
+            )
+        },
+    )
     scan = scan.model_copy(update={"portfolio": book})
     answer = TOOLS["get_portfolio"].invoke(with_context({}, scan_context(scan)))
     settings = AgentConfig.from_env(provider="offline")
@@ -143,8 +173,11 @@ def test_planning_evidence_carries_open_positions_whole(both):
 
 def test_the_structured_pass_reads_the_tool_results(both):
     def quant_json(store, out):
-        return next(e for e in _requests(store, out, "ANALYZING")
-                    if e["payload"]["structured_output"] == "QuantAnswer" and _task(e) == "quant")
+        return next(
+            e
+            for e in _requests(store, out, "ANALYZING")
+            if e["payload"]["structured_output"] == "QuantAnswer" and _task(e) == "quant"
+        )
 
     for protocol in (2, 3):
         quant = quant_json(*both[protocol])
@@ -162,8 +195,14 @@ def test_the_structured_pass_reads_the_tool_results(both):
 
 
 def test_a_refused_call_gets_another_round():
-    script = {"tools:quant": [[{"name": "submit_decision", "args": {"orders": []}},
-                               {"name": "get_indicators", "args": {"symbol": "AAPL", "names": ["rsi14"]}}]]}
+    script = {
+        "tools:quant": [
+            [
+                {"name": "submit_decision", "args": {"orders": []}},
+                {"name": "get_indicators", "args": {"symbol": "AAPL", "names": ["rsi14"]}},
+            ]
+        ]
+    }
     store, out = _record("AAPL", script=script)
     quant = [e for e in _requests(store, out, "ANALYZING") if _task(e) == "quant"]
     assert [bool(e["payload"]["tools"]) for e in quant] == [True, True, False]
@@ -171,8 +210,10 @@ def test_a_refused_call_gets_another_round():
     assert len(refused) == 1 and refused[0]["state"] == "ANALYZING" and out.status in ("completed", "rejected")
     # without a refusal one tool round is all a pass makes
     store, out = _record("AAPL")
-    assert [bool(e["payload"]["tools"]) for e in _requests(store, out, "ANALYZING") if _task(e) == "quant"] == \
-        [True, False]
+    assert [bool(e["payload"]["tools"]) for e in _requests(store, out, "ANALYZING") if _task(e) == "quant"] == [
+        True,
+        False,
+    ]
 
 
 def test_allow_lists_by_protocol():
@@ -186,7 +227,9 @@ def test_the_manifest_records_the_allow_lists_its_protocol_ran_with(both):
     lists = {p: events_of(s, o, "manifest")[0]["payload"]["allow_lists"] for p, (s, o) in both.items()}
     assert lists[1]["PLANNING"] == lists[2]["PLANNING"] == ["get_market_snapshot", "get_portfolio"]
     assert lists[3]["PLANNING"] == []
-    assert {k: v for k, v in lists[2].items() if k != "PLANNING"} == {k: v for k, v in lists[3].items() if k != "PLANNING"}
+    assert {k: v for k, v in lists[2].items() if k != "PLANNING"} == {
+        k: v for k, v in lists[3].items() if k != "PLANNING"
+    }
 
 
 OLD_PLANNING_TOOLS = "allow-list PLANNING: recorded ['get_market_snapshot', 'get_portfolio'], now []"
@@ -202,7 +245,8 @@ def test_an_old_protocol_recording_verifies_identical(both, protocol, requests):
     assert report.identical and report.ok, report.first_divergence
     verdict = report.cycles[0]
     assert verdict.config_differences == [OLD_PLANNING_TOOLS] * (protocol < 3) + [
-        f"protocol passes: recorded {protocol}, now 5"]
+        f"protocol passes: recorded {protocol}, now 5"
+    ]
     assert any(f"replayed under pass protocol {protocol}, as recorded" in n for n in verdict.notes), verdict.notes
     # the replay asked every recorded request, PLANNING's tool pass included, and nothing else
     replayed = events_of(store, type("O", (), {"session_id": report.replay_session_id}), "llm_request")
@@ -237,7 +281,10 @@ def test_a_manifest_from_before_protocol_versions_replays_as_protocol_1(both):
     report = verify_session(old, out.session_id)
     assert report.identical and report.ok, report.first_divergence
     assert any("predates protocol versions" in n for n in report.cycles[0].notes)
-    assert report.cycles[0].config_differences == [OLD_PLANNING_TOOLS, "protocol: recorded '<absent>', now {'passes': 5}"]
+    assert report.cycles[0].config_differences == [
+        OLD_PLANNING_TOOLS,
+        "protocol: recorded '<absent>', now {'passes': 5}",
+    ]
 
 
 def test_a_replay_that_departs_from_the_recording_is_reported(both):
@@ -251,8 +298,10 @@ def test_a_replay_that_departs_from_the_recording_is_reported(both):
     report = verify_session(wrong, out.session_id)
     assert not report.identical and report.first_divergence.state == "PLANNING"
     assert any("unrecorded LLM request in PLANNING" in n for n in report.cycles[0].notes)
-    assert any("manifest says pass protocol 2, but the recorded requests read as protocol 1" in n
-               for n in report.cycles[0].notes)
+    assert any(
+        "manifest says pass protocol 2, but the recorded requests read as protocol 1" in n
+        for n in report.cycles[0].notes
+    )
 
     def unknown(m):
         m["protocols"] = {"passes": 99}
@@ -276,8 +325,10 @@ def test_a_manifest_that_names_the_wrong_side_of_protocol_3_is_reported(both, re
     report = verify_session(_copy(store, out.session_id, claims), out.session_id)
     assert not report.identical and report.first_divergence.state == "PLANNING"
     assert any("unrecorded LLM request in PLANNING" in n for n in report.cycles[0].notes)
-    assert any(f"manifest says pass protocol {claimed}, but the recorded requests read as protocol {recorded}" in n
-               for n in report.cycles[0].notes)
+    assert any(
+        f"manifest says pass protocol {claimed}, but the recorded requests read as protocol {recorded}" in n
+        for n in report.cycles[0].notes
+    )
 
 
 def test_a_new_protocol_recording_verifies_identical(both):
@@ -290,14 +341,24 @@ def test_a_new_protocol_recording_verifies_identical(both):
 
 # ---------------------------------------------------------------- what is sent, not what validates
 def test_lean_schema_drops_titles_only():
-    schema = {"title": "M", "type": "object", "additionalProperties": False, "required": ["title"],
-              "properties": {"title": {"title": "Title", "type": "string"},
-                             "meta": {"title": "Meta", "default": {"title": "kept"}, "enum": [{"title": 1}]}},
-              "$defs": {"title": {"title": "T", "type": "integer"}}}
+    schema = {
+        "title": "M",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["title"],
+        "properties": {
+            "title": {"title": "Title", "type": "string"},
+            "meta": {"title": "Meta", "default": {"title": "kept"}, "enum": [{"title": 1}]},
+        },
+        "$defs": {"title": {"title": "T", "type": "integer"}},
+    }
     assert lean_schema(schema) == {
-        "type": "object", "additionalProperties": False, "required": ["title"],
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["title"],
         "properties": {"title": {"type": "string"}, "meta": {"default": {"title": "kept"}, "enum": [{"title": 1}]}},
-        "$defs": {"title": {"type": "integer"}}}
+        "$defs": {"title": {"type": "integer"}},
+    }
 
 
 @pytest.mark.parametrize("state", [s for s, c in STATE_CONTRACTS.items() if c is not None])
@@ -336,10 +397,10 @@ def test_json_mode_states_the_lean_schema_except_for_protocol_1():
 
 def test_without_a_structured_pass_to_follow_the_model_is_asked_again(both):
     """The model's own last answer is the result then: protocol 2 stops early only when a structured pass follows."""
+    from agent.call_context import CallContext
     from agent.offline_model import OfflineChatModel
     from agent.passes import tool_pass
     from agent.prompts import task_messages
-    from agent.call_context import CallContext
     from agent.tools import TOOLS
     from graph.machine.nodes.planning import scan_context
     from schemas.market import MarketScan
@@ -350,9 +411,18 @@ def test_without_a_structured_pass_to_follow_the_model_is_asked_again(both):
     messages = task_messages("quant", {"symbol": "AAPL", "as_of": scan.as_of})
     asked = {}
     for follows in (True, False):
-        got = tool_pass(OfflineChatModel(), messages, TOOLS, ALLOW_LISTS["ANALYZING"], state="ANALYZING",
-                        max_steps=4, config={}, call=call, structured_follows=follows)
-        asked[follows] = [m.type for m in got[len(messages):]]
+        got = tool_pass(
+            OfflineChatModel(),
+            messages,
+            TOOLS,
+            ALLOW_LISTS["ANALYZING"],
+            state="ANALYZING",
+            max_steps=4,
+            config={},
+            call=call,
+            structured_follows=follows,
+        )
+        asked[follows] = [m.type for m in got[len(messages) :]]
     assert asked[True] == ["ai", "tool", "tool"]
     assert asked[False] == ["ai", "tool", "tool", "ai"]
 
@@ -384,11 +454,15 @@ def test_the_protocol_is_read_from_requests_whatever_the_structured_method():
     said = {"type": "ai", "content": "ready", "tool_calls": []}
 
     def call(state, messages, tools=(), schema=None):
-        return LlmCall(seq=0, state=state, run_id=None, model="m", messages=messages, tools=list(tools),
-                       structured_output=schema)
+        return LlmCall(
+            seq=0, state=state, run_id=None, model="m", messages=messages, tools=list(tools), structured_output=schema
+        )
 
-    plan_fc = call("PLANNING", [system, task, {**instruction, "content": "Reply with only a JSON object for the Plan"}],
-                   tools=["Plan"])
+    plan_fc = call(
+        "PLANNING",
+        [system, task, {**instruction, "content": "Reply with only a JSON object for the Plan"}],
+        tools=["Plan"],
+    )
     plan_tools = call("PLANNING", [system, task], tools=sorted(MARKET_TOOLS))
     quant_2 = call("ANALYZING", [system, task, called, result, instruction], tools=["QuantAnswer"])
     quant_1 = call("ANALYZING", [system, task, called, result, said, instruction], tools=["QuantAnswer"])

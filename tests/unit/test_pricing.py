@@ -1,4 +1,5 @@
 """Prices, usage and dollars (agent/pricing.py): the table, its override, unknown models, estimates."""
+
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
@@ -6,8 +7,19 @@ from agent.pricing import PriceTableError, Spend, call_cost, cost_of, dollars, p
 
 
 def test_common_models_have_prices_and_snapshots_find_theirs():
-    for model in ("gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4.1-mini", "gpt-4.1-nano", "o3", "o4-mini",
-                  "claude-sonnet-4-5", "claude-haiku-4-5", "gemini-2.5-flash", "gemini-2.5-pro"):
+    for model in (
+        "gpt-4o",
+        "gpt-4o-mini",
+        "gpt-4.1",
+        "gpt-4.1-mini",
+        "gpt-4.1-nano",
+        "o3",
+        "o4-mini",
+        "claude-sonnet-4-5",
+        "claude-haiku-4-5",
+        "gemini-2.5-flash",
+        "gemini-2.5-pro",
+    ):
         assert price_of(model)[0] == model
     assert price_of("gpt-4o-2024-08-06")[0] == "gpt-4o"
     assert price_of("gpt-4o-mini-2024-07-18")[0] == "gpt-4o-mini"  # the longest name it extends
@@ -17,10 +29,17 @@ def test_common_models_have_prices_and_snapshots_find_theirs():
 
 
 def test_cost_counts_cached_input_at_its_rate_and_reasoning_as_output():
-    ai = AIMessage(content="x", usage_metadata={
-        "input_tokens": 1000, "output_tokens": 200, "total_tokens": 1200,
-        "input_token_details": {"cache_read": 400}, "output_token_details": {"reasoning": 50}},
-        response_metadata={"model_name": "gpt-4o-2024-08-06"})
+    ai = AIMessage(
+        content="x",
+        usage_metadata={
+            "input_tokens": 1000,
+            "output_tokens": 200,
+            "total_tokens": 1200,
+            "input_token_details": {"cache_read": 400},
+            "output_token_details": {"reasoning": 50},
+        },
+        response_metadata={"model_name": "gpt-4o-2024-08-06"},
+    )
     usage, cost, priced_as = call_cost(ai, [], "gpt-4o")
     assert (usage["cached_tokens"], usage["reasoning_tokens"], usage["estimated"]) == (400, 50, False)
     assert priced_as == "gpt-4o"
@@ -60,19 +79,24 @@ def test_tiktoken_would_download_its_encoding_so_the_estimate_is_characters():
 
 def test_a_price_file_is_read_over_the_defaults(tmp_path, monkeypatch):
     f = tmp_path / "prices.toml"
-    f.write_text('[models."my-local-model"]\ninput = 0.5\ncached_input = 0.1\noutput = 1.0\n'
-                 '[models."gpt-4o"]\ninput = 1.0\ncached_input = 1.0\noutput = 1.0\n')
+    f.write_text(
+        '[models."my-local-model"]\ninput = 0.5\ncached_input = 0.1\noutput = 1.0\n'
+        '[models."gpt-4o"]\ninput = 1.0\ncached_input = 1.0\noutput = 1.0\n'
+    )
     monkeypatch.setenv("TRADEGRAPH_PRICES", str(f))
     assert price_of("my-local-model")[1].output == 1.0
     assert price_of("gpt-4o")[1].input == 1.0
     assert price_of("gpt-4o-mini")[1].input == 0.15  # the rest keep the defaults
 
 
-@pytest.mark.parametrize("text, says", [
-    ("not toml [", "not TOML"),
-    ('[models."m"]\ninput = 1\noutput = 1\n', "must have exactly"),
-    ('[models."m"]\ninput = -1\ncached_input = 0\noutput = 1\n', "is not a price"),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("not toml [", "not TOML"),
+        ('[models."m"]\ninput = 1\noutput = 1\n', "must have exactly"),
+        ('[models."m"]\ninput = -1\ncached_input = 0\noutput = 1\n', "is not a price"),
+    ],
+)
 def test_a_bad_price_file_is_one_line_naming_it(tmp_path, text, says):
     f = tmp_path / "p.toml"
     f.write_text(text)

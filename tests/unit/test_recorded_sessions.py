@@ -5,6 +5,7 @@ cycle paused for approval and approved, a 3-point backtest; once as recorded bef
 event (`v1_before_cycle_ended_*`, commit abffbf7) and once with it (`v1_*`). Each is stored into a fresh store, every
 event must parse (schemas/events.py parse_event, upcasters included), the store must recompute the recorded hash
 chain, and `verify_session` must re-execute it identical. A change that breaks an old recording fails here."""
+
 from __future__ import annotations
 
 import copy
@@ -41,8 +42,10 @@ def _stored(events: list[dict]):
 
 def test_the_fixtures_are_there():
     names = {p.name.split("_", 1)[1] if p.name.startswith("v1_") else p.name for p in FIXTURES}
-    assert len(FIXTURES) >= 6 and {"short_cycle.jsonl.gz", "approved_cycle.jsonl.gz",
-                                   "backtest_3_points.jsonl.gz"} <= names, [p.name for p in FIXTURES]
+    assert (
+        len(FIXTURES) >= 6
+        and {"short_cycle.jsonl.gz", "approved_cycle.jsonl.gz", "backtest_3_points.jsonl.gz"} <= names
+    ), [p.name for p in FIXTURES]
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=[p.name.removesuffix(".jsonl.gz") for p in FIXTURES])
@@ -55,8 +58,9 @@ def test_a_recorded_session_parses_and_verifies_identical(path):
     store = _stored(events)
     stored = store.events.read(header["session_id"])
     # the store computes the recorded chain again: same content, same seqs, same hashes
-    assert [(e["seq"], e["prev_hash"], e["hash"]) for e in stored] == \
-        [(e["seq"], e["prev_hash"], e["hash"]) for e in events]
+    assert [(e["seq"], e["prev_hash"], e["hash"]) for e in stored] == [
+        (e["seq"], e["prev_hash"], e["hash"]) for e in events
+    ]
 
     session = load_session(store, header["session_id"], check_chain=True)
     assert session.chain["ok"] and session.gap_free and not session.warnings(), session.warnings()
@@ -74,12 +78,17 @@ def test_a_recorded_session_parses_and_verifies_identical(path):
             continue
         check = str(doc["payload"].get("check") or "")
         split = check in ("dividend", "abstention", "human_approval") or check.startswith("exit_")
-        assert doc["kind"] == ("validation" if split else t.kind) and (t.kind in SETTLED | DECIDED) == split, \
-            (doc["seq"], doc["kind"], check, t.kind)
+        assert doc["kind"] == ("validation" if split else t.kind) and (t.kind in SETTLED | DECIDED) == split, (
+            doc["seq"],
+            doc["kind"],
+            check,
+            t.kind,
+        )
     assert any(t.kind == "abstained" for t in typed)
     if "approved_cycle" in path.name:
-        assert [(t.state, t.payload.approved, t.payload.by) for t in typed if t.kind == "approval_decided"] == \
-            [("EXECUTING", True, "fixture")] and session.cycles[0].approval == {"approved": True, "by": "fixture"}
+        assert [(t.state, t.payload.approved, t.payload.by) for t in typed if t.kind == "approval_decided"] == [
+            ("EXECUTING", True, "fixture")
+        ] and session.cycles[0].approval == {"approved": True, "by": "fixture"}
     if "backtest_3_points" in path.name:
         assert [(t.state, t.payload.reason) for t in typed if t.kind == "position_exited"] == [("SCANNING", "target")]
         assert [x["reason"] for c in session.cycles for x in c.exits] == ["target"]
@@ -92,6 +101,7 @@ def test_a_recorded_session_parses_and_verifies_identical(path):
     # like with like: the replay writes today's kinds, and decides what the recording decided (read the same way);
     # it settles nothing again (its scan is the recorded one, compared as the SCANNING contract)
     assert {e.schema_version for e in replayed} == {SCHEMA_VERSION}
+
     # in the order of each cycle's events, except that a real model's analysts ran on threads: their abstentions
     # were written in the order the threads got there, which a replay need not repeat (compared as a multiset)
     def decided(events):
@@ -162,8 +172,9 @@ def test_verify_reads_a_recording_of_an_older_version_through_the_upcasters(monk
     assert session.schema_versions == [1] and not session.schema_mismatch and not session.warnings()
     assert session.cycles[0].states[:2] == ["SCANNING", "PLANNING"] and session.cycles[0].ended
     report = verify_session(store, sid)
-    assert report.ok and report.cycles and all(v.compared_states for v in report.cycles), \
-        [d.describe() for v in report.cycles for d in v.divergences] or report.unreadable[:2]
+    assert report.ok and report.cycles and all(v.compared_states for v in report.cycles), [
+        d.describe() for v in report.cycles for d in v.divergences
+    ] or report.unreadable[:2]
     for event in store.events.read(report.replay_session_id):  # the replay is written at today's version
         assert event["schema_version"] == speaks and "target" not in event["payload"]
     first = next(e for e in store.events.read(sid) if e["kind"] == "transition")
@@ -189,5 +200,8 @@ def test_the_spans_of_a_version_1_recording_carry_the_split_kinds():
     assert [a["tradegraph.approved"] for a in seen["tradegraph.approval_decided"]] == [True]
     assert len(seen["tradegraph.abstained"]) == 4 + 6
     assert [a["tradegraph.exit_reason"] for a in seen["tradegraph.position_exited"]] == ["target"]
-    assert not [a for a in seen["tradegraph.validation"]
-                if a.get("tradegraph.check") in ("human_approval", "abstention", "dividend", "exit_target")]
+    assert not [
+        a
+        for a in seen["tradegraph.validation"]
+        if a.get("tradegraph.check") in ("human_approval", "abstention", "dividend", "exit_target")
+    ]

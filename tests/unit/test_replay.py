@@ -1,4 +1,5 @@
 """Reconstruction and verification of recorded sessions (mongomock; the real graph, offline model)."""
+
 from __future__ import annotations
 
 import json
@@ -7,8 +8,8 @@ import uuid
 import pytest
 
 from database.connection import connect
-from graph.services.replay.session import SessionNotFound, first_diff, load_session, verify_session
 from graph.machine.runner import run_state_machine
+from graph.services.replay.session import SessionNotFound, first_diff, load_session, verify_session
 from schemas.states import STATES
 
 

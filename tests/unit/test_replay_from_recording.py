@@ -1,5 +1,6 @@
 """Replay re-executes from the recording alone: the manifest's configuration, the recorded data and the
 recorded human decision. It never reports a false divergence, and it tells where today differs."""
+
 from __future__ import annotations
 
 import gzip
@@ -8,9 +9,9 @@ from pathlib import Path
 
 from agent.config import RiskLimits
 from agent.data.market import VENDORED_CSV, load_market_data
-from graph.transports.cli.main import main as cli_main
-from graph.services.replay.session import load_session, verify_session
 from graph.machine.runner import approve_cycle, run_state_machine
+from graph.services.replay.session import load_session, verify_session
+from graph.transports.cli.main import main as cli_main
 from tests.helpers import mock_store, runtime_with
 
 
@@ -59,8 +60,10 @@ def test_a_session_from_a_users_price_file_verifies_after_the_file_is_gone(tmp_p
     report = verify_session(store, out.session_id)
     assert report.identical, report.first_divergence
     diffs = report.cycles[0].config_differences
-    assert diffs == [f"data source market.source: recorded file {mine.resolve()} is missing (recorded sha256 "
-                     f"{manifest['data']['market']['sha256'][:12]}…)"]
+    assert diffs == [
+        f"data source market.source: recorded file {mine.resolve()} is missing (recorded sha256 "
+        f"{manifest['data']['market']['sha256'][:12]}…)"
+    ]
 
 
 def test_verify_uses_the_recorded_limits_and_reports_todays(tmp_path, monkeypatch):
@@ -85,8 +88,7 @@ def test_check_chain_names_the_first_tampered_event(capsys, monkeypatch):
     out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with())
     assert cli_main(["replay", out.session_id, "--check-chain"]) == 0
     assert "hash chain intact" in capsys.readouterr().out
-    store.db["state_events"].update_one({"session_id": out.session_id, "seq": 7},
-                                        {"$set": {"payload.tampered": True}})
+    store.db["state_events"].update_one({"session_id": out.session_id, "seq": 7}, {"$set": {"payload.tampered": True}})
     assert cli_main(["replay", out.session_id, "--check-chain"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "broken at seq 7" in err[0]
@@ -99,8 +101,15 @@ def _case_with_item():
     from schemas.portfolio import PortfolioSnapshot
     from schemas.simulation import CaseDataItem, EpisodeConfig
 
-    cfg = EpisodeConfig(episode_id="rec", tickers=["AAPL", "MSFT"], initial_cash=100_000.0, start="2011-01-03",
-                        end="2011-03-31", every=5, bars_in_case=5)
+    cfg = EpisodeConfig(
+        episode_id="rec",
+        tickers=["AAPL", "MSFT"],
+        initial_cash=100_000.0,
+        start="2011-01-03",
+        end="2011-03-31",
+        every=5,
+        bars_in_case=5,
+    )
     case = build_case(cfg, default_market_data(), "2011-02-01", 3, PortfolioSnapshot(cash=100_000.0), "2011-01-25")
     case.case_data.items.append(CaseDataItem(kind="news", content="AAPL guides higher", timestamp="2011-01-31"))
     return case.for_agent()
@@ -135,14 +144,19 @@ def test_a_different_failure_is_a_divergence_even_with_the_same_contracts():
     # reserving its output cap before it is sent; 7000 run out in DEBATE)
     out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(token_budget=6000))
     # a bigger budget today must not matter (the recorded one is used), but an edited error must show
-    store.db["state_events"].update_one({"session_id": out.session_id, "kind": "error",
-                                         "payload.type": "TokenBudgetExceeded"},
-                                        {"$set": {"payload.type": "SomethingElse"}})
+    store.db["state_events"].update_one(
+        {"session_id": out.session_id, "kind": "error", "payload.type": "TokenBudgetExceeded"},
+        {"$set": {"payload.type": "SomethingElse"}},
+    )
     report = verify_session(store, out.session_id)
     assert not report.identical
     d = report.first_divergence
-    assert (d.state, d.path, d.recorded, d.replayed) == ("ANALYZING", "error.type", "SomethingElse",
-                                                         "TokenBudgetExceeded")
+    assert (d.state, d.path, d.recorded, d.replayed) == (
+        "ANALYZING",
+        "error.type",
+        "SomethingElse",
+        "TokenBudgetExceeded",
+    )
 
 
 def test_a_cycle_still_waiting_for_approval_replays_to_the_same_pause():
@@ -162,12 +176,24 @@ def test_every_configuration_difference_is_listed_in_plain_words(tmp_path, monke
     store = mock_store()
     out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
     limits = tmp_path / "limits.toml"
-    limits.write_text("[risk]\nrisk_per_trade_pct = 0.5\ndaily_loss_cap_pct = 1.0\nmax_notional_pct = 20.0\n"
-                      "max_positions = 2\nexposure_cap_pct = 50.0\n")
-    env = {"TRADEGRAPH_RISK_LIMITS": str(limits), "TRADEGRAPH_LLM_RETRIES": "1", "TRADEGRAPH_LLM_BACKOFF_S": "2",
-           "TRADEGRAPH_LLM_JITTER": "0.1", "TRADEGRAPH_LLM_MAX_WAIT_S": "5", "TRADEGRAPH_LLM_TIMEOUT": "9",
-           "TRADEGRAPH_MAX_RETRIES": "1", "TRADEGRAPH_MAX_TOOL_STEPS": "2", "TRADEGRAPH_STARTING_CASH": "5000",
-           "TRADEGRAPH_FEES_BPS": "5", "TRADEGRAPH_SLIPPAGE_BPS": "7", "TRADEGRAPH_TOKEN_BUDGET": "999999"}
+    limits.write_text(
+        "[risk]\nrisk_per_trade_pct = 0.5\ndaily_loss_cap_pct = 1.0\nmax_notional_pct = 20.0\n"
+        "max_positions = 2\nexposure_cap_pct = 50.0\n"
+    )
+    env = {
+        "TRADEGRAPH_RISK_LIMITS": str(limits),
+        "TRADEGRAPH_LLM_RETRIES": "1",
+        "TRADEGRAPH_LLM_BACKOFF_S": "2",
+        "TRADEGRAPH_LLM_JITTER": "0.1",
+        "TRADEGRAPH_LLM_MAX_WAIT_S": "5",
+        "TRADEGRAPH_LLM_TIMEOUT": "9",
+        "TRADEGRAPH_MAX_RETRIES": "1",
+        "TRADEGRAPH_MAX_TOOL_STEPS": "2",
+        "TRADEGRAPH_STARTING_CASH": "5000",
+        "TRADEGRAPH_FEES_BPS": "5",
+        "TRADEGRAPH_SLIPPAGE_BPS": "7",
+        "TRADEGRAPH_TOKEN_BUDGET": "999999",
+    }
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     report = verify_session(store, out.session_id)
@@ -211,8 +237,9 @@ def test_a_tampered_recording_fails_verify_even_when_the_contracts_replay_identi
     store = connect(uri)
     out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with())
     seq = store.events.read(out.session_id, kind="llm_response")[0]["seq"]
-    store.db["state_events"].update_one({"session_id": out.session_id, "seq": seq},
-                                        {"$set": {"payload.latency_ms": 1.0}})  # changes no contract
+    store.db["state_events"].update_one(
+        {"session_id": out.session_id, "seq": seq}, {"$set": {"payload.latency_ms": 1.0}}
+    )  # changes no contract
     assert cli_main(["replay", out.session_id, "--verify"]) == 1
     text = capsys.readouterr().out
     assert f"hash chain broken at seq {seq}" in text and "IDENTICAL" in text

@@ -1,5 +1,6 @@
 """A run's context travels one way (CycleContext, the graph's context_schema), the configuration is parsed once per
 command, and pass protocols are named versions whose flags the code asks (issue 23)."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import AgentConfig, ConfigError, command_config
 from agent.call_context import OUTSIDE_A_CYCLE
+from agent.config import AgentConfig, ConfigError, command_config
 from agent.prompts import BASE_SYSTEM_BEFORE_4
 from agent.protocols import CURRENT, PASS_PROTOCOLS, PROTOCOLS, version
 from database import connect
@@ -75,8 +76,9 @@ def test_the_runner_hands_the_cycle_its_context_and_langgraph_only_its_own():
     cache = rt.llm_cache = store.llm_cache
     rt.memory = MemoryBank(store.memories)
     writer = store.writer(background=False)
-    config, context = cycle_run_config(rt, thread_id="t", handler=None, writer=writer, run_name="r", metadata={},
-                                       session_id="s")
+    config, context = cycle_run_config(
+        rt, thread_id="t", handler=None, writer=writer, run_name="r", metadata={}, session_id="s"
+    )
     assert config["configurable"] == {"thread_id": "t"}
     assert isinstance(context, CycleContext) and context.runtime is rt and context.audit_writer is writer
     assert context.budget is not None and context.cache is cache and context.recall is not None
@@ -96,8 +98,12 @@ def test_outside_a_run_the_agent_layer_gets_the_current_protocol_and_no_run_budg
 
 def test_the_agent_layer_reads_no_configurable_keys():
     """The run's context reaches agent/ as a CallContext argument, never through config["configurable"]."""
-    reads = [f"{path.relative_to(ROOT)}:{n}" for path in sorted((ROOT / "agent").rglob("*.py"))
-             for n, line in enumerate(path.read_text().splitlines(), 1) if "configurable" in line.split("#")[0]]
+    reads = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in sorted((ROOT / "agent").rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if "configurable" in line.split("#")[0]
+    ]
     assert reads == []
 
 
@@ -127,10 +133,16 @@ def test_a_cycle_runs_and_records_its_runtimes_protocol():
 
 def test_the_protocol_table_names_each_version_and_what_it_changed():
     assert PASS_PROTOCOLS == (1, 2, 3, 4, 5) and CURRENT is PROTOCOLS[5]
-    assert [(p.ends_on_tool_results, p.compact_json, p.planning_tools, p.lean_prompts, p.shows_constraints)
-            for p in PROTOCOLS.values()] == [(False, False, True, False, False), (True, True, True, False, False),
-                                              (True, True, False, False, False), (True, True, False, True, False),
-                                              (True, True, False, True, True)]
+    assert [
+        (p.ends_on_tool_results, p.compact_json, p.planning_tools, p.lean_prompts, p.shows_constraints)
+        for p in PROTOCOLS.values()
+    ] == [
+        (False, False, True, False, False),
+        (True, True, True, False, False),
+        (True, True, False, False, False),
+        (True, True, False, True, False),
+        (True, True, False, True, True),
+    ]
     assert all(p.name and p.changed for p in PROTOCOLS.values())
     assert version(1).allow_list("PLANNING") == MARKET_TOOLS and version(3).allow_list("PLANNING") == frozenset()
     assert version(4).allow_lists() == dict(ALLOW_LISTS)
@@ -144,9 +156,12 @@ _NUMBER_CHECK = re.compile(r"protocol\)?\s*(?:or 0\)\s*)?[<>]=?\s*(?:\d|LEAN_FRO
 
 
 def test_no_code_compares_protocol_numbers():
-    offenders = [f"{path.relative_to(ROOT)}:{n}" for folder in ("agent", "graph")
-                 for path in sorted((ROOT / folder).rglob("*.py"))
-                 for n, line in enumerate(path.read_text().splitlines(), 1)
-                 if _NUMBER_CHECK.search(line.split("#")[0])]
+    offenders = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for folder in ("agent", "graph")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if _NUMBER_CHECK.search(line.split("#")[0])
+    ]
     assert offenders == []
     assert _NUMBER_CHECK.search("if protocol >= 2 and x") and _NUMBER_CHECK.search("(protocol or 0) >= 4")

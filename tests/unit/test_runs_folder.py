@@ -1,6 +1,7 @@
 """Runs live under the home (issue 29): a backtest's folder is <home>/experiments/<id> (or $TRADEGRAPH_RUNS_DIR),
 so the same id is found from any working directory; an id found only in the old ./experiments default is named in a
 note, never silently used or shadowed."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,20 @@ import pytest
 from graph.kernel.runs import runs_dir
 from graph.transports.cli.main import main
 
-WINDOW = ["--symbols", "AAPL", "--start", "2012-03-01", "--end", "2012-03-20", "--every", "5", "--memory", "off",
-          "--no-progress", "--json"]
+WINDOW = [
+    "--symbols",
+    "AAPL",
+    "--start",
+    "2012-03-01",
+    "--end",
+    "2012-03-20",
+    "--every",
+    "5",
+    "--memory",
+    "off",
+    "--no-progress",
+    "--json",
+]
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 each pattern, string length, enum and numeric bound in the contract's JSON Schema is in the schema sent under the
 current pass protocol (protocol 4 left out lengths and patterns: a Plan's ticker pattern, AgentMemory.as_of's date
 pattern). Only the fields code sets (MODEL_SETS) are left out, and none of them is required."""
+
 from __future__ import annotations
 
 import json
@@ -13,9 +14,25 @@ from agent.passes import MODEL_SETS, PASS_PROTOCOL, _asked_response_format, aske
 from agent.protocols import version
 from schemas import ALL_CONTRACTS
 
-CONSTRAINTS = frozenset({"pattern", "maxLength", "minLength", "enum", "const", "minimum", "maximum",
-                         "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems", "format", "required",
-                         "additionalProperties", "multipleOf"})
+CONSTRAINTS = frozenset(
+    {
+        "pattern",
+        "maxLength",
+        "minLength",
+        "enum",
+        "const",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minItems",
+        "maxItems",
+        "format",
+        "required",
+        "additionalProperties",
+        "multipleOf",
+    }
+)
 
 
 def constraints_of(node, path="") -> set[tuple[str, str, str]]:
@@ -48,8 +65,12 @@ def test_every_constraint_the_contract_checks_is_in_the_schema_sent(name):
     sent = asked_schema(contract, True)
     # a definition only the dropped fields used goes with them (asked_schema drops $defs nothing sent refers to)
     unused = {f"/$defs/{d}" for d in full.get("$defs", {}) if f"#/$defs/{d}" not in json.dumps(sent)}
-    expected = {c for c in constraints_of(full) if not any(c[0].startswith(f"/properties/{d}") for d in dropped)
-                and not any(c[0] == u or c[0].startswith(u + "/") for u in unused)}
+    expected = {
+        c
+        for c in constraints_of(full)
+        if not any(c[0].startswith(f"/properties/{d}") for d in dropped)
+        and not any(c[0] == u or c[0].startswith(u + "/") for u in unused)
+    }
     missing = expected - constraints_of(sent)
     assert not missing, f"{name}: constraints the model is not shown: {sorted(missing)[:5]}"
     # and the response format of a json_schema request carries that schema
@@ -78,8 +99,11 @@ def test_the_grammar_bounded_schema_is_tighter_never_looser(name):
     sent = asked_schema(ALL_CONTRACTS[name], True)
     bounded = grammar_bounded(sent)
     # a pattern is kept as llama.cpp's parser reads it (\d as [0-9]: the same strings, tests/unit/test_call_schema.py)
-    kept = {(w, k, json.dumps(grammar_pattern(json.loads(v))) if k == "pattern" else v)
-            for w, k, v in constraints_of(sent) if k not in ("maxLength", "maxItems")}
+    kept = {
+        (w, k, json.dumps(grammar_pattern(json.loads(v))) if k == "pattern" else v)
+        for w, k, v in constraints_of(sent)
+        if k not in ("maxLength", "maxItems")
+    }
     assert kept <= constraints_of(bounded)
     for where, key, value in constraints_of(bounded):
         if key == "maxLength":

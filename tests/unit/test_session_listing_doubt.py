@@ -2,6 +2,7 @@
 cache of the log, and never the log itself; it marks a status it cannot vouch for from what it reads anyway: the
 chain found broken when the summary was rebuilt (`store reindex`), a head recording another event than the one the
 summary ends at, and with the audit key a head not signed by it. Stores edited through pymongo."""
+
 from __future__ import annotations
 
 from database.events import event_hash
@@ -48,8 +49,9 @@ def test_a_status_edited_in_the_log_and_reindexed_is_flagged(capsys):
     store.sessions.reindex()  # the summary now reads the doctored log
     row = listed(store, sid)
     n = store.events.count(sid)
-    assert row.status == "rejected" and row.doubt == (f"its log failed its hash chain when last rebuilt (seq {n}: "
-                                                      f"edited, removed or replaced)")
+    assert row.status == "rejected" and row.doubt == (
+        f"its log failed its hash chain when last rebuilt (seq {n}: edited, removed or replaced)"
+    )
     assert main(["sessions", "--db", store.uri]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert out.count("(?)") == 2 and f"(?) {sid}: status not vouched for" in out  # the status cell and its note
@@ -59,8 +61,9 @@ def test_a_rehashed_status_the_summary_has_not_seen_is_flagged_by_the_head():
     store, sid = one_cycle()
     set_status(store, sid, "rejected", rehash=True)  # chain consistent, head's hash moved: the summary ends elsewhere
     row = listed(store, sid)
-    assert row.status == "completed" and row.doubt == (f"the event its summary ends at (seq {store.events.count(sid)}) "
-                                                       f"is not the one its chain head records")
+    assert row.status == "completed" and row.doubt == (
+        f"the event its summary ends at (seq {store.events.count(sid)}) is not the one its chain head records"
+    )
 
 
 def test_with_the_key_a_rehashed_status_is_flagged_by_the_head_signature(monkeypatch):

@@ -1,6 +1,7 @@
 """Session summaries (database/sessions.py) say what the log says: after cycles (an approval resuming a paused one
 included), a backtest, a replay, events another process appended, and after `store reindex`; replay sessions are
 listed only when asked; a deleted session says so wherever it is looked up. On mongomock and the embedded server."""
+
 from __future__ import annotations
 
 import uuid
@@ -9,11 +10,26 @@ import orjson
 import pytest
 
 from database.sessions import SessionSummaries
-from graph.services.replay.session import load_session, verify_session
 from graph.machine.runner import approve_cycle, run_state_machine
+from graph.services.replay.session import load_session, verify_session
 
-FACTS = ("session_id", "kind", "seq", "events", "bytes", "cycles", "first_ts", "last_ts", "last_cycle_id",
-         "last_kind", "last_state", "status", "symbols", "as_of", "replay_of")
+FACTS = (
+    "session_id",
+    "kind",
+    "seq",
+    "events",
+    "bytes",
+    "cycles",
+    "first_ts",
+    "last_ts",
+    "last_cycle_id",
+    "last_kind",
+    "last_state",
+    "status",
+    "symbols",
+    "as_of",
+    "replay_of",
+)
 
 
 def from_log(store, session_id: str) -> dict:
@@ -22,12 +38,23 @@ def from_log(store, session_id: str) -> dict:
     session = load_session(store, session_id)
     last = next(c for c in session.cycles if c.cycle_id == events[-1]["cycle_id"])
     kind = {"s-": "run", "bt": "backtest", "re": "replay"}.get(session_id[:2], "other")
-    return {"session_id": session_id, "kind": kind, "seq": events[-1]["seq"], "events": len(events),
-            "bytes": sum(len(orjson.dumps(e)) for e in events), "cycles": len({e["cycle_id"] for e in events}),
-            "first_ts": min(e["ts"] for e in events), "last_ts": max(e["ts"] for e in events),
-            "last_cycle_id": last.cycle_id, "last_kind": events[-1]["kind"], "last_state": events[-1]["state"],
-            "status": last.status, "symbols": (last.inputs or {}).get("symbols") or [],
-            "as_of": (last.inputs or {}).get("as_of"), "replay_of": session.replay_of}
+    return {
+        "session_id": session_id,
+        "kind": kind,
+        "seq": events[-1]["seq"],
+        "events": len(events),
+        "bytes": sum(len(orjson.dumps(e)) for e in events),
+        "cycles": len({e["cycle_id"] for e in events}),
+        "first_ts": min(e["ts"] for e in events),
+        "last_ts": max(e["ts"] for e in events),
+        "last_cycle_id": last.cycle_id,
+        "last_kind": events[-1]["kind"],
+        "last_state": events[-1]["state"],
+        "status": last.status,
+        "symbols": (last.inputs or {}).get("symbols") or [],
+        "as_of": (last.inputs or {}).get("as_of"),
+        "replay_of": session.replay_of,
+    }
 
 
 def summary(store, session_id: str) -> dict:
@@ -54,8 +81,14 @@ def test_a_backtest_and_its_replay_are_summarised_and_the_replay_is_listed_only_
     from graph.services.backtest.loop import run_backtest
     from schemas.simulation import EpisodeConfig
 
-    cfg = EpisodeConfig(episode_id=f"sum{uuid.uuid4().hex[:6]}", tickers=["AAPL"], initial_cash=100_000,
-                        start="2011-03-01", end="2011-03-10", every=3)
+    cfg = EpisodeConfig(
+        episode_id=f"sum{uuid.uuid4().hex[:6]}",
+        tickers=["AAPL"],
+        initial_cash=100_000,
+        start="2011-03-01",
+        end="2011-03-10",
+        every=3,
+    )
     res = run_backtest(cfg, store, progress=False, out_dir=tmp_path, max_steps=2)
     sid = f"bt-{cfg.episode_id}"
     got = summary(store, sid)
@@ -74,9 +107,21 @@ def test_events_another_process_appended_are_folded_in_and_reindex_rebuilds_what
     # another process's writer (its own Store, so nothing of it is seen here) appends and dies before folding
     other = type(store.events)(store.db, serialize=getattr(store.events, "_serialize", None))
     cycle = f"{sid}:c{other.next_cycle(sid)}"
-    other.append([{"event_id": uuid.uuid4().hex, "session_id": sid, "cycle_id": cycle, "ts": 2e9, "seq": None,
-                   "state": "RUNNER", "kind": "error", "payload": {"type": "X", "message": "killed"}}
-                  for _ in range(3)])
+    other.append(
+        [
+            {
+                "event_id": uuid.uuid4().hex,
+                "session_id": sid,
+                "cycle_id": cycle,
+                "ts": 2e9,
+                "seq": None,
+                "state": "RUNNER",
+                "kind": "error",
+                "payload": {"type": "X", "message": "killed"},
+            }
+            for _ in range(3)
+        ]
+    )
     listed = {s["session_id"]: s for s in store.sessions.list(10).sessions}
     assert store.sessions.list(10).behind == {sid: 3}, "the listing says the summary is behind its log"
     assert listed[sid]["events"] == from_log(store, sid)["events"] - 3

@@ -1,6 +1,7 @@
 """A session goes forward in time (issue 29): its next cycle decides on or after its last one, else bad input
 naming both dates (CLI exit 2), and the look-ahead audit flags a recorded cycle whose starting book carries a date
 after its own decision."""
+
 from __future__ import annotations
 
 import pytest
@@ -39,13 +40,19 @@ def test_an_earlier_cycle_on_a_session_is_refused_naming_both_dates(decided, cap
 def test_the_same_date_and_a_later_one_go_on(decided):
     store, sid = decided
     assert run_state_machine("AAPL", LATER, store=store, session_id=sid, runtime=runtime_with()).cycle_id == f"{sid}:c2"
-    assert run_state_machine("AAPL", "2012-06-05", store=store, session_id=sid, runtime=runtime_with()).cycle_id == f"{sid}:c3"
+    assert (
+        run_state_machine("AAPL", "2012-06-05", store=store, session_id=sid, runtime=runtime_with()).cycle_id
+        == f"{sid}:c3"
+    )
 
 
 def test_a_book_dated_later_than_the_last_cycle_is_refused_too(decided):
     store, sid = decided
-    book = PortfolioSnapshot(cash=90_000.0, as_of="2012-06-05", positions={
-        "AAPL": Position(symbol="AAPL", quantity=10, avg_price=80.0, opened="2012-06-05")})
+    book = PortfolioSnapshot(
+        cash=90_000.0,
+        as_of="2012-06-05",
+        positions={"AAPL": Position(symbol="AAPL", quantity=10, avg_price=80.0, opened="2012-06-05")},
+    )
     store.portfolios.save(sid, book, "outside")
     with pytest.raises(InputError, match="before 2012-06-05.*the book.s as-of"):
         run_state_machine("AAPL", "2012-06-04", store=store, session_id=sid, runtime=runtime_with())
@@ -54,8 +61,11 @@ def test_a_book_dated_later_than_the_last_cycle_is_refused_too(decided):
 def test_the_audit_flags_a_cycle_that_started_from_a_later_book(decided, monkeypatch, capsys):
     """The log an older tradegraph wrote (the guard off): the 2010 cycle started from the 2012 book."""
     store, sid = decided
-    book = PortfolioSnapshot(cash=90_000.0, as_of=LATER, positions={
-        "AAPL": Position(symbol="AAPL", quantity=10, avg_price=80.0, opened=LATER, checked_through=LATER)})
+    book = PortfolioSnapshot(
+        cash=90_000.0,
+        as_of=LATER,
+        positions={"AAPL": Position(symbol="AAPL", quantity=10, avg_price=80.0, opened=LATER, checked_through=LATER)},
+    )
     store.portfolios.save(sid, book, "filled")
     monkeypatch.setattr(runner, "refuse_going_back", lambda *a, **k: None)
     back = run_state_machine("AAPL", EARLIER, store=store, session_id=sid, runtime=runtime_with())

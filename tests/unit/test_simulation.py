@@ -1,4 +1,5 @@
 """Simulation contracts, market-profile execution rules via the broker, and seed-004 decision extraction."""
+
 from __future__ import annotations
 
 import pytest
@@ -6,8 +7,8 @@ from pydantic import ValidationError
 
 from agent.broker import execute_decision
 from agent.markets import get_profile
-from graph.services.backtest.loop import extract
 from graph.machine.runner import CycleOutcome
+from graph.services.backtest.loop import extract
 from graph.services.backtest.simulation import SimulationExecution
 from schemas.decision import Decision, Order
 from schemas.portfolio import PortfolioSnapshot, Position
@@ -16,10 +17,13 @@ from schemas.simulation import Case, CaseMetadata, EpisodeConfig, PricePoint, St
 
 def _case(**kw) -> Case:
     bars = [PricePoint(timestamp="2020-01-02", open=1, high=2, low=1, close=1.5, volume=10)]
-    base = dict(case_id="ep:0", tickers=["AAPL"],
-                stock_data={"AAPL": StockData(ticker="AAPL", current_price=1.5, daily_bars=bars)},
-                portfolio=PortfolioSnapshot(cash=100.0),
-                metadata=CaseMetadata(decision_point_idx=0, information_cutoff_timestamp="2020-01-02"))
+    base = dict(
+        case_id="ep:0",
+        tickers=["AAPL"],
+        stock_data={"AAPL": StockData(ticker="AAPL", current_price=1.5, daily_bars=bars)},
+        portfolio=PortfolioSnapshot(cash=100.0),
+        metadata=CaseMetadata(decision_point_idx=0, information_cutoff_timestamp="2020-01-02"),
+    )
     base.update(kw)
     return Case(**base)
 
@@ -47,16 +51,24 @@ def test_episode_config_validation():
     with pytest.raises(ValidationError):
         EpisodeConfig(episode_id="e", tickers=["AAPL"], initial_cash=-1, start="2011-01-01", end="2012-01-01")
     with pytest.raises(ValidationError):
-        EpisodeConfig(episode_id="e", tickers=["AAPL"], initial_cash=1, start="2011-01-01", end="2012-01-01",
-                      fees_bps=-1)
+        EpisodeConfig(
+            episode_id="e", tickers=["AAPL"], initial_cash=1, start="2011-01-01", end="2012-01-01", fees_bps=-1
+        )
 
 
 # ---------------------------------------------------------------- market profiles through the broker
 def _exec(market, orders, *, as_of="2021-01-05", prices=None, prev=None, portfolio=None, fees=0.0, slip=0.0):
-    return execute_decision(Decision(orders=[Order(symbol=s, side=side, quantity=q) for s, side, q in orders]),
-                            universe=["AAA", "BTC-USD"], prices=prices or {"AAA": 10.0, "BTC-USD": 100.0},
-                            portfolio=portfolio or PortfolioSnapshot(cash=10_000.0), as_of=as_of,
-                            profile=get_profile(market), fees_bps=fees, slippage_bps=slip, prev_closes=prev)
+    return execute_decision(
+        Decision(orders=[Order(symbol=s, side=side, quantity=q) for s, side, q in orders]),
+        universe=["AAA", "BTC-USD"],
+        prices=prices or {"AAA": 10.0, "BTC-USD": 100.0},
+        portfolio=portfolio or PortfolioSnapshot(cash=10_000.0),
+        as_of=as_of,
+        profile=get_profile(market),
+        fees_bps=fees,
+        slippage_bps=slip,
+        prev_closes=prev,
+    )
 
 
 def test_us_equity_whole_shares_weekdays_only():
@@ -77,15 +89,22 @@ def test_cn_a_share_lots_t_plus_one_and_price_limits():
     res, _ = _exec("cn_a_share", [("AAA", "BUY", 150)])
     assert res.status == "rejected" and "lots of 100" in res.message
     assert _exec("cn_a_share", [("AAA", "BUY", 200)])[0].status == "accepted"
-    held = PortfolioSnapshot(cash=0.0, positions={"AAA": Position(symbol="AAA", quantity=100, avg_price=10.0,
-                                                                        opened="2021-01-05")})
+    held = PortfolioSnapshot(
+        cash=0.0, positions={"AAA": Position(symbol="AAA", quantity=100, avg_price=10.0, opened="2021-01-05")}
+    )
     res, _ = _exec("cn_a_share", [("AAA", "SELL", 100)], portfolio=held)
     assert res.status == "rejected" and "T+1" in res.message
     assert _exec("cn_a_share", [("AAA", "SELL", 100)], portfolio=held, as_of="2021-01-06")[0].status == "accepted"
     res, _ = _exec("cn_a_share", [("AAA", "BUY", 100)], prices={"AAA": 11.0}, prev={"AAA": 10.0})
     assert res.status == "rejected" and "limit-up" in res.message
-    res, _ = _exec("cn_a_share", [("AAA", "SELL", 100)], prices={"AAA": 9.0}, prev={"AAA": 10.0}, portfolio=held,
-                   as_of="2021-01-06")
+    res, _ = _exec(
+        "cn_a_share",
+        [("AAA", "SELL", 100)],
+        prices={"AAA": 9.0},
+        prev={"AAA": 10.0},
+        portfolio=held,
+        as_of="2021-01-06",
+    )
     assert res.status == "rejected" and "limit-down" in res.message
     assert _exec("cn_a_share", [("AAA", "BUY", 100)], prices={"AAA": 10.9}, prev={"AAA": 10.0})[0].status == "accepted"
 
@@ -98,11 +117,19 @@ def test_all_or_nothing_names_every_reason():
 
 
 def test_simulation_execution_uses_episode_fees_and_its_own_portfolio():
-    sim = SimulationExecution.for_market("us_equity", fees_bps=10, slippage_bps=100,
-                                         portfolio=PortfolioSnapshot(cash=1_000.0))
-    res, after = sim.execute(Decision(orders=[Order(symbol="AAA", side="BUY", quantity=10)]), cycle_id="c1",
-                             session_id="s", universe=["AAA"], prices={"AAA": 10.0}, prev_closes={},
-                             portfolio=PortfolioSnapshot(cash=5.0), as_of="2021-01-05")
+    sim = SimulationExecution.for_market(
+        "us_equity", fees_bps=10, slippage_bps=100, portfolio=PortfolioSnapshot(cash=1_000.0)
+    )
+    res, after = sim.execute(
+        Decision(orders=[Order(symbol="AAA", side="BUY", quantity=10)]),
+        cycle_id="c1",
+        session_id="s",
+        universe=["AAA"],
+        prices={"AAA": 10.0},
+        prev_closes={},
+        portfolio=PortfolioSnapshot(cash=5.0),
+        as_of="2021-01-05",
+    )
     fill = 10.0 * 1.01
     assert res.status == "accepted" and res.executed_trades[0].price == pytest.approx(fill)
     assert after.cash == pytest.approx(1_000 - fill * 10 * 1.001)
@@ -111,14 +138,22 @@ def test_simulation_execution_uses_episode_fees_and_its_own_portfolio():
 
 # ---------------------------------------------------------------- seed 004 extraction
 def _outcome(status="completed", contracts=None, error=None) -> CycleOutcome:
-    return CycleOutcome(session_id="s", cycle_id="s:c1", status=status, contracts=contracts or {}, events=0,
-                        error=error)
+    return CycleOutcome(
+        session_id="s", cycle_id="s:c1", status=status, contracts=contracts or {}, events=0, error=error
+    )
 
 
 def _submit(sim, orders, price=10.0):
-    return sim.execute(Decision(orders=[Order(symbol="AAA", side="BUY", quantity=q) for q in orders]),
-                       cycle_id="s:c1", session_id="s", universe=["AAA"], prices={"AAA": price}, prev_closes={},
-                       portfolio=sim.portfolio, as_of="2021-01-05")
+    return sim.execute(
+        Decision(orders=[Order(symbol="AAA", side="BUY", quantity=q) for q in orders]),
+        cycle_id="s:c1",
+        session_id="s",
+        universe=["AAA"],
+        prices={"AAA": price},
+        prev_closes={},
+        portfolio=sim.portfolio,
+        as_of="2021-01-05",
+    )
 
 
 def test_extract_no_call_is_hold():

@@ -1,5 +1,6 @@
 """The fast paths of issue 24's speed work give what the paths they replace gave (bench/bench_stockbench.py measures
 them; these pin their answers)."""
+
 from __future__ import annotations
 
 import json
@@ -27,13 +28,18 @@ def _json_path(value):
 
 def test_to_plain_equals_the_json_round_trip_on_json_data_and_types_it_does_not_know():
     samples = [
-        {"text": "héllo \u2039x\u203a", "n": [1, 2.5, -0.0, 1e300, 5e-324, 0.1 + 0.2, 2**63 - 1], "none": None,
-         "nested": {"t": (1, "two"), "b": True, "deep": [{"x": [[]]}]}},
+        {
+            "text": "héllo \u2039x\u203a",
+            "n": [1, 2.5, -0.0, 1e300, 5e-324, 0.1 + 0.2, 2**63 - 1],
+            "none": None,
+            "nested": {"t": (1, "two"), "b": True, "deep": [{"x": [[]]}]},
+        },
         [{"role": "user", "content": "TASK: quant"}, {"tool_calls": [{"args": {"symbol": "AAPL"}}]}],
         # not JSON's own: each takes the json module's path, as before
         {"numpy": np.float64(1.5)},
         {1: "int key", True: "bool key"},  # noqa: F601 - True is 1: the collision is the case
-        {"big": 2**70}, {"enum": _Kind.A},
+        {"big": 2**70},
+        {"enum": _Kind.A},
         {"sub": type("S", (str,), {})("x")},
     ]
     for value in samples:
@@ -82,9 +88,11 @@ def test_emit_reaches_each_configs_own_handlers_with_its_run_id_and_metadata():
     step.invoke(1, {"callbacks": [first], "metadata": {"who": "one"}})
     step.invoke(2, {"callbacks": [second], "metadata": {"who": "two"}})
     assert first.seen == [("validation", {"i": i}, run_ids[0], "one") for i in range(3)] + [
-        ("error", {"same": 1}, run_ids[0], "copy")]
+        ("error", {"same": 1}, run_ids[0], "copy")
+    ]
     assert second.seen == [("validation", {"i": i}, run_ids[1], "two") for i in range(3)] + [
-        ("error", {"same": 2}, run_ids[1], "copy")]
+        ("error", {"same": 2}, run_ids[1], "copy")
+    ]
     assert run_ids[0] != run_ids[1]
 
 
@@ -99,10 +107,20 @@ def test_recall_with_cached_query_vectors_equals_recall_without():
         pass
 
     words = ["above_sma50", "below_sma50", "rsi_neutral", "macd_negative", "macd_positive", "high_volatility"]
-    records = [MemoryRecord(memory_id=f"m{i}", kind="cycle" if i % 3 else "review", symbol="AAPL" if i % 2 else "MSFT",
-                            direction="LONG", known_at=f"2025-03-{1 + i % 28:02d}", session_id="s", run_id="r",
-                            cycle_id=f"c{i}", text=f"setup {words[i % 6]} {words[(i * 5) % 6]}; stop target {i}")
-               for i in range(60)]
+    records = [
+        MemoryRecord(
+            memory_id=f"m{i}",
+            kind="cycle" if i % 3 else "review",
+            symbol="AAPL" if i % 2 else "MSFT",
+            direction="LONG",
+            known_at=f"2025-03-{1 + i % 28:02d}",
+            session_id="s",
+            run_id="r",
+            cycle_id=f"c{i}",
+            text=f"setup {words[i % 6]} {words[(i * 5) % 6]}; stop target {i}",
+        )
+        for i in range(60)
+    ]
     cached, plain = HybridIndex(), HybridIndex(Uncached())
     assert cached._queries is not None and plain._queries is None
     for index in (cached, plain):
@@ -147,8 +165,15 @@ def _case_by_the_definition(config, market, date, idx, portfolio, prev_date):
     read and filtered, its bars read row by row. The fast build must give the very same Case."""
     from agent.markets import bar_cutoff, fill_field, get_profile
     from graph.services.backtest.loop import untradable_reason
-    from schemas.simulation import (Case, CaseData, CaseDataItem, CaseMetadata, IntervalPriceSummary, PricePoint,
-                                    StockData)
+    from schemas.simulation import (
+        Case,
+        CaseData,
+        CaseDataItem,
+        CaseMetadata,
+        IntervalPriceSummary,
+        PricePoint,
+        StockData,
+    )
 
     profile = get_profile(config.market, config.decide_at)
     cutoff = bar_cutoff(profile, date)
@@ -158,22 +183,42 @@ def _case_by_the_definition(config, market, date, idx, portfolio, prev_date):
         if today.empty or frame.empty:
             untradable[t] = untradable_reason(market, t, date, today.empty)
             continue
-        tail = frame.iloc[-config.bars_in_case:]
-        bars = [PricePoint(timestamp=ts.strftime("%Y-%m-%d"), open=float(r.open), high=float(r.high),
-                           low=float(r.low), close=float(r.close), volume=float(r.volume))
-                for ts, r in zip(tail.index, tail.itertuples())]
+        tail = frame.iloc[-config.bars_in_case :]
+        bars = [
+            PricePoint(
+                timestamp=ts.strftime("%Y-%m-%d"),
+                open=float(r.open),
+                high=float(r.high),
+                low=float(r.low),
+                close=float(r.close),
+                volume=float(r.volume),
+            )
+            for ts, r in zip(tail.index, tail.itertuples())
+        ]
         window = frame if prev_date is None else frame[frame.index > bar_cutoff(profile, prev_date)]
         window = window if len(window) else frame.iloc[-1:]
         summary = IntervalPriceSummary(
-            start=window.index[0].strftime("%Y-%m-%d"), end=window.index[-1].strftime("%Y-%m-%d"),
-            open=float(window.open.iloc[0]), high=float(window.high.max()), low=float(window.low.min()),
-            close=float(window.close.iloc[-1]), volume=float(window.volume.sum()))
-        stock[t] = StockData(ticker=t, current_price=float(today[fill_field(profile)].iloc[0]), daily_bars=bars,
-                             interval_summary=summary)
+            start=window.index[0].strftime("%Y-%m-%d"),
+            end=window.index[-1].strftime("%Y-%m-%d"),
+            open=float(window.open.iloc[0]),
+            high=float(window.high.max()),
+            low=float(window.low.min()),
+            close=float(window.close.iloc[-1]),
+            volume=float(window.volume.sum()),
+        )
+        stock[t] = StockData(
+            ticker=t, current_price=float(today[fill_field(profile)].iloc[0]), daily_bars=bars, interval_summary=summary
+        )
     items = [CaseDataItem(kind="other", timestamp=date, content=f"{t}: {why}") for t, why in untradable.items()]
-    return Case(case_id=f"{config.episode_id}:{idx}", tickers=list(stock), case_data=CaseData(items=items),
-                stock_data=stock, portfolio=portfolio, untradable=untradable,
-                metadata=CaseMetadata(decision_point_idx=idx, information_cutoff_timestamp=date))
+    return Case(
+        case_id=f"{config.episode_id}:{idx}",
+        tickers=list(stock),
+        case_data=CaseData(items=items),
+        stock_data=stock,
+        portfolio=portfolio,
+        untradable=untradable,
+        metadata=CaseMetadata(decision_point_idx=idx, information_cutoff_timestamp=date),
+    )
 
 
 @pytest.mark.parametrize("decide_at,every", [("open", 1), ("open", 7), ("close", 3)])
@@ -181,15 +226,22 @@ def test_build_case_equals_its_definition_on_stockbenchs_window(decide_at, every
     """Every point of StockBench's window (its Feb 11-19 gap in 16 symbols included), at the open and the close,
     points 1 and 7 and 3 sessions apart, the first point with no previous one."""
     from graph.services.backtest.loop import build_case, decision_dates
-    from graph.services.benchmark.stockbench.run import load_data
     from graph.services.benchmark.stockbench.protocol import SYMBOLS
+    from graph.services.benchmark.stockbench.run import load_data
     from schemas.portfolio import PortfolioSnapshot
     from schemas.simulation import EpisodeConfig
 
     _, market = load_data(None)
-    config = EpisodeConfig(episode_id="pin", tickers=list(SYMBOLS), initial_cash=100_000.0, start="2025-02-03",
-                           end="2025-06-30",
-                           every=every, market="us_equity", decide_at=decide_at)
+    config = EpisodeConfig(
+        episode_id="pin",
+        tickers=list(SYMBOLS),
+        initial_cash=100_000.0,
+        start="2025-02-03",
+        end="2025-06-30",
+        every=every,
+        market="us_equity",
+        decide_at=decide_at,
+    )
     dates = decision_dates(market, list(SYMBOLS), config.start, config.end, every, "us_equity", decide_at)
     book = PortfolioSnapshot(cash=100_000.0)
     untradable = 0
@@ -257,8 +309,11 @@ def test_split_stores_what_its_definition_stored():
     for n in range(200, 270):  # around INLINE_MAX, one and two fields, keys and text that JSON escapes
         edge += [{"k": "x" * n}, {"a": 1, "text": "y" * (n - 20)}, {'é"\\k': "z" * (n - 12)}, {"k": "é" * (n // 2)}]
     for n in range(40, 52):
-        edge += [{"name": "s" * n, "blob": "b" * 400}, {"name": "\n" * (n // 2), "blob": "b" * 400},
-                 {"ñ": "ü" * (n // 2), "blob": [1, 2, {"x": "b" * 300}]}]
+        edge += [
+            {"name": "s" * n, "blob": "b" * 400},
+            {"name": "\n" * (n // 2), "blob": "b" * 400},
+            {"ñ": "ü" * (n // 2), "blob": [1, 2, {"x": "b" * 300}]},
+        ]
     edge += [real[5], real[5], {}, {"n": None, "f": 1.5, "b": True, "l": []}]
     bulk = [{"text": f"{i:06d}" + "q" * 70_000} for i in range(130)]  # ~9 MB: packs close at PACK_MAX
     for payloads in (real, edge, bulk, real + edge + bulk):

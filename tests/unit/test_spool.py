@@ -1,5 +1,6 @@
 """The local spool: only redelivered to the store it was meant for, never while still being written,
 idempotent, and a line torn by a crash does not stop the rest."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,15 @@ from tests.helpers import mock_store
 
 
 def ev(n: int) -> dict:
-    return {"event_id": uuid.uuid4().hex, "session_id": "S", "cycle_id": "S:c1", "ts": 1_700_000_000.0 + n,
-            "state": "RUNNER", "kind": "transition", "payload": {"n": n}}
+    return {
+        "event_id": uuid.uuid4().hex,
+        "session_id": "S",
+        "cycle_id": "S:c1",
+        "ts": 1_700_000_000.0 + n,
+        "state": "RUNNER",
+        "kind": "transition",
+        "payload": {"n": n},
+    }
 
 
 def test_recover_is_idempotent_and_keeps_order(tmp_path):

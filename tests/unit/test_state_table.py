@@ -1,4 +1,5 @@
 """The state table is the one definition: every other view of the machine agrees with it."""
+
 from __future__ import annotations
 
 import typing

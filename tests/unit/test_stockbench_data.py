@@ -3,6 +3,7 @@ gaps, news at its true publication time and counted once, filings public from th
 computed by code (checked here by hand from the filings' own numbers), dividends in a window, a missing bar that
 stays missing; and a small tree of our own for what the shipped one cannot show (a folder, a changed file, the
 cache, the run manifest)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -24,8 +25,28 @@ DJIA20 = ("AAPL AMGN AMZN AXP BA CAT CRM GS HD HON IBM JNJ JPM MCD MSFT PG SHW T
 FULL = {"GS", "HD", "MSFT", "V"}  # the four with 154 bars
 FEB_GAP = ["2025-02-11", "2025-02-12", "2025-02-13", "2025-02-14", "2025-02-18", "2025-02-19"]
 # items per symbol in the files (the research brief's table) and what is left once each item counts once
-RAW_NEWS = dict(AAPL=371, AMGN=246, AMZN=364, AXP=274, BA=318, CAT=204, CRM=292, GS=342, HD=257, HON=191, IBM=299,
-                JNJ=318, JPM=333, MCD=258, MSFT=365, PG=228, SHW=151, TRV=124, UNH=297, V=291)
+RAW_NEWS = dict(
+    AAPL=371,
+    AMGN=246,
+    AMZN=364,
+    AXP=274,
+    BA=318,
+    CAT=204,
+    CRM=292,
+    GS=342,
+    HD=257,
+    HON=191,
+    IBM=299,
+    JNJ=318,
+    JPM=333,
+    MCD=258,
+    MSFT=365,
+    PG=228,
+    SHW=151,
+    TRV=124,
+    UNH=297,
+    V=291,
+)
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +84,11 @@ def test_a_missing_bar_stays_missing(sb):
     m = sb.market
     assert m.bars("AAPL", "2025-02-12", "2025-02-12").empty and not m.bars("GS", "2025-02-12", "2025-02-12").empty
     assert str(m.as_of("AAPL", "2025-02-12").index[-1].date()) == "2025-02-10"  # the last real bar, not a filled one
-    with pytest.raises(NotATradingDayError, match="no AAPL bar on 2025-02-12, a trading day for us_equity: nearest "
-                                                   "bars 2025-02-10 before, 2025-02-20 after"):
+    with pytest.raises(
+        NotATradingDayError,
+        match="no AAPL bar on 2025-02-12, a trading day for us_equity: nearest "
+        "bars 2025-02-10 before, 2025-02-20 after",
+    ):
         validate_as_of(m, ["AAPL"], "2025-02-12", CLOSE)
 
 
@@ -80,6 +104,7 @@ def test_news_counts_and_each_item_once(sb):
 def test_news_is_seen_from_its_true_time(sb):
     """Labelled 2025-03-03T22:56:22 in the file (the collector's UTC+8), published 14:56:22Z: after that day's open
     (14:30Z), before its close."""
+
     def tsmc(day, profile):
         return [h for h in sb.news.headlines("AAPL", day, 3, profile) if h["headline"].startswith("Giant chipmaker")]
 
@@ -111,15 +136,21 @@ def test_fundamentals_by_hand_for_aapl_on_2025_05_05(sb):
     revenue_a_year_before = 90_753e6  # the quarter ending 2024-03-30
     equity, shares = 66_796e6, 14_994_082_000  # the latest quarter's parent equity and basic average shares
     raw = _quarters("AAPL")
-    assert [raw[e]["diluted_earnings_per_share"] for e in ("2024-06-29", "2024-09-28", "2024-12-28", "2025-03-29")] \
-        == pytest.approx(eps)
+    assert [
+        raw[e]["diluted_earnings_per_share"] for e in ("2024-06-29", "2024-09-28", "2024-12-28", "2025-03-29")
+    ] == pytest.approx(eps)
     assert raw["2025-03-29"]["revenues"] == revenue[-1] and raw["2024-03-30"]["revenues"] == revenue_a_year_before
     assert raw["2025-03-29"]["equity_attributable_to_parent"] == equity
     assert raw["2025-03-29"]["basic_average_shares"] == shares
 
     price = float(sb.market.bars("AAPL", "2025-05-02", "2025-05-02")["close"].iloc[0])
     f = sb.fundamentals.get("AAPL", "2025-05-05", OPEN)
-    assert (f.as_of, f.reported_at, f.price, f.price_date) == ("2025-03-29", "2025-05-02T10:00:46Z", price, "2025-05-02")
+    assert (f.as_of, f.reported_at, f.price, f.price_date) == (
+        "2025-03-29",
+        "2025-05-02T10:00:46Z",
+        price,
+        "2025-05-02",
+    )
     assert f.eps_ttm == pytest.approx(6.42)
     assert f.pe == round(price / 6.42, 2)
     assert f.pb == round(price / (equity / shares), 2)
@@ -137,15 +168,19 @@ def test_no_figure_from_what_a_filing_lacks(sb):
     assert mcd.pe is not None and mcd.pb is None  # negative equity
     cat = sb.fundamentals.get("CAT", "2025-03-03", OPEN)  # its Q2 2024 has no filing time: no four quarters
     assert cat.pe is None and cat.eps_ttm is None and cat.pb is not None
-    assert sb.fundamentals.left_out() == {"CAT": ["Q2 2024 (ending 2024-06-30)"],
-                                          "CRM": ["Q1 2025 (ending 2024-04-30)"]}
+    assert sb.fundamentals.left_out() == {
+        "CAT": ["Q2 2024 (ending 2024-06-30)"],
+        "CRM": ["Q1 2025 (ending 2024-04-30)"],
+    }
     assert not sb.fundamentals.get("AAPL", "2013-01-02", CLOSE).available
 
 
 def test_dividends_in_a_window_and_splits_never_reapplied(sb):
     a = sb.actions
-    assert [(d.ex_date, d.cash_amount, d.pay_date) for d in a.dividends("HD", "2025-02-28", "2025-06-30")] == \
-        [("2025-03-13", 2.30, "2025-03-27"), ("2025-06-05", 2.30, "2025-06-18")]
+    assert [(d.ex_date, d.cash_amount, d.pay_date) for d in a.dividends("HD", "2025-02-28", "2025-06-30")] == [
+        ("2025-03-13", 2.30, "2025-03-27"),
+        ("2025-06-05", 2.30, "2025-06-18"),
+    ]
     # `after` is exclusive, `through` inclusive: MCD's 2025-03-03 ex-date belongs to the window that ends on it
     assert [d.ex_date for d in a.dividends("MCD", "2025-03-03", "2025-06-02")] == ["2025-06-02"]
     assert [d.ex_date for d in a.dividends("MCD", "2025-03-02", "2025-03-03")] == ["2025-03-03"]
@@ -161,8 +196,9 @@ def test_dividends_in_a_window_and_splits_never_reapplied(sb):
 
 def test_one_path_gives_every_kind(sb):
     files = stockbench_files()
-    assert files == DataFiles(**{k: str(SHIPPED_ARCHIVE.resolve()) for k in
-                                 ("prices", "news", "fundamentals", "corporate_actions")})
+    assert files == DataFiles(
+        **{k: str(SHIPPED_ARCHIVE.resolve()) for k in ("prices", "news", "fundamentals", "corporate_actions")}
+    )
     sources = load_sources(files)
     assert sources == {"market": sb.market, "news": sb.news, "fundamentals": sb.fundamentals, "actions": sb.actions}
     assert load_file("news", SHIPPED_ARCHIVE) is sb.news
@@ -205,8 +241,10 @@ def test_a_folder_tree_its_hash_a_change_and_the_cache(tmp_path, monkeypatch):
     write_tree(root, bar={"c": 11.0})
     assert tree_sha256(root) != entry["sha256"]
     sources, lines = recorded_sources({"market": entry})
-    assert lines == [f"data source market.sha256: content hash differs: {root.resolve()} changed since the run "
-                     f"(recorded {entry['sha256'][:12]}…, now {tree_sha256(root)[:12]}…)"]
+    assert lines == [
+        f"data source market.sha256: content hash differs: {root.resolve()} changed since the run "
+        f"(recorded {entry['sha256'][:12]}…, now {tree_sha256(root)[:12]}…)"
+    ]
     with pytest.raises(DataError, match="changed since the run"):
         sources["market"].rows("ACME")
     assert load_tree(root).market.bars("ACME", "2024-03-04", "2024-03-04")["close"].tolist() == [11.0]
@@ -214,32 +252,55 @@ def test_a_folder_tree_its_hash_a_change_and_the_cache(tmp_path, monkeypatch):
 
 def test_an_item_whose_hour_is_unknown_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("TRADEGRAPH_HOME", str(tmp_path / "home"))
-    root = write_tree(tmp_path / "sb", news_text=json.dumps({"items": [{"title": "t", "published_utc":
-                                                                        "2024-03-04T23:00:00"}]}))
+    root = write_tree(
+        tmp_path / "sb", news_text=json.dumps({"items": [{"title": "t", "published_utc": "2024-03-04T23:00:00"}]})
+    )
     with pytest.raises(DataError) as e:
         load_tree(root)
-    assert str(e.value) == (f"{root.resolve()}/storage/cache/news_by_day/ACME/2024-03-04.json: items[0]: published_utc "
-                            "'2024-03-04T23:00:00' has no time zone and there is no 'datetime' epoch: its true "
-                            "publication time is unknown (a Finnhub label is the collector's local time)")
+    assert str(e.value) == (
+        f"{root.resolve()}/storage/cache/news_by_day/ACME/2024-03-04.json: items[0]: published_utc "
+        "'2024-03-04T23:00:00' has no time zone and there is no 'datetime' epoch: its true "
+        "publication time is unknown (a Finnhub label is the collector's local time)"
+    )
 
 
-@pytest.mark.parametrize("field, value", [("acceptance_datetime", "2023-12-15T21:00:00Z"),
-                                           ("acceptance_datetime", "2023-12-31T21:00:00Z"),
-                                           ("filing_date", "2023-11-20")])
-def test_a_filing_public_before_its_own_period_ends_is_refused_naming_file_and_record(tmp_path, monkeypatch, field,
-                                                                                       value):
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("acceptance_datetime", "2023-12-15T21:00:00Z"),
+        ("acceptance_datetime", "2023-12-31T21:00:00Z"),
+        ("filing_date", "2023-11-20"),
+    ],
+)
+def test_a_filing_public_before_its_own_period_ends_is_refused_naming_file_and_record(
+    tmp_path, monkeypatch, field, value
+):
     """Issue 28: a quarter ending 2023-12-31 accepted (or, without an acceptance, filed) on or before that day."""
     monkeypatch.setenv("TRADEGRAPH_HOME", str(tmp_path / "home"))
-    good = {"start_date": "2022-10-01", "end_date": "2022-12-31", "acceptance_datetime": "2023-02-01T21:00:00Z",
-            "fiscal_period": "Q4", "fiscal_year": "2022", "financials": {}}
-    bad = {"start_date": "2023-10-01", "end_date": "2023-12-31", "fiscal_period": "Q4", "fiscal_year": "2023",
-           "financials": {}, field: value}
+    good = {
+        "start_date": "2022-10-01",
+        "end_date": "2022-12-31",
+        "acceptance_datetime": "2023-02-01T21:00:00Z",
+        "fiscal_period": "Q4",
+        "fiscal_year": "2022",
+        "financials": {},
+    }
+    bad = {
+        "start_date": "2023-10-01",
+        "end_date": "2023-12-31",
+        "fiscal_period": "Q4",
+        "fiscal_year": "2023",
+        "financials": {},
+        field: value,
+    }
     root = write_tree(tmp_path / "sb", filings_text=json.dumps([good, bad]))
     with pytest.raises(DataError) as e:
         load_tree(root)
-    assert str(e.value) == (f"{root.resolve()}/storage/cache/financials/ACME.quarterly.json: record 2: {field} {value} "
-                            f"is not after the period it reports ends (end_date 2023-12-31): a filing is accepted "
-                            f"after its period")
+    assert str(e.value) == (
+        f"{root.resolve()}/storage/cache/financials/ACME.quarterly.json: record 2: {field} {value} "
+        f"is not after the period it reports ends (end_date 2023-12-31): a filing is accepted "
+        f"after its period"
+    )
 
 
 def test_a_folder_that_is_no_tree_and_an_archive_without_bars(tmp_path):
@@ -257,8 +318,9 @@ def _quarters(symbol: str) -> dict[str, dict[str, float]]:
     """period end -> statement line -> value, read straight from the archive's quarterly filings."""
     with tarfile.open(SHIPPED_ARCHIVE) as tar:
         records = json.load(tar.extractfile(f"storage/cache/financials/{symbol}.quarterly.json"))
-    return {r["end_date"]: {k: v["value"] for part in r["financials"].values() for k, v in part.items()}
-            for r in records}
+    return {
+        r["end_date"]: {k: v["value"] for part in r["financials"].values() for k, v in part.items()} for r in records
+    }
 
 
 def test_data_check_reports_the_tree_named_by_the_toml_or_the_flag(sb, tmp_path, monkeypatch, capsys):
@@ -273,8 +335,10 @@ def test_data_check_reports_the_tree_named_by_the_toml_or_the_flag(sb, tmp_path,
     assert capsys.readouterr().out == toml_out  # one report, though three kinds read the tree
     lines = toml_out.splitlines()
     assert lines[0] == f"StockBench data {SHIPPED_ARCHIVE.resolve()} (sha256 {sb.sha256[:12]}…): 21 symbol(s)"
-    assert "  AAPL        148 bars 2024-12-13..2025-07-31; us_equity: every bar on a session, 8 session(s) without a " \
-           "bar (2025-01-10..2025-01-13 (2), 2025-02-11..2025-02-19 (6))" in lines
+    assert (
+        "  AAPL        148 bars 2024-12-13..2025-07-31; us_equity: every bar on a session, 8 session(s) without a "
+        "bar (2025-01-10..2025-01-13 (2), 2025-02-11..2025-02-19 (6))" in lines
+    )
     assert "news: 5,523 items, 1 duplicate(s) dropped, 5,522 kept (at their true publication time, UTC)" in lines
     assert "filings: 998 quarters with a public time, 2 left out (no filing or acceptance time)" in lines
     assert any(line.startswith("corporate actions: 1,450 dividends, 13 splits") for line in lines)
@@ -287,8 +351,9 @@ def test_data_check_reports_the_tree_named_by_the_toml_or_the_flag(sb, tmp_path,
     assert f"news {(tmp_path / 'n.jsonl').resolve()}: 1 symbol(s), 1 headlines" in out and "StockBench data" in out
     (tmp_path / "tradegraph.toml").write_text("[data]\nstockbench = 3\n")
     assert main(["data", "check"]) == 2
-    assert capsys.readouterr().err == ("tradegraph: error: tradegraph.toml: [data] stockbench = 3: expected a "
-                                       "StockBench folder or archive, or true\n")
+    assert capsys.readouterr().err == (
+        "tradegraph: error: tradegraph.toml: [data] stockbench = 3: expected a StockBench folder or archive, or true\n"
+    )
 
 
 def test_a_bundle_on_the_tree_through_the_kernel_carries_the_computed_fundamentals(sb, tmp_path, monkeypatch, capsys):
@@ -304,8 +369,12 @@ def test_a_bundle_on_the_tree_through_the_kernel_carries_the_computed_fundamenta
     f = bundle["fundamentals"]
     expected = sb.fundamentals.get("AAPL", "2025-03-03", CLOSE).model_dump(mode="json", exclude_none=True)
     assert {k: v for k, v in f.items() if v is not None} == expected
-    assert (f["as_of"], f["reported_at"], f["price_date"], f["price"]) == ("2024-12-28", "2025-01-31T11:01:27Z",
-                                                                          "2025-03-03", 238.03)
+    assert (f["as_of"], f["reported_at"], f["price_date"], f["price"]) == (
+        "2024-12-28",
+        "2025-01-31T11:01:27Z",
+        "2025-03-03",
+        238.03,
+    )
 
 
 def test_a_cycle_on_the_tree_records_it_and_replays_identical(sb, tmp_path, monkeypatch, capsys):

@@ -1,4 +1,5 @@
 """StockBench's metrics, computed by hand on small series (its stockbench/backtest/metrics.py `evaluate`)."""
+
 import math
 
 import pytest

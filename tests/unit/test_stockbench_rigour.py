@@ -1,6 +1,7 @@
 """The scorecard's rigour (issue 31): every row's metrics recompute from the NAV it ships, a paired test of daily
 excess returns against buy-and-hold, the downturn and upturn sub-periods, runs' spread, and the training cut-off
 flag."""
+
 from __future__ import annotations
 
 import json
@@ -43,7 +44,7 @@ def test_the_paired_test_finds_a_real_edge_and_not_a_null_one():
     bh = [{"date": d, "equity": v} for d, v in zip(dates, shape)]
     same = rigour.paired_test(bh, bh, 100.0)
     assert same["mean"] == 0 and same["p_value"] == 1.0 and same["ci95"] == [0.0, 0.0]
-    better = [{"date": d, "equity": v * (1.01 ** i)} for i, (d, v) in enumerate(zip(dates, shape))]
+    better = [{"date": d, "equity": v * (1.01**i)} for i, (d, v) in enumerate(zip(dates, shape))]
     edge = rigour.paired_test(better, bh, 100.0)
     assert edge["mean"] > 0 and edge["ci95"][0] > 0 and edge["p_value"] < 0.05
     assert rigour.paired_test(better, bh, 100.0) == edge  # seeded: the same NAVs, the same figures
@@ -68,17 +69,26 @@ def test_sub_periods_start_from_the_equity_each_began_with():
 
 
 def test_spread_over_runs():
-    out = rigour.spread([{"cumulative_return": 0.01, "max_drawdown": -0.1, "sortino": 0.02},
-                         {"cumulative_return": 0.03, "max_drawdown": -0.2, "sortino": 0.04}])
+    out = rigour.spread(
+        [
+            {"cumulative_return": 0.01, "max_drawdown": -0.1, "sortino": 0.02},
+            {"cumulative_return": 0.03, "max_drawdown": -0.2, "sortino": 0.04},
+        ]
+    )
     assert out["runs"] == 2 and out["cumulative_return"] == pytest.approx(0.02)
     assert out["cumulative_return_std"] == pytest.approx(0.0141421, rel=1e-4)
     assert rigour.spread([{"cumulative_return": 0.01, "max_drawdown": -0.1, "sortino": 0.0}])["sortino_std"] is None
 
 
-@pytest.mark.parametrize("models,seen", [(["openai:gpt-4o-mini", "openai:gpt-4o"], False),
-                                         (["anthropic:claude-sonnet-4-0"], True),
-                                         (["offline-quick", "offline-deep"], False),
-                                         (["smollm2-135m-instruct"], None)])
+@pytest.mark.parametrize(
+    "models,seen",
+    [
+        (["openai:gpt-4o-mini", "openai:gpt-4o"], False),
+        (["anthropic:claude-sonnet-4-0"], True),
+        (["offline-quick", "offline-deep"], False),
+        (["smollm2-135m-instruct"], None),
+    ],
+)
 def test_the_cutoff_flag(models, seen):
     out = rigour.may_have_seen(models, "2025-03-03")
     assert out["may_have_seen_window"] is seen
@@ -92,8 +102,12 @@ def test_every_cutoff_names_its_source_or_says_unverified():
     for name, row in table.items():
         assert set(row) == {"cutoff", "source"}, name
         source = row["source"]
-        assert isinstance(source, str) and (re.match(r"https://\S+ \(.+\)$", source) or source.startswith(
-            (rigour.UNVERIFIED + ": ", "tradegraph's rule-based offline model (agent/offline_model.py)"))), name
+        assert isinstance(source, str) and (
+            re.match(r"https://\S+ \(.+\)$", source)
+            or source.startswith(
+                (rigour.UNVERIFIED + ": ", "tradegraph's rule-based offline model (agent/offline_model.py)")
+            )
+        ), name
         assert row["cutoff"] is None or re.fullmatch(r"20\d\d-(0[1-9]|1[0-2])", row["cutoff"]), name
         assert (row["cutoff"] is None) == name.startswith("offline-"), name  # only the offline model read nothing
         assert rigour.cutoff_of(name)["verified"] is not source.startswith(rigour.UNVERIFIED)
@@ -126,8 +140,23 @@ def test_the_offline_default_is_one_run_and_the_table_says_n_1(tmp_path, capsys)
     from graph.transports.cli.benchmark import render
     from graph.transports.cli.main import main
 
-    args = ["benchmark", "stockbench", "--symbols", "AAPL", "--start", "2025-03-03", "--end", "2025-03-04", "--json",
-            "--db", f"mongomock://one_{uuid.uuid4().hex[:8]}", "--out", str(tmp_path), "--benchmark-id", "once"]
+    args = [
+        "benchmark",
+        "stockbench",
+        "--symbols",
+        "AAPL",
+        "--start",
+        "2025-03-03",
+        "--end",
+        "2025-03-04",
+        "--json",
+        "--db",
+        f"mongomock://one_{uuid.uuid4().hex[:8]}",
+        "--out",
+        str(tmp_path),
+        "--benchmark-id",
+        "once",
+    ]
     assert main(args) == 0, capsys.readouterr().err
     card = json.loads(capsys.readouterr().out)
     assert [r["kind"] for r in card["rows"]].count("run") == 1 and "run_mean" not in [r["kind"] for r in card["rows"]]
@@ -150,18 +179,37 @@ def test_runs_n_gives_each_runs_row_and_their_mean_and_spread(tmp_path, capsys):
 
     from graph.transports.cli.main import main
 
-    args = ["benchmark", "stockbench", "--symbols", "AAPL,MSFT", "--start", "2025-03-03", "--end", "2025-03-05",
-            "--runs", "2", "--json", "--db", f"mongomock://runs_{uuid.uuid4().hex[:8]}", "--out", str(tmp_path),
-            "--benchmark-id", "twice"]
+    args = [
+        "benchmark",
+        "stockbench",
+        "--symbols",
+        "AAPL,MSFT",
+        "--start",
+        "2025-03-03",
+        "--end",
+        "2025-03-05",
+        "--runs",
+        "2",
+        "--json",
+        "--db",
+        f"mongomock://runs_{uuid.uuid4().hex[:8]}",
+        "--out",
+        str(tmp_path),
+        "--benchmark-id",
+        "twice",
+    ]
     assert main(args) == 0, capsys.readouterr().err
     card = json.loads(capsys.readouterr().out)
     runs = [r for r in card["rows"] if r["kind"] == "run"]
     (mean,) = [r for r in card["rows"] if r["kind"] == "run_mean"]
-    assert [r["name"] for r in runs] == ["tradegraph (offline-quick/offline-deep) run 1",
-                                         "tradegraph (offline-quick/offline-deep) run 2"]
+    assert [r["name"] for r in runs] == [
+        "tradegraph (offline-quick/offline-deep) run 1",
+        "tradegraph (offline-quick/offline-deep) run 2",
+    ]
     assert len({r["session_ids"][0] for r in runs}) == 2, "each run a session of its own"
     assert mean["runs"] == 2 and mean["cumulative_return"] == pytest.approx(
-        sum(r["cumulative_return"] for r in runs) / 2)
+        sum(r["cumulative_return"] for r in runs) / 2
+    )
     assert mean["cumulative_return_std"] == pytest.approx(0.0, abs=1e-12)  # the offline model: the same run twice
     for r in runs:  # every row recomputes from its NAV, and carries its test, sub-periods and cut-off flag
         again = rigour.recomputed(r, 100_000.0)
@@ -170,8 +218,7 @@ def test_runs_n_gives_each_runs_row_and_their_mean_and_spread(tmp_path, capsys):
         assert r["sub_periods"]["downturn (Mar-Apr)"]["sessions"] == 3
         assert r["sub_periods"]["upturn (May-Jun)"] is None
     base = next(r for r in card["rows"] if r["kind"] == "baseline")
-    assert base["cumulative_return"] == pytest.approx(rigour.recomputed(base, 100_000.0)["cumulative_return"],
-                                                      abs=1e-6)
+    assert base["cumulative_return"] == pytest.approx(rigour.recomputed(base, 100_000.0)["cumulative_return"], abs=1e-6)
 
 
 @pytest.mark.slow  # 4 runs of the offline model: 8-20 s
@@ -180,15 +227,41 @@ def test_each_configurations_mean_row_follows_its_own_runs(tmp_path, capsys):
 
     from graph.transports.cli.main import main
 
-    args = ["benchmark", "stockbench", "--symbols", "AAPL", "--start", "2025-03-03", "--end", "2025-03-03",
-            "--model", "offline:offline-quick/offline:offline-deep",
-            "--model", "offline:offline-deep/offline:offline-quick",
-            "--runs", "2", "--json", "--db", f"mongomock://pairs_{uuid.uuid4().hex[:8]}", "--out", str(tmp_path),
-            "--benchmark-id", "pairs"]
+    args = [
+        "benchmark",
+        "stockbench",
+        "--symbols",
+        "AAPL",
+        "--start",
+        "2025-03-03",
+        "--end",
+        "2025-03-03",
+        "--model",
+        "offline:offline-quick/offline:offline-deep",
+        "--model",
+        "offline:offline-deep/offline:offline-quick",
+        "--runs",
+        "2",
+        "--json",
+        "--db",
+        f"mongomock://pairs_{uuid.uuid4().hex[:8]}",
+        "--out",
+        str(tmp_path),
+        "--benchmark-id",
+        "pairs",
+    ]
     assert main(args) == 0, capsys.readouterr().err
     rows = json.loads(capsys.readouterr().out)["rows"]
     ours = [(r["kind"], r["name"]) for r in rows if r["kind"] in ("run", "run_mean")]
-    a, b = ("tradegraph (offline:offline-quick/offline:offline-deep)",
-            "tradegraph (offline:offline-deep/offline:offline-quick)")
-    assert ours == [("run", f"{a} run 1"), ("run", f"{a} run 2"), ("run_mean", f"{a} (mean of 2)"),
-                    ("run", f"{b} run 1"), ("run", f"{b} run 2"), ("run_mean", f"{b} (mean of 2)")]
+    a, b = (
+        "tradegraph (offline:offline-quick/offline:offline-deep)",
+        "tradegraph (offline:offline-deep/offline:offline-quick)",
+    )
+    assert ours == [
+        ("run", f"{a} run 1"),
+        ("run", f"{a} run 2"),
+        ("run_mean", f"{a} (mean of 2)"),
+        ("run", f"{b} run 1"),
+        ("run", f"{b} run 2"),
+        ("run_mean", f"{b} (mean of 2)"),
+    ]

@@ -2,6 +2,7 @@
 from the first point's running peak, StockBench's Sortino, turnover, fees, LLM spend, its session and chain head),
 the buy-and-hold row on the same dates, the published rows as published, the JSON shape `--json` prints, the CSV
 and the plot; and the protocol's departures."""
+
 from __future__ import annotations
 
 import csv
@@ -19,22 +20,49 @@ from schemas.simulation import EpisodeResult, EquityPoint, TradeHistory
 DATES = ["2025-03-03", "2025-03-04", "2025-03-05", "2025-03-06"]
 EQUITY = [100_000.0, 99_000.0, 101_000.0, 100_500.0]
 TRADES = [  # a buy, then a sell of part of it: 1,500 + 700 traded, 0.30 + 0.14 in fees
-    {"order_index": 0, "symbol": "AAPL", "side": "BUY", "quantity": 10, "price": 150.0, "fees": 0.30,
-     "notional": 1500.0, "date": "2025-03-03"},
-    {"order_index": 0, "symbol": "AAPL", "side": "SELL", "quantity": 5, "price": 140.0, "fees": 0.14,
-     "notional": 700.0, "date": "2025-03-05", "reason": "signal"},
+    {
+        "order_index": 0,
+        "symbol": "AAPL",
+        "side": "BUY",
+        "quantity": 10,
+        "price": 150.0,
+        "fees": 0.30,
+        "notional": 1500.0,
+        "date": "2025-03-03",
+    },
+    {
+        "order_index": 0,
+        "symbol": "AAPL",
+        "side": "SELL",
+        "quantity": 5,
+        "price": 140.0,
+        "fees": 0.14,
+        "notional": 700.0,
+        "date": "2025-03-05",
+        "reason": "signal",
+    },
 ]
-HEAD = {"session_id": "bt-hand-e000", "seq": 41, "hash": "ab" * 32, "updated": "2026-11-24T00:00:00.000+00:00",
-        "alg": None, "key_id": None, "sig": None}
+HEAD = {
+    "session_id": "bt-hand-e000",
+    "seq": 41,
+    "hash": "ab" * 32,
+    "updated": "2026-11-24T00:00:00.000+00:00",
+    "alg": None,
+    "key_id": None,
+    "sig": None,
+}
 
 
 def _result(equity=EQUITY, failed=()) -> EpisodeResult:
     return EpisodeResult(
-        episode_id="hand-e000", decision_points=len(equity), trade_history=TradeHistory(trades=TRADES),
+        episode_id="hand-e000",
+        decision_points=len(equity),
+        trade_history=TradeHistory(trades=TRADES),
         final_portfolio=PortfolioSnapshot(cash=equity[-1]),
         equity_curve=[EquityPoint(date=d, equity=e, cash=e, exposure=0.0) for d, e in zip(DATES, equity)],
         failed_points=list(failed),
-        llm_cost={"calls": 12, "total_tokens": 3456, "usd": 0.0123, "unknown_cost_calls": 0})
+        llm_cost={"calls": 12, "total_tokens": 3456, "usd": 0.0123, "unknown_cost_calls": 0},
+    )
 
 
 def _sample_std(xs):
@@ -95,8 +123,9 @@ def test_the_card_has_the_json_shape_the_runs_baseline_and_published_rows_as_pub
         assert r["max_drawdown"] <= 0
         assert ("nav" in r) == (r["kind"] != "published")
     # published rows exactly as published.json has them, with its source and caveat beside the table
-    assert [(r["name"], r["cumulative_return"], r["max_drawdown"], r["sortino"]) for r in card["rows"][2:]] == \
-        [(r["name"], r["cumulative_return"], r["max_drawdown"], r["sortino"]) for r in published()["rows"]]
+    assert [(r["name"], r["cumulative_return"], r["max_drawdown"], r["sortino"]) for r in card["rows"][2:]] == [
+        (r["name"], r["cumulative_return"], r["max_drawdown"], r["sortino"]) for r in published()["rows"]
+    ]
     assert card["published_source"] == published()["source"] and "Table 2" in card["published_source"]
     assert "3 runs" in card["published_caveat"]
     assert any("window 2025-03-03..2025-03-06" in d for d in card["departures"])

@@ -3,6 +3,7 @@ scripts/docs_stockbench.py): every figure in it recomputes from the NAVs it ship
 Sortino, the paired test against the buy-and-hold, the sub-periods), the buy-and-hold's NAV is what today's code
 gives on the shipped data, and docs/stockbench.md's block is the file's, with the claims its prose makes (that its
 first sessions are what today's offline model decides: tests/integration/test_stockbench_runs.py)."""
+
 from __future__ import annotations
 
 import json

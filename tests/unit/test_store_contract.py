@@ -1,4 +1,5 @@
 """One contract suite, run unchanged against every backend (mongomock and the embedded server)."""
+
 from __future__ import annotations
 
 import threading
@@ -16,8 +17,12 @@ from schemas.portfolio import PortfolioSnapshot, Position
 def make_event(session: str = "S1", *, cycle: str = "c1", kind: str = "transition", n: int = 0, **extra) -> dict:
     ev = {
         "event_id": extra.pop("event_id", f"ev-{uuid.uuid4().hex}"),
-        "session_id": session, "cycle_id": cycle, "ts": 1_700_000_000.0 + n,
-        "state": "SCANNING", "kind": kind, "payload": {"n": n, "nested": {"xs": [1, 2.5, None, True]}},
+        "session_id": session,
+        "cycle_id": cycle,
+        "ts": 1_700_000_000.0 + n,
+        "state": "SCANNING",
+        "kind": kind,
+        "payload": {"n": n, "nested": {"xs": [1, 2.5, None, True]}},
     }
     ev.update(extra)
     return ev
@@ -172,8 +177,9 @@ def test_buffered_writer_many_threads(store: Store, background: bool) -> None:
 def test_a_continuous_writer_stores_while_the_cycle_runs(store: Store, continuous: bool) -> None:
     """Continuous: batches go out while events keep coming, so a flush (the barrier) waits only for the tail.
     The older rule (continuous=False) holds them until flush_every are queued, linger_s passes or a flush."""
-    writer = BufferedEventWriter(store.events, flush_every=512, linger_s=60, continuous=continuous,
-                                 gather_s=0.01, gather_max=8)
+    writer = BufferedEventWriter(
+        store.events, flush_every=512, linger_s=60, continuous=continuous, gather_s=0.01, gather_max=8
+    )
     for i in range(20):
         writer.put(make_event("C", n=i))
     deadline = time.monotonic() + (5 if continuous else 0.5)
@@ -212,8 +218,10 @@ def test_ledger_records_once(store: Store) -> None:
 def test_portfolio_roundtrip(store: Store) -> None:
     assert store.portfolios.load("S1") is None
     snap = PortfolioSnapshot(
-        cash=1234.5, positions={"AAPL": Position(symbol="AAPL", quantity=3, avg_price=101.25, opened="2024-01-02")},
-        as_of="2024-01-03", realized_pnl_today=-4.0,
+        cash=1234.5,
+        positions={"AAPL": Position(symbol="AAPL", quantity=3, avg_price=101.25, opened="2024-01-02")},
+        as_of="2024-01-03",
+        realized_pnl_today=-4.0,
     )
     store.portfolios.save("S1", snap, "c1")
     assert store.portfolios.load("S1") == snap
@@ -288,8 +296,9 @@ def three_cycles(store: Store, session: str = "S", per_batch: int = 5, batches: 
         assert store.events.next_cycle(session) == c
         stored = []
         for b in range(batches):
-            stored += store.events.append([make_event(session, cycle=f"{session}:c{c}", n=c * 100 + b * 10 + i)
-                                           for i in range(per_batch)])
+            stored += store.events.append(
+                [make_event(session, cycle=f"{session}:c{c}", n=c * 100 + b * 10 + i) for i in range(per_batch)]
+            )
         cycles.append(stored)
     return cycles
 
@@ -313,8 +322,10 @@ def test_the_head_follows_every_batch(store: Store) -> None:
 def test_a_removed_last_event_is_a_missing_tail(store: Store) -> None:
     three_cycles(store)
     store.db["state_events"].delete_one({"session_id": "S", "seq": 30})
-    assert broken(store, "S") == (30, "the log ends at seq 29, but its chain head records seq 30: seq 30 missing "
-                                      "(the log was cut short)")
+    assert broken(store, "S") == (
+        30,
+        "the log ends at seq 29, but its chain head records seq 30: seq 30 missing (the log was cut short)",
+    )
 
 
 def test_a_removed_last_cycle_is_named_by_its_first_seq(store: Store) -> None:
@@ -443,8 +454,10 @@ def test_a_head_checked_under_another_key_or_unsigned_is_named(store: Store, mon
     store.events.append([make_event("W", n=i) for i in range(3)])
     monkeypatch.setenv("TRADEGRAPH_AUDIT_KEY", "another key, 32 bytes long......")
     seq, reason = broken(store, "W")
-    assert seq == 3 and reason == (f"the chain head is signed with key {key_id(KEY.encode())}, not with the "
-                                   f"configured TRADEGRAPH_AUDIT_KEY ({key_id(b'another key, 32 bytes long......')})")
+    assert seq == 3 and reason == (
+        f"the chain head is signed with key {key_id(KEY.encode())}, not with the "
+        f"configured TRADEGRAPH_AUDIT_KEY ({key_id(b'another key, 32 bytes long......')})"
+    )
     store.db["chain_heads"].update_one({"_id": "W"}, {"$unset": {"sig": ""}})
     assert "the chain head is not signed, but TRADEGRAPH_AUDIT_KEY is set" in broken(store, "W")[1]
 
@@ -502,11 +515,18 @@ def test_a_signed_admin_head_cannot_be_rolled_back_without_the_key(store: Store,
     log.col.delete_many({"seq": {"$gte": 3}})
     second = log.col.find_one({"seq": 2})
     # the head rolled back to record 2 by someone without the key: unsigned, or signed with another key
-    log.heads.col.replace_one({"_id": HEAD_ID}, {**Head(HEAD_ID, 2, second["hash"], "2026-01-01T00:00:00.000+00:00")
-                                                 .__dict__})
+    log.heads.col.replace_one(
+        {"_id": HEAD_ID}, {**Head(HEAD_ID, 2, second["hash"], "2026-01-01T00:00:00.000+00:00").__dict__}
+    )
     assert "not signed" in log.verify()["first_broken"]["reason"]
-    log.heads.col.replace_one({"_id": HEAD_ID}, {**Head(HEAD_ID, 2, second["hash"], "2026-01-01T00:00:00.000+00:00")
-                                                 .signed(b"another key, 32 bytes long......").__dict__})
+    log.heads.col.replace_one(
+        {"_id": HEAD_ID},
+        {
+            **Head(HEAD_ID, 2, second["hash"], "2026-01-01T00:00:00.000+00:00")
+            .signed(b"another key, 32 bytes long......")
+            .__dict__
+        },
+    )
     assert "signed with key" in log.verify()["first_broken"]["reason"]
 
 
@@ -517,8 +537,13 @@ def keyed_cycles(store: Store, session: str = "K") -> None:
 
     for c in range(1, 4):
         assert store.events.next_cycle(session) == c
-        store.events.append([make_event(session, cycle=f"{session}:c{c}", kind="manifest", n=c,
-                                        payload={"config": {}, MARK: signing_mark()})])
+        store.events.append(
+            [
+                make_event(
+                    session, cycle=f"{session}:c{c}", kind="manifest", n=c, payload={"config": {}, MARK: signing_mark()}
+                )
+            ]
+        )
         store.events.append([make_event(session, cycle=f"{session}:c{c}", n=c * 100 + i) for i in range(9)])
 
 
@@ -528,7 +553,7 @@ def rehash_from(store: Store, session: str, seq: int, edit) -> str:
 
     docs = store.events.read(session)
     prev = docs[seq - 2]["hash"] if seq > 1 else "0" * 64
-    for d in docs[seq - 1:]:
+    for d in docs[seq - 1 :]:
         d["prev_hash"] = prev
         if d["seq"] == seq:
             edit(d)
@@ -548,20 +573,32 @@ def test_a_session_written_under_a_key_never_verifies_without_its_signed_head(st
     rehash_from(store, "K", 12, lambda d: d["payload"].update(n="edited"))
     store.db["chain_heads"].delete_one({"_id": "K"})
     seq, reason = broken(store, "K")
-    assert seq == 1 and reason == (f"the session was written under TRADEGRAPH_AUDIT_KEY (its manifest at seq 21 says "
-                                   f"its chain heads are signed with key {key_id(KEY.encode())}), but it has no chain "
-                                   f"head: the head was deleted, so nothing vouches for the log's content or length")
+    assert seq == 1 and reason == (
+        f"the session was written under TRADEGRAPH_AUDIT_KEY (its manifest at seq 21 says "
+        f"its chain heads are signed with key {key_id(KEY.encode())}), but it has no chain "
+        f"head: the head was deleted, so nothing vouches for the log's content or length"
+    )
     monkeypatch.delenv("TRADEGRAPH_AUDIT_KEY")
     assert broken(store, "K") == (seq, reason)
     # an unsigned head put in its place, without the key: the manifests name the key the head should carry
     end = store.db["state_events"].find_one({"session_id": "K", "seq": 30})
-    store.db["chain_heads"].insert_one({"_id": "K", "session_id": "K", "seq": 30, "hash": end["hash"],
-                                        "updated": "2026-01-01T00:00:00.000+00:00", "key_id": None, "sig": None})
+    store.db["chain_heads"].insert_one(
+        {
+            "_id": "K",
+            "session_id": "K",
+            "seq": 30,
+            "hash": end["hash"],
+            "updated": "2026-01-01T00:00:00.000+00:00",
+            "key_id": None,
+            "sig": None,
+        }
+    )
     assert broken(store, "K")[1].startswith("the chain head is not signed, but the session's manifest at seq 21 says")
 
 
-def test_a_whole_last_cycle_cut_with_counter_ledger_and_head_gone_is_caught_under_a_key(store: Store,
-                                                                                         monkeypatch) -> None:
+def test_a_whole_last_cycle_cut_with_counter_ledger_and_head_gone_is_caught_under_a_key(
+    store: Store, monkeypatch
+) -> None:
     monkeypatch.setenv("TRADEGRAPH_AUDIT_KEY", KEY)
     keyed_cycles(store)
     store.db["state_events"].delete_many({"session_id": "K", "cycle_id": "K:c3"})
@@ -573,8 +610,9 @@ def test_a_whole_last_cycle_cut_with_counter_ledger_and_head_gone_is_caught_unde
     assert "has no chain head: the head was deleted" in broken(store, "K")[1]
 
 
-def test_with_the_key_set_a_headless_log_rehashed_from_its_first_manifest_is_still_broken(store: Store,
-                                                                                          monkeypatch) -> None:
+def test_with_the_key_set_a_headless_log_rehashed_from_its_first_manifest_is_still_broken(
+    store: Store, monkeypatch
+) -> None:
     """The signing mark removed by re-hashing from seq 1 and the head deleted: nothing in the log says it was
     keyed any more, but with the key set nothing signed vouches for it: broken. Without the key, the documented
     limit: a note."""

@@ -1,6 +1,7 @@
 """decide_at as a sweep episode setting: carried from the grid (or an override set) to each episode's EpisodeConfig,
 and into the grid hash only when it is not the default, so a sweep written before it existed resumes its own
 episodes (same ids, same hash)."""
+
 from __future__ import annotations
 
 from graph.services.sweep.episode import episode_config

@@ -1,5 +1,6 @@
 """Sweeps without Ray: the grid's expansion and windows, bad grids named, the aggregate's honesty, and the shared
 limits (rate buckets and one budget across episodes) as the Ray actor runs them."""
+
 from __future__ import annotations
 
 import math
@@ -12,13 +13,16 @@ from graph.kernel.errors import BadInput
 from graph.kernel.models import SweepInput
 from graph.services.sweep.grid import GridError, expand, grid_hash, rolling_windows, walk_forward_windows
 from graph.services.sweep.limits import SharedLimits, SweepBudget
-from graph.services.sweep.results import aggregate, write_grid, GridChanged
+from graph.services.sweep.results import GridChanged, aggregate, write_grid
 
 
 def _grid(**kw) -> SweepInput:
-    base = dict(universes=[["AAPL", "MSFT"], ["IBM"]], memory=["off", "session"],
-                windows={"kind": "rolling", "start": "2012-01-03", "end": "2012-06-29", "length": 42, "step": 21},
-                overrides=[{"label": "base"}, {"label": "tight", "max_positions": 1, "fees_bps": 10}])
+    base = dict(
+        universes=[["AAPL", "MSFT"], ["IBM"]],
+        memory=["off", "session"],
+        windows={"kind": "rolling", "start": "2012-01-03", "end": "2012-06-29", "length": 42, "step": 21},
+        overrides=[{"label": "base"}, {"label": "tight", "max_positions": 1, "fees_bps": 10}],
+    )
     base.update(kw)
     return SweepInput.model_validate(base)
 
@@ -56,15 +60,23 @@ def test_walk_forward_windows_follow_their_in_sample_span_back_to_back():
     assert len(ws) == (len(days) - 60) // 40
 
 
-@pytest.mark.parametrize("kw, named", [
-    (dict(universes=[["AAPL", "aapl"]]), "AAPL"),
-    (dict(memory=["off", "off"]), "twice"),
-    (dict(windows={"kind": "rolling", "start": "2012-01-03", "end": "2012-01-31", "length": 400, "step": 5}), "400"),
-    (dict(windows={"kind": "walk_forward", "start": "2012-01-03", "end": "2012-02-28", "train": 30, "test": 30}),
-     "train 30"),
-    (dict(windows={"kind": "list", "spans": [["2012-03-01", "2012-02-01"]]}), "2012-03-01..2012-02-01"),
-    (dict(overrides=[{"label": "a"}, {"label": "a", "fees_bps": 3}]), "repeat"),
-])
+@pytest.mark.parametrize(
+    "kw, named",
+    [
+        (dict(universes=[["AAPL", "aapl"]]), "AAPL"),
+        (dict(memory=["off", "off"]), "twice"),
+        (
+            dict(windows={"kind": "rolling", "start": "2012-01-03", "end": "2012-01-31", "length": 400, "step": 5}),
+            "400",
+        ),
+        (
+            dict(windows={"kind": "walk_forward", "start": "2012-01-03", "end": "2012-02-28", "train": 30, "test": 30}),
+            "train 30",
+        ),
+        (dict(windows={"kind": "list", "spans": [["2012-03-01", "2012-02-01"]]}), "2012-03-01..2012-02-01"),
+        (dict(overrides=[{"label": "a"}, {"label": "a", "fees_bps": 3}]), "repeat"),
+    ],
+)
 def test_a_bad_grid_is_one_error_naming_the_value(kw, named):
     with pytest.raises(GridError) as e:
         expand(_grid(**kw), "s")
@@ -81,14 +93,27 @@ def test_a_sweep_id_resumes_only_on_the_grid_it_started_with(tmp_path):
 
 
 def _row(key, status, ret, dd, bench, failed_cycles=0):
-    return {"config_key": key, "status": status, "total_return": ret, "sharpe": 1.0, "max_drawdown": dd,
-            "benchmark_total_return": bench, "excess_return": None if ret is None else ret - bench,
-            "failed_cycles": failed_cycles, "decision_points": 10, "llm_usd": None}
+    return {
+        "config_key": key,
+        "status": status,
+        "total_return": ret,
+        "sharpe": 1.0,
+        "max_drawdown": dd,
+        "benchmark_total_return": bench,
+        "excess_return": None if ret is None else ret - bench,
+        "failed_cycles": failed_cycles,
+        "decision_points": 10,
+        "llm_usd": None,
+    }
 
 
 def test_the_aggregate_counts_failures_and_keeps_them_out_of_the_figures():
-    rows = [_row("a", "succeeded", 0.10, 0.05, 0.02), _row("a", "succeeded", -0.02, 0.08, 0.04),
-            _row("a", "failed", None, None, 0.01, failed_cycles=3), _row("b", "succeeded", 0.01, 0.01, 0.03, 1)]
+    rows = [
+        _row("a", "succeeded", 0.10, 0.05, 0.02),
+        _row("a", "succeeded", -0.02, 0.08, 0.04),
+        _row("a", "failed", None, None, 0.01, failed_cycles=3),
+        _row("b", "succeeded", 0.01, 0.01, 0.03, 1),
+    ]
     a, b = aggregate(rows)
     assert (a["episodes"], a["succeeded"], a["failed_episodes"], a["failed_cycles"]) == (3, 2, 1, 3)
     assert a["total_return"]["median"] == pytest.approx(0.04) and a["total_return"]["min"] == -0.02
@@ -102,7 +127,7 @@ def test_rate_buckets_hold_requests_and_tokens_per_provider_across_callers():
     lim = SharedLimits(requests_per_minute=2, tokens_per_minute=3000, clock=lambda: now[0])
     assert lim.acquire("openai", 1000) == 0.0 and lim.acquire("openai", 1000) == 0.0
     wait = lim.acquire("openai", 1000)
-    assert wait == pytest.approx(30.0)          # the third request of the minute waits for one to refill
+    assert wait == pytest.approx(30.0)  # the third request of the minute waits for one to refill
     assert lim.acquire("anthropic", 1000) == 0.0  # another provider has its own buckets
     now[0] = 30.0
     assert lim.acquire("openai", 1000) == 0.0
@@ -173,8 +198,9 @@ def test_a_worker_told_to_wait_sleeps_until_the_minute_allows_its_request():
     for _ in range(3):
         budget.reserve(10, 10, None, "gpt-4o-mini")
     assert sum(slept) == pytest.approx(30.0) and max(slept) <= 5.0 and lim.waits == len(slept)
-    offline = SweepBudget(SharedLimits(requests_per_minute=1, clock=lambda: 0.0), "e1", lambda model: None,
-                          call=lambda v: v, sleep=sleep)
+    offline = SweepBudget(
+        SharedLimits(requests_per_minute=1, clock=lambda: 0.0), "e1", lambda model: None, call=lambda v: v, sleep=sleep
+    )
     before = len(slept)
     for _ in range(3):
         offline.reserve(10, 10, None, "offline-quick")
@@ -188,15 +214,18 @@ def _cli(argv, capsys):
     return code, capsys.readouterr().err.strip().splitlines()
 
 
-@pytest.mark.parametrize("argv, named", [
-    (["--symbols", "AAPL", "--windows", "bogus"], "--windows 'bogus'"),
-    (["--symbols", "ZZZ", "--windows", "2012-01-03..2012-02-28"], "ZZZ"),
-    (["--windows", "2012-01-03..2012-02-28"], "--symbols"),
-    (["--grid", "/nonexistent/grid.toml"], "/nonexistent/grid.toml"),
-    (["--symbols", "AAPL", "--windows", "2012-01-03..2012-02-28", "--workers", "0"], "workers"),
-    (["--symbols", "AAPL", "--windows", "rolling:2012-01-03:2012-02-28:5:0"], "step"),
-    (["--resume", "never-ran"], "never-ran"),
-])
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["--symbols", "AAPL", "--windows", "bogus"], "--windows 'bogus'"),
+        (["--symbols", "ZZZ", "--windows", "2012-01-03..2012-02-28"], "ZZZ"),
+        (["--windows", "2012-01-03..2012-02-28"], "--symbols"),
+        (["--grid", "/nonexistent/grid.toml"], "/nonexistent/grid.toml"),
+        (["--symbols", "AAPL", "--windows", "2012-01-03..2012-02-28", "--workers", "0"], "workers"),
+        (["--symbols", "AAPL", "--windows", "rolling:2012-01-03:2012-02-28:5:0"], "step"),
+        (["--resume", "never-ran"], "never-ran"),
+    ],
+)
 def test_a_bad_sweep_is_refused_in_one_line_with_exit_2_and_nothing_written(argv, named, tmp_path, capsys):
     code, err = _cli(["sweep", *argv, "--db", "mongomock://sweep_cli", "--out", str(tmp_path)], capsys)
     assert code == 2 and len(err) == 1 and named in err[0], err
@@ -206,14 +235,27 @@ def test_a_bad_sweep_is_refused_in_one_line_with_exit_2_and_nothing_written(argv
 def test_an_unknown_key_in_a_grid_file_is_named(tmp_path, capsys):
     grid = tmp_path / "g.toml"
     grid.write_text('univers = [["AAPL"]]\n[windows]\nkind = "list"\nspans = [["2012-01-03", "2012-02-28"]]\n')
-    code, err = _cli(["sweep", "--grid", str(grid), "--db", "mongomock://sweep_cli", "--out", str(tmp_path / "x")],
-                     capsys)
+    code, err = _cli(
+        ["sweep", "--grid", str(grid), "--db", "mongomock://sweep_cli", "--out", str(tmp_path / "x")], capsys
+    )
     assert code == 2 and len(err) == 1 and "univers" in err[0], err
 
 
 def test_a_sweep_on_a_store_other_processes_cannot_reach_is_refused(tmp_path, capsys):
-    code, err = _cli(["sweep", "--symbols", "AAPL", "--windows", "2012-01-03..2012-02-28", "--db",
-                      "mongomock://sweep_cli", "--out", str(tmp_path)], capsys)
+    code, err = _cli(
+        [
+            "sweep",
+            "--symbols",
+            "AAPL",
+            "--windows",
+            "2012-01-03..2012-02-28",
+            "--db",
+            "mongomock://sweep_cli",
+            "--out",
+            str(tmp_path),
+        ],
+        capsys,
+    )
     assert code == 2 and "mongomock" in err[0] and list(tmp_path.iterdir()) == []
 
 
@@ -223,8 +265,11 @@ def test_a_remote_caller_cannot_point_the_server_at_a_ray_cluster():
     from graph.kernel.errors import Forbidden
 
     k = Kernel(connect("mongomock://sweep_policy"))
-    grid = {"universes": [["AAPL"]], "windows": {"kind": "list", "spans": [["2012-01-03", "2012-02-28"]]},
-            "ray_address": "ray://elsewhere:10001"}
+    grid = {
+        "universes": [["AAPL"]],
+        "windows": {"kind": "list", "spans": [["2012-01-03", "2012-02-28"]]},
+        "ray_address": "ray://elsewhere:10001",
+    }
     for transport in ("http", "mcp"):
         with pytest.raises(Forbidden, match="ray_address"):
             k.call("start_sweep", grid, transport=transport)

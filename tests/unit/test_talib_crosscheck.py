@@ -4,6 +4,7 @@
 difference decays geometrically, so comparisons start after WARM bars. The tolerance is not
 loosened to hide parameter mismatches.
 """
+
 from __future__ import annotations
 
 import numpy as np

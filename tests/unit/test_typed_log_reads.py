@@ -6,6 +6,7 @@ database/ is left out on purpose: the store works on events as stored, not as re
 (the hash chain must keep verifying a version-1 log after its kinds were split), packs and unpacks payloads into
 blobs, and reads a manifest's signing mark before any typed reader exists; an upcast copy there would change what
 is hashed and stored."""
+
 from __future__ import annotations
 
 import re
@@ -33,9 +34,18 @@ def test_product_code_reads_no_payload_by_string_key():
 
 def test_the_check_sees_each_form_of_raw_read(tmp_path):
     """The pattern is not vacuous: every way a raw read was written in product code is caught, typed reads are not."""
-    raw = ['e["payload"]["status"]', "e['payload'].get('type')", 'payload.get("key")', "payload['text']",
-           'cited.get("payload")']
-    typed = ["ev.payload.status", "parse_event(doc).payload.to", 'new_event(s, c, "RUNNER", "error", payload)',
-             'match data:\n    case {"kind": kind, "payload": payload}:']
+    raw = [
+        'e["payload"]["status"]',
+        "e['payload'].get('type')",
+        'payload.get("key")',
+        "payload['text']",
+        'cited.get("payload")',
+    ]
+    typed = [
+        "ev.payload.status",
+        "parse_event(doc).payload.to",
+        'new_event(s, c, "RUNNER", "error", payload)',
+        'match data:\n    case {"kind": kind, "payload": payload}:',
+    ]
     assert all(RAW_READ.search(line) for line in raw)
     assert not any(RAW_READ.search(line) for line in typed)

@@ -3,12 +3,13 @@ parse_event, each cycle's recorded `cycle_ended` status compared with the re-exe
 the response cache compared with the recorded answer it cites. Each test edits the stored documents as a store
 writer without the audit key would: the event changed, every later event re-hashed and the chain head moved onto
 the new end, so the hash chain itself is intact and only these comparisons can tell."""
+
 from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 from database.events import event_hash
 from graph.services.replay.session import verify_session
@@ -31,7 +32,7 @@ def rewrite(store, sid: str, seq: int, edit: Callable[[dict], None]) -> None:
     """The event at seq edited, it and every later event re-chained, the head moved onto the new end."""
     docs = store.events.read(sid)
     prev = docs[seq - 2]["hash"] if seq > 1 else "0" * 64
-    for d in docs[seq - 1:]:
+    for d in docs[seq - 1 :]:
         d["prev_hash"] = prev
         if d["seq"] == seq:
             edit(d)
@@ -71,8 +72,12 @@ def test_a_filled_cycle_s_cycle_ended_rehashed_as_rejected_diverges(capsys):
     assert store.events.verify_chain(sid)["ok"]  # consistent: only the comparison can tell
     report = verify_session(store, sid)
     first = report.first_divergence
-    assert not report.ok and (first.state, first.path, first.recorded, first.replayed) == \
-        ("RUNNER", "cycle_ended.status", "rejected", "completed")
+    assert not report.ok and (first.state, first.path, first.recorded, first.replayed) == (
+        "RUNNER",
+        "cycle_ended.status",
+        "rejected",
+        "completed",
+    )
     code, text = cli_verify(store, sid, capsys)
     assert code == 1 and "DIVERGED" in text and "cycle_ended.status" in text
 
@@ -83,20 +88,36 @@ def test_a_status_no_cycle_has_is_unreadable_not_a_crash(capsys):
     rewrite(store, sid, seq, lambda d: d["payload"].update(status="hacked"))
     code, text = cli_verify(store, sid, capsys)
     assert code == 1 and "Traceback" not in text
-    assert f"UNREADABLE event seq {seq} of session '{sid}': bad cycle_ended event: payload.status: Input should be" \
+    assert (
+        f"UNREADABLE event seq {seq} of session '{sid}': bad cycle_ended event: payload.status: Input should be"
         in text.replace("\n", " ").replace("  ", " ")
+    )
 
 
 def test_an_inserted_event_of_an_unknown_kind_is_named(capsys):
     store, sid = recorded()
-    seq = append_raw(store, sid, {"event_id": "planted", "cycle_id": f"{sid}:c1", "ts": 1.7e9, "state": "RUNNER",
-                                  "kind": "order_override", "payload": {"buy": "everything"}, "schema_version": 1,
-                                  "run_id": None, "parent_run_id": None})
+    seq = append_raw(
+        store,
+        sid,
+        {
+            "event_id": "planted",
+            "cycle_id": f"{sid}:c1",
+            "ts": 1.7e9,
+            "state": "RUNNER",
+            "kind": "order_override",
+            "payload": {"buy": "everything"},
+            "schema_version": 1,
+            "run_id": None,
+            "parent_run_id": None,
+        },
+    )
     assert store.events.verify_chain(sid)["ok"]
     report = verify_session(store, sid)
     assert not report.ok and len(report.unreadable) == 1
-    assert report.unreadable[0].startswith(f"event seq {seq} of session '{sid}': unknown event kind 'order_override' "
-                                           f"(this code knows manifest, transition, ")
+    assert report.unreadable[0].startswith(
+        f"event seq {seq} of session '{sid}': unknown event kind 'order_override' "
+        f"(this code knows manifest, transition, "
+    )
     code, text = cli_verify(store, sid, capsys)
     assert code == 1 and "not verified" in text and "order_override" in text
 
@@ -107,8 +128,10 @@ def test_a_doctored_usage_field_is_named_never_a_raw_value_error(capsys):
     rewrite(store, sid, seq, lambda d: d["payload"]["usage"].update(total_tokens="lots"))
     report = verify_session(store, sid)
     assert not report.ok and len(report.unreadable) == 1
-    assert report.unreadable[0].startswith(f"event seq {seq} of session '{sid}': bad llm_response event: "
-                                           f"payload.usage.total_tokens: Input should be a valid integer")
+    assert report.unreadable[0].startswith(
+        f"event seq {seq} of session '{sid}': bad llm_response event: "
+        f"payload.usage.total_tokens: Input should be a valid integer"
+    )
     code, text = cli_verify(store, sid, capsys)
     assert code == 1 and "ValueError" not in text and "usage.total_tokens" in text
     # the tables (and --json, --html) too: one line naming the event, not the reconstruction's int() error

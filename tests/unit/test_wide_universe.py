@@ -1,5 +1,6 @@
 """Limits sized for the universe: a 20- and a 30-symbol offline cycle complete end to end (a 20-symbol StockBench
 cycle once ended executed_with_errors: AgentMemory.tags took 20 items, and 20 symbols plus the status are 21)."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,8 +18,15 @@ DAY = "2025-03-03"
 def thirty(tmp_path_factory):
     """An own-data prices CSV of 30 synthetic symbols, 290 sessions each."""
     symbols = [f"S{chr(65 + k // 26)}{chr(65 + k % 26)}" for k in range(30)]
-    return write_prices(tmp_path_factory.mktemp("wide") / "prices.csv", symbols, "2024-01-02", "2025-03-31",
-                        seed=11, drift=0.0015, noise=0.012)
+    return write_prices(
+        tmp_path_factory.mktemp("wide") / "prices.csv",
+        symbols,
+        "2024-01-02",
+        "2025-03-31",
+        seed=11,
+        drift=0.0015,
+        noise=0.012,
+    )
 
 
 @pytest.mark.parametrize("n,decide_at", [(20, "open"), (30, "close")])

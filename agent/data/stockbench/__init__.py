@@ -20,6 +20,7 @@ seconds, so the parsed tree is kept under $TRADEGRAPH_HOME/cache/stockbench/, ke
 (the archive's sha256; for a folder, a hash over the files read) and by a hash of the reader's own source: a
 changed tree, or a reader that derives differently, never reads a stale copy.
 """
+
 from __future__ import annotations
 
 import functools
@@ -51,6 +52,7 @@ FUNDAMENTALS_LABEL = "StockBench filings (SEC, via Polygon): figures computed by
 @dataclass(frozen=True)
 class StockBench:
     """One tree, read: its sources, and what `tradegraph data check` reports about it."""
+
     path: str  # the folder or archive, resolved
     sha256: str
     market: MarketData
@@ -61,8 +63,12 @@ class StockBench:
 
     def source(self, kind: str) -> Any:
         """The source of one kind of agent.data.sources (prices, news, fundamentals, corporate_actions)."""
-        return {"prices": self.market, "news": self.news, "fundamentals": self.fundamentals,
-                "corporate_actions": self.actions}[kind]
+        return {
+            "prices": self.market,
+            "news": self.news,
+            "fundamentals": self.fundamentals,
+            "corporate_actions": self.actions,
+        }[kind]
 
 
 def is_tree(path: str | Path) -> bool:
@@ -75,8 +81,12 @@ def load_tree(path: str | Path = SHIPPED_ARCHIVE) -> StockBench:
     p = Path(path).expanduser().resolve()
     tree = locate(p)
     if tree is None:
-        raise DataError(f"{p}: not a StockBench data tree (expected {p}/storage/parquet/SYMBOL/day/DATE.parquet, "
-                        f"{p}/parquet/..., or a .tar.gz of it)" if p.exists() else f"{p}: file not found")
+        raise DataError(
+            f"{p}: not a StockBench data tree (expected {p}/storage/parquet/SYMBOL/day/DATE.parquet, "
+            f"{p}/parquet/..., or a .tar.gz of it)"
+            if p.exists()
+            else f"{p}: file not found"
+        )
     return _load(tree, fingerprint(tree))
 
 
@@ -148,8 +158,9 @@ def _write_cache(sha: str, derived: dict) -> None:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=target.parent, suffix=".tmp", delete=False) as fh:
-            json.dump({**derived, "reader": reader_version(), "sha256": sha}, fh, allow_nan=False,
-                      separators=(",", ":"))
+            json.dump(
+                {**derived, "reader": reader_version(), "sha256": sha}, fh, allow_nan=False, separators=(",", ":")
+            )
         os.replace(fh.name, target)
     except OSError:
         try:
@@ -181,18 +192,25 @@ def _derive(tree: Tree, files: dict[str, bytes]) -> dict:
                 raise DataError(f"{tree.where(rel)}: expected an object with an 'items' list")
             news.setdefault(m["news_sym"].upper(), []).extend(
                 news_items.item_of(m["news_sym"].upper(), raw, f"{tree.where(rel)}: items[{i}]")
-                for i, raw in enumerate(items))
+                for i, raw in enumerate(items)
+            )
             continue
         if not isinstance(doc, list):
             raise DataError(f"{tree.where(rel)}: expected a list of records")
         if m["fin_sym"]:
             filings.setdefault(m["fin_sym"].upper(), {"quarterly": [], "annual": []})[m["fin_kind"]] = [
-                reduce_filing(r, f"{tree.where(rel)}: record {n}") for n, r in enumerate(doc, start=1)]
+                reduce_filing(r, f"{tree.where(rel)}: record {n}") for n, r in enumerate(doc, start=1)
+            ]
         else:
-            keep = ("ex_dividend_date", "pay_date", "cash_amount", "dividend_type") if m["ca_kind"] == "dividends" \
+            keep = (
+                ("ex_dividend_date", "pay_date", "cash_amount", "dividend_type")
+                if m["ca_kind"] == "dividends"
                 else ("execution_date", "split_from", "split_to")
-            records = [{"symbol": m["ca_sym"].upper(), **{k: r.get(k) for k in keep}} if isinstance(r, dict) else r
-                       for r in doc]
+            )
+            records = [
+                {"symbol": m["ca_sym"].upper(), **{k: r.get(k) for k in keep}} if isinstance(r, dict) else r
+                for r in doc
+            ]
             # checked file by file, so a bad record is named by its file
             build_actions(*((records, []) if m["ca_kind"] == "dividends" else ([], records)), tree.where(rel))
             (dividends if m["ca_kind"] == "dividends" else splits).extend(records)
@@ -202,8 +220,14 @@ def _derive(tree: Tree, files: dict[str, bytes]) -> dict:
     for symbol, records in news.items():
         news[symbol], dropped = news_items.dedup(records)
         counts[symbol] = [len(records), dropped]
-    return {"bars": bars, "news": news, "news_counts": counts, "filings": filings, "dividends": dividends,
-            "splits": splits}
+    return {
+        "bars": bars,
+        "news": news,
+        "news_counts": counts,
+        "filings": filings,
+        "dividends": dividends,
+        "splits": splits,
+    }
 
 
 def _json(tree: Tree, rel: str, data: bytes) -> Any:
@@ -245,11 +269,18 @@ def _build(tree: Tree, sha: str, derived: dict) -> StockBench:
     origin = str(tree.path)
     market = MarketData(_frames(tree, derived["bars"]), source=origin, label=LABEL, sha256=sha)
     news = NewsSource([r for records in derived["news"].values() for r in records], source=origin, sha256=sha)
-    filings = {s: quarters_of(f["quarterly"], f["annual"], f"{origin}: {s} filings")
-               for s, f in derived["filings"].items()}
+    filings = {
+        s: quarters_of(f["quarterly"], f["annual"], f"{origin}: {s} filings") for s, f in derived["filings"].items()
+    }
     fundamentals = FilingFundamentals(filings, market, source=FUNDAMENTALS_LABEL, origin=origin, sha256=sha)
-    actions = build_actions(derived["dividends"], derived["splits"], origin,
-                            source=f"StockBench corporate actions: {origin}", origin=origin, sha256=sha)
+    actions = build_actions(
+        derived["dividends"],
+        derived["splits"],
+        origin,
+        source=f"StockBench corporate actions: {origin}",
+        origin=origin,
+        sha256=sha,
+    )
     counts = {s: tuple(v) for s, v in derived["news_counts"].items()}
     return StockBench(origin, sha, market, news, fundamentals, actions, counts)
 

@@ -25,6 +25,7 @@ for a period wins):
 - `price` = the close of the last bar the decision may read whole (`agent.markets.bar_cutoff`), from the run's
   prices; `as_of` = the latest quarter's period end; `reported_at` = when it became public.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -39,14 +40,27 @@ from schemas.features import Fundamentals
 
 # the statement lines read (all else in a filing is left behind when the tree is cached)
 ITEMS = {
-    "income_statement": ("revenues", "gross_profit", "operating_income_loss", "net_income_loss",
-                         "diluted_earnings_per_share", "basic_average_shares"),
-    "balance_sheet": ("equity", "equity_attributable_to_parent", "current_assets", "current_liabilities",
-                      "long_term_debt"),
+    "income_statement": (
+        "revenues",
+        "gross_profit",
+        "operating_income_loss",
+        "net_income_loss",
+        "diluted_earnings_per_share",
+        "basic_average_shares",
+    ),
+    "balance_sheet": (
+        "equity",
+        "equity_attributable_to_parent",
+        "current_assets",
+        "current_liabilities",
+        "long_term_debt",
+    ),
 }
-BASIS = ("TTM: the last 4 quarterly filings public before the decision. P/E: price / TTM diluted EPS. P/B: price / "
-         "(parent equity / basic average shares), latest quarter. Margins: TTM. Growth: latest quarter's revenue vs "
-         "the same quarter a year before.")
+BASIS = (
+    "TTM: the last 4 quarterly filings public before the decision. P/E: price / TTM diluted EPS. P/B: price / "
+    "(parent equity / basic average shares), latest quarter. Margins: TTM. Growth: latest quarter's revenue vs "
+    "the same quarter a year before."
+)
 _QUARTER_GAP = (75, 105)  # days between consecutive quarter ends
 _YEAR_GAP = (350, 380)
 
@@ -55,8 +69,10 @@ def reduce_filing(rec: Any, where: str) -> dict:
     """The parts of one filing record the figures need: dates, fiscal labels and the ITEMS lines present."""
     if not isinstance(rec, dict):
         raise DataError(f"{where}: expected a JSON object")
-    out: dict[str, Any] = {k: rec.get(k) for k in ("fiscal_period", "fiscal_year", "start_date", "end_date",
-                                                   "filing_date", "acceptance_datetime")}
+    out: dict[str, Any] = {
+        k: rec.get(k)
+        for k in ("fiscal_period", "fiscal_year", "start_date", "end_date", "filing_date", "acceptance_datetime")
+    }
     if not out["end_date"]:
         raise DataError(f"{where}: missing field end_date")
     _public_after_its_period(out, where)
@@ -88,8 +104,10 @@ def _public_after_its_period(rec: dict, where: str) -> None:
         except (ValueError, TypeError, DataError):
             return
         if public <= end:
-            raise DataError(f"{where}: {field} {rec[field]} is not after the period it reports ends (end_date "
-                            f"{rec['end_date']}): a filing is accepted after its period")
+            raise DataError(
+                f"{where}: {field} {rec[field]} is not after the period it reports ends (end_date "
+                f"{rec['end_date']}): a filing is accepted after its period"
+            )
         return  # the acceptance decides when it is public (_stamp); a filing date alone only without one
 
 
@@ -129,17 +147,30 @@ def quarters_of(quarterly: list[dict], annual: list[dict], where: str) -> tuple[
         shares = rec["items"].get("basic_average_shares")
         if not (shares and shares > 0) and year:
             shares = year["items"].get("basic_average_shares")
-        out.append(Quarter(end, label, stamp, str(stamp.ts.date()) if stamp.date_only
-                           else stamp.ts.strftime("%Y-%m-%dT%H:%M:%SZ"), rec["items"],
-                           shares if shares and shares > 0 else None))
+        out.append(
+            Quarter(
+                end,
+                label,
+                stamp,
+                str(stamp.ts.date()) if stamp.date_only else stamp.ts.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                rec["items"],
+                shares if shares and shares > 0 else None,
+            )
+        )
     return out, left_out
 
 
 class FilingFundamentals:
     """Fundamentals by code from filings: `get` answers what a decision on a day could know (module docstring)."""
 
-    def __init__(self, filings: dict[str, tuple[list[Quarter], list[str]]], market: MarketData, source: str,
-                 origin: str, sha256: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        filings: dict[str, tuple[list[Quarter], list[str]]],
+        market: MarketData,
+        source: str,
+        origin: str,
+        sha256: Optional[str] = None,
+    ) -> None:
         self.source = source  # the label bundles carry
         self.origin = origin  # the tree it was read from: the run manifest names it
         self.sha256 = sha256
@@ -153,8 +184,11 @@ class FilingFundamentals:
 
     def coverage(self) -> dict[str, tuple[int, str, str]]:
         """symbol -> (quarterly filings with a public time, first period end, last period end)."""
-        return {s: (len(q), str(min(x.end for x in q).date()), str(max(x.end for x in q).date()))
-                for s, q in sorted(self._quarters.items()) if q}
+        return {
+            s: (len(q), str(min(x.end for x in q).date()), str(max(x.end for x in q).date()))
+            for s, q in sorted(self._quarters.items())
+            if q
+        }
 
     def left_out(self) -> dict[str, list[str]]:
         """symbol -> the quarters left out for having no public time."""
@@ -164,8 +198,10 @@ class FilingFundamentals:
         """The symbol's quarters ordered by when they became public under `profile`, and those times."""
         key = (symbol, profile)
         if key not in self._by_profile:
-            rows = sorted(((published_time(q.public, profile), q) for q in self._quarters.get(symbol, ())),
-                          key=lambda r: (r[0], r[1].end))
+            rows = sorted(
+                ((published_time(q.public, profile), q) for q in self._quarters.get(symbol, ())),
+                key=lambda r: (r[0], r[1].end),
+            )
             self._by_profile[key] = ([t for t, _ in rows], [q for _, q in rows])
         return self._by_profile[key]
 
@@ -177,8 +213,13 @@ class FilingFundamentals:
         latest = {q.end: q for q in quarters[:n]}  # later public wins: a restatement replaces its period
         return [latest[e] for e in sorted(latest)]
 
-    def get(self, symbol: str, as_of: DateLike, profile: str | MarketProfile | None = None,
-            market: Optional[MarketData] = None) -> Fundamentals:
+    def get(
+        self,
+        symbol: str,
+        as_of: DateLike,
+        profile: str | MarketProfile | None = None,
+        market: Optional[MarketData] = None,
+    ) -> Fundamentals:
         """The figures a decision on `as_of` may know, priced from `market` (the run's bars; else the tree's)."""
         p = get_profile(profile)
         day = parse_date(as_of)
@@ -186,8 +227,9 @@ class FilingFundamentals:
         if not known:
             return Fundamentals(available=False)
         latest = known[-1]
-        price, price_date = _last_close(market if market is not None else self._market, symbol.upper(),
-                                        bar_cutoff(p, day))
+        price, price_date = _last_close(
+            market if market is not None else self._market, symbol.upper(), bar_cutoff(p, day)
+        )
         ttm = _ttm(known)
         eps = _sum(ttm, "diluted_earnings_per_share")
         revenue = _sum(ttm, "revenues")
@@ -204,9 +246,16 @@ class FilingFundamentals:
             "current_ratio": _div(li.get("current_assets"), li.get("current_liabilities")),
             "debt_to_equity": _div(li.get("long_term_debt"), equity) if equity is not None and equity > 0 else None,
         }
-        return Fundamentals(available=True, source=self.source, as_of=str(latest.end.date()),
-                            reported_at=latest.reported_at, price=price, price_date=price_date, basis=BASIS,
-                            **_bounded(figures))
+        return Fundamentals(
+            available=True,
+            source=self.source,
+            as_of=str(latest.end.date()),
+            reported_at=latest.reported_at,
+            price=price,
+            price_date=price_date,
+            basis=BASIS,
+            **_bounded(figures),
+        )
 
 
 def _last_close(market: MarketData, symbol: str, cutoff: pd.Timestamp) -> tuple[Optional[float], Optional[str]]:
@@ -253,8 +302,13 @@ def _growth(known: list[Quarter]) -> Optional[float]:
 
 
 # each figure's bounds in schemas.features.Fundamentals, and its rounding: a value outside them is left out
-_BOUNDS = {"pe": (-1e6, 1e6, 2), "pb": (-1e6, 1e6, 2), "eps_ttm": (-1e5, 1e5, 4), "current_ratio": (0, 1e4, 4),
-           "debt_to_equity": (-1e4, 1e4, 4)}
+_BOUNDS = {
+    "pe": (-1e6, 1e6, 2),
+    "pb": (-1e6, 1e6, 2),
+    "eps_ttm": (-1e5, 1e5, 4),
+    "current_ratio": (0, 1e4, 4),
+    "debt_to_equity": (-1e4, 1e4, 4),
+}
 _PCT_BOUNDS = (-1000, 1000, 2)
 
 

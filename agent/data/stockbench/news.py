@@ -11,10 +11,11 @@ decision news from after it.
 The same item is one item within a symbol: the same feed id, or the same link, or the same normalised title at the
 same true time (a press release both feeds carried: JNJ's 2025-04-26 TAR-200 release is the one in the shipped data).
 """
+
 from __future__ import annotations
 
 import re
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
@@ -39,8 +40,10 @@ def true_time(item: dict, where: str) -> str:
         ts = pd.Timestamp(label)
         if not pd.isna(ts):
             return ts.tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
-    raise DataError(f"{where}: published_utc {label!r} has no time zone and there is no 'datetime' epoch: its true "
-                    f"publication time is unknown (a Finnhub label is the collector's local time)")
+    raise DataError(
+        f"{where}: published_utc {label!r} has no time zone and there is no 'datetime' epoch: its true "
+        f"publication time is unknown (a Finnhub label is the collector's local time)"
+    )
 
 
 def item_of(symbol: str, raw: Any, where: str) -> dict:
@@ -51,8 +54,12 @@ def item_of(symbol: str, raw: Any, where: str) -> dict:
     if not isinstance(title, str) or not title.strip():
         raise DataError(f"{where}: missing field title")
     publisher = raw["publisher"] if isinstance(raw.get("publisher"), dict) else {}
-    rec: dict[str, Any] = {"symbol": symbol, "published_at": true_time(raw, where), "headline": title.strip(),
-           "source": str(raw.get("source") or publisher.get("name") or "unknown")}
+    rec: dict[str, Any] = {
+        "symbol": symbol,
+        "published_at": true_time(raw, where),
+        "headline": title.strip(),
+        "source": str(raw.get("source") or publisher.get("name") or "unknown"),
+    }
     summary = raw.get("description")
     if isinstance(summary, str) and summary.strip():
         rec["summary"] = summary.strip()

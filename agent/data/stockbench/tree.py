@@ -4,6 +4,7 @@ or a tar archive of it (the shipped one). Its content hash, and a cheaper finger
 Only the files the reader uses count (bars, news, filings, corporate actions): a checkout's other caches (LLM
 answers, logs) neither change the hash nor get read.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -11,18 +12,20 @@ import os
 import re
 import stat
 import tarfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterator
 
 from agent.data.market import DataError
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 # paths relative to the storage root; group 1 is the part, the rest names symbol and date
-READ = re.compile(r"^(?:parquet/(?P<bar_sym>[^/]+)/day/(?P<bar_day>\d{4}-\d{2}-\d{2})\.parquet"
-                  r"|cache/news_by_day/(?P<news_sym>[^/]+)/(?P<news_day>\d{4}-\d{2}-\d{2})\.json"
-                  r"|cache/financials/(?P<fin_sym>[^/]+)\.(?P<fin_kind>quarterly|annual)\.json"
-                  r"|cache/corporate_actions/(?P<ca_sym>[^/]+)\.(?P<ca_kind>dividends|splits)\.json)$")
+READ = re.compile(
+    r"^(?:parquet/(?P<bar_sym>[^/]+)/day/(?P<bar_day>\d{4}-\d{2}-\d{2})\.parquet"
+    r"|cache/news_by_day/(?P<news_sym>[^/]+)/(?P<news_day>\d{4}-\d{2}-\d{2})\.json"
+    r"|cache/financials/(?P<fin_sym>[^/]+)\.(?P<fin_kind>quarterly|annual)\.json"
+    r"|cache/corporate_actions/(?P<ca_sym>[^/]+)\.(?P<ca_kind>dividends|splits)\.json)$"
+)
 _SUBTREES = ("parquet", "cache/news_by_day", "cache/financials", "cache/corporate_actions")
 
 
@@ -57,7 +60,7 @@ def locate(path: Path) -> Tree | None:
 def _archive_rel(name: str) -> str:
     """A member's path relative to the storage root: `storage/parquet/...` or `parquet/...`."""
     name = name.lstrip("./") if name.startswith("./") else name
-    return name[len("storage/"):] if name.startswith("storage/") else name
+    return name[len("storage/") :] if name.startswith("storage/") else name
 
 
 def _folder_files(tree: Tree) -> Iterator[tuple[str, os.stat_result]]:

@@ -2,15 +2,16 @@
 (tradable, fractionable, shortable), buying power, and the mandate against the broker's own positions. Each failed
 check is a refusal naming its rule, limit and value; any refusal means nothing is submitted. `broker` is
 agent/brokers/alpaca.py AlpacaBroker (duck-typed: this module runs without the SDK installed)."""
+
 from __future__ import annotations
 
-from concurrent.futures import Executor
-from datetime import datetime, UTC
-from typing import Any, Optional
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
+from datetime import UTC, datetime
+from typing import Any, Optional
 
-from agent.brokers.orders import BrokerRejected, BrokerUnavailable
 from agent.brokers.mandate import NEW_YORK, Mandate, Refusal
+from agent.brokers.orders import BrokerRejected, BrokerUnavailable
 from schemas.decision import Order
 from schemas.execution import ExecutionStatus
 from schemas.portfolio import PortfolioSnapshot
@@ -27,9 +28,15 @@ def halted(state: Mapping[str, Any]) -> Optional[Refusal]:
     return Refusal("kill_switch", "not halted", f"halted by {state.get('by')} at {at}")
 
 
-def presubmit(broker: Any, mandate: Mandate, orders: Sequence[Order], prices: Mapping[str, float],
-              portfolio: PortfolioSnapshot, orders_today: Callable[[], int],
-              pool: Executor) -> list[Refusal]:
+def presubmit(
+    broker: Any,
+    mandate: Mandate,
+    orders: Sequence[Order],
+    prices: Mapping[str, float],
+    portfolio: PortfolioSnapshot,
+    orders_today: Callable[[], int],
+    pool: Executor,
+) -> list[Refusal]:
     """`orders_today` is a store read: asked beside the broker's answers, not before them, on `pool` (threads.py)."""
     try:
         return _presubmit(broker, mandate, orders, prices, portfolio, orders_today, pool)
@@ -37,8 +44,15 @@ def presubmit(broker: Any, mandate: Mandate, orders: Sequence[Order], prices: Ma
         return [Refusal("broker_reachable", "an answer", str(e))]
 
 
-def _presubmit(broker: Any, mandate: Mandate, orders: Sequence[Order], prices: Mapping[str, float],
-               portfolio: PortfolioSnapshot, orders_today: Callable[[], int], pool: Executor) -> list[Refusal]:
+def _presubmit(
+    broker: Any,
+    mandate: Mandate,
+    orders: Sequence[Order],
+    prices: Mapping[str, float],
+    portfolio: PortfolioSnapshot,
+    orders_today: Callable[[], int],
+    pool: Executor,
+) -> list[Refusal]:
     out: list[Refusal] = []
     # every answer the checks need, asked at once: they depend on none of each other, and a 20-symbol cycle would
     # otherwise wait for 23 round trips in a row before its first order
@@ -61,15 +75,26 @@ def _presubmit(broker: Any, mandate: Mandate, orders: Sequence[Order], prices: M
             out.append(Refusal("asset_fractionable", True, o.quantity, o.symbol))
         if o.side == "SELL" and o.quantity > held.get(o.symbol, 0.0) + 1e-9:
             # the book is long only: a sell beyond the held quantity would open a short
-            out.append(Refusal("asset_shortable" if not asset.shortable else "long_only",
-                               held.get(o.symbol, 0.0), o.quantity, o.symbol))
+            out.append(
+                Refusal(
+                    "asset_shortable" if not asset.shortable else "long_only",
+                    held.get(o.symbol, 0.0),
+                    o.quantity,
+                    o.symbol,
+                )
+            )
     buys = round(sum(o.quantity * prices.get(o.symbol, 0.0) for o in orders if o.side == "BUY"), 2)
     power = float(account.buying_power or 0)
     if buys > power:
         out.append(Refusal("buying_power", power, buys))
     positions = {s: q for s, (q, _) in broker_positions.items()}
-    out += mandate.check([(o.symbol, o.side, o.quantity) for o in orders], prices, positions,
-                         orders_today=asked_today.result(), now=clock.timestamp)
+    out += mandate.check(
+        [(o.symbol, o.side, o.quantity) for o in orders],
+        prices,
+        positions,
+        orders_today=asked_today.result(),
+        now=clock.timestamp,
+    )
     return out
 
 

@@ -1,10 +1,11 @@
 """Which execution backend a cycle gets: the simulated book (sim, the default) or a broker, from --broker or
 TRADEGRAPH_BROKER; a session that started on a broker stays on it (its approval resumes through the same one)."""
+
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
 from collections.abc import Mapping
+from typing import Any, Optional
 
 from agent.brokers import BrokerConfigError
 from agent.brokers.settings import alpaca_settings, broker_name, fill_wait_s
@@ -18,8 +19,14 @@ def session_broker(store: Store, session_id: Optional[str]) -> Optional[str]:
     return BrokerSessions(store.db).broker_of(session_id) if session_id else None
 
 
-def execution_for(store: Store, config: AgentConfig, broker: Optional[str] = None, *,
-                  session_id: Optional[str] = None, env: Optional[Mapping[str, str]] = None) -> Any:
+def execution_for(
+    store: Store,
+    config: AgentConfig,
+    broker: Optional[str] = None,
+    *,
+    session_id: Optional[str] = None,
+    env: Optional[Mapping[str, str]] = None,
+) -> Any:
     env = os.environ if env is None else env
     bound = session_broker(store, session_id)
     name = broker_name(env, broker)
@@ -34,5 +41,6 @@ def execution_for(store: Store, config: AgentConfig, broker: Optional[str] = Non
     from graph.machine.broker.execution import BrokerExecution
 
     settings = alpaca_settings(env)
-    return BrokerExecution(store, config, AlpacaBroker(settings), load_mandate(settings.mandate_path),
-                           fill_wait_s=fill_wait_s(env))
+    return BrokerExecution(
+        store, config, AlpacaBroker(settings), load_mandate(settings.mandate_path), fill_wait_s=fill_wait_s(env)
+    )

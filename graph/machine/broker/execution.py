@@ -10,17 +10,20 @@
    still open at the broker is shown as open, and `tradegraph broker reconcile` records it when it fills.
 A retry of the cycle (a killed process restarted, a lost answer) finds each order by its client_order_id.
 """
+
 from __future__ import annotations
 
 import time
-from typing import Any, Literal, Optional
 from collections.abc import Callable
+from datetime import UTC
+from typing import Any, Literal, Optional
 
 from agent.broker import _apply
-from agent.markets import bar_cutoff
-from agent.brokers.orders import BrokerRejected, BrokerUnavailable, OrderView, Placed
 from agent.brokers.client_ids import client_order_id
 from agent.brokers.mandate import Mandate, Refusal
+from agent.brokers.orders import BrokerRejected, BrokerUnavailable, OrderView, Placed
+from agent.config import AgentConfig
+from agent.markets import bar_cutoff
 from database.broker import BrokerOrders, BrokerSessions, KillSwitch
 from database.connection import Store
 from graph.machine.broker.checks import halted, ny_day, presubmit
@@ -28,19 +31,26 @@ from graph.machine.broker.threads import broker_threads
 from graph.machine.broker.waves import waves
 from graph.machine.execution import PaperExecution
 from graph.machine.runtime import run_context
-from agent.config import AgentConfig
 from schemas.broker import BrokerOrderOutcome
 from schemas.decision import Decision, DecisionResult, Order
 from schemas.events import EventKind, new_event
 from schemas.portfolio import PortfolioSnapshot
-from datetime import UTC
 
 
 class BrokerExecution(PaperExecution):
     """The paper book's ledger and outbox (lookup, record, settle_exits) with a real broker's fills."""
 
-    def __init__(self, store: Store, config: AgentConfig, broker: Any, mandate: Mandate, *,
-                 fill_wait_s: float = 5.0, poll_s: float = 0.05, audit_writer: Optional[Any] = None):
+    def __init__(
+        self,
+        store: Store,
+        config: AgentConfig,
+        broker: Any,
+        mandate: Mandate,
+        *,
+        fill_wait_s: float = 5.0,
+        poll_s: float = 0.05,
+        audit_writer: Optional[Any] = None,
+    ):
         super().__init__(store, config)
         # the cycle's audit writer comes from the run's context; given here only where there is no graph run (the
         # fault tests and bench drive the backend directly)
@@ -53,20 +63,34 @@ class BrokerExecution(PaperExecution):
     def manifest(self) -> dict[str, Any]:
         return {"name": self.broker.name, "host": self.broker.settings.host, "mandate": self.mandate.identity()}
 
-    def check_mandate(self, decision: Decision, prices: dict[str, float],
-                      portfolio: PortfolioSnapshot) -> list[Refusal]:
+    def check_mandate(
+        self, decision: Decision, prices: dict[str, float], portfolio: PortfolioSnapshot
+    ) -> list[Refusal]:
         """VALIDATING's check, against the book this cycle read (the broker's own positions are checked again
         right before the submit)."""
         from datetime import datetime
 
         now = datetime.now(UTC)
-        return self.mandate.check([(o.symbol, o.side, o.quantity) for o in decision.orders], prices,
-                                  {s: p.quantity for s, p in portfolio.positions.items()},
-                                  orders_today=self.orders.count_day(ny_day(now)), now=now)
+        return self.mandate.check(
+            [(o.symbol, o.side, o.quantity) for o in decision.orders],
+            prices,
+            {s: p.quantity for s, p in portfolio.positions.items()},
+            orders_today=self.orders.count_day(ny_day(now)),
+            now=now,
+        )
 
-    def execute(self, decision: Decision, *, cycle_id: str, session_id: str, universe: list[str],
-                prices: dict[str, float], prev_closes: dict[str, float], portfolio: PortfolioSnapshot,
-                as_of: str) -> tuple[DecisionResult, PortfolioSnapshot]:
+    def execute(
+        self,
+        decision: Decision,
+        *,
+        cycle_id: str,
+        session_id: str,
+        universe: list[str],
+        prices: dict[str, float],
+        prev_closes: dict[str, float],
+        portfolio: PortfolioSnapshot,
+        as_of: str,
+    ) -> tuple[DecisionResult, PortfolioSnapshot]:
         writer = self.audit_writer or run_context().audit_writer
         if writer is None:
             raise RuntimeError("a broker cycle runs only with its audit: nothing submitted")
@@ -75,40 +99,79 @@ class BrokerExecution(PaperExecution):
             writer.put(new_event(session_id, cycle_id, "EXECUTING", kind, payload))
 
         indexed = list(enumerate(decision.orders))
-        legs = [(i, o, client_order_id(session_id, cycle_id, o.symbol, i))
-                for i, o in [x for x in indexed if x[1].side == "SELL"] + [x for x in indexed if x[1].side == "BUY"]]
+        legs = [
+            (i, o, client_order_id(session_id, cycle_id, o.symbol, i))
+            for i, o in [x for x in indexed if x[1].side == "SELL"] + [x for x in indexed if x[1].side == "BUY"]
+        ]
         outcomes: dict[int, BrokerOrderOutcome] = {}
         # the store's first answers asked at once: each is a round trip, and none depends on another
         pool = self.threads
-        bound = pool.submit(BrokerSessions(self.store.db).bind, session_id, self.broker.name,
-                            self.broker.settings.host)
+        bound = pool.submit(BrokerSessions(self.store.db).bind, session_id, self.broker.name, self.broker.settings.host)
         known, switch = pool.submit(self.orders.of_cycle, cycle_id), pool.submit(self.switch.state)
         bound.result()
         seen_before, halt_state = known.result(), switch.result()
         if not seen_before:  # nothing of this cycle may have reached the broker: check it all
             day = ny_day()
             refusals = [r for r in [halted(halt_state)] if r] or presubmit(
-                self.broker, self.mandate, [o for _, o, _ in legs], prices, portfolio,
-                lambda: self.orders.count_day(day), pool)
+                self.broker,
+                self.mandate,
+                [o for _, o, _ in legs],
+                prices,
+                portfolio,
+                lambda: self.orders.count_day(day),
+                pool,
+            )
             if refusals:
                 for r in refusals:
-                    audit("validation", {"schema": "BrokerPrecheck", "check": r.rule, "ok": False, "rule": r.rule,
-                                         "limit": r.limit, "value": r.value, "symbol": r.symbol,
-                                         "error": r.message})
+                    audit(
+                        "validation",
+                        {
+                            "schema": "BrokerPrecheck",
+                            "check": r.rule,
+                            "ok": False,
+                            "rule": r.rule,
+                            "limit": r.limit,
+                            "value": r.value,
+                            "symbol": r.symbol,
+                            "error": r.message,
+                        },
+                    )
                 for i, o, cid in legs:  # each order names the checks that concern it, or that another failed
                     own = "; ".join(r.message for r in refusals if r.symbol in (None, o.symbol))
-                    outcomes[i] = _outcome(cid, o, None, "not_submitted",
-                                           own or "nothing submitted: another order failed its checks")
+                    outcomes[i] = _outcome(
+                        cid, o, None, "not_submitted", own or "nothing submitted: another order failed its checks"
+                    )
                 return _result(outcomes, decision, portfolio, as_of, "nothing submitted", as_of)
         # the intents, each acknowledged by the store before the first submit
         day = ny_day()
-        priors = self.orders.intend_all([{"_id": cid, "session_id": session_id, "cycle_id": cycle_id,
-                                          "symbol": o.symbol, "side": o.side, "quantity": o.quantity, "leg": i,
-                                          "day": day} for i, o, cid in legs])
+        priors = self.orders.intend_all(
+            [
+                {
+                    "_id": cid,
+                    "session_id": session_id,
+                    "cycle_id": cycle_id,
+                    "symbol": o.symbol,
+                    "side": o.side,
+                    "quantity": o.quantity,
+                    "leg": i,
+                    "day": day,
+                }
+                for i, o, cid in legs
+            ]
+        )
         for i, o, cid in legs:
-            audit("order_intent", {"client_order_id": cid, "symbol": o.symbol, "side": o.side,
-                                   "quantity": o.quantity, "leg": i, "broker": self.broker.name,
-                                   "resumed": priors[cid] is not None})
+            audit(
+                "order_intent",
+                {
+                    "client_order_id": cid,
+                    "symbol": o.symbol,
+                    "side": o.side,
+                    "quantity": o.quantity,
+                    "leg": i,
+                    "broker": self.broker.name,
+                    "resumed": priors[cid] is not None,
+                },
+            )
         writer.flush(durable=True)
 
         legs_by = {i: cid for i, _, cid in legs}
@@ -124,9 +187,13 @@ class BrokerExecution(PaperExecution):
                 outcomes[i] = _outcome(cid, o, v, v.status, stop if v.status == "canceled" else None)
         return _result(outcomes, decision, portfolio, as_of, stop, self._seen_through(as_of))
 
-    def _send(self, legs: list[tuple[int, Order, str]], priors: dict[str, Any], audit: Callable[..., None],
-              outcomes: dict[int, BrokerOrderOutcome]) -> tuple[dict[int, OrderView], dict[str, dict[str, Any]],
-                                                                Optional[str]]:
+    def _send(
+        self,
+        legs: list[tuple[int, Order, str]],
+        priors: dict[str, Any],
+        audit: Callable[..., None],
+        outcomes: dict[int, BrokerOrderOutcome],
+    ) -> tuple[dict[int, OrderView], dict[str, dict[str, Any]], Optional[str]]:
         """Every order sent, in waves (waves.py): (the orders the broker holds, the states of those it refused or
         never answered, why the sending stopped early); what was not sent goes into `outcomes`."""
         views: dict[int, OrderView] = {}
@@ -146,8 +213,11 @@ class BrokerExecution(PaperExecution):
                         views[i] = found
                         audit("order_ack", _ack(cid, Placed(found, True, [])))
                 continue
-            answers = list(pool.map(lambda leg: self._place(leg, priors[leg[2]] is not None), wave)) \
-                if len(wave) > 1 else [self._place(wave[0], priors[wave[0][2]] is not None)]
+            answers = (
+                list(pool.map(lambda leg: self._place(leg, priors[leg[2]] is not None), wave))
+                if len(wave) > 1
+                else [self._place(wave[0], priors[wave[0][2]] is not None)]
+            )
             for (i, o, cid), answer in zip(wave, answers):
                 if isinstance(answer, Placed):
                     views[i] = answer.view
@@ -157,12 +227,15 @@ class BrokerExecution(PaperExecution):
                 status = "rejected" if isinstance(answer, BrokerRejected) else "unknown"
                 reason = answer.reason if isinstance(answer, BrokerRejected) else str(answer)
                 states[cid] = {"state": status, "reason": reason} | (
-                    {"status": "rejected"} if status == "rejected" else {})
-                audit("order_update", {"client_order_id": cid, "symbol": o.symbol, "status": status,
-                                       "reason": reason})
+                    {"status": "rejected"} if status == "rejected" else {}
+                )
+                audit("order_update", {"client_order_id": cid, "symbol": o.symbol, "status": status, "reason": reason})
                 outcomes[i] = _outcome(cid, o, None, status, reason)
-                stop = stop or (f"{o.side} {o.quantity:g} {o.symbol} was rejected ({reason})"
-                                if status == "rejected" else f"no answer for {o.side} {o.quantity:g} {o.symbol}")
+                stop = stop or (
+                    f"{o.side} {o.quantity:g} {o.symbol} was rejected ({reason})"
+                    if status == "rejected"
+                    else f"no answer for {o.side} {o.quantity:g} {o.symbol}"
+                )
         return views, states, stop
 
     def _place(self, leg: tuple[int, Order, str], maybe_sent: bool) -> Placed | BrokerRejected | BrokerUnavailable:
@@ -193,9 +266,17 @@ class BrokerExecution(PaperExecution):
             except (BrokerRejected, BrokerUnavailable):
                 return
             if (new.status, new.filled_qty) != (views[i].status, views[i].filled_qty):
-                audit("order_update", {"client_order_id": cids[i], "broker_order_id": new.id, "symbol": new.symbol,
-                                       "status": new.status, "filled_quantity": new.filled_qty,
-                                       "avg_price": new.filled_avg_price})
+                audit(
+                    "order_update",
+                    {
+                        "client_order_id": cids[i],
+                        "broker_order_id": new.id,
+                        "symbol": new.symbol,
+                        "status": new.status,
+                        "filled_quantity": new.filled_qty,
+                        "avg_price": new.filled_avg_price,
+                    },
+                )
             views[i] = new
 
         if cancel:
@@ -216,24 +297,49 @@ class BrokerExecution(PaperExecution):
 
 def _ack(cid: str, placed: Placed) -> dict[str, Any]:
     v = placed.view
-    return {"client_order_id": cid, "broker_order_id": v.id, "status": v.status, "filled_quantity": v.filled_qty,
-            "avg_price": v.filled_avg_price, "found_existing": placed.existing, "retries": list(placed.retries)}
+    return {
+        "client_order_id": cid,
+        "broker_order_id": v.id,
+        "status": v.status,
+        "filled_quantity": v.filled_qty,
+        "avg_price": v.filled_avg_price,
+        "found_existing": placed.existing,
+        "retries": list(placed.retries),
+    }
 
 
 def _state(v: OrderView) -> dict[str, Any]:
-    return {"state": "acked", "broker_order_id": v.id, "status": v.status, "filled_quantity": v.filled_qty,
-            "avg_price": v.filled_avg_price}
+    return {
+        "state": "acked",
+        "broker_order_id": v.id,
+        "status": v.status,
+        "filled_quantity": v.filled_qty,
+        "avg_price": v.filled_avg_price,
+    }
 
 
 def _outcome(cid: str, o: Order, v: Optional[OrderView], status: str, reason: Optional[str]) -> BrokerOrderOutcome:
-    return BrokerOrderOutcome(client_order_id=cid, broker_order_id=v.id if v else None, symbol=o.symbol,
-                              side=o.side, quantity=o.quantity, filled_quantity=v.filled_qty if v else 0.0,
-                              avg_price=v.filled_avg_price if v and v.filled_qty > 0 else None, status=status,
-                              reason=reason[:500] if reason else None)
+    return BrokerOrderOutcome(
+        client_order_id=cid,
+        broker_order_id=v.id if v else None,
+        symbol=o.symbol,
+        side=o.side,
+        quantity=o.quantity,
+        filled_quantity=v.filled_qty if v else 0.0,
+        avg_price=v.filled_avg_price if v and v.filled_qty > 0 else None,
+        status=status,
+        reason=reason[:500] if reason else None,
+    )
 
 
-def _result(outcomes: dict[int, BrokerOrderOutcome], decision: Decision, portfolio: PortfolioSnapshot, as_of: str,
-            stop: Optional[str], seen_through: str) -> tuple[DecisionResult, PortfolioSnapshot]:
+def _result(
+    outcomes: dict[int, BrokerOrderOutcome],
+    decision: Decision,
+    portfolio: PortfolioSnapshot,
+    as_of: str,
+    stop: Optional[str],
+    seen_through: str,
+) -> tuple[DecisionResult, PortfolioSnapshot]:
     """What the broker confirmed, and only that: the book moves by the filled quantities at their prices."""
     rows = [outcomes[i] for i in sorted(outcomes)]
     fills, cash = [], portfolio.cash
@@ -245,15 +351,18 @@ def _result(outcomes: dict[int, BrokerOrderOutcome], decision: Decision, portfol
             cash += (-1 if r.side == "BUY" else 1) * r.filled_quantity * r.avg_price
     filled = sum(1 for r in rows if r.status == "filled")
     parts = [f"{filled} of {len(rows)} order(s) filled"]
-    parts += [f"{r.side} {r.quantity:g} {r.symbol}: {r.status}"
-              + (f" ({r.filled_quantity:g} filled)" if 0 < r.filled_quantity < r.quantity else "")
-              + (f" — {r.reason}" if r.reason else "") for r in rows if r.status != "filled"]
+    parts += [
+        f"{r.side} {r.quantity:g} {r.symbol}: {r.status}"
+        + (f" ({r.filled_quantity:g} filled)" if 0 < r.filled_quantity < r.quantity else "")
+        + (f" — {r.reason}" if r.reason else "")
+        for r in rows
+        if r.status != "filled"
+    ]
     message = "; ".join(parts)[:2000]
     if not fills:
-        status: Literal["accepted", "rejected"] = "accepted" if any(
-            r.status not in ("not_submitted", "rejected", "canceled") for r in rows) else "rejected"
+        status: Literal["accepted", "rejected"] = (
+            "accepted" if any(r.status not in ("not_submitted", "rejected", "canceled") for r in rows) else "rejected"
+        )
         return DecisionResult(status=status, message=message, orders=rows), portfolio
     res, after = _apply(fills, portfolio, as_of, cash, seen_through)
-    return DecisionResult(status="accepted", message=message, executed_trades=res.executed_trades,
-                          orders=rows), after
-
+    return DecisionResult(status="accepted", message=message, executed_trades=res.executed_trades, orders=rows), after

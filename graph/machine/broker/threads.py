@@ -5,6 +5,7 @@ cycle started ~19 threads between the approval and its last order, each start wa
 requests held: ~40 ms of a 20-order cycle's overhead (cProfile: threading.Thread.start). Tasks given to this pool
 never wait on another of its tasks (each waits on the store or the broker only), so cycles sharing it cannot
 deadlock: at worst one waits for a thread another cycle holds."""
+
 from __future__ import annotations
 
 import os

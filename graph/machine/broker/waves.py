@@ -9,10 +9,11 @@ before any leaves; only once orders go through are more sent together.
 What a halt can still let through: the halt is read before each wave, so one stored after that read stops every
 later wave, and the orders of the wave already under way (at most WIDEST; 1 when it is a side's first) may still
 reach the broker. Before, one order per process could (the one whose read preceded the halt)."""
+
 from __future__ import annotations
 
-from typing import TypeVar
 from collections.abc import Sequence
+from typing import TypeVar
 
 from schemas.decision import Order
 
@@ -26,6 +27,6 @@ def waves(legs: Sequence[L], widest: int = WIDEST) -> list[list[L]]:
         group = [leg for leg in legs if leg[1].side == side]
         start, size = 0, 1
         while start < len(group):
-            out.append(group[start:start + size])
+            out.append(group[start : start + size])
             start, size = start + size, min(size * 2, widest)
     return out

@@ -1,4 +1,5 @@
 """ANALYZING: per symbol, four analysts and the quant run in parallel over the same snapshot."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -27,8 +28,9 @@ class QuorumError(RuntimeError):
 
 
 @state_node("ANALYZING")
-def analyzing(state: CycleState, config: RunnableConfig,
-              context: CycleContext) -> Command[Literal["DEBATE", "__end__"]]:
+def analyzing(
+    state: CycleState, config: RunnableConfig, context: CycleContext
+) -> Command[Literal["DEBATE", "__end__"]]:
     rt = context.runtime
     scan = MarketScan.model_validate(state["scan"])
     plan = Plan.model_validate(state["plan"])
@@ -42,21 +44,27 @@ def analyzing(state: CycleState, config: RunnableConfig,
             except TickerGuardError:
                 raise
             except ContractError as e:  # one analyst failing costs a vote, not the cycle (quorum decides)
-                emit("error", {"type": "analyst_failed", "symbol": snap.symbol, "analyst": role,
-                               "message": str(e)}, config)
+                emit(
+                    "error",
+                    {"type": "analyst_failed", "symbol": snap.symbol, "analyst": role, "message": str(e)},
+                    config,
+                )
                 return None
+
         return go
 
     def quant(snap):
         def go():
             try:
-                return run_quant(plan.quant_question, snap, model, TOOLS, ALLOW_LISTS["ANALYZING"], rt.config, config,
-                                call)
+                return run_quant(
+                    plan.quant_question, snap, model, TOOLS, ALLOW_LISTS["ANALYZING"], rt.config, config, call
+                )
             except TickerGuardError:
                 raise
             except ContractError as e:  # isolated like an analyst: this symbol loses its quant answer, no more
                 emit("error", {"type": "quant_failed", "symbol": snap.symbol, "message": str(e)}, config)
                 return None
+
         return go
 
     branches = {}
@@ -72,13 +80,18 @@ def analyzing(state: CycleState, config: RunnableConfig,
     for symbol in plan.assets:
         notes = [results[f"{symbol}|{r}"] for r in ANALYST_ROLES if results.get(f"{symbol}|{r}") is not None]
         failed = [r for r in ANALYST_ROLES if results.get(f"{symbol}|{r}") is None]
-        panels.append(SymbolPanel(symbol=symbol, notes=notes, quant=results[f"{symbol}|quant"],
-                                  failed_analysts=failed))
+        panels.append(SymbolPanel(symbol=symbol, notes=notes, quant=results[f"{symbol}|quant"], failed_analysts=failed))
     short = [p for p in panels if len(p.notes) < QUORUM]
     report = QuantReport(panels=panels, degraded=bool(short))
     if short:
-        detail = "; ".join(f"{p.symbol}: {len(p.notes)}/4 notes (failed: {', '.join(p.failed_analysts)})"
-                           for p in short)
-        return fail("ANALYZING", QuorumError(f"quorum of {QUORUM}/4 analysts not met — {detail}"), config,
-                    status="degraded", contract=report)
+        detail = "; ".join(
+            f"{p.symbol}: {len(p.notes)}/4 notes (failed: {', '.join(p.failed_analysts)})" for p in short
+        )
+        return fail(
+            "ANALYZING",
+            QuorumError(f"quorum of {QUORUM}/4 analysts not met — {detail}"),
+            config,
+            status="degraded",
+            contract=report,
+        )
     return done("ANALYZING", report, "DEBATE", config)

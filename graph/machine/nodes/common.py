@@ -1,25 +1,24 @@
 """What every node does the same way: announce its transition, emit its contract, fail closed."""
+
 from __future__ import annotations
 
 import functools
 import inspect
 import traceback
-from typing import Any, Optional
 from collections.abc import Callable
+from typing import Any, Optional
 
 from langchain_core.runnables import RunnableConfig
 from langgraph._internal._constants import CONFIG_KEY_RUNTIME
 from langgraph.graph import END
+from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 from pydantic import BaseModel
 
 from agent.audit_events import emit
-from langgraph.runtime import Runtime
-
 from graph.machine.runtime import CycleContext, context_of
 from graph.machine.state import CONTRACT_KEYS, CycleState
 from schemas.states import STATE_SPECS
-
 
 # each state's node function, registered by the decorator below under its name in the state table
 NODE_FUNCTIONS: dict[str, Callable] = {}
@@ -50,8 +49,7 @@ def guarded(name: str, body: Body, gate: Optional[Gate] = None) -> Callable:
         raise ValueError(f"state {name!r} is not in the state table (schemas/states.py)")
 
     @functools.wraps(body)
-    def node(state: CycleState, config: RunnableConfig,
-             runtime: Optional[Runtime[CycleContext]] = None) -> Command:
+    def node(state: CycleState, config: RunnableConfig, runtime: Optional[Runtime[CycleContext]] = None) -> Command:
         # LangGraph hands `runtime` to a node whose signature names it; a node called by a swapped-in one
         # (transition_checked) is handed LangGraph's config, which carries the same Runtime
         context = context_of(runtime or (config.get("configurable") or {}).get(CONFIG_KEY_RUNTIME), config)
@@ -94,8 +92,12 @@ def checked(name: str, command: Command, state: CycleState, config: RunnableConf
     bad = [t if isinstance(t, str) else type(t).__name__ for t in targets if not (isinstance(t, str) and t in allowed)]
     if not bad:
         return command
-    return fail(name, IllegalTransition(f"{name} may go to {', '.join(allowed)}; it asked for {', '.join(bad)}"),
-                config, status=_failed_status(state))
+    return fail(
+        name,
+        IllegalTransition(f"{name} may go to {', '.join(allowed)}; it asked for {', '.join(bad)}"),
+        config,
+        status=_failed_status(state),
+    )
 
 
 def _failed_status(state: CycleState) -> str:
@@ -107,8 +109,7 @@ def _failed_status(state: CycleState) -> str:
 EXECUTED_WITH_ERRORS = "executed_with_errors"
 
 
-def done(name: str, contract: BaseModel, goto: str, config: RunnableConfig,
-         **update: Any) -> Command:
+def done(name: str, contract: BaseModel, goto: str, config: RunnableConfig, **update: Any) -> Command:
     data = contract.model_dump(mode="json")
     emit("contract", {"name": type(contract).__name__, "data": data}, config)
     if goto == END:
@@ -116,11 +117,19 @@ def done(name: str, contract: BaseModel, goto: str, config: RunnableConfig,
     return Command(goto=goto, update={CONTRACT_KEYS[name]: data, "last_state": name, **update})
 
 
-def fail(name: str, error: BaseException, config: RunnableConfig, status: str = "failed",
-         contract: Optional[BaseModel] = None) -> Command:
+def fail(
+    name: str,
+    error: BaseException,
+    config: RunnableConfig,
+    status: str = "failed",
+    contract: Optional[BaseModel] = None,
+) -> Command:
     info = {"state": name, "type": type(error).__name__, "message": str(error)}
-    emit("error", {**info, "traceback": traceback.format_exc(limit=6) if status in ("failed", EXECUTED_WITH_ERRORS)
-                   else None}, config)
+    emit(
+        "error",
+        {**info, "traceback": traceback.format_exc(limit=6) if status in ("failed", EXECUTED_WITH_ERRORS) else None},
+        config,
+    )
     update: dict[str, Any] = {"status": status, "error": info, "last_state": name}
     if contract is not None:
         data = contract.model_dump(mode="json")

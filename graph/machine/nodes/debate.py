@@ -1,4 +1,5 @@
 """DEBATE: one bull/bear debate with a rebuttal round per symbol, judged by the research manager; symbols in parallel."""
+
 from __future__ import annotations
 
 import contextvars
@@ -21,8 +22,7 @@ from schemas.market import MarketScan
 
 
 @state_node("DEBATE")
-def debate(state: CycleState, config: RunnableConfig,
-           context: CycleContext) -> Command[Literal["DECIDING", "__end__"]]:
+def debate(state: CycleState, config: RunnableConfig, context: CycleContext) -> Command[Literal["DECIDING", "__end__"]]:
     rt = context.runtime
     scan = MarketScan.model_validate(state["scan"])
     report = QuantReport.model_validate(state["quant"])

@@ -1,5 +1,6 @@
 """EXECUTING: the execution tool, and only it, receives the validated decision. Keyed by cycle id:
 a cycle that already executed returns its recorded result instead of filling twice."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -8,12 +9,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from agent.audit_events import emit
-
 from agent.tools import invoke_tool
+from database.portfolio import PortfolioConflict
 from graph.machine.broker.checks import cycle_status
 from graph.machine.nodes.common import EXECUTED_WITH_ERRORS, done, state_node
 from graph.machine.nodes.planning import scan_context
-from database.portfolio import PortfolioConflict
 from graph.machine.runtime import CycleContext
 from graph.machine.state import CycleState
 from schemas.decision import DecisionResult, PortfolioDecision
@@ -33,8 +33,13 @@ def await_approval(state: CycleState, config: RunnableConfig, context: CycleCont
         return None
     # a human answers (the cycle pauses), or in a replay the recording (graph/machine/approval.py)
     answer = context.runtime.approver.answer(
-        {"cycle_id": state["cycle_id"], "session_id": state["session_id"], "orders": state["decision"]["orders"],
-         "validation_passed": state["validation"]["passed"]})
+        {
+            "cycle_id": state["cycle_id"],
+            "session_id": state["session_id"],
+            "orders": state["decision"]["orders"],
+            "validation_passed": state["validation"]["passed"],
+        }
+    )
     approved, by = bool(answer.get("approved")), str(answer.get("by") or "unknown")
     said = {"comment": str(answer["comment"])} if answer.get("comment") else {}
     emit("approval_decided", {"approved": approved, "by": by, **said}, config)
@@ -44,8 +49,9 @@ def await_approval(state: CycleState, config: RunnableConfig, context: CycleCont
 
 
 @state_node("EXECUTING", gate=await_approval)
-def executing(state: CycleState, config: RunnableConfig,
-              context: CycleContext) -> Command[Literal["MEMORIZING", "__end__"]]:
+def executing(
+    state: CycleState, config: RunnableConfig, context: CycleContext
+) -> Command[Literal["MEMORIZING", "__end__"]]:
     rt = context.runtime
     validation = DecisionValidation.model_validate(state["validation"])
     if not validation.passed:  # the router never sends a failed validation here; refuse anyway
@@ -73,19 +79,30 @@ def executing(state: CycleState, config: RunnableConfig,
 
     def execute(d):
         res, portfolio = execution.execute(
-            d, cycle_id=cycle_id, session_id=session_id, universe=list(scan.universe),
+            d,
+            cycle_id=cycle_id,
+            session_id=session_id,
+            universe=list(scan.universe),
             prices={s.symbol: s.price for s in scan.snapshots},
             prev_closes={s.symbol: s.prev_close for s in scan.snapshots if s.prev_close},
-            portfolio=scan.portfolio, as_of=scan.as_of)
+            portfolio=scan.portfolio,
+            as_of=scan.as_of,
+        )
         after["portfolio"] = portfolio
         return res
 
-    raw = invoke_tool("submit_decision", decision.as_decision().model_dump(mode="json"), state="EXECUTING",
-                      config=config, context=scan_context(scan, executor=execute))
+    raw = invoke_tool(
+        "submit_decision",
+        decision.as_decision().model_dump(mode="json"),
+        state="EXECUTING",
+        config=config,
+        context=scan_context(scan, executor=execute),
+    )
     res = DecisionResult.model_validate(raw)
     status: ExecutionStatus = "hold" if not decision.orders else _status(res)
-    result = ExecutionResult(cycle_id=cycle_id, status=status, result=res,
-                             portfolio_after=after.get("portfolio", scan.portfolio))
+    result = ExecutionResult(
+        cycle_id=cycle_id, status=status, result=res, portfolio_after=after.get("portfolio", scan.portfolio)
+    )
     rt.execution.record(cycle_id, session_id, result.model_dump(mode="json"), base_version=base_version)
     # a broker's partial result (some orders filled, others not, or still open) is never `completed`
     ended = {"rejected": {"status": "rejected"}, "partial": {"status": EXECUTED_WITH_ERRORS}}.get(status, {})

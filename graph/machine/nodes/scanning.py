@@ -5,6 +5,7 @@ bar, and it fills at D's close; at the open, the bars through the session before
 sizes, checks and fills at. Before anything is decided, held positions are paid the dividends whose ex-date came
 and closed on the levels the bars since their last check reached, both committed through the execution backend.
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -22,8 +23,9 @@ from schemas.portfolio import PortfolioSnapshot
 
 
 @state_node("SCANNING")
-def scanning(state: CycleState, config: RunnableConfig,
-             context: CycleContext) -> Command[Literal["PLANNING", "__end__"]]:
+def scanning(
+    state: CycleState, config: RunnableConfig, context: CycleContext
+) -> Command[Literal["PLANNING", "__end__"]]:
     rt = context.runtime
     symbols, as_of = list(state["symbols"]), state["as_of"]
     # today's data, or in a replay the recording (graph/machine/market_source.py): the node asks either the same
@@ -33,8 +35,7 @@ def scanning(state: CycleState, config: RunnableConfig,
     # since the last check reached
     ids = _ids(state, config)
     exits, dividends, portfolio, settled = rt.source.settle(context, {**state, **ids}, portfolio, config)
-    ctx = ToolContext(as_of=as_of, universe=symbols, portfolio=portfolio,
-                      bundle_factory=lambda s: rt.bundle(s, as_of))
+    ctx = ToolContext(as_of=as_of, universe=symbols, portfolio=portfolio, bundle_factory=lambda s: rt.bundle(s, as_of))
     # the scan reads the market through the registered tools, so its data access is audited like any other
     invoke_tool("get_portfolio", {}, state="SCANNING", config=config, context=ctx)
     invoke_tool("get_market_snapshot", {"symbols": symbols}, state="SCANNING", config=config, context=ctx)
@@ -42,8 +43,16 @@ def scanning(state: CycleState, config: RunnableConfig,
     if state.get("case"):
         check_case(state["case"], symbols, snapshots)
     marks, untradable = rt.source.marks(rt, dict(state), portfolio, symbols, as_of)
-    scan = MarketScan(as_of=as_of, universe=symbols, snapshots=snapshots, portfolio=portfolio, marks=marks,
-                      exits=exits, dividends=dividends, untradable=untradable)
+    scan = MarketScan(
+        as_of=as_of,
+        universe=symbols,
+        snapshots=snapshots,
+        portfolio=portfolio,
+        marks=marks,
+        exits=exits,
+        dividends=dividends,
+        untradable=untradable,
+    )
     return done("SCANNING", scan, "PLANNING", config, **ids, **settled)
 
 
@@ -52,12 +61,24 @@ def snapshot_of(symbol: str, b, as_of: str) -> MarketSnapshot:
     last close (the session before) as the previous close."""
     last = b.history[-1] if b.history else None
     if b.open_price is not None:
-        return MarketSnapshot(symbol=symbol, as_of=as_of, last_bar_date=last.date if last else b.as_of,
-                              price=b.open_price, prev_close=b.technical.close, volume=b.technical.volume or 0.0,
-                              bundle=b)
-    return MarketSnapshot(symbol=symbol, as_of=as_of, last_bar_date=last.date if last else b.as_of,
-                          price=b.technical.close, prev_close=b.technical.prev_close,
-                          volume=b.technical.volume or 0.0, bundle=b)
+        return MarketSnapshot(
+            symbol=symbol,
+            as_of=as_of,
+            last_bar_date=last.date if last else b.as_of,
+            price=b.open_price,
+            prev_close=b.technical.close,
+            volume=b.technical.volume or 0.0,
+            bundle=b,
+        )
+    return MarketSnapshot(
+        symbol=symbol,
+        as_of=as_of,
+        last_bar_date=last.date if last else b.as_of,
+        price=b.technical.close,
+        prev_close=b.technical.prev_close,
+        volume=b.technical.volume or 0.0,
+        bundle=b,
+    )
 
 
 def check_case(case: dict, symbols: list[str], snapshots: list[MarketSnapshot]) -> None:
@@ -67,8 +88,10 @@ def check_case(case: dict, symbols: list[str], snapshots: list[MarketSnapshot]) 
     for snap in snapshots:
         given = case["stock_data"][snap.symbol]["current_price"]
         if round_value(given) != snap.price:  # bundles carry prices at a fixed precision
-            raise ValueError(f"case price {given} for {snap.symbol} differs from the point-in-time price "
-                             f"{snap.price} on {snap.as_of}")
+            raise ValueError(
+                f"case price {given} for {snap.symbol} differs from the point-in-time price "
+                f"{snap.price} on {snap.as_of}"
+            )
 
 
 def _ids(state: CycleState, config: RunnableConfig) -> dict:

@@ -1,4 +1,5 @@
 """VALIDATING: the deterministic risk engine; a single failed check routes past EXECUTING."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -16,23 +17,45 @@ from schemas.market import MarketScan
 
 
 @state_node("VALIDATING")
-def validating(state: CycleState, config: RunnableConfig,
-               context: CycleContext) -> Command[Literal["EXECUTING", "MEMORIZING", "__end__"]]:
+def validating(
+    state: CycleState, config: RunnableConfig, context: CycleContext
+) -> Command[Literal["EXECUTING", "MEMORIZING", "__end__"]]:
     rt = context.runtime
     scan = MarketScan.model_validate(state["scan"])
     decision = PortfolioDecision.model_validate(state["decision"])
     validation = evaluate(risk_input(decision, scan.portfolio, scan.prices(), scan.as_of), rt.config.risk)
-    emit("validation", {"schema": "DecisionValidation", "check": "risk_engine", "ok": validation.passed,
-                        "reasons": validation.reasons}, config)
+    emit(
+        "validation",
+        {
+            "schema": "DecisionValidation",
+            "check": "risk_engine",
+            "ok": validation.passed,
+            "reasons": validation.reasons,
+        },
+        config,
+    )
     mandate = getattr(rt.execution, "check_mandate", None)  # a broker's mandate (agent/brokers/mandate.py)
     if mandate is not None and decision.orders:
         refusals = mandate(decision.as_decision(), scan.prices(), scan.portfolio)
         for r in refusals:
-            emit("validation", {"schema": "Mandate", "check": "mandate", "ok": False, "rule": r.rule,
-                                "limit": r.limit, "value": r.value, "symbol": r.symbol, "error": r.message}, config)
+            emit(
+                "validation",
+                {
+                    "schema": "Mandate",
+                    "check": "mandate",
+                    "ok": False,
+                    "rule": r.rule,
+                    "limit": r.limit,
+                    "value": r.value,
+                    "symbol": r.symbol,
+                    "error": r.message,
+                },
+                config,
+            )
         if refusals:
-            validation = validation.model_copy(update={
-                "passed": False, "reasons": [*validation.reasons, *(r.message for r in refusals)]})
+            validation = validation.model_copy(
+                update={"passed": False, "reasons": [*validation.reasons, *(r.message for r in refusals)]}
+            )
     if validation.passed:
         return done("VALIDATING", validation, "EXECUTING", config)
     return done("VALIDATING", validation, "MEMORIZING", config, status="rejected")

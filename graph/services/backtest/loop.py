@@ -12,26 +12,34 @@ decided with the store there to record it: a cycle the store went away under (it
 on the store, as when a second Ctrl-C closes it) stops the run before its point is logged, and the resumed run
 decides that point again (the old cycle marked superseded).
 """
+
 from __future__ import annotations
 
 import dataclasses
 import json
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
-from collections.abc import Callable
 
-from pymongo.errors import (AutoReconnect, ConnectionFailure, InvalidOperation, NetworkTimeout, NotPrimaryError,
-                            ServerSelectionTimeoutError, WaitQueueTimeoutError)
+from pymongo.errors import (
+    AutoReconnect,
+    ConnectionFailure,
+    InvalidOperation,
+    NetworkTimeout,
+    NotPrimaryError,
+    ServerSelectionTimeoutError,
+    WaitQueueTimeoutError,
+)
 
+from agent.budget import Budget, Spending
 from agent.config import AgentConfig
 from agent.data.market import MarketData, parse_date
 from agent.markets import bar_cutoff, fill_field, get_profile, trading_days
 from agent.metrics import TRADING_DAYS, buy_and_hold_curve, summarize
-from database.connection import Store
-from agent.budget import Budget, Spending
 from agent.pricing import Spend
+from database.connection import Store
 from database.errors import AuditSpooled, StoreUnavailable
 from database.spool import pending_files
 from graph.machine.runner import run_state_machine
@@ -39,12 +47,24 @@ from graph.machine.runtime import CycleRuntime, default_runtime
 from graph.services.backtest.simulation import SimulationExecution
 from graph.services.run_files import open_run_file, read_run_bytes, read_run_text, run_file_exists, write_run_atomic
 from graph.services.telemetry import live as _live_export  # noqa: F401 - each cycle exported when configured
-from schemas.events import ErrorEvent, new_event, parse_event
 from schemas.decision import Decision, DecisionResult, ExecutedTrade
+from schemas.events import ErrorEvent, new_event, parse_event
 from schemas.portfolio import PortfolioSnapshot
-from schemas.simulation import (Case, CaseData, CaseDataItem, CaseMetadata, DecisionPointLog, EpisodeConfig,
-                                EpisodeResult, EquityPoint, IntervalPriceSummary, PointAction, PricePoint, StockData,
-                                TradeHistory)
+from schemas.simulation import (
+    Case,
+    CaseData,
+    CaseDataItem,
+    CaseMetadata,
+    DecisionPointLog,
+    EpisodeConfig,
+    EpisodeResult,
+    EquityPoint,
+    IntervalPriceSummary,
+    PointAction,
+    PricePoint,
+    StockData,
+    TradeHistory,
+)
 
 DEFAULT_EXPERIMENTS = Path("experiments")
 FAILED_STATUSES = ("failed", "degraded")
@@ -63,14 +83,32 @@ class CycleNotAudited(StoreUnavailable):
 
 # a cycle that failed with one of these failed because the store went away (or was closed under it), not on
 # anything it decided: never that point's decision
-STORE_FAULTS = frozenset(c.__name__ for c in (
-    StoreUnavailable, AuditSpooled, ConnectionFailure, AutoReconnect, NetworkTimeout, ServerSelectionTimeoutError,
-    NotPrimaryError, WaitQueueTimeoutError, InvalidOperation))
+STORE_FAULTS = frozenset(
+    c.__name__
+    for c in (
+        StoreUnavailable,
+        AuditSpooled,
+        ConnectionFailure,
+        AutoReconnect,
+        NetworkTimeout,
+        ServerSelectionTimeoutError,
+        NotPrimaryError,
+        WaitQueueTimeoutError,
+        InvalidOperation,
+    )
+)
 
 
 # ---------------------------------------------------------------- calendar and cases
-def decision_dates(market: MarketData, tickers: list[str], start: str, end: str, every: int,
-                   profile: str = "us_equity", decide_at: str = "close") -> list[str]:
+def decision_dates(
+    market: MarketData,
+    tickers: list[str],
+    start: str,
+    end: str,
+    every: int,
+    profile: str = "us_equity",
+    decide_at: str = "close",
+) -> list[str]:
     """Every `every`-th session of the market's calendar in [start, end] on which at least one ticker can trade
     (a Shanghai holiday is no decision point even where US bars exist): it has a bar that day, and at the open
     a bar before it too (the bars a decision at the open reads end the session before). A ticker without one
@@ -79,7 +117,7 @@ def decision_dates(market: MarketData, tickers: list[str], start: str, end: str,
     traded: set = set()
     for t in tickers:
         dates = market.trading_dates(t, None if decide_at == "open" else start, end)
-        traded |= {d.strftime("%Y-%m-%d") for d in dates[1 if decide_at == "open" else 0:]}
+        traded |= {d.strftime("%Y-%m-%d") for d in dates[1 if decide_at == "open" else 0 :]}
     return sorted(sessions & traded)[::every]
 
 
@@ -93,12 +131,13 @@ def validate_config(config: EpisodeConfig, market: MarketData) -> None:
         for name, value in (("start", config.start), ("end", config.end)):
             ts = parse_date(value)
             if ts < first or ts > last:
-                raise BacktestError(f"{name} date {value} is outside the data for {t} "
-                                    f"({first.date()}..{last.date()})")
-    if not decision_dates(market, config.tickers, config.start, config.end, config.every, config.market,
-                          config.decide_at):
-        raise BacktestError(f"no session in {config.start}..{config.end} on which any of {','.join(config.tickers)} "
-                            f"can trade")
+                raise BacktestError(f"{name} date {value} is outside the data for {t} ({first.date()}..{last.date()})")
+    if not decision_dates(
+        market, config.tickers, config.start, config.end, config.every, config.market, config.decide_at
+    ):
+        raise BacktestError(
+            f"no session in {config.start}..{config.end} on which any of {','.join(config.tickers)} can trade"
+        )
 
 
 _BAR_FIELDS = ("open", "high", "low", "close", "volume")
@@ -108,8 +147,14 @@ def _bar(ts, row: list[float]) -> PricePoint:
     return PricePoint(timestamp=ts.strftime("%Y-%m-%d"), **dict(zip(_BAR_FIELDS, map(float, row))))
 
 
-def build_case(config: EpisodeConfig, market: MarketData, date: str, idx: int, portfolio: PortfolioSnapshot,
-               prev_date: Optional[str]) -> Case:
+def build_case(
+    config: EpisodeConfig,
+    market: MarketData,
+    date: str,
+    idx: int,
+    portfolio: PortfolioSnapshot,
+    prev_date: Optional[str],
+) -> Case:
     """A Case from point-in-time data only: the bars a decision on `date` may read whole (MarketData.as_of at
     the bar cutoff: through `date` at the close, through the session before at the open) and the price it fills
     at (`date`'s close, or its open). A ticker with no bar on `date` cannot trade: it is left out of the point's
@@ -128,21 +173,33 @@ def build_case(config: EpisodeConfig, market: MarketData, date: str, idx: int, p
         if today.empty or frame.empty:
             untradable[t] = untradable_reason(market, t, date, today.empty)
             continue
-        tail = frame.iloc[-config.bars_in_case:]
+        tail = frame.iloc[-config.bars_in_case :]
         bars = [_bar(ts, row) for ts, row in zip(tail.index, tail[list(_BAR_FIELDS)].to_numpy().tolist())]
         # the bars after the last point's cutoff (prev_date None: all of them), else the last one
-        window = frame.iloc[max(0, since - (seen - len(frame))):]
+        window = frame.iloc[max(0, since - (seen - len(frame))) :]
         window = window if len(window) else frame.iloc[-1:]
         summary = IntervalPriceSummary(
-            start=window.index[0].strftime("%Y-%m-%d"), end=window.index[-1].strftime("%Y-%m-%d"),
-            open=float(window.open.iloc[0]), high=float(window.high.max()), low=float(window.low.min()),
-            close=float(window.close.iloc[-1]), volume=float(window.volume.sum()))
-        stock[t] = StockData(ticker=t, current_price=float(today[fill_field(profile)].iloc[0]), daily_bars=bars,
-                             interval_summary=summary)
+            start=window.index[0].strftime("%Y-%m-%d"),
+            end=window.index[-1].strftime("%Y-%m-%d"),
+            open=float(window.open.iloc[0]),
+            high=float(window.high.max()),
+            low=float(window.low.min()),
+            close=float(window.close.iloc[-1]),
+            volume=float(window.volume.sum()),
+        )
+        stock[t] = StockData(
+            ticker=t, current_price=float(today[fill_field(profile)].iloc[0]), daily_bars=bars, interval_summary=summary
+        )
     items = [CaseDataItem(kind="other", timestamp=date, content=f"{t}: {why}") for t, why in untradable.items()]
-    return Case(case_id=f"{config.episode_id}:{idx}", tickers=list(stock), case_data=CaseData(items=items),
-                stock_data=stock, portfolio=portfolio, untradable=untradable,
-                metadata=CaseMetadata(decision_point_idx=idx, information_cutoff_timestamp=date))
+    return Case(
+        case_id=f"{config.episode_id}:{idx}",
+        tickers=list(stock),
+        case_data=CaseData(items=items),
+        stock_data=stock,
+        portfolio=portfolio,
+        untradable=untradable,
+        metadata=CaseMetadata(decision_point_idx=idx, information_cutoff_timestamp=date),
+    )
 
 
 def untradable_reason(market: MarketData, ticker: str, date: str, no_bar_today: bool) -> str:
@@ -175,13 +232,18 @@ def mark_to_market(portfolio: PortfolioSnapshot, prices: dict[str, float]) -> tu
 
 
 # ---------------------------------------------------------------- decision extraction
-def extract(outcome, sim: SimulationExecution, portfolio: PortfolioSnapshot
-            ) -> tuple[PointAction, Decision, DecisionResult, PortfolioSnapshot, dict[str, Any]]:
+def extract(
+    outcome, sim: SimulationExecution, portfolio: PortfolioSnapshot
+) -> tuple[PointAction, Decision, DecisionResult, PortfolioSnapshot, dict[str, Any]]:
     """Seed 004's rules: no submit_decision -> hold; several -> the last; rejected -> hold (every reason)."""
     calls = sim.calls_for(outcome.cycle_id)
     deciding = outcome.contracts.get("DECIDING") or {}
-    output: dict[str, Any] = {"cycle_id": outcome.cycle_id, "cycle_status": outcome.status,
-                              "submit_calls": len(calls), "rationale": str(deciding.get("rationale", ""))[:500]}
+    output: dict[str, Any] = {
+        "cycle_id": outcome.cycle_id,
+        "cycle_status": outcome.status,
+        "submit_calls": len(calls),
+        "rationale": str(deciding.get("rationale", ""))[:500],
+    }
     if outcome.error:
         output["error"] = outcome.error
     if outcome.cost:  # logged per point, so a resumed run's total still counts the points run before
@@ -189,8 +251,13 @@ def extract(outcome, sim: SimulationExecution, portfolio: PortfolioSnapshot
     if outcome.status in FAILED_STATUSES and not calls:
         # no decision was made: recorded as a failure, never as a hold the agent chose
         why = (outcome.error or {}).get("message", "") or "no error recorded"
-        return "failed", Decision(), DecisionResult(status="rejected", message=f"cycle {outcome.status}: {why}"), \
-            portfolio, output
+        return (
+            "failed",
+            Decision(),
+            DecisionResult(status="rejected", message=f"cycle {outcome.status}: {why}"),
+            portfolio,
+            output,
+        )
     if calls:
         last = calls[-1]
         if last.result.status == "accepted":
@@ -201,13 +268,19 @@ def extract(outcome, sim: SimulationExecution, portfolio: PortfolioSnapshot
     proposed = Decision(orders=deciding.get("orders") or [])
     validation = outcome.contracts.get("VALIDATING") or {}
     if validation and not validation.get("passed", True):
-        reasons = validation.get("reasons") or [c.get("detail", c.get("name")) for c in validation.get("checks", [])
-                                                if not c.get("passed")]
+        reasons = validation.get("reasons") or [
+            c.get("detail", c.get("name")) for c in validation.get("checks", []) if not c.get("passed")
+        ]
         msg = "hold: VALIDATING rejected the decision: " + "; ".join(reasons or ["no reason recorded"])
         return "rejected", proposed, DecisionResult(status="rejected", message=msg), portfolio, output
     why = f"cycle {outcome.status}" + (f": {outcome.error.get('message', '')}" if outcome.error else "")
-    return "hold", Decision(), DecisionResult(status="accepted", message=f"hold: no submit_decision call ({why})"), \
-        portfolio, output
+    return (
+        "hold",
+        Decision(),
+        DecisionResult(status="accepted", message=f"hold: no submit_decision call ({why})"),
+        portfolio,
+        output,
+    )
 
 
 # ---------------------------------------------------------------- files
@@ -252,10 +325,17 @@ class _Progress:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-        self.bar = Progress(TextColumn("[bold]{task.fields[date]}"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("equity {task.fields[equity]:>14,.2f}"),
-                            TextColumn("trades {task.fields[trades]:>5}"), TextColumn("ETA"),
-                            TimeRemainingColumn(), console=Console(stderr=True), transient=False)
+        self.bar = Progress(
+            TextColumn("[bold]{task.fields[date]}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("equity {task.fields[equity]:>14,.2f}"),
+            TextColumn("trades {task.fields[trades]:>5}"),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=False,
+        )
         self.bar.start()
         self.task = self.bar.add_task("backtest", total=total, completed=done, date="", equity=0.0, trades=0)
 
@@ -274,16 +354,29 @@ def session_id_of(run_id: str) -> str:
     return f"bt-{run_id}"
 
 
-def episode_runtime(config: EpisodeConfig, runtime: Optional[CycleRuntime], sim: SimulationExecution,
-                    budget: Optional[Spending] = None) -> CycleRuntime:
+def episode_runtime(
+    config: EpisodeConfig, runtime: Optional[CycleRuntime], sim: SimulationExecution, budget: Optional[Spending] = None
+) -> CycleRuntime:
     base = runtime or default_runtime(AgentConfig.from_env())
-    settings = dataclasses.replace(base.config, starting_cash=config.initial_cash, fees_bps=config.fees_bps,
-                                    slippage_bps=config.slippage_bps, market=config.market, memory=config.memory,
-                                    decide_at=config.decide_at)
+    settings = dataclasses.replace(
+        base.config,
+        starting_cash=config.initial_cash,
+        fees_bps=config.fees_bps,
+        slippage_bps=config.slippage_bps,
+        market=config.market,
+        memory=config.memory,
+        decide_at=config.decide_at,
+    )
     # the budgets hold for the whole run (one Budget shared by its cycles), or for a whole sweep (given)
-    return dataclasses.replace(base, config=settings, execution=sim, run_id=config.episode_id, _models={},
-                               _lock=threading.Lock(),
-                               budget=budget if budget is not None else Budget.of(settings, scope="backtest"))
+    return dataclasses.replace(
+        base,
+        config=settings,
+        execution=sim,
+        run_id=config.episode_id,
+        _models={},
+        _lock=threading.Lock(),
+        budget=budget if budget is not None else Budget.of(settings, scope="backtest"),
+    )
 
 
 def _supersede_cut_off(store: Store, session_id: str, logs: list[DecisionPointLog]) -> None:
@@ -297,7 +390,7 @@ def _supersede_cut_off(store: Store, session_id: str, logs: list[DecisionPointLo
     cycles = store.events.cycle_ids(session_id)
     logged = {lg.agent_output.get("cycle_id") for lg in logs}
     last = max((i for i, c in enumerate(cycles) if c in logged), default=-1)
-    for cycle_id in cycles[last + 1:]:
+    for cycle_id in cycles[last + 1 :]:
         notes = [m.memory_id for m in store.memories.list(session_id=session_id, cycle_id=cycle_id, limit=0)]
         for memory_id in notes:
             store.memories.forget(memory_id=memory_id)
@@ -305,33 +398,52 @@ def _supersede_cut_off(store: Store, session_id: str, logs: list[DecisionPointLo
         if any(isinstance(e, ErrorEvent) and e.payload.type == "cycle_superseded" for e in errors):
             continue
         with store.writer(background=False) as writer:
-            writer.put(new_event(session_id, cycle_id, "RUNNER", "error", {
-                                    "type": "cycle_superseded", "decision_point_idx": len(logs),
-                                    "withdrawn_memories": notes,
-                                    "message": f"cycle {cycle_id} was cut off before decision point {len(logs)} "
-                                               f"was logged (its process stopped, the store went away under it "
-                                               f"or the run was stopped at once); the resumed run decides the "
-                                               f"point again in a new cycle and applies nothing of this one "
-                                               f"({len(notes)} memorised note(s) withdrawn)"}))
+            writer.put(
+                new_event(
+                    session_id,
+                    cycle_id,
+                    "RUNNER",
+                    "error",
+                    {
+                        "type": "cycle_superseded",
+                        "decision_point_idx": len(logs),
+                        "withdrawn_memories": notes,
+                        "message": f"cycle {cycle_id} was cut off before decision point {len(logs)} "
+                        f"was logged (its process stopped, the store went away under it "
+                        f"or the run was stopped at once); the resumed run decides the "
+                        f"point again in a new cycle and applies nothing of this one "
+                        f"({len(notes)} memorised note(s) withdrawn)",
+                    },
+                )
+            )
 
 
-def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, runtime: Optional[CycleRuntime] = None,
-                 out_dir: str | Path = DEFAULT_EXPERIMENTS, run_id: Optional[str] = None,
-                 max_steps: Optional[int] = None,
-                 on_step: Optional[Callable[[DecisionPointLog], None]] = None,
-                 budget: Optional[Spending] = None) -> EpisodeResult:
+def run_backtest(
+    config: EpisodeConfig,
+    store: Store,
+    *,
+    progress: bool = True,
+    runtime: Optional[CycleRuntime] = None,
+    out_dir: str | Path = DEFAULT_EXPERIMENTS,
+    run_id: Optional[str] = None,
+    max_steps: Optional[int] = None,
+    on_step: Optional[Callable[[DecisionPointLog], None]] = None,
+    budget: Optional[Spending] = None,
+) -> EpisodeResult:
     """Run (or resume) an episode; returns its result. `max_steps` stops after that many new decision
     points (the run stays resumable); `on_step` is called after each logged decision point; `budget`
     replaces the run's own (a sweep's, shared with its other episodes). A cycle the store went away under
     raises CycleNotAudited: its point is not logged and the run resumes at it."""
     run_id = run_id or config.episode_id
     run_dir = Path(out_dir) / run_id
-    sim = SimulationExecution.for_market(config.market, fees_bps=config.fees_bps, slippage_bps=config.slippage_bps,
-                                         decide_at=config.decide_at)
+    sim = SimulationExecution.for_market(
+        config.market, fees_bps=config.fees_bps, slippage_bps=config.slippage_bps, decide_at=config.decide_at
+    )
     rt = episode_runtime(config, runtime, sim, budget)
     validate_config(config, rt.market)
-    dates = decision_dates(rt.market, config.tickers, config.start, config.end, config.every, config.market,
-                           config.decide_at)
+    dates = decision_dates(
+        rt.market, config.tickers, config.start, config.end, config.every, config.market, config.decide_at
+    )
 
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg_path, log_path, th_path = run_dir / "config.json", run_dir / "episode_log.jsonl", run_dir / "trade_history.json"
@@ -368,13 +480,16 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
                 # the cycle reads its starting portfolio from the store: hand it the simulation's
                 store.portfolios.save(session_id, portfolio, f"{session_id}:pre{idx}")
                 sim.portfolio = portfolio
-                outcome = run_state_machine(list(case.tickers), date, store=store, session_id=session_id, runtime=rt,
-                                    case=case.for_agent())
+                outcome = run_state_machine(
+                    list(case.tickers), date, store=store, session_id=session_id, runtime=rt, case=case.for_agent()
+                )
                 fault = store_fault(outcome)
                 if fault:
-                    raise CycleNotAudited(f"decision point {idx} ({date}) not logged: cycle {outcome.cycle_id} "
-                                          f"{fault}; the run stops here and decides this point again when "
-                                          f"resumed with run id {run_id} once the store is back")
+                    raise CycleNotAudited(
+                        f"decision point {idx} ({date}) not logged: cycle {outcome.cycle_id} "
+                        f"{fault}; the run stops here and decides this point again when "
+                        f"resumed with run id {run_id} once the store is back"
+                    )
                 # SCANNING may have closed positions on their levels first: the decision starts from that book
                 _, exit_trades = sim.exits.get(outcome.cycle_id, ([], []))
                 action, decision, result, after, output = extract(outcome, sim, sim.portfolio)
@@ -382,11 +497,21 @@ def run_backtest(config: EpisodeConfig, store: Store, *, progress: bool = True, 
                 prices = point_prices(config, rt.market, case, date)
                 equity, _ = mark_to_market(after, prices)
                 entry = DecisionPointLog(
-                    case_id=case.case_id, decision_point_idx=idx, date=date, action=action, agent_output=output,
-                    extracted_decision=decision, execution_result=result, exits=exit_trades,
-                    dividends=sim.dividends.get(outcome.cycle_id, []), portfolio_before=portfolio,
-                    portfolio_after=after, prices=prices, equity=round(equity, 6),
-                    steps_remaining=len(dates) - idx - 1)
+                    case_id=case.case_id,
+                    decision_point_idx=idx,
+                    date=date,
+                    action=action,
+                    agent_output=output,
+                    extracted_decision=decision,
+                    execution_result=result,
+                    exits=exit_trades,
+                    dividends=sim.dividends.get(outcome.cycle_id, []),
+                    portfolio_before=portfolio,
+                    portfolio_after=after,
+                    prices=prices,
+                    equity=round(equity, 6),
+                    steps_remaining=len(dates) - idx - 1,
+                )
                 log_file.write(entry.model_dump_json() + "\n")
                 log_file.flush()
                 portfolio = after
@@ -414,8 +539,10 @@ def store_fault(outcome) -> Optional[str]:
         return f"could not be audited ({outcome.audit_error})"
     error = outcome.error or {}
     if error.get("type") in STORE_FAULTS:
-        return f"failed on the store in {error.get('state')} ({error['type']}: " \
-               f"{str(error.get('message') or '').splitlines()[0][:200] if error.get('message') else ''})"
+        return (
+            f"failed on the store in {error.get('state')} ({error['type']}: "
+            f"{str(error.get('message') or '').splitlines()[0][:200] if error.get('message') else ''})"
+        )
     return None
 
 
@@ -430,8 +557,9 @@ def logged_result(config: EpisodeConfig, run_dir: Path) -> Optional[EpisodeResul
     return episode_result(config, logs, logged_trades(logs), logs[-1].portfolio_after) if logs else None
 
 
-def episode_result(config: EpisodeConfig, logs: list[DecisionPointLog],
-                   trades: list[ExecutedTrade], portfolio: PortfolioSnapshot) -> EpisodeResult:
+def episode_result(
+    config: EpisodeConfig, logs: list[DecisionPointLog], trades: list[ExecutedTrade], portfolio: PortfolioSnapshot
+) -> EpisodeResult:
     curve = []
     for lg in logs:
         eq, expo = mark_to_market(lg.portfolio_after, lg.prices)
@@ -440,13 +568,20 @@ def episode_result(config: EpisodeConfig, logs: list[DecisionPointLog],
     dates = [p.date for p in curve]
     metrics, bench, bench_curve = {}, {}, []
     if curve:
-        metrics = summarize(dates, [p.equity for p in curve], trades=trades, exposure=[p.exposure for p in curve],
-                            rf=config.risk_free_rate, periods_per_year=ppy)
+        metrics = summarize(
+            dates,
+            [p.equity for p in curve],
+            trades=trades,
+            exposure=[p.exposure for p in curve],
+            rf=config.risk_free_rate,
+            periods_per_year=ppy,
+        )
         closes = {t: [lg.prices[t] for lg in logs] for t in config.tickers}
         bh = buy_and_hold_curve(closes, config.initial_cash)
         bench_curve = [EquityPoint(date=d, equity=round(v, 6), cash=0.0, exposure=1.0) for d, v in zip(dates, bh)]
-        bench = summarize(dates, bh, trades=[], exposure=[1.0] * len(bh), rf=config.risk_free_rate,
-                          periods_per_year=ppy)
+        bench = summarize(
+            dates, bh, trades=[], exposure=[1.0] * len(bh), rf=config.risk_free_rate, periods_per_year=ppy
+        )
         bench["num_trades"] = len(config.tickers)
     exits: dict[str, int] = {}
     for t in trades:
@@ -460,23 +595,50 @@ def episode_result(config: EpisodeConfig, logs: list[DecisionPointLog],
         status = str(lg.agent_output.get("cycle_status") or "unknown")
         statuses[status] = statuses.get(status, 0) + 1
         if lg.action == "failed":
-            failed.append({"idx": lg.decision_point_idx, "date": lg.date, "status": status,
-                           "error": (lg.agent_output.get("error") or {}).get("message", lg.execution_result.message)})
+            failed.append(
+                {
+                    "idx": lg.decision_point_idx,
+                    "date": lg.date,
+                    "status": status,
+                    "error": (lg.agent_output.get("error") or {}).get("message", lg.execution_result.message),
+                }
+            )
     warnings = []
     if logs and len(logs) < SHORT_WINDOW_POINTS:
-        warnings.append(f"short window: {len(logs)} decision point(s) ({dates[0]}..{dates[-1]}); annualised "
-                        f"figures (return, volatility, Sharpe, Sortino, Calmar) extrapolate it to a year and are "
-                        f"not meaningful below {SHORT_WINDOW_POINTS}")
+        warnings.append(
+            f"short window: {len(logs)} decision point(s) ({dates[0]}..{dates[-1]}); annualised "
+            f"figures (return, volatility, Sharpe, Sortino, Calmar) extrapolate it to a year and are "
+            f"not meaningful below {SHORT_WINDOW_POINTS}"
+        )
     if failed:
-        warnings.append(f"{len(failed)} of {len(logs)} cycle(s) failed: their decision points made no decision "
-                        f"(first: {failed[0]['date']}: {failed[0]['error']})")
-    benchmark = {"kind": "buy_and_hold", "tickers": list(config.tickers),
-                 "weights": {t: round(1 / len(config.tickers), 6) for t in config.tickers},
-                 "initial_cash": config.initial_cash,
-                 "bought_at": f"the first decision point's {config.decide_at}, fractional shares",
-                 "fees_bps": 0.0, "slippage_bps": 0.0, "rebalanced": False}
-    return EpisodeResult(episode_id=config.episode_id, decision_points=len(logs),
-                         trade_history=TradeHistory(trades=trades), final_portfolio=portfolio, equity_curve=curve,
-                         benchmark_curve=bench_curve, metrics=metrics, benchmark_metrics=bench, benchmark=benchmark,
-                         actions=actions, cycle_statuses=statuses, failed_points=failed, warnings=warnings,
-                         exits=exits, llm_cost=Spend.merge(lg.agent_output.get("llm_cost") for lg in logs))
+        warnings.append(
+            f"{len(failed)} of {len(logs)} cycle(s) failed: their decision points made no decision "
+            f"(first: {failed[0]['date']}: {failed[0]['error']})"
+        )
+    benchmark = {
+        "kind": "buy_and_hold",
+        "tickers": list(config.tickers),
+        "weights": {t: round(1 / len(config.tickers), 6) for t in config.tickers},
+        "initial_cash": config.initial_cash,
+        "bought_at": f"the first decision point's {config.decide_at}, fractional shares",
+        "fees_bps": 0.0,
+        "slippage_bps": 0.0,
+        "rebalanced": False,
+    }
+    return EpisodeResult(
+        episode_id=config.episode_id,
+        decision_points=len(logs),
+        trade_history=TradeHistory(trades=trades),
+        final_portfolio=portfolio,
+        equity_curve=curve,
+        benchmark_curve=bench_curve,
+        metrics=metrics,
+        benchmark_metrics=bench,
+        benchmark=benchmark,
+        actions=actions,
+        cycle_statuses=statuses,
+        failed_points=failed,
+        warnings=warnings,
+        exits=exits,
+        llm_cost=Spend.merge(lg.agent_output.get("llm_cost") for lg in logs),
+    )

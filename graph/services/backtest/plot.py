@@ -1,4 +1,5 @@
 """Equity curves of a backtest and its equal-weight buy-and-hold, drawdowns shaded (matplotlib, Agg)."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -5,11 +5,12 @@ fees/slippage, market profile) with the episode's settings; the simulation, not 
 owns the portfolio. Every submit_decision call of a cycle is kept so the loop can apply seed
 004's extraction rules (none -> hold, several -> the last, rejected -> hold).
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Optional
-from collections.abc import Sequence
 
 from agent.broker import execute_decision
 from agent.markets import MarketProfile, get_profile
@@ -41,23 +42,48 @@ class SimulationExecution:
     dividends: dict[str, list[DividendCredit]] = field(default_factory=dict)
 
     @classmethod
-    def for_market(cls, market: str, *, fees_bps: float, slippage_bps: float,
-                   portfolio: Optional[PortfolioSnapshot] = None, decide_at: str = "close") -> SimulationExecution:
-        return cls(profile=get_profile(market, decide_at), fees_bps=fees_bps, slippage_bps=slippage_bps,
-                   portfolio=portfolio)
+    def for_market(
+        cls,
+        market: str,
+        *,
+        fees_bps: float,
+        slippage_bps: float,
+        portfolio: Optional[PortfolioSnapshot] = None,
+        decide_at: str = "close",
+    ) -> SimulationExecution:
+        return cls(
+            profile=get_profile(market, decide_at), fees_bps=fees_bps, slippage_bps=slippage_bps, portfolio=portfolio
+        )
 
     # ------------------------------------------------------------- ExecutionBackend
     def lookup(self, cycle_id: str) -> Optional[dict]:
         return self.ledger.get(cycle_id)
 
-    def execute(self, decision: Decision, *, cycle_id: str, session_id: str, universe: list[str],
-                prices: dict[str, float], prev_closes: dict[str, float], portfolio: PortfolioSnapshot,
-                as_of: str) -> tuple[DecisionResult, PortfolioSnapshot]:
+    def execute(
+        self,
+        decision: Decision,
+        *,
+        cycle_id: str,
+        session_id: str,
+        universe: list[str],
+        prices: dict[str, float],
+        prev_closes: dict[str, float],
+        portfolio: PortfolioSnapshot,
+        as_of: str,
+    ) -> tuple[DecisionResult, PortfolioSnapshot]:
         # the simulation's portfolio is authoritative; the scan's copy must agree with it
         before = self.portfolio if self.portfolio is not None else portfolio
-        result, after = execute_decision(decision, universe=universe, prices=prices, portfolio=before, as_of=as_of,
-                                         profile=self.profile, fees_bps=self.fees_bps,
-                                         slippage_bps=self.slippage_bps, prev_closes=prev_closes)
+        result, after = execute_decision(
+            decision,
+            universe=universe,
+            prices=prices,
+            portfolio=before,
+            as_of=as_of,
+            profile=self.profile,
+            fees_bps=self.fees_bps,
+            slippage_bps=self.slippage_bps,
+            prev_closes=prev_closes,
+        )
         self.calls.append(SubmitCall(cycle_id, decision, result, before, after))
         return result, after
 
@@ -70,9 +96,17 @@ class SimulationExecution:
         self.ledger[cycle_id] = result
         return True
 
-    def settle_exits(self, cycle_id: str, session_id: str, *, closed: list[ClosedTrade], trades: list[ExecutedTrade],
-                     portfolio_after: PortfolioSnapshot, base_version: Optional[int],
-                     dividends: Sequence[DividendCredit] = ()) -> Optional[int]:
+    def settle_exits(
+        self,
+        cycle_id: str,
+        session_id: str,
+        *,
+        closed: list[ClosedTrade],
+        trades: list[ExecutedTrade],
+        portfolio_after: PortfolioSnapshot,
+        base_version: Optional[int],
+        dividends: Sequence[DividendCredit] = (),
+    ) -> Optional[int]:
         self.exits[cycle_id] = (list(closed), list(trades))
         self.dividends[cycle_id] = list(dividends)
         self.portfolio = portfolio_after

@@ -2,6 +2,7 @@
 (database/broker.py KillSwitch) every process reads before each wave of submits (graph/machine/broker/waves.py: the
 wave already under way may still arrive) and every approval reads before resuming a broker cycle; each halt and resume is a `broker_control` event (who, when, why, what was cancelled) in the
 `broker-control` session's log."""
+
 from __future__ import annotations
 
 from typing import Any, Optional

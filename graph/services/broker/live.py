@@ -8,6 +8,7 @@ taken before the close) and its orders go to the broker on the day itself. Unles
 loop fetches those bars itself before each day's cycle (graph/services/broker/live_data.py): retried while the
 source fails or lags, until a deadline after which the day is skipped with no cycle; the fetch is recorded on the
 day (`fetched`, its file and hash), so a restart reads that file instead of fetching again."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -44,8 +45,8 @@ class LoopTakenOver(RuntimeError):
 
 @dataclass(frozen=True)
 class Plan:
-    loop: str            # the loop's name: its session and day records
-    at: timedelta        # New York time of day the cycle runs
+    loop: str  # the loop's name: its session and day records
+    at: timedelta  # New York time of day the cycle runs
     approve_within: timedelta
     days: Optional[int] = None  # stop after this many trading days (None: run until stopped)
     fetch: Optional[Fetch] = None  # the day's bars fetched before its cycle (None: the user's files as they are)
@@ -66,17 +67,27 @@ def next_day(plan: Plan, now: datetime, days: LiveDays) -> pd.Timestamp:
     if left:
         return pd.Timestamp(left[0]["day"])
     today = _today(now)
-    if is_trading_day(MARKET, today) and now < close_time(today) and \
-            days.get(days.key(plan.loop, str(today.date()))) is None:
+    if (
+        is_trading_day(MARKET, today)
+        and now < close_time(today)
+        and days.get(days.key(plan.loop, str(today.date()))) is None
+    ):
         return today
     nxt = nearest_trading_days(MARKET, today)[1]
     assert nxt is not None, f"{today.date()} is at the end of the market calendar"
     return nxt
 
 
-def live(plan: Plan, days: LiveDays, actions: Actions, *, now: Callable[[], datetime],
-         sleep: Callable[[float], None], say: Callable[[str], None],
-         held: Callable[[], bool] = lambda: True) -> int:
+def live(
+    plan: Plan,
+    days: LiveDays,
+    actions: Actions,
+    *,
+    now: Callable[[], datetime],
+    sleep: Callable[[float], None],
+    say: Callable[[str], None],
+    held: Callable[[], bool] = lambda: True,
+) -> int:
     """Runs days until `plan.days` were handled (forever when None); returns how many were. `held`: whether this
     process still holds the loop's lease, asked before anything is fetched, run or reconciled."""
     handled = 0
@@ -105,9 +116,17 @@ def live(plan: Plan, days: LiveDays, actions: Actions, *, now: Callable[[], date
     return handled
 
 
-def run_day(plan: Plan, day: pd.Timestamp, days: LiveDays, actions: Actions, *, now: Callable[[], datetime],
-            sleep: Callable[[float], None], say: Callable[[str], None],
-            held: Callable[[], bool] = lambda: True) -> dict[str, Any]:
+def run_day(
+    plan: Plan,
+    day: pd.Timestamp,
+    days: LiveDays,
+    actions: Actions,
+    *,
+    now: Callable[[], datetime],
+    sleep: Callable[[float], None],
+    say: Callable[[str], None],
+    held: Callable[[], bool] = lambda: True,
+) -> dict[str, Any]:
     d = str(day.date())
     _check(held)
     rec = days.claim(plan.loop, d, actions.session_id)
@@ -128,12 +147,16 @@ def run_day(plan: Plan, day: pd.Timestamp, days: LiveDays, actions: Actions, *, 
         rec = _decide(plan, rec, days, actions, now=now, sleep=sleep, say=say)
     if rec["state"] == "decided":
         if rec["status"] in ORDERS_SENT:
-            _wait_until(close_time(day) + timedelta(minutes=1), now, sleep, say,
-                        f"{d}: reconcile after the close at {_ny(close_time(day))}")
+            _wait_until(
+                close_time(day) + timedelta(minutes=1),
+                now,
+                sleep,
+                say,
+                f"{d}: reconcile after the close at {_ny(close_time(day))}",
+            )
             _check(held)
             report = actions.reconcile()
-            days.advance(key, "decided", "done", reconcile={"clean": report.get("clean"),
-                                                            "drift": report.get("drift")})
+            days.advance(key, "decided", "done", reconcile={"clean": report.get("clean"), "drift": report.get("drift")})
             say(f"{d}: reconciled, {'clean' if report.get('clean') else 'DRIFT: ' + str(report.get('drift'))}")
         else:
             days.advance(key, "decided", "done")
@@ -141,8 +164,16 @@ def run_day(plan: Plan, day: pd.Timestamp, days: LiveDays, actions: Actions, *, 
     return days.get(key) or rec
 
 
-def _decide(plan: Plan, rec: dict[str, Any], days: LiveDays, actions: Actions, *, now: Callable[[], datetime],
-            sleep: Callable[[float], None], say: Callable[[str], None]) -> dict[str, Any]:
+def _decide(
+    plan: Plan,
+    rec: dict[str, Any],
+    days: LiveDays,
+    actions: Actions,
+    *,
+    now: Callable[[], datetime],
+    sleep: Callable[[float], None],
+    say: Callable[[str], None],
+) -> dict[str, Any]:
     """The day's cycle until it is decided: waits for an approval until the deadline, then rejects it as expired
     through the same approval gate (so a person approving at the same moment and the deadline decide it once)."""
     key, cycle_id, d = rec["_id"], rec["cycle_id"], rec["day"]
@@ -167,8 +198,7 @@ def _decide(plan: Plan, rec: dict[str, Any], days: LiveDays, actions: Actions, *
             if refused:  # decided by someone else at the last moment: their decision stands
                 say(f"{d}: expiry not recorded ({refused}); reading the decision taken")
             status = actions.status(cycle_id)
-            if status == "rejected" and days.advance(key, "running", "expired", status="expired",
-                                                     deadline=deadline):
+            if status == "rejected" and days.advance(key, "running", "expired", status="expired", deadline=deadline):
                 say(f"{d}: expired at {_ny(until)} with no approval; no order sent")
                 return days.get(key) or rec
     while status == "deciding":  # an approver is deciding it right now: its decision is the day's
@@ -183,9 +213,18 @@ def _decide(plan: Plan, rec: dict[str, Any], days: LiveDays, actions: Actions, *
     return days.get(key) or rec
 
 
-def _fresh_bars(fetch: Fetch, rec: dict[str, Any], as_of: str, days: LiveDays, actions: Actions, *,
-                now: Callable[[], datetime], sleep: Callable[[float], None], say: Callable[[str], None],
-                held: Callable[[], bool]) -> dict[str, Any]:
+def _fresh_bars(
+    fetch: Fetch,
+    rec: dict[str, Any],
+    as_of: str,
+    days: LiveDays,
+    actions: Actions,
+    *,
+    now: Callable[[], datetime],
+    sleep: Callable[[float], None],
+    say: Callable[[str], None],
+    held: Callable[[], bool],
+) -> dict[str, Any]:
     """The day's bars through `as_of`: the file an earlier run fetched when it is intact, else fetched now, retried
     every RETRY_S until the day's fetch deadline (recorded, so a restart does not extend it). Never stale bars: when
     the deadline passes first, the day is `skipped` with the last reason and no cycle runs."""
@@ -207,29 +246,43 @@ def _fresh_bars(fetch: Fetch, rec: dict[str, Any], as_of: str, days: LiveDays, a
         except NotFresh as e:
             why = str(e)
         if now() + timedelta(seconds=RETRY_S) > until:
-            actions.audit_fetch({"ok": False, "check": "live_data", "day": d, "through": as_of,
-                                 "symbols": fetch.symbols, "error": why, "attempts": attempts})
+            actions.audit_fetch(
+                {
+                    "ok": False,
+                    "check": "live_data",
+                    "day": d,
+                    "through": as_of,
+                    "symbols": fetch.symbols,
+                    "error": why,
+                    "attempts": attempts,
+                }
+            )
             days.advance(key, was, "skipped", why=f"no fresh bars by {_ny(until)}: {why}", attempts=attempts)
-            say(f"{d}: skipped, no cycle and no order: no fresh bars by {_ny(until)} after {attempts} attempt(s): "
-                f"{why}")
+            say(
+                f"{d}: skipped, no cycle and no order: no fresh bars by {_ny(until)} after {attempts} attempt(s): {why}"
+            )
             return days.get(key) or rec
         sleep(RETRY_S)
     actions.audit_fetch({"ok": True, "check": "live_data", "day": d, "attempts": attempts, **data})
     if not days.advance(key, was, "fetched", data=data, files={"prices": data["file"]}, attempts=attempts):
         return days.get(key) or rec  # another process moved the day on: what it recorded stands
-    say(f"{d}: fetched {', '.join(fetch.symbols)} from {data['source']} through {as_of} into {data['file']}"
-        + (f" ({attempts} attempts)" if attempts > 1 else ""))
+    say(
+        f"{d}: fetched {', '.join(fetch.symbols)} from {data['source']} through {as_of} into {data['file']}"
+        + (f" ({attempts} attempts)" if attempts > 1 else "")
+    )
     return days.get(key) or rec
 
 
 def _check(held: Callable[[], bool]) -> None:
     if not held():
-        raise LoopTakenOver("another process took this loop's lease (it found this one dead): stopping without "
-                            "trading on")
+        raise LoopTakenOver(
+            "another process took this loop's lease (it found this one dead): stopping without trading on"
+        )
 
 
-def _wait_until(at: datetime, now: Callable[[], datetime], sleep: Callable[[float], None],
-                say: Callable[[str], None], line: str) -> None:
+def _wait_until(
+    at: datetime, now: Callable[[], datetime], sleep: Callable[[float], None], say: Callable[[str], None], line: str
+) -> None:
     left = (at - now()).total_seconds()
     if left <= 0:
         return

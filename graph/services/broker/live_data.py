@@ -2,6 +2,7 @@
 `tradegraph data fetch` uses (agent/data/yahoo.py: yfinance), written into the loop's folder under the runs folder
 (graph/kernel/runs.py) and refused unless every symbol's last bar is the previous session's. News is not fetched:
 `data fetch` has no news source."""
+
 from __future__ import annotations
 
 import hashlib
@@ -15,7 +16,7 @@ import pandas as pd
 
 SOURCE = "yfinance"
 HISTORY_DAYS = 400  # calendar days of bars: the longest look-back a cycle reads is 260 bars (agent/features/bundle.py)
-RETRY_S = 60.0      # between two attempts while the source fails or lags
+RETRY_S = 60.0  # between two attempts while the source fails or lags
 
 Getter = Callable[[list[str], str, str], tuple[pd.DataFrame, list[str]]]
 
@@ -27,9 +28,9 @@ class NotFresh(Exception):
 @dataclass(frozen=True)
 class Fetch:
     symbols: list[str]
-    folder: Path             # the loop's own folder: <runs>/live-NAME
-    within: timedelta        # retried this long after the first attempt; then the day is skipped
-    get: Getter              # agent.data.yahoo.fetch_yfinance; a test's fake source
+    folder: Path  # the loop's own folder: <runs>/live-NAME
+    within: timedelta  # retried this long after the first attempt; then the day is skipped
+    get: Getter  # agent.data.yahoo.fetch_yfinance; a test's fake source
 
 
 def yfinance_getter() -> Getter:
@@ -54,17 +55,26 @@ def fetch_once(fetch: Fetch, day: str, as_of: str) -> dict[str, Any]:
     last = frame.groupby("symbol")["date"].max().to_dict()
     for symbol in fetch.symbols:
         if last.get(symbol) != as_of:
-            raise NotFresh(f"{SOURCE}: {symbol}: last bar {last.get(symbol, 'none')}, not the previous session "
-                           f"{as_of}: refused")
+            raise NotFresh(
+                f"{SOURCE}: {symbol}: last bar {last.get(symbol, 'none')}, not the previous session {as_of}: refused"
+            )
     fetch.folder.mkdir(parents=True, exist_ok=True)
     path = fetch.folder / f"bars-{day}.parquet"
     try:
         write_prices(frame, path)
     except DataError as e:
         raise NotFresh(str(e)) from None
-    return {"source": SOURCE, "symbols": list(fetch.symbols), "start": start, "through": as_of,
-            "last_bar": {s: last[s] for s in fetch.symbols}, "rows": len(frame), "notes": notes, "file": str(path),
-            "sha256": sha256(path)}
+    return {
+        "source": SOURCE,
+        "symbols": list(fetch.symbols),
+        "start": start,
+        "through": as_of,
+        "last_bar": {s: last[s] for s in fetch.symbols},
+        "rows": len(frame),
+        "notes": notes,
+        "file": str(path),
+        "sha256": sha256(path),
+    }
 
 
 def intact(data: dict[str, Any]) -> bool:

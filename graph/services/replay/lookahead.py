@@ -11,11 +11,12 @@ not by contract name, so evidence added to a contract later is audited without a
 - the book the cycle started from (the manifest's inputs.portfolio): its as-of and each position's opening, checked
   and dividend dates (graph/machine/timeline.py book_dates) must not be after the cycle's as-of date.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Optional
-from collections.abc import Iterable, Iterator
 
 import pandas as pd
 
@@ -30,16 +31,18 @@ _BAR_KEYS = frozenset({"open", "high", "low", "close"})
 @dataclass(frozen=True)
 class Leak:
     cycle_id: str
-    kind: str              # bar | news | filing | memory
+    kind: str  # bar | news | filing | memory
     symbol: Optional[str]
-    dated: str             # the item's own date or stamp, as recorded
-    known_at: str          # when it became known (UTC)
-    decision_time: str     # when the cycle decided (UTC)
-    where: str             # which recorded event holds it
+    dated: str  # the item's own date or stamp, as recorded
+    known_at: str  # when it became known (UTC)
+    decision_time: str  # when the cycle decided (UTC)
+    where: str  # which recorded event holds it
 
     def line(self) -> str:
-        return (f"{self.cycle_id}: {self.kind} {self.symbol or ''} dated {self.dated} (known {self.known_at} UTC) "
-                f"reached a decision taken at {self.decision_time} UTC, in {self.where}").replace("  ", " ")
+        return (
+            f"{self.cycle_id}: {self.kind} {self.symbol or ''} dated {self.dated} (known {self.known_at} UTC) "
+            f"reached a decision taken at {self.decision_time} UTC, in {self.where}"
+        ).replace("  ", " ")
 
 
 @dataclass
@@ -70,10 +73,14 @@ class LookaheadReport:
         return {k: sum(c.checked[k] for c in self.cycles) for k in KINDS}
 
     def as_dict(self) -> dict[str, Any]:
-        return {"sessions": self.sessions, "cycles": len(self.cycles), "checked": self.checked(),
-                "leaks": [leak.__dict__ for leak in self.leaks],
-                "unaudited": [{"cycle_id": c.cycle_id, "note": c.note} for c in self.cycles if c.note],
-                "broken": list(self.broken)}
+        return {
+            "sessions": self.sessions,
+            "cycles": len(self.cycles),
+            "checked": self.checked(),
+            "leaks": [leak.__dict__ for leak in self.leaks],
+            "unaudited": [{"cycle_id": c.cycle_id, "note": c.note} for c in self.cycles if c.note],
+            "broken": list(self.broken),
+        }
 
 
 def audit_events(events: Iterable[dict[str, Any]]) -> list[CycleAudit]:
@@ -109,8 +116,9 @@ def audit_cycle(cycle_id: str, events: list[dict[str, Any]]) -> CycleAudit:
         # the book the cycle started from: a date after its own means the session went back in time
         audit.checked["book"] += 1
         if dated[:10] > str(as_of)[:10]:
-            audit.leaks.append(Leak(cycle_id, "book", symbol, dated, dated, audit.decision_time,
-                                    f"manifest inputs.portfolio ({what})"))
+            audit.leaks.append(
+                Leak(cycle_id, "book", symbol, dated, dated, audit.decision_time, f"manifest inputs.portfolio ({what})")
+            )
     for where, symbol, node in _evidence(typed, inputs):
         for kind, sym, dated in _dated(node, symbol):
             audit.checked[kind] += 1

@@ -8,14 +8,15 @@ output asked for), each hash with a FIFO queue of recorded answers: parallel cal
 recorded in any order, but prompts are deterministic, so the hash finds the right answer.
 It never calls a live model, whatever model the session was recorded with.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import threading
 from collections import deque
-from typing import Any, Optional
 from collections.abc import Iterable
+from typing import Any, Optional
 
 from langchain_core.messages import AIMessage, BaseMessage, UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -101,8 +102,10 @@ class RecordedResponses:
                 e = self._take(self._loose.get(messages_key(messages)))
             if e is None:
                 self.misses.append(state)
-                raise ReplayMismatch(f"no recorded LLM response matches this request in state {state} "
-                                     f"(tools={tools}, structured_output={structured}): the replay diverged")
+                raise ReplayMismatch(
+                    f"no recorded LLM response matches this request in state {state} "
+                    f"(tools={tools}, structured_output={structured}): the replay diverged"
+                )
             return e.call
 
     @property
@@ -127,25 +130,42 @@ class ReplayChatModel(JsonChatModel):
 
     def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs) -> ChatResult:
         state = ((run_manager.metadata if run_manager else None) or {}).get("langgraph_node", "?")
-        call = self.responses.answer([to_plain(m) for m in messages], offered_tool_names(kwargs),
-                                     structured_output_name(kwargs), state)
+        call = self.responses.answer(
+            [to_plain(m) for m in messages], offered_tool_names(kwargs), structured_output_name(kwargs), state
+        )
         if call.error and call.finish_reason != "length":
             # the recorded call failed: fail the same way, so the state takes the same error path
             raise RuntimeError(call.error)
         # a truncated answer (finish_reason "length") is replayed as the cut-off text it was, for the same repair
-        message = AIMessage(content=call.text if call.text is not None else "",
-                            tool_calls=[{"name": t["name"], "args": t.get("args", {}), "id": t.get("id"),
-                                         "type": "tool_call"} for t in call.tool_calls],
-                            invalid_tool_calls=[{"name": t.get("name"), "args": t.get("args"), "id": t.get("id"),
-                                                 "error": t.get("error"), "type": "invalid_tool_call"}
-                                                for t in call.invalid_tool_calls])
+        message = AIMessage(
+            content=call.text if call.text is not None else "",
+            tool_calls=[
+                {"name": t["name"], "args": t.get("args", {}), "id": t.get("id"), "type": "tool_call"}
+                for t in call.tool_calls
+            ],
+            invalid_tool_calls=[
+                {
+                    "name": t.get("name"),
+                    "args": t.get("args"),
+                    "id": t.get("id"),
+                    "error": t.get("error"),
+                    "type": "invalid_tool_call",
+                }
+                for t in call.invalid_tool_calls
+            ],
+        )
         usage = call.usage or {}
         if all(k in usage for k in ("input_tokens", "output_tokens", "total_tokens")):
-            message.usage_metadata = UsageMetadata(input_tokens=int(usage["input_tokens"]),
-                                                   output_tokens=int(usage["output_tokens"]),
-                                                   total_tokens=int(usage["total_tokens"]))
-        message.response_metadata = {"model_name": call.model or self.model_name, "replayed": True,
-                                     "finish_reason": call.finish_reason}
+            message.usage_metadata = UsageMetadata(
+                input_tokens=int(usage["input_tokens"]),
+                output_tokens=int(usage["output_tokens"]),
+                total_tokens=int(usage["total_tokens"]),
+            )
+        message.response_metadata = {
+            "model_name": call.model or self.model_name,
+            "replayed": True,
+            "finish_reason": call.finish_reason,
+        }
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
@@ -153,8 +173,9 @@ def tier_models(cycle, config=None) -> tuple[str, str]:
     """The quick and deep model names the cycle was recorded with (analysts' notes name them)."""
     if config is not None:
         return config.quick_model, config.deep_model
-    quick = next((c.model for c in cycle.llm_calls if c.state in ("PLANNING", "ANALYZING", "MEMORIZING")
-                  and c.model), None)
+    quick = next(
+        (c.model for c in cycle.llm_calls if c.state in ("PLANNING", "ANALYZING", "MEMORIZING") and c.model), None
+    )
     deep = next((c.model for c in cycle.llm_calls if c.state == "DECIDING" and c.model and c.model != quick), None)
     quick = quick or "offline-quick"
     if deep is None:
@@ -190,8 +211,10 @@ class ReplayExecution:
     def execute(self, decision: Decision, **_: Any) -> tuple[DecisionResult, PortfolioSnapshot]:
         if self.recorded is None:
             raise ReplayMismatch("the replay reached EXECUTING but the recording has no execution for this cycle")
-        return (DecisionResult.model_validate(self.recorded["result"]),
-                PortfolioSnapshot.model_validate(self.recorded["portfolio_after"]))
+        return (
+            DecisionResult.model_validate(self.recorded["result"]),
+            PortfolioSnapshot.model_validate(self.recorded["portfolio_after"]),
+        )
 
     def version(self, session_id: str) -> Optional[int]:
         return None  # the recording is the truth: no stored portfolio to compare against

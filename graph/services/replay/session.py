@@ -9,6 +9,7 @@ checks the hash chain. Every event is read through `parse_event` first (schemas/
 kind or a payload that is not its kind's leaves the session unverified, named by seq, kind and field. An answer
 the recording took from the response cache is compared with the recorded answer it cites (`cached_from`).
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
@@ -16,15 +17,41 @@ from typing import Any, Optional
 
 from database.connection import Store
 from graph.machine.errors import SessionNotFound
-from graph.machine.recording import (NON_FATAL_ERRORS, REPLAY_STATE, Cycle, LlmCall, SchemaVersionMismatch,  # noqa: F401
-                                     Session, ToolCall, build_session, fatal_error, fold, load_session)
+from graph.machine.recording import (  # noqa: F401
+    NON_FATAL_ERRORS,
+    REPLAY_STATE,
+    Cycle,
+    LlmCall,
+    SchemaVersionMismatch,
+    Session,
+    ToolCall,
+    build_session,
+    fatal_error,
+    fold,
+    load_session,
+)
 from schemas.base import SCHEMA_VERSION
 from schemas.events import AnyEvent, EventParseError, LlmResponseEvent, new_event, parse_all, parse_event
 from schemas.states import STATES
 
-__all__ = ["SessionNotFound", "Session", "Cycle", "LlmCall", "ToolCall", "load_session", "build_session",
-           "read_session", "RecordingUnreadable", "unreadable_events",
-           "Divergence", "CycleVerdict", "VerifyReport", "SchemaVersionMismatch", "verify_session", "first_diff"]
+__all__ = [
+    "SessionNotFound",
+    "Session",
+    "Cycle",
+    "LlmCall",
+    "ToolCall",
+    "load_session",
+    "build_session",
+    "read_session",
+    "RecordingUnreadable",
+    "unreadable_events",
+    "Divergence",
+    "CycleVerdict",
+    "VerifyReport",
+    "SchemaVersionMismatch",
+    "verify_session",
+    "first_diff",
+]
 
 # ---------------------------------------------------------------------------- verify
 _MISSING = "<missing>"
@@ -39,8 +66,10 @@ class Divergence:
     replayed: Any
 
     def describe(self) -> str:
-        return (f"cycle {self.cycle_id}, state {self.state}, field {self.path or '<contract>'}: "
-                f"recorded {_short(self.recorded)} != replayed {_short(self.replayed)}")
+        return (
+            f"cycle {self.cycle_id}, state {self.state}, field {self.path or '<contract>'}: "
+            f"recorded {_short(self.recorded)} != replayed {_short(self.replayed)}"
+        )
 
 
 @dataclass
@@ -118,8 +147,11 @@ def first_diff(recorded: Any, replayed: Any, path: str = "") -> Optional[tuple[s
                 return d
         if len(recorded) != len(replayed):
             i = min(len(recorded), len(replayed))
-            return (f"{path}[{i}]", recorded[i] if i < len(recorded) else _MISSING,
-                    replayed[i] if i < len(replayed) else _MISSING)
+            return (
+                f"{path}[{i}]",
+                recorded[i] if i < len(recorded) else _MISSING,
+                replayed[i] if i < len(replayed) else _MISSING,
+            )
         return None
     # bool is an int in Python: True == 1 must still count as a difference
     if recorded != replayed or isinstance(recorded, bool) != isinstance(replayed, bool):
@@ -147,8 +179,14 @@ def inferred_pass_protocol(calls: list[LlmCall]) -> Optional[int]:
         return 3
     for call in calls:
         messages = call.messages
-        at = next((i for i, m in enumerate(messages) if m.get("type") == "human"
-                   and str(m.get("content") or "").startswith(JSON_INSTRUCTION)), None)
+        at = next(
+            (
+                i
+                for i, m in enumerate(messages)
+                if m.get("type") == "human" and str(m.get("content") or "").startswith(JSON_INSTRUCTION)
+            ),
+            None,
+        )
         if not at or not any(m.get("type") == "tool" for m in messages[:at]):
             continue
         before = messages[at - 1]
@@ -180,24 +218,41 @@ def verify_session(store: Store, session_id: str, *, config=None) -> VerifyRepor
     if unknown:  # before reading them: a version this code has no upcasters to (or from) is a conflict
         raise SchemaVersionMismatch(
             f"session '{session_id}' was recorded with schema_version {versions}, but this code reads schema_version "
-            f"1..{SCHEMA_VERSION}: its contracts can't be replayed or compared")
+            f"1..{SCHEMA_VERSION}: its contracts can't be replayed or compared"
+        )
     chain = store.events.verify_chain(session_id)
     # every event read once, typed (an older version lifted through the upcasters): what is re-executed and
     # compared is the recording as today's code reads it
     typed, unreadable = parse_all(events)
     if unreadable:  # read as events this code does not know, nothing can be re-executed or compared
-        warnings = [] if chain["ok"] else [f"hash chain broken at seq {chain['first_broken']['seq']}: "
-                                           f"{chain['first_broken']['reason']}"]
-        return VerifyReport(session_id, "(none: the recording cannot be read)", [], warnings, chain=chain,
-                            unreadable=unreadable)
+        warnings = (
+            []
+            if chain["ok"]
+            else [f"hash chain broken at seq {chain['first_broken']['seq']}: {chain['first_broken']['reason']}"]
+        )
+        return VerifyReport(
+            session_id, "(none: the recording cannot be read)", [], warnings, chain=chain, unreadable=unreadable
+        )
     session = fold(session_id, typed, [int(v) for v in versions])
     session.chain = chain
     cited = _cited_answers(store, typed)
     replay_id = _replay_session_id(store, session_id)
     today = build_manifest(default_runtime())
     # the link to the source, written first (seq 1) so a replay session always says what it replays
-    store.events.append([_replay_event(replay_id, session.cycles[0].cycle_id, {
-        "check": "replay_of", "ok": True, "replay_of": session_id, "cycles": [c.cycle_id for c in session.cycles]})])
+    store.events.append(
+        [
+            _replay_event(
+                replay_id,
+                session.cycles[0].cycle_id,
+                {
+                    "check": "replay_of",
+                    "ok": True,
+                    "replay_of": session_id,
+                    "cycles": [c.cycle_id for c in session.cycles],
+                },
+            )
+        ]
+    )
     verdicts = []
     try:
         for cycle in session.cycles:
@@ -205,12 +260,30 @@ def verify_session(store: Store, session_id: str, *, config=None) -> VerifyRepor
             v.divergences += cited.get(cycle.cycle_id, [])
             verdicts.append(v)
             first = v.divergences[0] if v.divergences else None
-            store.events.append([_replay_event(replay_id, cycle.cycle_id, {
-                "check": "replay_verify", "ok": first is None, "replay_of": session_id,
-                "compared_states": v.compared_states, "notes": v.notes, "config_differences": v.config_differences,
-                "first_divergence": None if first is None else
-                {"state": first.state, "path": first.path, "recorded": _short(first.recorded),
-                 "replayed": _short(first.replayed)}})])
+            store.events.append(
+                [
+                    _replay_event(
+                        replay_id,
+                        cycle.cycle_id,
+                        {
+                            "check": "replay_verify",
+                            "ok": first is None,
+                            "replay_of": session_id,
+                            "compared_states": v.compared_states,
+                            "notes": v.notes,
+                            "config_differences": v.config_differences,
+                            "first_divergence": None
+                            if first is None
+                            else {
+                                "state": first.state,
+                                "path": first.path,
+                                "recorded": _short(first.recorded),
+                                "replayed": _short(first.replayed),
+                            },
+                        },
+                    )
+                ]
+            )
     finally:
         store.sessions.fold(replay_id)  # its own writers, not Store.writer()'s: its summary is brought up here
     return VerifyReport(session_id, replay_id, verdicts, session.warnings(), chain=session.chain)
@@ -235,8 +308,11 @@ def read_session(store: Store, session_id: str) -> Session:
         more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
         # an event edited in place fails its hash chain too: that is said first, as --check-chain would
         chain = store.events.verify_chain(session_id)
-        broken = "" if chain["ok"] else (f"hash chain broken at seq {chain['first_broken']['seq']}: "
-                                         f"{chain['first_broken']['reason']}; ")
+        broken = (
+            ""
+            if chain["ok"]
+            else (f"hash chain broken at seq {chain['first_broken']['seq']}: {chain['first_broken']['reason']}; ")
+        )
         raise RecordingUnreadable(broken + lines[0] + more) from None
 
 
@@ -273,28 +349,39 @@ def _cited_answers(store: Store, events: list[AnyEvent]) -> dict[str, list[Diver
             problem = "the cited llm_response is not in the store"
         elif not _chain_of(store, chains, source["session_id"])["ok"]:
             broken = chains[source["session_id"]]["first_broken"]
-            problem = (f"the cited event's session {source['session_id']} fails its hash chain at seq "
-                       f"{broken['seq']}: {broken['reason']}")
+            problem = (
+                f"the cited event's session {source['session_id']} fails its hash chain at seq "
+                f"{broken['seq']}: {broken['reason']}"
+            )
         elif event_hash(source) != source.get("hash"):  # the stored document itself, as hashed
-            problem = f"the cited event (seq {source.get('seq')} of {source.get('session_id')}) was edited after it " \
-                      f"was written"
+            problem = (
+                f"the cited event (seq {source.get('seq')} of {source.get('session_id')}) was edited after it "
+                f"was written"
+            )
         else:
             try:
                 typed: Optional[AnyEvent] = parse_event(source)
             except EventParseError:
                 typed = None
             if not isinstance(typed, LlmResponseEvent) or typed.payload.cached:
-                problem = (f"the cited event (seq {source.get('seq')} of {source.get('session_id')}) is no provider "
-                           f"answer")
+                problem = (
+                    f"the cited event (seq {source.get('seq')} of {source.get('session_id')}) is no provider answer"
+                )
             else:
                 r = typed.payload
                 recorded = recorded_answer(r.text, r.tool_calls, r.invalid_tool_calls)
                 if recorded != answered:
                     problem = "the cached answer differs from the answer it cites"
         if problem is not None:
-            out.setdefault(ev.cycle_id, []).append(Divergence(
-                ev.cycle_id, ev.state or "RUNNER", f"seq {ev.seq} cached_from {cited_id} ({problem})", recorded,
-                answered))
+            out.setdefault(ev.cycle_id, []).append(
+                Divergence(
+                    ev.cycle_id,
+                    ev.state or "RUNNER",
+                    f"seq {ev.seq} cached_from {cited_id} ({problem})",
+                    recorded,
+                    answered,
+                )
+            )
     return out
 
 
@@ -313,18 +400,30 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
     from agent.passes import PASS_PROTOCOL, PASS_PROTOCOLS
     from database.writer import BufferedEventWriter
     from graph.machine.audit import AuditHandler
-    from graph.machine.manifest import (PROTOCOLS, config_from_manifest, manifest_differences, recorded_pass_protocol,
-                                recorded_sources)
-    from graph.services.replay.model import (RecordedRecall, RecordedResponses, ReplayChatModel, ReplayExecution,
-                                    recorded_bundles, tier_models)
+    from graph.machine.manifest import (
+        PROTOCOLS,
+        config_from_manifest,
+        manifest_differences,
+        recorded_pass_protocol,
+        recorded_sources,
+    )
     from graph.machine.runner import compiled_graph, cycle_run_config
     from graph.machine.runtime import default_runtime
     from graph.machine.state import CONTRACT_KEYS
+    from graph.services.replay.model import (
+        RecordedRecall,
+        RecordedResponses,
+        ReplayChatModel,
+        ReplayExecution,
+        recorded_bundles,
+        tier_models,
+    )
 
     scan = (cycle.contracts.get("SCANNING") or {}).get("data")
     if scan is None:
-        return CycleVerdict(cycle.cycle_id, [], [], ["no SCANNING contract recorded: nothing to re-execute"],
-                            skipped=True)
+        return CycleVerdict(
+            cycle.cycle_id, [], [], ["no SCANNING contract recorded: nothing to re-execute"], skipped=True
+        )
     quick, deep = tier_models(cycle, config)
     notes: list[str] = []
     differences: list[str] = []
@@ -342,18 +441,29 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
         settings = config or AgentConfig.from_env(quick_model=quick, deep_model=deep)
         notes.append("no manifest recorded (an older session): re-executed with today's configuration")
     responses = RecordedResponses(cycle.llm_calls)
-    models = {"quick": ReplayChatModel(model_name=quick, responses=responses),
-              "deep": ReplayChatModel(model_name=deep, responses=responses)}
+    models = {
+        "quick": ReplayChatModel(model_name=quick, responses=responses),
+        "deep": ReplayChatModel(model_name=deep, responses=responses),
+    }
     execution = (cycle.contracts.get("EXECUTING") or {}).get("data")
-    rt = default_runtime(settings, execution=ReplayExecution(execution), model_factory=lambda _cfg, tier: models[tier],
-                         bundle_source=recorded_bundles(scan), recorded_scan=scan, recorded_approval=cycle.approval,
-                         recorded_recall=(recall := RecordedRecall(cycle.retrievals)), **sources)
+    rt = default_runtime(
+        settings,
+        execution=ReplayExecution(execution),
+        model_factory=lambda _cfg, tier: models[tier],
+        bundle_source=recorded_bundles(scan),
+        recorded_scan=scan,
+        recorded_approval=cycle.approval,
+        recorded_recall=(recall := RecordedRecall(cycle.retrievals)),
+        **sources,
+    )
     # the recorded inputs (a backtest's Case included), the same cycle_id and the ORIGINAL session id in the
     # state (prompts and contracts see exactly what they saw); only the audit handler writes, to replay_id
-    recorded_inputs = cycle.inputs or {"symbols": list(scan["universe"]), "as_of": scan["as_of"],
-                                       "approval_required": cycle.approval is not None}
-    inputs = {"portfolio": scan["portfolio"], **recorded_inputs, "session_id": session_id,
-              "cycle_id": cycle.cycle_id}
+    recorded_inputs = cycle.inputs or {
+        "symbols": list(scan["universe"]),
+        "as_of": scan["as_of"],
+        "approval_required": cycle.approval is not None,
+    }
+    inputs = {"portfolio": scan["portfolio"], **recorded_inputs, "session_id": session_id, "cycle_id": cycle.cycle_id}
     graph = compiled_graph()
     if inputs.get("approval_required") and cycle.approval is None:
         # the recording paused for a human who has not decided: the replay pauses at the same gate
@@ -364,10 +474,15 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
         graph = build_graph(checkpointer=InMemorySaver())
     writer = BufferedEventWriter(store.events)  # continuous, as a cycle's (database/writer.py)
     handler = AuditHandler(writer, replay_id, cycle.cycle_id)
-    run_config, context = cycle_run_config(rt, thread_id=f"{replay_id}:{cycle.cycle_id}", handler=handler,
-                                           writer=None, run_name="tradegraph-replay", session_id=session_id,
-                                           metadata={"session_id": replay_id, "cycle_id": cycle.cycle_id,
-                                                     "replay_of": session_id})
+    run_config, context = cycle_run_config(
+        rt,
+        thread_id=f"{replay_id}:{cycle.cycle_id}",
+        handler=handler,
+        writer=None,
+        run_name="tradegraph-replay",
+        session_id=session_id,
+        metadata={"session_id": replay_id, "cycle_id": cycle.cycle_id, "replay_of": session_id},
+    )
     # the recorded pass protocol, not today's: a request the recording never made has no answer to replay. A cycle
     # without a manifest (from before manifests, or a Studio run) says it through its requests
     inferred = inferred_pass_protocol(cycle.llm_calls)
@@ -376,15 +491,19 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
     # protocol 5 changed only the schema sent (json_schema's response format, json_mode's stated schema): requests
     # made under it read as protocol 4's
     if inferred is not None and inferred != protocol and not (inferred == 4 and protocol == 5):
-        notes.append(f"the manifest says pass protocol {protocol}, but the recorded requests read as protocol "
-                     f"{inferred}")
+        notes.append(
+            f"the manifest says pass protocol {protocol}, but the recorded requests read as protocol {inferred}"
+        )
     if protocol not in PASS_PROTOCOLS:
-        notes.append(f"recorded under pass protocol {protocol!r}, which this code does not speak "
-                     f"({', '.join(map(str, PASS_PROTOCOLS))}): the replay cannot ask what the recording asked")
+        notes.append(
+            f"recorded under pass protocol {protocol!r}, which this code does not speak "
+            f"({', '.join(map(str, PASS_PROTOCOLS))}): the replay cannot ask what the recording asked"
+        )
     elif protocol != PASS_PROTOCOL:
         older = " (the recording predates protocol versions)" if PROTOCOLS not in (cycle.manifest or {}) else ""
-        notes.append(f"replayed under pass protocol {protocol}{older}, as recorded; new cycles run protocol "
-                     f"{PASS_PROTOCOL}")
+        notes.append(
+            f"replayed under pass protocol {protocol}{older}, as recorded; new cycles run protocol {PASS_PROTOCOL}"
+        )
     if cycle.manifest is not None:  # the replay ran with the recorded manifest: its own log says so first
         # ... less the recording's signing mark: the replay session's heads are signed as this process signs them
         from database.heads import MARK, signing_mark
@@ -415,20 +534,26 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
             divergences.append(Divergence(cycle.cycle_id, s, *d))
     recorded_failure = fatal_error(cycle)
     if ended and (recorded_failure or failure):  # the same contracts, failed another way, still diverged
-        d = first_diff({k: (recorded_failure or {}).get(k, _MISSING) for k in ("state", "type", "message")},
-                       {k: (failure or {}).get(k, _MISSING) for k in ("state", "type", "message")}, "error")
+        d = first_diff(
+            {k: (recorded_failure or {}).get(k, _MISSING) for k in ("state", "type", "message")},
+            {k: (failure or {}).get(k, _MISSING) for k in ("state", "type", "message")},
+            "error",
+        )
         if d:
             where = (recorded_failure or failure or {}).get("state") or "RUNNER"
             divergences.append(Divergence(cycle.cycle_id, where, *d))
     if ended and cycle.recorded_status is not None:  # how the runner said it ended, against how it ends now
         replayed_status = _replayed_status(final, failure, cycle.recorded_status)
         if replayed_status != cycle.recorded_status:
-            divergences.append(Divergence(cycle.cycle_id, "RUNNER", "cycle_ended.status", cycle.recorded_status,
-                                          replayed_status))
+            divergences.append(
+                Divergence(cycle.cycle_id, "RUNNER", "cycle_ended.status", cycle.recorded_status, replayed_status)
+            )
     if superseded is not None:
-        notes.append(f"recorded cycle is superseded (decision point {superseded.get('decision_point_idx')} was "
-                     f"decided again in a later cycle): compared its {len(states)} recorded state(s), not how it "
-                     f"ended")
+        notes.append(
+            f"recorded cycle is superseded (decision point {superseded.get('decision_point_idx')} was "
+            f"decided again in a later cycle): compared its {len(states)} recorded state(s), not how it "
+            f"ended"
+        )
     elif cycle.paused:
         notes.append("recorded cycle is waiting for human approval: the replay paused at the same gate")
     elif cycle.cut_off:

@@ -10,16 +10,17 @@ Faults:
 
 Ray is imported here only, so nothing else of tradegraph needs it installed.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
-from collections.abc import Callable
 
 from graph.services.sweep.episode import SweepContext, run_episode
 from graph.services.sweep.grid import Episode
@@ -42,7 +43,7 @@ class SweepPlan:
     workers: int
     ray_address: Optional[str] = None
     max_retries: int = 3
-    limits: dict[str, Any] = field(default_factory=dict)   # SharedLimits' keyword arguments, None = no limit
+    limits: dict[str, Any] = field(default_factory=dict)  # SharedLimits' keyword arguments, None = no limit
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -67,8 +68,13 @@ def start_ray(plan: SweepPlan) -> bool:
     ray = _ray()
     if ray.is_initialized():
         return False
-    options: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=True,
-                                   logging_level="ERROR", runtime_env={"env_vars": _env()})
+    options: dict[str, Any] = dict(
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=True,
+        logging_level="ERROR",
+        runtime_env={"env_vars": _env()},
+    )
     if plan.ray_address:
         ray.init(address=plan.ray_address, **options)
     else:
@@ -82,14 +88,17 @@ def check_cluster(plan: SweepPlan, nodes: list[dict[str, Any]]) -> None:
     """The embedded store listens on this machine's loopback only: a worker on another node can't reach it."""
     alive = [n for n in nodes if n.get("Alive")]
     if len(alive) > 1 and plan.ctx.store_uri is None:
-        raise SweepError(f"this Ray cluster has {len(alive)} nodes, and the embedded store is reachable from this "
-                         f"machine only: set MONGODB_URI to a MongoDB every node can reach")
+        raise SweepError(
+            f"this Ray cluster has {len(alive)} nodes, and the embedded store is reachable from this "
+            f"machine only: set MONGODB_URI to a MongoDB every node can reach"
+        )
     if len(alive) > 1 and plan.ctx.store_uri is not None and plan.ctx.store_uri.startswith("mongomock://"):
         raise SweepError("a mongomock:// store lives in one process: a sweep needs MONGODB_URI or the embedded store")
 
 
-def run_sweep(plan: SweepPlan, *, on_progress: Callable[[dict[str, Any]], None],
-              cancel_requested: Callable[[], bool]) -> dict[str, Any]:
+def run_sweep(
+    plan: SweepPlan, *, on_progress: Callable[[dict[str, Any]], None], cancel_requested: Callable[[], bool]
+) -> dict[str, Any]:
     """Run every unfinished episode; returns the summary (episodes by status, failed cycles, files)."""
     ray = _ray()
     sweep_dir = plan.sweep_dir
@@ -102,8 +111,14 @@ def run_sweep(plan: SweepPlan, *, on_progress: Callable[[dict[str, Any]], None],
         if any(v for v in plan.limits.values()):
             actor = ray.remote(num_cpus=0)(SharedLimits).remote(**plan.limits)
             for row in rows.values():  # what finished episodes already spent counts against the sweep's budget
-                ray.get(actor.spent.remote(row["episode_id"], int(row.get("llm_tokens") or 0),
-                                           float(row.get("llm_usd") or 0.0), int(row.get("llm_calls") or 0)))
+                ray.get(
+                    actor.spent.remote(
+                        row["episode_id"],
+                        int(row.get("llm_tokens") or 0),
+                        float(row.get("llm_usd") or 0.0),
+                        int(row.get("llm_calls") or 0),
+                    )
+                )
             ctx = dataclasses.replace(ctx, limits=actor)
         actor = ctx.limits
         task = ray.remote(num_cpus=1, max_retries=plan.max_retries, retry_exceptions=False)(run_episode)
@@ -117,10 +132,19 @@ def run_sweep(plan: SweepPlan, *, on_progress: Callable[[dict[str, Any]], None],
             failed = sum(1 for r in rows.values() if r["status"] == "failed")
             left = len(queue) + len(in_flight)
             per = statistics.median(took) if took else None
-            on_progress({"done": done, "total": len(plan.episodes), "running": len(in_flight), "failed": failed,
-                         "unit": "episodes", "elapsed_s": round(time.monotonic() - t0, 1),
-                         "eta_s": round(per * left / max(1, min(plan.workers, left)), 1) if per and left else
-                         (0.0 if not left else None)})
+            on_progress(
+                {
+                    "done": done,
+                    "total": len(plan.episodes),
+                    "running": len(in_flight),
+                    "failed": failed,
+                    "unit": "episodes",
+                    "elapsed_s": round(time.monotonic() - t0, 1),
+                    "eta_s": round(per * left / max(1, min(plan.workers, left)), 1)
+                    if per and left
+                    else (0.0 if not left else None),
+                }
+            )
 
         progress()
         while queue or in_flight:
@@ -133,8 +157,11 @@ def run_sweep(plan: SweepPlan, *, on_progress: Callable[[dict[str, Any]], None],
                 try:
                     row = ray.get(ref)
                 except ray.exceptions.RayError as e:  # retries used up: the episode failed, the sweep goes on
-                    row = {**(rows.get(ep.episode_id) or _empty_row(ep)), "status": "failed",
-                           "error": f"{type(e).__name__}: worker died {plan.max_retries + 1} time(s)"}
+                    row = {
+                        **(rows.get(ep.episode_id) or _empty_row(ep)),
+                        "status": "failed",
+                        "error": f"{type(e).__name__}: worker died {plan.max_retries + 1} time(s)",
+                    }
                 rows[ep.episode_id] = row
                 if row["status"] == "succeeded":
                     took.append(time.monotonic() - since)
@@ -154,8 +181,9 @@ def _empty_row(ep: Episode) -> dict[str, Any]:
     from graph.services.backtest.loop import session_id_of
     from graph.services.sweep.results import episode_row
 
-    return episode_row(ep, None, status="failed", error=None, seconds=0.0, attempts=0,
-                       session_id=session_id_of(ep.episode_id))
+    return episode_row(
+        ep, None, status="failed", error=None, seconds=0.0, attempts=0, session_id=session_id_of(ep.episode_id)
+    )
 
 
 def finish(plan: SweepPlan, rows: dict[str, dict[str, Any]], *, cancelled: bool) -> dict[str, Any]:
@@ -166,8 +194,16 @@ def finish(plan: SweepPlan, rows: dict[str, dict[str, Any]], *, cancelled: bool)
     by_status: dict[str, int] = {}
     for r in ordered:
         by_status[r["status"]] = by_status.get(r["status"], 0) + 1
-    return {"episodes": len(plan.episodes), "by_status": by_status, "cancelled": cancelled,
-            "failed_cycles": sum(int(r["failed_cycles"] or 0) for r in ordered), "configurations": len(agg),
-            "not_run": len(plan.episodes) - len(ordered), "plot": str(figure) if figure else None,
-            "failed": [{"episode_id": r["episode_id"], "error": r["error"]} for r in ordered
-                       if r["status"] == "failed"][:10], "warnings": list(plan.warnings)}
+    return {
+        "episodes": len(plan.episodes),
+        "by_status": by_status,
+        "cancelled": cancelled,
+        "failed_cycles": sum(int(r["failed_cycles"] or 0) for r in ordered),
+        "configurations": len(agg),
+        "not_run": len(plan.episodes) - len(ordered),
+        "plot": str(figure) if figure else None,
+        "failed": [{"episode_id": r["episode_id"], "error": r["error"]} for r in ordered if r["status"] == "failed"][
+            :10
+        ],
+        "warnings": list(plan.warnings),
+    }

@@ -8,6 +8,7 @@ logged decision point, exactly as `tradegraph backtest --run-id` resumes.
 Each attempt keeps a document in the store's `sweep_episodes` collection (status, host, pid, points done,
 attempts), which is how the sweep's progress view sees what is running and where.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,12 +34,12 @@ class SweepContext:
 
     sweep_id: str
     task_id: Optional[str]
-    experiments: str                 # absolute: experiments/{sweep_id}/episodes/{episode_id} is the run folder
-    store_uri: Optional[str]         # None: the embedded store under store_home
+    experiments: str  # absolute: experiments/{sweep_id}/episodes/{episode_id} is the run folder
+    store_uri: Optional[str]  # None: the embedded store under store_home
     store_home: Optional[str]
-    data: dict[str, str] = field(default_factory=dict)       # prices/news/fundamentals paths (absolute)
+    data: dict[str, str] = field(default_factory=dict)  # prices/news/fundamentals paths (absolute)
     no_cache: bool = False
-    limits: Any = None               # a SharedLimits actor handle (or a SharedLimits, without Ray), or None
+    limits: Any = None  # a SharedLimits actor handle (or a SharedLimits, without Ray), or None
 
     @property
     def episodes_dir(self) -> Path:
@@ -54,9 +55,19 @@ def connect_store(ctx: SweepContext):
 def episode_config(ep: Episode):
     from schemas.simulation import EpisodeConfig
 
-    return EpisodeConfig(episode_id=ep.episode_id, tickers=list(ep.symbols), initial_cash=ep.capital,
-                         start=ep.window.start, end=ep.window.end, every=ep.every, fees_bps=ep.fees_bps,
-                         slippage_bps=ep.slippage_bps, market=ep.market, memory=ep.memory, decide_at=ep.decide_at)
+    return EpisodeConfig(
+        episode_id=ep.episode_id,
+        tickers=list(ep.symbols),
+        initial_cash=ep.capital,
+        start=ep.window.start,
+        end=ep.window.end,
+        every=ep.every,
+        fees_bps=ep.fees_bps,
+        slippage_bps=ep.slippage_bps,
+        market=ep.market,
+        memory=ep.memory,
+        decide_at=ep.decide_at,
+    )
 
 
 def episode_runtime(ep: Episode, ctx: SweepContext):
@@ -65,8 +76,9 @@ def episode_runtime(ep: Episode, ctx: SweepContext):
     from agent.data.sources import DataFiles
     from graph.machine.runtime import default_runtime
 
-    settings = AgentConfig.from_env(memory=ep.memory, quick_model=ep.quick_model, deep_model=ep.deep_model,
-                                    temperature=ep.temperature)
+    settings = AgentConfig.from_env(
+        memory=ep.memory, quick_model=ep.quick_model, deep_model=ep.deep_model, temperature=ep.temperature
+    )
     if ep.risk:
         settings = dataclasses.replace(settings, risk=dataclasses.replace(settings.risk, **ep.risk))
     if ctx.no_cache:
@@ -82,6 +94,7 @@ def provider_of(settings) -> Any:
             return None
         provider = split_model(model)[0] or settings.provider
         return None if provider == OFFLINE else provider
+
     return of
 
 
@@ -99,9 +112,20 @@ def run_episode(ep_dict: dict[str, Any], ctx: SweepContext, *, call=None) -> dic
     try:
         doc = col.find_one_and_update(
             {"_id": ep.episode_id},
-            {"$set": {"sweep_id": ctx.sweep_id, "status": "running", "host": socket.gethostname(), "pid": os.getpid(),
-                      "started_at": started, "updated_at": started},
-             "$inc": {"attempts": 1}}, upsert=True, return_document=True)
+            {
+                "$set": {
+                    "sweep_id": ctx.sweep_id,
+                    "status": "running",
+                    "host": socket.gethostname(),
+                    "pid": os.getpid(),
+                    "started_at": started,
+                    "updated_at": started,
+                },
+                "$inc": {"attempts": 1},
+            },
+            upsert=True,
+            return_document=True,
+        )
         attempts = int(doc["attempts"])
         rt = episode_runtime(ep, ctx)
         budget = None
@@ -110,26 +134,44 @@ def run_episode(ep_dict: dict[str, Any], ctx: SweepContext, *, call=None) -> dic
         tasks = store.db["tasks"]
 
         def on_step(entry) -> None:
-            col.update_one({"_id": ep.episode_id}, {"$set": {"done": entry.decision_point_idx + 1,
-                                                              "updated_at": time.time()}})
+            col.update_one(
+                {"_id": ep.episode_id}, {"$set": {"done": entry.decision_point_idx + 1, "updated_at": time.time()}}
+            )
             if ctx.task_id and (tasks.find_one({"_id": ctx.task_id}, {"cancel_requested": 1}) or {}).get(
-                    "cancel_requested"):
+                "cancel_requested"
+            ):
                 raise EpisodeCancelled()
 
         status, error, result = "succeeded", None, None
         try:
-            result = run_backtest(episode_config(ep), store, progress=False, runtime=rt, out_dir=ctx.episodes_dir,
-                                  run_id=ep.episode_id, on_step=on_step, budget=budget)
+            result = run_backtest(
+                episode_config(ep),
+                store,
+                progress=False,
+                runtime=rt,
+                out_dir=ctx.episodes_dir,
+                run_id=ep.episode_id,
+                on_step=on_step,
+                budget=budget,
+            )
         except EpisodeCancelled:
             status = "cancelled"
         except Exception as e:  # noqa: BLE001 - the row says why; the sweep goes on with the other episodes
             status, error = "failed", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         if result is None:  # cancelled or failed: what was logged still counts
             result = logged_result(episode_config(ep), ctx.episodes_dir / ep.episode_id)
-        row = episode_row(ep, result, status=status, error=error, seconds=time.time() - started, attempts=attempts,
-                          session_id=session_id_of(ep.episode_id))
-        col.update_one({"_id": ep.episode_id}, {"$set": {"status": status, "updated_at": time.time(),
-                                                          "finished_at": time.time()}})
+        row = episode_row(
+            ep,
+            result,
+            status=status,
+            error=error,
+            seconds=time.time() - started,
+            attempts=attempts,
+            session_id=session_id_of(ep.episode_id),
+        )
+        col.update_one(
+            {"_id": ep.episode_id}, {"$set": {"status": status, "updated_at": time.time(), "finished_at": time.time()}}
+        )
         return row
     finally:
         store.close()

@@ -8,13 +8,14 @@ whether or not it spans a holiday:
 - walk_forward: after `train` sessions in sample, out-of-sample windows of `test` sessions back to back; each
   window names its in-sample span, which an LLM agent does not fit on but a user tunes the grid on.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Optional
-from collections.abc import Callable
 
 from agent.markets import DecideAt, trading_days
 from schemas.simulation import Market, MemoryMode
@@ -42,7 +43,7 @@ class Episode:
 
     episode_id: str
     index: int
-    config_key: str           # the configuration: same key = same settings, different windows
+    config_key: str  # the configuration: same key = same settings, different windows
     symbols: tuple[str, ...]
     window: Window
     memory: MemoryMode
@@ -64,24 +65,51 @@ class Episode:
     temperature: Optional[float] = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {**({"decide_at": self.decide_at} if self.decide_at != "close" else {}),
-                **({"temperature": self.temperature} if self.temperature is not None else {}),"episode_id": self.episode_id, "index": self.index, "config_key": self.config_key,
-                "symbols": list(self.symbols), "start": self.window.start, "end": self.window.end,
-                "window": self.window.label, "in_sample": list(self.window.in_sample) if self.window.in_sample else None,
-                "memory": self.memory, "quick_model": self.quick_model, "deep_model": self.deep_model,
-                "capital": self.capital, "fees_bps": self.fees_bps, "slippage_bps": self.slippage_bps,
-                "market": self.market, "every": self.every, "risk": dict(self.risk),
-                "override": self.override_label}
+        return {
+            **({"decide_at": self.decide_at} if self.decide_at != "close" else {}),
+            **({"temperature": self.temperature} if self.temperature is not None else {}),
+            "episode_id": self.episode_id,
+            "index": self.index,
+            "config_key": self.config_key,
+            "symbols": list(self.symbols),
+            "start": self.window.start,
+            "end": self.window.end,
+            "window": self.window.label,
+            "in_sample": list(self.window.in_sample) if self.window.in_sample else None,
+            "memory": self.memory,
+            "quick_model": self.quick_model,
+            "deep_model": self.deep_model,
+            "capital": self.capital,
+            "fees_bps": self.fees_bps,
+            "slippage_bps": self.slippage_bps,
+            "market": self.market,
+            "every": self.every,
+            "risk": dict(self.risk),
+            "override": self.override_label,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Episode:
         w = Window(d["start"], d["end"], d["window"], tuple(d["in_sample"]) if d.get("in_sample") else None)
-        return cls(episode_id=d["episode_id"], index=d["index"], config_key=d["config_key"],
-                   symbols=tuple(d["symbols"]), window=w, memory=d["memory"], quick_model=d.get("quick_model"),
-                   deep_model=d.get("deep_model"), capital=d["capital"], fees_bps=d["fees_bps"],
-                   slippage_bps=d["slippage_bps"], market=d["market"], every=d["every"], risk=dict(d.get("risk") or {}),
-                   override_label=d.get("override"), decide_at=d.get("decide_at", "close"),
-                   temperature=d.get("temperature"))
+        return cls(
+            episode_id=d["episode_id"],
+            index=d["index"],
+            config_key=d["config_key"],
+            symbols=tuple(d["symbols"]),
+            window=w,
+            memory=d["memory"],
+            quick_model=d.get("quick_model"),
+            deep_model=d.get("deep_model"),
+            capital=d["capital"],
+            fees_bps=d["fees_bps"],
+            slippage_bps=d["slippage_bps"],
+            market=d["market"],
+            every=d["every"],
+            risk=dict(d.get("risk") or {}),
+            override_label=d.get("override"),
+            decide_at=d.get("decide_at", "close"),
+            temperature=d.get("temperature"),
+        )
 
 
 # ------------------------------------------------------------------------------------------------ windows
@@ -96,19 +124,28 @@ def rolling_windows(market: str, start: str, end: str, length: int, step: int) -
     days = _sessions(market, start, end)
     if length > len(days):
         raise GridError(f"rolling window length {length} is longer than {start}..{end} ({len(days)} sessions)")
-    return [Window(days[i], days[i + length - 1], f"{days[i]}..{days[i + length - 1]}")
-            for i in range(0, len(days) - length + 1, step)]
+    return [
+        Window(days[i], days[i + length - 1], f"{days[i]}..{days[i + length - 1]}")
+        for i in range(0, len(days) - length + 1, step)
+    ]
 
 
 def walk_forward_windows(market: str, start: str, end: str, train: int, test: int) -> list[Window]:
     days = _sessions(market, start, end)
     if train + test > len(days):
-        raise GridError(f"walk-forward train {train} + test {test} sessions do not fit {start}..{end} "
-                        f"({len(days)} sessions)")
+        raise GridError(
+            f"walk-forward train {train} + test {test} sessions do not fit {start}..{end} ({len(days)} sessions)"
+        )
     out = []
     for i in range(train, len(days) - test + 1, test):
-        out.append(Window(days[i], days[i + test - 1], f"{days[i]}..{days[i + test - 1]}",
-                          in_sample=(days[i - train], days[i - 1])))
+        out.append(
+            Window(
+                days[i],
+                days[i + test - 1],
+                f"{days[i]}..{days[i + test - 1]}",
+                in_sample=(days[i - train], days[i - 1]),
+            )
+        )
     return out
 
 
@@ -143,8 +180,10 @@ def _override_sets(overrides: list[Any]) -> list[tuple[Optional[str], dict[str, 
         label = values.pop("label", None) or f"o{i}"
         unknown = set(values) - set(EPISODE_KEYS) - set(RISK_KEYS)
         if unknown:
-            raise GridError(f"override {label!r}: unknown setting(s) {', '.join(sorted(unknown))} "
-                            f"(known: {', '.join(EPISODE_KEYS + RISK_KEYS)})")
+            raise GridError(
+                f"override {label!r}: unknown setting(s) {', '.join(sorted(unknown))} "
+                f"(known: {', '.join(EPISODE_KEYS + RISK_KEYS)})"
+            )
         out.append((label, values))
     labels = [lb for lb, _ in out]
     if len(set(labels)) != len(labels):
@@ -152,10 +191,14 @@ def _override_sets(overrides: list[Any]) -> list[tuple[Optional[str], dict[str, 
     return out
 
 
-def config_key(symbols: tuple[str, ...], memory: str, quick: Optional[str], deep: Optional[str],
-               override: Optional[str]) -> str:
-    model = "configured" if quick is None and deep is None else (quick if quick == deep or deep is None
-                                                                 else f"{quick}/{deep}")
+def config_key(
+    symbols: tuple[str, ...], memory: str, quick: Optional[str], deep: Optional[str], override: Optional[str]
+) -> str:
+    model = (
+        "configured"
+        if quick is None and deep is None
+        else (quick if quick == deep or deep is None else f"{quick}/{deep}")
+    )
     parts = ["+".join(symbols), f"memory={memory}", f"model={model}"]
     if override:
         parts.append(override)
@@ -176,15 +219,26 @@ def expand(grid: Any, sweep_id: str) -> list[Episode]:
                     market = values.get("market", grid.market)
                     key = config_key(syms, memory, quick, deep, label)
                     for window in windows_of(grid.windows, market):
-                        episodes.append(Episode(
-                            episode_id=f"{sweep_id}-e{len(episodes):03d}", index=len(episodes), config_key=key,
-                            symbols=syms, window=window, memory=memory, quick_model=quick, deep_model=deep,
-                            capital=float(values.get("capital", grid.capital)),
-                            fees_bps=float(values.get("fees_bps", grid.fees_bps)),
-                            slippage_bps=float(values.get("slippage_bps", grid.slippage_bps)), market=market,
-                            every=int(values.get("every", grid.every)),
-                            risk={k: values[k] for k in RISK_KEYS if k in values}, override_label=label,
-                            decide_at=values.get("decide_at", getattr(grid, "decide_at", "close"))))
+                        episodes.append(
+                            Episode(
+                                episode_id=f"{sweep_id}-e{len(episodes):03d}",
+                                index=len(episodes),
+                                config_key=key,
+                                symbols=syms,
+                                window=window,
+                                memory=memory,
+                                quick_model=quick,
+                                deep_model=deep,
+                                capital=float(values.get("capital", grid.capital)),
+                                fees_bps=float(values.get("fees_bps", grid.fees_bps)),
+                                slippage_bps=float(values.get("slippage_bps", grid.slippage_bps)),
+                                market=market,
+                                every=int(values.get("every", grid.every)),
+                                risk={k: values[k] for k in RISK_KEYS if k in values},
+                                override_label=label,
+                                decide_at=values.get("decide_at", getattr(grid, "decide_at", "close")),
+                            )
+                        )
     if len({(e.config_key, e.window) for e in episodes}) != len(episodes):
         raise GridError("the grid names the same configuration twice (a repeated universe, memory mode or model)")
     return episodes

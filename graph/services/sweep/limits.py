@@ -7,15 +7,23 @@ Budget stands in the runtime, so agent/passes.py checks it before every attempt 
 A refusal crosses the process boundary as data and is raised again in the worker as the same BudgetExceeded
 class, so the cycle fails closed and audits `budget_exceeded` as it does on one machine.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional
-from collections.abc import Callable
 
-from agent.budget import (Budget, BudgetExceeded, CallBudgetExceeded, CostBudgetExceeded, Reservation,
-                          TokenBudgetExceeded, settle_reported)
+from agent.budget import (
+    Budget,
+    BudgetExceeded,
+    CallBudgetExceeded,
+    CostBudgetExceeded,
+    Reservation,
+    TokenBudgetExceeded,
+    settle_reported,
+)
 
 REFUSALS = {c.__name__: c for c in (TokenBudgetExceeded, CostBudgetExceeded, CallBudgetExceeded)}
 # the longest a worker sleeps before asking the limiter again: short enough to react to a freed minute
@@ -49,9 +57,16 @@ class SweepReservation(Reservation):
 
 
 class SharedLimits:
-    def __init__(self, *, max_tokens: Optional[int] = None, max_cost: Optional[float] = None,
-                 max_llm_calls: Optional[int] = None, requests_per_minute: Optional[float] = None,
-                 tokens_per_minute: Optional[float] = None, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        *,
+        max_tokens: Optional[int] = None,
+        max_cost: Optional[float] = None,
+        max_llm_calls: Optional[int] = None,
+        requests_per_minute: Optional[float] = None,
+        tokens_per_minute: Optional[float] = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.budget = Budget(max_tokens, max_cost, max_llm_calls, scope="sweep")
         self.rpm, self.tpm, self.clock = requests_per_minute, tokens_per_minute, clock
         self.buckets: dict[str, tuple[Optional[Bucket], Optional[Bucket]]] = {}
@@ -65,8 +80,10 @@ class SharedLimits:
         """0.0 once a request of `tokens` to `provider` may go now (its share taken), else seconds to wait."""
         now = self.clock()
         if provider not in self.buckets:
-            self.buckets[provider] = (Bucket(self.rpm, self.rpm, now) if self.rpm else None,
-                                      Bucket(self.tpm, self.tpm, now) if self.tpm else None)
+            self.buckets[provider] = (
+                Bucket(self.rpm, self.rpm, now) if self.rpm else None,
+                Bucket(self.tpm, self.tpm, now) if self.tpm else None,
+            )
         wanted = [(b, amount) for b, amount in zip(self.buckets[provider], (1, tokens)) if b is not None]
         for b, _ in wanted:
             b.refill(now)
@@ -84,8 +101,14 @@ class SharedLimits:
         try:
             r = self.budget.reserve(input_tokens, max_output, price, model)
         except BudgetExceeded as e:
-            return {"refused": type(e).__name__, "message": str(e), "limit": e.limit, "used": e.used,
-                    "needed": e.needed, "reserved": e.reserved}
+            return {
+                "refused": type(e).__name__,
+                "message": str(e),
+                "limit": e.limit,
+                "used": e.used,
+                "needed": e.needed,
+                "reserved": e.reserved,
+            }
         self._next += 1
         self.held[self._next] = r
         self.counted.setdefault(episode, [0, 0.0, 0])[2] += 1
@@ -110,8 +133,12 @@ class SharedLimits:
             c[0], c[1], c[2] = c[0] + extra[0], c[1] + extra[1], c[2] + extra[2]
 
     def state(self) -> dict:
-        return {**self.budget.as_dict(), "rate_waits": self.waits, "requests_per_minute": self.rpm,
-                "tokens_per_minute": self.tpm}
+        return {
+            **self.budget.as_dict(),
+            "rate_waits": self.waits,
+            "requests_per_minute": self.rpm,
+            "tokens_per_minute": self.tpm,
+        }
 
 
 class SweepBudget:
@@ -119,8 +146,14 @@ class SweepBudget:
 
     scope = "sweep"
 
-    def __init__(self, actor: Any, episode: str, provider_of: Callable[[str], Optional[str]],
-                 call: Callable[[Any], Any], sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        actor: Any,
+        episode: str,
+        provider_of: Callable[[str], Optional[str]],
+        call: Callable[[Any], Any],
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         # call(actor.method.remote(...)) -> its value: ray.get in a worker; the identity for a local SharedLimits
         self.actor, self.episode, self.provider_of, self.call, self.sleep = actor, episode, provider_of, call, sleep
 
@@ -132,8 +165,14 @@ class SweepBudget:
         got = self._invoke("reserve", self.episode, input_tokens, max_output, price, model)
         if "refused" in got:
             cls = REFUSALS[got["refused"]]
-            raise cls(got["message"], limit=got["limit"], used=got["used"], needed=got["needed"], scope="sweep",
-                      reserved=got["reserved"])
+            raise cls(
+                got["message"],
+                limit=got["limit"],
+                used=got["used"],
+                needed=got["needed"],
+                scope="sweep",
+                reserved=got["reserved"],
+            )
         provider = self.provider_of(model)
         if provider is not None:  # the offline model is not rate limited
             while (wait := self._invoke("acquire", provider, input_tokens + max_output)) > 0:

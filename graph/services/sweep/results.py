@@ -9,42 +9,67 @@
   median marked (X) beside its own universe's buy-and-hold median (open diamond);
 - episodes/{episode_id}/: each episode's backtest files, as `tradegraph backtest` writes them.
 """
+
 from __future__ import annotations
 
 import csv
 import io
 import json
 import statistics
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Optional
-from collections.abc import Iterable
 
 from graph.services.run_files import open_run_file, read_run_text, run_file_exists, save_figure, write_run_atomic
 from graph.services.sweep.grid import Episode
 
-SWEEP_FILES = (("grid.json", "application/json"), ("results.jsonl", "application/jsonl"), ("results.csv", "text/csv"),
-               ("aggregate.json", "application/json"), ("aggregate.csv", "text/csv"), ("sweep.png", "image/png"))
+SWEEP_FILES = (
+    ("grid.json", "application/json"),
+    ("results.jsonl", "application/jsonl"),
+    ("results.csv", "text/csv"),
+    ("aggregate.json", "application/json"),
+    ("aggregate.csv", "text/csv"),
+    ("sweep.png", "image/png"),
+)
 ROW_METRICS = ("total_return", "annualised_return", "sharpe", "max_drawdown", "num_trades", "hit_rate")
 SUMMARY_METRICS = ("total_return", "sharpe", "max_drawdown")
 
 
-def episode_row(ep: Episode, result: Any, *, status: str, error: Optional[str], seconds: float, attempts: int,
-                session_id: str) -> dict[str, Any]:
+def episode_row(
+    ep: Episode, result: Any, *, status: str, error: Optional[str], seconds: float, attempts: int, session_id: str
+) -> dict[str, Any]:
     m = dict(result.metrics) if result is not None else {}
     b = dict(result.benchmark_metrics) if result is not None else {}
     actions = dict(result.actions) if result is not None else {}
     cost = dict(result.llm_cost or {}) if result is not None else {}
-    row = {"episode_id": ep.episode_id, "config_key": ep.config_key, "window": ep.window.label,
-           "start": ep.window.start, "end": ep.window.end, "symbols": ",".join(ep.symbols), "memory": ep.memory,
-           "model": ep.quick_model or "configured", "override": ep.override_label, "status": status,
-           "error": error, "decision_points": result.decision_points if result is not None else 0,
-           "failed_cycles": int(actions.get("failed", 0)), "trades": int(actions.get("trade", 0)),
-           **{k: m.get(k) for k in ROW_METRICS},
-           "benchmark_total_return": b.get("total_return"), "benchmark_max_drawdown": b.get("max_drawdown"),
-           "excess_return": (m["total_return"] - b["total_return"]) if m.get("total_return") is not None
-           and b.get("total_return") is not None else None,
-           "llm_calls": cost.get("calls", 0), "llm_tokens": cost.get("total_tokens", 0), "llm_usd": cost.get("usd"),
-           "seconds": round(seconds, 3), "attempts": attempts, "session_id": session_id}
+    row = {
+        "episode_id": ep.episode_id,
+        "config_key": ep.config_key,
+        "window": ep.window.label,
+        "start": ep.window.start,
+        "end": ep.window.end,
+        "symbols": ",".join(ep.symbols),
+        "memory": ep.memory,
+        "model": ep.quick_model or "configured",
+        "override": ep.override_label,
+        "status": status,
+        "error": error,
+        "decision_points": result.decision_points if result is not None else 0,
+        "failed_cycles": int(actions.get("failed", 0)),
+        "trades": int(actions.get("trade", 0)),
+        **{k: m.get(k) for k in ROW_METRICS},
+        "benchmark_total_return": b.get("total_return"),
+        "benchmark_max_drawdown": b.get("max_drawdown"),
+        "excess_return": (m["total_return"] - b["total_return"])
+        if m.get("total_return") is not None and b.get("total_return") is not None
+        else None,
+        "llm_calls": cost.get("calls", 0),
+        "llm_tokens": cost.get("total_tokens", 0),
+        "llm_usd": cost.get("usd"),
+        "seconds": round(seconds, 3),
+        "attempts": attempts,
+        "session_id": session_id,
+    }
     return row
 
 
@@ -71,12 +96,26 @@ def write_grid(sweep_dir: Path, given: dict[str, Any], episodes: list[Episode], 
     if run_file_exists(path):
         before = json.loads(read_run_text(path)).get("grid_hash")
         if before != digest:
-            raise GridChanged(f"sweep '{sweep_dir.name}' exists with another grid ({path}): resume it with the same "
-                              f"grid, or give a new sweep id")
+            raise GridChanged(
+                f"sweep '{sweep_dir.name}' exists with another grid ({path}): resume it with the same "
+                f"grid, or give a new sweep id"
+            )
         return
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    _write_atomic(path, json.dumps({"sweep_id": sweep_dir.name, "grid": given, "grid_hash": digest,
-                                    "episodes": [e.as_dict() for e in episodes]}, indent=2, sort_keys=True) + "\n")
+    _write_atomic(
+        path,
+        json.dumps(
+            {
+                "sweep_id": sweep_dir.name,
+                "grid": given,
+                "grid_hash": digest,
+                "episodes": [e.as_dict() for e in episodes],
+            },
+            indent=2,
+            sort_keys=True,
+        )
+        + "\n",
+    )
 
 
 def load_rows(sweep_dir: Path) -> dict[str, dict[str, Any]]:
@@ -108,8 +147,13 @@ def write_rows(sweep_dir: Path, rows: dict[str, dict[str, Any]], order: Iterable
 def _spread(values: list[float]) -> dict[str, Optional[float]]:
     if not values:
         return {"mean": None, "median": None, "stdev": None, "min": None, "max": None}
-    return {"mean": statistics.fmean(values), "median": statistics.median(values),
-            "stdev": statistics.stdev(values) if len(values) > 1 else 0.0, "min": min(values), "max": max(values)}
+    return {
+        "mean": statistics.fmean(values),
+        "median": statistics.median(values),
+        "stdev": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "min": min(values),
+        "max": max(values),
+    }
 
 
 def aggregate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -121,16 +165,21 @@ def aggregate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for key, group in by.items():
         done = [r for r in group if r["status"] == "succeeded"]
-        entry = {"config_key": key, "episodes": len(group), "succeeded": len(done),
-                 "failed_episodes": sum(r["status"] == "failed" for r in group),
-                 "unfinished_episodes": sum(r["status"] not in ("succeeded", "failed") for r in group),
-                 "failed_cycles": sum(int(r["failed_cycles"] or 0) for r in group),
-                 "decision_points": sum(int(r["decision_points"] or 0) for r in group)}
+        entry = {
+            "config_key": key,
+            "episodes": len(group),
+            "succeeded": len(done),
+            "failed_episodes": sum(r["status"] == "failed" for r in group),
+            "unfinished_episodes": sum(r["status"] not in ("succeeded", "failed") for r in group),
+            "failed_cycles": sum(int(r["failed_cycles"] or 0) for r in group),
+            "decision_points": sum(int(r["decision_points"] or 0) for r in group),
+        }
         for metric in SUMMARY_METRICS + ("benchmark_total_return", "excess_return"):
             entry[metric] = _spread([r[metric] for r in done if r.get(metric) is not None])
         entry["beat_benchmark"] = sum(1 for r in done if (r.get("excess_return") or 0) > 0)
-        entry["llm_usd"] = sum(r["llm_usd"] or 0.0 for r in group) if any(r["llm_usd"] is not None for r in group) \
-            else None
+        entry["llm_usd"] = (
+            sum(r["llm_usd"] or 0.0 for r in group) if any(r["llm_usd"] is not None for r in group) else None
+        )
         out.append(entry)
     return out
 
@@ -170,14 +219,31 @@ def plot(sweep_dir: Path, rows: list[dict[str, Any]]) -> Optional[Path]:
         group = [r for r in done if r["config_key"] == key]
         xs, ys = [100 * r["max_drawdown"] for r in group], [100 * r["total_return"] for r in group]
         ax.scatter(xs, ys, color=cmap(i % 10), alpha=0.6, s=28, label=f"{key} ({len(group)})")
-        ax.scatter([statistics.median(xs)], [statistics.median(ys)], color=cmap(i % 10), marker="X", s=140,
-                   edgecolor="black", linewidth=0.8)
+        ax.scatter(
+            [statistics.median(xs)],
+            [statistics.median(ys)],
+            color=cmap(i % 10),
+            marker="X",
+            s=140,
+            edgecolor="black",
+            linewidth=0.8,
+        )
         # the configuration's own benchmark (its universe held over the same windows): an open diamond
-        bench = [(100 * r["benchmark_max_drawdown"], 100 * r["benchmark_total_return"]) for r in group
-                 if r.get("benchmark_total_return") is not None and r.get("benchmark_max_drawdown") is not None]
+        bench = [
+            (100 * r["benchmark_max_drawdown"], 100 * r["benchmark_total_return"])
+            for r in group
+            if r.get("benchmark_total_return") is not None and r.get("benchmark_max_drawdown") is not None
+        ]
         if bench:
-            ax.scatter([statistics.median(b[0] for b in bench)], [statistics.median(b[1] for b in bench)],
-                       facecolors="none", edgecolors=cmap(i % 10), marker="D", s=110, linewidth=1.6)
+            ax.scatter(
+                [statistics.median(b[0] for b in bench)],
+                [statistics.median(b[1] for b in bench)],
+                facecolors="none",
+                edgecolors=cmap(i % 10),
+                marker="D",
+                s=110,
+                linewidth=1.6,
+            )
     ax.scatter([], [], facecolors="none", edgecolors="grey", marker="D", label="its buy and hold, median")
     ax.axhline(0, color="black", linewidth=0.5)
     ax.set_xlabel("max drawdown (%)")

@@ -4,6 +4,7 @@ failure comes back as one line naming the URL.
 Headers (e.g. a backend's Authorization), TLS files, compression and the timeout are read by the SDK's
 exporter from the standard OTEL_EXPORTER_OTLP_* variables; nothing here reads or logs them.
 """
+
 from __future__ import annotations
 
 import logging
@@ -11,9 +12,9 @@ import re
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Optional
-from collections.abc import Iterator
 
 from opentelemetry.sdk.trace import ReadableSpan
 
@@ -41,8 +42,10 @@ def spans_of(store: Store, session_id: str, cycle_id: Optional[str] = None) -> l
     events = store.events.read(session_id, cycle_id=cycle_id)
     if not events:
         if cycle_id is not None and store.events.exists(session_id):
-            raise CycleNotFound(f"session '{session_id}' has no cycle '{cycle_id}' "
-                                f"(its cycles: {', '.join(store.events.cycle_ids(session_id))})")
+            raise CycleNotFound(
+                f"session '{session_id}' has no cycle '{cycle_id}' "
+                f"(its cycles: {', '.join(store.events.cycle_ids(session_id))})"
+            )
         raise SessionNotFound(store.admin_log.unknown_session(session_id))  # a deleted one says so
     return session_spans(session_id, events, cycle_id=cycle_id)
 
@@ -65,12 +68,13 @@ def send(spans: list[ReadableSpan], url: str, *, timeout_s: Optional[float] = No
         for i in range(0, len(spans), BATCH):
             started, witness.requests = time.monotonic(), 0
             with _quiet_exporter():
-                result = exporter.export(spans[i:i + BATCH])
+                result = exporter.export(spans[i : i + BATCH])
             if result is not SpanExportResult.SUCCESS:
                 raise OtelExportFailed(
                     f"could not export spans to {shown(url)}: {witness.last or 'the exporter refused the batch'} "
                     f"({witness.requests} request{'s' if witness.requests != 1 else ''} in "
-                    f"{time.monotonic() - started:.1f} s)")
+                    f"{time.monotonic() - started:.1f} s)"
+                )
     finally:
         exporter.shutdown()
 

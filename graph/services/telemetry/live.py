@@ -8,6 +8,7 @@ collector costs one timeout, not one per cycle of a backtest; the skipped cycles
 
 Nothing of the OpenTelemetry SDK is imported unless an endpoint is set.
 """
+
 from __future__ import annotations
 
 import logging
@@ -68,9 +69,16 @@ def export_ended_cycle(store, session_id: str, cycle_id: str) -> Optional[dict[s
             return None
         cooling = COOLDOWN.waiting(url)
         if cooling is not None:
-            return _failed(store, session_id, cycle_id, shown(url), None, skipped=True,
-                           error=f"skipped: {shown(url)} failed {cooling:.0f} s ago (retried after "
-                                 f"{COOLDOWN.seconds:.0f} s); export later with `tradegraph export otel {session_id}`")
+            return _failed(
+                store,
+                session_id,
+                cycle_id,
+                shown(url),
+                None,
+                skipped=True,
+                error=f"skipped: {shown(url)} failed {cooling:.0f} s ago (retried after "
+                f"{COOLDOWN.seconds:.0f} s); export later with `tradegraph export otel {session_id}`",
+            )
         spans = spans_of(store, session_id, cycle_id)
         send(spans, url)
         COOLDOWN.recovered(url)
@@ -78,14 +86,35 @@ def export_ended_cycle(store, session_id: str, cycle_id: str) -> Optional[dict[s
     except Exception as e:  # noqa: BLE001 - telemetry never fails a cycle: a failure is a warning and an audited event
         if url is not None:
             COOLDOWN.failed(url)
-        return _failed(store, session_id, cycle_id, shown(url) if url else None, e, skipped=False,
-                       error=" ".join(str(e).split()) or type(e).__name__)
+        return _failed(
+            store,
+            session_id,
+            cycle_id,
+            shown(url) if url else None,
+            e,
+            skipped=False,
+            error=" ".join(str(e).split()) or type(e).__name__,
+        )
 
 
-def _failed(store, session_id: str, cycle_id: str, url: Optional[str], exc: Optional[BaseException], *,
-            skipped: bool, error: str) -> dict[str, Any]:
-    payload = {"exporter": "otlp_http", "endpoint": url, "ok": False, "skipped": skipped,
-               "type": type(exc).__name__ if exc is not None else None, "error": error}
+def _failed(
+    store,
+    session_id: str,
+    cycle_id: str,
+    url: Optional[str],
+    exc: Optional[BaseException],
+    *,
+    skipped: bool,
+    error: str,
+) -> dict[str, Any]:
+    payload = {
+        "exporter": "otlp_http",
+        "endpoint": url,
+        "ok": False,
+        "skipped": skipped,
+        "type": type(exc).__name__ if exc is not None else None,
+        "error": error,
+    }
     log.warning("OpenTelemetry export of cycle %s: %s", cycle_id, error)
     try:
         with store.writer(background=False) as writer:

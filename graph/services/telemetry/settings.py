@@ -2,12 +2,13 @@
 
 Standard library only, so the runner can ask whether export is configured without importing the SDK.
 """
+
 from __future__ import annotations
 
 import os
 import re
-from typing import Optional
 from collections.abc import Mapping
+from typing import Optional
 from urllib.parse import urlsplit
 
 ENDPOINT_VAR = "OTEL_EXPORTER_OTLP_ENDPOINT"
@@ -39,8 +40,9 @@ def traces_url(endpoint: Optional[str] = None, env: Mapping[str, str] = os.envir
     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as it is, else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces (as the OTLP
     exporter spec resolves them). None when none is given."""
     if endpoint is not None:
-        return _checked("--endpoint", endpoint, signal_path=not urlsplit(endpoint).path.rstrip("/").endswith(
-            "/" + TRACES_PATH))
+        return _checked(
+            "--endpoint", endpoint, signal_path=not urlsplit(endpoint).path.rstrip("/").endswith("/" + TRACES_PATH)
+        )
     for name in PROTOCOL_VARS:
         protocol = _env(env, name)
         if protocol is not None and protocol != "http/protobuf":

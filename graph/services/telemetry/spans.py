@@ -15,6 +15,7 @@ The spans are built, not recorded: their times are the events' own timestamps, a
 from the session, cycle and event ids, so exporting a cycle twice gives the same trace and a backend
 keeps one copy.
 """
+
 from __future__ import annotations
 
 import functools
@@ -30,18 +31,36 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 from opentelemetry.semconv._incubating.attributes.session_attributes import SESSION_ID
 from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
-from opentelemetry.semconv.attributes.exception_attributes import (EXCEPTION_MESSAGE, EXCEPTION_STACKTRACE,
-                                                                    EXCEPTION_TYPE)
+from opentelemetry.semconv.attributes.exception_attributes import (
+    EXCEPTION_MESSAGE,
+    EXCEPTION_STACKTRACE,
+    EXCEPTION_TYPE,
+)
 from opentelemetry.semconv.attributes.http_attributes import HTTP_RESPONSE_STATUS_CODE
 from opentelemetry.semconv.attributes.server_attributes import SERVER_ADDRESS
 from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME, SERVICE_VERSION
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from graph.machine.recording import NON_FATAL_ERRORS, Cycle, fatal_error, fold, read_events
-from schemas.events import (AbstainedEvent, AnyEvent, ApprovalDecidedEvent, ContractEvent, DividendPaidEvent,
-                            ErrorEvent, LlmRequestEvent, LlmRequestPayload, LlmResponseEvent, LlmResponsePayload,
-                            PositionExitedEvent, RetrievalEvent, TelemetryEvent, ToolCallEvent, ToolResultEvent,
-                            TransitionEvent, ValidationEvent)
+from schemas.events import (
+    AbstainedEvent,
+    AnyEvent,
+    ApprovalDecidedEvent,
+    ContractEvent,
+    DividendPaidEvent,
+    ErrorEvent,
+    LlmRequestEvent,
+    LlmRequestPayload,
+    LlmResponseEvent,
+    LlmResponsePayload,
+    PositionExitedEvent,
+    RetrievalEvent,
+    TelemetryEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TransitionEvent,
+    ValidationEvent,
+)
 
 AGENT = "tradegraph"
 INVOKE_AGENT = gen_ai.GenAiOperationNameValues.INVOKE_AGENT.value
@@ -51,9 +70,11 @@ STATE = "state"  # a state's span is no GenAI operation: this names its kind in 
 SPAN_KINDS = (INVOKE_AGENT, STATE, CHAT, EXECUTE_TOOL)
 
 # tradegraph's provider names where the conventions' well-known value differs; others pass as they are
-_PROVIDERS = {"google": gen_ai.GenAiProviderNameValues.GCP_GEMINI.value,
-              "gemini": gen_ai.GenAiProviderNameValues.GCP_GEMINI.value,
-              "mistral": gen_ai.GenAiProviderNameValues.MISTRAL_AI.value}
+_PROVIDERS = {
+    "google": gen_ai.GenAiProviderNameValues.GCP_GEMINI.value,
+    "gemini": gen_ai.GenAiProviderNameValues.GCP_GEMINI.value,
+    "mistral": gen_ai.GenAiProviderNameValues.MISTRAL_AI.value,
+}
 # an event about the export itself (live.py), not about the run: never a span (TelemetryEvent)
 _FAILED_CYCLE = ("failed", "executed_with_errors", "cut_off")
 # the conventions' fallback when no better class of error is known
@@ -123,6 +144,7 @@ def _resource(_service_name: Optional[str], _attributes: Optional[str]) -> Resou
 @dataclass
 class _Draft:
     """A span while the events are walked: its end grows with every event of its own."""
+
     name: str
     span_id: int
     parent_id: Optional[int]
@@ -138,8 +160,9 @@ class _Draft:
         self.error = description or error_type
 
 
-def session_spans(session_id: str, events: list[dict], *, cycle_id: Optional[str] = None,
-                  resource: Optional[Resource] = None) -> list[ReadableSpan]:
+def session_spans(
+    session_id: str, events: list[dict], *, cycle_id: Optional[str] = None, resource: Optional[Resource] = None
+) -> list[ReadableSpan]:
     """The spans of every cycle of a session's events (seq order, as EventStore.read returns them), or of one. The
     events are read once through parse_event and folded once (graph/machine/recording.py fold): the spans are drawn
     from that fold's cycles and the typed events it read."""
@@ -162,18 +185,25 @@ def cycle_spans(session_id: str, cycle: Cycle, events: list[AnyEvent], resource:
     provider = provider_name(config.get("provider"))
     server = manifest.get("model_endpoint_host")
     times = [_ns(e.ts) for e in events]
-    root = _Draft(f"{INVOKE_AGENT} {AGENT}", _id(8, "cycle", session_id, cycle.cycle_id), None, min(times), max(times),
-                  attributes=_root_attributes(session_id, cycle, provider, config))
+    root = _Draft(
+        f"{INVOKE_AGENT} {AGENT}",
+        _id(8, "cycle", session_id, cycle.cycle_id),
+        None,
+        min(times),
+        max(times),
+        attributes=_root_attributes(session_id, cycle, provider, config),
+    )
     drafts = [root]
-    states: dict[str, _Draft] = {}       # the latest entry of each state: where its events go
-    waiting: dict[str, _Draft] = {}      # run_id -> a chat or tool span waiting for its answer
-    asked: list[dict] = []               # tool calls the models asked for, not yet matched to a run
+    states: dict[str, _Draft] = {}  # the latest entry of each state: where its events go
+    waiting: dict[str, _Draft] = {}  # run_id -> a chat or tool span waiting for its answer
+    asked: list[dict] = []  # tool calls the models asked for, not yet matched to a run
     for ev in events:
         state, ns, rid = ev.state or "RUNNER", _ns(ev.ts), ev.run_id
         if isinstance(ev, TransitionEvent) and ev.payload.to and ev.payload.to != "END":
             to = ev.payload.to
-            states[to] = _Draft(to, _id(8, "state", ev.event_id), root.span_id, ns, ns,
-                                attributes={"tradegraph.state": to})
+            states[to] = _Draft(
+                to, _id(8, "state", ev.event_id), root.span_id, ns, ns, attributes={"tradegraph.state": to}
+            )
             drafts.append(states[to])
         home = states.get(state, root)
         home.end_ns = max(home.end_ns, ns)
@@ -204,31 +234,83 @@ def cycle_spans(session_id: str, cycle: Cycle, events: list[AnyEvent], resource:
             case ContractEvent(payload=k):
                 home.attributes["tradegraph.contract"] = k.name
             case ValidationEvent(payload=v):
-                home.events.append(Event("tradegraph.validation", _clean({
-                    "tradegraph.schema": v.schema_, "tradegraph.check": v.check, "tradegraph.ok": v.ok,
-                    "tradegraph.attempt": (v.model_extra or {}).get("attempt"),
-                    "tradegraph.error": _first_line(v.error) if v.error else None}), timestamp=ns))
+                home.events.append(
+                    Event(
+                        "tradegraph.validation",
+                        _clean(
+                            {
+                                "tradegraph.schema": v.schema_,
+                                "tradegraph.check": v.check,
+                                "tradegraph.ok": v.ok,
+                                "tradegraph.attempt": (v.model_extra or {}).get("attempt"),
+                                "tradegraph.error": _first_line(v.error) if v.error else None,
+                            }
+                        ),
+                        timestamp=ns,
+                    )
+                )
             case DividendPaidEvent(payload=d):
-                home.events.append(Event("tradegraph.dividend_paid", _clean({
-                    "tradegraph.symbol": d.symbol, "tradegraph.amount": d.amount}), timestamp=ns))
+                home.events.append(
+                    Event(
+                        "tradegraph.dividend_paid",
+                        _clean({"tradegraph.symbol": d.symbol, "tradegraph.amount": d.amount}),
+                        timestamp=ns,
+                    )
+                )
             case PositionExitedEvent(payload=x):
-                home.events.append(Event("tradegraph.position_exited", _clean({
-                    "tradegraph.symbol": x.symbol, "tradegraph.exit_reason": x.reason,
-                    "tradegraph.realized_pnl": x.realized_pnl}), timestamp=ns))
+                home.events.append(
+                    Event(
+                        "tradegraph.position_exited",
+                        _clean(
+                            {
+                                "tradegraph.symbol": x.symbol,
+                                "tradegraph.exit_reason": x.reason,
+                                "tradegraph.realized_pnl": x.realized_pnl,
+                            }
+                        ),
+                        timestamp=ns,
+                    )
+                )
             case AbstainedEvent(payload=n):
-                home.events.append(Event("tradegraph.abstained", _clean({
-                    "tradegraph.symbol": n.symbol, "tradegraph.agent": n.analyst}), timestamp=ns))
+                home.events.append(
+                    Event(
+                        "tradegraph.abstained",
+                        _clean({"tradegraph.symbol": n.symbol, "tradegraph.agent": n.analyst}),
+                        timestamp=ns,
+                    )
+                )
             case ApprovalDecidedEvent(payload=a):
-                home.events.append(Event("tradegraph.approval_decided", _clean({
-                    "tradegraph.approved": a.approved, "tradegraph.by": a.by}), timestamp=ns))
+                home.events.append(
+                    Event(
+                        "tradegraph.approval_decided",
+                        _clean({"tradegraph.approved": a.approved, "tradegraph.by": a.by}),
+                        timestamp=ns,
+                    )
+                )
             case RetrievalEvent(payload=h):
-                home.events.append(Event("tradegraph.retrieval", _clean({
-                    "tradegraph.agent": h.agent, "tradegraph.symbol": h.symbol,
-                    "tradegraph.hits": len(h.hits)}), timestamp=ns))
+                home.events.append(
+                    Event(
+                        "tradegraph.retrieval",
+                        _clean(
+                            {"tradegraph.agent": h.agent, "tradegraph.symbol": h.symbol, "tradegraph.hits": len(h.hits)}
+                        ),
+                        timestamp=ns,
+                    )
+                )
             case ErrorEvent(payload=e):
-                home.events.append(Event("exception", _clean({
-                    EXCEPTION_TYPE: e.type, EXCEPTION_MESSAGE: e.message,
-                    EXCEPTION_STACKTRACE: (e.model_extra or {}).get("traceback")}), timestamp=ns))
+                home.events.append(
+                    Event(
+                        "exception",
+                        _clean(
+                            {
+                                EXCEPTION_TYPE: e.type,
+                                EXCEPTION_MESSAGE: e.message,
+                                EXCEPTION_STACKTRACE: (e.model_extra or {}).get("traceback"),
+                            }
+                        ),
+                        timestamp=ns,
+                    )
+                )
                 if e.type not in NON_FATAL_ERRORS:
                     home.fail(e.type or _OTHER, _first_line(e.message))
     for span in waiting.values():  # asked, never answered: the log was cut off while it was in flight
@@ -241,14 +323,20 @@ def cycle_spans(session_id: str, cycle: Cycle, events: list[AnyEvent], resource:
 def _root_attributes(session_id: str, cycle: Cycle, provider: Optional[str], config: dict) -> dict[str, Any]:
     inputs = cycle.inputs or {}
     return {
-        gen_ai.GEN_AI_OPERATION_NAME: INVOKE_AGENT, gen_ai.GEN_AI_AGENT_NAME: AGENT,
-        gen_ai.GEN_AI_PROVIDER_NAME: provider, gen_ai.GEN_AI_REQUEST_MODEL: config.get("quick_model"),
-        gen_ai.GEN_AI_CONVERSATION_ID: session_id, SESSION_ID: session_id,
+        gen_ai.GEN_AI_OPERATION_NAME: INVOKE_AGENT,
+        gen_ai.GEN_AI_AGENT_NAME: AGENT,
+        gen_ai.GEN_AI_PROVIDER_NAME: provider,
+        gen_ai.GEN_AI_REQUEST_MODEL: config.get("quick_model"),
+        gen_ai.GEN_AI_CONVERSATION_ID: session_id,
+        SESSION_ID: session_id,
         gen_ai.GEN_AI_USAGE_INPUT_TOKENS: cycle.tokens.get("input_tokens", 0),
         gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: cycle.tokens.get("output_tokens", 0),
-        "tradegraph.session_id": session_id, "tradegraph.cycle_id": cycle.cycle_id,
-        "tradegraph.cycle.status": cycle.status, "tradegraph.symbols": inputs.get("symbols"),
-        "tradegraph.as_of": inputs.get("as_of"), "tradegraph.llm.attempts": len(cycle.llm_calls),
+        "tradegraph.session_id": session_id,
+        "tradegraph.cycle_id": cycle.cycle_id,
+        "tradegraph.cycle.status": cycle.status,
+        "tradegraph.symbols": inputs.get("symbols"),
+        "tradegraph.as_of": inputs.get("as_of"),
+        "tradegraph.llm.attempts": len(cycle.llm_calls),
         "tradegraph.version": ((cycle.manifest or {}).get("versions") or {}).get("tradegraph"),
     }
 
@@ -263,17 +351,35 @@ def _close_root(root: _Draft, cycle: Cycle) -> None:
         root.fail(_OTHER, f"cycle {cycle.status}: its log ends in {cycle.states[-1] if cycle.states else 'RUNNER'}")
 
 
-def _chat(ev: AnyEvent, model: Optional[str], ns: int, parent: _Draft, provider: Optional[str],
-          server: Optional[str], request: Optional[LlmRequestPayload]) -> _Draft:
+def _chat(
+    ev: AnyEvent,
+    model: Optional[str],
+    ns: int,
+    parent: _Draft,
+    provider: Optional[str],
+    server: Optional[str],
+    request: Optional[LlmRequestPayload],
+) -> _Draft:
     # an answer without its request does not say what output was asked for
     output = None if request is None else "json" if request.structured_output else "text"
-    return _Draft(f"{CHAT} {model}" if model else CHAT, _id(8, "span", ev.event_id), parent.span_id, ns, ns,
-                  SpanKind.CLIENT, {
-                      gen_ai.GEN_AI_OPERATION_NAME: CHAT, gen_ai.GEN_AI_PROVIDER_NAME: provider,
-                      gen_ai.GEN_AI_REQUEST_MODEL: model, SERVER_ADDRESS: server, gen_ai.GEN_AI_OUTPUT_TYPE: output,
-                      "tradegraph.llm.attempt": request.attempt if request else None,
-                      "tradegraph.llm.structured_output": request.structured_output if request else None,
-                      "tradegraph.run_id": ev.run_id})
+    return _Draft(
+        f"{CHAT} {model}" if model else CHAT,
+        _id(8, "span", ev.event_id),
+        parent.span_id,
+        ns,
+        ns,
+        SpanKind.CLIENT,
+        {
+            gen_ai.GEN_AI_OPERATION_NAME: CHAT,
+            gen_ai.GEN_AI_PROVIDER_NAME: provider,
+            gen_ai.GEN_AI_REQUEST_MODEL: model,
+            SERVER_ADDRESS: server,
+            gen_ai.GEN_AI_OUTPUT_TYPE: output,
+            "tradegraph.llm.attempt": request.attempt if request else None,
+            "tradegraph.llm.structured_output": request.structured_output if request else None,
+            "tradegraph.run_id": ev.run_id,
+        },
+    )
 
 
 def _answer(span: _Draft, r: LlmResponsePayload, ns: int) -> None:
@@ -281,22 +387,37 @@ def _answer(span: _Draft, r: LlmResponsePayload, ns: int) -> None:
     # audit counts it as zero tokens for the cycle's spend)
     silent = bool(r.error) and r.text is None
     span.end_ns = ns
-    span.attributes.update({
-        gen_ai.GEN_AI_RESPONSE_MODEL: r.model,
-        gen_ai.GEN_AI_USAGE_INPUT_TOKENS: None if silent else r.usage.input_tokens,
-        gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: None if silent else r.usage.output_tokens,
-        gen_ai.GEN_AI_RESPONSE_FINISH_REASONS: [r.finish_reason] if r.finish_reason else None,
-        HTTP_RESPONSE_STATUS_CODE: r.http_status,
-        "tradegraph.llm.retryable": r.retryable, "tradegraph.llm.retry_in_s": r.retry_in_s,
-    })
+    span.attributes.update(
+        {
+            gen_ai.GEN_AI_RESPONSE_MODEL: r.model,
+            gen_ai.GEN_AI_USAGE_INPUT_TOKENS: None if silent else r.usage.input_tokens,
+            gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: None if silent else r.usage.output_tokens,
+            gen_ai.GEN_AI_RESPONSE_FINISH_REASONS: [r.finish_reason] if r.finish_reason else None,
+            HTTP_RESPONSE_STATUS_CODE: r.http_status,
+            "tradegraph.llm.retryable": r.retryable,
+            "tradegraph.llm.retry_in_s": r.retry_in_s,
+        }
+    )
     if r.error:
         span.fail(r.error_type or _type_of(r.error), _first_line(r.error))
 
 
 def _tool(ev: AnyEvent, name: str, ns: int, parent: _Draft, call_id: Optional[str]) -> _Draft:
-    return _Draft(f"{EXECUTE_TOOL} {name}", _id(8, "span", ev.event_id), parent.span_id, ns, ns, SpanKind.INTERNAL, {
-        gen_ai.GEN_AI_OPERATION_NAME: EXECUTE_TOOL, gen_ai.GEN_AI_TOOL_NAME: name, gen_ai.GEN_AI_TOOL_TYPE: "function",
-        gen_ai.GEN_AI_TOOL_CALL_ID: call_id, "tradegraph.run_id": ev.run_id})
+    return _Draft(
+        f"{EXECUTE_TOOL} {name}",
+        _id(8, "span", ev.event_id),
+        parent.span_id,
+        ns,
+        ns,
+        SpanKind.INTERNAL,
+        {
+            gen_ai.GEN_AI_OPERATION_NAME: EXECUTE_TOOL,
+            gen_ai.GEN_AI_TOOL_NAME: name,
+            gen_ai.GEN_AI_TOOL_TYPE: "function",
+            gen_ai.GEN_AI_TOOL_CALL_ID: call_id,
+            "tradegraph.run_id": ev.run_id,
+        },
+    )
 
 
 def _claim(asked: list[dict], name: Optional[str], args: Any) -> Optional[str]:
@@ -315,12 +436,22 @@ def _finish(drafts: list[_Draft], trace_id: int, resource: Resource) -> list[Rea
             parent = by_id[d.parent_id]
             parent.end_ns = max(parent.end_ns, d.end_ns)
     flags = TraceFlags(TraceFlags.SAMPLED)
-    return [ReadableSpan(
-        name=d.name, context=SpanContext(trace_id, d.span_id, is_remote=False, trace_flags=flags),
-        parent=SpanContext(trace_id, d.parent_id, is_remote=False, trace_flags=flags) if d.parent_id else None,
-        resource=resource, attributes=_clean(d.attributes), events=d.events, kind=d.kind,
-        status=Status(StatusCode.ERROR, d.error) if d.error is not None else Status(StatusCode.UNSET),
-        start_time=d.start_ns, end_time=d.end_ns, instrumentation_scope=SCOPE) for d in drafts]
+    return [
+        ReadableSpan(
+            name=d.name,
+            context=SpanContext(trace_id, d.span_id, is_remote=False, trace_flags=flags),
+            parent=SpanContext(trace_id, d.parent_id, is_remote=False, trace_flags=flags) if d.parent_id else None,
+            resource=resource,
+            attributes=_clean(d.attributes),
+            events=d.events,
+            kind=d.kind,
+            status=Status(StatusCode.ERROR, d.error) if d.error is not None else Status(StatusCode.UNSET),
+            start_time=d.start_ns,
+            end_time=d.end_ns,
+            instrumentation_scope=SCOPE,
+        )
+        for d in drafts
+    ]
 
 
 def kind_of(attributes: dict[str, Any]) -> str:

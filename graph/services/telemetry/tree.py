@@ -1,5 +1,6 @@
 """Spans drawn as an indented tree, for a terminal (`tradegraph export otel --stdout`) and for tests that
 decode what a collector received: both hand in the same plain form (`plain`)."""
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -10,11 +11,20 @@ from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
 from opentelemetry.semconv.attributes.http_attributes import HTTP_RESPONSE_STATUS_CODE
 
 # what a line shows, in this order, under a short label (the full keys are in docs/telemetry.md)
-_SHOWN = (("tradegraph.session_id", "session"), ("tradegraph.cycle.status", "status"),
-          ("tradegraph.symbols", "symbols"), ("tradegraph.as_of", "as_of"), (gen_ai.GEN_AI_PROVIDER_NAME, "provider"),
-          (gen_ai.GEN_AI_TOOL_CALL_ID, "call_id"), ("tradegraph.contract", "contract"),
-          ("tradegraph.llm.attempt", "attempt"), (gen_ai.GEN_AI_USAGE_INPUT_TOKENS, "in"),
-          (gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS, "out"), (HTTP_RESPONSE_STATUS_CODE, "http"), (ERROR_TYPE, "error.type"))
+_SHOWN = (
+    ("tradegraph.session_id", "session"),
+    ("tradegraph.cycle.status", "status"),
+    ("tradegraph.symbols", "symbols"),
+    ("tradegraph.as_of", "as_of"),
+    (gen_ai.GEN_AI_PROVIDER_NAME, "provider"),
+    (gen_ai.GEN_AI_TOOL_CALL_ID, "call_id"),
+    ("tradegraph.contract", "contract"),
+    ("tradegraph.llm.attempt", "attempt"),
+    (gen_ai.GEN_AI_USAGE_INPUT_TOKENS, "in"),
+    (gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS, "out"),
+    (HTTP_RESPONSE_STATUS_CODE, "http"),
+    (ERROR_TYPE, "error.type"),
+)
 # said once, on the cycle: every chat span of a cycle carries the same provider
 _ROOT_ONLY = {gen_ai.GEN_AI_PROVIDER_NAME}
 
@@ -22,12 +32,19 @@ _ROOT_ONLY = {gen_ai.GEN_AI_PROVIDER_NAME}
 def plain(span: ReadableSpan) -> dict[str, Any]:
     ctx, parent = span.get_span_context(), span.parent
     assert ctx is not None  # a span the SDK ended has its context
-    return {"trace_id": f"{ctx.trace_id:032x}", "span_id": f"{ctx.span_id:016x}",
-            "parent_span_id": f"{parent.span_id:016x}" if parent is not None else None, "name": span.name,
-            "kind": span.kind.name, "start_ns": span.start_time, "end_ns": span.end_time,
-            "attributes": dict(span.attributes or {}), "status": span.status.status_code.name,
-            "status_message": span.status.description,
-            "events": [{"name": e.name, "attributes": dict(e.attributes or {})} for e in span.events]}
+    return {
+        "trace_id": f"{ctx.trace_id:032x}",
+        "span_id": f"{ctx.span_id:016x}",
+        "parent_span_id": f"{parent.span_id:016x}" if parent is not None else None,
+        "name": span.name,
+        "kind": span.kind.name,
+        "start_ns": span.start_time,
+        "end_ns": span.end_time,
+        "attributes": dict(span.attributes or {}),
+        "status": span.status.status_code.name,
+        "status_message": span.status.description,
+        "events": [{"name": e.name, "attributes": dict(e.attributes or {})} for e in span.events],
+    }
 
 
 def render(spans: list[dict[str, Any]]) -> str:

@@ -1,4 +1,5 @@
 """`python -m graph.transports.cli`."""
+
 import sys
 
 from graph.transports.cli.main import main

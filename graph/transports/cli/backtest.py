@@ -1,4 +1,5 @@
 """`tradegraph backtest`: the kernel's backtest task, run and followed in the foreground."""
+
 from __future__ import annotations
 
 import json
@@ -7,12 +8,20 @@ import uuid
 from typing import Any
 
 METRIC_ROWS = (
-    ("total_return", "Total return", "pct"), ("annualised_return", "Annualised return", "pct"),
-    ("annualised_volatility", "Annualised vol", "frac"), ("sharpe", "Sharpe", "num"), ("sortino", "Sortino", "num"),
-    ("max_drawdown", "Max drawdown", "frac"), ("max_drawdown_peak", "  peak", "str"),
-    ("max_drawdown_trough", "  trough", "str"), ("calmar", "Calmar", "num"), ("hit_rate", "Hit rate", "frac"),
-    ("turnover", "Turnover (x avg equity)", "num"), ("num_trades", "Trades", "str"),
-    ("average_exposure", "Avg exposure", "frac"), ("final_equity", "Final equity", "money"),
+    ("total_return", "Total return", "pct"),
+    ("annualised_return", "Annualised return", "pct"),
+    ("annualised_volatility", "Annualised vol", "frac"),
+    ("sharpe", "Sharpe", "num"),
+    ("sortino", "Sortino", "num"),
+    ("max_drawdown", "Max drawdown", "frac"),
+    ("max_drawdown_peak", "  peak", "str"),
+    ("max_drawdown_trough", "  trough", "str"),
+    ("calmar", "Calmar", "num"),
+    ("hit_rate", "Hit rate", "frac"),
+    ("turnover", "Turnover (x avg equity)", "num"),
+    ("num_trades", "Trades", "str"),
+    ("average_exposure", "Avg exposure", "frac"),
+    ("final_equity", "Final equity", "money"),
 )
 
 
@@ -35,16 +44,19 @@ def metrics_table(result) -> Any:
 
     a = result.actions
     failed, degraded = a.get("failed", 0), result.cycle_statuses.get("degraded", 0)
-    t = Table(title=f"backtest {result.episode_id}: {result.decision_points} decision points — "
-                    f"{a.get('trade', 0)} traded, {a.get('hold', 0)} held, {a.get('rejected', 0)} rejected, "
-                    + (f"[bold red]{failed} FAILED[/]" + (f" ({degraded} degraded)" if degraded else "")
-                       if failed else "0 failed"),
-              # the warnings (short window, failed cycles) belong to the figures, so they sit under them
-              caption="\n".join(f"[yellow]warning:[/] {w}" for w in result.warnings) or None)
+    t = Table(
+        title=f"backtest {result.episode_id}: {result.decision_points} decision points — "
+        f"{a.get('trade', 0)} traded, {a.get('hold', 0)} held, {a.get('rejected', 0)} rejected, "
+        + (f"[bold red]{failed} FAILED[/]" + (f" ({degraded} degraded)" if degraded else "") if failed else "0 failed"),
+        # the warnings (short window, failed cycles) belong to the figures, so they sit under them
+        caption="\n".join(f"[yellow]warning:[/] {w}" for w in result.warnings) or None,
+    )
     t.add_column("metric")
     # the agent's figures cover only the points where it decided: a failed point is no flat day it chose
-    t.add_column(f"agent ([bold red]{failed} of {result.decision_points} points failed[/])" if failed else "agent",
-                 justify="right")
+    t.add_column(
+        f"agent ([bold red]{failed} of {result.decision_points} points failed[/])" if failed else "agent",
+        justify="right",
+    )
     t.add_column("buy & hold (equal weight)", justify="right")
     for key, label, kind in METRIC_ROWS:
         t.add_row(label, _fmt(result.metrics.get(key), kind), _fmt(result.benchmark_metrics.get(key), kind))
@@ -52,25 +64,29 @@ def metrics_table(result) -> Any:
 
 
 def cmd_backtest(args) -> int:
-    from graph.kernel.models import RunId
-    from graph.transports.cli.common import (EXIT_FAILED, EXIT_OK, CliError, parse_window, writable_dir,
-                                                    writable_file)
     from pathlib import Path
 
+    from agent.brokers.settings import BROKERS
+    from graph.kernel.models import RunId
     from graph.services.run_files import run_file_exists
+    from graph.transports.cli.common import EXIT_FAILED, EXIT_OK, CliError, parse_window, writable_dir, writable_file
     from graph.transports.cli.data import data_inputs
     from graph.transports.cli.spending import spending_inputs
-    from agent.brokers.settings import BROKERS
 
     # a backtest fills against its own simulation: a broker setting is refused, never silently ignored
     broker = (os.environ.get("TRADEGRAPH_BROKER") or "sim").strip().lower()
     if broker != "sim":
-        raise CliError(f"TRADEGRAPH_BROKER={broker!r}: a backtest runs on the simulated book only (sim; known "
-                       f"brokers: {', '.join(BROKERS)})")
+        raise CliError(
+            f"TRADEGRAPH_BROKER={broker!r}: a backtest runs on the simulated book only (sim; known "
+            f"brokers: {', '.join(BROKERS)})"
+        )
     # the flags' own syntax, named as flags, before any store is opened; the kernel checks the rest
     symbols = parse_window(args)
-    for flag, value in (("--capital", args.capital), ("--fees-bps", args.fees_bps),
-                        ("--slippage-bps", args.slippage_bps)):
+    for flag, value in (
+        ("--capital", args.capital),
+        ("--fees-bps", args.fees_bps),
+        ("--slippage-bps", args.slippage_bps),
+    ):
         if value < 0 or (flag == "--capital" and value == 0):
             raise CliError(f"{flag} {value:g} must be {'positive' if flag == '--capital' else 'non-negative'}")
     if args.every < 1:
@@ -83,10 +99,23 @@ def cmd_backtest(args) -> int:
     check_id_flag(RunId, run_id, "--run-id")  # before it is joined to --out below
     # a run that exists is resumed on the files it started on (the kernel reads them from its session)
     data = data_inputs(args, continuing=run_file_exists(Path(args.out) / run_id / "config.json"))
-    result = run_in_foreground(args, dict(
-        symbols=symbols, start=args.start, end=args.end, every=args.every, capital=args.capital,
-        fees_bps=args.fees_bps, slippage_bps=args.slippage_bps, market=args.market, memory=args.memory, run_id=run_id,
-        **spending_inputs(args), **data))
+    result = run_in_foreground(
+        args,
+        dict(
+            symbols=symbols,
+            start=args.start,
+            end=args.end,
+            every=args.every,
+            capital=args.capital,
+            fees_bps=args.fees_bps,
+            slippage_bps=args.slippage_bps,
+            market=args.market,
+            memory=args.memory,
+            run_id=run_id,
+            **spending_inputs(args),
+            **data,
+        ),
+    )
     plot = None
     if args.plot:
         drawn = Path(args.out) / run_id / "equity.png"  # the task drew the complete run already
@@ -100,13 +129,26 @@ def cmd_backtest(args) -> int:
 
             plot = str(plot_result(result, args.plot))
     if args.json:
-        print(json.dumps({"run_id": run_id, "run_dir": f"{args.out}/{run_id}", "decision_points": result.decision_points,
-                          "actions": result.actions, "cycle_statuses": result.cycle_statuses,
-                          "failed_points": result.failed_points, "warnings": result.warnings,
-                          "exits": result.exits,
-                          "metrics": result.metrics, "benchmark": result.benchmark,
-                          "benchmark_metrics": result.benchmark_metrics, "llm_cost": result.llm_cost, "plot": plot},
-                         default=str))
+        print(
+            json.dumps(
+                {
+                    "run_id": run_id,
+                    "run_dir": f"{args.out}/{run_id}",
+                    "decision_points": result.decision_points,
+                    "actions": result.actions,
+                    "cycle_statuses": result.cycle_statuses,
+                    "failed_points": result.failed_points,
+                    "warnings": result.warnings,
+                    "exits": result.exits,
+                    "metrics": result.metrics,
+                    "benchmark": result.benchmark,
+                    "benchmark_metrics": result.benchmark_metrics,
+                    "llm_cost": result.llm_cost,
+                    "plot": plot,
+                },
+                default=str,
+            )
+        )
     else:
         from rich.console import Console
 
@@ -117,16 +159,21 @@ def cmd_backtest(args) -> int:
         c.print(metrics_table(result))
         if result.llm_cost.get("by_state"):
             c.print(spend_table(result.llm_cost, "LLM spend by state, whole run"))
-            c.print(f"llm calls: {result.llm_cost['calls']} (+{result.llm_cost['cached_calls']} cached)  tokens: "
-                    f"{result.llm_cost['total_tokens']}  cost: {dollars(result.llm_cost)}")
+            c.print(
+                f"llm calls: {result.llm_cost['calls']} (+{result.llm_cost['cached_calls']} cached)  tokens: "
+                f"{result.llm_cost['total_tokens']}  cost: {dollars(result.llm_cost)}"
+            )
         c.print(f"run id {run_id}: logs in {args.out}/{run_id}/" + (f"; plot {plot}" if plot else ""))
     failed = result.actions.get("failed", 0)
     if failed > args.allow_failures:
         import sys
 
-        print(f"tradegraph: error: {failed} of {result.decision_points} cycle(s) failed (allowed: "
-              f"{args.allow_failures}); first at {result.failed_points[0]['date']}: "
-              f"{str(result.failed_points[0]['error']).splitlines()[0][:200]}", file=sys.stderr)
+        print(
+            f"tradegraph: error: {failed} of {result.decision_points} cycle(s) failed (allowed: "
+            f"{args.allow_failures}); first at {result.failed_points[0]['date']}: "
+            f"{str(result.failed_points[0]['error']).splitlines()[0][:200]}",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
     return EXIT_OK
 
@@ -178,11 +225,20 @@ def register(subparsers) -> None:
     b.add_argument("--json", action="store_true", help="print one JSON object")
     b.add_argument("--plot", default=None, help="write equity curves (agent vs buy & hold) to this PNG")
     b.add_argument("--no-progress", action="store_true")
-    b.add_argument("--memory", default="session", choices=["on", "off", "session"],
-                   help="past notes agents recall: session (this run's only; default), on (all runs', known "
-                        "before each date), off")
-    b.add_argument("--allow-failures", type=int, default=0, metavar="N",
-                   help="exit 0 even if up to N cycles failed (default 0: any failed cycle exits 1)")
+    b.add_argument(
+        "--memory",
+        default="session",
+        choices=["on", "off", "session"],
+        help="past notes agents recall: session (this run's only; default), on (all runs', known "
+        "before each date), off",
+    )
+    b.add_argument(
+        "--allow-failures",
+        type=int,
+        default=0,
+        metavar="N",
+        help="exit 0 even if up to N cycles failed (default 0: any failed cycle exits 1)",
+    )
     b.add_argument("--db", default=None, help="store URI (default: $MONGODB_URI, else the embedded store)")
     from graph.transports.cli.spending import add_spending_flags
 

@@ -5,6 +5,7 @@ with --estimate, the projected calls, tokens and dollars of the same benchmark w
 Ctrl-C cancels after the current decision point (exit 130): the same command (same --benchmark-id) resumes it. A
 run with failed decision points, or a look-ahead leak, exits 1 and says so (--allow-failures N accepts up to N
 failed points)."""
+
 from __future__ import annotations
 
 import json
@@ -20,9 +21,9 @@ def inputs(args) -> dict[str, Any]:
     """The flags as the kernel's BenchmarkInput fields, each bad one named as a flag before a store is opened."""
     from agent.data.market import DataError, parse_date
     from graph.kernel.models import BenchmarkId
+    from graph.machine.runner import InputError, parse_symbols
     from graph.transports.cli.backtest import check_id_flag
     from graph.transports.cli.spending import spending_inputs
-    from graph.machine.runner import InputError, parse_symbols
 
     out: dict[str, Any] = {"memory": args.memory, "workers": args.workers, **spending_inputs(args)}
     if args.workers < 1:
@@ -86,13 +87,19 @@ def verdict(card: dict[str, Any], allowed: int) -> int:
     code = EXIT_OK
     if failed > allowed:
         worst = max(runs, key=lambda r: int(r.get("failed_points") or 0))
-        print(f"tradegraph: error: {failed} decision point(s) failed (allowed: {allowed}); {worst['name']} "
-              f"({worst['session_ids'][0]}) lost {worst['failed_points']}: its figures cover the points it decided "
-              f"only", file=sys.stderr)
+        print(
+            f"tradegraph: error: {failed} decision point(s) failed (allowed: {allowed}); {worst['name']} "
+            f"({worst['session_ids'][0]}) lost {worst['failed_points']}: its figures cover the points it decided "
+            f"only",
+            file=sys.stderr,
+        )
         code = EXIT_FAILED
     if leaks:
-        print(f"tradegraph: error: the look-ahead audit found {leaks} piece(s) of evidence dated after their "
-              f"cycle's decision time (tradegraph audit lookahead {card['benchmark_id']})", file=sys.stderr)
+        print(
+            f"tradegraph: error: the look-ahead audit found {leaks} piece(s) of evidence dated after their "
+            f"cycle's decision time (tradegraph audit lookahead {card['benchmark_id']})",
+            file=sys.stderr,
+        )
         code = EXIT_FAILED
     return code
 
@@ -103,8 +110,9 @@ def _run(args, given: dict[str, Any]) -> dict[str, Any]:
     from graph.transports.cli.foreground import wait_for
 
     with kernel(args.db, experiments_dir=args.out) as k:
-        task, _ = wait_for(k, "start_benchmark", given, args, what="benchmark",
-                           resume=lambda t: f"--benchmark-id {t.run_id}")
+        task, _ = wait_for(
+            k, "start_benchmark", given, args, what="benchmark", resume=lambda t: f"--benchmark-id {t.run_id}"
+        )
         arts = k.call("task_artifacts", {"task_id": task.task_id}, transport="cli")
     return (arts.metrics or {})["scorecard"]
 
@@ -121,19 +129,38 @@ def _estimate(args, given: dict[str, Any]) -> int:
 
     c = _console()
     w = est.window
-    t = Table(title=f"StockBench estimate: {len(est.symbols)} symbols × {w['sessions']} sessions "
-                    f"({w['start']}..{w['end']})")
-    for col in ("configuration", "runs", "calls", "input tokens", "output tokens", "worst output", "dollars",
-                "worst $"):
+    t = Table(
+        title=f"StockBench estimate: {len(est.symbols)} symbols × {w['sessions']} sessions ({w['start']}..{w['end']})"
+    )
+    for col in (
+        "configuration",
+        "runs",
+        "calls",
+        "input tokens",
+        "output tokens",
+        "worst output",
+        "dollars",
+        "worst $",
+    ):
         t.add_column(col, justify="left" if col == "configuration" else "right")
     for r in est.configurations:
-        t.add_row(r.name, str(r.runs), f"{r.calls:,}", f"{r.input_tokens:,}", f"{r.output_tokens:,}", f"{r.output_tokens_worst:,}",
-                  _usd(r.usd, r.unpriced), _usd(r.usd_worst, r.unpriced))
+        t.add_row(
+            r.name,
+            str(r.runs),
+            f"{r.calls:,}",
+            f"{r.input_tokens:,}",
+            f"{r.output_tokens:,}",
+            f"{r.output_tokens_worst:,}",
+            _usd(r.usd, r.unpriced),
+            _usd(r.usd_worst, r.unpriced),
+        )
     c.print(t)
     per = est.per_point
-    c.print(f"per decision point: {per['calls']:g} calls, {per['input_tokens']:,.0f} input tokens "
-            f"({est.prompt_tokens_per_symbol_decision:,.0f} per symbol), {per['output_tokens']:,.0f} output tokens; "
-            + ", ".join(f"{s} {b['calls']:g}" for s, b in per["by_state"].items()))
+    c.print(
+        f"per decision point: {per['calls']:g} calls, {per['input_tokens']:,.0f} input tokens "
+        f"({est.prompt_tokens_per_symbol_decision:,.0f} per symbol), {per['output_tokens']:,.0f} output tokens; "
+        + ", ".join(f"{s} {b['calls']:g}" for s, b in per["by_state"].items())
+    )
     c.print(f"how: {est.method}")
     c.print(f"tokens: {est.tokenizer}")
     c.print(f"output: {est.output_assumption}")
@@ -162,11 +189,25 @@ def render(c, card: dict[str, Any], folder: Path) -> None:
     from rich.table import Table
 
     w = card["window"]
-    t = Table(title=f"StockBench {w['start']}..{w['end']}: {w['sessions']} sessions, {len(card['symbols'])} "
-                    f"symbols — benchmark {card['benchmark_id']}", caption="return and drawdown against the starting "
-              "cash (buy-and-hold: its first point); Sortino daily as StockBench computes it; Sharpe annualised")
-    for col in ("", "return", "max DD", "Sortino", "Sharpe", "turnover", "trades", "fees", "LLM calls", "tokens",
-                "dollars"):
+    t = Table(
+        title=f"StockBench {w['start']}..{w['end']}: {w['sessions']} sessions, {len(card['symbols'])} "
+        f"symbols — benchmark {card['benchmark_id']}",
+        caption="return and drawdown against the starting "
+        "cash (buy-and-hold: its first point); Sortino daily as StockBench computes it; Sharpe annualised",
+    )
+    for col in (
+        "",
+        "return",
+        "max DD",
+        "Sortino",
+        "Sharpe",
+        "turnover",
+        "trades",
+        "fees",
+        "LLM calls",
+        "tokens",
+        "dollars",
+    ):
         t.add_column(col, justify="left" if not col else "right", no_wrap=bool(col))
     for r in card["rows"]:
         published = r["kind"] == "published"
@@ -179,15 +220,19 @@ def render(c, card: dict[str, Any], folder: Path) -> None:
             t.add_row(name, *_mean_std(r), *["—"] * 7)
             continue
         digits = 1 if published else 2  # a published row as published: to its own digits
-        t.add_row(name, _pct(r["cumulative_return"], digits), _pct(r["max_drawdown"], digits),
-                  "—" if r.get("sortino") is None else f"{r['sortino']:.4f}",
-                  "—" if r.get("sharpe") is None else f"{r['sharpe']:.2f}",
-                  "—" if r.get("turnover") is None else f"{r['turnover']:.2f}",
-                  "—" if published else str(r.get("trades")),
-                  "—" if r.get("fees") is None else f"{r['fees']:,.2f}",
-                  "—" if published else f"{r.get('llm_calls') or 0:,}",
-                  "—" if published else f"{r.get('tokens') or 0:,}",
-                  "—" if published else ("unknown" if r.get("usd") is None else f"${r['usd']:.4f}"))
+        t.add_row(
+            name,
+            _pct(r["cumulative_return"], digits),
+            _pct(r["max_drawdown"], digits),
+            "—" if r.get("sortino") is None else f"{r['sortino']:.4f}",
+            "—" if r.get("sharpe") is None else f"{r['sharpe']:.2f}",
+            "—" if r.get("turnover") is None else f"{r['turnover']:.2f}",
+            "—" if published else str(r.get("trades")),
+            "—" if r.get("fees") is None else f"{r['fees']:,.2f}",
+            "—" if published else f"{r.get('llm_calls') or 0:,}",
+            "—" if published else f"{r.get('tokens') or 0:,}",
+            "—" if published else ("unknown" if r.get("usd") is None else f"${r['usd']:.4f}"),
+        )
     c.print(t)
     rigour(c, card)
     for r in card["rows"]:
@@ -201,22 +246,32 @@ def render(c, card: dict[str, Any], folder: Path) -> None:
     la = card.get("lookahead") or {}
     checked = ", ".join(f"{n:,} {k}" for k, n in (la.get("checked") or {}).items())
     if la.get("leaks"):
-        c.print(f"[bold red]look-ahead audit: {la['leaks']} leak(s)[/] in {la.get('cycles')} cycles ({checked} "
-                f"checked); first: {la['leak_lines'][0]}")
+        c.print(
+            f"[bold red]look-ahead audit: {la['leaks']} leak(s)[/] in {la.get('cycles')} cycles ({checked} "
+            f"checked); first: {la['leak_lines'][0]}"
+        )
     else:
-        c.print(f"look-ahead audit: 0 leaks in {la.get('cycles')} cycles ({checked} checked)"
-                + (f"; {len(la['unaudited'])} cycle(s) unaudited" if la.get("unaudited") else ""))
+        c.print(
+            f"look-ahead audit: 0 leaks in {la.get('cycles')} cycles ({checked} checked)"
+            + (f"; {len(la['unaudited'])} cycle(s) unaudited" if la.get("unaudited") else "")
+        )
     if card.get("elapsed_s") is not None:
         c.print(f"elapsed: {card['elapsed_s']:.1f} s (this invocation's runs and scoring)")
-    c.print(f"files: {folder}/scorecard.json, scorecard.csv, scorecard.png; verify a run with "
-            f"`tradegraph replay SESSION --verify`")
+    c.print(
+        f"files: {folder}/scorecard.json, scorecard.csv, scorecard.png; verify a run with "
+        f"`tradegraph replay SESSION --verify`"
+    )
 
 
 def _mean_std(r: dict[str, Any]) -> list[str]:
     def pm(k: str, fmt) -> str:
         return "—" if r.get(k) is None else f"{fmt(r[k])} ± {fmt(abs(r[f'{k}_std'] or 0.0))}"
-    return [pm("cumulative_return", lambda v: f"{v * 100:.2f}%"), pm("max_drawdown", lambda v: f"{v * 100:.2f}%"),
-            pm("sortino", lambda v: f"{v:.4f}")]
+
+    return [
+        pm("cumulative_return", lambda v: f"{v * 100:.2f}%"),
+        pm("max_drawdown", lambda v: f"{v * 100:.2f}%"),
+        pm("sortino", lambda v: f"{v:.4f}"),
+    ]
 
 
 def rigour(c, card: dict[str, Any]) -> None:
@@ -226,8 +281,10 @@ def rigour(c, card: dict[str, Any]) -> None:
     means = [r for r in card["rows"] if r["kind"] == "run_mean"]
     if runs and not means:
         temps = {r.get("temperature") for r in runs}
-        c.print("runs: n=1 per configuration, no standard deviation" + (
-            " (the offline model is deterministic: another run is the same run)" if temps == {None} else ""))
+        c.print(
+            "runs: n=1 per configuration, no standard deviation"
+            + (" (the offline model is deterministic: another run is the same run)" if temps == {None} else "")
+        )
     for m in means:
         c.print(f"{m['name']}: n={m['runs']}, mean ± sample standard deviation of its runs' rows above")
     for r in runs:
@@ -236,22 +293,36 @@ def rigour(c, card: dict[str, Any]) -> None:
             c.print(f"{r['name']} vs buy-and-hold: {test.get('method') or 'no test'}")
         elif test.get("mean") is not None:
             lo, hi = test["ci95"]
-            c.print(f"{r['name']} vs buy-and-hold: daily excess return mean {test['mean'] * 100:+.4f}%, 95% "
-                    f"bootstrap interval [{lo * 100:+.3f}%, {hi * 100:+.3f}%], p = {test['p_value']:.2f} "
-                    f"({test['sessions']} sessions)")
+            c.print(
+                f"{r['name']} vs buy-and-hold: daily excess return mean {test['mean'] * 100:+.4f}%, 95% "
+                f"bootstrap interval [{lo * 100:+.3f}%, {hi * 100:+.3f}%], p = {test['p_value']:.2f} "
+                f"({test['sessions']} sessions)"
+            )
     for r in card["rows"]:
         for period, f in (r.get("sub_periods") or {}).items():
             if f:
-                c.print(f"{r['name']}, {period} {f['start']}..{f['end']}: return {_pct(f['cumulative_return'])}, max "
-                        f"DD {_pct(f['max_drawdown'])}, Sortino {f['sortino']:.4f}")
+                c.print(
+                    f"{r['name']}, {period} {f['start']}..{f['end']}: return {_pct(f['cumulative_return'])}, max "
+                    f"DD {_pct(f['max_drawdown'])}, Sortino {f['sortino']:.4f}"
+                )
     for r in runs:
         seen = r.get("may_have_seen_window")
-        cut = ", ".join((f"{x['model']} {x['cutoff'] or 'none'}" + ("" if x.get("verified") else " (source unverified)"))
-                        if x["known"] else f"{x['model']} unknown" for x in r.get("cutoffs") or [])
+        cut = ", ".join(
+            (f"{x['model']} {x['cutoff'] or 'none'}" + ("" if x.get("verified") else " (source unverified)"))
+            if x["known"]
+            else f"{x['model']} unknown"
+            for x in r.get("cutoffs") or []
+        )
         if seen or seen is None:
-            c.print(f"{r['name']}: " + ("[bold yellow]may have seen this window[/]" if seen else
-                                        "training cut-off unknown: it cannot be ruled out that it saw this window")
-                    + f" (cut-offs: {cut}; graph/services/benchmark/stockbench/cutoffs.json)")
+            c.print(
+                f"{r['name']}: "
+                + (
+                    "[bold yellow]may have seen this window[/]"
+                    if seen
+                    else "training cut-off unknown: it cannot be ruled out that it saw this window"
+                )
+                + f" (cut-offs: {cut}; graph/services/benchmark/stockbench/cutoffs.json)"
+            )
     sent = sorted({str(r["temperature"]) for r in runs if r.get("temperature") is not None})
     if sent:
         c.print(f"temperature sent to the providers' models: {', '.join(sent)} (recorded in each run's manifest)")
@@ -263,37 +334,74 @@ def register(subparsers) -> None:
 
     b = subparsers.add_parser("benchmark", help="run a published benchmark and score it beside its published rows")
     sub = b.add_subparsers(dest="benchmark", required=True)
-    s = sub.add_parser("stockbench", help="StockBench (arXiv 2510.02209): 20 DJIA stocks, 2025-03..06, at the open",
-                       description="The paper's protocol by default: 20 symbols, 2025-03-01..2025-06-30, 100,000 "
-                                   "cash, long-only, decide, fill and mark at the open, commission 1 bp, slippage "
-                                   "2 bp. One backtest per model configuration, then the scorecard (docs/stockbench.md).")
-    s.add_argument("--model", action="append", metavar="QUICK[/DEEP]",
-                   help="a model configuration, provider:model; repeat for several (default: the configured tiers, "
-                        "offline without a key)")
+    s = sub.add_parser(
+        "stockbench",
+        help="StockBench (arXiv 2510.02209): 20 DJIA stocks, 2025-03..06, at the open",
+        description="The paper's protocol by default: 20 symbols, 2025-03-01..2025-06-30, 100,000 "
+        "cash, long-only, decide, fill and mark at the open, commission 1 bp, slippage "
+        "2 bp. One backtest per model configuration, then the scorecard (docs/stockbench.md).",
+    )
+    s.add_argument(
+        "--model",
+        action="append",
+        metavar="QUICK[/DEEP]",
+        help="a model configuration, provider:model; repeat for several (default: the configured tiers, "
+        "offline without a key)",
+    )
     s.add_argument("--symbols", default=None, help="comma-separated (default: StockBench's 20)")
     s.add_argument("--start", default=None, help="YYYY-MM-DD (default 2025-03-01)")
     s.add_argument("--end", default=None, help="YYYY-MM-DD (default 2025-06-30)")
-    s.add_argument("--memory", default="session", choices=["on", "off", "session"],
-                   help="past notes agents recall (default session: each run's own)")
-    s.add_argument("--data", default=None, metavar="DIR",
-                   help="a StockBench tree (a checkout, its storage/ or an archive; default: the shipped archive)")
-    s.add_argument("--workers", type=int, default=1,
-                   help="runs at once; more than 1 spreads the configurations on Ray (the sweep extra)")
-    s.add_argument("--runs", type=int, default=None, metavar="N",
-                   help="runs per model configuration, each a session of its own; the row shows their mean and "
-                        "standard deviation beside each run (default: 3 when a provider's model answers, 1 for the "
-                        "offline model, which is deterministic)")
-    s.add_argument("--temperature", type=float, default=None, metavar="T",
-                   help="the sampling temperature a provider's model is sent (default: the paper's 0.7; another is "
-                        "printed as a departure)")
+    s.add_argument(
+        "--memory",
+        default="session",
+        choices=["on", "off", "session"],
+        help="past notes agents recall (default session: each run's own)",
+    )
+    s.add_argument(
+        "--data",
+        default=None,
+        metavar="DIR",
+        help="a StockBench tree (a checkout, its storage/ or an archive; default: the shipped archive)",
+    )
+    s.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="runs at once; more than 1 spreads the configurations on Ray (the sweep extra)",
+    )
+    s.add_argument(
+        "--runs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="runs per model configuration, each a session of its own; the row shows their mean and "
+        "standard deviation beside each run (default: 3 when a provider's model answers, 1 for the "
+        "offline model, which is deterministic)",
+    )
+    s.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        metavar="T",
+        help="the sampling temperature a provider's model is sent (default: the paper's 0.7; another is "
+        "printed as a departure)",
+    )
     s.add_argument("--benchmark-id", default=None, help="resume this benchmark if <runs folder>/<id>/ exists")
     add_runs_flag(s)
-    s.add_argument("--estimate", action="store_true",
-                   help="print the projected calls, tokens and dollars instead, from a dry run: no request is sent")
+    s.add_argument(
+        "--estimate",
+        action="store_true",
+        help="print the projected calls, tokens and dollars instead, from a dry run: no request is sent",
+    )
     s.add_argument("--json", action="store_true", help="print one JSON object (the scorecard, or the estimate)")
     s.add_argument("--no-progress", action="store_true")
-    s.add_argument("--allow-failures", type=int, default=0, metavar="N",
-                   help="exit 0 even if up to N decision points failed across the runs (default 0)")
+    s.add_argument(
+        "--allow-failures",
+        type=int,
+        default=0,
+        metavar="N",
+        help="exit 0 even if up to N decision points failed across the runs (default 0)",
+    )
     add_db_flag(s)
     add_spending_flags(s, "benchmark (every run together)")
     s.set_defaults(fn=cmd_benchmark)

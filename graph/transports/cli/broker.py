@@ -1,5 +1,6 @@
 """`tradegraph broker halt|resume|status|reconcile`: the kill switch and the broker's books against the ledger,
 through the kernel's broker capabilities (the same ones HTTP and MCP serve)."""
+
 from __future__ import annotations
 
 import getpass
@@ -13,14 +14,17 @@ def _when(at: float) -> str:
 
 
 def cmd_halt(args) -> int:
-    out = kernel_call(args.db, "broker_halt", by=args.by or getpass.getuser(), reason=args.reason,
-                      cancel_open=args.cancel_open)
+    out = kernel_call(
+        args.db, "broker_halt", by=args.by or getpass.getuser(), reason=args.reason, cancel_open=args.cancel_open
+    )
     if args.json:
         _print_json(out.model_dump())
     else:
-        print(f"broker halted by {out.by} at {_when(out.at)}: no order is submitted and no broker cycle approved "
-              f"until `tradegraph broker resume`" + (f"; cancelled {len(out.cancelled)} open order(s)"
-                                                      if args.cancel_open else ""))
+        print(
+            f"broker halted by {out.by} at {_when(out.at)}: no order is submitted and no broker cycle approved "
+            f"until `tradegraph broker resume`"
+            + (f"; cancelled {len(out.cancelled)} open order(s)" if args.cancel_open else "")
+        )
     return EXIT_OK
 
 
@@ -40,15 +44,20 @@ def cmd_status(args) -> int:
         return EXIT_OK
     a = out.account
     halt = out.halt
-    print(f"account {a['status']}: cash {a['cash']:,.2f}, buying power {a['buying_power']:,.2f}, "
-          f"equity {a['equity']:,.2f}")
-    print("halted by {} at {}".format(halt.get("by"), _when(halt.get("at") or 0)) if halt.get("halted")
-          else "not halted")
+    print(
+        f"account {a['status']}: cash {a['cash']:,.2f}, buying power {a['buying_power']:,.2f}, "
+        f"equity {a['equity']:,.2f}"
+    )
+    print(
+        "halted by {} at {}".format(halt.get("by"), _when(halt.get("at") or 0)) if halt.get("halted") else "not halted"
+    )
     for s, p in sorted(out.positions.items()):
         print(f"  position {s}: {p['quantity']:g} @ {p['avg_price']:g}")
     for o in out.open_orders:
-        print(f"  open {o['side']} {o['quantity']:g} {o['symbol']} ({o['status']}, {o['filled_quantity']:g} filled) "
-              f"{o['client_order_id']}")
+        print(
+            f"  open {o['side']} {o['quantity']:g} {o['symbol']} ({o['status']}, {o['filled_quantity']:g} filled) "
+            f"{o['client_order_id']}"
+        )
     return EXIT_OK
 
 
@@ -57,11 +66,12 @@ def cmd_reconcile(args) -> int:
     if args.json:
         _print_json(out.model_dump())
     else:
-        print(f"reconciled {out.orders} order(s) with {out.broker}: {len(out.updated)} updated, "
-              f"{len(out.drift)} drift")
+        print(f"reconciled {out.orders} order(s) with {out.broker}: {len(out.updated)} updated, {len(out.drift)} drift")
         for u in out.updated:
-            print(f"  late {u['symbol']} {u['client_order_id']}: {u['status']}, {u['filled_quantity']:g} filled"
-                  + (f" @ {u['avg_price']:g}" if u.get("avg_price") else ""))
+            print(
+                f"  late {u['symbol']} {u['client_order_id']}: {u['status']}, {u['filled_quantity']:g} filled"
+                + (f" @ {u['avg_price']:g}" if u.get("avg_price") else "")
+            )
         for d in out.drift:
             print(f"  drift {d.get('symbol') or ''}: {d['problem']}")
     # drift is not a crash: exit 1 so a script notices
@@ -88,4 +98,3 @@ def register(sub) -> None:
     for p in (h, r, s, c):
         p.add_argument("--json", action="store_true")
         add_db_flag(p)
-

@@ -1,12 +1,13 @@
 """What every `tradegraph` command shares: exit codes, the one-line error, opening the store."""
+
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional
-from collections.abc import Iterator
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_STORE, EXIT_EXECUTED_WITH_ERRORS = 0, 1, 2, 3, 4
 
@@ -47,8 +48,12 @@ def parse_window(args) -> list[str]:
 
 
 def add_db_flag(sp) -> None:
-    sp.add_argument("--db", default=None, help="store URI: mongodb://…, mongomock://… (default: $MONGODB_URI, "
-                                               "else the embedded store under $TRADEGRAPH_HOME)")
+    sp.add_argument(
+        "--db",
+        default=None,
+        help="store URI: mongodb://…, mongomock://… (default: $MONGODB_URI, "
+        "else the embedded store under $TRADEGRAPH_HOME)",
+    )
 
 
 def _print_json(obj: Any) -> None:
@@ -124,9 +129,13 @@ RUN_ID_ARGS = ("run_id", "sweep_id", "resume", "benchmark_id", "target")
 def add_runs_flag(p, what: str = "the runs folder") -> None:
     """--out for a command that keeps runs (backtest, sweep, benchmark) or looks them up (audit): unset, the runs
     folder under the home (graph/kernel/runs.py), filled in by main() once the environment is checked."""
-    p.add_argument("--out", default=None, metavar="DIR",
-                   help=f"{what} (default: $TRADEGRAPH_RUNS_DIR, else experiments/ in the store's home, the same "
-                        f"from every folder)")
+    p.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help=f"{what} (default: $TRADEGRAPH_RUNS_DIR, else experiments/ in the store's home, the same "
+        f"from every folder)",
+    )
     p.set_defaults(runs_folder=True)
 
 

@@ -1,10 +1,19 @@
 """`tradegraph run` and `tradegraph approve`: the run_cycle and approve capabilities and the approval screen."""
+
 from __future__ import annotations
 
 import sys
 
-from graph.transports.cli.common import (EXIT_EXECUTED_WITH_ERRORS, EXIT_FAILED, EXIT_OK, EXIT_STORE, CliError,
-                                                _print_json, add_db_flag, kernel_call)
+from graph.transports.cli.common import (
+    EXIT_EXECUTED_WITH_ERRORS,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_STORE,
+    CliError,
+    _print_json,
+    add_db_flag,
+    kernel_call,
+)
 from graph.transports.cli.data import add_data_flags, data_inputs
 from graph.transports.cli.spending import add_spending_flags, spending_inputs
 
@@ -12,11 +21,10 @@ from graph.transports.cli.spending import add_spending_flags, spending_inputs
 def _cycle_command(args, capability: str, **inputs) -> int:
     """Shared shell of `run` and `approve`: the configuration checked first (a bad setting is exit 2, before any
     store is opened), the capability through the kernel, the approval screen."""
-    from agent.config import ConfigError, command_config
-    from graph.transports.cli.render import print_cycle
-
     from agent.brokers import BrokerConfigError
     from agent.brokers.settings import check_broker_env
+    from agent.config import ConfigError, command_config
+    from graph.transports.cli.render import print_cycle
 
     try:
         command_config(memory=getattr(args, "memory", None))
@@ -51,17 +59,27 @@ def cmd_run(args) -> int:
         symbols = parse_symbols(args.symbols)
     except InputError as e:
         raise CliError(str(e)) from None
-    return _cycle_command(args, "run_cycle", symbols=symbols, as_of=args.as_of, session_id=args.session,
-                          approve=args.approve, memory=args.memory, broker=args.broker, **spending_inputs(args),
-                          **data_inputs(args, continuing=args.session is not None))
+    return _cycle_command(
+        args,
+        "run_cycle",
+        symbols=symbols,
+        as_of=args.as_of,
+        session_id=args.session,
+        approve=args.approve,
+        memory=args.memory,
+        broker=args.broker,
+        **spending_inputs(args),
+        **data_inputs(args, continuing=args.session is not None),
+    )
 
 
 def cmd_approve(args) -> int:
     import getpass
 
     said = {"comment": args.comment} if args.comment else {}
-    return _cycle_command(args, "approve", session_id=args.session_id, approved=not args.reject,
-                          by=args.by or getpass.getuser(), **said)
+    return _cycle_command(
+        args, "approve", session_id=args.session_id, approved=not args.reject, by=args.by or getpass.getuser(), **said
+    )
 
 
 def register(sub) -> None:
@@ -70,14 +88,23 @@ def register(sub) -> None:
     r.add_argument("--as-of", required=True, help="YYYY-MM-DD; only data on or before it is used")
     r.add_argument("--session", default=None, help="continue this session (its portfolio carries over)")
     r.add_argument("--json", action="store_true", help="print one JSON object")
-    r.add_argument("--approve", action="store_true",
-                   help="pause before EXECUTING until `tradegraph approve SESSION_ID [--reject]`")
-    r.add_argument("--memory", default=None, choices=["on", "off", "session"],
-                   help="past notes agents recall: session (this session's only; default, or $TRADEGRAPH_MEMORY), "
-                        "on (every run's, known before --as-of), off")
-    r.add_argument("--broker", default=None, choices=["sim", "alpaca"],
-                   help="where orders go: sim (the simulated book) or alpaca (paper; ALPACA_API_KEY, ALPACA_SECRET_KEY, "
-                        "ALPACA_BASE_URL); default $TRADEGRAPH_BROKER, else sim. See docs/brokers.md")
+    r.add_argument(
+        "--approve", action="store_true", help="pause before EXECUTING until `tradegraph approve SESSION_ID [--reject]`"
+    )
+    r.add_argument(
+        "--memory",
+        default=None,
+        choices=["on", "off", "session"],
+        help="past notes agents recall: session (this session's only; default, or $TRADEGRAPH_MEMORY), "
+        "on (every run's, known before --as-of), off",
+    )
+    r.add_argument(
+        "--broker",
+        default=None,
+        choices=["sim", "alpaca"],
+        help="where orders go: sim (the simulated book) or alpaca (paper; ALPACA_API_KEY, ALPACA_SECRET_KEY, "
+        "ALPACA_BASE_URL); default $TRADEGRAPH_BROKER, else sim. See docs/brokers.md",
+    )
     add_spending_flags(r, "cycle")
     add_data_flags(r)
     add_db_flag(r)

@@ -5,6 +5,7 @@ folder); else the bundled samples. A file asked for that cannot be read is one l
 key, and exit 2: never the bundled data instead. A StockBench tree (a folder or its archive) stands for every kind
 at once: `stockbench = "DIR"` in [data] (`stockbench = true`: the archive shipped with tradegraph), or any flag or
 key naming it."""
+
 from __future__ import annotations
 
 import os
@@ -24,10 +25,13 @@ TOML_KEYS = (*DATA_KINDS, STOCKBENCH_KEY)
 
 # ------------------------------------------------------------------------------------------ where files come from
 def add_data_flags(parser) -> None:
-    g = parser.add_argument_group("your own data", "each default: what the continued session (or resumed run) "
-                                                   "read; else tradegraph.toml's [data] section; else the bundled "
-                                                   "samples. Formats: agent/data/README.md; walkthrough: "
-                                                   "docs/own-data.md")
+    g = parser.add_argument_group(
+        "your own data",
+        "each default: what the continued session (or resumed run) "
+        "read; else tradegraph.toml's [data] section; else the bundled "
+        "samples. Formats: agent/data/README.md; walkthrough: "
+        "docs/own-data.md",
+    )
     g.add_argument("--prices", metavar="FILE", default=None, help="daily bars, CSV or Parquet")
     g.add_argument("--news", metavar="FILE", default=None, help="headlines, JSONL")
     g.add_argument("--fundamentals", metavar="FILE", default=None, help="fundamentals, JSON")
@@ -79,8 +83,10 @@ def toml_files(env=None) -> dict[str, tuple[str, str]]:
 
             named = SHIPPED_ARCHIVE
         elif not isinstance(value, str) or not value.strip():
-            raise CliError(f"{path}: [data] {key} = {value!r}: expected a "
-                           + ("StockBench folder or archive, or true" if key == STOCKBENCH_KEY else "file path"))
+            raise CliError(
+                f"{path}: [data] {key} = {value!r}: expected a "
+                + ("StockBench folder or archive, or true" if key == STOCKBENCH_KEY else "file path")
+            )
         else:
             # relative to the toml's folder, so the project works from any working directory
             named = value if value.startswith("~") else path.resolve().parent / value  # an absolute one stays
@@ -149,8 +155,14 @@ def cmd_fetch(args) -> int:
 
 
 # ------------------------------------------------------------------------------------------ data check
-_KIND_BY_SUFFIX = {".csv": "prices", ".gz": "prices", ".parquet": "prices", ".pq": "prices", ".jsonl": "news",
-                   ".json": "fundamentals"}
+_KIND_BY_SUFFIX = {
+    ".csv": "prices",
+    ".gz": "prices",
+    ".parquet": "prices",
+    ".pq": "prices",
+    ".jsonl": "news",
+    ".json": "fundamentals",
+}
 
 
 def cmd_check(args) -> int:
@@ -171,8 +183,10 @@ def cmd_check(args) -> int:
     else:
         chosen = chosen_files(args)
         if not chosen:
-            raise CliError("nothing to check: give a FILE or a StockBench folder, --prices/--news/--fundamentals, "
-                           f"--stockbench, or a [data] section in {CONFIG_NAME} (or ${CONFIG_ENV})")
+            raise CliError(
+                "nothing to check: give a FILE or a StockBench folder, --prices/--news/--fundamentals, "
+                f"--stockbench, or a [data] section in {CONFIG_NAME} (or ${CONFIG_ENV})"
+            )
     trees: set[str] = set()
     for kind, (path, origin) in chosen.items():
         try:
@@ -209,23 +223,36 @@ def _print_tree(path: str, profile: str) -> None:
     _print_prices(market, profile, every_gap=True)
     raw = sum(n for n, _ in tree.news_counts.values())
     dropped = sum(d for _, d in tree.news_counts.values())
-    print(f"news: {raw:,} items, {dropped} duplicate(s) dropped, {raw - dropped:,} kept (at their true publication "
-          f"time, UTC)")
+    print(
+        f"news: {raw:,} items, {dropped} duplicate(s) dropped, {raw - dropped:,} kept (at their true publication "
+        f"time, UTC)"
+    )
     for symbol, (n, first, last) in news.coverage().items():
-        print(f"  {symbol:<8} {n:>6} items ({tree.news_counts[symbol][1]} duplicate(s) dropped), published "
-              f"{first}..{last}")
+        print(
+            f"  {symbol:<8} {n:>6} items ({tree.news_counts[symbol][1]} duplicate(s) dropped), published "
+            f"{first}..{last}"
+        )
     cov, left = filings.coverage(), filings.left_out()
-    print(f"filings: {sum(n for n, _, _ in cov.values()):,} quarters with a public time, "
-          f"{sum(map(len, left.values()))} left out (no filing or acceptance time)")
+    print(
+        f"filings: {sum(n for n, _, _ in cov.values()):,} quarters with a public time, "
+        f"{sum(map(len, left.values()))} left out (no filing or acceptance time)"
+    )
     for symbol, (n, first, last) in cov.items():
-        print(f"  {symbol:<8} {n:>6} quarters, periods {first}..{last}"
-              + (f"; left out: {', '.join(left[symbol])}" if symbol in left else ""))
+        print(
+            f"  {symbol:<8} {n:>6} quarters, periods {first}..{last}"
+            + (f"; left out: {', '.join(left[symbol])}" if symbol in left else "")
+        )
     ca = actions.coverage()
-    print(f"corporate actions: {sum(v[0] for v in ca.values()):,} dividends, {sum(v[1] for v in ca.values())} "
-          f"splits (the bars already carry the splits: never applied to shares again)")
+    print(
+        f"corporate actions: {sum(v[0] for v in ca.values()):,} dividends, {sum(v[1] for v in ca.values())} "
+        f"splits (the bars already carry the splits: never applied to shares again)"
+    )
     for symbol, (n_div, n_split, first, last) in ca.items():
-        print(f"  {symbol:<8} {n_div:>6} dividends" + (f", ex-dates {first}..{last}" if n_div else "")
-              + f"; {n_split} split(s)")
+        print(
+            f"  {symbol:<8} {n_div:>6} dividends"
+            + (f", ex-dates {first}..{last}" if n_div else "")
+            + f"; {n_split} split(s)"
+        )
 
 
 def _print_prices(market, profile: Optional[str] = None, every_gap: bool = False) -> None:
@@ -240,11 +267,15 @@ def _print_prices(market, profile: Optional[str] = None, every_gap: bool = False
             sessions = {d.normalize() for d in trading_days(profile, first, last)}
             bars = set(market.trading_dates(symbol))
             closed, gaps = sorted(bars - sessions), sorted(sessions - bars)
-            line += f"; {profile}: " + (f"{len(closed)} bar(s) on closed days (first {closed[0].date()})"
-                                        if closed else "every bar on a session")
+            line += f"; {profile}: " + (
+                f"{len(closed)} bar(s) on closed days (first {closed[0].date()})"
+                if closed
+                else "every bar on a session"
+            )
             if gaps:
                 line += f", {len(gaps)} session(s) without a bar " + (
-                    f"({_runs(gaps, sorted(sessions))})" if every_gap else f"(first {gaps[0].date()})")
+                    f"({_runs(gaps, sorted(sessions))})" if every_gap else f"(first {gaps[0].date()})"
+                )
             else:
                 line += ", no session missed"
         print(line)
@@ -274,16 +305,37 @@ def register(sub) -> None:
     f.add_argument("--out", required=True, metavar="FILE", help="FILE.parquet (or .csv, .csv.gz)")
     f.set_defaults(fn=cmd_fetch)
 
-    c = dsub.add_parser("check", help="validate a data file or a StockBench tree and print what it holds (no FILE: "
-                                      "the files run would read, from the flags or tradegraph.toml)")
-    c.add_argument("file", nargs="?", default=None, metavar="FILE",
-                   help="a prices, news or fundamentals file, or a StockBench folder (DIR or DIR/storage) or archive")
-    c.add_argument("--stockbench", nargs="?", const="", default=None, metavar="DIR",
-                   help="check a StockBench tree; alone: the archive shipped with tradegraph")
-    c.add_argument("--kind", choices=list(DATA_KINDS), default=None,
-                   help="what FILE holds (default: from its extension: .csv/.parquet prices, .jsonl news, "
-                        ".json fundamentals)")
-    c.add_argument("--market", default="us_equity", choices=["us_equity", "cn_a_share", "crypto"],
-                   help="the calendar bars are checked against (a cycle decides only on its sessions)")
+    c = dsub.add_parser(
+        "check",
+        help="validate a data file or a StockBench tree and print what it holds (no FILE: "
+        "the files run would read, from the flags or tradegraph.toml)",
+    )
+    c.add_argument(
+        "file",
+        nargs="?",
+        default=None,
+        metavar="FILE",
+        help="a prices, news or fundamentals file, or a StockBench folder (DIR or DIR/storage) or archive",
+    )
+    c.add_argument(
+        "--stockbench",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="DIR",
+        help="check a StockBench tree; alone: the archive shipped with tradegraph",
+    )
+    c.add_argument(
+        "--kind",
+        choices=list(DATA_KINDS),
+        default=None,
+        help="what FILE holds (default: from its extension: .csv/.parquet prices, .jsonl news, .json fundamentals)",
+    )
+    c.add_argument(
+        "--market",
+        default="us_equity",
+        choices=["us_equity", "cn_a_share", "crypto"],
+        help="the calendar bars are checked against (a cycle decides only on its sessions)",
+    )
     add_data_flags(c)
     c.set_defaults(fn=cmd_check)

@@ -2,30 +2,40 @@
 collector (Langfuse, Phoenix, Jaeger, Tempo, …) or drawn as a tree with --stdout. `tradegraph export head
 SESSION`: the session's chain head (signed with TRADEGRAPH_AUDIT_KEY when set) as JSON, to notarise elsewhere.
 Direct on the store, like `store`: they read the audit log and call no capability."""
+
 from __future__ import annotations
 
 import json
 import re
 
-from graph.transports.cli.common import EXIT_FAILED, EXIT_OK, CliError, add_db_flag, open_store
 from graph.services.telemetry.settings import ENDPOINT_VAR, TRACES_ENDPOINT_VAR, OtelConfigError, shown, traces_url
+from graph.transports.cli.common import EXIT_FAILED, EXIT_OK, CliError, add_db_flag, open_store
 
 
 def register(sub) -> None:
-    ex = sub.add_parser("export", help="export a recorded session to other tools (otel: OpenTelemetry spans; "
-                                       "head: its signed chain head)")
+    ex = sub.add_parser(
+        "export",
+        help="export a recorded session to other tools (otel: OpenTelemetry spans; head: its signed chain head)",
+    )
     formats = ex.add_subparsers(dest="format", required=True)
     ot = formats.add_parser("otel", help="send a session's cycles as OpenTelemetry GenAI spans over OTLP/HTTP")
     ot.add_argument("session_id")
-    ot.add_argument("--endpoint", default=None, metavar="URL",
-                    help=f"OTLP/HTTP base URL (/v1/traces is appended unless present); default ${TRACES_ENDPOINT_VAR}"
-                         f" as is, else ${ENDPOINT_VAR}")
+    ot.add_argument(
+        "--endpoint",
+        default=None,
+        metavar="URL",
+        help=f"OTLP/HTTP base URL (/v1/traces is appended unless present); default ${TRACES_ENDPOINT_VAR}"
+        f" as is, else ${ENDPOINT_VAR}",
+    )
     ot.add_argument("--cycle", default=None, metavar="ID", help="one cycle only: its id, or c<N> / <N>")
     ot.add_argument("--stdout", action="store_true", help="print the span tree (needs no collector)")
     add_db_flag(ot)
     ot.set_defaults(fn=cmd_export_otel)
-    hd = formats.add_parser("head", help="print a session's chain head (seq and hash of its last event, signed "
-                                         "when TRADEGRAPH_AUDIT_KEY is set) as JSON, to keep outside the store")
+    hd = formats.add_parser(
+        "head",
+        help="print a session's chain head (seq and hash of its last event, signed "
+        "when TRADEGRAPH_AUDIT_KEY is set) as JSON, to keep outside the store",
+    )
     hd.add_argument("session_id")
     add_db_flag(hd)
     hd.set_defaults(fn=cmd_export_head)
@@ -46,8 +56,9 @@ def cmd_export_head(args) -> int:
     if unknown is not None:
         raise CliError(unknown)
     if head is None:
-        raise CliError(f"session '{args.session_id}' has no chain head (written before chain heads existed)",
-                       EXIT_FAILED)
+        raise CliError(
+            f"session '{args.session_id}' has no chain head (written before chain heads existed)", EXIT_FAILED
+        )
     problem = head.signature_problem(audit_key())
     if problem is not None:
         raise CliError(f"session '{args.session_id}': {problem}", EXIT_FAILED)
@@ -65,8 +76,10 @@ def cmd_export_otel(args) -> int:
     except OtelConfigError as e:
         raise CliError(str(e)) from None
     if url is None and not args.stdout:
-        raise CliError(f"no OTLP endpoint: pass --endpoint URL or set {ENDPOINT_VAR} (or {TRACES_ENDPOINT_VAR}); "
-                       f"--stdout prints the spans instead")
+        raise CliError(
+            f"no OTLP endpoint: pass --endpoint URL or set {ENDPOINT_VAR} (or {TRACES_ENDPOINT_VAR}); "
+            f"--stdout prints the spans instead"
+        )
     store = open_store(args.db)
     try:
         spans = spans_of(store, args.session_id, cycle_id(args.session_id, args.cycle))
@@ -83,9 +96,12 @@ def cmd_export_otel(args) -> int:
             raise CliError(str(e), EXIT_FAILED) from None
     n = counts(spans)
     cycles = n["invoke_agent"]
-    print(f"{'exported' if url else 'built'} {len(spans)} spans of session {args.session_id} "
-          f"({cycles} cycle{'s' if cycles != 1 else ''}): " + ", ".join(f"{v} {k}" for k, v in n.items())
-          + (f" -> {shown(url)}" if url else ""))
+    print(
+        f"{'exported' if url else 'built'} {len(spans)} spans of session {args.session_id} "
+        f"({cycles} cycle{'s' if cycles != 1 else ''}): "
+        + ", ".join(f"{v} {k}" for k, v in n.items())
+        + (f" -> {shown(url)}" if url else "")
+    )
     return EXIT_OK
 
 

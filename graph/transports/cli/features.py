@@ -1,4 +1,5 @@
 """`tradegraph features` and `tradegraph schemas`: capabilities that read no store."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,15 @@ def cmd_schemas(args) -> int:
 def cmd_features(args) -> int:
     from graph.transports.cli.render import print_bundle
 
-    bundle = kernel_call(None, "features", needs_store=False, symbol=args.symbol.strip(), as_of=args.as_of,
-                         market=args.market, **data_inputs(args))
+    bundle = kernel_call(
+        None,
+        "features",
+        needs_store=False,
+        symbol=args.symbol.strip(),
+        as_of=args.as_of,
+        market=args.market,
+        **data_inputs(args),
+    )
     if args.json:
         print(bundle.model_dump_json())
     else:
@@ -38,8 +46,12 @@ def register(sub) -> None:
     f = sub.add_parser("features", help="print a symbol's FeatureBundle at a date")
     f.add_argument("symbol")
     f.add_argument("--as-of", required=True)
-    f.add_argument("--market", default="us_equity", choices=["us_equity", "cn_a_share", "crypto"],
-                   help="the market whose calendar and close decide what is visible")
+    f.add_argument(
+        "--market",
+        default="us_equity",
+        choices=["us_equity", "cn_a_share", "crypto"],
+        help="the market whose calendar and close decide what is visible",
+    )
     f.add_argument("--json", action="store_true")
     add_data_flags(f)
     f.set_defaults(fn=cmd_features)

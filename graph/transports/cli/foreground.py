@@ -1,5 +1,6 @@
 """A kernel task the CLI starts and waits for in the foreground (backtest, benchmark, sweep): a stored task run by a
 thread of this process (so HTTP and MCP see it and can cancel it), followed here with run_backtest's progress bar."""
+
 from __future__ import annotations
 
 import sys
@@ -17,8 +18,11 @@ def wait_for(k, capability: str, inputs: dict, args, *, what: str, resume: Calla
     try:
         view = _follow(k, task, not args.json and not args.no_progress and sys.stderr.isatty())
     except KeyboardInterrupt:
-        print(f"tradegraph: stopping after the current decision point (the {what} resumes with {resume(task)}); "
-              f"Ctrl-C again stops at once", file=sys.stderr)
+        print(
+            f"tradegraph: stopping after the current decision point (the {what} resumes with {resume(task)}); "
+            f"Ctrl-C again stops at once",
+            file=sys.stderr,
+        )
         try:
             k.call("cancel_task", {"task_id": task.task_id}, transport="cli")
             k.tasks.join(task.task_id)
@@ -28,15 +32,21 @@ def wait_for(k, capability: str, inputs: dict, args, *, what: str, resume: Calla
         raise
     except StoreUnavailable as e:  # the store went away under the run: one line, and it resumes at that point
         _stop_at_once(k, task)
-        raise CliError(f"{e.message}; the {what} stopped before its next decision point was logged: run the same "
-                       f"command ({resume(task)}) once the store is back", exit_code(e)) from None
+        raise CliError(
+            f"{e.message}; the {what} stopped before its next decision point was logged: run the same "
+            f"command ({resume(task)}) once the store is back",
+            exit_code(e),
+        ) from None
     except BaseException:
         _stop_at_once(k, task)
         raise
     k.tasks.join(task.task_id)  # its last writes land before the store closes
     if view.status != "succeeded":
-        raise from_line(view.error) if view.error else Failed(
-            f"{what} task {task.task_id} {view.status}; resume it with {resume(task)}")
+        raise (
+            from_line(view.error)
+            if view.error
+            else Failed(f"{what} task {task.task_id} {view.status}; resume it with {resume(task)}")
+        )
     return task, view
 
 

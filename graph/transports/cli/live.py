@@ -5,13 +5,14 @@ it runs for days and waits on people, and a task worker would hold a slot that l
 Without --prices it fetches each day's bars with `data fetch`'s source into <runs>/live-NAME/ (graph/kernel/runs.py),
 each fetch a `validation` event (check `live_data`) in the session livedata-NAME; with --prices it reads that file
 as it is (no fetch). One process per loop name: the loop's lease (database/live_days.py LoopLeases)."""
+
 from __future__ import annotations
 
 import re
 import threading
 import time
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, Optional
 
@@ -51,16 +52,25 @@ class KernelActions:
 
         store, sid = self.k.store, self.session_id
         if store.portfolios.load(sid) is None and not store.events.exists(sid):
-            store.portfolios.commit(sid, PortfolioSnapshot(cash=AgentConfig.from_env().starting_cash),
-                                    f"{sid}:c0", 0)
+            store.portfolios.commit(sid, PortfolioSnapshot(cash=AgentConfig.from_env().starting_cash), f"{sid}:c0", 0)
 
     def cycles(self) -> int:
         return len(self.k.store.events.cycle_ids(self.session_id))
 
     def run(self, as_of: str, files: dict[str, str]) -> tuple[str, str]:
-        out = self.k.call("run_cycle", {"symbols": self.symbols, "as_of": as_of, "session_id": self.session_id,
-                                        "approve": True, "broker": self.broker, **self.data, **files},
-                          transport="cli")
+        out = self.k.call(
+            "run_cycle",
+            {
+                "symbols": self.symbols,
+                "as_of": as_of,
+                "session_id": self.session_id,
+                "approve": True,
+                "broker": self.broker,
+                **self.data,
+                **files,
+            },
+            transport="cli",
+        )
         return out.cycle_id, out.status
 
     def audit_fetch(self, record: dict[str, Any]) -> None:
@@ -80,8 +90,11 @@ class KernelActions:
         from schemas.events import CycleEndedEvent, parse_event
 
         store = self.k.store
-        ended = [e for e in map(parse_event, store.events.read(self.session_id, kind="cycle_ended",
-                                                               cycle_id=cycle_id)) if isinstance(e, CycleEndedEvent)]
+        ended = [
+            e
+            for e in map(parse_event, store.events.read(self.session_id, kind="cycle_ended", cycle_id=cycle_id))
+            if isinstance(e, CycleEndedEvent)
+        ]
         if ended:
             return str(ended[-1].payload.status)
         held = Decisions(store.db).held(cycle_id)
@@ -128,8 +141,10 @@ def loop_lease(db: Any, loop: str, session_id: str) -> Iterator[threading.Event]
         who = (holder or {}).get("owner") or {}
         since = holder.get("at") if holder else None
         at = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(float(since))) if since else "an unknown time"
-        raise CliError(f"--name {loop}: the loop (session {session_id}) is already running: pid {who.get('pid')} "
-                       f"on {who.get('host')} since {at}; one process per loop name")
+        raise CliError(
+            f"--name {loop}: the loop (session {session_id}) is already running: pid {who.get('pid')} "
+            f"on {who.get('host')} since {at}; one process per loop name"
+        )
     lost, stop = threading.Event(), threading.Event()
 
     def renew() -> None:
@@ -187,14 +202,26 @@ def cmd_live(args, now=_now, sleep=time.sleep) -> int:
     if args.days is not None and args.days < 1:
         raise CliError(f"--days {args.days}: must be 1 or more")
     session_id = f"live-{args.name}"
-    plan = Plan(loop=args.name, at=parse_at(args.at), approve_within=approve_within, days=args.days,
-                fetch=day_fetch(args, symbols, session_id))
+    plan = Plan(
+        loop=args.name,
+        at=parse_at(args.at),
+        approve_within=approve_within,
+        days=args.days,
+        fetch=day_fetch(args, symbols, session_id),
+    )
     with kernel(args.db) as k, loop_lease(k.store.db, args.name, session_id) as lost:
         actions = KernelActions(k, session_id, symbols, args.broker, data_inputs(args, continuing=True))
         actions.open_session()
         try:
-            n = live(plan, LiveDays(k.store.db), actions, now=now, sleep=sleep, say=lambda s: print(s, flush=True),
-                     held=lambda: not lost.is_set())
+            n = live(
+                plan,
+                LiveDays(k.store.db),
+                actions,
+                now=now,
+                sleep=sleep,
+                say=lambda s: print(s, flush=True),
+                held=lambda: not lost.is_set(),
+            )
         except KeyboardInterrupt:
             print(f"tradegraph live: stopped; run it again to resume (session {actions.session_id})", flush=True)
             return 130
@@ -210,9 +237,12 @@ def register(sub) -> None:
     p.add_argument("--symbols", required=True, help="comma-separated, e.g. AAPL,MSFT")
     p.add_argument("--at", default="09:35", help="New York time of the daily cycle, HH:MM (default 09:35)")
     p.add_argument("--approve-within", default="30m", help="after this the cycle expires with no order (30m, 2h)")
-    p.add_argument("--fetch-within", default="30m",
-                   help="without --prices: how long a day's bars are retried while the source fails or lags; then "
-                        "the day is skipped (default 30m)")
+    p.add_argument(
+        "--fetch-within",
+        default="30m",
+        help="without --prices: how long a day's bars are retried while the source fails or lags; then "
+        "the day is skipped (default 30m)",
+    )
     p.add_argument("--name", default="default", help="the loop's name: its session is live-NAME (default: default)")
     p.add_argument("--days", type=int, default=None, help="stop after this many trading days (default: never)")
     add_data_flags(p)

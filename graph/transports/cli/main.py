@@ -1,30 +1,79 @@
 """The `tradegraph` command line: the parser built from each command module's `register`, and one place where
 an error becomes a line and an exit code."""
+
 from __future__ import annotations
 
 import argparse
 import os
 import signal
 import sys
-from typing import Any, Optional
 from collections.abc import Callable
+from typing import Any, Optional
 
 from graph.services.run_files import UnsafeRunPath
-
 from graph.transports import serve_cli
-from graph.transports.cli import (audit, backtest, benchmark, broker, cycle, data, export, features, live, memory,
-                                        models, replay, sessions, store, sweep)
-from graph.transports.cli.common import (EXIT_EXECUTED_WITH_ERRORS, EXIT_FAILED, EXIT_INPUT, EXIT_OK,
-                                                EXIT_STORE, CliError, open_store, resolve_runs_flag)
+from graph.transports.cli import (
+    audit,
+    backtest,
+    benchmark,
+    broker,
+    cycle,
+    data,
+    export,
+    features,
+    live,
+    memory,
+    models,
+    replay,
+    sessions,
+    store,
+    sweep,
+)
+from graph.transports.cli.common import (
+    EXIT_EXECUTED_WITH_ERRORS,
+    EXIT_FAILED,
+    EXIT_INPUT,
+    EXIT_OK,
+    EXIT_STORE,
+    CliError,
+    open_store,
+    resolve_runs_flag,
+)
 from graph.transports.cli.cycle import cycle_exit_code
 from graph.transports.cli.pipe import closed_pipe_tolerated
 
-__all__ = ["main", "build_parser", "cycle_exit_code", "CliError", "open_store", "EXIT_OK", "EXIT_FAILED",
-           "EXIT_INPUT", "EXIT_STORE", "EXIT_EXECUTED_WITH_ERRORS"]
+__all__ = [
+    "main",
+    "build_parser",
+    "cycle_exit_code",
+    "CliError",
+    "open_store",
+    "EXIT_OK",
+    "EXIT_FAILED",
+    "EXIT_INPUT",
+    "EXIT_STORE",
+    "EXIT_EXECUTED_WITH_ERRORS",
+]
 
 # the order of `tradegraph --help`
-COMMANDS = (cycle, sessions, features, store, serve_cli, replay, backtest, sweep, benchmark, audit, memory, models, export,
-            data, broker, live)
+COMMANDS = (
+    cycle,
+    sessions,
+    features,
+    store,
+    serve_cli,
+    replay,
+    backtest,
+    sweep,
+    benchmark,
+    audit,
+    memory,
+    models,
+    export,
+    data,
+    broker,
+    live,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

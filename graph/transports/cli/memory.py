@@ -2,8 +2,8 @@
 
 `search` is the kernel's `memory_search`, as over HTTP and MCP. `list` and `forget` read and delete the store
 directly: they are for the person at this machine, and forgetting is deliberately not offered to remote callers."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 
 def _store(args):
@@ -25,8 +25,9 @@ def _date(value: str, flag: str) -> str:
 def cmd_list(args) -> int:
     store = _store(args)
     try:
-        records = store.memories.list(symbol=args.symbol and args.symbol.upper(), session_id=args.session,
-                                      kind=args.kind, limit=args.limit)
+        records = store.memories.list(
+            symbol=args.symbol and args.symbol.upper(), session_id=args.session, kind=args.kind, limit=args.limit
+        )
     finally:
         store.close()
     for r in records:
@@ -42,8 +43,9 @@ def cmd_search(args) -> int:
     from graph.transports.cli.common import kernel_call
 
     as_of = _date(args.as_of, "--as-of")
-    found = kernel_call(args.db, "memory_search", symbol=args.symbol, query=args.text, as_of=as_of,
-                        session_id=args.session, k=args.k)
+    found = kernel_call(
+        args.db, "memory_search", symbol=args.symbol, query=args.text, as_of=as_of, session_id=args.session, k=args.k
+    )
     hits = found.hits
     if args.json:
         print(found.model_dump_json())
@@ -51,8 +53,10 @@ def cmd_search(args) -> int:
     if not hits:
         print(f"no memory of {args.symbol.upper()} known before {as_of} shares a term with {args.text!r}")
     for i, h in enumerate(hits, 1):
-        print(f"{i}. score {h.score:.6f} (bm25 rank {h.bm25_rank}, dense rank {h.dense_rank})  {h.memory_id}  "
-              f"[{h.kind}] known {h.known_at} {h.outcome or ''} {h.signal or ''}\n    {h.text}")
+        print(
+            f"{i}. score {h.score:.6f} (bm25 rank {h.bm25_rank}, dense rank {h.dense_rank})  {h.memory_id}  "
+            f"[{h.kind}] known {h.known_at} {h.outcome or ''} {h.signal or ''}\n    {h.text}"
+        )
     return 0
 
 
@@ -63,8 +67,9 @@ def cmd_forget(args) -> int:
         raise CliError("say what to forget: --id ID, --session SESSION_ID or --symbol SYMBOL")
     store = _store(args)
     try:
-        n = store.memories.forget(memory_id=args.id, session_id=args.session,
-                                  symbol=args.symbol and args.symbol.upper())
+        n = store.memories.forget(
+            memory_id=args.id, session_id=args.session, symbol=args.symbol and args.symbol.upper()
+        )
     finally:
         store.close()
     print(f"forgot {n} memor{'y' if n == 1 else 'ies'}")

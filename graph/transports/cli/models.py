@@ -2,6 +2,7 @@
 which structured-output method works for each configured one (agent/model_profiles.py), and keep the profile the
 runs use. Exit 0 when a method works for every model checked, 1 when none does for one, 2 for bad input (no
 server configured, a model the server does not list)."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,8 @@ import os
 
 from agent import model_profiles
 from agent.env import ConfigError
-from graph.transports.cli.common import EXIT_FAILED, EXIT_INPUT, EXIT_OK, CliError
 from database.embedded import resolve_home
+from graph.transports.cli.common import EXIT_FAILED, EXIT_INPUT, EXIT_OK, CliError
 
 model_profiles.install_home(lambda: resolve_home().path)
 
@@ -18,11 +19,18 @@ model_profiles.install_home(lambda: resolve_home().path)
 def register(subparsers) -> None:
     m = subparsers.add_parser("models", help="what an OpenAI-compatible server can do for tradegraph")
     sub = m.add_subparsers(dest="models_command", required=True)
-    ck = sub.add_parser("check", help="list the server's models, try json_schema, json_object with a schema and "
-                                      "tools on a tiny contract, measure latency and the context window, keep the "
-                                      "profile runs use (in the store's home)")
-    ck.add_argument("--model", action="append", default=None,
-                    help="a model to check (repeatable; default: the configured quick and deep models)")
+    ck = sub.add_parser(
+        "check",
+        help="list the server's models, try json_schema, json_object with a schema and "
+        "tools on a tiny contract, measure latency and the context window, keep the "
+        "profile runs use (in the store's home)",
+    )
+    ck.add_argument(
+        "--model",
+        action="append",
+        default=None,
+        help="a model to check (repeatable; default: the configured quick and deep models)",
+    )
     ck.add_argument("--json", action="store_true")
     ck.set_defaults(fn=cmd_check)
 
@@ -49,8 +57,9 @@ def _line(method: str, r: dict) -> str:
 def cmd_check(args) -> int:
     base, key = os.environ.get("OPENAI_BASE_URL"), os.environ.get("OPENAI_API_KEY") or "local"
     if not base:
-        raise CliError("OPENAI_BASE_URL is unset: point it at the server's /v1 (e.g. http://127.0.0.1:8000/v1)",
-                       code=EXIT_INPUT)
+        raise CliError(
+            "OPENAI_BASE_URL is unset: point it at the server's /v1 (e.g. http://127.0.0.1:8000/v1)", code=EXIT_INPUT
+        )
     models = args.model or _configured_models()
     if not models:
         raise CliError("no model to check: name one with --model, or set TRADEGRAPH_QUICK_MODEL", code=EXIT_INPUT)
@@ -69,8 +78,10 @@ def cmd_check(args) -> int:
             for method, r in profile["methods"].items():
                 print(_line(method, r))
             print(f"  context window: {window if window else 'unknown'} ({profile['context_found_by']})")
-            print(f"  runs use: {profile['structured_method'] or 'none: no method answered the probe'}"
-                  f"  (profile kept in {path})")
+            print(
+                f"  runs use: {profile['structured_method'] or 'none: no method answered the probe'}"
+                f"  (profile kept in {path})"
+            )
     if args.json:
         print(json.dumps(profiles, indent=2))
     return EXIT_FAILED if failed else EXIT_OK

@@ -2,13 +2,14 @@
 exit code and no traceback. The first write or flush that meets the closed pipe points stdout at /dev/null (the
 Python documentation's recipe for SIGPIPE), so the rest of the command's output, and the interpreter's last flush at
 exit (which would otherwise print "Exception ignored … BrokenPipeError" and exit 120), go nowhere."""
+
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
-from typing import Any, TextIO
 from collections.abc import Iterator
+from typing import Any, TextIO
 
 
 class PipeTolerant:

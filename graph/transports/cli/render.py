@@ -1,4 +1,5 @@
 """Human output: the cycle summary as an approval screen, and the feature bundle table."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -9,7 +10,6 @@ from rich.table import Table
 
 from agent.pricing import dollars
 from schemas.states import STATES
-
 
 
 def _console() -> Console:
@@ -32,40 +32,65 @@ def print_cycle(out, console: Console | None = None) -> None:
             panel.add_column(col)
         for p in k["ANALYZING"]["panels"]:
             for n in p["notes"]:
-                panel.add_row(p["symbol"], n["analyst"], f"{n['stance']:+.2f}", f"{n['confidence']:.2f}",
-                              n["model_used"] + (" (self-critiqued)" if n.get("self_critiqued") else ""),
-                              n["summary"][:60])
+                panel.add_row(
+                    p["symbol"],
+                    n["analyst"],
+                    f"{n['stance']:+.2f}",
+                    f"{n['confidence']:.2f}",
+                    n["model_used"] + (" (self-critiqued)" if n.get("self_critiqued") else ""),
+                    n["summary"][:60],
+                )
         c.print(panel)
     if "DEBATE" in k:
         d = Table(title="Debate")
         for col in ("symbol", "winner", "conviction (model → calibrated)", "opposition"):
             d.add_column(col)
         for r in k["DEBATE"]["results"]:
-            d.add_row(r["symbol"], r["winner"], f"{r['raw_conviction']:.2f} → {r['conviction']:.2f}",
-                      f"{r['opposition_share']:.0%}")
+            d.add_row(
+                r["symbol"],
+                r["winner"],
+                f"{r['raw_conviction']:.2f} → {r['conviction']:.2f}",
+                f"{r['opposition_share']:.0%}",
+            )
         c.print(d)
     if "DECIDING" in k:
         t = Table(title="Theses (prices set by code)")
         for col in ("symbol", "direction", "entry", "stop", "target", "ATR14", "source"):
             t.add_column(col)
         for th in k["DECIDING"]["theses"]:
-            t.add_row(th["symbol"], th["direction"], f"{th['entry']}", f"{th['stop']}", f"{th['target']}",
-                      f"{th['atr14']}", th["price_source"])
+            t.add_row(
+                th["symbol"],
+                th["direction"],
+                f"{th['entry']}",
+                f"{th['stop']}",
+                f"{th['target']}",
+                f"{th['atr14']}",
+                th["price_source"],
+            )
         c.print(t)
         orders = k["DECIDING"]["orders"]
-        c.print("Orders: " + (", ".join(f"{o['side']} {o['quantity']:g} {o['symbol']}" for o in orders) or "none (hold)"))
+        c.print(
+            "Orders: " + (", ".join(f"{o['side']} {o['quantity']:g} {o['symbol']}" for o in orders) or "none (hold)")
+        )
     if "VALIDATING" in k:
         v = Table(title="Risk checks")
         for col in ("", "check", "symbol", "value", "limit", "detail"):
             v.add_column(col)
         for ch in k["VALIDATING"]["checks"]:
-            v.add_row("✓" if ch["passed"] else "✗", ch["name"], ch.get("symbol") or "",
-                      "" if ch["value"] is None else f"{ch['value']:g}", "" if ch["limit"] is None else f"{ch['limit']:g}",
-                      ch["detail"])
+            v.add_row(
+                "✓" if ch["passed"] else "✗",
+                ch["name"],
+                ch.get("symbol") or "",
+                "" if ch["value"] is None else f"{ch['value']:g}",
+                "" if ch["limit"] is None else f"{ch['limit']:g}",
+                ch["detail"],
+            )
         c.print(v)
     for ex in (k.get("SCANNING") or {}).get("exits", []):
-        c.print(f"Closed on its {ex['reason']}: SELL {ex['quantity']:g} {ex['symbol']} @ {ex['exit_price']:.4f} on "
-                f"{ex['closed']} (P&L {ex['realized_pnl']:+.2f})")
+        c.print(
+            f"Closed on its {ex['reason']}: SELL {ex['quantity']:g} {ex['symbol']} @ {ex['exit_price']:.4f} on "
+            f"{ex['closed']} (P&L {ex['realized_pnl']:+.2f})"
+        )
     if "EXECUTING" in k:
         ex = k["EXECUTING"]
         trades = ex["result"]["executed_trades"]
@@ -75,11 +100,15 @@ def print_cycle(out, console: Console | None = None) -> None:
     notes_table(getattr(out, "notes", []), c)
     if "MEMORIZING" in k and k["MEMORIZING"].get("reviews"):
         for rv in k["MEMORIZING"]["reviews"]:
-            c.print(f"Review {rv['symbol']}: {rv['outcome']} ({rv['signal_evolution']}), P&L {rv['realized_pnl']:+.2f} "
-                    f"— {rv['thesis_vs_outcome']}")
+            c.print(
+                f"Review {rv['symbol']}: {rv['outcome']} ({rv['signal_evolution']}), P&L {rv['realized_pnl']:+.2f} "
+                f"— {rv['thesis_vs_outcome']}"
+            )
     if out.status == "pending_approval":
-        c.print(f"[bold yellow]Waiting for approval[/bold yellow]: tradegraph approve {out.session_id} "
-                f"(or --reject); nothing has executed")
+        c.print(
+            f"[bold yellow]Waiting for approval[/bold yellow]: tradegraph approve {out.session_id} "
+            f"(or --reject); nothing has executed"
+        )
     if out.error:
         c.print(f"[red]error in {out.error.get('state')}: {out.error.get('message')}[/red]")
     if (out.cost or {}).get("by_state"):
@@ -87,23 +116,34 @@ def print_cycle(out, console: Console | None = None) -> None:
     tok = out.tokens or {}
     cached = f" (+{out.cached_calls} cached)" if getattr(out, "cached_calls", 0) else ""
     cost = f"  cost: {dollars(out.cost)}" if out.cost else ""
-    c.print(f"events: {out.events}  llm calls: {out.llm_calls}{cached}  tokens: {tok.get('total_tokens', 0)}{cost}  "
-            f"session: {out.session_id}")
+    c.print(
+        f"events: {out.events}  llm calls: {out.llm_calls}{cached}  tokens: {tok.get('total_tokens', 0)}{cost}  "
+        f"session: {out.session_id}"
+    )
 
 
 def spend_table(spend: dict[str, Any], title: str = "LLM spend by state") -> Table:
     """Tokens and dollars per state (agent/pricing.py Spend.as_dict): the approval screen, replay and backtest."""
     t = Table(title=title)
-    for col in ("state", "calls", "cached", "tokens in", "of which cached", "tokens out", "of which reasoning",
-                "cost"):
+    for col in ("state", "calls", "cached", "tokens in", "of which cached", "tokens out", "of which reasoning", "cost"):
         t.add_column(col, justify="left" if col == "state" else "right")
-    rows = [(s, spend["by_state"][s]) for s in [*STATES, *sorted(set(spend["by_state"]) - set(STATES))]
-            if s in spend["by_state"]]
+    rows = [
+        (s, spend["by_state"][s])
+        for s in [*STATES, *sorted(set(spend["by_state"]) - set(STATES))]
+        if s in spend["by_state"]
+    ]
     for name, v in rows + [("total", spend)]:
         estimated = f" (~{v['estimated_calls']} estimated)" if v.get("estimated_calls") else ""
-        t.add_row(name, str(v.get("calls", 0)), str(v.get("cached_calls", 0)), f"{v.get('input_tokens', 0)}{estimated}",
-                  str(v.get("cached_tokens", 0)), str(v.get("output_tokens", 0)), str(v.get("reasoning_tokens", 0)),
-                  dollars(v))
+        t.add_row(
+            name,
+            str(v.get("calls", 0)),
+            str(v.get("cached_calls", 0)),
+            f"{v.get('input_tokens', 0)}{estimated}",
+            str(v.get("cached_tokens", 0)),
+            str(v.get("output_tokens", 0)),
+            str(v.get("reasoning_tokens", 0)),
+            dollars(v),
+        )
     return t
 
 
@@ -159,16 +199,28 @@ def print_bundle(bundle, console: Console | None = None) -> None:
         t.add_row(name, "— (warm-up)" if value is None else f"{value:g}")
     c.print(t)
     n = bundle.news
-    c.print(f"News: {n.unique_count} unique item(s), {n.duplicates_removed} duplicate(s) removed, "
-            f"net sentiment {n.net_sentiment:+.3f}")
+    c.print(
+        f"News: {n.unique_count} unique item(s), {n.duplicates_removed} duplicate(s) removed, "
+        f"net sentiment {n.net_sentiment:+.3f}"
+    )
     for item in n.items[:8]:
-        c.print(f"  {item.published_at[:10]} [{item.event_class}] {item.sentiment:+.2f} w={item.recency_weight:.2f} "
-                f"{item.headline[:70]}")
+        c.print(
+            f"  {item.published_at[:10]} [{item.event_class}] {item.sentiment:+.2f} w={item.recency_weight:.2f} "
+            f"{item.headline[:70]}"
+        )
     f = bundle.fundamentals
-    c.print("Fundamentals: " + ("unavailable (no source wired)" if not f.available else
-                                f"P/E {f.pe}, P/B {f.pb}, EV/EBITDA {f.ev_ebitda}, growth {f.revenue_growth_pct}%, "
-                                f"margin {f.net_margin_pct}% ({f.source}, {f.as_of})"))
+    c.print(
+        "Fundamentals: "
+        + (
+            "unavailable (no source wired)"
+            if not f.available
+            else f"P/E {f.pe}, P/B {f.pb}, EV/EBITDA {f.ev_ebitda}, growth {f.revenue_growth_pct}%, "
+            f"margin {f.net_margin_pct}% ({f.source}, {f.as_of})"
+        )
+    )
     if bundle.forecast:
         fc = bundle.forecast
-        c.print(f"Forecast (evidence only): {fc.expected_move_pct:+.2f}% over {fc.horizon_days} days, "
-                f"band {fc.band_low_pct:+.2f}% .. {fc.band_high_pct:+.2f}%")
+        c.print(
+            f"Forecast (evidence only): {fc.expected_move_pct:+.2f}% over {fc.horizon_days} days, "
+            f"band {fc.band_low_pct:+.2f}% .. {fc.band_high_pct:+.2f}%"
+        )

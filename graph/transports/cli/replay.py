@@ -1,6 +1,7 @@
 """`tradegraph replay SESSION_ID`: a recorded session as tables, JSON or one HTML page, with its hash
 chain checked; `--verify` re-executes it from the recording and exits 1 on the first divergence or a
 broken chain; `--check-chain` prints the chain's verdict alone. All through the kernel (`replay`, `verify`)."""
+
 from __future__ import annotations
 
 import json
@@ -15,16 +16,25 @@ if TYPE_CHECKING:  # rich is imported where something is printed: building the p
 
 
 def register(subparsers) -> None:
-    r = subparsers.add_parser("replay", help="reconstruct a recorded session (tables, --json, --html) or "
-                                             "--verify it by re-executing it from the recording")
+    r = subparsers.add_parser(
+        "replay",
+        help="reconstruct a recorded session (tables, --json, --html) or "
+        "--verify it by re-executing it from the recording",
+    )
     r.add_argument("session_id")
     out = r.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the reconstructed session as one JSON object")
     out.add_argument("--html", metavar="FILE", default=None, help="write one self-contained HTML page")
-    out.add_argument("--verify", action="store_true",
-                     help="re-run every cycle through the graph with recorded answers; exit 1 on divergence")
-    out.add_argument("--check-chain", action="store_true",
-                     help="verify the session's hash chain (tamper evidence); exit 1 naming the first broken seq")
+    out.add_argument(
+        "--verify",
+        action="store_true",
+        help="re-run every cycle through the graph with recorded answers; exit 1 on divergence",
+    )
+    out.add_argument(
+        "--check-chain",
+        action="store_true",
+        help="verify the session's hash chain (tamper evidence); exit 1 naming the first broken seq",
+    )
     r.add_argument("--db", default=None, help="store URI (default: $MONGODB_URI, else the embedded store)")
     r.set_defaults(fn=cmd_replay)
 
@@ -61,8 +71,10 @@ def _print_chain(session_id: str, chain: dict) -> int:
         print(f"hash chain intact: {chain['checked']} event(s) of session {session_id}" + _head_note(chain))
         return EXIT_OK
     broken = chain["first_broken"]
-    print(f"tradegraph: error: hash chain of session {session_id} broken at seq {broken['seq']}: "
-          f"{broken['reason']}", file=sys.stderr)
+    print(
+        f"tradegraph: error: hash chain of session {session_id} broken at seq {broken['seq']}: {broken['reason']}",
+        file=sys.stderr,
+    )
     return EXIT_FAILED
 
 
@@ -93,8 +105,10 @@ def print_session(session, console: Console | None = None) -> None:
     from rich.table import Table
 
     c = console or _console()
-    c.print(f"[bold]session[/bold] {session.session_id}  events: {session.events}  cycles: {len(session.cycles)}"
-            + (f"  replay of: {session.replay_of}" if session.replay_of else ""))
+    c.print(
+        f"[bold]session[/bold] {session.session_id}  events: {session.events}  cycles: {len(session.cycles)}"
+        + (f"  replay of: {session.replay_of}" if session.replay_of else "")
+    )
     for w in session.warnings():
         c.print("[bold red]WARNING[/bold red] " + escape(w))
     if session.gap_free:
@@ -105,10 +119,15 @@ def print_session(session, console: Console | None = None) -> None:
     doubt = " [red](hash chain broken: not vouched for)[/red]" if session.chain and not session.chain["ok"] else ""
     for cy in session.cycles:
         c.print()
-        c.print(f"[bold]cycle {cy.index}[/bold] {cy.cycle_id}  status: [bold]{cy.status}[/bold]{doubt}  "
-                f"seq {cy.first_seq}..{cy.last_seq}  tokens: {cy.tokens['total_tokens']}")
-        c.print("path: " + " → ".join(["START"] + [t["to"] for t in cy.transitions if t["to"]])
-                + (" ⏸ waiting for approval" if cy.paused else ""))
+        c.print(
+            f"[bold]cycle {cy.index}[/bold] {cy.cycle_id}  status: [bold]{cy.status}[/bold]{doubt}  "
+            f"seq {cy.first_seq}..{cy.last_seq}  tokens: {cy.tokens['total_tokens']}"
+        )
+        c.print(
+            "path: "
+            + " → ".join(["START"] + [t["to"] for t in cy.transitions if t["to"]])
+            + (" ⏸ waiting for approval" if cy.paused else "")
+        )
         if cy.manifest:
             from graph.machine.manifest import summary_line
 
@@ -120,11 +139,15 @@ def print_session(session, console: Console | None = None) -> None:
             llm = [x for x in cy.llm_calls if x.state == s]
             val = [v for v in cy.validations if v["state"] == s]
             contract = cy.contracts.get(s)
-            t.add_row(s, contract["name"] if contract else "—", str(len(llm)),
-                      str(sum(int(x.usage.get("total_tokens", 0) or 0) for x in llm)),
-                      str(sum(1 for x in cy.tool_calls if x.state == s)),
-                      f"{sum(bool(v.get('ok')) for v in val)}/{sum(not v.get('ok') for v in val)}",
-                      str(sum(1 for e in cy.errors if e["state"] == s)))
+            t.add_row(
+                s,
+                contract["name"] if contract else "—",
+                str(len(llm)),
+                str(sum(int(x.usage.get("total_tokens", 0) or 0) for x in llm)),
+                str(sum(1 for x in cy.tool_calls if x.state == s)),
+                f"{sum(bool(v.get('ok')) for v in val)}/{sum(not v.get('ok') for v in val)}",
+                str(sum(1 for e in cy.errors if e["state"] == s)),
+            )
         c.print(t)
         if cy.llm_calls:
             from graph.transports.cli.render import spend_table  # pricing loads the models' code: only here
@@ -143,17 +166,26 @@ def print_session(session, console: Console | None = None) -> None:
                     answer = "calls " + ",".join(tc.get("name", "?") for tc in x.tool_calls)
                 else:
                     answer = escape(str(x.text)[:50])
-                lt.add_row(str(x.seq), x.state, x.model or "?", asks, answer,
-                           f"{x.usage.get('input_tokens', '?')}/{x.usage.get('output_tokens', '?')}",
-                           f"{x.latency_ms:.1f}" if x.latency_ms is not None else "—")
+                lt.add_row(
+                    str(x.seq),
+                    x.state,
+                    x.model or "?",
+                    asks,
+                    answer,
+                    f"{x.usage.get('input_tokens', '?')}/{x.usage.get('output_tokens', '?')}",
+                    f"{x.latency_ms:.1f}" if x.latency_ms is not None else "—",
+                )
             c.print(lt)
         if cy.tool_calls:
             tt = Table(title="tool calls")
             for col in ("seq", "state", "tool", "args", "result"):
                 tt.add_column(col)
             for x in cy.tool_calls:
-                res = f"[red]{escape(x.error)}[/red]" if x.error else ("[red]NO RESULT[/red]" if not x.answered
-                                                             else escape(json.dumps(x.result, default=str)[:50]))
+                res = (
+                    f"[red]{escape(x.error)}[/red]"
+                    if x.error
+                    else ("[red]NO RESULT[/red]" if not x.answered else escape(json.dumps(x.result, default=str)[:50]))
+                )
                 tt.add_row(str(x.seq), x.state, x.name, escape(json.dumps(x.args, default=str)[:40]), res)
             c.print(tt)
         if cy.trades:
@@ -161,21 +193,31 @@ def print_session(session, console: Console | None = None) -> None:
             for col in ("symbol", "side", "quantity", "price", "fees", "date", "reason"):
                 tr.add_column(col)
             for x in cy.trades:
-                tr.add_row(str(x.get("symbol")), str(x.get("side")), f"{x.get('quantity', 0):g}",
-                           str(x.get("price")), "—" if x.get("fees") is None else str(x.get("fees")),
-                           str(x.get("date")), str(x.get("reason") or ("entry" if x.get("side") == "BUY" else "")))
+                tr.add_row(
+                    str(x.get("symbol")),
+                    str(x.get("side")),
+                    f"{x.get('quantity', 0):g}",
+                    str(x.get("price")),
+                    "—" if x.get("fees") is None else str(x.get("fees")),
+                    str(x.get("date")),
+                    str(x.get("reason") or ("entry" if x.get("side") == "BUY" else "")),
+                )
             c.print(tr)
         else:
             c.print("executed trades: none")
         if cy.retrievals:
-            c.print(f"past notes: {sum(bool(r.get('hits')) for r in cy.retrievals)} of {len(cy.retrievals)} agent "
-                    f"prompt(s) received notes")
+            c.print(
+                f"past notes: {sum(bool(r.get('hits')) for r in cy.retrievals)} of {len(cy.retrievals)} agent "
+                f"prompt(s) received notes"
+            )
             from graph.transports.cli.render import notes_table
 
             notes_table(cy.retrievals, c)
         for e in cy.errors:
-            c.print(f"[red]error[/red] seq {e['seq']} {e['state']}: {e.get('type')}: "
-                    + escape(str(e.get('message') or e.get('reason') or e.get('error') or '')))
+            c.print(
+                f"[red]error[/red] seq {e['seq']} {e['state']}: {e.get('type')}: "
+                + escape(str(e.get("message") or e.get("reason") or e.get("error") or ""))
+            )
 
 
 def _print_verify(report, console: Console | None = None) -> None:
@@ -194,9 +236,11 @@ def _print_verify(report, console: Console | None = None) -> None:
         for n in v.notes:
             c.print("  note: " + escape(n))
         if v.config_differences:
-            c.print(f"  [yellow]today differs from the recorded manifest in {len(v.config_differences)} place(s); "
-                    f"the replay used the recorded configuration and answers (a data file that changed was not read)"
-                    f"[/yellow]")
+            c.print(
+                f"  [yellow]today differs from the recorded manifest in {len(v.config_differences)} place(s); "
+                f"the replay used the recorded configuration and answers (a data file that changed was not read)"
+                f"[/yellow]"
+            )
         for d in v.config_differences:
             c.print("    " + escape(d))
     if report.chain is not None and report.chain["ok"]:
@@ -205,11 +249,12 @@ def _print_verify(report, console: Console | None = None) -> None:
         c.print("[bold red]UNREADABLE[/bold red] " + escape(line))
     first = report.first_divergence
     if report.unreadable:
-        c.print(f"[bold red]{len(report.unreadable)} event(s) are not events this code knows: nothing was "
-                f"re-executed; not verified[/bold red]")
+        c.print(
+            f"[bold red]{len(report.unreadable)} event(s) are not events this code knows: nothing was "
+            f"re-executed; not verified[/bold red]"
+        )
     elif first is None and not report.ok:
-        c.print("[bold red]contracts replay identical, but the recording fails its hash chain: not verified"
-                "[/bold red]")
+        c.print("[bold red]contracts replay identical, but the recording fails its hash chain: not verified[/bold red]")
     elif first is None:
         c.print("[bold green]replay identical to the recording[/bold green]")
     else:
@@ -221,4 +266,3 @@ def _print_verify(report, console: Console | None = None) -> None:
 
         c.print("  recorded: " + escape(_short(first.recorded, 300)))
         c.print("  replayed: " + escape(_short(first.replayed, 300)))
-

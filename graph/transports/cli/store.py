@@ -1,4 +1,5 @@
 """`tradegraph store`: this machine's embedded server and the spool (direct: the kernel needs the store running)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -12,11 +13,13 @@ def cmd_store(args) -> int:
     home = embedded.resolve_home()
     if args.action == "start":
         port, pid = embedded.start_server(home.path)
-        print(f"embedded store at {home.describe()} running on 127.0.0.1:{port} (pid {pid}); later commands "
-              f"reuse it")
+        print(f"embedded store at {home.describe()} running on 127.0.0.1:{port} (pid {pid}); later commands reuse it")
     elif args.action == "stop":
-        print(f"stopped the embedded store at {home.path}" if embedded.stop_server(home.path)
-              else f"no embedded store was running at {home.path}")
+        print(
+            f"stopped the embedded store at {home.path}"
+            if embedded.stop_server(home.path)
+            else f"no embedded store was running at {home.path}"
+        )
     elif args.action == "recover":
         return _store_recover(args)
     elif args.action == "reindex":
@@ -39,18 +42,24 @@ def _store_status(args, home) -> int:
 
     uri = args.db or os.environ.get("MONGODB_URI") or None
     spool = home.path / "spool"
-    status: dict[str, Any] = {"store": redact(uri) if uri else f"embedded at {home.path}",
-              "chosen_by": ("--db" if args.db else "MONGODB_URI") if uri else home.chosen_by,
-              "spool": str(spool), "spooled_files": len(pending_files(spool)),
-              "embedded": None if uri else embedded.server_status(home.path)}
+    status: dict[str, Any] = {
+        "store": redact(uri) if uri else f"embedded at {home.path}",
+        "chosen_by": ("--db" if args.db else "MONGODB_URI") if uri else home.chosen_by,
+        "spool": str(spool),
+        "spooled_files": len(pending_files(spool)),
+        "embedded": None if uri else embedded.server_status(home.path),
+    }
     if args.json:
         _print_json(status)
         return EXIT_OK
     print(f"store: {status['store']} (" + (f"from {status['chosen_by']}" if uri else home.reason()) + ")")
     server = status["embedded"]
     if server is not None:
-        print(f"server: running on 127.0.0.1:{server['port']} (pid {server['pid']})" if server["running"] else
-              "server: not running (a command starts it, and stops it when it ends; `store start` keeps it running)")
+        print(
+            f"server: running on 127.0.0.1:{server['port']} (pid {server['pid']})"
+            if server["running"]
+            else "server: not running (a command starts it, and stops it when it ends; `store start` keeps it running)"
+        )
     print(f"spool: {spool} ({status['spooled_files']} file(s) waiting for redelivery)")
     return EXIT_OK
 
@@ -65,11 +74,15 @@ def _store_recover(args) -> int:
         report = store.recover_spool()
         fills = complete_pending(store.portfolios, store.executions)
         left = pending_files(store.spool_dir)
-        print(f"{report.line()}; fills completed {fills['committed']}, aborted {fills['aborted']}; "
-              f"{len(left)} spool file(s) left in {store.spool_dir}")
+        print(
+            f"{report.line()}; fills completed {fills['committed']}, aborted {fills['aborted']}; "
+            f"{len(left)} spool file(s) left in {store.spool_dir}"
+        )
         for cycle in _finish_approvals(store):
-            print(f"cycle {cycle.cycle_id}: its approver stopped after its fill was started; the approval is "
-                  f"finished, the cycle ended {cycle.status}")
+            print(
+                f"cycle {cycle.cycle_id}: its approver stopped after its fill was started; the approval is "
+                f"finished, the cycle ended {cycle.status}"
+            )
     finally:
         store.close()
     return EXIT_OK
@@ -94,8 +107,16 @@ def _store_compact(args) -> int:
     finally:
         store.close()
     if args.json:
-        _print_json({"where": out.where, "how": out.how, "bytes_before": out.before, "bytes_after": out.after,
-                     "bytes_reclaimed": out.reclaimed, "note": out.note})
+        _print_json(
+            {
+                "where": out.where,
+                "how": out.how,
+                "bytes_before": out.before,
+                "bytes_after": out.after,
+                "bytes_reclaimed": out.reclaimed,
+                "note": out.note,
+            }
+        )
     else:
         print(out.line())
     return EXIT_OK
@@ -119,18 +140,23 @@ def _store_reindex(args) -> int:
         out = store.sessions.reindex(progress)
         if tty:
             print(file=sys.stderr)
-        print(f"reindexed {out['sessions']} session(s) from {out['events']:,} event(s) in {out['seconds']:.1f} s: "
-              f"{out['corrected']} summary(ies) added or corrected, {out['removed']} removed (no event left)")
+        print(
+            f"reindexed {out['sessions']} session(s) from {out['events']:,} event(s) in {out['seconds']:.1f} s: "
+            f"{out['corrected']} summary(ies) added or corrected, {out['removed']} removed (no event left)"
+        )
     finally:
         store.close()
     return EXIT_OK
 
 
 def register(sub) -> None:
-    st = sub.add_parser("store", help="manage the embedded store (start keeps it running for later commands); "
-                                      "recover redelivers spooled audit events and finishes half-done fills; "
-                                      "reindex rebuilds the session summaries from the log; compact gives back "
-                                      "the disk space deleted sessions freed (docs/store.md)")
+    st = sub.add_parser(
+        "store",
+        help="manage the embedded store (start keeps it running for later commands); "
+        "recover redelivers spooled audit events and finishes half-done fills; "
+        "reindex rebuilds the session summaries from the log; compact gives back "
+        "the disk space deleted sessions freed (docs/store.md)",
+    )
     st.add_argument("action", choices=["start", "stop", "status", "recover", "reindex", "compact"])
     st.add_argument("--json", action="store_true", help="status, compact: one JSON object")
     add_db_flag(st)

@@ -3,6 +3,7 @@ in the foreground: episodes done, running and failed, and the ETA; then the aggr
 
 Ctrl-C cancels (each running episode stops after its current decision point); `--resume SWEEP_ID` continues it
 on the grid it started with (experiments/SWEEP_ID/grid.json)."""
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,10 @@ def parse_windows(text: str) -> dict[str, Any]:
             return {"kind": "list", "spans": spans}
     except ValueError:
         pass
-    raise CliError(f"--windows {text!r}: expected rolling:START:END:LENGTH:STEP, walk-forward:START:END:TRAIN:TEST "
-                   f"or START..END[,START..END...]")
+    raise CliError(
+        f"--windows {text!r}: expected rolling:START:END:LENGTH:STEP, walk-forward:START:END:TRAIN:TEST "
+        f"or START..END[,START..END...]"
+    )
 
 
 def read_grid(path: str) -> dict[str, Any]:
@@ -49,10 +52,9 @@ def read_grid(path: str) -> dict[str, Any]:
 
 def grid_inputs(args) -> dict[str, Any]:
     """The grid file's fields, then each flag given over them; the kernel validates the whole."""
-    from graph.transports.cli.spending import spending_inputs
-
     from graph.kernel.models import SweepId
     from graph.transports.cli.backtest import check_id_flag
+    from graph.transports.cli.spending import spending_inputs
 
     for flag, value in (("--resume", args.resume), ("--sweep-id", args.sweep_id)):
         if value is not None:  # each becomes a folder under --out: checked before it is joined to it
@@ -75,8 +77,17 @@ def grid_inputs(args) -> dict[str, Any]:
         grid["memory"] = [m.strip() for m in args.memory.split(",") if m.strip()]
     if args.model:
         grid["models"] = [dict(zip(("quick", "deep"), m.split("/", 1))) for m in args.model]
-    for flag in ("every", "capital", "fees_bps", "slippage_bps", "market", "workers", "ray_address", "max_retries",
-                 "sweep_id"):
+    for flag in (
+        "every",
+        "capital",
+        "fees_bps",
+        "slippage_bps",
+        "market",
+        "workers",
+        "ray_address",
+        "max_retries",
+        "sweep_id",
+    ):
         value = getattr(args, flag)
         if value is not None:
             grid[flag] = value
@@ -110,12 +121,13 @@ def short_window_warning(shortest: dict[str, int]) -> str | None:
     if not short:
         return None
     named = ", ".join(f"{k} ({n})" for k, n in list(short.items())[:3]) + (", …" if len(short) > 3 else "")
-    return (f"* short windows: {len(short)} configuration(s) completed a window of fewer than {SHORT_WINDOW_POINTS} "
-            f"decision points (fewest: {named}); its Sharpe extrapolates so few points to a year and means little")
+    return (
+        f"* short windows: {len(short)} configuration(s) completed a window of fewer than {SHORT_WINDOW_POINTS} "
+        f"decision points (fewest: {named}); its Sharpe extrapolates so few points to a year and means little"
+    )
 
 
-def aggregate_table(agg: list[dict[str, Any]], summary: dict[str, Any], shortest: dict[str, int] | None = None
-                    ) -> Any:
+def aggregate_table(agg: list[dict[str, Any]], summary: dict[str, Any], shortest: dict[str, int] | None = None) -> Any:
     """Per configuration across its windows: medians, the spread, its buy and hold, failures. A Sharpe drawn from a
     window too short to mean anything is starred (short_window_warning says why)."""
     from rich.table import Table
@@ -127,22 +139,29 @@ def aggregate_table(agg: list[dict[str, Any]], summary: dict[str, Any], shortest
         return "—" if v is None else f"{v * 100:{sign}.2f}%"
 
     failed = summary.get("by_status", {}).get("failed", 0)
-    t = Table(title=f"sweep: {summary['episodes']} episodes, {summary['configurations']} configurations — "
-                    + (f"[bold red]{failed} episode(s) FAILED[/]" if failed else "0 failed")
-                    + (f", [bold red]{summary['failed_cycles']} failed cycle(s)[/]" if summary["failed_cycles"] else ""),
-              caption="medians across each configuration's windows (spreads: aggregate.csv); B&H: its universe held; "
-                      "beat: windows that beat it; failed: cycles")
+    t = Table(
+        title=f"sweep: {summary['episodes']} episodes, {summary['configurations']} configurations — "
+        + (f"[bold red]{failed} episode(s) FAILED[/]" if failed else "0 failed")
+        + (f", [bold red]{summary['failed_cycles']} failed cycle(s)[/]" if summary["failed_cycles"] else ""),
+        caption="medians across each configuration's windows (spreads: aggregate.csv); B&H: its universe held; "
+        "beat: windows that beat it; failed: cycles",
+    )
     t.add_column("configuration", overflow="fold", min_width=16)
     for col in ("ok", "return", "Sharpe", "maxDD", "B&H", "beat", "failed"):
         t.add_column(col, justify="right", no_wrap=True)
     for a in agg:
         sharpe = a["sharpe"]["median"]
         star = "*" if (shortest or {}).get(a["config_key"], SHORT_WINDOW_POINTS) < SHORT_WINDOW_POINTS else ""
-        t.add_row(a["config_key"], f"{a['succeeded']}/{a['episodes']}", pct(a["total_return"]),
-                  "—" if sharpe is None else f"{sharpe:.2f}{star}",
-                  pct(a["max_drawdown"], sign=""), pct(a["benchmark_total_return"]),
-                  f"{a['beat_benchmark']}/{a['succeeded']}",
-                  f"[bold red]{a['failed_cycles']}[/]" if a["failed_cycles"] else "0")
+        t.add_row(
+            a["config_key"],
+            f"{a['succeeded']}/{a['episodes']}",
+            pct(a["total_return"]),
+            "—" if sharpe is None else f"{sharpe:.2f}{star}",
+            pct(a["max_drawdown"], sign=""),
+            pct(a["benchmark_total_return"]),
+            f"{a['beat_benchmark']}/{a['succeeded']}",
+            f"[bold red]{a['failed_cycles']}[/]" if a["failed_cycles"] else "0",
+        )
     return t
 
 
@@ -162,8 +181,11 @@ def cmd_sweep(args) -> int:
         try:
             view = _follow(k, task, not args.json and not args.no_progress and sys.stderr.isatty())
         except KeyboardInterrupt:
-            print(f"tradegraph: stopping each running episode after its current decision point; resume with "
-                  f"`tradegraph sweep --resume {task.run_id}`", file=sys.stderr)
+            print(
+                f"tradegraph: stopping each running episode after its current decision point; resume with "
+                f"`tradegraph sweep --resume {task.run_id}`",
+                file=sys.stderr,
+            )
             k.call("cancel_task", {"task_id": task.task_id}, transport="cli")
             k.tasks.join(task.task_id)
             raise
@@ -180,8 +202,19 @@ def cmd_sweep(args) -> int:
     shortest = shortest_windows(list(load_rows(Path(arts.run_dir)).values())) if arts.run_dir else {}
     short = short_window_warning(shortest)
     if args.json:
-        print(json.dumps({"sweep_id": task.run_id, "run_dir": arts.run_dir, "summary": summary, "aggregate": agg,
-                          "files": files, "warnings": [short] if short else []}, default=str))
+        print(
+            json.dumps(
+                {
+                    "sweep_id": task.run_id,
+                    "run_dir": arts.run_dir,
+                    "summary": summary,
+                    "aggregate": agg,
+                    "files": files,
+                    "warnings": [short] if short else [],
+                },
+                default=str,
+            )
+        )
     else:
         from rich.console import Console
 
@@ -189,14 +222,20 @@ def cmd_sweep(args) -> int:
         c.print(aggregate_table(agg, summary, shortest))
         for w in (summary.get("warnings") or []) + ([short] if short else []):
             c.print(f"[yellow]warning:[/] {escape(w)}")
-        c.print(f"sweep {task.run_id}: results in {arts.run_dir}/ (results.csv, aggregate.csv"
-                + (", sweep.png" if "sweep.png" in files else "") + ")")
+        c.print(
+            f"sweep {task.run_id}: results in {arts.run_dir}/ (results.csv, aggregate.csv"
+            + (", sweep.png" if "sweep.png" in files else "")
+            + ")"
+        )
     failed_eps = summary.get("by_status", {}).get("failed", 0)
     if failed_eps or summary.get("failed_cycles", 0) > args.allow_failures:
         first = (summary.get("failed") or [{}])[0]
-        print(f"tradegraph: error: {failed_eps} of {summary.get('episodes')} episode(s) failed and "
-              f"{summary.get('failed_cycles', 0)} cycle(s) failed (allowed: {args.allow_failures} cycles)"
-              + (f"; first: {first.get('episode_id')}: {first.get('error')}" if first else ""), file=sys.stderr)
+        print(
+            f"tradegraph: error: {failed_eps} of {summary.get('episodes')} episode(s) failed and "
+            f"{summary.get('failed_cycles', 0)} cycle(s) failed (allowed: {args.allow_failures} cycles)"
+            + (f"; first: {first.get('episode_id')}: {first.get('error')}" if first else ""),
+            file=sys.stderr,
+        )
         return EXIT_FAILED
     return EXIT_OK
 
@@ -209,9 +248,15 @@ def _follow(k, task, progress: bool):
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-        bar = Progress(TextColumn("[bold]sweep {task.fields[sweep]}"), BarColumn(), MofNCompleteColumn(),
-                       TextColumn("running {task.fields[running]}"), TextColumn("failed {task.fields[failed]}"),
-                       TextColumn("ETA {task.fields[eta]}"), console=Console(stderr=True))
+        bar = Progress(
+            TextColumn("[bold]sweep {task.fields[sweep]}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("running {task.fields[running]}"),
+            TextColumn("failed {task.fields[failed]}"),
+            TextColumn("ETA {task.fields[eta]}"),
+            console=Console(stderr=True),
+        )
         bar.start()
         job = bar.add_task("sweep", total=task.progress.total, sweep=task.run_id, running=0, failed=0, eta="—")
     try:
@@ -231,17 +276,28 @@ def register(subparsers) -> None:
     from graph.transports.cli.data import add_data_flags
     from graph.transports.cli.spending import add_spending_flags
 
-    s = subparsers.add_parser("sweep", help="run a grid of backtests (universes x windows x configurations) on Ray",
-                              description="Each episode is a backtest run as a Ray task; results, an aggregate per "
-                                          "configuration and a plot go to experiments/<sweep id>/ (docs/scaling.md).")
+    s = subparsers.add_parser(
+        "sweep",
+        help="run a grid of backtests (universes x windows x configurations) on Ray",
+        description="Each episode is a backtest run as a Ray task; results, an aggregate per "
+        "configuration and a plot go to experiments/<sweep id>/ (docs/scaling.md).",
+    )
     s.add_argument("--grid", metavar="FILE", default=None, help="the grid as TOML (flags given override its keys)")
     s.add_argument("--symbols", action="append", metavar="A,B", help="one universe; repeat for several")
-    s.add_argument("--windows", default=None, metavar="SPEC",
-                   help="rolling:START:END:LENGTH:STEP, walk-forward:START:END:TRAIN:TEST or START..END[,START..END]; "
-                        "lengths in trading sessions")
+    s.add_argument(
+        "--windows",
+        default=None,
+        metavar="SPEC",
+        help="rolling:START:END:LENGTH:STEP, walk-forward:START:END:TRAIN:TEST or START..END[,START..END]; "
+        "lengths in trading sessions",
+    )
     s.add_argument("--memory", default=None, metavar="MODES", help="comma-separated memory modes (default session)")
-    s.add_argument("--model", action="append", metavar="QUICK[/DEEP]",
-                   help="a model configuration, `provider:model`; repeat for several (default: the configured tiers)")
+    s.add_argument(
+        "--model",
+        action="append",
+        metavar="QUICK[/DEEP]",
+        help="a model configuration, `provider:model`; repeat for several (default: the configured tiers)",
+    )
     s.add_argument("--every", type=int, default=None, help="decide every N trading days (default 5)")
     s.add_argument("--capital", type=float, default=None)
     s.add_argument("--fees-bps", type=float, default=None)
@@ -257,8 +313,13 @@ def register(subparsers) -> None:
     add_runs_flag(s)
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.add_argument("--no-progress", action="store_true")
-    s.add_argument("--allow-failures", type=int, default=0, metavar="N",
-                   help="exit 0 even if up to N cycles failed across the sweep (a failed episode always exits 1)")
+    s.add_argument(
+        "--allow-failures",
+        type=int,
+        default=0,
+        metavar="N",
+        help="exit 0 even if up to N cycles failed across the sweep (a failed episode always exits 1)",
+    )
     add_db_flag(s)
     add_spending_flags(s, "sweep")
     add_data_flags(s)

@@ -1,5 +1,6 @@
 """`python -m graph.transports.mcp [--http PORT]`: the MCP server without the tradegraph command, checked at start
 like `tradegraph mcp` (graph/transports/serve_cli.py owns both parsers)."""
+
 import sys
 
 from graph.transports.serve_cli import mcp_main, standalone_parser

@@ -8,6 +8,7 @@ kernel, not the SDK, so a bad argument comes back as the same one-line error eve
     python -m graph.transports.mcp                 # stdio (Claude Desktop, IDEs)
     python -m graph.transports.mcp --http 8765     # streamable HTTP on 127.0.0.1:8765/mcp
 """
+
 from __future__ import annotations
 
 import json
@@ -28,9 +29,11 @@ from graph.kernel.models import IDEMPOTENCY_KEY_HELP, IdempotencyKey
 
 TRANSPORT = "mcp"
 IDEMPOTENCY_ARG = "idempotency_key"  # not a field of the input model: the kernel takes it beside the input
-INSTRUCTIONS = ("tradegraph runs audited LLM trading cycles (SCANNING → … → MEMORIZING) and reads their audit "
-                "log. Session ids are the same as the CLI's and the HTTP API's. Cycles that would execute pause "
-                "before EXECUTING unless the server allows execution over MCP.")
+INSTRUCTIONS = (
+    "tradegraph runs audited LLM trading cycles (SCANNING → … → MEMORIZING) and reads their audit "
+    "log. Session ids are the same as the CLI's and the HTTP API's. Cycles that would execute pause "
+    "before EXECUTING unless the server allows execution over MCP."
+)
 
 
 class _Arguments(ArgModelBase):
@@ -59,8 +62,11 @@ def input_schema(cap: Capability) -> dict[str, Any]:
     """The capability's input model's JSON Schema; one that starts something also takes `idempotency_key`."""
     schema = cap.input_model.model_json_schema()
     if cap.keyed:
-        key = {**TypeAdapter(IdempotencyKey).json_schema(), "title": "Idempotency Key",
-               "description": IDEMPOTENCY_KEY_HELP}
+        key = {
+            **TypeAdapter(IdempotencyKey).json_schema(),
+            "title": "Idempotency Key",
+            "description": IDEMPOTENCY_KEY_HELP,
+        }
         schema = {**schema, "properties": {**schema.get("properties", {}), IDEMPOTENCY_ARG: key}}
     return schema
 
@@ -76,13 +82,20 @@ def tool_for(kernel: Kernel, cap: Capability) -> Tool:
 
     moves = " Moves the book: off over MCP unless TRADEGRAPH_ALLOW_EXECUTION includes mcp." if cap.moves_book else ""
     if cap.deletes:
-        moves = (" Deletes stored sessions: off over MCP unless TRADEGRAPH_ALLOW_DELETE includes mcp (a dry run is "
-                 "allowed).")
-    return Tool(fn=run, name=cap.name, title=cap.name.replace("_", " "), description=cap.description + moves,
-                parameters=input_schema(cap),
-                fn_metadata=FuncMetadata(arg_model=_Arguments, output_model=cap.output_model),
-                is_async=False, context_kwarg=None,
-                annotations=ToolAnnotations(destructive_hint=cap.moves_book or cap.deletes, open_world_hint=False))
+        moves = (
+            " Deletes stored sessions: off over MCP unless TRADEGRAPH_ALLOW_DELETE includes mcp (a dry run is allowed)."
+        )
+    return Tool(
+        fn=run,
+        name=cap.name,
+        title=cap.name.replace("_", " "),
+        description=cap.description + moves,
+        parameters=input_schema(cap),
+        fn_metadata=FuncMetadata(arg_model=_Arguments, output_model=cap.output_model),
+        is_async=False,
+        context_kwarg=None,
+        annotations=ToolAnnotations(destructive_hint=cap.moves_book or cap.deletes, open_world_hint=False),
+    )
 
 
 def create_server(kernel: Kernel) -> MCPServer:
@@ -115,7 +128,6 @@ def run_stdio(db: Optional[str] = None) -> None:
 def run_http(port: int, host: str = "127.0.0.1", db: Optional[str] = None) -> None:
     """Streamable HTTP at http://host:port/mcp, under the same bind, token, Host and Origin policy as the HTTP API."""
     import uvicorn
-
     from mcp.server.transport_security import TransportSecuritySettings
 
     from graph.kernel.policy import Policy, check_bind
@@ -130,9 +142,9 @@ def run_http(port: int, host: str = "127.0.0.1", db: Optional[str] = None) -> No
         # the SDK's own Host/Origin check (loopback binds only, any local port's origin) gives way to the guard
         # `serve` uses, so both servers answer to the same names and refuse the same origins
         app = create_server(kernel).streamable_http_app(
-            host=host, transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+            host=host, transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        )
         served = guarded(BearerAuth(app, policy) if policy.token else app, host)
-        uvicorn.run(served, host=host, port=port, log_level="warning",
-                    timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+        uvicorn.run(served, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
     finally:
         kernel.close()

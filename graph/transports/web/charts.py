@@ -1,9 +1,10 @@
 """Equity and drawdown as inline SVG, drawn on the server: no script, no chart library, and it prints."""
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
-from collections.abc import Sequence
 
 W, H, PAD_L, PAD_R, PAD_T, PAD_B = 640, 200, 64, 12, 12, 28
 COLOURS = ("#1f6feb", "#8a8f98", "#c2410c", "#15803d", "#7c3aed", "#b91c1c")
@@ -39,12 +40,14 @@ def line_chart(title: str, series: list[Series], *, percent: bool = False) -> st
     x = lambda i: PAD_L + (W - PAD_L - PAD_R) * (i / (n - 1) if n > 1 else 0.5)  # noqa: E731
     y = lambda v: PAD_T + (H - PAD_T - PAD_B) * (hi - v) / (hi - lo)  # noqa: E731
     label = (lambda v: f"{v:.2%}") if percent else (lambda v: f"{v:,.0f}")
-    parts = [f'<svg class="chart" viewBox="0 0 {W} {H}" role="img" aria-label="{escape(title)}" '
-             f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>',
-             f'<rect x="{PAD_L}" y="{PAD_T}" width="{W - PAD_L - PAD_R}" height="{H - PAD_T - PAD_B}" '
-             f'fill="none" stroke="#d0d7de"/>',
-             f'<text x="{PAD_L - 4}" y="{PAD_T + 10}" text-anchor="end" class="axis">{escape(label(hi))}</text>',
-             f'<text x="{PAD_L - 4}" y="{H - PAD_B}" text-anchor="end" class="axis">{escape(label(lo))}</text>']
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {W} {H}" role="img" aria-label="{escape(title)}" '
+        f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>',
+        f'<rect x="{PAD_L}" y="{PAD_T}" width="{W - PAD_L - PAD_R}" height="{H - PAD_T - PAD_B}" '
+        f'fill="none" stroke="#d0d7de"/>',
+        f'<text x="{PAD_L - 4}" y="{PAD_T + 10}" text-anchor="end" class="axis">{escape(label(hi))}</text>',
+        f'<text x="{PAD_L - 4}" y="{H - PAD_B}" text-anchor="end" class="axis">{escape(label(lo))}</text>',
+    ]
     dates = max(series, key=lambda s: len(s.dates)).dates
     if dates:
         parts.append(f'<text x="{PAD_L}" y="{H - 8}" class="axis">{escape(dates[0])}</text>')
@@ -52,10 +55,13 @@ def line_chart(title: str, series: list[Series], *, percent: bool = False) -> st
     for k, s in enumerate(series):
         colour = COLOURS[k % len(COLOURS)]
         points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(s.values))
-        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.6" points="{points}">'
-                     f'<title>{escape(s.name)}</title></polyline>')
-        parts.append(f'<text x="{PAD_L + 6}" y="{PAD_T + 14 + 13 * k}" fill="{colour}" class="legend">'
-                     f'{escape(s.name)}</text>')
+        parts.append(
+            f'<polyline fill="none" stroke="{colour}" stroke-width="1.6" points="{points}">'
+            f"<title>{escape(s.name)}</title></polyline>"
+        )
+        parts.append(
+            f'<text x="{PAD_L + 6}" y="{PAD_T + 14 + 13 * k}" fill="{colour}" class="legend">{escape(s.name)}</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)
 

@@ -1,15 +1,15 @@
 """Numbers and times as a person reads them: the CLI's format specs (graph/transports/cli/render.py, sessions.py),
 one function each, registered as Jinja filters; times in the market's zone (New York) with UTC for the title."""
+
 from __future__ import annotations
 
 import time
-from datetime import datetime, UTC
-from typing import Any, Optional
 from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Optional
 from zoneinfo import ZoneInfo
 
 from agent.pricing import dollars
-
 from graph.transports.cli.sessions import _size
 
 MARKET_ZONE = ZoneInfo("America/New_York")
@@ -81,6 +81,16 @@ def duration(seconds: Optional[float]) -> str:
     return time.strftime("%H:%M:%S", time.gmtime(seconds)) if seconds >= 60 else f"{seconds} s"
 
 
-FILTERS: dict[str, Callable[..., str]] = {"signed": signed, "fixed": fixed, "general": general, "price": price, "percent": percent,
-           "count": count, "dollars": money_spent, "market_time": market_time, "utc_time": utc_time,
-           "size": _size, "duration": duration}
+FILTERS: dict[str, Callable[..., str]] = {
+    "signed": signed,
+    "fixed": fixed,
+    "general": general,
+    "price": price,
+    "percent": percent,
+    "count": count,
+    "dollars": money_spent,
+    "market_time": market_time,
+    "utc_time": utc_time,
+    "size": _size,
+    "duration": duration,
+}

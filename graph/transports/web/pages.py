@@ -1,13 +1,14 @@
 """The console's routes: each page renders a view (graph/transports/web/views.py) through a template; each
 state-changing form is checked (CSRF and Origin) before it reaches the kernel, which applies the HTTP transport's
 policies as it does for the API."""
+
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
-from collections.abc import Callable
 from urllib.parse import parse_qsl, quote
 
 from fastapi import APIRouter, FastAPI, Request
@@ -22,12 +23,20 @@ from graph.kernel.idempotent import caller_of_token
 from graph.kernel.models import ApproveInput
 from graph.kernel.tasks import TERMINAL
 from graph.services.run_files import UnsafeRunPath, iter_run_file
-
 from graph.transports.web import views
 from graph.transports.web.format import FILTERS
 from graph.transports.web.guard import LOGIN
-from graph.transports.web.security import (CSRF_COOKIE, CSRF_FIELD, PREFIX, SESSION_COOKIE, Csrf, Refused,
-                                           cookie_options, origin_refused, session_value)
+from graph.transports.web.security import (
+    CSRF_COOKIE,
+    CSRF_FIELD,
+    PREFIX,
+    SESSION_COOKIE,
+    Csrf,
+    Refused,
+    cookie_options,
+    origin_refused,
+    session_value,
+)
 
 HERE = Path(__file__).parent
 # what the console writes into the audit for who decided: the name the person gives, and where they decided
@@ -39,9 +48,12 @@ COMMENTS = "comment" in ApproveInput.model_fields
 
 def environment() -> Environment:
     # autoescape everything, whatever the file name: model and news text is never markup
-    env = Environment(loader=PackageLoader("graph.transports.web", "templates"),
-                      autoescape=select_autoescape(default=True, default_for_string=True), trim_blocks=True,
-                      lstrip_blocks=True)
+    env = Environment(
+        loader=PackageLoader("graph.transports.web", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     # a field a contract of an older version lacks reads as missing (—), never as a crashed page
     env.filters.update({name: _undefined_as_none(f) for name, f in FILTERS.items()})
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=1, default=str, ensure_ascii=False)
@@ -52,6 +64,7 @@ def environment() -> Environment:
 def _undefined_as_none(f: Callable[..., str]) -> Callable[..., str]:
     def filtered(v: Any, *args: Any) -> str:
         return f(None if isinstance(v, Undefined) else v, *args)
+
     return filtered
 
 
@@ -69,25 +82,36 @@ def mount(app: FastAPI, kernel: Kernel) -> None:
 
     def render(request: Request, template: str, code: int = 200, **ctx: Any) -> HTMLResponse:
         cookie = request.cookies.get(CSRF_COOKIE) or Csrf.new_cookie()
-        html = env.get_template(template).render(request=request, csrf_field=CSRF_FIELD,
-                                                 csrf=csrf.field_for(cookie), token_set=policy.token is not None,
-                                                 **ctx)
-        resp = HTMLResponse(html, status_code=code, headers={
-            # nothing but this server: no CDN, no inline script an injected string could become
-            "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self'; "
-                                       "script-src 'self'; frame-ancestors 'none'; form-action 'self'",
-            "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin", "Cache-Control": "no-store"})
+        html = env.get_template(template).render(
+            request=request,
+            csrf_field=CSRF_FIELD,
+            csrf=csrf.field_for(cookie),
+            token_set=policy.token is not None,
+            **ctx,
+        )
+        resp = HTMLResponse(
+            html,
+            status_code=code,
+            headers={
+                # nothing but this server: no CDN, no inline script an injected string could become
+                "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self'; "
+                "script-src 'self'; frame-ancestors 'none'; form-action 'self'",
+                "X-Content-Type-Options": "nosniff",
+                "Referrer-Policy": "same-origin",
+                "Cache-Control": "no-store",
+            },
+        )
         if request.cookies.get(CSRF_COOKIE) != cookie:
             resp.set_cookie(CSRF_COOKIE, cookie, **cookie_options(request))
         return resp
 
     def failure(request: Request, err: KernelError | Refused) -> HTMLResponse:
         status = err.status if isinstance(err, Refused) else http_status(err)
-        return render(request, "error.html", code=status, message=err.message,
-                      kind=getattr(err, "kind", "refused"))
+        return render(request, "error.html", code=status, message=err.message, kind=getattr(err, "kind", "refused"))
 
-    async def show(request: Request, template: str, build: Callable[[], dict[str, Any]], code: int = 200,
-                   **extra: Any) -> HTMLResponse:
+    async def show(
+        request: Request, template: str, build: Callable[[], dict[str, Any]], code: int = 200, **extra: Any
+    ) -> HTMLResponse:
         try:
             data = await run_in_threadpool(build)
         except KernelError as e:
@@ -102,8 +126,12 @@ def mount(app: FastAPI, kernel: Kernel) -> None:
     # ------------------------------------------------------------------ sessions
     @router.get("/", response_class=HTMLResponse)
     async def sessions(request: Request, kind: str = "", status: str = "", page: int = 1, deleted: str = ""):
-        return await show(request, "sessions.html",
-                          lambda: views.sessions_page(kernel, kind or None, status or None, page), deleted=deleted)
+        return await show(
+            request,
+            "sessions.html",
+            lambda: views.sessions_page(kernel, kind or None, status or None, page),
+            deleted=deleted,
+        )
 
     @router.get(PREFIX + "/sessions/{session_id}", response_class=HTMLResponse)
     async def session(request: Request, session_id: str):
@@ -121,22 +149,31 @@ def mount(app: FastAPI, kernel: Kernel) -> None:
                 raise Refused(422, "refused: say who deletes (the admin log records it)")
             if fields.get("confirm", "").strip() != session_id:
                 raise Refused(422, f"refused: type the session's id ({session_id}) to confirm the deletion")
-            out: Any = await run_in_threadpool(kernel.call, "delete_session", {
-                "session_id": session_id, "by": f"{name[:80]} ({CONSOLE})", "force": fields.get("force") == "yes"},
-                transport=views.TRANSPORT)
+            out: Any = await run_in_threadpool(
+                kernel.call,
+                "delete_session",
+                {"session_id": session_id, "by": f"{name[:80]} ({CONSOLE})", "force": fields.get("force") == "yes"},
+                transport=views.TRANSPORT,
+            )
         except (Refused, KernelError) as e:
             status = e.status if isinstance(e, Refused) else http_status(e)
             if isinstance(e, Refused) and status == 403:
                 return failure(request, e)
-            return await show(request, "session.html", lambda: views.session_page(kernel, session_id), code=status,
-                              refusal=e.message)
+            return await show(
+                request, "session.html", lambda: views.session_page(kernel, session_id), code=status, refusal=e.message
+            )
         gone = ", ".join(d.session_id for d in out.sessions)
         return RedirectResponse(f"/?deleted={quote(gone)}", status_code=303)
 
     @router.get(PREFIX + "/sessions/{session_id}/cycles/{index}", response_class=HTMLResponse)
     async def cycle(request: Request, session_id: str, index: int, decided: str = ""):
-        return await show(request, "cycle.html", lambda: views.cycle_page(kernel, session_id, index, cycles),
-                          decided=decided, refusal=None)
+        return await show(
+            request,
+            "cycle.html",
+            lambda: views.cycle_page(kernel, session_id, index, cycles),
+            decided=decided,
+            refusal=None,
+        )
 
     @router.post(PREFIX + "/sessions/{session_id}/cycles/{index}/decision", response_class=HTMLResponse)
     async def decide(request: Request, session_id: str, index: int):
@@ -147,16 +184,23 @@ def mount(app: FastAPI, kernel: Kernel) -> None:
             if not name:
                 raise Refused(422, "refused: say who decides (the audit records it)")
             comment = (fields.get("comment") or "").strip() or None
-            await run_in_threadpool(_approve, kernel, session_id, index, approved, f"{name[:80]} ({CONSOLE})",
-                                    comment)
+            await run_in_threadpool(_approve, kernel, session_id, index, approved, f"{name[:80]} ({CONSOLE})", comment)
         except (Refused, KernelError) as e:
             status = e.status if isinstance(e, Refused) else http_status(e)
             if status == 403 and isinstance(e, Refused):
                 return failure(request, e)
-            return await show(request, "cycle.html", lambda: views.cycle_page(kernel, session_id, index, cycles),
-                              code=status, decided="", refusal=e.message)
-        return RedirectResponse(f"{PREFIX}/sessions/{session_id}/cycles/{index}?decided="
-                                f"{'approved' if approved else 'rejected'}", status_code=303)
+            return await show(
+                request,
+                "cycle.html",
+                lambda: views.cycle_page(kernel, session_id, index, cycles),
+                code=status,
+                decided="",
+                refusal=e.message,
+            )
+        return RedirectResponse(
+            f"{PREFIX}/sessions/{session_id}/cycles/{index}?decided={'approved' if approved else 'rejected'}",
+            status_code=303,
+        )
 
     @router.get(PREFIX + "/sessions/{session_id}/cycles/{index}/log", response_class=HTMLResponse)
     async def log(request: Request, session_id: str, index: int):
@@ -172,13 +216,15 @@ def mount(app: FastAPI, kernel: Kernel) -> None:
         def both() -> dict[str, Any]:
             report = views.call(kernel, "verify", session_id=session_id).model_dump()
             return {**views.log_page(kernel, session_id, index, cycles), "verified": report}
+
         return await show(request, "log.html", both)
 
     # ------------------------------------------------------------------ runs
     @router.get(PREFIX + "/runs", response_class=HTMLResponse)
     async def runs(request: Request):
-        return await show(request, "runs.html", lambda: views.runs_page(kernel), form={}, error=None,
-                          form_key=uuid.uuid4().hex)
+        return await show(
+            request, "runs.html", lambda: views.runs_page(kernel), form={}, error=None, form_key=uuid.uuid4().hex
+        )
 
     @router.post(PREFIX + "/runs/backtest", response_class=HTMLResponse)
     async def start_backtest(request: Request):
@@ -189,12 +235,23 @@ def mount(app: FastAPI, kernel: Kernel) -> None:
         args = _backtest_args(fields)
         try:
             task: Any = await run_in_threadpool(
-                kernel.call_keyed, "start_backtest", args, transport=views.TRANSPORT,
+                kernel.call_keyed,
+                "start_backtest",
+                args,
+                transport=views.TRANSPORT,
                 idempotency_key=fields.get("key") or None,
-                caller=caller_of_token(request.headers.get("authorization")) or request.cookies.get(SESSION_COOKIE))
+                caller=caller_of_token(request.headers.get("authorization")) or request.cookies.get(SESSION_COOKIE),
+            )
         except KernelError as e:  # bad input named by the kernel's own model, as the API would say it
-            return await show(request, "runs.html", lambda: views.runs_page(kernel), code=http_status(e),
-                              form=fields, error=e.message, form_key=uuid.uuid4().hex)
+            return await show(
+                request,
+                "runs.html",
+                lambda: views.runs_page(kernel),
+                code=http_status(e),
+                form=fields,
+                error=e.message,
+                form_key=uuid.uuid4().hex,
+            )
         return RedirectResponse(f"{PREFIX}/runs/{task.task_id}", status_code=303)
 
     @router.get(PREFIX + "/runs/{task_id}", response_class=HTMLResponse)
@@ -217,8 +274,9 @@ def mount(app: FastAPI, kernel: Kernel) -> None:
             except KernelError as e:
                 yield f"event: error\ndata: {json.dumps(e.to_dict())}\n\n"
 
-        return StreamingResponse(stream(), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return StreamingResponse(
+            stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        )
 
     @router.get(PREFIX + "/runs/{task_id}/files/{name}")
     def run_file(task_id: str, name: str):
@@ -234,9 +292,15 @@ def mount(app: FastAPI, kernel: Kernel) -> None:
             return Response(str(e), status_code=422, media_type="text/plain")
         # shown inline only as an image; anything else downloads (a JSON file is never rendered as a page)
         disposition = "inline" if found[name].media_type == "image/png" else "attachment"
-        return StreamingResponse(chunks, media_type=found[name].media_type, headers={
-            "Content-Disposition": f'{disposition}; filename="{name}"', "Content-Length": str(size),
-            "X-Content-Type-Options": "nosniff"})
+        return StreamingResponse(
+            chunks,
+            media_type=found[name].media_type,
+            headers={
+                "Content-Disposition": f'{disposition}; filename="{name}"',
+                "Content-Length": str(size),
+                "X-Content-Type-Options": "nosniff",
+            },
+        )
 
     # ------------------------------------------------------------------ broker
     @router.get(PREFIX + "/broker", response_class=HTMLResponse)
@@ -253,8 +317,11 @@ def mount(app: FastAPI, kernel: Kernel) -> None:
             name = (fields.get("by") or "").strip()
             if action != "reconcile" and not name:
                 raise Refused(422, f"refused: say who {action}s the broker (the audit records it)")
-            args: dict[str, Any] = {} if action == "reconcile" else {
-                "by": f"{name[:80]} ({CONSOLE})", "reason": (fields.get("reason") or "")[:500]}
+            args: dict[str, Any] = (
+                {}
+                if action == "reconcile"
+                else {"by": f"{name[:80]} ({CONSOLE})", "reason": (fields.get("reason") or "")[:500]}
+            )
             if action == "halt":
                 args["cancel_open"] = fields.get("cancel_open") == "yes"
             out: Any = await run_in_threadpool(kernel.call, f"broker_{action}", args, transport=views.TRANSPORT)
@@ -262,11 +329,18 @@ def mount(app: FastAPI, kernel: Kernel) -> None:
             status = e.status if isinstance(e, Refused) else http_status(e)
             if isinstance(e, Refused) and status in (403, 404):
                 return failure(request, e)
-            return await show(request, "broker.html", lambda: views.broker_page(kernel), code=status,
-                              reconciled=None, refusal=e.message)
+            return await show(
+                request,
+                "broker.html",
+                lambda: views.broker_page(kernel),
+                code=status,
+                reconciled=None,
+                refusal=e.message,
+            )
         if action == "reconcile":
-            return await show(request, "broker.html", lambda: views.broker_page(kernel), reconciled=out.model_dump(),
-                              refusal=None)
+            return await show(
+                request, "broker.html", lambda: views.broker_page(kernel), reconciled=out.model_dump(), refusal=None
+            )
         return RedirectResponse(f"{PREFIX}/broker", status_code=303)
 
     # ------------------------------------------------------------------ sign-in
@@ -283,8 +357,7 @@ def mount(app: FastAPI, kernel: Kernel) -> None:
         if policy.token is None:
             return RedirectResponse(_local(fields.get("next", "/")), status_code=303)
         if not policy.authorized(f"Bearer {fields.get('token', '')}"):
-            return render(request, "login.html", code=401, next=_local(fields.get("next", "/")),
-                          error="wrong token")
+            return render(request, "login.html", code=401, next=_local(fields.get("next", "/")), error="wrong token")
         resp = RedirectResponse(_local(fields.get("next", "/")), status_code=303)
         resp.set_cookie(SESSION_COOKIE, session_value(policy.token), **cookie_options(request))
         return resp
@@ -315,8 +388,11 @@ def _approve(kernel: Kernel, session_id: str, index: int, approved: bool, by: st
     shown = views.load_cycle(kernel, session_id, index)
     if not shown.paused:
         who = shown.approval or {}
-        how = (f"{'approved' if who.get('approved') else 'rejected'} by {who.get('by')}" if who
-               else "not waiting for a decision")
+        how = (
+            f"{'approved' if who.get('approved') else 'rejected'} by {who.get('by')}"
+            if who
+            else "not waiting for a decision"
+        )
         raise Refused(409, f"refused: cycle {shown.cycle_id} was decided elsewhere: {how}; it ended {shown.status}")
     args: dict[str, Any] = {"session_id": session_id, "approved": approved, "by": by}
     if comment is not None and COMMENTS:

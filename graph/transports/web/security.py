@@ -8,6 +8,7 @@ Origin guard of the whole server (graph/transports/web_guard.py, which answers o
   key of this server (signed double-submit), and an Origin equal to the server's own: required here, where the
   server-wide guard lets a request without one through (programs send none; a browser always does on a POST).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -48,8 +49,7 @@ def signed_in(policy: Policy, cookies: dict[str, str], authorization: str = "") 
     if policy.token is None:
         return True
     given = cookies.get(SESSION_COOKIE, "")
-    return hmac.compare_digest(given.encode(), session_value(policy.token).encode()) or \
-        policy.authorized(authorization)
+    return hmac.compare_digest(given.encode(), session_value(policy.token).encode()) or policy.authorized(authorization)
 
 
 class Csrf:
@@ -72,8 +72,11 @@ class Csrf:
             raise Refused(403, origin_refusal)
         cookie = request.cookies.get(CSRF_COOKIE, "")
         if not cookie or not field or not hmac.compare_digest(field.encode(), self.field_for(cookie).encode()):
-            raise Refused(403, "refused: the form's CSRF token is missing or does not match this browser's "
-                               "(reload the page and submit again)")
+            raise Refused(
+                403,
+                "refused: the form's CSRF token is missing or does not match this browser's "
+                "(reload the page and submit again)",
+            )
 
 
 def origin_refused(request: Request) -> Optional[str]:

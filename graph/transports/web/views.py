@@ -1,5 +1,6 @@
 """What each page shows, read through the kernel's capabilities (so the HTTP transport's policies apply as to the
 API) and the replay reconstruction (graph/machine/recording.py build_session): plain dicts for the templates."""
+
 from __future__ import annotations
 
 import json
@@ -12,9 +13,8 @@ from graph.kernel.core import Kernel
 from graph.kernel.errors import BadInput, KernelError, NotFound
 from graph.machine.recording import Cycle, build_session
 from graph.services.run_files import read_run_text
-from schemas.states import STATES
-
 from graph.transports.web.charts import Series, equity_and_drawdown
+from schemas.states import STATES
 
 TRANSPORT = "http"  # the console is the HTTP server: the same policies as its API
 PAGE_SIZE = 50
@@ -22,8 +22,22 @@ LIST_MAX = 1000  # list_sessions' most (graph/kernel/models.py ListSessionsInput
 # read_events' most per call (graph/kernel/models.py EventsQuery.limit)
 EVENTS_PAGE = 100_000
 # the feature bundle's numbers the approval screen shows (the rest are on the log page, in the SCANNING contract)
-BUNDLE_NUMBERS = ("close", "prev_close", "gap_pct", "rsi14", "macd_hist", "sma20", "sma50", "sma200", "atr14",
-                  "support", "resistance", "dist_to_support_pct", "dist_to_resistance_pct", "volume_vs_avg20")
+BUNDLE_NUMBERS = (
+    "close",
+    "prev_close",
+    "gap_pct",
+    "rsi14",
+    "macd_hist",
+    "sma20",
+    "sma50",
+    "sma200",
+    "atr14",
+    "support",
+    "resistance",
+    "dist_to_support_pct",
+    "dist_to_resistance_pct",
+    "volume_vs_avg20",
+)
 ABSTAINED = "deterministic-abstain"
 
 
@@ -41,12 +55,21 @@ def sessions_page(kernel: Kernel, kind: Optional[str], status: Optional[str], pa
     want = min(LIST_MAX, page * PAGE_SIZE + 1)  # one more than the page: is there an older one?
     out = call(kernel, "list_sessions", limit=want, kind=kind or None, status=status or None)
     rows = [s.model_dump() for s in out.sessions]
-    pending = [s.model_dump() for s in call(kernel, "list_sessions", limit=PAGE_SIZE, all=True,
-                                            status="pending_approval").sessions]
-    return {"pending": pending, "sessions": rows[(page - 1) * PAGE_SIZE:page * PAGE_SIZE], "page": page,
-            "older": len(rows) > page * PAGE_SIZE and page < pages, "kind": kind or "", "status": status or "",
-            "unsummarised": out.unsummarised, "replays_hidden": out.replays_hidden and kind != "replay",
-            "list_max": LIST_MAX}
+    pending = [
+        s.model_dump()
+        for s in call(kernel, "list_sessions", limit=PAGE_SIZE, all=True, status="pending_approval").sessions
+    ]
+    return {
+        "pending": pending,
+        "sessions": rows[(page - 1) * PAGE_SIZE : page * PAGE_SIZE],
+        "page": page,
+        "older": len(rows) > page * PAGE_SIZE and page < pages,
+        "kind": kind or "",
+        "status": status or "",
+        "unsummarised": out.unsummarised,
+        "replays_hidden": out.replays_hidden and kind != "replay",
+        "list_max": LIST_MAX,
+    }
 
 
 def cycle_pnl(cycle: dict[str, Any]) -> Optional[float]:
@@ -67,10 +90,20 @@ def session_page(kernel: Kernel, session_id: str) -> dict[str, Any]:
     for c in replay.cycles:
         executing = contract(c, "EXECUTING") or {}
         fills = ((executing.get("result") or {}).get("executed_trades")) or []
-        cycles.append({"index": c["index"], "cycle_id": c["cycle_id"], "status": c["status"],
-                       "symbols": (c.get("inputs") or {}).get("symbols") or [],
-                       "as_of": (c.get("inputs") or {}).get("as_of"), "fills": len(fills), "pnl": cycle_pnl(c),
-                       "approval": c.get("approval"), "events": c.get("events"), "tokens": c.get("tokens") or {}})
+        cycles.append(
+            {
+                "index": c["index"],
+                "cycle_id": c["cycle_id"],
+                "status": c["status"],
+                "symbols": (c.get("inputs") or {}).get("symbols") or [],
+                "as_of": (c.get("inputs") or {}).get("as_of"),
+                "fills": len(fills),
+                "pnl": cycle_pnl(c),
+                "approval": c.get("approval"),
+                "events": c.get("events"),
+                "tokens": c.get("tokens") or {},
+            }
+        )
     try:
         book = call(kernel, "portfolio", session_id=session_id).model_dump()
     except KernelError:  # a backtest keeps its book in its run folder; a session that never sized a book has none
@@ -134,8 +167,9 @@ def _rebuilt(kernel: Kernel, session_id: str, index: int) -> Cycle:
     cycle_id = cycle_id_of(session_id, index)
     events: list[dict] = []
     while True:
-        page = call(kernel, "read_events", session_id=session_id, cycle_id=cycle_id, offset=len(events),
-                    limit=EVENTS_PAGE)
+        page = call(
+            kernel, "read_events", session_id=session_id, cycle_id=cycle_id, offset=len(events), limit=EVENTS_PAGE
+        )
         events += page.events
         if not page.events or len(events) >= page.total:
             break
@@ -152,17 +186,29 @@ def _bundles(scan: dict[str, Any]) -> list[dict[str, Any]]:
         bundle = snap.get("bundle") or {}
         tech = bundle.get("technical") or {}
         news = bundle.get("news") or {}
-        out.append({"symbol": snap["symbol"], "price": snap.get("price"), "fallback": bundle.get("fallback"),
-                    "numbers": [(k, tech.get(k)) for k in BUNDLE_NUMBERS if k in tech],
-                    "news": news.get("items") or [], "net_sentiment": news.get("net_sentiment"),
-                    "fundamentals": bundle.get("fundamentals") or {}, "forecast": bundle.get("forecast")})
+        out.append(
+            {
+                "symbol": snap["symbol"],
+                "price": snap.get("price"),
+                "fallback": bundle.get("fallback"),
+                "numbers": [(k, tech.get(k)) for k in BUNDLE_NUMBERS if k in tech],
+                "news": news.get("items") or [],
+                "net_sentiment": news.get("net_sentiment"),
+                "fundamentals": bundle.get("fundamentals") or {},
+                "forecast": bundle.get("forecast"),
+            }
+        )
     return out
 
 
 def _panels(analyzing: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"symbol": p["symbol"], "notes": [{**n, "abstained": n.get("model_used") == ABSTAINED}
-                                             for n in p.get("notes") or []]}
-            for p in analyzing.get("panels") or []]
+    return [
+        {
+            "symbol": p["symbol"],
+            "notes": [{**n, "abstained": n.get("model_used") == ABSTAINED} for n in p.get("notes") or []],
+        }
+        for p in analyzing.get("panels") or []
+    ]
 
 
 def _orders(deciding: dict[str, Any]) -> list[dict[str, Any]]:
@@ -170,8 +216,10 @@ def _orders(deciding: dict[str, Any]) -> list[dict[str, Any]]:
     orders = {o["symbol"]: o for o in deciding.get("orders") or []}
     rows = [{**t, "order": orders.pop(t["symbol"], None)} for t in deciding.get("theses") or []]
     # an order without a thesis of this cycle (a sell of a held position): still shown
-    rows += [{"symbol": s, "direction": None, "entry": None, "stop": o.get("stop"), "target": o.get("target"),
-              "order": o} for s, o in orders.items()]
+    rows += [
+        {"symbol": s, "direction": None, "entry": None, "stop": o.get("stop"), "target": o.get("target"), "order": o}
+        for s, o in orders.items()
+    ]
     return rows
 
 
@@ -179,13 +227,26 @@ def cycle_page(kernel: Kernel, session_id: str, index: int, cache: Optional[Cycl
     c = load_cycle(kernel, session_id, index, cache)
     scan, executing = contract(c, "SCANNING") or {}, contract(c, "EXECUTING")
     debate, validating = contract(c, "DEBATE") or {}, contract(c, "VALIDATING")
-    return {"session_id": session_id, "index": index, "cycle": c, "status": c.status, "paused": c.paused,
-            "inputs": c.inputs or {}, "approval": c.approval, "bundles": _bundles(scan), "exits": scan.get("exits") or [],
-            "panels": _panels(contract(c, "ANALYZING") or {}), "debate": debate.get("results") or [],
-            "orders": _orders(contract(c, "DECIDING") or {}),
-            "deciding_rationale": (contract(c, "DECIDING") or {}).get("rationale"),
-            "validation": validating, "execution": executing, "errors": c.errors,
-            "memorizing": contract(c, "MEMORIZING"), "spend": recorded_spend(c)}
+    return {
+        "session_id": session_id,
+        "index": index,
+        "cycle": c,
+        "status": c.status,
+        "paused": c.paused,
+        "inputs": c.inputs or {},
+        "approval": c.approval,
+        "bundles": _bundles(scan),
+        "exits": scan.get("exits") or [],
+        "panels": _panels(contract(c, "ANALYZING") or {}),
+        "debate": debate.get("results") or [],
+        "orders": _orders(contract(c, "DECIDING") or {}),
+        "deciding_rationale": (contract(c, "DECIDING") or {}).get("rationale"),
+        "validation": validating,
+        "execution": executing,
+        "errors": c.errors,
+        "memorizing": contract(c, "MEMORIZING"),
+        "spend": recorded_spend(c),
+    }
 
 
 def recorded_spend(cycle: Cycle) -> dict[str, Any]:
@@ -205,24 +266,44 @@ def log_page(kernel: Kernel, session_id: str, index: int, cache: Optional[CycleC
     rows: list[dict[str, Any]] = []
     for x in c.llm_calls:
         price = price_of(x.model)[1]
-        rows.append({"seq": x.seq, "type": "llm", "state": x.state, "call": x,
-                     "cost": cost_of(x.usage or {}, price) if x.answered else None, "priced": price is not None})
+        rows.append(
+            {
+                "seq": x.seq,
+                "type": "llm",
+                "state": x.state,
+                "call": x,
+                "cost": cost_of(x.usage or {}, price) if x.answered else None,
+                "priced": price is not None,
+            }
+        )
     for t in c.tool_calls:
         rows.append({"seq": t.seq, "type": "tool", "state": t.state, "call": t})
     for tr in c.transitions:
         rows.append({"seq": tr["seq"], "type": "transition", "state": tr.get("to"), "call": tr})
     for v in c.validations:
         rows.append({"seq": v["seq"], "type": "validation", "state": v.get("state"), "call": v})
-    for kind, happened in (("approval_decided", c.approvals), ("dividend_paid", c.dividends),
-                           ("position_exited", c.exits), ("abstained", c.abstentions)):
+    for kind, happened in (
+        ("approval_decided", c.approvals),
+        ("dividend_paid", c.dividends),
+        ("position_exited", c.exits),
+        ("abstained", c.abstentions),
+    ):
         rows += [{"seq": h["seq"], "type": kind, "state": h["state"], "call": h} for h in happened]
     for e in c.errors:
         rows.append({"seq": e.get("seq") or 0, "type": "error", "state": e.get("state"), "call": e})
     rows.sort(key=lambda r: r["seq"])
     replay = call(kernel, "replay", session_id=session_id)
-    return {"session_id": session_id, "index": index, "cycle": c, "rows": rows, "chain": replay.chain,
-            "gap_free": replay.gap_free, "warnings": replay.warnings, "spend": recorded_spend(c),
-            "states": STATES}
+    return {
+        "session_id": session_id,
+        "index": index,
+        "cycle": c,
+        "rows": rows,
+        "chain": replay.chain,
+        "gap_free": replay.gap_free,
+        "warnings": replay.warnings,
+        "spend": recorded_spend(c),
+        "states": STATES,
+    }
 
 
 # ------------------------------------------------------------------------------------------------ runs
@@ -260,9 +341,15 @@ def run_page(kernel: Kernel, task_id: str) -> dict[str, Any]:
                 series.append(Series(row["name"], [p["date"] for p in nav], [float(p["equity"]) for p in nav]))
     equity_svg, drawdown_svg = equity_and_drawdown(series) if series else ("", "")
     images = [a.name for a in arts.artifacts if a.media_type == "image/png"]
-    return {"task": task.model_dump(), "artifacts": [a.model_dump() for a in arts.artifacts], "images": images,
-            "metrics": (result or {}).get("metrics"), "scorecard": card, "equity_svg": equity_svg,
-            "drawdown_svg": drawdown_svg}
+    return {
+        "task": task.model_dump(),
+        "artifacts": [a.model_dump() for a in arts.artifacts],
+        "images": images,
+        "metrics": (result or {}).get("metrics"),
+        "scorecard": card,
+        "equity_svg": equity_svg,
+        "drawdown_svg": drawdown_svg,
+    }
 
 
 # ------------------------------------------------------------------------------------------------ broker

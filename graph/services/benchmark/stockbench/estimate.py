@@ -21,6 +21,7 @@ model without a price is "unknown", never $0. Checked against the full offline r
 both counted by this rule): 20,425 calls projected for 20,416 made, 18.28M input tokens for 18.53M, 2.40M output
 tokens for 2.46M.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -31,8 +32,8 @@ import shutil
 import tempfile
 import time
 import uuid
-from typing import Any, Optional
 from collections.abc import Iterator
+from typing import Any, Optional
 
 from graph.services.benchmark.stockbench.protocol import Protocol
 from schemas.events import LlmRequestEvent, LlmRequestPayload, LlmResponseEvent, parse_event
@@ -41,13 +42,17 @@ from schemas.events import LlmRequestEvent, LlmRequestPayload, LlmResponseEvent,
 # four points and then level off (measured on the shipped data: 31.9k, 37.4k, 43.1k, 45.1k, then 44-45.5k input
 # tokens a point for 4 symbols), so the last of these stands for every later session
 DRY_RUN_POINTS = 4
-TOKENIZER = ("~4 characters per token (agent/offline_model.py estimate_tokens), over each request's messages and "
-             "the tool and response-format JSON schemas sent with it; tiktoken's o200k vocabulary is a download "
-             "and is not used")
-OUTPUT_ASSUMPTION = ("expected: the offline model's answers to the same requests (JSON of the same contracts), "
-                     "~4 characters per token; worst case: every call at its state's output cap, which every "
-                     "request carries (agent/output_caps.py; at most {cap} tokens); a reasoning model's hidden "
-                     "reasoning is billed on top of either")
+TOKENIZER = (
+    "~4 characters per token (agent/offline_model.py estimate_tokens), over each request's messages and "
+    "the tool and response-format JSON schemas sent with it; tiktoken's o200k vocabulary is a download "
+    "and is not used"
+)
+OUTPUT_ASSUMPTION = (
+    "expected: the offline model's answers to the same requests (JSON of the same contracts), "
+    "~4 characters per token; worst case: every call at its state's output cap, which every "
+    "request carries (agent/output_caps.py; at most {cap} tokens); a reasoning model's hidden "
+    "reasoning is billed on top of either"
+)
 OFFLINE_TIERS = {"offline-quick": "quick", "offline-deep": "deep"}
 
 
@@ -121,8 +126,11 @@ def measure(events: list[dict[str, Any]]) -> list[dict[str, dict[str, dict[str, 
         if not isinstance(e, (LlmRequestEvent, LlmResponseEvent)):
             continue
         tier = OFFLINE_TIERS.get(e.payload.model or "", "quick")
-        bucket = cycles.setdefault(e.cycle_id, {}).setdefault(tier, {}).setdefault(
-            e.state, {"calls": 0, "input_tokens": 0, "output_tokens": 0})
+        bucket = (
+            cycles.setdefault(e.cycle_id, {})
+            .setdefault(tier, {})
+            .setdefault(e.state, {"calls": 0, "input_tokens": 0, "output_tokens": 0})
+        )
         if isinstance(e, LlmRequestEvent):
             bucket["calls"] += 1
             bucket["input_tokens"] += request_input_tokens(e.payload)
@@ -131,17 +139,19 @@ def measure(events: list[dict[str, Any]]) -> list[dict[str, dict[str, dict[str, 
     return list(cycles.values())
 
 
-def dry_run(protocol: Protocol, data_files, sessions: list[str], points: int = DRY_RUN_POINTS,
-            store=None) -> dict[str, Any]:
+def dry_run(
+    protocol: Protocol, data_files, sessions: list[str], points: int = DRY_RUN_POINTS, store=None
+) -> dict[str, Any]:
     """The offline model over the window's first `points` sessions, on a throwaway store and folder."""
     from agent.config import AgentConfig
+    from graph.machine.runtime import default_runtime
     from graph.services.backtest.loop import run_backtest, session_id_of
     from graph.services.benchmark.stockbench.run import episode_config_of
-    from graph.machine.runtime import default_runtime
 
     points = max(1, min(points, len(sessions)))
-    settings = AgentConfig.from_env(provider="offline", quick_model="offline-quick", deep_model="offline-deep",
-                                    memory=protocol.memory)
+    settings = AgentConfig.from_env(
+        provider="offline", quick_model="offline-quick", deep_model="offline-deep", memory=protocol.memory
+    )
     # never a budget or a cache in a dry run: it spends nothing and must measure every request
     settings = dataclasses.replace(settings, token_budget=None, max_cost=None, max_llm_calls=None, llm_cache=False)
     run_id = f"estimate-{uuid.uuid4().hex[:8]}"
@@ -150,13 +160,23 @@ def dry_run(protocol: Protocol, data_files, sessions: list[str], points: int = D
     try:
         with throwaway_store(store) as s:
             config = episode_config_of(protocol, run_id, start=sessions[0], end=sessions[points - 1])
-            result = run_backtest(config, s, progress=False, runtime=default_runtime(settings, data=data_files),
-                                  out_dir=folder, run_id=run_id)
+            result = run_backtest(
+                config,
+                s,
+                progress=False,
+                runtime=default_runtime(settings, data=data_files),
+                out_dir=folder,
+                run_id=run_id,
+            )
             cycles = measure(s.events.read(session_id_of(run_id)))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    return {"points": result.decision_points, "dates": [p.date for p in result.equity_curve],
-            "seconds": round(time.monotonic() - started, 2), "cycles": cycles}
+    return {
+        "points": result.decision_points,
+        "dates": [p.date for p in result.equity_curve],
+        "seconds": round(time.monotonic() - started, 2),
+        "cycles": cycles,
+    }
 
 
 def _window_totals(cycles: list[dict[str, Any]], sessions: int) -> dict[str, dict[str, dict[str, float]]]:
@@ -169,15 +189,17 @@ def _window_totals(cycles: list[dict[str, Any]], sessions: int) -> dict[str, dic
         weight = 1 + (rest if i == len(cycles) - 1 else 0)
         for tier, states in cycle.items():
             for state, b in states.items():
-                t = out.setdefault(tier, {}).setdefault(state, {"calls": 0.0, "input_tokens": 0.0,
-                                                                "output_tokens": 0.0})
+                t = out.setdefault(tier, {}).setdefault(
+                    state, {"calls": 0.0, "input_tokens": 0.0, "output_tokens": 0.0}
+                )
                 for k in t:
                     t[k] += b[k] * weight
     return out
 
 
-def project(dry: dict[str, Any], configurations, sessions: int, symbols: int,
-            output_cap: Optional[int] = None) -> dict[str, Any]:
+def project(
+    dry: dict[str, Any], configurations, sessions: int, symbols: int, output_cap: Optional[int] = None
+) -> dict[str, Any]:
     """The dry run's traffic over the window's sessions, priced per configuration and tier."""
     from agent.output_caps import caps_from_env, parse
     from agent.pricing import price_of
@@ -198,9 +220,19 @@ def project(dry: dict[str, Any], configurations, sessions: int, symbols: int,
     per_point["by_state"] = {s: {k: round(v / sessions, 1) for k, v in b.items()} for s, b in by_state.items()}
     rows = []
     for c in configurations:
-        row: dict[str, Any] = {"name": c.name, "quick_model": c.quick_resolved, "deep_model": c.deep_resolved,
-                               "calls": 0, "input_tokens": 0, "output_tokens": 0, "output_tokens_worst": 0,
-                               "usd": 0.0, "usd_worst": 0.0, "priced_as": {}, "unpriced": []}
+        row: dict[str, Any] = {
+            "name": c.name,
+            "quick_model": c.quick_resolved,
+            "deep_model": c.deep_resolved,
+            "calls": 0,
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "output_tokens_worst": 0,
+            "usd": 0.0,
+            "usd_worst": 0.0,
+            "priced_as": {},
+            "unpriced": [],
+        }
         for tier, t in tiers.items():
             model = c.quick_resolved if tier == "quick" else c.deep_resolved
             calls, ins, outs = (round(t[k]) for k in keys)
@@ -222,12 +254,24 @@ def project(dry: dict[str, Any], configurations, sessions: int, symbols: int,
             row["usd"], row["usd_worst"] = round(row["usd"], 4), round(row["usd_worst"], 4)
         row["total_tokens"] = row["input_tokens"] + row["output_tokens"]
         rows.append(row)
-    return {"per_point": per_point, "configurations": rows, "output_cap": cap, "output_caps": caps,
-            "prompt_tokens_per_symbol_decision": round(per_point["input_tokens"] / max(1, symbols), 1)}
+    return {
+        "per_point": per_point,
+        "configurations": rows,
+        "output_cap": cap,
+        "output_caps": caps,
+        "prompt_tokens_per_symbol_decision": round(per_point["input_tokens"] / max(1, symbols), 1),
+    }
 
 
-def estimate(protocol: Protocol, models, data: Optional[str] = None, *, points: int = DRY_RUN_POINTS,
-             store=None, runs: Optional[int] = None) -> dict[str, Any]:
+def estimate(
+    protocol: Protocol,
+    models,
+    data: Optional[str] = None,
+    *,
+    points: int = DRY_RUN_POINTS,
+    store=None,
+    runs: Optional[int] = None,
+) -> dict[str, Any]:
     """The estimate of a benchmark as `plan` would run it (same checks on the data, window and symbols, and as
     many runs of each configuration: --runs, else 3 for a provider's model); the models need not be ready to run
     (no key is needed to price them)."""
@@ -247,11 +291,16 @@ def estimate(protocol: Protocol, models, data: Optional[str] = None, *, points: 
             row[k] = None if row[k] is None else round(row[k] * n, 4)
     totals = {k: sum(r[k] for r in projected["configurations"]) for k in ("calls", "input_tokens", "output_tokens")}
     usd = [r["usd"] for r in projected["configurations"]]
-    return {"benchmark": "stockbench", "window": {"start": sessions[0], "end": sessions[-1], "sessions": len(sessions)},
-            "symbols": list(protocol.symbols), **projected,
-            "total": {**totals, "usd": None if None in usd else round(sum(usd), 4)},
-            "dry_run": {k: dry[k] for k in ("points", "dates", "seconds")},
-            "tokenizer": TOKENIZER, "output_assumption": OUTPUT_ASSUMPTION.format(cap=projected["output_cap"]),
-            "method": f"a dry run of the first {dry['points']} decision point(s) ({', '.join(dry['dates'])}) with the "
-                      f"offline model on a throwaway store, no request sent to any provider; each point as measured, "
-                      f"the last one for each of the other {max(0, len(sessions) - dry['points'])} sessions"}
+    return {
+        "benchmark": "stockbench",
+        "window": {"start": sessions[0], "end": sessions[-1], "sessions": len(sessions)},
+        "symbols": list(protocol.symbols),
+        **projected,
+        "total": {**totals, "usd": None if None in usd else round(sum(usd), 4)},
+        "dry_run": {k: dry[k] for k in ("points", "dates", "seconds")},
+        "tokenizer": TOKENIZER,
+        "output_assumption": OUTPUT_ASSUMPTION.format(cap=projected["output_cap"]),
+        "method": f"a dry run of the first {dry['points']} decision point(s) ({', '.join(dry['dates'])}) with the "
+        f"offline model on a throwaway store, no request sent to any provider; each point as measured, "
+        f"the last one for each of the other {max(0, len(sessions) - dry['points'])} sessions",
+    }

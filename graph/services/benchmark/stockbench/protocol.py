@@ -5,6 +5,7 @@ The defaults are the paper's (arXiv 2510.02209; its repository's scripts/run_ben
 at the open, commission 1 bp and slippage 2 bp. The scorecard prints the departures beside the table, so a
 reader never takes tradegraph's row for a run of StockBench's own agent.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,28 @@ from typing import Any, Optional
 
 from schemas.simulation import MemoryMode
 
-SYMBOLS: tuple[str, ...] = ("GS", "MSFT", "HD", "V", "SHW", "CAT", "MCD", "UNH", "AXP", "AMGN", "TRV", "CRM", "JPM",
-                            "IBM", "HON", "BA", "AMZN", "AAPL", "PG", "JNJ")
+SYMBOLS: tuple[str, ...] = (
+    "GS",
+    "MSFT",
+    "HD",
+    "V",
+    "SHW",
+    "CAT",
+    "MCD",
+    "UNH",
+    "AXP",
+    "AMGN",
+    "TRV",
+    "CRM",
+    "JPM",
+    "IBM",
+    "HON",
+    "BA",
+    "AMZN",
+    "AAPL",
+    "PG",
+    "JNJ",
+)
 START, END = "2025-03-01", "2025-06-30"
 INITIAL_CASH = 100_000.0
 COMMISSION_BPS = 1.0
@@ -30,6 +51,7 @@ PUBLISHED = Path(__file__).with_name("published.json")
 @dataclass(frozen=True)
 class Protocol:
     """What one benchmark run decides on; the defaults are StockBench's."""
+
     symbols: tuple[str, ...] = SYMBOLS
     start: str = START
     end: str = END
@@ -52,21 +74,32 @@ class Protocol:
         if tuple(self.symbols) != SYMBOLS:
             lines.append(f"symbols: {len(self.symbols)} chosen ({','.join(self.symbols)}), the paper trades its 20")
         if (self.start, self.end) != (START, END):
-            lines.append(f"window {self.start}..{self.end}, the paper's is {START}..{END}: its published rows "
-                         f"are not comparable")
+            lines.append(
+                f"window {self.start}..{self.end}, the paper's is {START}..{END}: its published rows are not comparable"
+            )
         if self.initial_cash != INITIAL_CASH:
             lines.append(f"starting cash {self.initial_cash:,.0f}, the paper's is {INITIAL_CASH:,.0f}")
         if (self.fees_bps, self.slippage_bps) != (COMMISSION_BPS, SLIPPAGE_BPS):
-            lines.append(f"costs: commission {self.fees_bps:g} bp, slippage {self.slippage_bps:g} bp; the paper's "
-                         f"are {COMMISSION_BPS:g} and {SLIPPAGE_BPS:g}")
+            lines.append(
+                f"costs: commission {self.fees_bps:g} bp, slippage {self.slippage_bps:g} bp; the paper's "
+                f"are {COMMISSION_BPS:g} and {SLIPPAGE_BPS:g}"
+            )
         if self.memory != "session":
-            lines.append(f"memory {self.memory}: " + (
-                "agents recall notes of every run known before each date" if self.memory == "on" else
-                "agents recall no past notes") + " (StockBench shows each symbol's own recent decisions, as "
-                "tradegraph's default 'session' recalls the run's own notes)")
+            lines.append(
+                f"memory {self.memory}: "
+                + (
+                    "agents recall notes of every run known before each date"
+                    if self.memory == "on"
+                    else "agents recall no past notes"
+                )
+                + " (StockBench shows each symbol's own recent decisions, as "
+                "tradegraph's default 'session' recalls the run's own notes)"
+            )
         if self.model_temperature != TEMPERATURE:
-            lines.append(f"temperature {self.model_temperature:g} for a provider's model, the paper's is "
-                         f"{TEMPERATURE:g} (Table 2: each model the mean of 3 runs at {TEMPERATURE:g})")
+            lines.append(
+                f"temperature {self.model_temperature:g} for a provider's model, the paper's is "
+                f"{TEMPERATURE:g} (Table 2: each model the mean of 3 runs at {TEMPERATURE:g})"
+            )
         return lines + list(ALWAYS)
 
 

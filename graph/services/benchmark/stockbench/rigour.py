@@ -3,13 +3,14 @@ than noise (a paired test of daily excess returns: mean, 95% bootstrap interval,
 arXiv 2505.07078, found LLM strategies' edge failing such tests), how it did in the window's downturn (March-April)
 and upturn (May-June), as the paper discusses, how much its runs vary (mean and standard deviation over --runs), and
 whether its model may have seen the window (a training cut-off on or after the window's start: cutoffs.json)."""
+
 from __future__ import annotations
 
 import json
 import math
 import statistics
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Optional
 
 from agent.metrics import stockbench_metrics
@@ -31,8 +32,13 @@ def daily_returns(nav: Sequence[dict[str, Any]], base: Optional[float] = None) -
     return [b / a - 1.0 for a, b in zip(values, values[1:])]
 
 
-def paired_test(run_nav: Sequence[dict[str, Any]], bh_nav: Sequence[dict[str, Any]], initial_cash: float,
-                resamples: int = BOOTSTRAP, seed: int = SEED) -> dict[str, Any]:
+def paired_test(
+    run_nav: Sequence[dict[str, Any]],
+    bh_nav: Sequence[dict[str, Any]],
+    initial_cash: float,
+    resamples: int = BOOTSTRAP,
+    seed: int = SEED,
+) -> dict[str, Any]:
     """Daily excess returns of a run over buy-and-hold on the same dates (both from the cash they start with):
     their mean, its 95% percentile-bootstrap interval, and the two-sided bootstrap p-value of a zero mean (the
     resampled means, centred, as far from zero as the observed one)."""
@@ -45,15 +51,24 @@ def paired_test(run_nav: Sequence[dict[str, Any]], bh_nav: Sequence[dict[str, An
     excess = np.array(run) - np.array(bh)
     n = len(excess)
     if n < MIN_SESSIONS:
-        return {"sessions": n, "mean": float(excess.mean()) if n else None, "ci95": None, "p_value": None,
-                "method": f"no test: {n} paired session(s), fewer than the {MIN_SESSIONS} a bootstrap needs here"}
+        return {
+            "sessions": n,
+            "mean": float(excess.mean()) if n else None,
+            "ci95": None,
+            "p_value": None,
+            "method": f"no test: {n} paired session(s), fewer than the {MIN_SESSIONS} a bootstrap needs here",
+        }
     rng = np.random.default_rng(seed)
     means = excess[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
     mean = float(excess.mean())
     p = float(np.mean(np.abs(means - mean) >= abs(mean))) if mean != 0 else 1.0
-    return {"sessions": n, "mean": mean, "ci95": [float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))],
-            "p_value": p, "method": f"paired daily excess returns over buy-and-hold; {resamples} bootstrap resamples, "
-                                    f"seed {seed}"}
+    return {
+        "sessions": n,
+        "mean": mean,
+        "ci95": [float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))],
+        "p_value": p,
+        "method": f"paired daily excess returns over buy-and-hold; {resamples} bootstrap resamples, seed {seed}",
+    }
 
 
 def sub_periods(nav: Sequence[dict[str, Any]], initial_cash: float) -> dict[str, Optional[dict[str, Any]]]:
@@ -68,8 +83,12 @@ def sub_periods(nav: Sequence[dict[str, Any]], initial_cash: float) -> dict[str,
         base = float(nav[inside[0] - 1]["equity"]) if inside[0] > 0 else initial_cash
         equity = [float(nav[i]["equity"]) for i in inside]
         figures = stockbench_metrics([base, *equity], base)
-        out[name] = {"start": nav[inside[0]]["date"], "end": nav[inside[-1]]["date"], "sessions": len(inside),
-                     **{k: figures[k] for k in METRICS}}
+        out[name] = {
+            "start": nav[inside[0]]["date"],
+            "end": nav[inside[-1]]["date"],
+            "sessions": len(inside),
+            **{k: figures[k] for k in METRICS},
+        }
     return out
 
 
@@ -85,11 +104,19 @@ def spread(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def cutoff_of(model: str) -> dict[str, Any]:
     table = json.loads(CUTOFFS.read_text())["models"]
-    name = model.split(":", 1)[1] if ":" in model and model.split(":", 1)[0] in (
-        "openai", "anthropic", "google_genai", "ollama", "offline") else model
+    name = (
+        model.split(":", 1)[1]
+        if ":" in model and model.split(":", 1)[0] in ("openai", "anthropic", "google_genai", "ollama", "offline")
+        else model
+    )
     found = table.get(name)
-    return {"model": model, "cutoff": found["cutoff"] if found else None, "source": found["source"] if found else None,
-            "known": found is not None, "verified": found is not None and not found["source"].startswith(UNVERIFIED)}
+    return {
+        "model": model,
+        "cutoff": found["cutoff"] if found else None,
+        "source": found["source"] if found else None,
+        "known": found is not None,
+        "verified": found is not None and not found["source"].startswith(UNVERIFIED),
+    }
 
 
 def may_have_seen(models: Sequence[str], window_start: str) -> dict[str, Any]:

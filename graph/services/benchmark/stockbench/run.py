@@ -11,16 +11,17 @@ benchmark started one way resumes the other. Everything lives under experiments/
 The budgets (max_tokens, max_cost, max_llm_calls) hold for the whole benchmark: one SharedLimits for every run,
 in this process or as the sweep's Ray actor, checked before each call as a backtest's own budget is.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Literal, Optional
-from collections.abc import Callable, Sequence
 
 from graph.services.benchmark.stockbench.protocol import TEMPERATURE, Protocol
 from graph.services.run_files import read_run_text, run_file_exists, write_run_atomic
@@ -57,6 +58,7 @@ class BenchmarkIncomplete(RuntimeError):
 @dataclass(frozen=True)
 class Configuration:
     """One model configuration: as given (None: the configured tiers) and as resolved for the scorecard."""
+
     quick: Optional[str]
     deep: Optional[str]
     quick_resolved: str
@@ -67,8 +69,11 @@ class Configuration:
 
     @property
     def name(self) -> str:
-        tiers = self.quick_resolved if self.quick_resolved == self.deep_resolved else \
-            f"{self.quick_resolved}/{self.deep_resolved}"
+        tiers = (
+            self.quick_resolved
+            if self.quick_resolved == self.deep_resolved
+            else f"{self.quick_resolved}/{self.deep_resolved}"
+        )
         return f"tradegraph ({tiers})"
 
 
@@ -78,10 +83,10 @@ class BenchmarkPlan:
     protocol: Protocol
     configurations: list[Configuration]
     episodes: list[Episode]
-    sessions: list[str]                   # the decision dates every run decides on
-    ctx: SweepContext                     # the sweep's context: data files, store address, cache switch
+    sessions: list[str]  # the decision dates every run decides on
+    ctx: SweepContext  # the sweep's context: data files, store address, cache switch
     workers: int = 1
-    limits: dict[str, Any] = field(default_factory=dict)   # graph.services.sweep.limits.SharedLimits' keyword arguments
+    limits: dict[str, Any] = field(default_factory=dict)  # graph.services.sweep.limits.SharedLimits' keyword arguments
     max_retries: int = 3
 
     @property
@@ -97,8 +102,13 @@ class BenchmarkPlan:
 
 
 # ------------------------------------------------------------------------------------------------ planning
-def resolve_models(models: Sequence[tuple[Optional[str], Optional[str]]], *, check_ready: bool = True,
-                   temperature: float = TEMPERATURE, chosen: bool = False) -> list[Configuration]:
+def resolve_models(
+    models: Sequence[tuple[Optional[str], Optional[str]]],
+    *,
+    check_ready: bool = True,
+    temperature: float = TEMPERATURE,
+    chosen: bool = False,
+) -> list[Configuration]:
     """Each (quick, deep) as the runs will use it; (None, None) is the configured tiers (offline without a key).
     A configuration a provider answers is sent `temperature` (the protocol's unless the user chose one); one the
     offline model answers takes none, and a temperature the user `chosen` for it alone is bad input. With
@@ -125,8 +135,11 @@ def resolve_models(models: Sequence[tuple[Optional[str], Optional[str]]], *, che
     if len({(c.quick_resolved, c.deep_resolved) for c in out}) != len(out):
         raise BenchmarkError("models: the same configuration is named twice", field="models")
     if chosen and check_ready and all(c.temperature is None for c in out):
-        raise BenchmarkError(f"temperature {temperature:g}: the offline model takes none (it is deterministic); "
-                             f"name a provider's model with --model", field="temperature")
+        raise BenchmarkError(
+            f"temperature {temperature:g}: the offline model takes none (it is deterministic); "
+            f"name a provider's model with --model",
+            field="temperature",
+        )
     return out
 
 
@@ -173,68 +186,123 @@ def sessions_of(market, protocol: Protocol) -> list[str]:
     return decision_dates(market, list(protocol.symbols), protocol.start, protocol.end, 1, MARKET, DECIDE_AT)
 
 
-def episode_config_of(protocol: Protocol, episode_id: str, every: int = 1, start: Optional[str] = None,
-                      end: Optional[str] = None):
+def episode_config_of(
+    protocol: Protocol, episode_id: str, every: int = 1, start: Optional[str] = None, end: Optional[str] = None
+):
     from schemas.simulation import EpisodeConfig
 
-    return EpisodeConfig(episode_id=episode_id, tickers=list(protocol.symbols), initial_cash=protocol.initial_cash,
-                         start=start or protocol.start, end=end or protocol.end, every=every,
-                         fees_bps=protocol.fees_bps, slippage_bps=protocol.slippage_bps, market=MARKET,
-                         memory=protocol.memory, decide_at=DECIDE_AT)
+    return EpisodeConfig(
+        episode_id=episode_id,
+        tickers=list(protocol.symbols),
+        initial_cash=protocol.initial_cash,
+        start=start or protocol.start,
+        end=end or protocol.end,
+        every=every,
+        fees_bps=protocol.fees_bps,
+        slippage_bps=protocol.slippage_bps,
+        market=MARKET,
+        memory=protocol.memory,
+        decide_at=DECIDE_AT,
+    )
 
 
-def expand_episodes(benchmark_id: str, protocol: Protocol, configurations: list[Configuration],
-                    runs: int = 1) -> list[Episode]:
+def expand_episodes(
+    benchmark_id: str, protocol: Protocol, configurations: list[Configuration], runs: int = 1
+) -> list[Episode]:
     """`runs` episodes per configuration over the protocol's one window, through the sweep's grid: one run keeps the
     grid's ids (a benchmark from before --runs resumes), more are <id>-r1, -r2, … with the configuration's index."""
     from graph.services.sweep.grid import expand
 
     grid = SimpleNamespace(
-        universes=[list(protocol.symbols)], memory=[protocol.memory], overrides=[], market=MARKET, every=1,
+        universes=[list(protocol.symbols)],
+        memory=[protocol.memory],
+        overrides=[],
+        market=MARKET,
+        every=1,
         models=[SimpleNamespace(quick=c.quick, deep=c.deep) for c in configurations if c.quick is not None],
-        windows={"kind": "list", "spans": [[protocol.start, protocol.end]]}, capital=protocol.initial_cash,
-        fees_bps=protocol.fees_bps, slippage_bps=protocol.slippage_bps, decide_at=DECIDE_AT)
+        windows={"kind": "list", "spans": [[protocol.start, protocol.end]]},
+        capital=protocol.initial_cash,
+        fees_bps=protocol.fees_bps,
+        slippage_bps=protocol.slippage_bps,
+        decide_at=DECIDE_AT,
+    )
     if any(c.quick is None for c in configurations) and len(configurations) > 1:
-        raise BenchmarkError("models: the configured model cannot be one of several configurations: name each "
-                             "one as provider:model", field="models")
+        raise BenchmarkError(
+            "models: the configured model cannot be one of several configurations: name each one as provider:model",
+            field="models",
+        )
     # each run of a configuration a provider answers is sent its temperature (recorded in every run's manifest)
-    episodes = [dataclasses.replace(ep, temperature=configurations[ep.index].temperature)
-                for ep in expand(grid, benchmark_id)]
+    episodes = [
+        dataclasses.replace(ep, temperature=configurations[ep.index].temperature) for ep in expand(grid, benchmark_id)
+    ]
     if runs == 1:
         return episodes
     return [dataclasses.replace(ep, episode_id=f"{ep.episode_id}-r{r}") for ep in episodes for r in range(1, runs + 1)]
 
 
-def plan(benchmark_id: str, protocol: Protocol, models: Sequence[tuple[Optional[str], Optional[str]]], *,
-         experiments: str | Path, data: Optional[str] = None, workers: int = 1,
-         store_uri: Optional[str] = None, store_home: Optional[str] = None, task_id: Optional[str] = None,
-         limits: Optional[dict[str, Any]] = None, no_cache: bool = False, runs: Optional[int] = None
-         ) -> BenchmarkPlan:
+def plan(
+    benchmark_id: str,
+    protocol: Protocol,
+    models: Sequence[tuple[Optional[str], Optional[str]]],
+    *,
+    experiments: str | Path,
+    data: Optional[str] = None,
+    workers: int = 1,
+    store_uri: Optional[str] = None,
+    store_home: Optional[str] = None,
+    task_id: Optional[str] = None,
+    limits: Optional[dict[str, Any]] = None,
+    no_cache: bool = False,
+    runs: Optional[int] = None,
+) -> BenchmarkPlan:
     """Everything refusable refused before anything runs: the data, the symbols and window on it, the models (each
     provider ready), and a benchmark id that exists with another protocol, data or models (BenchmarkChanged).
     Writes experiments/<id>/benchmark.json on first use."""
     from graph.services.sweep.grid import grid_hash
 
-    configurations = resolve_models(models, temperature=protocol.model_temperature,
-                                    chosen=protocol.temperature is not None)
+    configurations = resolve_models(
+        models, temperature=protocol.model_temperature, chosen=protocol.temperature is not None
+    )
     files, market = load_data(data)
     sessions = sessions_of(market, protocol)
     episodes = expand_episodes(benchmark_id, protocol, configurations, runs_of(configurations, runs))
     experiments = str(Path(experiments).expanduser().resolve())
-    ctx = SweepContext(sweep_id=benchmark_id, task_id=task_id, experiments=experiments, store_uri=store_uri,
-                       store_home=store_home, data=files.given(), no_cache=no_cache)
-    out = BenchmarkPlan(benchmark_id, protocol, configurations, episodes, sessions, ctx, workers=workers,
-                        limits=dict(limits or {}))
-    identity = {"benchmark": "stockbench", "benchmark_id": benchmark_id, "grid_hash": grid_hash(episodes),
-                "data": files.prices, "models": [[c.quick_resolved, c.deep_resolved] for c in configurations]}
-    _claim(out.dir / BENCHMARK_FILE, identity, {
-        "protocol": {**protocol.__dict__, "symbols": list(protocol.symbols)}, "sessions": sessions,
-        "episodes": [{**e.as_dict(), "name": out.name_of(e)} for e in episodes]})
+    ctx = SweepContext(
+        sweep_id=benchmark_id,
+        task_id=task_id,
+        experiments=experiments,
+        store_uri=store_uri,
+        store_home=store_home,
+        data=files.given(),
+        no_cache=no_cache,
+    )
+    out = BenchmarkPlan(
+        benchmark_id, protocol, configurations, episodes, sessions, ctx, workers=workers, limits=dict(limits or {})
+    )
+    identity = {
+        "benchmark": "stockbench",
+        "benchmark_id": benchmark_id,
+        "grid_hash": grid_hash(episodes),
+        "data": files.prices,
+        "models": [[c.quick_resolved, c.deep_resolved] for c in configurations],
+    }
+    _claim(
+        out.dir / BENCHMARK_FILE,
+        identity,
+        {
+            "protocol": {**protocol.__dict__, "symbols": list(protocol.symbols)},
+            "sessions": sessions,
+            "episodes": [{**e.as_dict(), "name": out.name_of(e)} for e in episodes],
+        },
+    )
     return out
 
 
-_WHAT = {"grid_hash": "settings (symbols, window, memory, temperature or model configurations)", "data": "data",
-         "models": "models (the configured tiers resolve differently now)"}
+_WHAT = {
+    "grid_hash": "settings (symbols, window, memory, temperature or model configurations)",
+    "data": "data",
+    "models": "models (the configured tiers resolve differently now)",
+}
 
 
 def _claim(path: Path, identity: dict[str, Any], details: dict[str, Any]) -> None:
@@ -242,9 +310,11 @@ def _claim(path: Path, identity: dict[str, Any], details: dict[str, Any]) -> Non
         before = {k: json.loads(read_run_text(path)).get(k) for k in identity}
         changed = [_WHAT.get(k, k) for k in identity if before[k] != identity[k]]
         if changed:
-            raise BenchmarkChanged(f"benchmark '{identity['benchmark_id']}' exists with other "
-                                   f"{' and '.join(changed)} ({path}): resume it as it started, or give a new "
-                                   f"benchmark id")
+            raise BenchmarkChanged(
+                f"benchmark '{identity['benchmark_id']}' exists with other "
+                f"{' and '.join(changed)} ({path}): resume it as it started, or give a new "
+                f"benchmark id"
+            )
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     write_run_atomic(path, json.dumps({**identity, **details}, indent=2, sort_keys=True) + "\n")
@@ -266,16 +336,34 @@ class Progress:
         self.first: Optional[int] = None  # the points done when this process began: the ETA's pace starts there
         self.failed = 0
 
-    def update(self, done: int, *, date: Optional[str] = None, equity: Optional[float] = None,
-               running: int = 1, trades: int = 0) -> None:
+    def update(
+        self,
+        done: int,
+        *,
+        date: Optional[str] = None,
+        equity: Optional[float] = None,
+        running: int = 1,
+        trades: int = 0,
+    ) -> None:
         if self.first is None:
             self.first = done if date is None else done - 1
         elapsed = time.monotonic() - self.started
         new = done - self.first
         eta = round(elapsed / new * (self.total - done), 1) if new > 0 else None
-        self.report({"done": done, "total": self.total, "date": date, "equity": equity, "trades": trades,
-                     "eta_s": 0.0 if done >= self.total else eta, "unit": "points", "running": running,
-                     "failed": self.failed, "elapsed_s": round(elapsed, 1)})
+        self.report(
+            {
+                "done": done,
+                "total": self.total,
+                "date": date,
+                "equity": equity,
+                "trades": trades,
+                "eta_s": 0.0 if done >= self.total else eta,
+                "unit": "points",
+                "running": running,
+                "failed": self.failed,
+                "elapsed_s": round(elapsed, 1),
+            }
+        )
 
 
 def logged_points(plan: BenchmarkPlan, ep: Episode) -> int:
@@ -294,8 +382,13 @@ def failed_points(plan: BenchmarkPlan) -> int:
     return total
 
 
-def run(plan: BenchmarkPlan, store, *, on_progress: Callable[[dict[str, Any]], None] = lambda p: None,
-        cancel_requested: Callable[[], bool] = lambda: False) -> None:
+def run(
+    plan: BenchmarkPlan,
+    store,
+    *,
+    on_progress: Callable[[dict[str, Any]], None] = lambda p: None,
+    cancel_requested: Callable[[], bool] = lambda: False,
+) -> None:
     """Run (or resume) every configuration; returns once each has logged every decision point. Raises
     BenchmarkCancelled when asked to stop (between points: resumable) and BenchmarkIncomplete when a run ended
     short (a Ray episode that failed); a store that goes away stops it with the backtest's own error."""
@@ -308,8 +401,10 @@ def run(plan: BenchmarkPlan, store, *, on_progress: Callable[[dict[str, Any]], N
         _run_here(plan, store, progress, cancel_requested)
     short = [ep for ep in plan.episodes if logged_points(plan, ep) < len(plan.sessions)]
     if short:
-        raise BenchmarkIncomplete(f"run {short[0].episode_id} ({plan.name_of(short[0])}) logged "
-                                  f"{logged_points(plan, short[0])} of {len(plan.sessions)} decision points")
+        raise BenchmarkIncomplete(
+            f"run {short[0].episode_id} ({plan.name_of(short[0])}) logged "
+            f"{logged_points(plan, short[0])} of {len(plan.sessions)} decision points"
+        )
 
 
 def _run_here(plan: BenchmarkPlan, store, progress: Progress, cancel_requested: Callable[[], bool]) -> None:
@@ -329,15 +424,22 @@ def _run_here(plan: BenchmarkPlan, store, progress: Progress, cancel_requested: 
         def on_step(entry, base=before, trades=trades) -> None:
             trades[0] += len(entry.exits) + len(entry.execution_result.executed_trades)
             progress.failed += entry.action == "failed"
-            progress.update(base + entry.decision_point_idx + 1, date=entry.date, equity=entry.equity,
-                            trades=trades[0])
+            progress.update(base + entry.decision_point_idx + 1, date=entry.date, equity=entry.equity, trades=trades[0])
             if cancel_requested():
                 raise BenchmarkCancelled()
 
         if cancel_requested():
             raise BenchmarkCancelled()
-        run_backtest(episode_config(ep), store, progress=False, runtime=rt, out_dir=plan.ctx.episodes_dir,
-                     run_id=ep.episode_id, on_step=on_step, budget=budget)
+        run_backtest(
+            episode_config(ep),
+            store,
+            progress=False,
+            runtime=rt,
+            out_dir=plan.ctx.episodes_dir,
+            run_id=ep.episode_id,
+            on_step=on_step,
+            budget=budget,
+        )
         before += len(plan.sessions)
 
 
@@ -348,8 +450,9 @@ def _run_on_ray(plan: BenchmarkPlan, store, progress: Progress, cancel_requested
     from graph.services.sweep.episode import COLLECTION
 
     ids = [ep.episode_id for ep in plan.episodes]
-    sweep = SweepPlan(episodes=plan.episodes, ctx=plan.ctx, workers=plan.workers, max_retries=plan.max_retries,
-                      limits=plan.limits)
+    sweep = SweepPlan(
+        episodes=plan.episodes, ctx=plan.ctx, workers=plan.workers, max_retries=plan.max_retries, limits=plan.limits
+    )
 
     def on_sweep(p: dict[str, Any]) -> None:
         done = {d["_id"]: int(d.get("done") or 0) for d in store.db[COLLECTION].find({"_id": {"$in": ids}})}
@@ -399,9 +502,14 @@ def sent_temperature(store, session_id: str) -> Any:
 
 def lookahead_summary(report) -> dict[str, Any]:
     d = report.as_dict()
-    return {"cycles": d["cycles"], "checked": d["checked"], "leaks": len(d["leaks"]),
-            "leak_lines": [leak.line() for leak in report.leaks[:LEAKS_KEPT]], "unaudited": d["unaudited"],
-            "clean": not d["leaks"] and not d["unaudited"]}
+    return {
+        "cycles": d["cycles"],
+        "checked": d["checked"],
+        "leaks": len(d["leaks"]),
+        "leak_lines": [leak.line() for leak in report.leaks[:LEAKS_KEPT]],
+        "unaudited": d["unaudited"],
+        "clean": not d["leaks"] and not d["unaudited"],
+    }
 
 
 def score(plan: BenchmarkPlan, store, *, elapsed_s: Optional[float] = None) -> tuple[dict[str, Any], list[Path]]:
@@ -421,11 +529,15 @@ def score(plan: BenchmarkPlan, store, *, elapsed_s: Optional[float] = None) -> t
         head = store.events.heads.get(sid)
         sessions.append(sid)
         record = scorecard.RunRecord(plan.name_of(ep), result, (sid,), (head.public() if head else None,))
-        runs.append({**scorecard.run_row(record, plan.protocol.initial_cash), "run_id": ep.episode_id,
-                     "temperature": sent_temperature(store, sid)})
+        runs.append(
+            {
+                **scorecard.run_row(record, plan.protocol.initial_cash),
+                "run_id": ep.episode_id,
+                "temperature": sent_temperature(store, sid),
+            }
+        )
     market = load_file("prices", plan.ctx.data["prices"])
-    baseline = scorecard.baseline_row(plan.sessions, opens(market, plan.protocol.symbols, plan.sessions),
-                                      plan.protocol)
+    baseline = scorecard.baseline_row(plan.sessions, opens(market, plan.protocol.symbols, plan.sessions), plan.protocol)
     from graph.services.benchmark.stockbench import rigour
 
     cash = plan.protocol.initial_cash
@@ -446,9 +558,16 @@ def score(plan: BenchmarkPlan, store, *, elapsed_s: Optional[float] = None) -> t
             for k, row in enumerate(rows, 1):
                 row["name"] = f"{row['name']} run {k}"
             name = plan.configurations[index].name
-            runs.append({"name": f"{name} (mean of {len(rows)})", "kind": "run_mean", **rigour.spread(rows),
-                         "run_ids": [r["run_id"] for r in rows], "temperature": rows[0].get("temperature"),
-                         "may_have_seen_window": rows[0].get("may_have_seen_window")})
+            runs.append(
+                {
+                    "name": f"{name} (mean of {len(rows)})",
+                    "kind": "run_mean",
+                    **rigour.spread(rows),
+                    "run_ids": [r["run_id"] for r in rows],
+                    "temperature": rows[0].get("temperature"),
+                    "may_have_seen_window": rows[0].get("may_have_seen_window"),
+                }
+            )
     audit = lookahead_summary(audit_sessions(store, sessions))
     card = scorecard.build(plan.protocol, plan.sessions, runs, baseline, elapsed_s=elapsed_s, lookahead=audit)
     # a provider's model that takes no temperature (a reasoning model) samples at its own default: said, not hidden
@@ -457,8 +576,11 @@ def score(plan: BenchmarkPlan, store, *, elapsed_s: Optional[float] = None) -> t
         ids = {ep.episode_id for ep in plan.episodes if ep.index == index}
         sent = {json.dumps(r["temperature"]) for r in runs if r["kind"] == "run" and r["run_id"] in ids}
         if c.temperature is not None and sent != {json.dumps(wanted)}:
-            card["departures"].insert(0, f"temperature: {c.name} was sent {', '.join(sorted(sent))} (a model that "
-                                         f"takes none samples at its own default), the protocol's is {wanted:g}")
+            card["departures"].insert(
+                0,
+                f"temperature: {c.name} was sent {', '.join(sorted(sent))} (a model that "
+                f"takes none samples at its own default), the protocol's is {wanted:g}",
+            )
     card["benchmark_id"] = plan.benchmark_id
     card["data"] = plan.ctx.data["prices"]
     return card, scorecard.write(card, plan.dir)

@@ -5,15 +5,16 @@ scorecard.json, scorecard.csv and scorecard.png.
 Every run row carries what it takes to check it: its session ids and each session's chain head, so anyone can
 `tradegraph replay SESSION --verify` the decisions behind the figures.
 """
+
 from __future__ import annotations
 
 import csv
 import io
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
-from collections.abc import Mapping, Sequence
 
 from agent.metrics import equal_weight_buy_and_hold, stockbench_metrics, turnover
 from graph.services.benchmark.stockbench.protocol import Protocol, published
@@ -21,16 +22,40 @@ from graph.services.run_files import save_figure, write_run_atomic
 from schemas.simulation import EpisodeResult
 
 FILES = ("scorecard.json", "scorecard.csv", "scorecard.png")
-CSV_COLUMNS = ("name", "kind", "cumulative_return", "max_drawdown", "sortino", "sharpe", "turnover", "trades",
-               "fees", "llm_calls", "tokens", "usd", "failed_points", "excess_mean", "excess_ci95_low",
-               "excess_ci95_high", "excess_p_value", "may_have_seen_window", "gross_cumulative_return",
-               "runs", "cumulative_return_std", "max_drawdown_std", "sortino_std", "temperature",
-               "session_ids", "chain_heads")
+CSV_COLUMNS = (
+    "name",
+    "kind",
+    "cumulative_return",
+    "max_drawdown",
+    "sortino",
+    "sharpe",
+    "turnover",
+    "trades",
+    "fees",
+    "llm_calls",
+    "tokens",
+    "usd",
+    "failed_points",
+    "excess_mean",
+    "excess_ci95_low",
+    "excess_ci95_high",
+    "excess_p_value",
+    "may_have_seen_window",
+    "gross_cumulative_return",
+    "runs",
+    "cumulative_return_std",
+    "max_drawdown_std",
+    "sortino_std",
+    "temperature",
+    "session_ids",
+    "chain_heads",
+)
 
 
 @dataclass(frozen=True)
 class RunRecord:
     """One tradegraph run of the protocol: its name (the model configuration), result and audit trail."""
+
     name: str
     result: EpisodeResult
     session_ids: tuple[str, ...]
@@ -43,13 +68,19 @@ def run_row(run: RunRecord, initial_cash: float) -> dict[str, Any]:
     trades = run.result.trade_history.trades
     cost = run.result.llm_cost or {}
     return {
-        "name": run.name, "kind": "run", **stockbench_metrics(equity, initial_cash),
+        "name": run.name,
+        "kind": "run",
+        **stockbench_metrics(equity, initial_cash),
         "turnover": turnover(trades, equity) if equity else 0.0,
-        "trades": len(trades), "fees": round(sum(t.fees for t in trades), 2),
-        "llm_calls": int(cost.get("calls") or 0), "tokens": int(cost.get("total_tokens") or 0),
+        "trades": len(trades),
+        "fees": round(sum(t.fees for t in trades), 2),
+        "llm_calls": int(cost.get("calls") or 0),
+        "tokens": int(cost.get("total_tokens") or 0),
         "usd": _usd(cost),
         "failed_points": len(run.result.failed_points),
-        "session_ids": list(run.session_ids), "chain_heads": list(run.chain_heads), "nav": nav,
+        "session_ids": list(run.session_ids),
+        "chain_heads": list(run.chain_heads),
+        "nav": nav,
     }
 
 
@@ -69,34 +100,62 @@ def baseline_row(dates: Sequence[str], prices: Mapping[str, Sequence[float]], pr
     curve = equal_weight_buy_and_hold(prices, protocol.initial_cash, protocol.fees_bps + protocol.slippage_bps)
     gross = stockbench_metrics(curve)
     return {
-        "name": "Equal-weight buy & hold (this data)", "kind": "baseline",
+        "name": "Equal-weight buy & hold (this data)",
+        "kind": "baseline",
         **stockbench_metrics(curve, protocol.initial_cash),
         **{f"gross_{k}": gross[k] for k in ("cumulative_return", "max_drawdown", "sortino")},
-        "turnover": None, "trades": len(prices), "fees": None, "llm_calls": 0, "tokens": 0, "usd": 0.0,
-        "failed_points": 0, "session_ids": [], "chain_heads": [],
+        "turnover": None,
+        "trades": len(prices),
+        "fees": None,
+        "llm_calls": 0,
+        "tokens": 0,
+        "usd": 0.0,
+        "failed_points": 0,
+        "session_ids": [],
+        "chain_heads": [],
         "nav": [{"date": d, "equity": round(v, 2)} for d, v in zip(dates, curve)],
     }
 
 
 def published_rows() -> list[dict[str, Any]]:
-    return [{"name": r["name"], "kind": "published", "cumulative_return": r["cumulative_return"],
-             "max_drawdown": r["max_drawdown"], "sortino": r["sortino"], "rank": r["rank"]}
-            for r in published()["rows"]]
+    return [
+        {
+            "name": r["name"],
+            "kind": "published",
+            "cumulative_return": r["cumulative_return"],
+            "max_drawdown": r["max_drawdown"],
+            "sortino": r["sortino"],
+            "rank": r["rank"],
+        }
+        for r in published()["rows"]
+    ]
 
 
-def build(protocol: Protocol, dates: Sequence[str], runs: list[dict[str, Any]], baseline: dict[str, Any],
-          *, elapsed_s: Optional[float] = None, lookahead: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+def build(
+    protocol: Protocol,
+    dates: Sequence[str],
+    runs: list[dict[str, Any]],
+    baseline: dict[str, Any],
+    *,
+    elapsed_s: Optional[float] = None,
+    lookahead: Optional[dict[str, Any]] = None,
+) -> dict[str, Any]:
     """The scorecard document (`--json` prints it): the window, the symbols and every row, runs first."""
     source = published()
     return {
         "benchmark": "stockbench",
-        "window": {"start": dates[0] if dates else protocol.start, "end": dates[-1] if dates else protocol.end,
-                   "sessions": len(dates)},
+        "window": {
+            "start": dates[0] if dates else protocol.start,
+            "end": dates[-1] if dates else protocol.end,
+            "sessions": len(dates),
+        },
         "symbols": list(protocol.symbols),
         "rows": runs + [baseline] + published_rows(),
-        "published_source": source["source"], "published_caveat": source["caveat"],
+        "published_source": source["source"],
+        "published_caveat": source["caveat"],
         "departures": protocol.departures(),
-        "elapsed_s": elapsed_s, "lookahead": lookahead,
+        "elapsed_s": elapsed_s,
+        "lookahead": lookahead,
     }
 
 
@@ -110,8 +169,12 @@ def csv_text(card: dict[str, Any]) -> str:
         flat["chain_heads"] = " ".join(f"{h['seq']}:{h['hash'][:16]}" for h in row.get("chain_heads") or [] if h)
         test = row.get("vs_buy_and_hold") or {}
         ci = test.get("ci95") or [None, None]
-        flat.update(excess_mean=test.get("mean"), excess_ci95_low=ci[0], excess_ci95_high=ci[1],
-                    excess_p_value=test.get("p_value"))
+        flat.update(
+            excess_mean=test.get("mean"),
+            excess_ci95_low=ci[0],
+            excess_ci95_high=ci[1],
+            excess_p_value=test.get("p_value"),
+        )
         w.writerow(flat)
     return out.getvalue()
 
@@ -147,12 +210,22 @@ def plot(card: dict[str, Any], path: str | Path) -> Path:
         if row.get("cumulative_return") is None or row.get("max_drawdown") is None:
             continue
         kind = row["kind"]
-        scatter.scatter([row["max_drawdown"] * 100], [row["cumulative_return"] * 100], s=30,
-                        marker={"published": "o", "run": "*", "baseline": "s", "run_mean": "P"}.get(kind, "o"),
-                        color={"published": "tab:blue", "run": "tab:red", "baseline": "tab:gray",
-                               "run_mean": "darkred"}.get(kind, "k"))
-        scatter.annotate(row["name"], (row["max_drawdown"] * 100, row["cumulative_return"] * 100), fontsize=6,
-                         xytext=(3, 2), textcoords="offset points")
+        scatter.scatter(
+            [row["max_drawdown"] * 100],
+            [row["cumulative_return"] * 100],
+            s=30,
+            marker={"published": "o", "run": "*", "baseline": "s", "run_mean": "P"}.get(kind, "o"),
+            color={"published": "tab:blue", "run": "tab:red", "baseline": "tab:gray", "run_mean": "darkred"}.get(
+                kind, "k"
+            ),
+        )
+        scatter.annotate(
+            row["name"],
+            (row["max_drawdown"] * 100, row["cumulative_return"] * 100),
+            fontsize=6,
+            xytext=(3, 2),
+            textcoords="offset points",
+        )
     scatter.set_xlabel("max drawdown %")
     scatter.set_ylabel("cumulative return %")
     scatter.set_title("runs (*), their mean (+), buy & hold (square), published (o)", fontsize=9)
