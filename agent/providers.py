@@ -328,16 +328,18 @@ def with_concurrency(tm: TierModel, env: Mapping[str, str]) -> TierModel:
     """The cap on requests in flight to the tier's endpoint: TRADEGRAPH_LLM_CONCURRENCY (0: none), else 1 for a
     checked server on this machine (llama.cpp's answers one request at a time: parallel analysts queued behind
     each other and timed out, since a request's timeout counts its wait in the server's queue), else none."""
-    if tm.provider == OFFLINE:
-        return tm
     raw = (env.get(CONCURRENCY_VAR) or "").strip()
-    if raw:
+    n: Optional[int] = None
+    if raw:  # checked whichever model answers: a bad value is refused, never ignored because the offline one runs
         try:
             n = int(raw)
         except ValueError:
             raise ConfigError(f"{CONCURRENCY_VAR}={raw!r} is not an integer") from None
         if not 0 <= n <= 64:
             raise ConfigError(f"{CONCURRENCY_VAR}={raw!r} is outside 0..64")
+    if tm.provider == OFFLINE:
+        return tm
+    if n is not None:
         return dataclasses.replace(tm, concurrency=n or None)
     local = tm.endpoint is not None and urlsplit(tm.endpoint).hostname in LOOPBACK
     return dataclasses.replace(tm, concurrency=1) if local and (tm.context_window or tm.profiled) else tm

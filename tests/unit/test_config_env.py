@@ -55,6 +55,7 @@ BAD: dict[str, tuple[str, dict[str, str]]] = {
     "TRADEGRAPH_LLM_JITTER": ("1.5", {}),
     "TRADEGRAPH_LLM_MAX_WAIT_S": ("inf", {}),
     "TRADEGRAPH_LLM_TIMEOUT": ("0", {}),
+    "TRADEGRAPH_LLM_CONCURRENCY": ("lots", {}),
     "TRADEGRAPH_MEMORY": ("always", {}),
     "TRADEGRAPH_DECIDE_AT": ("noon", {}),
     "TRADEGRAPH_MEMORY_TOP_K": ("100", {}),
