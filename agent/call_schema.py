@@ -160,7 +160,8 @@ def distinct_symbols(universe: Iterable[str]) -> dict:
     cannot say "distinct" (`uniqueItems`, kept beside it, is not compiled): so a small universe is offered as its
     non-empty subsets in its own order, a larger one as the whole universe, which is one of the lists allowed."""
     symbols = list(dict.fromkeys(universe))
-    subsets = [[s for i, s in enumerate(symbols) if mask >> i & 1] for mask in range(1, 2 ** len(symbols))]
-    if len(symbols) > MAX_SUBSETS_OF:
+    if len(symbols) > MAX_SUBSETS_OF:  # before enumerating: a 30-symbol universe has 2**30 subsets
         subsets = [symbols]
+    else:
+        subsets = [[s for i, s in enumerate(symbols) if mask >> i & 1] for mask in range(1, 2 ** len(symbols))]
     return {"type": "array", "uniqueItems": True, "anyOf": [{"const": s} for s in subsets]}

@@ -313,3 +313,13 @@ def test_a_bounded_number_is_sent_as_values_within_its_bounds():
     assert spelled >= 5  # stance, confidence, conviction, horizon_sessions, ...
     stance = grammar_bounded(asked_schema(AnalystNote, True))["properties"]["stance"]
     assert 1.9 not in stance["enum"] and 1.0 in stance["enum"] and -1.0 in stance["enum"] and len(stance["enum"]) == 201
+
+
+def test_a_plans_assets_schema_offers_a_small_universes_subsets_and_a_wide_one_as_itself():
+    from agent.call_schema import distinct_symbols
+
+    small = distinct_symbols(["AAPL", "MSFT", "AAPL"])
+    assert [x["const"] for x in small["anyOf"]] == [["AAPL"], ["MSFT"], ["AAPL", "MSFT"]]
+    # 64 symbols: built without enumerating 2**64 subsets (a 30-symbol cycle hung in PLANNING when it did)
+    wide = [f"S{i:02d}" for i in range(64)]
+    assert distinct_symbols(wide)["anyOf"] == [{"const": wide}]
