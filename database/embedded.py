@@ -250,8 +250,37 @@ def _log_tail(p: dict[str, Path], n: int = 3) -> str:
     return "no log"
 
 
+def _serves_home(pid: int, p: dict[str, Path]) -> bool:
+    """pid is a live server started for this home (its command line names this home's pid file)."""
+    if not pid_alive(pid):
+        return False
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return True  # no /proc (macOS): trust the pid file
+    return str(p["pid"]).encode() in cmd
+
+
+def _clear_stale_pid_file(p: dict[str, Path], grace_s: float = 2.0) -> None:
+    """nx-27017 refuses to start while its pid file names a process that answers kill(0), which a SIGKILLed
+    server nobody has reaped yet (a zombie) and a recycled pid both do: the store could then never start again
+    after a crash. A server of this home still alive after the grace keeps its file, and nx refuses to start a
+    second writer over the same data."""
+    try:
+        pid = int(p["pid"].read_text().strip())
+    except (OSError, ValueError):
+        return
+    deadline = time.monotonic() + grace_s
+    while _serves_home(pid, p) and time.monotonic() < deadline:  # a SIGKILL on its way
+        time.sleep(0.05)
+    if not _serves_home(pid, p):
+        with contextlib.suppress(FileNotFoundError):
+            p["pid"].unlink()
+
+
 def _spawn(p: dict[str, Path]) -> tuple[int, int]:
     p["data"].mkdir(parents=True, exist_ok=True)
+    _clear_stale_pid_file(p)
     last = "not started"
     for _ in range(3):  # the free port can be taken between probe and bind: retry on another
         port = _free_port()

@@ -131,3 +131,29 @@ def test_unreachable_server_fails_fast_with_clear_message(monkeypatch: pytest.Mo
 def test_unsupported_uri_is_a_clear_error() -> None:
     with pytest.raises(StoreUnavailable, match="unsupported store URI redis://"):
         connect("redis://localhost")
+
+
+@pytest.mark.parametrize("left_behind", ["zombie", "recycled"])
+def test_a_pid_file_left_by_a_killed_server_does_not_keep_the_store_down(tg_home: Path, left_behind: str) -> None:
+    """A SIGKILLed server leaves nx-27017.pid behind. nx-27017 refuses to start while that pid answers kill(0),
+    which an unreaped zombie and a pid recycled by another process both do (CI: "NX-27017 is already running")."""
+    port, pid = start_server(tg_home)
+    stop_server(tg_home)
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        if left_behind == "zombie":
+            other.kill()
+            deadline = time.monotonic() + 5
+            while Path(f"/proc/{other.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+        (tg_home / "nx-27017.pid").write_text(str(other.pid))
+        os.kill(other.pid, 0)  # what nx-27017 asks: the stale pid still answers
+        new_port, new_pid = start_server(tg_home)
+        assert server_status(tg_home)["running"] and new_pid not in (pid, other.pid)
+        if left_behind == "recycled":
+            assert other.poll() is None, "an unrelated process named by a stale pid file must not be signalled"
+    finally:
+        stop_server(tg_home)
+        other.kill()
+        other.wait()
