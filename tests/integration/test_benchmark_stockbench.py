@@ -432,7 +432,17 @@ def test_ctrl_c_stops_after_the_current_point_and_the_same_id_resumes(embedded_u
         str(tmp_path / "exp"),
     ]
     log = tmp_path / "exp" / "sigint" / "episodes" / "sigint-e000" / "episode_log.jsonl"
-    proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT restored for the child: a shell's background job (`make test &`) starts its children with it
+    # ignored, and the benchmark then runs to its end (exit 0)
+    proc = subprocess.Popen(
+        args,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 120
     while not (log.exists() and log.read_text().count("\n") >= 1):
         assert proc.poll() is None and time.monotonic() < deadline
