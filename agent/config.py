@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from agent.env import ConfigError, RetryPolicy
 from agent.env import env_number as _env_number
+from agent.input_window import TRADEGRAPH, InputWindow
 from agent.output_caps import caps_from_env
 from agent.output_caps import default_text as default_caps_text
 from schemas.base import NonNegMoney
@@ -149,6 +150,10 @@ class AgentConfig:
     # whatever run wrote it: asked for explicitly), off (none; memories are still written)
     memory: str = "session"
     memory_top_k: int = 3
+    # how much news and past a cycle is shown (agent/input_window.py): tradegraph's window, or the StockBench
+    # protocol's (5 headlines from the 48 hours before the decision, notes from the last 7 days), which only a
+    # StockBench run sets; no variable sets it
+    input_window: InputWindow = TRADEGRAPH
     # "STATE=tokens,…": the output cap of every request a provider model is sent (agent/output_caps.py): from the
     # contracts, TRADEGRAPH_MAX_OUTPUT_TOKENS and TRADEGRAPH_MAX_OUTPUT_TOKENS_<STATE>
     output_caps: str = field(default_factory=default_caps_text)

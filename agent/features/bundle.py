@@ -20,6 +20,7 @@ from agent.features.forecast import WINDOW as FORECAST_WINDOW
 from agent.features.forecast import price_forecast
 from agent.features.news import news_features
 from agent.features.technical import CLOSE_ONLY_COLUMNS, INDICATOR_COLUMNS, IndicatorCache, close_indicators
+from agent.input_window import TRADEGRAPH, InputWindow
 from agent.markets import CalendarRangeError, MarketProfile, bar_cutoff, get_profile, trading_days
 from schemas.features import (
     MISSING_MAX,
@@ -31,7 +32,6 @@ from schemas.features import (
     TechnicalFeatures,
 )
 
-NEWS_LOOKBACK_DAYS = 30
 FORECAST_HORIZON = 10
 FALLBACK_MIN_BARS = 1
 HISTORY_BARS = 20  # raw bars attached as `history` (schema allows up to 60)
@@ -158,10 +158,12 @@ def build_bundle(
     cache: IndicatorCache | None = None,
     history_bars: int = HISTORY_BARS,
     profile: str | MarketProfile | None = None,
+    window: InputWindow = TRADEGRAPH,
 ) -> FeatureBundle:
     """The evidence for `symbol` as known at the decision on `as_of` in the market `profile` (default US, at the
     close): no bar the decision cannot read whole (at the open: none dated `as_of`, whose opening price alone is
-    given as `open_price`), and no headline or filing published at or after the decision time."""
+    given as `open_price`), and no headline or filing published at or after the decision time; the headlines those
+    of the input `window` (agent/input_window.py: tradegraph's, or a StockBench run's)."""
     market = market if market is not None else default_market_data()
     news = news if news is not None else default_news()
     fundamentals = fundamentals if fundamentals is not None else default_fundamentals()
@@ -184,7 +186,7 @@ def build_bundle(
     technical = technical_from_values(values, i + 1)
 
     closes = entry.arrays["close"][max(0, i - FORECAST_WINDOW) : i + 1]
-    nf = news_features(news.headlines(symbol, day, NEWS_LOOKBACK_DAYS, profile), day, profile)
+    nf = news_features(news.headlines(symbol, day, window.coarse_news_days, profile), day, profile, window)
     return FeatureBundle(
         symbol=symbol,
         as_of=str(day.date()),

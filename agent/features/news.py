@@ -16,13 +16,11 @@ import pandas as pd
 from agent.data.market import DataError, DateLike, parse_date
 from agent.features.dedupe import Deduper, Story, story_of
 from agent.fence import neutralise
-from agent.markets import MarketProfile, Stamp, parse_stamp, visible
+from agent.input_window import TRADEGRAPH, InputWindow
+from agent.markets import MarketProfile, Stamp, decision_time, parse_stamp, published_time, visible
 from schemas.features import NewsFeatures, NewsItemFeature
 
 HALF_LIFE_DAYS = 7.0
-MAX_ITEMS = (
-    6  # the newest unique items a bundle carries: what the news analyst reads (docs/benchmarks.md: prompt tokens)
-)
 MAX_HEADLINE = 500
 _DAY_NS = pd.Timedelta(days=1).value
 
@@ -224,20 +222,30 @@ def _identities(h: dict) -> set[tuple[str, str]]:
     return {(k, str(h[k])) for k in ("id", "url") if h.get(k) not in (None, "")}
 
 
-def news_features(headlines: list[dict], as_of: DateLike, profile: str | MarketProfile | None = None) -> NewsFeatures:
+def news_features(
+    headlines: list[dict],
+    as_of: DateLike,
+    profile: str | MarketProfile | None = None,
+    window: InputWindow = TRADEGRAPH,
+) -> NewsFeatures:
     """Features of the headlines known before the decision time of `as_of` in the market `profile` (default US
-    at the close). Duplicates count once: an item repeating an earlier one's id or url, or the same story as a
-    kept headline (agent/features/dedupe.py), is dropped; the first report is the one kept."""
+    at the close), at most `window.news_items` of them, the newest; a window of hours (StockBench's 48) keeps only
+    those published in that many hours before the decision time. Duplicates count once: an item repeating an
+    earlier one's id or url, or the same story as a kept headline (agent/features/dedupe.py), is dropped; the
+    first report is the one kept."""
     day = parse_date(as_of)
+    since = None if window.news_hours is None else decision_time(profile, day) - pd.Timedelta(hours=window.news_hours)
     shown = []
     for n, h in enumerate(headlines):
         try:
             published = h["published_at"]
             stamp = _stamp(published) if isinstance(published, str) else parse_stamp(published)
             ts, known = stamp.ts, visible(stamp, day, profile)
+            # published_time: a date alone counts from that day's close, as for visibility
+            recent = since is None or published_time(stamp, profile) >= since
         except (KeyError, TypeError, ValueError):
             raise DataError(f"headline {n}: missing or unparseable published_at") from None
-        if known:
+        if known and recent:
             shown.append((ts, h))
     shown.sort(key=lambda p: (p[0], str(p[1].get("headline", ""))))  # chronological: the first report is kept
     deduper = Deduper()
@@ -254,6 +262,8 @@ def news_features(headlines: list[dict], as_of: DateLike, profile: str | MarketP
         else:
             kept.append((ts, h, view))
         seen_ids |= ids
+    if window.summarise_shown:  # the count and sentiment of what the agents read, not of headlines they never see
+        kept = kept[-window.news_items :]
 
     weighted = total_w = 0.0
     weights = []
@@ -273,7 +283,7 @@ def news_features(headlines: list[dict], as_of: DateLike, profile: str | MarketP
             sentiment=_r(view.sentiment),
         )
         for (ts, h, view), w in zip(reversed(kept), reversed(weights))
-    ][:MAX_ITEMS]  # newest first
+    ][: window.news_items]  # newest first
     return NewsFeatures(
         items=items,
         unique_count=len(kept),

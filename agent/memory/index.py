@@ -10,8 +10,9 @@ otherwise a lesson learned after the cycle's date, though never returned, would 
 what is returned (a rerun of a backtest would recall differently once the first run had written its
 lessons). So a search scores with a bm25s index over exactly its visible records: a "view". A partition
 (one symbol's records, since every agent's recall filters on one) is sorted by (known_at, memory_id), so the
-records known before a date are a prefix, and a view is keyed by (prefix length, session): every agent of a
-cycle, and every later cycle until a new memory is known, shares it. bm25s has no incremental add, so an add
+records known before a date are a prefix (those of a window of recent days, a StockBench run's, a slice of it),
+and a view is keyed by (the slice's bounds, session): every agent of a cycle, and every later cycle until a new
+memory is known (or, in a window, one leaves it), shares it. bm25s has no incremental add, so an add
 drops its symbol's partition and views; they are rebuilt on the next search.
 """
 
@@ -68,15 +69,18 @@ class _Partition:
         self.views: OrderedDict[tuple, bm25s.BM25] = OrderedDict()
         self._visible: dict[tuple, np.ndarray] = {}
 
-    def visible(self, before: Optional[str], session_id: Optional[str]) -> tuple[tuple, np.ndarray]:
-        # 'left': a record known on the date itself is not known before it
+    def visible(
+        self, before: Optional[str], session_id: Optional[str], since: Optional[str] = None
+    ) -> tuple[tuple, np.ndarray]:
+        # 'left': a record known on the date itself is not known before it; one known on `since` is in the window
         cut = len(self.records) if before is None else int(np.searchsorted(self.known, before, side="left"))
-        key = (cut, session_id)
+        lo = 0 if since is None else min(cut, int(np.searchsorted(self.known, since, side="left")))
+        key = (lo, cut, session_id)
         positions = self._visible.get(key)  # every agent of a cycle asks for the same (read-only, never changed)
         if positions is None:
-            positions = np.arange(cut)
+            positions = np.arange(lo, cut)
             if session_id is not None:
-                positions = positions[self.session[:cut] == session_id]
+                positions = positions[self.session[lo:cut] == session_id]
             positions.flags.writeable = False
             if len(self._visible) >= _VIEWS_PER_PARTITION:
                 self._visible.clear()
@@ -202,14 +206,23 @@ class HybridIndex:
         return words
 
     def search(
-        self, query: str, *, symbol: Optional[str], before: Optional[str], session_id: Optional[str] = None, k: int = 5
+        self,
+        query: str,
+        *,
+        symbol: Optional[str],
+        before: Optional[str],
+        session_id: Optional[str] = None,
+        k: int = 5,
+        since: Optional[str] = None,
     ) -> list[RetrievalHit]:
+        """The k best of the symbol's records known before `before` (and on or after `since`, when given: a window of
+        recent notes), in `session_id`'s when given."""
         words = [self._vocab[w] for w in self._query_words(query) if w in self._vocab]
         if not words or k <= 0:
             return []
         part = self._partition(symbol)
         words = [w for w in words if w < part.n_words]
-        key, visible = part.visible(before, session_id)
+        key, visible = part.visible(before, session_id, since)
         cand = part.floor(words, visible)
         if not len(cand):
             return []

@@ -24,6 +24,7 @@ from agent.config import AgentConfig, RetryPolicy, RiskLimits
 from agent.data.market import DataError
 from agent.data.sources import BY_ATTR, KINDS, Unavailable, is_bundled, load_file
 from agent.data.stockbench import tree_sha256
+from agent.input_window import TRADEGRAPH, InputWindow
 from agent.markets import get_profile
 from agent.prompts import BASE_SYSTEM, ROLE_INSTRUCTIONS
 from agent.protocols import version
@@ -127,11 +128,20 @@ def _allow_lists(protocol: int) -> dict[str, list[str]]:
     return {state: sorted(names) for state, names in sorted(allow_lists(protocol).items())}
 
 
+def _config(settings: AgentConfig) -> dict[str, Any]:
+    """The configuration as recorded. The input window is written only when it is not tradegraph's (a StockBench
+    run's): a recording from before it existed, and every ordinary run, reads as before."""
+    config = dataclasses.asdict(settings)
+    if settings.input_window == TRADEGRAPH:
+        del config["input_window"]
+    return config
+
+
 def build_manifest(runtime, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
     settings: AgentConfig = runtime.config
     models = tier_records(settings)
     manifest: dict[str, Any] = {
-        "config": dataclasses.asdict(settings),
+        "config": _config(settings),
         "market_profile": _profile(settings.market, settings.decide_at),
         # each tier's provider, model, the structured-output method and tool_choice its JSON pass used, and its
         # endpoint's host (the SDK's default when none is set; credentials in the URL never leave it)
@@ -175,6 +185,7 @@ def config_from_manifest(manifest: dict[str, Any]) -> AgentConfig:
     raw = dict(manifest["config"])
     raw["risk"] = RiskLimits(**raw["risk"])
     raw["retry"] = RetryPolicy(**raw["retry"])
+    raw["input_window"] = InputWindow.from_dict(raw["input_window"]) if "input_window" in raw else TRADEGRAPH
     known = {f.name for f in dataclasses.fields(AgentConfig)}
     return AgentConfig(**{k: v for k, v in raw.items() if k in known})
 

@@ -67,6 +67,7 @@ class LiveMarket:
             fundamentals=rt.fundamentals,
             cache=rt.cache,
             profile=rt.profile,
+            window=rt.config.input_window,
         )
 
     def settle(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from datetime import date, timedelta
 from typing import Optional
 
 from langchain_core.embeddings import Embeddings
@@ -41,18 +42,26 @@ class MemoryBank:
             return len(added)
 
     def search(
-        self, query: str, *, symbol: Optional[str], before: Optional[str], session_id: Optional[str] = None, k: int = 5
+        self,
+        query: str,
+        *,
+        symbol: Optional[str],
+        before: Optional[str],
+        session_id: Optional[str] = None,
+        k: int = 5,
+        since: Optional[str] = None,
     ) -> list[RetrievalHit]:
         with self._lock:
-            return self.index.search(query, symbol=symbol, before=before, session_id=session_id, k=k)
+            return self.index.search(query, symbol=symbol, before=before, session_id=session_id, k=k, since=since)
 
 
 class MemoryRecall:
-    """A live cycle's recall: point in time (known before the cycle's date), the symbol's notes only, and in
-    `session` mode only this session's."""
+    """A live cycle's recall: point in time (known before the cycle's date), the symbol's notes only, in `session`
+    mode only this session's, and with `days` (a StockBench run's 7: agent/input_window.py) only those known in
+    the days before the cycle's date."""
 
-    def __init__(self, bank: MemoryBank, mode: str, session_id: str, k: int) -> None:
-        self.bank, self.mode, self.session_id, self.k = bank, mode, session_id, k
+    def __init__(self, bank: MemoryBank, mode: str, session_id: str, k: int, days: Optional[int] = None) -> None:
+        self.bank, self.mode, self.session_id, self.k, self.days = bank, mode, session_id, k, days
         self._refreshed = False
 
     def search(self, *, agent: str, symbol: str, query: str, as_of: str) -> tuple[dict, list[RetrievalHit]]:
@@ -60,5 +69,9 @@ class MemoryRecall:
             self.bank.refresh()
             self._refreshed = True
         session = self.session_id if self.mode == "session" else None
-        applied = {"symbol": symbol, "known_before": as_of, "session_id": session, "k": self.k, "mode": self.mode}
-        return applied, self.bank.search(query, symbol=symbol, before=as_of, session_id=session, k=self.k)
+        applied: dict = {"symbol": symbol, "known_before": as_of, "session_id": session, "k": self.k, "mode": self.mode}
+        since = None
+        if self.days is not None:  # said in the filter only when set: an ordinary run's retrieval reads as before
+            since = (date.fromisoformat(as_of[:10]) - timedelta(days=self.days)).isoformat()
+            applied["known_from"] = since
+        return applied, self.bank.search(query, symbol=symbol, before=as_of, session_id=session, k=self.k, since=since)

@@ -365,7 +365,10 @@ def recall_for(runtime: CycleRuntime, session_id: str):
         return runtime.recall
     if runtime.memory is None or runtime.config.memory == "off":
         return None
-    return MemoryRecall(runtime.memory, runtime.config.memory, session_id, runtime.config.memory_top_k)
+    settings = runtime.config
+    return MemoryRecall(
+        runtime.memory, settings.memory, session_id, settings.memory_top_k, settings.input_window.recall_days
+    )
 
 
 def cycle_run_config(

@@ -77,7 +77,11 @@ def episode_runtime(ep: Episode, ctx: SweepContext):
     from graph.machine.runtime import default_runtime
 
     settings = AgentConfig.from_env(
-        memory=ep.memory, quick_model=ep.quick_model, deep_model=ep.deep_model, temperature=ep.temperature
+        memory=ep.memory,
+        quick_model=ep.quick_model,
+        deep_model=ep.deep_model,
+        temperature=ep.temperature,
+        input_window=ep.input_window,
     )
     if ep.risk:
         settings = dataclasses.replace(settings, risk=dataclasses.replace(settings.risk, **ep.risk))

@@ -11,12 +11,14 @@ whether or not it spans a holiday:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from agent.input_window import TRADEGRAPH, InputWindow
 from agent.markets import DecideAt, trading_days
 from schemas.simulation import Market, MemoryMode
 
@@ -63,11 +65,15 @@ class Episode:
     # the sampling temperature of its provider tiers (AgentConfig.temperature): None is tradegraph's 0. StockBench
     # runs a real model at its protocol's 0.7; left out of as_dict while None, as decide_at is
     temperature: Optional[float] = None
+    # how much news and past its cycles are shown (agent/input_window.py): tradegraph's, or StockBench's on a
+    # StockBench run; left out of as_dict while it is tradegraph's, as decide_at is
+    input_window: InputWindow = TRADEGRAPH
 
     def as_dict(self) -> dict[str, Any]:
         return {
             **({"decide_at": self.decide_at} if self.decide_at != "close" else {}),
             **({"temperature": self.temperature} if self.temperature is not None else {}),
+            **({"input_window": dataclasses.asdict(self.input_window)} if self.input_window != TRADEGRAPH else {}),
             "episode_id": self.episode_id,
             "index": self.index,
             "config_key": self.config_key,
@@ -109,6 +115,7 @@ class Episode:
             override_label=d.get("override"),
             decide_at=d.get("decide_at", "close"),
             temperature=d.get("temperature"),
+            input_window=InputWindow.from_dict(d["input_window"]) if d.get("input_window") else TRADEGRAPH,
         )
 
 

@@ -150,7 +150,11 @@ def dry_run(
 
     points = max(1, min(points, len(sessions)))
     settings = AgentConfig.from_env(
-        provider="offline", quick_model="offline-quick", deep_model="offline-deep", memory=protocol.memory
+        provider="offline",
+        quick_model="offline-quick",
+        deep_model="offline-deep",
+        memory=protocol.memory,
+        input_window=protocol.input_window,  # the prompts a run would send: the protocol's news and recall
     )
     # never a budget or a cache in a dry run: it spends nothing and must measure every request
     settings = dataclasses.replace(settings, token_budget=None, max_cost=None, max_llm_calls=None, llm_cache=False)

@@ -231,9 +231,11 @@ def expand_episodes(
             "models: the configured model cannot be one of several configurations: name each one as provider:model",
             field="models",
         )
-    # each run of a configuration a provider answers is sent its temperature (recorded in every run's manifest)
+    # each run of a configuration a provider answers is sent its temperature, and every run decides on the
+    # protocol's input window (both recorded in every run's manifest)
     episodes = [
-        dataclasses.replace(ep, temperature=configurations[ep.index].temperature) for ep in expand(grid, benchmark_id)
+        dataclasses.replace(ep, temperature=configurations[ep.index].temperature, input_window=protocol.input_window)
+        for ep in expand(grid, benchmark_id)
     ]
     if runs == 1:
         return episodes
@@ -290,7 +292,11 @@ def plan(
         out.dir / BENCHMARK_FILE,
         identity,
         {
-            "protocol": {**protocol.__dict__, "symbols": list(protocol.symbols)},
+            "protocol": {
+                **protocol.__dict__,
+                "symbols": list(protocol.symbols),
+                "input_window": dataclasses.asdict(protocol.input_window),
+            },
             "sessions": sessions,
             "episodes": [{**e.as_dict(), "name": out.name_of(e)} for e in episodes],
         },
@@ -299,7 +305,7 @@ def plan(
 
 
 _WHAT = {
-    "grid_hash": "settings (symbols, window, memory, temperature or model configurations)",
+    "grid_hash": "settings (symbols, window, memory, temperature, news and recall inputs or model configurations)",
     "data": "data",
     "models": "models (the configured tiers resolve differently now)",
 }
