@@ -1,6 +1,8 @@
 """A fake Yahoo Finance on 127.0.0.1 (an OS-chosen port) that yfinance itself talks to over real sockets: the cookie
 and crumb requests, the timezone lookup and the v8 chart, in the shapes tests/fixtures/yfinance_acme_2024-01.json
-records. Its bars are the bundled sample's (agent/data/stocks.csv.gz), cut at `through` (a symbol's last bar), so a
+records, and the news stream yfinance's Ticker.get_news asks (POST finance.yahoo.com/xhr/ncp, answered in the
+shape yfinance 1.x reads: data.tickerStream.stream, each item's content with pubDate, title, provider…; `news`
+holds each symbol's items, none by default, `news_failing` a status for every news request while set). Its bars are the bundled sample's (agent/data/stocks.csv.gz), cut at `through` (a symbol's last bar), so a
 cycle fed from it decides as one fed the sample would.
 
 yfinance calls Yahoo's https hosts; `redirect_session(port)` is a requests Session whose transport sends each
@@ -49,6 +51,9 @@ class FakeYahoo:
         self.answer: list[int] = []  # statuses for the next chart requests, one each
         self.failing: Optional[int] = None  # the status of every chart request while set
         self.charts: list[tuple[str, dict[str, str]]] = []  # chart requests answered with bars (symbol, params)
+        self.news: dict[str, list[dict[str, Any]]] = {}  # symbol -> its stream's items (news_article), newest first
+        self.news_failing: Optional[int] = None  # the status of every news request while set (with a JSON body)
+        self.news_asked: list[tuple[str, int]] = []  # (symbol, snippetCount) of each news request
         self.asked: list[str] = []
         self.peers: set[str] = set()
         self.port = port
@@ -130,6 +135,28 @@ class FakeYahoo:
         }
 
 
+def news_article(uid: str, title: str, published: str, symbol: str, provider: str = "Reuters") -> dict[str, Any]:
+    """One item of Yahoo's news stream as yfinance 1.x gets it; `published` is its pubDate (ISO, UTC)."""
+    url = f"https://finance.yahoo.com/news/{uid}.html"
+    return {
+        "id": uid,
+        "content": {
+            "id": uid,
+            "contentType": "STORY",
+            "title": title,
+            "description": "",
+            "summary": f"{title}, the summary.",
+            "pubDate": published,
+            "displayTime": published,
+            "isHosted": True,
+            "provider": {"displayName": provider, "url": "https://example.invalid/"},
+            "canonicalUrl": {"url": url, "site": "finance", "region": "US", "lang": "en-US"},
+            "clickThroughUrl": {"url": url, "site": "finance", "region": "US", "lang": "en-US"},
+            "finance": {"stockTickers": [{"symbol": symbol}]},
+        },
+    }
+
+
 def _open(day: str) -> datetime:
     """A daily bar's timestamp as Yahoo gives it: the session's 09:30 open, New York time."""
     return pd.Timestamp(f"{day} 09:30").tz_localize(NY).tz_convert("UTC").to_pydatetime()
@@ -162,6 +189,25 @@ class _Handler(BaseHTTPRequestHandler):
             status, body = fake.chart(path.rsplit("/", 1)[1], params)
             return self._send(status, json.dumps(body), "application/json")
         return self._send(404, json.dumps({"error": "not faked"}), "application/json")
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        fake = self.fake
+        fake.peers.add(self.client_address[0])
+        parts = urlsplit(self.path)
+        host, _, path = parts.path.lstrip("/").partition("/")
+        fake.asked.append(f"POST {host}/{path}")
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        if host != "finance.yahoo.com" or path != "xhr/ncp":
+            return self._send(404, json.dumps({"error": "not faked"}), "application/json")
+        config = body.get("serviceConfig") or {}
+        symbol, count = (config.get("s") or [""])[0], int(config.get("snippetCount") or 10)
+        fake.news_asked.append((symbol, count))
+        if fake.news_failing is not None:
+            return self._send(fake.news_failing, json.dumps({"error": "fault"}), "application/json")
+        stream = fake.news.get(symbol, [])[:count]
+        doc = {"data": {"tickerStream": {"stream": stream, "pagination": {"uuids": ""}}}, "status": "OK"}
+        return self._send(200, json.dumps(doc), "application/json")
 
     def _send(self, status: int, body: str, ctype: str, headers: Optional[dict[str, str]] = None) -> None:
         data = body.encode()

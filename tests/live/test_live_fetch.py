@@ -1,10 +1,13 @@
 """`tradegraph live` without --prices fetches each day's bars itself, through `data fetch`'s source (yfinance, run
 for real against tests/live/fake_yahoo.py on a loopback port), before the day's cycle: the cycle reads that file,
 the fetch is audited, and a source that fails or lags past the deadline (429, 500, connection refused, bars
-stopping early) skips the day with one line, no cycle and no order. Driven in process by the fake clock."""
+stopping early) skips the day with one line, no cycle and no order. Without --news it fetches each symbol's latest
+headlines too (yfinance's news stream), kept at their publication times in the --news format, read by the day's
+cycle; a news source that fails skips the day as the bars' does. Driven in process by the fake clock."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pandas as pd
@@ -15,7 +18,7 @@ from graph.machine.recording import load_session
 from graph.services.broker.live_data import RETRY_S
 from graph.transports.cli.main import main
 from schemas.events import ValidationEvent, parse_event
-from tests.live.fake_yahoo import FakeYahoo, redirect_session
+from tests.live.fake_yahoo import FakeYahoo, news_article, redirect_session
 from tests.live.test_live_loop import Clock, env, live, ny, records  # noqa: F401 - env is a fixture
 
 
@@ -54,7 +57,9 @@ def test_each_day_fetches_its_bars_into_the_loops_folder_and_its_cycle_reads_the
     folder = tmp_path / "experiments" / "live-t"
     for day, through in (("2012-07-03", "2012-07-02"), ("2012-07-05", "2012-07-03")):
         data = recs[day]["data"]
-        assert data["file"] == str(folder / f"bars-{day}.parquet") and recs[day]["files"] == {"prices": data["file"]}
+        assert data["file"] == str(folder / f"bars-{day}.parquet")
+        # no headline in the fake's stream: the day still has its (empty) news file, read by its cycle
+        assert recs[day]["files"] == {"prices": data["file"], "news": str(folder / f"news-{day}.jsonl")}
         assert data["through"] == through and data["last_bar"] == {"AAPL": through, "MSFT": through}
         bars = pd.read_parquet(data["file"])
         assert bars.groupby("symbol").date.max().to_dict() == {"AAPL": through, "MSFT": through}
@@ -142,3 +147,87 @@ def test_without_prices_and_without_yfinance_exit_2_names_the_extra_before_anyth
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "without --prices" in err and "pip install 'tradegraph[data]'" in err, err
     assert records(env) == {} and connect(env.db).events.cycle_ids("live-t") == []
+
+
+NEWS = [  # AAPL's stream as Yahoo lists it, newest first: one after the 2012-07-02 close, an ad, one with no date
+    news_article("n3", "Apple shares rise before the open", "2012-07-03T12:30:00Z", "AAPL", "Reuters"),
+    {"id": "ad1", "ad": [{"kind": "native"}], "content": {"title": "Buy now", "pubDate": "2012-07-02T15:00:00Z"}},
+    news_article("n2", "Apple supplier raises its outlook", "2012-07-02T15:05:00Z", "AAPL", "Bloomberg"),
+    {"id": "n0", "content": {"id": "n0", "title": "An item Yahoo gives no time"}},
+    news_article("n1", "Apple to hold its developer conference", "2012-06-29T21:10:00Z", "AAPL", "AP"),
+]
+
+
+def test_each_day_fetches_the_latest_headlines_at_their_publication_times_and_its_cycle_reads_them(
+    env, yahoo, tmp_path, capsys
+):
+    import yfinance
+
+    from agent.data.news import load_news
+
+    yahoo.news["AAPL"] = NEWS
+    # the fake answers as yfinance's own news call reads it: get_news gives the stream without the ad
+    assert [a["id"] for a in yfinance.Ticker("AAPL").get_news()] == ["n3", "n2", "n0", "n1"]
+    yahoo.news_asked.clear()
+    clock = Clock(ny("2012-07-03", "09:00"))
+    assert live(env, clock, "--approve-within", "5m", "--days", "1", prices=False) == 0
+    out = capsys.readouterr().out
+    rec = records(env)["2012-07-03"]
+    folder = tmp_path / "experiments" / "live-t"
+    news = rec["data"]["news"]
+    assert news["file"] == str(folder / "news-2012-07-03.jsonl"), rec
+    assert rec["files"] == {"prices": rec["data"]["file"], "news": news["file"]}
+    assert news["headlines"] == {"AAPL": 3, "MSFT": 0} and news["latest"]["AAPL"] == "2012-07-03T12:30:00Z"
+    assert news["notes"] == ["AAPL: left out 1 headline(s) without a publication time or a title"]
+    assert sorted(yahoo.news_asked) == [("AAPL", 20), ("MSFT", 20)]
+    assert "; 3 headline(s) into " + news["file"] in out
+    # the file is in the --news format, each line at Yahoo's publication time (never the fetch's)
+    rows = [json.loads(line) for line in open(news["file"], encoding="utf-8")]
+    assert [(r["id"], r["published_at"], r["source"]) for r in rows] == [
+        ("n3", "2012-07-03T12:30:00Z", "Reuters"),
+        ("n2", "2012-07-02T15:05:00Z", "Bloomberg"),
+        ("n1", "2012-06-29T21:10:00Z", "AP"),
+    ]
+    assert rows[1] == {
+        "symbol": "AAPL",
+        "published_at": "2012-07-02T15:05:00Z",
+        "headline": "Apple supplier raises its outlook",
+        "source": "Bloomberg",
+        "summary": "Apple supplier raises its outlook, the summary.",
+        "url": "https://finance.yahoo.com/news/n2.html",
+        "id": "n2",
+        "related_symbols": ["AAPL"],
+    }
+    # a cycle deciding on 2012-07-02 sees what was out before that day's close, not this morning's headline
+    seen = load_news(news["file"]).headlines("AAPL", "2012-07-02")
+    assert [h["id"] for h in seen] == ["n1", "n2"]
+    # the day's cycle read that file: its manifest names it and its hash; the fetch is audited with it
+    (cycle,) = load_session(connect(env.db), "live-t").cycles
+    assert cycle.manifest["data"]["news"] == {"source": news["file"], "sha256": news["sha256"]}, cycle.manifest
+    assert [a["news"]["sha256"] for a in fetches(env.db)] == [news["sha256"]]
+
+
+def test_a_news_source_failing_past_the_deadline_skips_the_day_no_cycle_no_order(env, yahoo, tmp_path, capsys):
+    yahoo.news_failing = 500  # an error answer in JSON: yfinance's get_news alone would read it as no news
+    clock = Clock(ny("2012-07-03", "09:00"))
+    assert live(env, clock, "--fetch-within", "2m", "--days", "1", prices=False) == 0
+    out = capsys.readouterr().out
+    rec = records(env)["2012-07-03"]
+    assert rec["state"] == "skipped" and "data" not in rec, rec
+    assert rec["why"].endswith("yfinance: fetching news of AAPL failed: HTTP 500, not a news stream"), rec["why"]
+    assert len([x for x in out.splitlines() if "skipped" in x]) == 1, out
+    assert connect(env.db).events.cycle_ids("live-t") == [] and env.orders == []
+    folder = tmp_path / "experiments" / "live-t"
+    assert not (folder / "news-2012-07-03.jsonl").exists() and not (folder / "bars-2012-07-03.parquet").exists()
+
+
+def test_a_news_file_given_is_read_as_it_is_and_no_news_is_fetched(env, yahoo, tmp_path, capsys):
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text(json.dumps({"symbol": "AAPL", "published_at": "2012-06-29", "headline": "Mine"}) + "\n")
+    clock = Clock(ny("2012-07-03", "09:00"))
+    assert live(env, clock, "--approve-within", "5m", "--days", "1", "--news", str(mine), prices=False) == 0
+    rec = records(env)["2012-07-03"]
+    assert "news" not in rec["data"] and rec["files"] == {"prices": rec["data"]["file"]}, rec
+    assert yahoo.news_asked == [] and not (tmp_path / "experiments" / "live-t" / "news-2012-07-03.jsonl").exists()
+    (cycle,) = load_session(connect(env.db), "live-t").cycles
+    assert cycle.manifest["data"]["news"]["source"] == str(mine.resolve()), cycle.manifest["data"]

@@ -20,7 +20,7 @@ import pandas as pd
 
 from agent.markets import is_trading_day, nearest_trading_days, session_close
 from database.live_days import FINAL, LiveDays
-from graph.services.broker.live_data import RETRY_S, Fetch, NotFresh, fetch_once, intact
+from graph.services.broker.live_data import RETRY_S, Fetch, NotFresh, fetch_once, files_of, intact
 
 MARKET = "us_equity"
 NY = "America/New_York"
@@ -264,10 +264,15 @@ def _fresh_bars(
             return days.get(key) or rec
         sleep(RETRY_S)
     actions.audit_fetch({"ok": True, "check": "live_data", "day": d, "attempts": attempts, **data})
-    if not days.advance(key, was, "fetched", data=data, files={"prices": data["file"]}, attempts=attempts):
+    if not days.advance(key, was, "fetched", data=data, files=files_of(data), attempts=attempts):
         return days.get(key) or rec  # another process moved the day on: what it recorded stands
     say(
         f"{d}: fetched {', '.join(fetch.symbols)} from {data['source']} through {as_of} into {data['file']}"
+        + (
+            f"; {sum(data['news']['headlines'].values())} headline(s) into {data['news']['file']}"
+            if data.get("news")
+            else ""
+        )
         + (f" ({attempts} attempts)" if attempts > 1 else "")
     )
     return days.get(key) or rec

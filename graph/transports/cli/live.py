@@ -169,19 +169,21 @@ def loop_lease(db: Any, loop: str, session_id: str) -> Iterator[threading.Event]
 
 def day_fetch(args, symbols: list[str], session_id: str) -> Any:
     """How the loop gets each day's bars: None when --prices names a file (read as it is, never fetched);
-    else fetched by the loop with `data fetch`'s source (its extra checked now: exit 2 before the loop starts)."""
+    else fetched by the loop with `data fetch`'s source (its extra checked now: exit 2 before the loop starts),
+    with each symbol's latest headlines unless --news names a file (read as it is)."""
     from agent.data.market import DataError
     from graph.kernel.runs import runs_dir
-    from graph.services.broker.live_data import Fetch, yfinance_getter
+    from graph.services.broker.live_data import Fetch, yfinance_getter, yfinance_news_getter
 
     within = parse_span(args.fetch_within, "--fetch-within")
     if args.prices is not None:
         return None
     try:
         get = yfinance_getter()
+        news = yfinance_news_getter() if args.news is None else None
     except DataError as e:
         raise CliError(f"tradegraph live fetches each day's bars without --prices: {e}") from None
-    return Fetch(symbols=symbols, folder=runs_dir() / session_id, within=within, get=get)
+    return Fetch(symbols=symbols, folder=runs_dir() / session_id, within=within, get=get, news=news)
 
 
 def cmd_live(args, now=_now, sleep=time.sleep) -> int:
