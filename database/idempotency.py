@@ -28,11 +28,11 @@ TTL_S = 24 * 3600
 
 @dataclass
 class Begun:
-    """What a keyed request found: `run` (it is the first: answer it, then finish), `replay` (answered before:
+    """What a keyed request found: `run` (it is the first: answer it, then finish), `repeat` (answered before:
     give that answer), `mismatch` (the key was used for another request), `busy` (the first is still running, or
     was cut off: `live` says which)."""
 
-    state: Literal["run", "replay", "mismatch", "busy"]
+    state: Literal["run", "repeat", "mismatch", "busy"]
     record: dict[str, Any]
     live: bool = True
 
@@ -87,7 +87,7 @@ class IdempotencyKeys:
                 if held.get("fingerprint") != fingerprint:
                     return Begun("mismatch", held)
                 if held.get("state") == "done":
-                    return Begun("replay", held)
+                    return Begun("repeat", held)
                 return Begun("busy", held, live=claims.live(held, since=float(held.get("created_at") or 0)))
             raise RuntimeError(f"idempotency key {key!r}: its record kept changing while reading it")
         finally:
@@ -122,5 +122,5 @@ class IdempotencyKeys:
         claims.drop(record["token"])
 
     def used(self, record: dict[str, Any], use: str) -> None:
-        """Count one more use of the key (replay, mismatch, busy): the record says how it was used."""
+        """Count one more use of the key (repeat, mismatch, busy): the record says how it was used."""
         self.col.update_one({"_id": record["_id"]}, {"$inc": {f"uses.{use}": 1}, "$set": {"last_used_at": time.time()}})

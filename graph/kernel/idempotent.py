@@ -151,7 +151,7 @@ def _finish(
 
 
 def _answer_again(store, keys, cap, inp, record: dict, use: str, key: str, transport: str) -> BaseModel:
-    """A later use of the key: the first answer (replay), or the one-line refusal saying why not."""
+    """A later use of the key: the first answer (a repeat), or the one-line refusal saying why not."""
     try:
         keys.used(record, use)
     except Exception as e:  # noqa: BLE001 - the answer does not depend on the count

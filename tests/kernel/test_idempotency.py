@@ -96,10 +96,10 @@ def test_a_retry_storm_with_one_key_runs_one_cycle_and_fills_once(db_uri, http_u
     assert first["cycle_id"] == f"{session}:c2" and first["contracts"]["EXECUTING"]["status"] == "filled"
     after = counts(db_uri, session)
     assert after["cycles"] == 2 and after["fills"] == 1
-    assert sorted(after["uses"]) == ["first"] + ["replay"] * (STORM - 1)
+    assert sorted(after["uses"]) == ["first"] + ["repeat"] * (STORM - 1)
     record = key_record(db_uri, f"session:{session}", key)
     assert record["state"] == "done" and record["status"] == "ok" and record["cycle_id"] == first["cycle_id"]
-    assert record["uses"] == {"first": 1, "replay": STORM - 1}
+    assert record["uses"] == {"first": 1, "repeat": STORM - 1}
     assert record["expires_ts"] - record["created_at"] >= 24 * 3600
 
     # the same key with another request: refused, nothing run
@@ -160,7 +160,7 @@ def test_retried_approvals_with_one_key_decide_once_and_answer_alike(db_uri, htt
 
 
 @pytest.mark.requires("ray")
-def test_keyed_backtests_start_one_task_and_sweeps_replay_their_answer(http_url, workdir):
+def test_keyed_backtests_start_one_task_and_sweeps_repeat_their_answer(http_url, workdir):
     key = uuid.uuid4().hex
     body = {"symbols": ["AAPL"], "start": "2012-03-01", "end": "2012-03-09", "every": 5, "memory": "off"}
     answers = storm(
@@ -174,7 +174,7 @@ def test_keyed_backtests_start_one_task_and_sweeps_replay_their_answer(http_url,
     while httpx.get(f"{http_url}/tasks/{task}").json()["status"] in ("queued", "running"):
         assert time.monotonic() < deadline
         time.sleep(0.5)
-    # a sweep's answer (here a refusal: ray_address is not taken over HTTP) is replayed with its status and body
+    # a sweep's answer (here a refusal: ray_address is not taken over HTTP) is repeated with its status and body
     sweep = {
         "universes": [["AAPL"]],
         "windows": {"kind": "list", "spans": [["2012-03-01", "2012-03-09"]]},
@@ -195,7 +195,7 @@ def test_the_python_client_over_http_and_in_process_share_a_sessions_key(db_uri,
         b = http.run_cycle(SYMBOLS, AS_OF, session_id=session, memory="off", idempotency_key=key)
         with pytest.raises(E.BadInput, match="different request"):
             http.run_cycle(["AAPL"], AS_OF, session_id=session, memory="off", idempotency_key=key)
-    with Client.local(uri=db_uri) as local:  # the key is the session's: a retry from another transport replays
+    with Client.local(uri=db_uri) as local:  # the key is the session's: a retry from another transport repeats
         c = local.run_cycle(SYMBOLS, AS_OF, session_id=session, memory="off", idempotency_key=key)
     assert a == b == c
     assert counts(db_uri, session)["cycles"] == 2 and counts(db_uri, session)["uses"].count("first") == 1
@@ -214,7 +214,7 @@ def test_mcp_takes_the_same_key(db_uri, workdir):
         with pytest.raises(McpToolError) as e:
             mcp("run_cycle", {**args, "symbols": ["AAPL"]})
         assert str(e.value).startswith("bad_input: Idempotency-Key") and "different request" in str(e.value)
-    assert counts(db_uri, first.session_id) == {"cycles": 1, "fills": 1, "uses": ["first", "replay", "mismatch"]}
+    assert counts(db_uri, first.session_id) == {"cycles": 1, "fills": 1, "uses": ["first", "repeat", "mismatch"]}
 
 
 def test_a_first_run_killed_mid_cycle_is_never_run_again_under_its_key(db_uri, workdir, http_url):
