@@ -316,3 +316,47 @@ def test_the_broker_page_shows_the_account_and_halts_and_resumes_under_the_execu
         refused.close()
         k.close()
         fake.stop()
+
+
+def test_the_run_page_shows_a_scorecards_spread_significance_and_what_a_model_may_have_seen():
+    """What the CLI's table says of a StockBench row, the console says too: a configuration's mean ± standard
+    deviation over its runs, each run's paired test against buy-and-hold, a model that may have seen the window,
+    failed points, and the sub-periods."""
+    import copy
+    import json
+    from pathlib import Path
+
+    from graph.services.benchmark.stockbench import rigour
+    from graph.transports.web.pages import environment
+
+    card = json.loads((Path(__file__).parents[2] / "docs/stockbench/offline-scorecard.json").read_text())
+    shipped = card["rows"][0]
+    runs = []
+    for k, shift in enumerate((0.01, -0.02), 1):  # two runs of a sampling model around the shipped one
+        run = copy.deepcopy(shipped)
+        run.update(name=f"claude-sonnet-4-5 run {k}", cumulative_return=shipped["cumulative_return"] + shift)
+        run.update(rigour.may_have_seen(["anthropic:claude-sonnet-4-5"], card["window"]["start"]))
+        runs.append(run)
+    runs[1]["failed_points"] = 2
+    mean = {"name": "claude-sonnet-4-5 (mean of 2)", "kind": "run_mean", **rigour.spread(runs)}
+    mean["may_have_seen_window"] = runs[0]["may_have_seen_window"]
+    card["rows"] = runs + [mean] + card["rows"][1:]
+    html = (
+        environment()
+        .get_template("run.html")
+        .render(
+            task={"task_id": "t", "kind": "benchmark", "status": "succeeded", "progress": {"done": 1, "total": 1}},
+            scorecard=card,
+            artifacts=[],
+            images=[],
+        )
+    )
+    table = html[html.index('id="scorecard"') : html.index("</table>", html.index('id="scorecard"'))]
+    std = mean["cumulative_return_std"]
+    assert std and f"± {std * 100:.2f}%" in table and "(n=2, mean ± standard deviation)" in table
+    p = shipped["vs_buy_and_hold"]["p_value"]
+    assert table.count(f"p = {p:.2f}") == 2  # each run's paired test (the mean row has none)
+    seen = runs[0]["may_have_seen_window"]
+    assert table.count("may have seen this window") == (3 if seen else 0) and "2 failed point(s)" in table
+    assert seen is not False, "the flag has nothing to show: pick a model whose cut-off is on or after the window"
+    assert "downturn (Mar-Apr) 2025-03-03..2025-04-30" in html
