@@ -6,7 +6,10 @@
    the store (the audit barrier), the SDK's request building and parsing. Target: median <= 50 ms.
 2. `broker reconcile` of a session with 1,000 orders, once with every order already up to date and once with every
    one filled since last seen (1,000 late order_update events and book entries). Target: <= 2 s.
-Run: PYTHONPATH=. python bench/bench_broker.py
+`--trips`: instead, per phase of the same cycle (first reads, checks, intents and the audit barrier, waves, after
+the last order), the store's round trips (pymongo's command listener) and the process's CPU time, medians over the
+repeats: counts that do not depend on the machine's load, to compare code before and after a change.
+Run: PYTHONPATH=. python bench/bench_broker.py [--trips]
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import time
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
+
+from pymongo import monitoring
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -84,6 +89,143 @@ def overhead(uri: str, repeats: int, latency_ms: float) -> list[tuple[float, flo
             proc.join(10)
             store.close()
     return out
+
+
+PHASES = ("first reads", "checks", "intents + barrier", "waves", "after the waves")
+
+
+class _Phases(monitoring.CommandListener):
+    """Which phase the cycle is in (set by the wrapped steps below), the store commands started in each (any
+    thread: the audit writer's appends count where they happen), and the process's CPU and wall time at each
+    boundary."""
+
+    def __init__(self) -> None:
+        self.now = "before"
+        self.commands: dict[str, dict[str, int]] = {}
+        self.took: dict[str, dict[str, float]] = {}  # phase -> command -> ms, summed
+        self.named: dict[int, tuple[str, str]] = {}
+        self.appended: dict[str, float] = {}  # phase -> ms of CPU the audit writer's appends took
+        self.marks: list[tuple[str, float, float]] = []
+
+    def enter(self, phase: str) -> None:
+        self.now = phase
+        self.marks.append((phase, time.process_time(), time.perf_counter()))
+
+    def started(self, event) -> None:  # pymongo.monitoring.CommandListener
+        name = event.command_name
+        if name in ("hello", "ismaster", "endSessions", "ping"):
+            return  # the client's monitoring, not the cycle's
+        target = event.command.get(name) if isinstance(event.command.get(name), str) else ""
+        row = self.commands.setdefault(self.now, {})
+        key = f"{name} {target}".strip()
+        row[key] = row.get(key, 0) + 1
+        self.named[event.request_id] = (self.now, key)
+
+    def succeeded(self, event) -> None:
+        phase, key = self.named.pop(event.request_id, ("?", event.command_name))
+        row = self.took.setdefault(phase, {})
+        row[key] = row.get(key, 0.0) + event.duration_micros / 1000
+
+    def failed(self, event) -> None:
+        pass
+
+
+def trips(uri: str, repeats: int, latency_ms: float) -> None:
+    """Round trips and CPU per phase of a 20-symbol cycle (see the module's doc)."""
+    import graph.machine.broker.execution as execution
+
+    phases = _Phases()
+    monitoring.register(phases)
+    cpu: dict[str, list[float]] = {p: [] for p in PHASES}
+    wall: dict[str, list[float]] = {p: [] for p in PHASES}
+    counts: list[dict[str, dict[str, int]]] = []
+    took: list[dict[str, dict[str, float]]] = []
+    real_execute, real_presubmit = execution.BrokerExecution.execute, execution.presubmit
+    real_send = execution.BrokerExecution._send
+    from database.events import EventStore
+
+    real_append = EventStore.append
+    appends: dict[str, list[float]] = {p: [] for p in PHASES}  # the audit writer's CPU in its appends, per run
+
+    def append(self, events):
+        phase, started = phases.now, time.thread_time()
+        try:
+            return real_append(self, events)
+        finally:
+            phases.appended[phase] = phases.appended.get(phase, 0.0) + (time.thread_time() - started) * 1000
+
+    def execute(self, *a, **kw):
+        phases.enter("first reads")
+        return real_execute(self, *a, **kw)
+
+    def presubmit(*a, **kw):
+        phases.enter("checks")
+        try:
+            return real_presubmit(*a, **kw)
+        finally:
+            phases.enter("intents + barrier")
+
+    def send(self, *a, **kw):
+        phases.enter("waves")
+        try:
+            return real_send(self, *a, **kw)
+        finally:
+            phases.enter("after the waves")
+
+    execution.BrokerExecution.execute, execution.BrokerExecution._send = execute, send  # type: ignore[method-assign]
+    execution.presubmit = presubmit
+    EventStore.append = append  # type: ignore[method-assign]
+    try:
+        for _ in range(repeats + 1):  # the first cycle warms imports and connections, and is left out
+            ours, theirs = mp.Pipe()
+            proc = mp.get_context("spawn").Process(
+                target=_fake_process, args=(theirs, {s: 10.0 for s in SYMBOLS}, latency_ms / 1000)
+            )
+            proc.start()
+            fake = SimpleNamespace(url=ours.recv())
+            store = connect(f"{uri}/bt_{uuid.uuid4().hex[:8]}")
+            try:
+                exe = backend(store, fake)
+                store.portfolios.commit("s-broker", PortfolioSnapshot(cash=1e9, as_of="2026-11-27"), "s-broker:c0", 0)
+                d = decision(*[(s, "BUY", 10) for s in SYMBOLS])
+                phases.commands, phases.took, phases.marks, phases.appended = {}, {}, [], {}
+                phases.enter("before the call")
+                run(exe, d, prices={s: 10.0 for s in SYMBOLS})
+                phases.enter("end")
+                ours.send("stats")
+                ours.recv()
+                counts.append(phases.commands)
+                took.append(phases.took)
+                for p in PHASES:
+                    appends[p].append(phases.appended.get(p, 0.0))
+                for (p, c0, w0), (_, c1, w1) in zip(phases.marks, phases.marks[1:]):
+                    if p in cpu:
+                        cpu[p].append((c1 - c0) * 1000)
+                        wall[p].append((w1 - w0) * 1000)
+            finally:
+                proc.join(10)
+                store.close()
+    finally:
+        execution.BrokerExecution.execute, execution.BrokerExecution._send = real_execute, real_send  # type: ignore[method-assign]
+        execution.presubmit = real_presubmit
+        EventStore.append = real_append  # type: ignore[method-assign]
+    counts, took = counts[1:], took[1:]
+    print(f"20-symbol cycle, {repeats} runs, per phase: the store's round trips (a range where runs differ), the")
+    print("process's CPU and wall time (medians, ms), and each kind of command: how many, its median time in ms")
+    total_cpu = 0.0
+    for p in PHASES:
+        per_run = [sum(c.get(p, {}).values()) for c in counts]
+        detail = []
+        for k in sorted({k for c in counts for k in c.get(p, {})}):
+            ns = [c.get(p, {}).get(k, 0) for c in counts]
+            ms = statistics.median(t.get(p, {}).get(k, 0.0) for t in took)
+            detail.append(f"{k} {min(ns)}" + (f"-{max(ns)}" if max(ns) != min(ns) else "") + f" {ms:.1f}")
+        n = f"{min(per_run)}" + (f"-{max(per_run)}" if max(per_run) != min(per_run) else "")
+        c, w = statistics.median(cpu[p][1:]), statistics.median(wall[p][1:])
+        total_cpu += c if p != "after the waves" else 0
+        a = statistics.median(appends[p][1:])
+        print(f"  {p:18} {n:>5} round trips, CPU {c:5.1f} (audit appends {a:4.1f}), wall {w:5.1f}: {', '.join(detail)}")
+    print(f"  CPU from the call to the last wave's answers: {total_cpu:.1f} ms")
 
 
 def reconcile_time(uri: str, n: int, late: bool) -> float:
@@ -158,11 +300,14 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--latency-ms", type=float, default=2.0)
     ap.add_argument("--orders", type=int, default=1000)
+    ap.add_argument("--trips", action="store_true", help="round trips and CPU per phase instead (see the doc)")
     args = ap.parse_args()
     home = Path(tempfile.mkdtemp(prefix="bench_broker_"))
     port, _ = start_server(home)
     uri = f"mongodb://127.0.0.1:{port}"
     try:
+        if args.trips:
+            return trips(uri, args.repeats, args.latency_ms)
         rows = overhead(uri, args.repeats, args.latency_ms)
         med = statistics.median(r[2] for r in rows)
         print(f"20-symbol cycle, {args.repeats} runs, fake latency {args.latency_ms:g} ms/request:")

@@ -41,6 +41,9 @@ def execution_for(
     from graph.machine.broker.execution import BrokerExecution
 
     settings = alpaca_settings(env)
-    return BrokerExecution(
+    backend = BrokerExecution(
         store, config, AlpacaBroker(settings), load_mandate(settings.mandate_path), fill_wait_s=fill_wait_s(env)
     )
+    if bound is not None:  # read above: the cycle need not bind it again
+        backend.bound.add(str(session_id))
+    return backend

@@ -59,6 +59,8 @@ class BrokerExecution(PaperExecution):
         self.orders, self.switch = BrokerOrders(store.db), KillSwitch(store.db)
         self.fill_wait_s, self.poll_s = fill_wait_s, poll_s
         self.threads = broker_threads()  # started now, before the approval the cycle may wait for
+        # sessions the store already binds to this broker (choose.py read it): not bound again at each cycle
+        self.bound: set[str] = set()
 
     def manifest(self) -> dict[str, Any]:
         return {"name": self.broker.name, "host": self.broker.settings.host, "mandate": self.mandate.identity()}
@@ -104,23 +106,34 @@ class BrokerExecution(PaperExecution):
             for i, o in [x for x in indexed if x[1].side == "SELL"] + [x for x in indexed if x[1].side == "BUY"]
         ]
         outcomes: dict[int, BrokerOrderOutcome] = {}
-        # the store's first answers asked at once: each is a round trip, and none depends on another
+        # the store's first answers and every check's (checks.py) asked at once: none depends on another. A cycle
+        # with intents already (an attempt resumed: some of its orders may be at the broker) uses none of the
+        # checks' answers, as before; asking anyway costs it a few GETs and spares every first attempt a round of
+        # store reads before its checks
         pool = self.threads
-        bound = pool.submit(BrokerSessions(self.store.db).bind, session_id, self.broker.name, self.broker.settings.host)
+        sessions = BrokerSessions(self.store.db)
+        bound = (
+            None
+            if session_id in self.bound
+            else pool.submit(sessions.bind, session_id, self.broker.name, self.broker.settings.host)
+        )
         known, switch = pool.submit(self.orders.of_cycle, cycle_id), pool.submit(self.switch.state)
-        bound.result()
+        day = ny_day()
+        checked = presubmit(
+            self.broker,
+            self.mandate,
+            [o for _, o, _ in legs],
+            prices,
+            portfolio,
+            lambda: self.orders.count_day(day),
+            pool,
+        )
+        if bound is not None:
+            bound.result()
+            self.bound.add(session_id)
         seen_before, halt_state = known.result(), switch.result()
         if not seen_before:  # nothing of this cycle may have reached the broker: check it all
-            day = ny_day()
-            refusals = [r for r in [halted(halt_state)] if r] or presubmit(
-                self.broker,
-                self.mandate,
-                [o for _, o, _ in legs],
-                prices,
-                portfolio,
-                lambda: self.orders.count_day(day),
-                pool,
-            )
+            refusals = [r for r in [halted(halt_state)] if r] or checked
             if refusals:
                 for r in refusals:
                     audit(
@@ -142,8 +155,23 @@ class BrokerExecution(PaperExecution):
                         cid, o, None, "not_submitted", own or "nothing submitted: another order failed its checks"
                     )
                 return _result(outcomes, decision, portfolio, as_of, "nothing submitted", as_of)
-        # the intents, each acknowledged by the store before the first submit
-        day = ny_day()
+        # the intents, each acknowledged by the store before the first submit: their records (broker_orders) and
+        # their events stored at the same time, then one journaled write behind both (the audit barrier)
+        earlier = {d["_id"] for d in seen_before}
+        for i, o, cid in legs:
+            audit(
+                "order_intent",
+                {
+                    "client_order_id": cid,
+                    "symbol": o.symbol,
+                    "side": o.side,
+                    "quantity": o.quantity,
+                    "leg": i,
+                    "broker": self.broker.name,
+                    "resumed": cid in earlier,
+                },
+            )
+        events_stored, day = pool.submit(writer.flush), ny_day()
         priors = self.orders.intend_all(
             [
                 {
@@ -159,23 +187,19 @@ class BrokerExecution(PaperExecution):
                 for i, o, cid in legs
             ]
         )
-        for i, o, cid in legs:
-            audit(
-                "order_intent",
-                {
-                    "client_order_id": cid,
-                    "symbol": o.symbol,
-                    "side": o.side,
-                    "quantity": o.quantity,
-                    "leg": i,
-                    "broker": self.broker.name,
-                    "resumed": priors[cid] is not None,
-                },
+        events_stored.result()
+        raced = sorted(cid for cid, p in priors.items() if (p is not None) != (cid in earlier))
+        if raced:  # another process recorded intents of this cycle since it was read: its claim should forbid it
+            raise RuntimeError(
+                f"intents of cycle {cycle_id} recorded by another process meanwhile ({', '.join(raced[:3])}): "
+                "nothing submitted; approve again to resume it"
             )
+        # the first wave's halt read beside the journaled write: both before its submit (waves.py)
+        first_halt = pool.submit(self.switch.state)
         writer.flush(durable=True)
 
         legs_by = {i: cid for i, _, cid in legs}
-        views, states, stop = self._send(legs, priors, audit, outcomes)
+        views, states, stop = self._send(legs, priors, audit, outcomes, first_halt.result())
         # the local records follow the events (a process killed before this finds its orders by client id)
         states.update({legs_by[i]: _state(v) for i, v in views.items()})
         self.orders.set_state(session_id, states)
@@ -193,16 +217,18 @@ class BrokerExecution(PaperExecution):
         priors: dict[str, Any],
         audit: Callable[..., None],
         outcomes: dict[int, BrokerOrderOutcome],
+        first_halt: dict[str, Any],
     ) -> tuple[dict[int, OrderView], dict[str, dict[str, Any]], Optional[str]]:
         """Every order sent, in waves (waves.py): (the orders the broker holds, the states of those it refused or
-        never answered, why the sending stopped early); what was not sent goes into `outcomes`."""
+        never answered, why the sending stopped early); what was not sent goes into `outcomes`. `first_halt` is
+        the kill switch as read for the first wave, beside the audit barrier."""
         views: dict[int, OrderView] = {}
         states: dict[str, dict[str, Any]] = {}
         stop: Optional[str] = None
         pool = self.threads
-        for wave in waves(legs):
+        for n, wave in enumerate(waves(legs)):
             if stop is None:  # a halt raised meanwhile, from any process, stops the waves still to come
-                halt = halted(self.switch.state())
+                halt = halted(first_halt if n == 0 else self.switch.state())
                 stop = halt.message if halt else None
             if stop is not None:
                 for i, o, cid in wave:
