@@ -25,6 +25,7 @@ from graph.services.benchmark.stockbench import run
 from graph.services.benchmark.stockbench.protocol import Protocol
 from graph.services.replay.session import verify_session
 from graph.services.sweep.episode import episode_config, episode_runtime
+from graph.services.sweep.grid import Episode
 from schemas.events import ManifestEvent, parse_event
 from schemas.memory import MemoryRecord
 from schemas.simulation import EpisodeConfig
@@ -138,6 +139,15 @@ def test_a_stockbench_session_records_its_window_and_verifies_identical(tmp_path
     report = verify_session(store, sid)
     assert report.identical and report.ok, report.first_divergence
     assert not any("input_window" in d for c in report.cycles for d in c.config_differences if "recorded" not in d)
+
+
+def test_the_window_survives_the_episodes_trip_to_a_ray_worker_and_plain_episodes_hash_as_before(tmp_path):
+    """A Ray worker gets each episode as its dict (graph/services/sweep/driver.py): the window comes back whole; an
+    ordinary sweep's episode dict has no key for it, so its grid hash (and every sweep resumed by it) is unchanged."""
+    plan = run.plan("ray", Protocol(symbols=(SYMBOL,), start=DAY, end=DAY), [(None, None)], experiments=tmp_path)
+    (ep,) = plan.episodes
+    assert Episode.from_dict(ep.as_dict()) == ep and ep.input_window == STOCKBENCH
+    assert "input_window" not in dataclasses.replace(ep, input_window=TRADEGRAPH).as_dict()
 
 
 def test_the_departures_say_what_a_stockbench_run_now_reads():
