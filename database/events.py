@@ -282,9 +282,11 @@ class EventStore:
         return clean
 
     # ---- reads --------------------------------------------------------------------------
-    def read(self, session_id: str, kind: str | None = None, cycle_id: str | None = None) -> list[dict[str, Any]]:
-        """The session's events in seq order, in full: a payload stored in a pack (database/blobs.py) is rebuilt
-        here, the one place every reader goes through."""
+    def read(
+        self, session_id: str, kind: str | tuple[str, ...] | None = None, cycle_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The session's events in seq order (of one stored kind, or any of several), in full: a payload stored
+        in a pack (database/blobs.py) is rebuilt here, the one place every reader goes through."""
         return self._read(session_id, kind, cycle_id)[0]
 
     def by_event_id(self, event_id: str) -> Optional[dict[str, Any]]:
@@ -297,13 +299,15 @@ class EventStore:
         return doc
 
     def _read(
-        self, session_id: str, kind: str | None = None, cycle_id: str | None = None
+        self, session_id: str, kind: str | tuple[str, ...] | None = None, cycle_id: str | None = None
     ) -> tuple[list[dict[str, Any]], dict[int, Optional[str]]]:
         """(events, {position of each event stored with a pack: None, or why its pack could not be read}): such
         an event keeps its stored form."""
         # the seq range lets nx-27017 walk the (session_id, seq) index; a no-op filter on MongoDB
         query: dict[str, Any] = {"session_id": session_id, "seq": {"$gte": 1}}
-        if kind is not None:
+        if isinstance(kind, tuple):
+            query["kind"] = kind[0] if len(kind) == 1 else {"$in": list(kind)}
+        elif kind is not None:
             query["kind"] = kind
         if cycle_id is not None:
             query["cycle_id"] = cycle_id

@@ -6,7 +6,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-SCHEMA_VERSION = 2  # 2: dividends, exits, abstentions and approvals have kinds of their own (schemas/events.py)
+# 2: dividends, exits, abstentions and approvals have kinds of their own; 3: an idempotency key's later use is a
+# `repeat`, no longer a `replay` (schemas/events.py, the upcasters)
+SCHEMA_VERSION = 3
 # the most symbols one cycle takes (StockBench's universe is 20): every list and text that grows with the symbols
 # (universe, snapshots, panels, debates, theses, orders, exits, reviews, memory tags) is sized from it
 MAX_SYMBOLS = 100

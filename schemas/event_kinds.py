@@ -24,7 +24,7 @@ EventKind = Literal[
     "error",
     "retrieval",
     "telemetry",  # a failed or skipped OpenTelemetry export (graph/services/telemetry/live.py)
-    "idempotency",  # a use of an idempotency key: the first answer, a replay, a refusal (graph/kernel/idempotent.py)
+    "idempotency",  # a use of an idempotency key: the first answer, a repeat, a refusal (graph/kernel/idempotent.py)
     "cycle_ended",  # how the cycle ended, written by the runner last (graph/machine/runner.py)
     # a broker's orders (graph/machine/broker/execution.py): the intent, acknowledged by the store before the
     # submit; the broker's answer; each later state of the order; a reconciliation; a halt or resume
@@ -35,3 +35,17 @@ EventKind = Literal[
     "broker_control",
 ]
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
+# the kinds an older event stored under the key may be read as (schemas/events.py's kind upcasters move it there)
+SPLIT_FROM: dict[str, tuple[str, ...]] = {
+    "validation": ("validation", "dividend_paid", "position_exited", "abstained", "approval_decided")
+}
+
+
+def stored_kinds(kind: str) -> tuple[str, ...]:
+    """The kinds an event read as `kind` may be stored under: its own, and an older kind it was split from."""
+    return (kind, *(old for old, into in SPLIT_FROM.items() if kind in into and old != kind))
+
+
+def split_kind(kind: str) -> bool:
+    """An event stored under `kind` or read as it may have moved between kinds: filter by the kind as read."""
+    return kind in SPLIT_FROM or any(kind in into for into in SPLIT_FROM.values())

@@ -21,7 +21,7 @@ from schemas.base import SCHEMA_VERSION, Contract, CycleStatus, ExitReason
 
 # the kinds live in schemas/event_kinds.py, which builds no model: what only names a kind (the kernel's read_events
 # input) loads none of the event classes below
-from schemas.event_kinds import EVENT_KINDS, EventKind
+from schemas.event_kinds import EVENT_KINDS, SPLIT_FROM, EventKind
 
 
 class Envelope(Contract):
@@ -520,6 +520,10 @@ def upcaster(kind: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
 def kind_upcaster(kind: str, from_version: int) -> Callable[[KindUpcaster], KindUpcaster]:
     def register(fn: KindUpcaster) -> KindUpcaster:
         _free(kind, from_version)
+        if kind not in SPLIT_FROM:  # `events --kind` finds a moved event by it (graph/kernel read_events)
+            raise ValueError(
+                f"declare the kinds a stored {kind} event may be read as: schemas/event_kinds.py SPLIT_FROM"
+            )
         KIND_UPCASTERS[(kind, from_version)] = fn
         return fn
 
@@ -563,6 +567,21 @@ def _split_validation(payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     if check == "human_approval":
         return "approval_decided", {**rest, "approved": payload.get("ok")}
     return "validation", payload
+
+
+def read_kind(doc: dict[str, Any]) -> str:
+    """The kind a stored document is read as (an older `validation` may be a dividend, an exit, ...); a kind
+    this code does not know is its stored one (parse_event says what is wrong with it)."""
+    kind, version = doc.get("kind"), doc.get("schema_version", SCHEMA_VERSION)
+    if kind not in PAYLOADS or not isinstance(version, int) or not isinstance(doc.get("payload"), dict):
+        return str(kind)
+    return upcast(kind, version, doc["payload"])[0]
+
+
+# version 3: a later use of an idempotency key is a `repeat` ("replay" now means only a session's re-execution)
+@upcaster("idempotency", 2)
+def _repeat_not_replay(payload: dict[str, Any]) -> dict[str, Any]:
+    return {**payload, "use": "repeat"} if payload.get("use") == "replay" else payload
 
 
 # ---------------------------------------------------------------------------- the read side

@@ -440,6 +440,16 @@ def test_the_events_written_after_a_cycle_parse_and_leave_its_status_alone():
     )
     typed = [parse_event(e) for e in store.events.read(first.session_id)]
     assert [t.kind for t in typed][-4:] == ["cycle_ended", "idempotency", "idempotency", "telemetry"]
-    assert [t.payload.use for t in typed if t.kind == "idempotency"] == ["first", "replay"]
+    assert [t.payload.use for t in typed if t.kind == "idempotency"] == ["first", "repeat"]
     assert typed[-1].payload.error == "refused" and not typed[-1].payload.ok
     assert load_session(store, first.session_id).cycles[0].status == first.status == "completed"
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_older_idempotency_events_replay_is_read_as_a_repeat(version):
+    """Schema version 3 renamed a key's later use from `replay` to `repeat`: a stored older event is read as the
+    new word, the stored document keeps the old one, and the other uses pass unchanged."""
+    doc = {**_v1_validation({}), "kind": "idempotency", "schema_version": version}
+    for stored, read in (("replay", "repeat"), ("first", "first"), ("mismatch", "mismatch")):
+        doc["payload"] = {"key": "k", "use": stored, "capability": "run_cycle", "transport": "http"}
+        assert parse_event(doc).payload.use == read and doc["payload"]["use"] == stored

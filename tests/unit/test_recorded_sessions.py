@@ -205,3 +205,25 @@ def test_the_spans_of_a_version_1_recording_carry_the_split_kinds():
         for a in seen["tradegraph.validation"]
         if a.get("tradegraph.check") in ("human_approval", "abstention", "dividend", "exit_target")
     ]
+
+
+def test_events_by_kind_find_a_version_1_logs_approvals_and_abstentions_under_their_kinds():
+    """`tradegraph events --kind approval_decided` (the kernel's read_events) on a log written before schema
+    version 2, which stored its approval and abstentions as `validation` events: they are found by the kind they
+    are read as, listed as stored, and `--kind validation` lists only the checks."""
+    from graph.kernel.core import Kernel
+
+    header, events = _load(RECORDINGS / "v1_approved_cycle.jsonl.gz")
+    kernel = Kernel(_stored(events))
+    sid = header["session_id"]
+
+    def kinds(kind: str) -> list:
+        out = kernel.call("read_events", {"session_id": sid, "kind": kind})
+        assert out.total == len(out.events)
+        return [(e["kind"], e["payload"].get("check")) for e in out.events]
+
+    assert kinds("approval_decided") == [("validation", "human_approval")]
+    assert kinds("abstained") == [("validation", "abstention")] * 4
+    checks = kinds("validation")
+    assert checks and not {c for _, c in checks} & {"human_approval", "abstention"}
+    assert len(kinds("transition")) == sum(e["kind"] == "transition" for e in events)  # a kind no split touches
