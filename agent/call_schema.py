@@ -26,6 +26,23 @@ UNSAFE = r'"\\\x00-\x1F\x7F'
 GRAMMAR_ITEMS = 300  # the longest repetition a pattern spells out (agent/passes.py GRAMMAR_CHARS)
 MAX_FIGURES = 64  # figures offered by name: a tool's 60 bars would make a grammar of thousands of alternatives
 INT = "[0-9]{1,4}"  # a plain integer (a window, a count, a year) is not a figure (agent/guards.py _NUMBER_RE)
+# every decimal digit but 0-9 (Python's \d, which the guards' numbers read, is all of Unicode's): a free string
+# holds none, so `74.2464` cannot be followed by one that makes it another number (tests/unit/test_call_schema.py
+# checks this table against unicodedata)
+OTHER_DIGITS = (
+    "\u0660-\u0669\u06f0-\u06f9\u07c0-\u07c9\u0966-\u096f\u09e6-\u09ef\u0a66-\u0a6f\u0ae6-\u0aef"
+    "\u0b66-\u0b6f\u0be6-\u0bef\u0c66-\u0c6f\u0ce6-\u0cef\u0d66-\u0d6f\u0de6-\u0def\u0e50-\u0e59"
+    "\u0ed0-\u0ed9\u0f20-\u0f29\u1040-\u1049\u1090-\u1099\u17e0-\u17e9\u1810-\u1819\u1946-\u194f"
+    "\u19d0-\u19d9\u1a80-\u1a89\u1a90-\u1a99\u1b50-\u1b59\u1bb0-\u1bb9\u1c40-\u1c49\u1c50-\u1c59"
+    "\ua620-\ua629\ua8d0-\ua8d9\ua900-\ua909\ua9d0-\ua9d9\ua9f0-\ua9f9\uaa50-\uaa59\uabf0-\uabf9"
+    "\uff10-\uff19\U000104a0-\U000104a9\U00010d30-\U00010d39\U00011066-\U0001106f"
+    "\U000110f0-\U000110f9\U00011136-\U0001113f\U000111d0-\U000111d9\U000112f0-\U000112f9"
+    "\U00011450-\U00011459\U000114d0-\U000114d9\U00011650-\U00011659\U000116c0-\U000116c9"
+    "\U00011730-\U00011739\U000118e0-\U000118e9\U00011950-\U00011959\U00011c50-\U00011c59"
+    "\U00011d50-\U00011d59\U00011da0-\U00011da9\U00016a60-\U00016a69\U00016ac0-\U00016ac9"
+    "\U00016b50-\U00016b59\U0001d7ce-\U0001d7ff\U0001e140-\U0001e149\U0001e2f0-\U0001e2f9"
+    "\U0001e950-\U0001e959\U0001fbf0-\U0001fbf9"
+)
 
 
 def _literal(text: str) -> str:
@@ -67,7 +84,13 @@ class TextRule:
     figures: Optional[tuple[str, ...]] = None
 
     def _bad(self, extra: str = "") -> str:
-        return UNSAFE + "$" + ("A-Z" if self.others else ":") + ("0-9" if self.figures is not None else "") + extra
+        return (
+            UNSAFE
+            + "$"
+            + ("A-Z" if self.others else ":")
+            + ("0-9" + OTHER_DIGITS if self.figures is not None else "")
+            + extra
+        )
 
     def _parts(self) -> tuple[list[str], str]:
         """The items a string is made of, and what may end it."""

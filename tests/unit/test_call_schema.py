@@ -42,6 +42,19 @@ SHOWN = Shown(MESSAGES)
 UNIVERSES = {"alone": ("AAPL",), "with others": ("AAPL", "MSFT", "V", "BRK.B", "AA")}
 
 
+def test_the_other_digits_a_free_string_may_not_hold_are_every_unicode_digit_but_0_to_9():
+    import sys
+    import unicodedata
+
+    from agent.call_schema import OTHER_DIGITS
+
+    table = re.compile(f"[{OTHER_DIGITS}]")
+    every = [chr(c) for c in range(0x80, sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Nd"]
+    assert every and all(table.match(c) for c in every)
+    digits = set(every)
+    assert not [c for c in map(chr, range(0x80, sys.maxunicode + 1)) if table.match(c) and c not in digits]
+
+
 def rule(universe: tuple[str, ...], cite: bool = True) -> TextRule:
     return call_facts("AAPL", universe, SHOWN, cite, None).text
 
@@ -77,6 +90,8 @@ def test_what_the_guards_refuse_the_pattern_refuses_too(name):
         "Nasdaq:MSFT",
         "1,234.5 shares",
         "summary {\n  ",
+        "74.2464\ua621 up",  # a Vai digit makes 74.2464 another number to the guards' \d (hypothesis found it)
+        "\uff17\uff14.\uff12 target",  # full-width digits: a number no evidence holds
     ]  # a raw newline: what llama.cpp's own string rule let SmolLM2 write
     if name == "with others":
         refused += ["buy MSFT instead", "like (V) did", "BRK.B too"]
