@@ -225,7 +225,7 @@ class Budget:
 
 
 # a LangGraph Studio server's runs carry only strings in their config: their budgets come from the process's
-# configuration (graph/machine/runtime.py set_default_runtime installs it), one Budget per cycle id
+# configuration (graph/machine/cycle_context.py set_default_services installs it), one Budget per cycle id
 _process: dict[str, Any] = {"settings": None, "cycles": OrderedDict()}
 _process_lock = threading.Lock()
 
@@ -236,7 +236,7 @@ def install_process_budgets(settings: Any) -> None:
 
 
 def process_budget(cycle_id: Optional[str]) -> Optional[Budget]:
-    """A Studio run's budget for its cycle (graph/machine/runtime.py puts it in the run's context); None before
+    """A Studio run's budget for its cycle (graph/machine/cycle_context.py puts it in the run's context); None before
     install_process_budgets or without a cycle id."""
     with _process_lock:
         if _process["settings"] is None or not cycle_id:

@@ -10,7 +10,7 @@ Only a provider's model at temperature 0 (or one that takes none) is cached: a s
 answer to reuse, and the offline and replay models are tradegraph's own (free, deterministic, or the
 recording itself: `replay --verify` must answer from the recording, never from here).
 
-The store behind it is a Protocol (database/llm_cache.py implements it, graph/machine/runtime.py wires it): agent code
+The store behind it is a Protocol (database/llm_cache.py implements it, graph/machine/cycle_context.py wires it): agent code
 never sees the database. A read or write that fails is a miss, audited as a non-fatal `llm_cache_error`.
 
 An entry is used only when it is the recorded answer it names (`entry_problem`): the `llm_response` event it cites
@@ -55,8 +55,8 @@ class ResponseCache(Protocol):
         ...
 
 
-# a LangGraph Studio server's runs carry only strings in their config: the process's cache (graph/machine/runtime.py
-# set_default_runtime installs it) serves them
+# a LangGraph Studio server's runs carry only strings in their config: the process's cache (graph/machine/cycle_context.py
+# set_default_services installs it) serves them
 _process_cache: list[Optional[ResponseCache]] = [None]
 
 
@@ -65,7 +65,7 @@ def install_process_cache(cache: Optional[ResponseCache]) -> None:
 
 
 def process_cache(cycle_id: Optional[str]) -> Optional[ResponseCache]:
-    """A Studio run's response cache (graph/machine/runtime.py puts it in the run's context): the process's, for a
+    """A Studio run's response cache (graph/machine/cycle_context.py puts it in the run's context): the process's, for a
     run naming its cycle."""
     return _process_cache[0] if cycle_id else None
 

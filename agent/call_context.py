@@ -1,6 +1,6 @@
 """What one agent call runs with, handed down explicitly by the node that makes it.
 
-The graph's run context (graph/machine/runtime.py CycleContext) sits above the agent layer, which cannot import it:
+The graph's run context (graph/machine/cycle_context.py CycleContext) sits above the agent layer, which cannot import it:
 each node hands the agent functions it calls one `CallContext`, a small typed object, as an argument. Tools get
 their part (the ToolContext) as an injected argument (LangChain's InjectedToolArg: never shown to the model); the
 config they are handed carries LangChain's own (callbacks, metadata) and nothing of the run's.

@@ -40,7 +40,7 @@ _WINDOW = re.compile(
 )
 _CONTEXT_FIELDS = ("max_model_len", "context_length", "max_context_length", "context_window", "n_ctx")
 
-# the home's folder, installed by the graph layer (graph/machine/runtime.py): the agent layer can't import database
+# the home's folder, installed by the graph layer (graph/machine/cycle_context.py): the agent layer can't import database
 _home: list[Optional[Callable[[], Path]]] = [None]
 _lock = threading.Lock()
 

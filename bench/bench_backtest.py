@@ -19,7 +19,7 @@ from collections import defaultdict
 from agent.config import AgentConfig
 from database import connect
 from database.embedded import start_server, stop_server
-from graph.machine.runtime import default_runtime
+from graph.machine.cycle_context import default_services
 from graph.services.backtest.loop import run_backtest
 from schemas.simulation import EpisodeConfig
 
@@ -64,7 +64,7 @@ def main() -> None:
     try:
         store = connect(f"mongodb://127.0.0.1:{port}/bench_bt")
         instrument_store(store)
-        rt = default_runtime(AgentConfig.from_env(provider="offline"))
+        rt = default_services(AgentConfig.from_env(provider="offline"))
         import graph.machine.market_source as ms
 
         ms.build_bundle = timed("features", ms.build_bundle)  # what the live market source calls
@@ -77,7 +77,7 @@ def main() -> None:
             end="2010-06-10",
             every=1,
         )
-        run_backtest(warm, store, progress=False, runtime=rt, out_dir=f"{home}/exp")
+        run_backtest(warm, store, progress=False, services=rt, out_dir=f"{home}/exp")
         TIMES.clear()
         import pandas as pd
 
@@ -91,7 +91,7 @@ def main() -> None:
             every=args.every,
         )
         t0 = time.perf_counter()
-        res = run_backtest(cfg, store, progress=False, runtime=rt, out_dir=f"{home}/exp", max_steps=args.points)
+        res = run_backtest(cfg, store, progress=False, services=rt, out_dir=f"{home}/exp", max_steps=args.points)
         wall = time.perf_counter() - t0
         n = res.decision_points
         graph = wall - TIMES["store"] - TIMES["features"]

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from database import embedded
 from database.connection import connect
+from graph.machine.cycle_context import default_services
 from graph.machine.runner import run_state_machine
-from graph.machine.runtime import default_runtime
 
 DATES = [
     "2010-03-01",
@@ -81,8 +81,8 @@ def main() -> None:
     port, _ = embedded.start_server(home)
     try:
         store = connect(f"mongodb://127.0.0.1:{port}/bench")
-        rt = default_runtime()
-        run_state_machine(SYMBOLS, DATES[0], store=store, runtime=rt)  # warm caches (indicator frames, imports)
+        rt = default_services()
+        run_state_machine(SYMBOLS, DATES[0], store=store, services=rt)  # warm caches (indicator frames, imports)
         times: dict[bool, list[float]] = {True: [], False: []}
         stubbed: list[float] = []
         events = calls = tokens = 0
@@ -91,7 +91,7 @@ def main() -> None:
             for d in DATES:
                 for audit in (False, True):  # interleaved, so drift hits both alike
                     t = time.perf_counter()
-                    out = run_state_machine(SYMBOLS, d, store=store, runtime=rt, audit=audit)
+                    out = run_state_machine(SYMBOLS, d, store=store, services=rt, audit=audit)
                     times[audit].append(time.perf_counter() - t)
                     if audit:
                         events, calls, tokens = out.events, out.llm_calls, out.tokens.get("total_tokens", 0)
@@ -99,7 +99,7 @@ def main() -> None:
                     saved = dict(WAITS)
                     stub["on"] = True
                     t = time.perf_counter()
-                    run_state_machine(SYMBOLS, d, store=store, runtime=rt, audit=True)
+                    run_state_machine(SYMBOLS, d, store=store, services=rt, audit=True)
                     stubbed.append(time.perf_counter() - t)
                     stub["on"] = False
                     WAITS.clear()

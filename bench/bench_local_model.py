@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT))
 from agent.config import AgentConfig  # noqa: E402
 from agent.output_caps import parse as parse_caps  # noqa: E402
 from database.connection import connect  # noqa: E402
+from graph.machine.cycle_context import default_services  # noqa: E402
 from graph.machine.runner import run_state_machine  # noqa: E402
-from graph.machine.runtime import default_runtime  # noqa: E402
 from schemas.base import SCHEMA_VERSION  # noqa: E402
 from schemas.events import LlmRequestEvent, LlmResponseEvent, ManifestEvent, ValidationEvent, parse_all  # noqa: E402
 
@@ -118,7 +118,7 @@ def one_cycle(symbols: str, as_of: str, keep: bool) -> dict:
     settings = AgentConfig.from_env(llm_cache=False)  # every request sent: this measures the model
     store = connect(f"mongomock://bench_local_{uuid.uuid4().hex[:8]}")
     started = time.monotonic()
-    out = run_state_machine(symbols, as_of, store=store, runtime=default_runtime(settings))
+    out = run_state_machine(symbols, as_of, store=store, services=default_services(settings))
     took = round(time.monotonic() - started, 1)
     events = store.events.read(out.session_id)
     rows = per_state(events, parse_caps(settings.output_caps))

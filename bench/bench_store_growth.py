@@ -42,7 +42,7 @@ def seed(home: Path, args) -> dict:
     """The seed backtest and its cost on disk, once (kept in seed.json)."""
     from agent.config import AgentConfig
     from database.connection import connect
-    from graph.machine.runtime import default_runtime
+    from graph.machine.cycle_context import default_services
     from graph.services.backtest.loop import run_backtest
     from schemas.simulation import EpisodeConfig
 
@@ -67,7 +67,7 @@ def seed(home: Path, args) -> dict:
             store,
             progress=sys.stderr.isatty(),
             out_dir=home / "experiments",
-            runtime=default_runtime(AgentConfig.from_env(provider="offline")),
+            services=default_services(AgentConfig.from_env(provider="offline")),
         )
         summary = store.sessions.get(f"bt-{SEED_RUN}")
         assert summary is not None, "the seed run's session has no summary"

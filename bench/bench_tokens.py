@@ -186,7 +186,7 @@ def main() -> None:
     ap.add_argument("--symbols", type=int, default=20, help="--stockbench: the first N of StockBench's symbols")
     ap.add_argument("--dump", help="--stockbench: write the last point's request bodies here, one JSON a line")
     args = ap.parse_args()
-    if args.protocol is not None and args.stockbench:  # the protocol is the one cycle's runtime's (run below)
+    if args.protocol is not None and args.stockbench:  # the protocol is the one cycle's services' (run below)
         ap.error("--protocol measures one cycle: it does not combine with --stockbench")
     return (run_stockbench if args.stockbench else run)(args)
 
@@ -226,14 +226,14 @@ def body_bytes(body: dict) -> int:
 
 def run(args) -> None:
     from agent.config import AgentConfig
-    from graph.machine.runtime import default_runtime
+    from graph.machine.cycle_context import default_services
 
     name, count = counter()
     with openai_fake() as fake:
         store = connect(f"mongomock://bench_tokens_{uuid.uuid4().hex[:8]}")
-        rt = default_runtime(AgentConfig.from_env())
+        rt = default_services(AgentConfig.from_env())
         rt.protocol = args.protocol if args.protocol is not None else rt.protocol
-        out = run_state_machine(args.symbol, args.as_of, store=store, runtime=rt)
+        out = run_state_machine(args.symbol, args.as_of, store=store, services=rt)
         events = store.events.read(out.session_id)
         bodies = list(fake.requests)
     per_request = [request_tokens(b, count) for b in bodies]
@@ -253,7 +253,7 @@ def run(args) -> None:
         "AAPL,MSFT,IBM,GOOG",
         args.as_of,
         store=store4,
-        runtime=default_runtime(AgentConfig.from_env(provider="offline")),
+        services=default_services(AgentConfig.from_env(provider="offline")),
     )
     four = critical_path(store4.events.read(out4.session_id))
     print(

@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 from agent.config import AgentConfig, RiskLimits  # noqa: E402
 from database.connection import connect  # noqa: E402
+from graph.machine.cycle_context import default_services  # noqa: E402
 from graph.machine.runner import approve_cycle, run_state_machine  # noqa: E402
-from graph.machine.runtime import default_runtime  # noqa: E402
 from graph.services.backtest.loop import run_backtest, session_id_of  # noqa: E402
 from schemas.base import SCHEMA_VERSION  # noqa: E402
 from schemas.simulation import EpisodeConfig  # noqa: E402
@@ -38,18 +38,18 @@ from schemas.simulation import EpisodeConfig  # noqa: E402
 DEFAULT_OUT = ROOT / "tests" / "fixtures" / "recordings"
 
 
-def _runtime(**overrides):
-    return default_runtime(AgentConfig(**overrides))
+def _services(**overrides):
+    return default_services(AgentConfig(**overrides))
 
 
 def short_cycle(store) -> tuple[str, str]:
-    out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=_runtime())
+    out = run_state_machine("AAPL", "2012-06-01", store=store, services=_services())
     return out.session_id, f"one offline cycle of AAPL as of 2012-06-01: {out.status}"
 
 
 def approved_cycle(store) -> tuple[str, str]:
-    paused = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=_runtime(), approve=True)
-    out = approve_cycle(paused.session_id, store=store, approved=True, by="fixture", runtime=_runtime())
+    paused = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=_services(), approve=True)
+    out = approve_cycle(paused.session_id, store=store, approved=True, by="fixture", services=_services())
     return out.session_id, f"AAPL,MSFT as of 2012-06-01 with --approve, then approved: {paused.status} -> {out.status}"
 
 
@@ -64,9 +64,9 @@ def backtest(store) -> tuple[str, str]:
         bars_in_case=5,
     )
     # loose limits, so the offline agent's sizing passes VALIDATING and the recording holds fills
-    runtime = _runtime(risk=RiskLimits(max_notional_pct=60.0, exposure_cap_pct=100.0))
+    services = _services(risk=RiskLimits(max_notional_pct=60.0, exposure_cap_pct=100.0))
     with tempfile.TemporaryDirectory() as out_dir:
-        res = run_backtest(config, store, progress=False, runtime=runtime, out_dir=out_dir)
+        res = run_backtest(config, store, progress=False, services=services, out_dir=out_dir)
     return session_id_of(config.episode_id), (
         f"a backtest of AAPL, 2011-01-03..2011-01-13 every 4 sessions: {res.decision_points} decision points"
     )

@@ -129,7 +129,7 @@ def tg_home(tmp_path, monkeypatch: pytest.MonkeyPatch):
 
 @pytest.fixture
 def openai_server(monkeypatch: pytest.MonkeyPatch):
-    """A local OpenAI-compatible fake (tests/fakes/fake_openai.py) that the default runtime talks to: its
+    """A local OpenAI-compatible fake (tests/fakes/fake_openai.py) that the default services talk to: its
     `requests` are what a provider would have been sent (the environment is already clean of tradegraph's
     variables, see _clean_environment)."""
     from tests.fakes.fake_openai import FakeOpenAI

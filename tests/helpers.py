@@ -1,4 +1,4 @@
-"""Test helpers: a mongomock store per test and a runtime whose offline model can be scripted to misbehave."""
+"""Test helpers: a mongomock store per test and services whose offline model can be scripted to misbehave."""
 
 from __future__ import annotations
 
@@ -7,18 +7,18 @@ import uuid
 from agent.config import AgentConfig
 from agent.offline_model import OfflineChatModel
 from database.connection import connect
-from graph.machine.runtime import default_runtime
+from graph.machine.cycle_context import default_services
 
 
 def mock_store():
     return connect(f"mongomock://t_{uuid.uuid4().hex[:10]}")
 
 
-def runtime_with(script: dict | None = None, **config_overrides):
-    """A default runtime whose models (both tiers) share one scripted OfflineChatModel."""
+def services_with(script: dict | None = None, **config_overrides):
+    """Default services whose models (both tiers) share one scripted OfflineChatModel."""
     cfg = AgentConfig(**config_overrides)
     model = OfflineChatModel(model_name="offline-quick", script=script or {})
-    return default_runtime(cfg, model_factory=lambda c, tier: model)
+    return default_services(cfg, model_factory=lambda c, tier: model)
 
 
 def events_of(store, outcome, kind=None):

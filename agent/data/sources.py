@@ -1,10 +1,10 @@
 """Which files a run reads: a user's own prices, news, fundamentals and corporate actions, or the bundled samples.
 
 Users name them `prices`, `news` and `fundamentals` (the CLI flags, tradegraph.toml's [data] keys, the kernel's
-input fields) and `corporate_actions`; a runtime and the run manifest hold them as `market`, `news`, `fundamentals`
+input fields) and `corporate_actions`; a cycle's services and the run manifest hold them as `market`, `news`, `fundamentals`
 and `actions`. A StockBench tree (a folder or an archive) gives every kind at once: `load_file(kind, tree)`, or
 `stockbench_files(tree)` for all of them. A file is loaded once per version (resolved path, size, modification time;
-a tree: every file it reads): a runtime built per call stays cheap, and a backtest's cycles share one MarketData, so
+a tree: every file it reads): services built per call stay cheap, and a backtest's cycles share one MarketData, so
 indicators are computed once per symbol.
 """
 
@@ -28,7 +28,7 @@ from agent.data.stockbench.tree import is_archive, locate
 @dataclass(frozen=True)
 class Kind:
     name: str  # what users type: prices
-    attr: str  # what a runtime and the manifest call it: market
+    attr: str  # what CycleServices and the manifest call it: market
     load: Callable[[str], Any]
     bundled: Path
     default: Callable[[], Any]  # the bundled sample, loaded once per process
@@ -112,7 +112,7 @@ def _load_version(kind: str, path: str, mtime_ns: int, size: int) -> Any:
 
 
 def load_sources(files: Optional[DataFiles]) -> dict[str, Any]:
-    """Runtime attribute -> source for each file given; kinds not given are left out (the bundled default)."""
+    """CycleServices attribute -> source for each file given; kinds not given are left out (the bundled default)."""
     return {KINDS[k].attr: load_file(k, p) for k, p in (files.given() if files else {}).items()}
 
 

@@ -143,12 +143,12 @@ def run(manager, task_id: str, config, run_id: str, data, inp: BacktestInput) ->
             if after and after.get("cancel_requested"):
                 raise TaskCancelled()
 
-        runtime = with_spending(manager.runtime_factory(config.memory, data), inp)  # the cache switch, the budgets
+        services = with_spending(manager.runtime_factory(config.memory, data), inp)  # the cache switch, the budgets
         result = run_backtest(
             config,
             manager.store,
             progress=False,
-            runtime=runtime,
+            services=services,
             out_dir=manager.experiments,
             run_id=run_id,
             on_step=on_step,

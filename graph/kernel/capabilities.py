@@ -1,6 +1,6 @@
 """The capabilities: plain functions, each with one Pydantic input and one output model, registered once.
 
-A capability gets a Context (the store, this transport's policy, the task manager, a runtime factory)
+A capability gets a Context (the store, this transport's policy, the task manager, a services factory)
 and its validated input; it returns its output model or raises. Every exception is mapped onto the
 kernel's five kinds by kernel.errors.translate, in Kernel.call, never here.
 """
@@ -84,8 +84,8 @@ class Context:
     store: Any  # database.connection.Store
     policy: Policy
     tasks: Any  # kernel.tasks.TaskManager
-    # (memory mode, agent.data.sources.DataFiles or None) -> a fresh graph.machine.runtime.CycleRuntime
-    runtime: Callable[..., Any]
+    # (memory mode, agent.data.sources.DataFiles or None) -> a fresh graph.machine.cycle_context.CycleServices
+    services: Callable[..., Any]
 
 
 # every transport derives from this: MCP's tools, HTTP's endpoints and OpenAPI document, the client's methods
@@ -176,7 +176,7 @@ def run_cycle(ctx: Context, inp: m.RunCycleInput) -> m.CycleOutput:
         inp.as_of,
         store=ctx.store,
         session_id=inp.session_id,
-        runtime=with_spending(ctx.runtime(inp.memory, data), inp),
+        services=with_spending(ctx.services(inp.memory, data), inp),
         approve=inp.approve or refusal is not None,
         broker=inp.broker,
     )
@@ -201,7 +201,7 @@ def approve(ctx: Context, inp: m.ApproveInput) -> m.CycleOutput:
     # a network caller is audited with its transport; a person at this machine by name alone
     by = inp.by if ctx.policy.transport in ALWAYS_EXECUTES else f"{inp.by} (via {ctx.policy.transport})"
     out = approve_cycle(
-        inp.session_id, store=ctx.store, approved=inp.approved, by=by, runtime=ctx.runtime(None), comment=inp.comment
+        inp.session_id, store=ctx.store, approved=inp.approved, by=by, services=ctx.services(None), comment=inp.comment
     )
     return _cycle_output(out, None)
 
@@ -306,7 +306,7 @@ def read_events(ctx: Context, inp: m.ReadEventsInput) -> m.EventsOutput:
 
 
 def _market_only(files):
-    """The prices a session read (its file, else the bundled sample), without the rest of a cycle's runtime: the
+    """The prices a session read (its file, else the bundled sample), without the rest of a cycle's services: the
     model, memory, news and cache cost seconds to build and valuing a book needs none of them."""
     from agent.data.market import default_market_data
     from agent.data.sources import load_sources
@@ -369,7 +369,7 @@ def features(ctx: Context, inp: m.FeaturesInput) -> m.FeatureBundle:
     from agent.data.market import validate_as_of
     from agent.features.bundle import build_bundle
 
-    rt = ctx.runtime(None, data_files(inp, policy=ctx.policy))
+    rt = ctx.services(None, data_files(inp, policy=ctx.policy))
     symbol = inp.symbol.strip().upper()
     validate_as_of(rt.market, [symbol], inp.as_of, inp.market)
     return build_bundle(

@@ -22,13 +22,13 @@ from graph.kernel.policy import TRANSPORTS, Policy
 from graph.kernel.tasks import TaskManager
 
 
-def default_runtime_factory(memory: Optional[str] = None, data=None):
-    """A fresh runtime per call (a runtime binds its execution backend to a store) on the bundled samples or the
+def default_services_factory(memory: Optional[str] = None, data=None):
+    """Fresh services per call (they bind its execution backend to a store) on the bundled samples or the
     user's files `data` (agent.data.sources.DataFiles); what it reads is cached per file version, so this is cheap."""
     from agent.config import command_config
-    from graph.machine.runtime import default_runtime
+    from graph.machine.cycle_context import default_services
 
-    return default_runtime(command_config(memory=memory), data=data)
+    return default_services(command_config(memory=memory), data=data)
 
 
 class Kernel:
@@ -45,7 +45,7 @@ class Kernel:
         self.store = store
         # how long a duplicate keyed request waits for the first one's answer before it is told to retry later
         self.idempotency_wait_s = idempotency_wait_s
-        self.runtime_factory = runtime_factory or default_runtime_factory
+        self.runtime_factory = runtime_factory or default_services_factory
         env = os.environ if env is None else env
         # read once at start: a policy does not change under a running server
         self.policies = {t: Policy.for_transport(t, env) for t in TRANSPORTS}
@@ -83,7 +83,9 @@ class Kernel:
     def call(self, name: str, args: Any = None, *, transport: str = "local") -> BaseModel:
         cap = self.capability(name)
         inp = self.parse(cap, args)
-        ctx = Context(store=self.store, policy=self.policies[transport], tasks=self.tasks, runtime=self.runtime_factory)
+        ctx = Context(
+            store=self.store, policy=self.policies[transport], tasks=self.tasks, services=self.runtime_factory
+        )
         try:
             return cap.fn(ctx, inp)
         except (KeyboardInterrupt, SystemExit):

@@ -12,7 +12,7 @@ from graph.kernel.policy import Policy
 
 
 def with_spending(rt, inp: m.LlmSpending):
-    """The runtime with the input's cache switch and budgets over the environment's."""
+    """The services with the input's cache switch and budgets over the environment's."""
     overrides = inp.config_overrides()
     if overrides:
         rt.config = dataclasses.replace(rt.config, **overrides)
@@ -21,7 +21,7 @@ def with_spending(rt, inp: m.LlmSpending):
 
 def data_files(inp, store=None, session_id: Optional[str] = None, policy: Optional[Policy] = None):
     """The input's own data files over what the session read before (graph.machine.session_files), each one read
-    here first, so a bad file is bad input naming its field (the runtime then reuses what was read). A file the
+    here first, so a bad file is bad input naming its field (the services then reuse what was read). A file the
     transport's policy may not read is refused before it is opened."""
     from agent.data.market import DataError
     from agent.data.sources import DataFiles, load_file

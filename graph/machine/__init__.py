@@ -1,1 +1,1 @@
-"""The machine: the state graph, its nodes, state, runtime, audit and the runner of one cycle."""
+"""The machine: the state graph, its nodes, state, run context, audit and the runner of one cycle."""

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from langgraph.graph import START, StateGraph
 
+from graph.machine.cycle_context import CycleContext
 from graph.machine.nodes import NODE_FUNCTIONS
 from graph.machine.nodes.common import transition_checked
-from graph.machine.runtime import CycleContext
 from graph.machine.state import CycleInput, CycleState
 from schemas.states import STATE_TABLE
 
 
 def build_graph(checkpointer=None, overrides=None):
     """`overrides` swaps a node's function while keeping its name and edges (LangGraph Studio wraps SCANNING)."""
-    # the cycle's runtime (configuration, data, models, execution backend) is the run's context, not a global
+    # the cycle's services (configuration, data, models, execution backend) is the run's context, not a global
     builder = StateGraph(CycleState, context_schema=CycleContext, input_schema=CycleInput)
     for spec in STATE_TABLE:
         swapped = (overrides or {}).get(spec.name)

@@ -137,8 +137,8 @@ def _config(settings: AgentConfig) -> dict[str, Any]:
     return config
 
 
-def build_manifest(runtime, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
-    settings: AgentConfig = runtime.config
+def build_manifest(services, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
+    settings: AgentConfig = services.config
     models = tier_records(settings)
     manifest: dict[str, Any] = {
         "config": _config(settings),
@@ -150,20 +150,20 @@ def build_manifest(runtime, inputs: dict[str, Any] | None = None) -> dict[str, A
         or None,
         "prompts": {"system": _sha(BASE_SYSTEM), **{k: _sha(v) for k, v in sorted(ROLE_INSTRUCTIONS.items())}},
         # how the passes talked to the model (agent/passes.py): a replay asks what this recording asked
-        PROTOCOLS: {"passes": (protocol := version(runtime.protocol).number)},
+        PROTOCOLS: {"passes": (protocol := version(services.protocol).number)},
         "tools": dict(_code_identity()["tools"]),
         # the allow-lists this cycle's passes ran with (an older protocol's when a cycle runs under one)
         "allow_lists": copy.deepcopy(_allow_lists(protocol)),
         "versions": dict(_code_identity()["versions"]),
         "data": {
-            "market": _data_source(runtime.market),
-            "news": _data_source(runtime.news),
-            "fundamentals": _data_source(runtime.fundamentals),
+            "market": _data_source(services.market),
+            "news": _data_source(services.news),
+            "fundamentals": _data_source(services.fundamentals),
         },
     }
-    if getattr(runtime, "actions", None) is not None:  # the dividends it credits change the book: recorded too
-        manifest["data"]["actions"] = _data_source(runtime.actions)
-    identity = getattr(getattr(runtime, "execution", None), "manifest", None)
+    if getattr(services, "actions", None) is not None:  # the dividends it credits change the book: recorded too
+        manifest["data"]["actions"] = _data_source(services.actions)
+    identity = getattr(getattr(services, "execution", None), "manifest", None)
     if identity is not None:  # a broker: which one, its host, the mandate (path, sha256, limits)
         manifest["broker"] = identity()
     mark = signing_mark()

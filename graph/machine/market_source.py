@@ -26,9 +26,9 @@ from schemas.market import Untradable
 from schemas.memory import ClosedTrade
 from schemas.portfolio import DividendCredit, PortfolioSnapshot
 
-# graph/machine/runtime.py's CycleRuntime and CycleContext, which hold a MarketSource: named here, not imported (the
-# runtime module imports this one)
-CycleRuntime = Any
+# graph/machine/cycle_context.py's CycleServices and CycleContext, which hold a MarketSource: named here, not
+# imported (that module imports this one)
+CycleServices = Any
 CycleContext = Any
 
 # what settling before the decision leaves: the positions closed, the dividends credited, the book after them, and
@@ -37,10 +37,10 @@ Settled = tuple[list[ClosedTrade], list[DividendCredit], PortfolioSnapshot, dict
 
 
 class MarketSource(Protocol):
-    def check_as_of(self, rt: CycleRuntime, symbols: list[str], as_of: str) -> None:
+    def check_as_of(self, rt: CycleServices, symbols: list[str], as_of: str) -> None:
         """Raise (DataError, NotATradingDayError) when a symbol has no bar dated as_of to decide at."""
 
-    def bundle(self, rt: CycleRuntime, symbol: str, as_of: str) -> FeatureBundle: ...
+    def bundle(self, rt: CycleServices, symbol: str, as_of: str) -> FeatureBundle: ...
 
     def settle(
         self, context: CycleContext, state: dict[str, Any], portfolio: PortfolioSnapshot, config: RunnableConfig
@@ -48,17 +48,17 @@ class MarketSource(Protocol):
         """Dividends and exits due before the decision, and the book after them."""
 
     def marks(
-        self, rt: CycleRuntime, state: dict[str, Any], portfolio: PortfolioSnapshot, symbols: list[str], as_of: str
+        self, rt: CycleServices, state: dict[str, Any], portfolio: PortfolioSnapshot, symbols: list[str], as_of: str
     ) -> tuple[dict[str, float], list[Untradable]]:
         """Prices of held symbols outside the universe, and what cannot trade today with its reason."""
 
 
 class LiveMarket:
-    def check_as_of(self, rt: CycleRuntime, symbols: list[str], as_of: str) -> None:
+    def check_as_of(self, rt: CycleServices, symbols: list[str], as_of: str) -> None:
         # every symbol has a bar dated as_of: at the close its close, at the open its open is the price
         validate_as_of(rt.market, symbols, as_of, rt.profile)
 
-    def bundle(self, rt: CycleRuntime, symbol: str, as_of: str) -> FeatureBundle:
+    def bundle(self, rt: CycleServices, symbol: str, as_of: str) -> FeatureBundle:
         return build_bundle(
             symbol,
             as_of,
@@ -77,7 +77,7 @@ class LiveMarket:
         through the execution backend against the portfolio version this cycle read; the rest of the cycle sees
         the book after them. Exits read the bars a decision may read whole (through the bar cutoff); a position is
         paid the ex-dates through its exit's date."""
-        rt = context.runtime
+        rt = context.services
         day, profile = state["as_of"], rt.profile
         through = bar_cutoff(profile, day)
         known = set(rt.market.universe())
@@ -140,7 +140,7 @@ class LiveMarket:
         return closed, credits, after, ({"portfolio_version": version} if version is not None else {})
 
     def marks(
-        self, rt: CycleRuntime, state: dict[str, Any], portfolio: PortfolioSnapshot, symbols: list[str], as_of: str
+        self, rt: CycleServices, state: dict[str, Any], portfolio: PortfolioSnapshot, symbols: list[str], as_of: str
     ) -> tuple[dict[str, float], list[Untradable]]:
         """Held symbols the cycle does not trade still count in equity and exposure, at the last price the decision
         may know: at the close the last close through as_of; at the open as_of's opening price, or the last close
@@ -185,10 +185,10 @@ class RecordedMarket:
     def __init__(self, scan: dict[str, Any], bundles: Callable[[str, str], FeatureBundle]):
         self.scan, self.bundles = scan, bundles
 
-    def check_as_of(self, rt: CycleRuntime, symbols: list[str], as_of: str) -> None:
+    def check_as_of(self, rt: CycleServices, symbols: list[str], as_of: str) -> None:
         return None  # the recording's data is the truth: no re-validation against today's files
 
-    def bundle(self, rt: CycleRuntime, symbol: str, as_of: str) -> FeatureBundle:
+    def bundle(self, rt: CycleServices, symbol: str, as_of: str) -> FeatureBundle:
         return self.bundles(symbol, as_of)
 
     def settle(
@@ -202,7 +202,7 @@ class RecordedMarket:
         )
 
     def marks(
-        self, rt: CycleRuntime, state: dict[str, Any], portfolio: PortfolioSnapshot, symbols: list[str], as_of: str
+        self, rt: CycleServices, state: dict[str, Any], portfolio: PortfolioSnapshot, symbols: list[str], as_of: str
     ) -> tuple[dict[str, float], list[Untradable]]:
         return (
             dict(self.scan.get("marks") or {}),

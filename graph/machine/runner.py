@@ -26,10 +26,10 @@ from graph.machine.audit import AuditHandler
 from graph.machine.broker.checks import halted
 from graph.machine.broker.choose import execution_for, session_broker
 from graph.machine.builder import build_graph
+from graph.machine.cycle_context import CycleContext, CycleServices, default_services
 from graph.machine.errors import ApprovalConflict, InputError, NothingPending, SessionNotFound
 from graph.machine.manifest import build_manifest
 from graph.machine.memory import MemoryBank, MemoryRecall
-from graph.machine.runtime import CycleContext, CycleRuntime, default_runtime
 from graph.machine.state import CONTRACT_KEYS
 from graph.machine.timeline import refuse_going_back
 from schemas.base import MAX_SYMBOLS, CycleStatus
@@ -109,7 +109,7 @@ def run_state_machine(
     *,
     store: Store,
     session_id: Optional[str] = None,
-    runtime: Optional[CycleRuntime] = None,
+    services: Optional[CycleServices] = None,
     audit: bool = True,
     graph=None,
     approve: bool = False,
@@ -122,7 +122,7 @@ def run_state_machine(
     in the store, until `approve_cycle` resumes it, from this process or another. `broker` (sim, alpaca; default
     $TRADEGRAPH_BROKER) picks the execution backend; a broker's mandate may require the pause.
     """
-    rt = _with_execution(runtime or default_runtime(), store, broker=broker, session_id=session_id)
+    rt = _with_execution(services or default_services(), store, broker=broker, session_id=session_id)
     symbols = parse_symbols(symbols)
     if session_id is not None and not store.events.exists(session_id) and store.portfolios.load(session_id) is None:
         # first: a session looked for in the wrong store would otherwise read as the data's fault (its own files
@@ -163,7 +163,7 @@ def run_state_machine(
         graph or compiled_graph(),
         inputs,
         store=store,
-        runtime=rt,
+        services=rt,
         session_id=session_id,
         cycle_id=cycle_id,
         audit=audit,
@@ -176,7 +176,7 @@ def approve_cycle(
     store: Store,
     approved: bool,
     by: str,
-    runtime: Optional[CycleRuntime] = None,
+    services: Optional[CycleServices] = None,
     comment: Optional[str] = None,
 ) -> CycleOutcome:
     """Resumes the session's paused cycle. One decision per cycle: the caller first claims it by compare-and-set
@@ -230,11 +230,17 @@ def approve_cycle(
             _refuse_if_stale(
                 store, session_id, cycle_id, graph.get_state(_thread(cycle_id)).values.get("portfolio_version")
             )
-        rt = _with_execution(runtime or default_runtime(), store, session_id=session_id)
+        rt = _with_execution(services or default_services(), store, session_id=session_id)
         # a comment only when one was given: a decision without one is recorded as it always was
         answer = {"approved": approved, "by": resume_by, **({"comment": resume_comment} if resume_comment else {})}
         out = _invoke(
-            graph, Command(resume=answer), store=store, runtime=rt, session_id=session_id, cycle_id=cycle_id, audit=True
+            graph,
+            Command(resume=answer),
+            store=store,
+            services=rt,
+            session_id=session_id,
+            cycle_id=cycle_id,
+            audit=True,
         )
         status = out.status
         return out
@@ -242,7 +248,7 @@ def approve_cycle(
         _close_claim(graph, store, decisions, session_id, cycle_id, token, status)
 
 
-def finish_started_approvals(store: Store, runtime: Callable[[], CycleRuntime]) -> list[CycleOutcome]:
+def finish_started_approvals(store: Store, services: Callable[[], CycleServices]) -> list[CycleOutcome]:
     """`store recover`'s part for approvals: each paused cycle whose approver died after its fill was started (its
     claim still `deciding`, its decider gone, an execution-ledger entry for the cycle) is resumed with that
     approval, so the cycle ends, its claim is decided and its log records what the portfolio holds."""
@@ -250,7 +256,7 @@ def finish_started_approvals(store: Store, runtime: Callable[[], CycleRuntime]) 
     for claim in Decisions(store.db).abandoned():
         if claim.get("approved") and _fill_started(store, claim["_id"]) is not None:
             out.append(
-                approve_cycle(claim["session_id"], store=store, approved=True, by="store recover", runtime=runtime())
+                approve_cycle(claim["session_id"], store=store, approved=True, by="store recover", services=services())
             )
     return out
 
@@ -348,8 +354,8 @@ def _refuse_if_halted(store: Store, session_id: str, cycle_id: str, by: str) -> 
 
 
 def _with_execution(
-    rt: CycleRuntime, store: Store, *, broker: Optional[str] = None, session_id: Optional[str] = None
-) -> CycleRuntime:
+    rt: CycleServices, store: Store, *, broker: Optional[str] = None, session_id: Optional[str] = None
+) -> CycleServices:
     if rt.execution is None:
         rt.execution = execution_for(store, rt.config, broker, session_id=session_id)
     if rt.memory is None:
@@ -359,20 +365,20 @@ def _with_execution(
     return rt
 
 
-def recall_for(runtime: CycleRuntime, session_id: str):
+def recall_for(services: CycleServices, session_id: str):
     """What agents recall from: a replay's recording, else the bank under the configured mode (none when off)."""
-    if runtime.recall is not None:
-        return runtime.recall
-    if runtime.memory is None or runtime.config.memory == "off":
+    if services.recall is not None:
+        return services.recall
+    if services.memory is None or services.config.memory == "off":
         return None
-    settings = runtime.config
+    settings = services.config
     return MemoryRecall(
-        runtime.memory, settings.memory, session_id, settings.memory_top_k, settings.input_window.recall_days
+        services.memory, settings.memory, session_id, settings.memory_top_k, settings.input_window.recall_days
     )
 
 
 def cycle_run_config(
-    runtime: CycleRuntime,
+    services: CycleServices,
     *,
     thread_id: str,
     handler: Optional[AuditHandler],
@@ -383,15 +389,15 @@ def cycle_run_config(
 ) -> tuple[dict, CycleContext]:
     """The run config and the run context of one cycle; replay builds its own with this too, so it runs under the
     same rules (the token budget, recursion limit) as the recording. What the cycle runs with travels in the
-    context (graph/machine/runtime.py); the config holds only LangGraph's and LangChain's own (the thread, the
+    context (graph/machine/cycle_context.py); the config holds only LangGraph's and LangChain's own (the thread, the
     audit callback, the run's name and metadata)."""
     context = CycleContext(
-        runtime,
+        services,
         audit_writer=writer,
-        recall=recall_for(runtime, session_id),
-        # a backtest's budget is its runtime's, shared by its cycles; a cycle's own is fresh
-        budget=runtime.budget if runtime.budget is not None else Budget.of(runtime.config),
-        cache=runtime.llm_cache if runtime.config.llm_cache else None,
+        recall=recall_for(services, session_id),
+        # a backtest's budget is its services', shared by its cycles; a cycle's own is fresh
+        budget=services.budget if services.budget is not None else Budget.of(services.config),
+        cache=services.llm_cache if services.config.llm_cache else None,
     )
     config = {
         "configurable": {"thread_id": thread_id},
@@ -404,17 +410,19 @@ def cycle_run_config(
 
 
 def _invoke(
-    graph, inputs: Any, *, store: Store, runtime: CycleRuntime, session_id: str, cycle_id: str, audit: bool
+    graph, inputs: Any, *, store: Store, services: CycleServices, session_id: str, cycle_id: str, audit: bool
 ) -> CycleOutcome:
     """An audited cycle runs under a lease (database/running.py): a deletion of its session refuses while it is
     live, and a forced one fences it, so what the cycle would write after it (events, head, fill) is removed and
     the cycle stops."""
     if not audit:
-        return _run(graph, inputs, store=store, runtime=runtime, session_id=session_id, cycle_id=cycle_id, lease=None)
+        return _run(graph, inputs, store=store, services=services, session_id=session_id, cycle_id=cycle_id, lease=None)
     lease = store.running.start(session_id, cycle_id)
     entered = running.entered(lease)
     try:
-        return _run(graph, inputs, store=store, runtime=runtime, session_id=session_id, cycle_id=cycle_id, lease=lease)
+        return _run(
+            graph, inputs, store=store, services=services, session_id=session_id, cycle_id=cycle_id, lease=lease
+        )
     finally:
         running.left(entered)
         lease.end()
@@ -425,7 +433,7 @@ def _run(
     inputs: Any,
     *,
     store: Store,
-    runtime: CycleRuntime,
+    services: CycleServices,
     session_id: str,
     cycle_id: str,
     lease: Optional[running.Lease],
@@ -437,7 +445,7 @@ def _run(
         writer.events = running.FencedEvents(writer.events, lease)  # type: ignore[assignment]
     handler = AuditHandler(writer, session_id, cycle_id) if audit else None
     config, context = cycle_run_config(
-        runtime,
+        services,
         thread_id=cycle_id,
         handler=handler,
         writer=writer,
@@ -448,7 +456,7 @@ def _run(
     started = time.perf_counter()
     if writer is not None and not isinstance(inputs, Command):  # a resumed cycle has its manifest already
         # configuration and inputs: replay re-executes from this alone
-        writer.put(new_event(session_id, cycle_id, "RUNNER", "manifest", build_manifest(runtime, inputs)))
+        writer.put(new_event(session_id, cycle_id, "RUNNER", "manifest", build_manifest(services, inputs)))
     try:
         final = graph.invoke(inputs, config, context=context)
     except BaseException as e:

@@ -7,16 +7,16 @@ graph bound to what `graph.machine.runner.run_state_machine` gives a CLI cycle:
 
 * an `AuditHandler` in the callbacks, so every event lands in `state_events` under
   session `studio-<thread_id>` and cycle `studio-<thread_id>:<run_id>`;
-* one `CycleRuntime` per server process whose execution backend is the paper broker on the
+* one `CycleServices` per server process whose execution backend is the paper broker on the
   store (`PaperExecution`), and `configurable.session_id/cycle_id`, which SCANNING copies into
   the state because a Studio input names neither.
 
-The runtime can NOT travel in `configurable["runtime"]` here: the server's checkpointer copies
+The cycle's services can NOT travel in `configurable["runtime"]` here: the server's checkpointer copies
 every configurable key not starting with "__" into the checkpoint metadata and pickles it (a
-CycleRuntime holds locks: "cannot pickle '_thread.lock'"), and thread history returns that
-metadata as JSON. So the factory installs it as the process's default runtime, which
-`graph.machine.runtime.context_of` falls back to when a run's config names none. A Studio server
-process serves nothing else, so the process default is exactly the Studio runtime.
+CycleServices holds locks: "cannot pickle '_thread.lock'"), and thread history returns that
+metadata as JSON. So the factory installs it as the process's default services, which
+`graph.machine.cycle_context.context_of` falls back to when a run's config names none. A Studio server
+process serves nothing else, so the process default is exactly the Studio's services.
 
 The store is `database.connection.connect()` (MONGODB_URI, else the embedded nx-27017 server
 under TRADEGRAPH_HOME), opened once per server process and reused by every run.
@@ -43,25 +43,25 @@ from typing import Any, Optional
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
+import graph.machine.cycle_context as cycle_context
 import graph.machine.recording  # noqa: F401 - registers how session summaries read a cycle's status
-import graph.machine.runtime as runtime_mod
 from agent.audit_events import emit
 from database.connection import Store, connect
 from database.writer import BufferedEventWriter
 from graph.machine.audit import AuditHandler
 from graph.machine.builder import build_graph
+from graph.machine.cycle_context import CycleServices, default_services, process_services
 from graph.machine.execution import PaperExecution
 from graph.machine.manifest import build_manifest
 from graph.machine.memory import MemoryBank
 from graph.machine.nodes.scanning import scanning
-from graph.machine.runtime import CycleRuntime, default_runtime, process_runtime
 from graph.machine.state import CONTRACT_KEYS, CycleState
 from schemas.portfolio import PortfolioSnapshot
 
 _lock = threading.Lock()
 _graph = None
 _store: Optional[Store] = None
-_runtime: Optional[CycleRuntime] = None
+_services: Optional[CycleServices] = None
 
 
 # what one cycle leaves in a thread's state that the next run must not inherit
@@ -82,7 +82,7 @@ def studio_scanning(state: CycleState, config: RunnableConfig) -> Command:
     # EXECUTING commits only against the portfolio version read here
     fresh["portfolio_version"] = version
     if conf.get("session_id"):  # a run: its configuration and inputs first, as runner._invoke records a CLI cycle's
-        rt = process_runtime()  # a server run carries no context: the process default (see module doc)
+        rt = process_services()  # a server run carries no context: the process default (see module doc)
         emit("manifest", build_manifest(rt, studio_inputs(fresh, rt.config.starting_cash)), config)
     # session_id/cycle_id now come from the run config (graph/machine/nodes/scanning.py `_ids`)
     cmd = scanning(fresh, config)
@@ -117,24 +117,24 @@ def _compiled():
         return _graph
 
 
-def _resources() -> tuple[Store, CycleRuntime]:
-    """The process's store and runtime, made on the first run (blocking I/O: called off the event loop)."""
-    global _store, _runtime
+def _resources() -> tuple[Store, CycleServices]:
+    """The process's store and services, made on the first run (blocking I/O: called off the event loop)."""
+    global _store, _services
     with _lock:
         if _store is None:
             _store = connect()
-        if _runtime is None:
-            rt = default_runtime()
+        if _services is None:
+            rt = default_services()
             # Studio runs write their reviews and notes; they recall none (the recall object cannot travel in
             # a server's pickled configurable: a known gap, docs/limitations.md), and their manifests say so
             rt.config = dataclasses.replace(rt.config, memory="off")
             rt.execution = PaperExecution(_store, rt.config)
             rt.memory = MemoryBank(_store.memories)
-            _runtime = rt
-            # configurable values are pickled into checkpoint metadata by the server: the runtime
+            _services = rt
+            # configurable values are pickled into checkpoint metadata by the server: the services
             # (locks, clients) can't travel there, so it becomes the process default instead
-            runtime_mod.set_default_runtime(rt)
-        return _store, _runtime
+            cycle_context.set_default_services(rt)
+        return _store, _services
 
 
 class WriteThroughWriter:

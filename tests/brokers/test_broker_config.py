@@ -116,7 +116,7 @@ def test_mandate_refusals_name_rule_limit_value(tmp_path):
 
 def test_a_cycle_refused_by_the_mandate_in_validating(monkeypatch, tmp_path):
     from graph.machine.runner import run_state_machine
-    from tests.helpers import mock_store, runtime_with
+    from tests.helpers import mock_store, services_with
 
     guard_loopback(monkeypatch)
     fake = start_fake()
@@ -134,7 +134,7 @@ def test_a_cycle_refused_by_the_mandate_in_validating(monkeypatch, tmp_path):
         }.items():
             monkeypatch.setenv(k, v)
         store = mock_store()
-        out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(), broker="alpaca")
+        out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with(), broker="alpaca")
         assert out.status == "rejected" and out.contracts["VALIDATING"]["passed"] is False
         refusals = [
             e["payload"]

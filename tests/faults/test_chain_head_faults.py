@@ -24,7 +24,7 @@ from database import connect
 from database.events import event_hash
 from graph.machine.runner import run_state_machine
 from graph.transports.cli.main import main
-from tests.helpers import runtime_with
+from tests.helpers import services_with
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +45,7 @@ def record(uri: str, key: str | None) -> tuple[str, list[dict]]:
         try:
             sid, heads = None, []
             for day in DAYS:
-                out = run_state_machine("AAPL,MSFT", day, store=store, session_id=sid, runtime=runtime_with())
+                out = run_state_machine("AAPL,MSFT", day, store=store, session_id=sid, services=services_with())
                 assert out.audit_error is None
                 sid = out.session_id
                 heads.append(store.db["chain_heads"].find_one({"_id": sid}))
@@ -145,7 +145,7 @@ import os, signal, sys
 from database import connect
 from database.heads import ChainHeads
 from graph.machine.runner import run_state_machine
-from tests.helpers import runtime_with
+from tests.helpers import services_with
 uri, sid, nth = sys.argv[1], sys.argv[2], int(sys.argv[3])
 real, calls = ChainHeads.advance, []
 def advance(self, session_id, seq, hash_):
@@ -155,7 +155,7 @@ def advance(self, session_id, seq, hash_):
         os.kill(os.getpid(), signal.SIGKILL)
     return real(self, session_id, seq, hash_)
 ChainHeads.advance = advance
-run_state_machine("AAPL,MSFT", "2012-06-06", store=connect(uri), session_id=sid, runtime=runtime_with())
+run_state_machine("AAPL,MSFT", "2012-06-06", store=connect(uri), session_id=sid, services=services_with())
 """
 
 
@@ -183,7 +183,7 @@ def test_a_writer_killed_between_its_batch_and_its_head_is_reported_not_failed(c
         f"its head leaves"
     ) in out
     # the session goes on: the next cycle's first batch moves the head past them
-    run_state_machine("AAPL,MSFT", "2012-06-07", store=store, session_id=sid, runtime=runtime_with())
+    run_state_machine("AAPL,MSFT", "2012-06-07", store=store, session_id=sid, services=services_with())
     code, out, _ = check_chain(uri, sid, capsys)
     n = store.events.count(sid)
     assert code == 0 and f"the log ends at its chain head, seq {n}" in out

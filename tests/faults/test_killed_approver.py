@@ -22,7 +22,7 @@ from graph.machine.runner import run_state_machine
 from graph.transports.cli.main import main
 from schemas.portfolio import PortfolioSnapshot
 from tests.fakes.tcp_proxy import FaultyProxy
-from tests.helpers import runtime_with
+from tests.helpers import services_with
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ def test_a_killed_approvers_started_fill_is_finished_and_an_opposite_decision_re
     proxy = FaultyProxy(int(embedded_uri.rsplit(":", 1)[1]))
     store = connect(direct)
     try:
-        paused = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(), approve=True)
+        paused = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with(), approve=True)
         sid, cycle = paused.session_id, paused.cycle_id
         assert paused.status == "pending_approval" and paused.contracts["VALIDATING"]["passed"]
 

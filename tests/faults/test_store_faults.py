@@ -34,7 +34,7 @@ from graph.machine.nodes.executing import executing
 from graph.machine.runner import ApprovalConflict, approve_cycle, run_state_machine
 from schemas.portfolio import PortfolioSnapshot
 from tests.fakes.tcp_proxy import FaultyProxy
-from tests.helpers import runtime_with
+from tests.helpers import services_with
 from tests.killed_writers import writer_server
 
 pytestmark = pytest.mark.integration
@@ -151,7 +151,7 @@ def test_store_cut_when_executing_starts_fails_closed_and_loses_no_event(proxied
         return executing(state, config)
 
     graph = build_graph(overrides={"EXECUTING": cut_then_execute})
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(), graph=graph)
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with(), graph=graph)
 
     # fail closed before any fill, and say why: the store, by name, and where the events are
     assert out.status == "failed" and out.error["state"] == "EXECUTING"
@@ -201,7 +201,7 @@ def test_a_lost_audit_insert_is_retried_and_stored_exactly_once(proxied):
     proxy, store, direct = proxied
     emitted = Emitted(store)
     proxy.drop_matching(EVENTS_INSERT, nth=1)
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with())
     assert proxy.dropped == 1
     assert out.status == "completed" and out.audit_error is None
     assert out.contracts["EXECUTING"]["status"] == "filled"
@@ -248,9 +248,9 @@ def test_a_fill_is_preceded_by_its_durable_events(embedded_uri, db_name, tmp_pat
     direct = connect(f"{embedded_uri}/{db_name}")
     try:
         emitted = Emitted(store)
-        rt = runtime_with()
+        rt = services_with()
         rt.execution = watch = FillWatch(store, rt.config, direct)
-        out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=rt)
+        out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=rt)
         assert out.contracts["EXECUTING"]["status"] == "filled" and watch.stored_at_fill is not None
         events = direct.events.read(out.session_id)
         entered = next(e["seq"] for e in events if e["state"] == "EXECUTING")  # its entry transition
@@ -329,7 +329,7 @@ def test_two_cycles_of_one_session_at_once_one_wins_none_lost(embedded_uri, db_n
     store = connect(f"{embedded_uri}/{db_name}")
     emitted = Emitted(store)
     try:
-        first = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+        first = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with())
         sid = first.session_id
         # sell everything so both racers see a flat book and both want to buy
         start = store.portfolios.load(sid).model_copy(update={"positions": {}, "cash": 100_000.0})
@@ -349,7 +349,7 @@ def test_two_cycles_of_one_session_at_once_one_wins_none_lost(embedded_uri, db_n
                 "2012-06-01",
                 store=emitted.watch(connect(f"{embedded_uri}/{db_name}")),
                 session_id=sid,
-                runtime=runtime_with(),
+                services=services_with(),
                 graph=graph,
             )
 
@@ -380,14 +380,14 @@ def test_an_old_approval_after_a_newer_fill_is_refused(embedded_uri, db_name, tg
     store = connect(f"{embedded_uri}/{db_name}")
     emitted = Emitted(store)
     try:
-        paused = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(), approve=True)
+        paused = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with(), approve=True)
         assert paused.status == "pending_approval"
         sid = paused.session_id
-        newer = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, session_id=sid, runtime=runtime_with())
+        newer = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, session_id=sid, services=services_with())
         assert newer.contracts["EXECUTING"]["status"] == "filled"
         after_newer = store.portfolios.load(sid)
         with pytest.raises(ApprovalConflict, match="moved on"):
-            approve_cycle(sid, store=store, approved=True, by="alice", runtime=runtime_with())
+            approve_cycle(sid, store=store, approved=True, by="alice", services=services_with())
         assert store.portfolios.load(sid) == after_newer and store.executions.get(paused.cycle_id) is None
         refusals = [
             e
@@ -396,7 +396,7 @@ def test_an_old_approval_after_a_newer_fill_is_refused(embedded_uri, db_name, tg
         ]
         assert len(refusals) == 1 and refusals[0]["cycle_id"] == paused.cycle_id
         # rejecting it is still possible, and closes it without a fill
-        rejected = approve_cycle(sid, store=store, approved=False, by="alice", runtime=runtime_with())
+        rejected = approve_cycle(sid, store=store, approved=False, by="alice", services=services_with())
         assert rejected.status == "rejected" and store.portfolios.load(sid) == after_newer
         counted = figures(emitted, store, sid)
         assert (counted["events_lost"], counted["fills_without_audit"], counted["lost_updates"]) == (0, 0, 0), counted
@@ -412,8 +412,8 @@ def test_a_failure_after_the_fill_never_reads_as_nothing_executed(embedded_uri, 
     store = connect(f"{embedded_uri}/{db_name}")
     emitted = Emitted(store)
     try:
-        bad_memory = runtime_with({"AgentMemory": ["not json"] * 3})
-        out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=bad_memory)
+        bad_memory = services_with({"AgentMemory": ["not json"] * 3})
+        out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=bad_memory)
         assert out.contracts["EXECUTING"]["status"] == "filled"
         assert out.status == EXECUTED_WITH_ERRORS and out.error["state"] == "MEMORIZING"
         assert cycle_exit_code(out.status) == EXIT_EXECUTED_WITH_ERRORS

@@ -6,8 +6,8 @@ import dataclasses
 import pytest
 
 from agent.config import AgentConfig
+from graph.machine.cycle_context import default_services
 from graph.machine.runner import run_state_machine
-from graph.machine.runtime import default_runtime
 from graph.services.backtest.loop import run_backtest
 from graph.transports.cli.main import main
 from schemas.simulation import EpisodeConfig
@@ -24,7 +24,7 @@ def fake(openai_server):
 def _run(store=None, **limits):
     store = store or mock_store()
     return store, run_state_machine(
-        "AAPL,MSFT", "2012-06-01", store=store, runtime=default_runtime(AgentConfig.from_env(memory="off", **limits))
+        "AAPL,MSFT", "2012-06-01", store=store, services=default_services(AgentConfig.from_env(memory="off", **limits))
     )
 
 
@@ -106,19 +106,19 @@ def test_a_backtest_budget_holds_for_the_whole_run(fake, tmp_path):
         every=5,
         bars_in_case=5,
     )
-    rt = default_runtime(AgentConfig.from_env(memory="off"))
+    rt = default_services(AgentConfig.from_env(memory="off"))
     per_point = None
-    first = run_backtest(cfg, mock_store(), progress=False, runtime=rt, out_dir=tmp_path / "a")
+    first = run_backtest(cfg, mock_store(), progress=False, services=rt, out_dir=tmp_path / "a")
     per_point = first.llm_cost["calls"] / first.decision_points
     assert first.decision_points >= 3 and first.llm_cost["usd"] > 0
     fake.requests.clear()
     limit = int(per_point * 1.5)  # the second point runs out half way; no later point sends anything
-    rt = default_runtime(dataclasses.replace(AgentConfig.from_env(memory="off"), max_llm_calls=limit))
+    rt = default_services(dataclasses.replace(AgentConfig.from_env(memory="off"), max_llm_calls=limit))
     result = run_backtest(
         cfg.model_copy(update={"episode_id": "bt-budget-2"}),
         mock_store(),
         progress=False,
-        runtime=rt,
+        services=rt,
         out_dir=tmp_path / "b",
     )
     assert len(fake.requests) == limit == result.llm_cost["calls"]
@@ -150,21 +150,21 @@ def test_the_cli_flags_stop_the_cycle_and_a_bad_one_is_exit_2(fake, capsys):
 
 
 def test_a_studio_run_takes_its_budgets_and_cache_from_the_process(monkeypatch):
-    """A LangGraph Studio server's runs carry only strings in their config (graph/transports/studio.py): set_default_runtime
+    """A LangGraph Studio server's runs carry only strings in their config (graph/transports/studio.py): set_default_services
     installs the process's budgets ($TRADEGRAPH_MAX_*) and cache; a run tradegraph started never uses them."""
     from langgraph.runtime import Runtime
 
+    from graph.machine.cycle_context import CycleContext, context_of, set_default_services
     from graph.machine.execution import PaperExecution
-    from graph.machine.runtime import CycleContext, context_of, set_default_runtime
 
     monkeypatch.setenv("TRADEGRAPH_MAX_LLM_CALLS", "7")
     store = mock_store()
-    rt = default_runtime(AgentConfig.from_env())
+    rt = default_services(AgentConfig.from_env())
     rt.execution = PaperExecution(store, rt.config)
-    import graph.machine.runtime as runtime_mod
+    import graph.machine.cycle_context as cycle_context
 
-    before = runtime_mod._default
-    set_default_runtime(rt)
+    before = cycle_context._default
+    set_default_services(rt)
     try:
         studio = {"configurable": {"session_id": "s", "cycle_id": "s:c1"}}
         budget = context_of(None, studio).call().budget
@@ -181,11 +181,11 @@ def test_a_studio_run_takes_its_budgets_and_cache_from_the_process(monkeypatch):
 
         install_process_budgets(None)
         install_process_cache(None)
-        runtime_mod._default = before
+        cycle_context._default = before
 
 
 def test_start_backtest_takes_the_budget_and_the_cache_switch(fake, tmp_path):
-    """The kernel path every transport shares (CLI backtest, HTTP, MCP): the task's runtime gets the input's limits."""
+    """The kernel path every transport shares (CLI backtest, HTTP, MCP): the task's services get the input's limits."""
     from graph.kernel.core import Kernel
 
     k = Kernel(mock_store(), experiments_dir=tmp_path)

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from agent.config import AgentConfig
+from graph.machine.cycle_context import default_services
 from graph.machine.runner import run_state_machine
-from graph.machine.runtime import default_runtime
 from graph.services.replay.session import load_session, verify_session
 from tests.helpers import events_of, mock_store
 
@@ -23,7 +23,7 @@ def _run(store, **config):
     # different prompt (rightly a miss)
     config.setdefault("memory", "session")
     return run_state_machine(
-        "AAPL,MSFT", "2012-06-01", store=store, runtime=default_runtime(AgentConfig.from_env(**config))
+        "AAPL,MSFT", "2012-06-01", store=store, services=default_services(AgentConfig.from_env(**config))
     )
 
 
@@ -75,14 +75,14 @@ def test_a_request_that_differs_is_not_answered_from_the_cache(fake):
     _run(store)
     sent = len(fake.requests)
     other = run_state_machine(
-        "AAPL,MSFT", "2012-06-04", store=store, runtime=default_runtime(AgentConfig.from_env())
+        "AAPL,MSFT", "2012-06-04", store=store, services=default_services(AgentConfig.from_env())
     )  # another day: other prompts
     assert len(fake.requests) - sent == other.llm_calls > 0
 
 
 def test_the_offline_model_is_never_cached():
     store = mock_store()
-    out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=default_runtime(AgentConfig()))
+    out = run_state_machine("AAPL", "2012-06-01", store=store, services=default_services(AgentConfig()))
     assert out.cached_calls == 0 and store.llm_cache.count() == 0
 
 
@@ -95,9 +95,9 @@ def test_a_failing_cache_is_a_miss_audited_not_a_failed_cycle(fake):
             raise ConnectionError("cache store down")
 
     store = mock_store()
-    rt = default_runtime(AgentConfig.from_env())
+    rt = default_services(AgentConfig.from_env())
     rt.llm_cache = Broken()
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=rt)
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=rt)
     assert out.status in ("completed", "rejected") and out.llm_calls == len(fake.requests) > 0
     errors = [e["payload"] for e in events_of(store, out, "error") if e["payload"].get("type") == "llm_cache_error"]
     assert {e["op"] for e in errors} == {"read", "write"} and all(e["fatal"] is False for e in errors)

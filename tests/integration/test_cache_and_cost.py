@@ -4,8 +4,8 @@ a server that reports no usage is counted by estimate."""
 import pytest
 
 from agent.config import AgentConfig
+from graph.machine.cycle_context import default_services
 from graph.machine.runner import run_state_machine
-from graph.machine.runtime import default_runtime
 from graph.transports.cli.render import print_cycle
 from tests.fakes.fake_openai import FakeOpenAI
 from tests.helpers import events_of, mock_store
@@ -24,7 +24,7 @@ def _serve(monkeypatch, server, model=None):
 
 
 def _run(store):
-    return run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=default_runtime(AgentConfig.from_env()))
+    return run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=default_services(AgentConfig.from_env()))
 
 
 def test_each_call_is_priced_and_the_cycle_adds_them_up_by_state(monkeypatch, capsys):

@@ -5,8 +5,8 @@ every request, so "asked again" is a request on the wire."""
 import pytest
 
 from agent.config import AgentConfig
+from graph.machine.cycle_context import default_services
 from graph.machine.runner import run_state_machine
-from graph.machine.runtime import default_runtime
 from tests.fakes.fake_openai import Fault
 from tests.helpers import mock_store
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 
 def _run(store):
     return run_state_machine(
-        "AAPL", "2012-06-01", store=store, runtime=default_runtime(AgentConfig.from_env(memory="session"))
+        "AAPL", "2012-06-01", store=store, services=default_services(AgentConfig.from_env(memory="session"))
     )
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from agent.config import AgentConfig
 from database.events import event_hash
+from graph.machine.cycle_context import default_services
 from graph.machine.runner import run_state_machine
-from graph.machine.runtime import default_runtime
 from graph.services.replay.session import verify_session
 from tests.helpers import events_of, mock_store
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 
 def _run(store):
     return run_state_machine(
-        "AAPL,MSFT", "2012-06-01", store=store, runtime=default_runtime(AgentConfig.from_env(memory="session"))
+        "AAPL,MSFT", "2012-06-01", store=store, services=default_services(AgentConfig.from_env(memory="session"))
     )
 
 

@@ -14,8 +14,8 @@ import pytest
 
 from agent.config import AgentConfig, RetryPolicy
 from agent.llm import AttemptPlan, describe_failure, next_wait, parse_retry_after
+from graph.machine.cycle_context import default_services
 from graph.machine.runner import run_state_machine
-from graph.machine.runtime import default_runtime
 from graph.services.replay.session import verify_session
 from tests.fakes.fake_openai import FakeOpenAI, Fault
 from tests.helpers import audited_attempts, events_of, filled, mock_store, one_line_error
@@ -45,7 +45,7 @@ def fake(monkeypatch):
 
 def run(store=None):
     store = store or mock_store()
-    out = run_state_machine(SYMBOL, AS_OF, store=store, runtime=default_runtime(AgentConfig.from_env()))
+    out = run_state_machine(SYMBOL, AS_OF, store=store, services=default_services(AgentConfig.from_env()))
     return store, out
 
 

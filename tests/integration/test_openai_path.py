@@ -3,8 +3,8 @@
 import pytest
 
 from agent.config import AgentConfig
+from graph.machine.cycle_context import default_services
 from graph.machine.runner import run_state_machine
-from graph.machine.runtime import default_runtime
 from graph.services.replay.session import verify_session
 from tests.helpers import events_of, mock_store
 
@@ -20,7 +20,7 @@ def test_a_key_selects_chatopenai_and_the_wire_keeps_tools_and_json_apart(fake):
     cfg = AgentConfig.from_env()
     assert cfg.provider == "openai"
     store = mock_store()
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=default_runtime(cfg))
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=default_services(cfg))
     assert out.status in ("completed", "rejected")
     assert len(fake.requests) == out.llm_calls > 10
     with_tools = [r for r in fake.requests if r.get("tools")]
@@ -42,7 +42,7 @@ def test_a_key_selects_chatopenai_and_the_wire_keeps_tools_and_json_apart(fake):
 def test_a_malformed_provider_answer_is_repaired(fake):
     fake.model.script = {"Plan": ['{"objective": "missing every other field"}']}
     store = mock_store()
-    out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=default_runtime(AgentConfig.from_env()))
+    out = run_state_machine("AAPL", "2012-06-01", store=store, services=default_services(AgentConfig.from_env()))
     vals = [e["payload"] for e in events_of(store, out, "validation") if e["payload"].get("schema") == "Plan"]
     assert [v["ok"] for v in vals] == [False, True]
     assert "assets" in vals[0]["error"]
@@ -51,7 +51,7 @@ def test_a_malformed_provider_answer_is_repaired(fake):
 def test_an_openai_recorded_session_verifies_without_the_server(fake):
     store = mock_store()
     cfg = AgentConfig.from_env()
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=default_runtime(cfg))
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=default_services(cfg))
     served = len(fake.requests)
     report = verify_session(store, out.session_id)
     assert len(fake.requests) == served  # replay never calls the live model

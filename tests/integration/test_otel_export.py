@@ -8,14 +8,14 @@ from collections import Counter
 import pytest
 
 from agent.config import AgentConfig
+from graph.machine.cycle_context import default_services
 from graph.machine.runner import run_state_machine
-from graph.machine.runtime import default_runtime
 from graph.services.telemetry.settings import OtelConfigError, traces_url
 from graph.transports.cli.main import main
 from schemas.states import STATES
 from tests.fakes.fake_openai import FakeOpenAI, Fault
 from tests.fakes.otlp_receiver import OtlpReceiver
-from tests.helpers import mock_store, runtime_with
+from tests.helpers import mock_store, services_with
 
 pytestmark = pytest.mark.integration
 
@@ -48,12 +48,12 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
-def recorded(runtime=None, cycles: int = 1):
+def recorded(services=None, cycles: int = 1):
     store = mock_store()
-    out = run_state_machine(SYMBOL, AS_OF, store=store, runtime=runtime or runtime_with())
+    out = run_state_machine(SYMBOL, AS_OF, store=store, services=services or services_with())
     for _ in range(cycles - 1):
         out = run_state_machine(
-            SYMBOL, AS_OF, store=store, runtime=runtime or runtime_with(), session_id=out.session_id
+            SYMBOL, AS_OF, store=store, services=services or services_with(), session_id=out.session_id
         )
     return store, out
 
@@ -201,7 +201,7 @@ def test_a_failed_attempt_is_an_error_span_with_its_http_status_and_the_retry_is
         monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
         monkeypatch.setenv("TRADEGRAPH_LLM_BACKOFF_S", "0.01")
         fake.faults = [Fault(when="tools", status=500)]
-        store, out = recorded(default_runtime(AgentConfig.from_env()))
+        store, out = recorded(default_services(AgentConfig.from_env()))
     assert out.status == "completed"
     assert export(store, out.session_id, "--endpoint", receiver.endpoint) == 0
     spans = receiver.spans
@@ -228,7 +228,7 @@ def test_a_cycle_that_failed_closed_marks_its_state_and_cycle_spans(receiver, mo
         monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
         monkeypatch.setenv("TRADEGRAPH_LLM_BACKOFF_S", "0.01")
         fake.faults = [Fault(status=503) for _ in range(4)]  # 1 attempt + 3 retries, all refused
-        store, out = recorded(default_runtime(AgentConfig.from_env()))
+        store, out = recorded(default_services(AgentConfig.from_env()))
     assert out.status == "failed" and out.error["state"] == "PLANNING"
     assert export(store, out.session_id, "--endpoint", receiver.endpoint) == 0
     spans = receiver.spans

@@ -12,7 +12,7 @@ from graph.services.replay.session import load_session
 from graph.services.telemetry import live
 from graph.services.telemetry.export import send, spans_of
 from tests.fakes.otlp_receiver import OtlpReceiver
-from tests.helpers import mock_store, runtime_with
+from tests.helpers import mock_store, services_with
 from tests.integration.test_otel_export import OTEL_VARS, assert_matches_audit, closed_port, kind
 
 pytestmark = pytest.mark.integration
@@ -30,7 +30,7 @@ def clean(monkeypatch):
 def cycle(store=None, **kw):
     store = store or mock_store()
     started = time.perf_counter()
-    out = run_state_machine(SYMBOL, AS_OF, store=store, runtime=runtime_with(), **kw)
+    out = run_state_machine(SYMBOL, AS_OF, store=store, services=services_with(), **kw)
     return store, out, time.perf_counter() - started
 
 
@@ -96,7 +96,7 @@ def test_a_paused_cycle_is_exported_once_when_it_ends(monkeypatch):
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
         store, paused, _ = cycle(approve=True)
         assert paused.status == "pending_approval" and receiver.requests == []
-        done = approve_cycle(paused.session_id, store=store, approved=True, by="alice", runtime=runtime_with())
+        done = approve_cycle(paused.session_id, store=store, approved=True, by="alice", services=services_with())
         assert done.status == "completed" and len(receiver.requests) == 1
         spans = receiver.spans
         assert_matches_audit(spans, store.events.read(done.session_id))

@@ -6,8 +6,8 @@ import pytest
 
 from agent.config import AgentConfig, ConfigError
 from agent.output_caps import MAX_DEFAULT, contract_tokens, default_caps
+from graph.machine.cycle_context import default_services
 from graph.machine.runner import run_state_machine
-from graph.machine.runtime import default_runtime
 from schemas.plan import Plan
 from tests.helpers import events_of, mock_store
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 
 
 def _run(store):
-    return run_state_machine("AAPL", "2012-06-01", store=store, runtime=default_runtime(AgentConfig.from_env()))
+    return run_state_machine("AAPL", "2012-06-01", store=store, services=default_services(AgentConfig.from_env()))
 
 
 def _schema(body) -> str:

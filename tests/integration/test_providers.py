@@ -19,8 +19,8 @@ import pytest
 
 from agent.config import AgentConfig
 from agent.tools import TOOLS
+from graph.machine.cycle_context import default_services
 from graph.machine.runner import run_state_machine
-from graph.machine.runtime import default_runtime
 from graph.services.replay.session import verify_session
 from tests.fakes.fake_anthropic import FakeAnthropic
 from tests.fakes.fake_gemini import FakeGemini
@@ -184,8 +184,8 @@ def provider(request, monkeypatch):
 
 def run(store=None):
     store = store or mock_store()
-    rt = default_runtime(AgentConfig.from_env())
-    out = run_state_machine(SYMBOL, AS_OF, store=store, runtime=rt)
+    rt = default_services(AgentConfig.from_env())
+    out = run_state_machine(SYMBOL, AS_OF, store=store, services=rt)
     return store, out, rt
 
 

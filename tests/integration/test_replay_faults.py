@@ -14,7 +14,7 @@ import pytest
 from agent.data.market import VENDORED_CSV, load_market_data
 from database.connection import connect
 from graph.machine.runner import run_state_machine
-from tests.helpers import runtime_with
+from tests.helpers import services_with
 from tests.integration.test_cli import tg
 
 pytestmark = pytest.mark.integration
@@ -51,10 +51,10 @@ def test_verify_after_the_users_price_file_is_deleted(embedded_uri, tmp_path):
     mine.write_text("\n".join([rows[0]] + ["QQQX" + r[4:] for r in rows[1:] if r.startswith("AAPL,")]) + "\n")
     db = f"{embedded_uri}/replay_{uuid.uuid4().hex[:8]}"
     store = connect(db)
-    rt = runtime_with()
+    rt = services_with()
     rt.market = load_market_data(mine)
     try:
-        out = run_state_machine("QQQX", "2012-06-01", store=store, runtime=rt)
+        out = run_state_machine("QQQX", "2012-06-01", store=store, services=rt)
     finally:
         store.close()
     assert out.status == "completed" and "EXECUTING" in out.contracts
@@ -77,7 +77,7 @@ def test_a_tampered_event_fails_verify_and_check_chain(embedded_uri, tmp_path):
     db = f"{embedded_uri}/tamper_{uuid.uuid4().hex[:8]}"
     store = connect(db)
     try:
-        out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with())
+        out = run_state_machine("AAPL", "2012-06-01", store=store, services=services_with())
         # an edit that changes no contract: only the chain can tell
         store.db["state_events"].update_one(
             {"session_id": out.session_id, "seq": 5}, {"$set": {"payload.edited": True}}

@@ -17,9 +17,9 @@ import pytest
 
 from agent.config import AgentConfig
 from database import connect, running
+from graph.machine.cycle_context import default_services
 from graph.machine.execution import PaperExecution
 from graph.machine.runner import run_state_machine
-from graph.machine.runtime import default_runtime
 from graph.transports.cli.main import main
 from schemas.portfolio import PortfolioSnapshot
 from tests.fakes.gated_model import GatedModel
@@ -51,12 +51,14 @@ def test_a_cycle_in_flight_is_not_deleted_unless_forced_and_a_forced_deletion_fe
         sid = run_state_machine("AAPL,MSFT", "2012-06-01", store=store).session_id
         book = store.portfolios.load(sid)
         slow = GatedModel(model_name="offline-quick")
-        rt = default_runtime(AgentConfig(), model_factory=lambda c, tier: slow)
+        rt = default_services(AgentConfig(), model_factory=lambda c, tier: slow)
         ended: dict = {}
 
         def second_cycle():
             try:
-                ended["outcome"] = run_state_machine("AAPL,MSFT", "2012-06-04", store=store, session_id=sid, runtime=rt)
+                ended["outcome"] = run_state_machine(
+                    "AAPL,MSFT", "2012-06-04", store=store, session_id=sid, services=rt
+                )
             except BaseException as e:  # noqa: BLE001 - what the fenced cycle raised is the test's to read
                 ended["error"] = e
 

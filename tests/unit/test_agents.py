@@ -10,7 +10,7 @@ from agent.thesis import ThesisError, anchor_prices, validate_thesis
 from graph.machine.runner import run_state_machine
 from schemas.analysis import AnalystNote
 from schemas.decision import TradeThesis
-from tests.helpers import events_of, mock_store, runtime_with
+from tests.helpers import events_of, mock_store, services_with
 
 
 def note(stance, confidence=0.6, model="offline-quick", analyst="technical"):
@@ -87,7 +87,7 @@ def test_thesis_validator_fails_closed(kwargs, message):
 def test_abstention_makes_no_llm_call():
     store = mock_store()
     # IBM on 2012-06-15: no sample news and no fundamentals source -> news, sentiment, fundamental abstain
-    out = run_state_machine("IBM", "2012-06-15", store=store, runtime=runtime_with())
+    out = run_state_machine("IBM", "2012-06-15", store=store, services=services_with())
     notes = out.contracts["ANALYZING"]["panels"][0]["notes"]
     abst = {n["analyst"] for n in notes if n["model_used"] == ABSTAIN_MODEL}
     assert abst == {"news", "sentiment", "fundamental"}
@@ -114,7 +114,7 @@ def test_quorum_failure_is_degraded_and_halts_before_debate():
     # IBM 2012-06-15 has one real analyst (technical); break it and the rest abstain -> 3/4 ok. Break with a
     # symbol that has news too: AAPL has technical, news and sentiment; break two of them.
     out = run_state_machine(
-        "AAPL", "2011-10-10", store=store, runtime=runtime_with({"AnalystNote": [bad] * 6}, max_repair_retries=2)
+        "AAPL", "2011-10-10", store=store, services=services_with({"AnalystNote": [bad] * 6}, max_repair_retries=2)
     )
     assert out.status == "degraded"
     assert "DEBATE" not in out.contracts
@@ -135,12 +135,12 @@ def test_self_critique_fires_only_below_the_floor():
             "evidence": ["rsi14=50"],
         }
     )
-    out = run_state_machine("IBM", "2012-06-15", store=store, runtime=runtime_with({"AnalystNote": [low]}))
+    out = run_state_machine("IBM", "2012-06-15", store=store, services=services_with({"AnalystNote": [low]}))
     tech = [n for n in out.contracts["ANALYZING"]["panels"][0]["notes"] if n["analyst"] == "technical"][0]
     assert tech["self_critiqued"] is True
     store2 = mock_store()
     ok = json.dumps({"symbol": "IBM", "analyst": "technical", "stance": 0.3, "confidence": 0.40, "summary": "ok"})
-    out2 = run_state_machine("IBM", "2012-06-15", store=store2, runtime=runtime_with({"AnalystNote": [ok]}))
+    out2 = run_state_machine("IBM", "2012-06-15", store=store2, services=services_with({"AnalystNote": [ok]}))
     tech2 = [n for n in out2.contracts["ANALYZING"]["panels"][0]["notes"] if n["analyst"] == "technical"][0]
     assert tech2["self_critiqued"] is False
 
@@ -157,12 +157,12 @@ def test_self_critique_fires_only_below_the_floor():
 def test_high_conviction_escalates_the_trader_to_the_deep_tier():
     from agent.config import AgentConfig
     from agent.offline_model import OfflineChatModel
-    from graph.machine.runtime import default_runtime
+    from graph.machine.cycle_context import default_services
 
     store = mock_store()
     cfg = AgentConfig(deep_tier_conviction=0.55)  # a threshold this date's four verdicts straddle
-    rt = default_runtime(cfg, model_factory=lambda c, tier: OfflineChatModel(model_name=f"offline-{tier}"))
-    out = run_state_machine("AAPL,MSFT,IBM,GOOG", "2012-06-01", store=store, runtime=rt)
+    rt = default_services(cfg, model_factory=lambda c, tier: OfflineChatModel(model_name=f"offline-{tier}"))
+    out = run_state_machine("AAPL,MSFT,IBM,GOOG", "2012-06-01", store=store, services=rt)
     convictions = {r["symbol"]: r["conviction"] for r in out.contracts["DEBATE"]["results"]}
     trader_models = [
         e["payload"]["model"]
@@ -181,7 +181,7 @@ def test_rebuttal_failure_falls_back_to_the_first_case():
         "AAPL",
         "2012-06-01",
         store=store,
-        runtime=runtime_with({"DebateCase": [None, None] + ["oops"] * 6}, max_repair_retries=2),
+        services=services_with({"DebateCase": [None, None] + ["oops"] * 6}, max_repair_retries=2),
     )
     r = out.contracts["DEBATE"]["results"][0]
     assert r["rebuttal_fallbacks"] == ["bear", "bull"]

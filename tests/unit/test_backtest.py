@@ -12,7 +12,7 @@ import pytest
 from agent.config import AgentConfig, RiskLimits
 from agent.data.market import MarketData, default_market_data
 from database import connect
-from graph.machine.runtime import default_runtime
+from graph.machine.cycle_context import default_services
 from graph.services.backtest.loop import load_logs, run_backtest
 from graph.transports.cli.main import main as cli_main
 from schemas.simulation import EpisodeConfig
@@ -36,8 +36,8 @@ def _config(run_id="ep", **kw) -> EpisodeConfig:
     return EpisodeConfig(**base)
 
 
-def _runtime(market=None):
-    return default_runtime(AgentConfig.from_env(risk=RISK), **({"market": market} if market is not None else {}))
+def _services(market=None):
+    return default_services(AgentConfig.from_env(risk=RISK), **({"market": market} if market is not None else {}))
 
 
 @pytest.fixture
@@ -51,9 +51,9 @@ def mstore():
 
 def _run(tmp_path, sub, run_id="ep", store=None, **kw):
     s = store or connect(f"mongomock://bt_{uuid.uuid4().hex[:10]}")
-    runtime = kw.pop("runtime", None) or _runtime()
+    services = kw.pop("services", None) or _services()
     cfg = kw.pop("config", None) or _config(run_id)
-    res = run_backtest(cfg, s, progress=False, runtime=runtime, out_dir=tmp_path / sub, run_id=run_id, **kw)
+    res = run_backtest(cfg, s, progress=False, services=services, out_dir=tmp_path / sub, run_id=run_id, **kw)
     return res, tmp_path / sub / run_id
 
 
@@ -182,7 +182,7 @@ def test_no_look_ahead(tmp_path, full):
         frames[s] = f
     perturbed = MarketData(frames, source="perturbed")
     _, d1 = full  # the real data's run
-    _, d2 = _run(tmp_path, "perturbed", runtime=_runtime(perturbed))
+    _, d2 = _run(tmp_path, "perturbed", services=_services(perturbed))
     a, b = load_logs(d1 / "episode_log.jsonl"), load_logs(d2 / "episode_log.jsonl")
     before = [i for i, lg in enumerate(a) if lg.date <= t]
     assert len(before) >= 5 and len(before) < len(a)

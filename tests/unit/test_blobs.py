@@ -21,7 +21,7 @@ from pymongo.errors import PyMongoError
 from database import DuplicateEventError, Store, blobs, connect
 from database.blobs import packed
 from graph.machine.runner import run_state_machine
-from tests.helpers import runtime_with
+from tests.helpers import services_with
 from tests.killed_writers import writer_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +32,7 @@ HASHED = ("seq", "prev_hash", "hash")
 def recorded() -> list[dict]:
     """One real offline cycle's events (2 symbols) as a writer hands them to the store: no seq, no hashes."""
     store = connect(f"mongomock://rec_{uuid.uuid4().hex[:8]}")
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with())
     return [{k: v for k, v in e.items() if k not in HASHED} for e in store.events.read(out.session_id)]
 
 
@@ -152,7 +152,7 @@ def test_check_chain_names_the_seq_of_a_tampered_pack(capsys, monkeypatch) -> No
     uri = f"mongomock://packs_cli_{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv("MONGODB_URI", uri)
     store = connect(uri)
-    out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL", "2012-06-01", store=store, services=services_with())
     assert cli_main(["replay", out.session_id, "--check-chain"]) == 0
     capsys.readouterr()
     first = next(r for r in rows(store, out.session_id) if blobs.ref_of(r["payload"]))
@@ -226,7 +226,7 @@ def test_a_session_recorded_whole_replays_identical_and_its_replay_is_packed(mon
 
     store = connect(f"mongomock://whole_{uuid.uuid4().hex[:8]}")
     monkeypatch.setattr(blobs, "INLINE_MAX", 10**9)
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with())
     monkeypatch.undo()
     assert packed(rows(store, out.session_id)) == 0
     report = verify_session(store, out.session_id)
@@ -338,7 +338,7 @@ def _disk_bytes(path) -> int:
 def test_a_backtest_takes_less_disk_than_its_events_as_json(tg_home) -> None:
     """Stored whole, the audit log took ~1.65x its events' compact JSON on the embedded store's disk (nx-27017's
     JSON with spaces, its ObjectId markers, page slack, six indexes); with packs ~0.8x."""
-    from graph.machine.runtime import default_runtime
+    from graph.machine.cycle_context import default_services
     from graph.services.backtest.loop import run_backtest, session_id_of
     from schemas.simulation import EpisodeConfig
 
@@ -354,7 +354,7 @@ def test_a_backtest_takes_less_disk_than_its_events_as_json(tg_home) -> None:
             every=1,
         )
         res = run_backtest(
-            cfg, store, progress=False, runtime=default_runtime(), out_dir=tempfile.mkdtemp(), max_steps=5
+            cfg, store, progress=False, services=default_services(), out_dir=tempfile.mkdtemp(), max_steps=5
         )
         grown = _disk_bytes(store.events.local_file) - before
         events = store.events.read(session_id_of("size"))

@@ -19,20 +19,20 @@ from agent.markets import (
 )
 from agent.offline_model import OfflineChatModel
 from database.connection import connect
+from graph.machine.cycle_context import default_services
 from graph.machine.runner import InputError, run_state_machine
-from graph.machine.runtime import default_runtime
 from graph.transports.cli.main import main as cli_main
 
 
-def _counting_runtime(market: str = "us_equity"):
-    """A runtime whose model factory records every model the cycle asks for (none may be asked for)."""
+def _counting_services(market: str = "us_equity"):
+    """Services whose model factory records every model the cycle asks for (none may be asked for)."""
     asked: list[str] = []
 
     def factory(cfg, tier):
         asked.append(tier)
         return OfflineChatModel(model_name=f"offline-{tier}")
 
-    return default_runtime(AgentConfig(market=market), model_factory=factory), asked
+    return default_services(AgentConfig(market=market), model_factory=factory), asked
 
 
 @pytest.mark.parametrize(
@@ -45,10 +45,10 @@ def _counting_runtime(market: str = "us_equity"):
     ],
 )
 def test_non_trading_day_is_refused_before_any_model_call(market, day, before, after):
-    rt, asked = _counting_runtime(market)
+    rt, asked = _counting_services(market)
     store = connect(f"mongomock://cal_{uuid.uuid4().hex[:10]}")
     with pytest.raises(InputError) as e:
-        run_state_machine(["AAPL", "MSFT"], day, store=store, runtime=rt)
+        run_state_machine(["AAPL", "MSFT"], day, store=store, services=rt)
     msg = str(e.value)
     assert "\n" not in msg and day in msg and f"{before} before" in msg and f"{after} after" in msg, msg
     assert asked == []  # no model was even built, let alone called

@@ -7,14 +7,14 @@ import pytest
 from agent.config import RiskLimits
 from graph.machine.runner import InputError, SessionNotFound, run_state_machine
 from schemas.states import STATES
-from tests.helpers import events_of, mock_store, runtime_with
+from tests.helpers import events_of, mock_store, services_with
 
 
 @pytest.fixture(scope="module")
 def full_cycle():
     store = mock_store()
     # 2012-06-01 with AAPL and MSFT: both LONG, both pass risk, trades execute (see test below)
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with())
     return store, out
 
 
@@ -94,7 +94,7 @@ def test_forbidden_tool_call_is_refused_and_audited():
             ]
         ]
     }
-    out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with(script))
+    out = run_state_machine("AAPL", "2012-06-01", store=store, services=services_with(script))
     errors = [e["payload"] for e in events_of(store, out, "error")]
     refused = [e for e in errors if e.get("type") == "tool_refused"]
     assert [(r["tool"], r["state"]) for r in refused] == [
@@ -110,7 +110,7 @@ def test_forbidden_tool_call_is_refused_and_audited():
 
 def test_malformed_answer_is_repaired_with_the_validation_error():
     store = mock_store()
-    out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with({"Plan": ["not json at all"]}))
+    out = run_state_machine("AAPL", "2012-06-01", store=store, services=services_with({"Plan": ["not json at all"]}))
     assert out.status in ("completed", "rejected")
     plan_requests = [e for e in events_of(store, out, "llm_request") if e["payload"]["structured_output"] == "Plan"]
     assert len(plan_requests) == 2
@@ -123,7 +123,7 @@ def test_malformed_answer_is_repaired_with_the_validation_error():
 def test_persistent_bad_answers_fail_closed_with_no_trade():
     store = mock_store()
     bad = json.dumps({"symbol": "AAPL", "winner": "SIDEWAYS", "conviction": 0.5, "manager_rationale": "x"})
-    out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with({"ManagerVerdict": [bad] * 3}))
+    out = run_state_machine("AAPL", "2012-06-01", store=store, services=services_with({"ManagerVerdict": [bad] * 3}))
     assert out.status == "failed"
     assert "EXECUTING" not in out.contracts and "DECIDING" not in out.contracts
     errors = [e for e in events_of(store, out, "error")]
@@ -142,10 +142,10 @@ def test_sizer_stays_within_a_tight_daily_loss_cap():
     store = mock_store()
     # a 0.1% daily loss cap: the sizer buys less (or nothing) instead of proposing what the engine rejects
     out = run_state_machine(
-        "AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(risk=RiskLimits(daily_loss_cap_pct=0.1))
+        "AAPL,MSFT", "2012-06-01", store=store, services=services_with(risk=RiskLimits(daily_loss_cap_pct=0.1))
     )
     assert out.status == "completed" and out.contracts["VALIDATING"]["passed"]
-    full = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    full = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with())
     small = {o["symbol"]: o["quantity"] for o in out.contracts["DECIDING"]["orders"]}
     usual = {o["symbol"]: o["quantity"] for o in full.contracts["DECIDING"]["orders"]}
     assert usual and all(small.get(s, 0) < q for s, q in usual.items())
@@ -166,7 +166,7 @@ def test_failed_validation_routes_to_memorizing_without_executing():
         "AAPL,MSFT",
         "2012-06-01",
         store=store,
-        runtime=runtime_with(),
+        services=services_with(),
         graph=build_graph(overrides={"DECIDING": oversized}),
     )
     assert out.status == "rejected"
@@ -184,7 +184,7 @@ def test_ticker_guard_fails_the_state_closed():
     wrong = json.dumps(
         {"symbol": "MSFT", "analyst": "technical", "stance": 0.5, "confidence": 0.9, "summary": "about another stock"}
     )
-    out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with({"AnalystNote": [wrong]}))
+    out = run_state_machine("AAPL", "2012-06-01", store=store, services=services_with({"AnalystNote": [wrong]}))
     assert out.status == "failed" and out.error["state"] == "ANALYZING"
     assert "names symbol 'MSFT'" in out.error["message"]
 
@@ -200,19 +200,19 @@ def test_ticker_guard_fails_the_state_closed():
 def test_bad_input_is_rejected_before_any_event(symbols, as_of, needle):
     store = mock_store()
     with pytest.raises(InputError) as e:
-        run_state_machine(symbols, as_of, store=store, runtime=runtime_with())
+        run_state_machine(symbols, as_of, store=store, services=services_with())
     assert needle in str(e.value)
     assert store.events.sessions() == []
 
 
 def test_unknown_session_is_an_input_error():
     with pytest.raises(SessionNotFound):
-        run_state_machine("AAPL", "2012-06-01", store=mock_store(), session_id="nope", runtime=runtime_with())
+        run_state_machine("AAPL", "2012-06-01", store=mock_store(), session_id="nope", services=services_with())
 
 
 def test_same_inputs_give_the_same_contracts():
-    a = run_state_machine("AAPL,IBM", "2010-03-01", store=mock_store(), runtime=runtime_with())
-    b = run_state_machine("AAPL,IBM", "2010-03-01", store=mock_store(), runtime=runtime_with())
+    a = run_state_machine("AAPL,IBM", "2010-03-01", store=mock_store(), services=services_with())
+    b = run_state_machine("AAPL,IBM", "2010-03-01", store=mock_store(), services=services_with())
 
     def strip(c):
         return {k: v for k, v in c.items() if k not in ("EXECUTING", "MEMORIZING")}
@@ -222,7 +222,7 @@ def test_same_inputs_give_the_same_contracts():
 
 def test_token_budget_fails_the_cycle_closed():
     store = mock_store()
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(token_budget=6000))
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with(token_budget=6000))
     assert out.status == "failed"
     assert "token budget (max_tokens) of 6000 per cycle would be crossed" in out.error["message"]
     assert out.error["type"] == "TokenBudgetExceeded"
@@ -234,7 +234,7 @@ def test_token_budget_fails_the_cycle_closed():
     # checked before each call (its input estimate + its most output): the call that would cross it is never made
     assert used <= 6000
     assert len(events_of(store, out, "llm_request")) == len(events_of(store, out, "llm_response"))
-    unlimited = run_state_machine("AAPL,MSFT", "2012-06-01", store=mock_store(), runtime=runtime_with())
+    unlimited = run_state_machine("AAPL,MSFT", "2012-06-01", store=mock_store(), services=services_with())
     assert unlimited.status == "completed" and unlimited.tokens["total_tokens"] > 6000
 
 
@@ -256,7 +256,7 @@ def test_a_node_that_goes_where_the_table_forbids_fails_the_cycle_closed(goto):
         "AAPL,MSFT",
         "2012-06-01",
         store=store,
-        runtime=runtime_with(),
+        services=services_with(),
         graph=build_graph(overrides={"DECIDING": skips_validation}),
     )
     assert out.status == "failed"
@@ -281,7 +281,7 @@ def test_the_same_decision_through_the_table_executes():
         "AAPL,MSFT",
         "2012-06-01",
         store=mock_store(),
-        runtime=runtime_with(),
+        services=services_with(),
         graph=build_graph(overrides={"DECIDING": unchanged}),
     )
     assert out.status == "completed" and "VALIDATING" in out.contracts

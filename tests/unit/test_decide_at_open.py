@@ -14,8 +14,8 @@ from agent.data.news import NewsSource
 from agent.features.bundle import round_value
 from agent.metrics import buy_and_hold_curve
 from agent.tools import ToolContext, get_indicators, get_market_snapshot, get_price_history, with_context
+from graph.machine.cycle_context import default_services
 from graph.machine.runner import run_state_machine
-from graph.machine.runtime import default_runtime
 from graph.services.backtest.loop import load_logs, run_backtest
 from graph.services.replay.lookahead import audit_events
 from graph.services.replay.session import verify_session
@@ -64,12 +64,12 @@ def _numbers_in(obj) -> set[float]:
     return found
 
 
-def _open_runtime(**kw):
-    return default_runtime(AgentConfig(decide_at="open", risk=RISK), **kw)
+def _open_services(**kw):
+    return default_services(AgentConfig(decide_at="open", risk=RISK), **kw)
 
 
 def test_an_open_cycle_never_reads_its_own_bar_but_the_open_and_fills_there(mstore):
-    out = run_state_machine(SYMBOLS, DAY, store=mstore, runtime=_open_runtime())
+    out = run_state_machine(SYMBOLS, DAY, store=mstore, services=_open_services())
     assert out.status == "completed", out.error
     scan = out.contracts["SCANNING"]
     for snap in scan["snapshots"]:
@@ -100,7 +100,7 @@ def test_an_open_cycle_never_reads_its_own_bar_but_the_open_and_fills_there(msto
 
 
 def test_tools_answer_from_the_bars_a_decision_at_the_open_may_read():
-    rt = _open_runtime()
+    rt = _open_services()
     ctx = ToolContext(as_of=DAY, universe=SYMBOLS, portfolio=_empty_book(), bundle_factory=lambda s: rt.bundle(s, DAY))
     history = get_price_history.invoke(with_context({"symbol": "AAPL", "lookback": 20}, ctx))
     assert history[-1]["date"] == BEFORE and len(history) == 20
@@ -112,7 +112,7 @@ def test_tools_answer_from_the_bars_a_decision_at_the_open_may_read():
     row = get_market_snapshot.invoke(with_context({"symbols": ["AAPL"]}, ctx))[0]
     assert row["open"] == round_value(float(_bar("AAPL", DAY)["open"])) and row["close"] == close["close"]
     # the same tools at the close read D's whole bar (the check above could fail)
-    at_close = default_runtime(AgentConfig())
+    at_close = default_services(AgentConfig())
     ctx = ToolContext(
         as_of=DAY, universe=SYMBOLS, portfolio=_empty_book(), bundle_factory=lambda s: at_close.bundle(s, DAY)
     )
@@ -139,20 +139,22 @@ def test_news_at_0929_new_york_is_known_at_the_open_0931_is_not(mstore):
         },
     ]
     news = NewsSource(items, source="test-news")
-    out = run_state_machine(["AAPL"], DAY, store=mstore, runtime=_open_runtime(news=news))
+    out = run_state_machine(["AAPL"], DAY, store=mstore, services=_open_services(news=news))
     assert out.status == "completed", out.error
     seen = [i["headline"] for i in out.contracts["SCANNING"]["snapshots"][0]["bundle"]["news"]["items"]]
     assert seen == ["Apple early item"]
     prompts = json.dumps([e["payload"] for e in mstore.events.read(out.session_id, kind="llm_request")])
     assert "Apple early item" in prompts and "Apple late item" not in prompts
     # at the close of the same day all three were published before the decision
-    closed = run_state_machine(["AAPL"], DAY, store=mstore, runtime=default_runtime(AgentConfig(risk=RISK), news=news))
+    closed = run_state_machine(
+        ["AAPL"], DAY, store=mstore, services=default_services(AgentConfig(risk=RISK), news=news)
+    )
     assert len(closed.contracts["SCANNING"]["snapshots"][0]["bundle"]["news"]["items"]) == 3
 
 
 def test_replay_verify_of_an_open_session_is_identical(mstore, monkeypatch):
-    out = run_state_machine(SYMBOLS, DAY, store=mstore, runtime=_open_runtime())
-    again = run_state_machine(SYMBOLS, "2012-03-06", store=mstore, session_id=out.session_id, runtime=_open_runtime())
+    out = run_state_machine(SYMBOLS, DAY, store=mstore, services=_open_services())
+    again = run_state_machine(SYMBOLS, "2012-03-06", store=mstore, session_id=out.session_id, services=_open_services())
     assert again.status == "completed", again.error
     # today's environment decides at the close: the replay runs with the recorded decision time regardless
     monkeypatch.setenv("TRADEGRAPH_DECIDE_AT", "close")
@@ -176,7 +178,7 @@ def test_a_backtest_at_the_open_trades_and_marks_at_opens(tmp_path, mstore):
         decide_at="open",
     )
     res = run_backtest(
-        cfg, mstore, progress=False, runtime=default_runtime(AgentConfig(risk=RISK)), out_dir=tmp_path, run_id="open"
+        cfg, mstore, progress=False, services=default_services(AgentConfig(risk=RISK)), out_dir=tmp_path, run_id="open"
     )
     logs = load_logs(tmp_path / "open" / "episode_log.jsonl")
     assert res.decision_points == len(logs) >= 8 and res.cycle_statuses == {"completed": len(logs)}
@@ -212,7 +214,7 @@ def test_a_held_symbol_outside_the_cycle_is_marked_at_the_open_at_the_open(mstor
         session = f"marks-{decide_at}"
         mstore.portfolios.save(session, held, "seed")
         out = run_state_machine(
-            ["AAPL"], DAY, store=mstore, session_id=session, runtime=default_runtime(AgentConfig(decide_at=decide_at))
+            ["AAPL"], DAY, store=mstore, session_id=session, services=default_services(AgentConfig(decide_at=decide_at))
         )
         assert out.contracts["SCANNING"]["marks"] == {"IBM": round_value(float(_bar("IBM", DAY)[field]))}
         assert "untradable" not in out.contracts["SCANNING"]  # IBM has a bar that day

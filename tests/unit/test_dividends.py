@@ -11,8 +11,8 @@ import pytest
 from agent.config import AgentConfig, RiskLimits
 from agent.data.market import default_market_data
 from agent.dividends import credit_dividends, due_dividends
+from graph.machine.cycle_context import default_services
 from graph.machine.runner import run_state_machine
-from graph.machine.runtime import default_runtime
 from graph.services.backtest.loop import load_logs, run_backtest
 from graph.services.portfolio_view import portfolio_view
 from graph.services.replay.session import verify_session
@@ -74,7 +74,7 @@ def test_what_is_owed_and_to_whom():
 @pytest.mark.parametrize("decide_at", ["open", "close"])
 def test_a_dividend_is_credited_once_on_its_ex_date_and_replayed(mstore, decide_at):
     src = Dividends({"AAPL": [("2012-03-06", 0.5)], "MSFT": [("2012-03-07", 0.2)]})
-    rt = default_runtime(AgentConfig(decide_at=decide_at, risk=RiskLimits(max_positions=2)), actions=src)
+    rt = default_services(AgentConfig(decide_at=decide_at, risk=RiskLimits(max_positions=2)), actions=src)
     session = f"div-{decide_at}"
     # the starting cash (100,000) less 100 AAPL bought at 60 without fees, so the book's P&L identity holds
     seeded = PortfolioSnapshot(
@@ -82,7 +82,7 @@ def test_a_dividend_is_credited_once_on_its_ex_date_and_replayed(mstore, decide_
     )
     mstore.portfolios.save(session, seeded, "seed")
     outs = [
-        run_state_machine(["AAPL", "MSFT"], day, store=mstore, session_id=session, runtime=rt)
+        run_state_machine(["AAPL", "MSFT"], day, store=mstore, session_id=session, services=rt)
         for day in ("2012-03-05", "2012-03-06", "2012-03-07")
     ]
     assert [o.status for o in outs] == ["completed"] * 3, [o.error for o in outs]
@@ -126,8 +126,8 @@ def test_a_backtest_is_paid_on_the_ex_date_not_after_an_exit_nor_on_a_buy_that_d
         bars_in_case=5,
         decide_at="open",
     )
-    rt = default_runtime(AgentConfig(risk=RiskLimits(max_notional_pct=60.0, exposure_cap_pct=100.0)), actions=src)
-    res = run_backtest(cfg, mstore, progress=False, runtime=rt, out_dir=tmp_path, run_id="div")
+    rt = default_services(AgentConfig(risk=RiskLimits(max_notional_pct=60.0, exposure_cap_pct=100.0)), actions=src)
+    res = run_backtest(cfg, mstore, progress=False, services=rt, out_dir=tmp_path, run_id="div")
     logs = {lg.date: lg for lg in load_logs(tmp_path / "div" / "episode_log.jsonl")}
     trades = [(t.date, t.side, t.reason) for t in res.trade_history.trades if t.symbol == "AAPL"]
     assert (

@@ -16,7 +16,7 @@ from graph.machine.runner import approve_cycle, run_state_machine
 from schemas import events as ev
 from schemas.base import CycleStatus, RecordedStatus
 from schemas.events import EVENT_KINDS, PAYLOADS, EventParseError, parse_event, upcaster
-from tests.helpers import mock_store, runtime_with
+from tests.helpers import mock_store, services_with
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,7 +39,7 @@ def _assert_ended_as(store, out, status: str) -> list[dict]:
 
 def test_every_event_of_a_completed_cycle_parses_and_it_ends_completed():
     store = mock_store()
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with())
     events = _assert_ended_as(store, out, "completed")
     assert out.events == len(events)  # the cycle_ended is counted in the outcome: written before the writer closed
     kinds = {e["kind"] for e in events}
@@ -62,7 +62,7 @@ def test_every_event_of_a_completed_cycle_parses_and_it_ends_completed():
 def test_a_failed_cycle_ends_failed():
     store = mock_store()
     bad = json.dumps({"symbol": "AAPL", "winner": "SIDEWAYS", "conviction": 0.5, "manager_rationale": "x"})
-    out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with({"ManagerVerdict": [bad] * 3}))
+    out = run_state_machine("AAPL", "2012-06-01", store=store, services=services_with({"ManagerVerdict": [bad] * 3}))
     events = _assert_ended_as(store, out, "failed")
     assert any(parse_event(e).kind == "error" for e in events)
 
@@ -70,7 +70,7 @@ def test_a_failed_cycle_ends_failed():
 def test_a_degraded_cycle_ends_degraded():
     store = mock_store()
     out = run_state_machine(
-        "AAPL", "2011-10-10", store=store, runtime=runtime_with({"AnalystNote": ["{}"] * 6}, max_repair_retries=2)
+        "AAPL", "2011-10-10", store=store, services=services_with({"AnalystNote": ["{}"] * 6}, max_repair_retries=2)
     )
     _assert_ended_as(store, out, "degraded")
 
@@ -90,28 +90,28 @@ def test_a_rejected_decision_ends_rejected():
         "AAPL,MSFT",
         "2012-06-01",
         store=store,
-        runtime=runtime_with(),
+        services=services_with(),
         graph=build_graph(overrides={"DECIDING": oversized}),
     )
     _assert_ended_as(store, out, "rejected")
 
 
 def test_a_failure_after_the_fill_ends_executed_with_errors():
-    unlimited = run_state_machine("AAPL,MSFT", "2012-06-01", store=mock_store(), runtime=runtime_with())
+    unlimited = run_state_machine("AAPL,MSFT", "2012-06-01", store=mock_store(), services=services_with())
     store = mock_store()  # every call but MEMORIZING's last: the budget runs out after EXECUTING filled
     out = run_state_machine(
-        "AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(max_llm_calls=unlimited.llm_calls - 1)
+        "AAPL,MSFT", "2012-06-01", store=store, services=services_with(max_llm_calls=unlimited.llm_calls - 1)
     )
     _assert_ended_as(store, out, "executed_with_errors")
 
 
 def test_a_paused_cycle_has_no_cycle_ended_until_it_is_decided():
     store = mock_store()
-    paused = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(), approve=True)
+    paused = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with(), approve=True)
     assert paused.status == "pending_approval"
     assert not [e for e in _cycle_events(store, paused) if e["kind"] == "cycle_ended"]
     assert load_session(store, paused.session_id).cycles[-1].status == "pending_approval"  # inferred, as before
-    out = approve_cycle(paused.session_id, store=store, approved=False, by="tester", runtime=runtime_with())
+    out = approve_cycle(paused.session_id, store=store, approved=False, by="tester", services=services_with())
     _assert_ended_as(store, out, "rejected")
 
 
@@ -121,10 +121,10 @@ def test_a_crash_the_runner_catches_ends_failed_after_its_error():
             raise RuntimeError("the graph blew up")
 
     store = mock_store()
-    first = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with())
+    first = run_state_machine("AAPL", "2012-06-01", store=store, services=services_with())
     with pytest.raises(RuntimeError, match="blew up"):
         run_state_machine(
-            "AAPL", "2012-06-04", store=store, session_id=first.session_id, runtime=runtime_with(), graph=Crashing()
+            "AAPL", "2012-06-04", store=store, session_id=first.session_id, services=services_with(), graph=Crashing()
         )
     events = [e for e in store.events.read(first.session_id) if e["cycle_id"] != first.cycle_id]
     session_id = first.session_id
@@ -148,7 +148,7 @@ def test_a_crash_out_of_the_graph_after_the_fill_ends_executed_with_errors():
             "AAPL,MSFT",
             "2012-06-01",
             store=store,
-            runtime=runtime_with(),
+            services=services_with(),
             graph=build_graph(overrides={"MEMORIZING": interrupted}),
         )
     [session_id] = [s["session_id"] for s in store.events.sessions()]
@@ -178,7 +178,7 @@ def test_a_crash_whose_store_cannot_say_leaves_the_status_to_the_log(monkeypatch
             "AAPL,MSFT",
             "2012-06-01",
             store=store,
-            runtime=runtime_with(),
+            services=services_with(),
             graph=build_graph(overrides={"MEMORIZING": interrupted}),
         )
     [session_id] = [s["session_id"] for s in store.events.sessions()]
@@ -191,7 +191,7 @@ def test_a_crash_whose_store_cannot_say_leaves_the_status_to_the_log(monkeypatch
 
 def test_replay_reads_the_recorded_status_and_infers_only_without_one():
     store = mock_store()
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with())
     events = store.events.read(out.session_id)
     doctored = copy.deepcopy(events)
     doctored[-1]["payload"]["status"] = "rejected"  # what it says wins over what the other events suggest
@@ -207,7 +207,7 @@ def test_replay_reads_the_recorded_status_and_infers_only_without_one():
 @pytest.fixture(scope="module")
 def recorded() -> list[dict]:
     store = mock_store()
-    out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL", "2012-06-01", store=store, services=services_with())
     return store.events.read(out.session_id)
 
 

@@ -18,7 +18,7 @@ from graph.machine.runner import run_state_machine
 from schemas.analysis import AnalystNote
 from schemas.plan import Plan
 from schemas.portfolio import PortfolioSnapshot, Position
-from tests.helpers import events_of, mock_store, runtime_with
+from tests.helpers import events_of, mock_store, services_with
 
 PLAN = {
     "objective": "decide",
@@ -32,7 +32,7 @@ PLAN = {
 def test_a_plan_naming_an_asset_twice_is_repaired_never_doubled():
     store = mock_store()
     dup = json.dumps({**PLAN, "assets": ["AAPL", "AAPL"]})
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with({"Plan": [dup]}))
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with({"Plan": [dup]}))
     refused = [
         e
         for e in events_of(store, out, "validation")
@@ -75,23 +75,23 @@ def test_a_rebuttal_about_another_ticker_fails_the_debate_at_once():
             json.dumps({**case, "symbol": "MSFT", "side": "bull"}),
         ]
     }
-    out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with(script))
+    out = run_state_machine("AAPL", "2012-06-01", store=store, services=services_with(script))
     assert out.status == "failed" and out.error["state"] == "DEBATE" and out.error["type"] == "TickerGuardError"
     assert "EXECUTING" not in out.contracts and store.executions.get(out.cycle_id) is None
 
 
 def test_a_rounded_citation_passes_and_an_invented_one_still_fails():
     store = mock_store()
-    first = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with())
+    first = run_state_machine("AAPL", "2012-06-01", store=store, services=services_with())
     rsi = first.contracts["SCANNING"]["snapshots"][0]["bundle"]["technical"]["rsi14"]
     answer = {"symbol": "AAPL", "question": "q", "answer": "a"}
     rounded = json.dumps({**answer, "metrics": {"rsi14": round(rsi, 2)}})
-    out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with({"QuantAnswer": [rounded]}))
+    out = run_state_machine("AAPL", "2012-06-01", store=store, services=services_with({"QuantAnswer": [rounded]}))
     assert out.status == "completed" and out.contracts["ANALYZING"]["panels"][0]["quant"]["metrics"] == {
         "rsi14": round(rsi, 2)
     }
     invented = json.dumps({**answer, "metrics": {"rsi14": round(rsi + 3, 2)}})
-    out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with({"QuantAnswer": [invented] * 3}))
+    out = run_state_machine("AAPL", "2012-06-01", store=store, services=services_with({"QuantAnswer": [invented] * 3}))
     # isolated like an analyst: the quant's answer is lost for this symbol, the cycle goes on
     assert out.status == "completed" and out.contracts["ANALYZING"]["panels"][0]["quant"] is None
     assert any(e["payload"].get("type") == "quant_failed" for e in events_of(store, out, "error"))
@@ -99,7 +99,7 @@ def test_a_rounded_citation_passes_and_an_invented_one_still_fails():
 
 def test_when_nobody_takes_a_side_there_is_no_winner_and_no_debate_call():
     store = mock_store()
-    out = run_state_machine("FB", "2012-06-01", store=store, runtime=runtime_with())  # FB listed 10 sessions before
+    out = run_state_machine("FB", "2012-06-01", store=store, services=services_with())  # FB listed 10 sessions before
     notes = out.contracts["ANALYZING"]["panels"][0]["notes"]
     assert all(n["model_used"] == "deterministic-abstain" or abs(n["stance"]) <= 0.05 for n in notes)
     result = out.contracts["DEBATE"]["results"][0]
@@ -120,12 +120,12 @@ def test_yesterdays_loss_does_not_count_against_todays_cap():
 
 def test_a_position_outside_the_cycle_is_valued_at_market_not_cost():
     store = mock_store()
-    first = run_state_machine("IBM", "2012-06-01", store=store, runtime=runtime_with())
+    first = run_state_machine("IBM", "2012-06-01", store=store, services=services_with())
     sid = first.session_id
     # an IBM position bought long ago at 10: its value is what it fetches on the day
     book = PortfolioSnapshot(cash=50_000.0, positions={"IBM": Position(symbol="IBM", quantity=100, avg_price=10.0)})
     store.portfolios.save(sid, book, "seed")
-    out = run_state_machine("AAPL", "2012-06-04", store=store, session_id=sid, runtime=runtime_with())
+    out = run_state_machine("AAPL", "2012-06-04", store=store, session_id=sid, services=services_with())
     mark = out.contracts["SCANNING"]["marks"]["IBM"]
     assert mark > 150  # IBM traded near 190 in June 2012, nowhere near its cost of 10
     checks = out.contracts["VALIDATING"]["checks"]
@@ -136,7 +136,7 @@ def test_a_position_outside_the_cycle_is_valued_at_market_not_cost():
 
 def test_cn_a_share_orders_come_in_lots_of_100():
     store = mock_store()
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(market="cn_a_share"))
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with(market="cn_a_share"))
     buys = [o for o in out.contracts["DECIDING"]["orders"] if o["side"] == "BUY"]
     assert buys and all(o["quantity"] % 100 == 0 for o in buys)
     assert out.contracts["VALIDATING"]["passed"] and out.contracts["EXECUTING"]["status"] == "filled"

@@ -16,7 +16,7 @@ from graph.machine.runner import run_state_machine
 from graph.services.replay.session import verify_session
 from schemas import ALL_CONTRACTS
 from schemas.memory import RetrievalHit
-from tests.helpers import events_of, mock_store, runtime_with
+from tests.helpers import events_of, mock_store, services_with
 
 SYMBOLS = "AAPL,MSFT,IBM"
 DAYS = ("2012-06-01", "2012-06-04")
@@ -24,15 +24,15 @@ COMPARED = ("SCANNING", "PLANNING", "ANALYZING", "DEBATE", "DECIDING", "VALIDATI
 
 
 def _under(protocol):
-    rt = runtime_with()
-    rt.protocol = protocol  # the pass protocol is the runtime's (graph/machine/runtime.py)
+    rt = services_with()
+    rt.protocol = protocol  # the pass protocol is the services' (graph/machine/cycle_context.py)
     return rt
 
 
 def _two_days(protocol):
     store = mock_store()
-    first = run_state_machine(SYMBOLS, DAYS[0], store=store, runtime=_under(protocol))
-    second = run_state_machine(SYMBOLS, DAYS[1], store=store, session_id=first.session_id, runtime=_under(protocol))
+    first = run_state_machine(SYMBOLS, DAYS[0], store=store, services=_under(protocol))
+    second = run_state_machine(SYMBOLS, DAYS[1], store=store, session_id=first.session_id, services=_under(protocol))
     return store, first, second
 
 

@@ -14,7 +14,7 @@ from agent.data.fundamentals import SAMPLE_FUNDAMENTALS, FundamentalsSource
 from agent.data.market import MarketData, default_market_data
 from agent.data.news import SAMPLE_NEWS, NewsSource
 from database import connect
-from graph.machine.runtime import default_runtime
+from graph.machine.cycle_context import default_services
 from graph.services.backtest.loop import load_logs, run_backtest
 from schemas.simulation import EpisodeConfig
 
@@ -74,11 +74,11 @@ def _perturbed_market() -> MarketData:
 
 def _run(tmp_path, name, **sources):
     store = connect(f"mongomock://la_{uuid.uuid4().hex[:10]}")
-    rt = default_runtime(AgentConfig(), **sources)
+    rt = default_services(AgentConfig(), **sources)
     cfg = EpisodeConfig(
         episode_id="la", tickers=TICKERS, initial_cash=100_000.0, start=START, end=END, every=1, bars_in_case=5
     )
-    run_backtest(cfg, store, progress=False, runtime=rt, out_dir=tmp_path / name, run_id="la")
+    run_backtest(cfg, store, progress=False, services=rt, out_dir=tmp_path / name, run_id="la")
     return load_logs(tmp_path / name / "la" / "episode_log.jsonl"), store
 
 

@@ -12,13 +12,13 @@ from graph.machine.runner import run_state_machine
 from graph.services.backtest.loop import run_backtest
 from graph.services.replay.lookahead import LookaheadReport, audit_events, audit_sessions
 from schemas.simulation import EpisodeConfig
-from tests.helpers import mock_store, runtime_with
+from tests.helpers import mock_store, services_with
 
 
 @pytest.fixture(scope="module")
 def recorded():
     store = mock_store()
-    rt = runtime_with()
+    rt = services_with()
     # headlines on both sides of the 2012-06-01 close (16:00 EDT = 20:00 UTC): only the earlier one is known
     rt.news = NewsSource(
         [
@@ -26,7 +26,7 @@ def recorded():
             {"symbol": "AAPL", "published_at": "2012-06-01T20:01:00Z", "headline": "Apple probe"},
         ]
     )
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=rt)
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=rt)
     return store, out, store.events.read(out.session_id)
 
 
@@ -114,7 +114,7 @@ def test_a_backtest_is_audited_with_its_cases(tmp_path):
     config = EpisodeConfig(
         episode_id="la", tickers=["AAPL"], initial_cash=100_000, start="2012-05-29", end="2012-05-31"
     )
-    run_backtest(config, store, progress=False, runtime=runtime_with(), out_dir=tmp_path)
+    run_backtest(config, store, progress=False, services=services_with(), out_dir=tmp_path)
     report = audit_sessions(store, ["bt-la"])
     assert len(report.cycles) == 3 and report.leaks == []
     assert report.checked()["bar"] > 3 * 20  # each Case's bars and each bundle's history
@@ -137,9 +137,9 @@ def test_an_event_the_audit_cannot_read_leaves_its_cycle_unaudited_and_named(rec
 def _leaky_session():
     """A session whose cycle really saw a headline published after its decision (a leak the audit names)."""
     store = mock_store()
-    rt = runtime_with()
+    rt = services_with()
     rt.news = NewsSource([{"symbol": "AAPL", "published_at": "2012-06-01T19:59:00Z", "headline": "Apple beats"}])
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=rt)
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=rt)
     return store, out
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from agent.config import AgentConfig
 from agent.offline_model import OfflineChatModel
 from database.connection import connect
+from graph.machine.cycle_context import default_services
 from graph.machine.runner import run_state_machine
-from graph.machine.runtime import default_runtime
 from graph.services.replay.session import verify_session
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -50,10 +50,10 @@ def _session(networked: bool):
     # a provider model name makes the cycle treat its model as networked (AgentConfig.parallel_llm)
     cfg = AgentConfig(quick_model="openai:gpt-4o-mini", deep_model="openai:gpt-4o") if networked else AgentConfig()
     assert cfg.parallel_llm is networked
-    rt = lambda: default_runtime(cfg, model_factory=lambda c, tier: model)  # noqa: E731
+    rt = lambda: default_services(cfg, model_factory=lambda c, tier: model)  # noqa: E731
     store = connect(f"mongomock://memp_{uuid.uuid4().hex[:10]}")
-    first = run_state_machine(SYMBOLS, OPEN, store=store, runtime=rt())
-    second = run_state_machine(SYMBOLS, STOPPED, store=store, session_id=first.session_id, runtime=rt())
+    first = run_state_machine(SYMBOLS, OPEN, store=store, services=rt())
+    second = run_state_machine(SYMBOLS, STOPPED, store=store, session_id=first.session_id, services=rt())
     return store, second, COUNTERS[name]["peak"]
 
 

@@ -16,8 +16,8 @@ from agent.exits import outcome_of
 from agent.offline_model import OfflineChatModel
 from agent.reviewer import review_trade
 from database.connection import connect
+from graph.machine.cycle_context import default_services
 from graph.machine.runner import run_state_machine
-from graph.machine.runtime import default_runtime
 from graph.services.replay.session import verify_session
 from graph.transports.cli.main import main as cli_main
 from schemas.memory import ClosedTrade, MemoryRecord
@@ -148,20 +148,20 @@ def test_later_cycles_recall_the_lesson_audited_with_ranks(mstore, stopped_sessi
 
 def test_memory_off_recalls_nothing_and_session_mode_only_its_own(mstore, stopped_session):
     _, second = stopped_session
-    off = run_state_machine(SYMBOLS, "2012-03-07", store=mstore, runtime=default_runtime(AgentConfig(memory="off")))
+    off = run_state_machine(SYMBOLS, "2012-03-07", store=mstore, services=default_services(AgentConfig(memory="off")))
     assert _retrievals(mstore, off.session_id, off.cycle_id) == []
     assert not any(
         "Relevant past notes:" in str(e["payload"]["messages"])
         for e in mstore.events.read(off.session_id, kind="llm_request")
     )
     other = run_state_machine(
-        SYMBOLS, "2012-03-07", store=mstore, runtime=default_runtime(AgentConfig(memory="session"))
+        SYMBOLS, "2012-03-07", store=mstore, services=default_services(AgentConfig(memory="session"))
     )
     events = _retrievals(mstore, other.session_id, other.cycle_id)
     assert events and all(e["filter"]["session_id"] == other.session_id for e in events)
     # a fresh session has written nothing before 2012-03-07: session mode finds nothing of the other session
     assert all(not e["hits"] for e in events)
-    on = run_state_machine(SYMBOLS, "2012-03-07", store=mstore, runtime=default_runtime(AgentConfig(memory="on")))
+    on = run_state_machine(SYMBOLS, "2012-03-07", store=mstore, services=default_services(AgentConfig(memory="on")))
     assert any(e["hits"] for e in _retrievals(mstore, on.session_id, on.cycle_id))
 
 

@@ -8,7 +8,7 @@ import uuid
 
 from agent.config import AgentConfig
 from database import connect
-from graph.machine.runtime import default_runtime
+from graph.machine.cycle_context import default_services
 from graph.services.backtest.loop import load_logs, run_backtest
 from schemas.memory import MemoryRecord
 from schemas.simulation import EpisodeConfig
@@ -55,7 +55,7 @@ def _run(tmp_path, store, name, run_id):
         memory="on",
     )
     run_backtest(
-        cfg, store, progress=False, runtime=default_runtime(AgentConfig()), out_dir=tmp_path / name, run_id=run_id
+        cfg, store, progress=False, services=default_services(AgentConfig()), out_dir=tmp_path / name, run_id=run_id
     )
     return load_logs(tmp_path / name / run_id / "episode_log.jsonl")
 

@@ -10,8 +10,8 @@ import pytest
 from agent.config import AgentConfig, RiskLimits
 from agent.data.market import MarketData
 from agent.markets import trading_days
+from graph.machine.cycle_context import default_services
 from graph.machine.runner import InputError, run_state_machine
-from graph.machine.runtime import default_runtime
 from graph.services.backtest.loop import decision_dates, load_logs, run_backtest
 from schemas.simulation import EpisodeConfig
 from tests.helpers import mock_store
@@ -51,7 +51,7 @@ def test_a_symbol_without_a_bar_sits_the_day_out_valued_at_its_last_close(tmp_pa
         cfg,
         store,
         progress=False,
-        runtime=default_runtime(AgentConfig(risk=RISK), market=gapped),
+        services=default_services(AgentConfig(risk=RISK), market=gapped),
         out_dir=tmp_path,
         run_id="gap",
     )
@@ -99,7 +99,7 @@ def test_a_standalone_run_on_a_missing_bar_is_refused_naming_the_nearest_bars(ga
                 ["GAP", "UPA"],
                 GAP[1],
                 store=store,
-                runtime=default_runtime(AgentConfig(decide_at=decide_at), market=gapped),
+                services=default_services(AgentConfig(decide_at=decide_at), market=gapped),
             )
 
 

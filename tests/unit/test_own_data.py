@@ -79,7 +79,7 @@ def test_a_changed_file_is_a_reported_hash_difference_and_never_read(env, capsys
         )
         in out
     )
-    # the replay's runtime holds no data for it: reading it fails naming why, instead of reading today's file
+    # the replay's services hold no data for it: reading it fails naming why, instead of reading today's file
     sources, lines = recorded_sources(_manifests(db, session)[0]["data"])
     assert isinstance(sources["market"], Unavailable) and len(lines) == 1
     with pytest.raises(DataError, match="changed since the run was recorded"):
@@ -307,7 +307,7 @@ def test_files_load_once_per_version_and_the_bundled_path_is_the_default_object(
     f = tmp_path / "a.csv"
     shutil.copy(ACME_CSV, f)
     first = load_file("prices", f)
-    assert load_file("prices", str(f)) is first  # a runtime per call reuses it (and its indicator frames)
+    assert load_file("prices", str(f)) is first  # services per call reuse it (and its indicator frames)
     with f.open("a") as fh:
         fh.write("ACME,2025-01-02,47.1,47.9,46.5,47.5,1000000\n")
     assert load_file("prices", f) is not first and load_file("prices", f).date_range("ACME")[1].year == 2025

@@ -20,7 +20,7 @@ from agent.prompts import find_evidence
 from graph.machine.runner import run_state_machine
 from graph.services.replay.session import load_session, verify_session
 from schemas.states import ALLOW_LISTS, MARKET_TOOLS, STATE_CONTRACTS, allow_list
-from tests.helpers import events_of, mock_store, runtime_with
+from tests.helpers import events_of, mock_store, services_with
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from critical_path import critical_path
@@ -31,10 +31,10 @@ COMPARED = ("SCANNING", "PLANNING", "ANALYZING", "DEBATE", "DECIDING", "VALIDATI
 
 def _record(symbols=SYMBOLS, protocol=None, script=None):
     store = mock_store()
-    rt = runtime_with(script)
+    rt = services_with(script)
     if protocol is not None:
-        rt.protocol = protocol  # the pass protocol is the runtime's (graph/machine/runtime.py)
-    out = run_state_machine(symbols, "2012-06-01", store=store, runtime=rt)
+        rt.protocol = protocol  # the pass protocol is the services' (graph/machine/cycle_context.py)
+    out = run_state_machine(symbols, "2012-06-01", store=store, services=rt)
     return store, out
 
 

@@ -12,13 +12,13 @@ from agent.data.market import VENDORED_CSV, load_market_data
 from graph.machine.runner import approve_cycle, run_state_machine
 from graph.services.replay.session import load_session, verify_session
 from graph.transports.cli.main import main as cli_main
-from tests.helpers import mock_store, runtime_with
+from tests.helpers import mock_store, services_with
 
 
 def test_the_manifest_is_each_cycles_first_event_and_holds_no_secret(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-value")
     store = mock_store()
-    out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL", "2012-06-01", store=store, services=services_with())
     first = store.events.read(out.session_id)[0]
     assert first["kind"] == "manifest" and first["seq"] == 1
     m = first["payload"]
@@ -30,8 +30,8 @@ def test_the_manifest_is_each_cycles_first_event_and_holds_no_secret(monkeypatch
 
 def test_a_rejected_approval_replays_identical_without_executing():
     store = mock_store()
-    paused = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(), approve=True)
-    rejected = approve_cycle(paused.session_id, store=store, approved=False, by="bob", runtime=runtime_with())
+    paused = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with(), approve=True)
+    rejected = approve_cycle(paused.session_id, store=store, approved=False, by="bob", services=services_with())
     assert rejected.status == "rejected" and "EXECUTING" not in rejected.contracts
     report = verify_session(store, paused.session_id)
     assert report.identical, report.first_divergence
@@ -50,9 +50,9 @@ def test_a_session_from_a_users_price_file_verifies_after_the_file_is_gone(tmp_p
     mine = tmp_path / "my_prices.csv"
     mine.write_text("\n".join([header] + ["ZZZ" + r[4:] for r in body]) + "\n")
     store = mock_store()
-    rt = runtime_with()
+    rt = services_with()
     rt.market = load_market_data(mine)
-    out = run_state_machine("ZZZ", "2012-06-01", store=store, runtime=rt)
+    out = run_state_machine("ZZZ", "2012-06-01", store=store, services=rt)
     assert out.status == "completed"
     manifest = store.events.read(out.session_id)[0]["payload"]
     assert manifest["data"]["market"]["source"] == str(mine.resolve()) and manifest["data"]["market"]["sha256"]
@@ -68,7 +68,7 @@ def test_a_session_from_a_users_price_file_verifies_after_the_file_is_gone(tmp_p
 
 def test_verify_uses_the_recorded_limits_and_reports_todays(tmp_path, monkeypatch):
     store = mock_store()
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with())
     limits = tmp_path / "limits.toml"
     limits.write_text("[risk]\nmax_notional_pct = 10.0\n")
     monkeypatch.setenv("TRADEGRAPH_RISK_LIMITS", str(limits))
@@ -85,7 +85,7 @@ def test_check_chain_names_the_first_tampered_event(capsys, monkeypatch):
     from database.connection import connect
 
     store = connect(uri)
-    out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL", "2012-06-01", store=store, services=services_with())
     assert cli_main(["replay", out.session_id, "--check-chain"]) == 0
     assert "hash chain intact" in capsys.readouterr().out
     store.db["state_events"].update_one({"session_id": out.session_id, "seq": 7}, {"$set": {"payload.tampered": True}})
@@ -118,7 +118,7 @@ def _case_with_item():
 def test_a_backtest_case_is_recorded_and_replayed_from_the_recording():
     store = mock_store()
     case = _case_with_item()
-    out = run_state_machine(["AAPL", "MSFT"], "2011-02-01", store=store, runtime=runtime_with(), case=case)
+    out = run_state_machine(["AAPL", "MSFT"], "2011-02-01", store=store, services=services_with(), case=case)
     assert out.status in ("completed", "rejected")
     assert store.events.read(out.session_id)[0]["payload"]["inputs"]["case"] == case
     report = verify_session(store, out.session_id)
@@ -129,7 +129,7 @@ def test_a_backtest_case_is_recorded_and_replayed_from_the_recording():
 
 def test_a_cycle_that_ran_out_of_token_budget_replays_the_same_failure():
     store = mock_store()
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(token_budget=9000))
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with(token_budget=9000))
     assert out.status == "failed" and out.error["type"] == "TokenBudgetExceeded"
     report = verify_session(store, out.session_id)
     assert report.identical, report.first_divergence and report.first_divergence.describe()
@@ -142,7 +142,7 @@ def test_a_different_failure_is_a_divergence_even_with_the_same_contracts():
     store = mock_store()
     # 6000 tokens run out in ANALYZING (pass protocol 4 spends between 6,500 and 7,000 through ANALYZING, each call
     # reserving its output cap before it is sent; 7000 run out in DEBATE)
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(token_budget=6000))
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with(token_budget=6000))
     # a bigger budget today must not matter (the recorded one is used), but an edited error must show
     store.db["state_events"].update_one(
         {"session_id": out.session_id, "kind": "error", "payload.type": "TokenBudgetExceeded"},
@@ -161,7 +161,7 @@ def test_a_different_failure_is_a_divergence_even_with_the_same_contracts():
 
 def test_a_cycle_still_waiting_for_approval_replays_to_the_same_pause():
     store = mock_store()
-    paused = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with(), approve=True)
+    paused = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with(), approve=True)
     assert paused.status == "pending_approval"
     recorded = load_session(store, paused.session_id)
     assert recorded.cycles[0].status == "pending_approval" and not recorded.warnings()
@@ -174,7 +174,7 @@ def test_a_cycle_still_waiting_for_approval_replays_to_the_same_pause():
 
 def test_every_configuration_difference_is_listed_in_plain_words(tmp_path, monkeypatch):
     store = mock_store()
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with())
     limits = tmp_path / "limits.toml"
     limits.write_text(
         "[risk]\nrisk_per_trade_pct = 0.5\ndaily_loss_cap_pct = 1.0\nmax_notional_pct = 20.0\n"
@@ -210,7 +210,7 @@ def test_a_changed_prompt_template_is_named_and_the_divergence_still_reported(mo
     from agent import prompts
 
     store = mock_store()
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with())
     monkeypatch.setitem(prompts.ROLE_INSTRUCTIONS, "planning", prompts.ROLE_INSTRUCTIONS["planning"] + " Be brief.")
     report = verify_session(store, out.session_id)
     assert report.cycles[0].config_differences == ["prompt template planning: hash differs"]
@@ -222,9 +222,9 @@ def test_a_users_fundamentals_file_is_named_and_hashed(tmp_path):
 
     mine = tmp_path / "fund.json"
     mine.write_text(json.dumps({"source": "my vendor", "records": []}))
-    rt = runtime_with()
+    rt = services_with()
     rt.fundamentals = load_fundamentals(mine)
-    out = run_state_machine("AAPL", "2012-06-01", store=(store := mock_store()), runtime=rt)
+    out = run_state_machine("AAPL", "2012-06-01", store=(store := mock_store()), services=rt)
     data = store.events.read(out.session_id)[0]["payload"]["data"]["fundamentals"]
     assert data["source"] == str(mine.resolve()) and len(data["sha256"]) == 64
 
@@ -235,7 +235,7 @@ def test_a_tampered_recording_fails_verify_even_when_the_contracts_replay_identi
     from database.connection import connect
 
     store = connect(uri)
-    out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL", "2012-06-01", store=store, services=services_with())
     seq = store.events.read(out.session_id, kind="llm_response")[0]["seq"]
     store.db["state_events"].update_one(
         {"session_id": out.session_id, "seq": seq}, {"$set": {"payload.latency_ms": 1.0}}
@@ -252,7 +252,7 @@ def test_a_tampered_recording_fails_verify_even_when_the_contracts_replay_identi
 def test_the_endpoint_is_recorded_as_its_host_only(monkeypatch):
     from graph.machine.manifest import build_manifest
 
-    rt = runtime_with(provider="openai")
+    rt = services_with(provider="openai")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     assert build_manifest(rt)["model_endpoint_host"] == "api.openai.com"  # the SDK's default, not "unknown"
     monkeypatch.setenv("OPENAI_BASE_URL", "https://user:sk-in-url@llm.example.com:8443/v1?key=sk-query")

@@ -11,7 +11,7 @@ from agent.risk import RiskInput, RiskOrder, evaluate, size_position
 from graph.machine.runner import run_state_machine
 from schemas.decision import Decision, Order
 from schemas.portfolio import PortfolioSnapshot, Position
-from tests.helpers import mock_store, runtime_with
+from tests.helpers import mock_store, services_with
 
 LIMITS = RiskLimits(
     risk_per_trade_pct=1.0, daily_loss_cap_pct=2.0, max_notional_pct=25.0, max_positions=3, exposure_cap_pct=80.0
@@ -149,7 +149,7 @@ def test_executing_the_same_cycle_twice_never_fills_twice():
     from graph.machine.execution import PaperExecution
 
     store = mock_store()
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with())
     assert out.contracts["EXECUTING"]["status"] == "filled"
     before = store.portfolios.load(out.session_id)
     backend = PaperExecution(store, AgentConfig())
@@ -160,11 +160,11 @@ def test_executing_the_same_cycle_twice_never_fills_twice():
 
 def test_two_cycle_session_carries_its_portfolio():
     store = mock_store()
-    first = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    first = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with())
     held = store.portfolios.load(first.session_id)
     assert held.positions and held.cash < 100_000
     second = run_state_machine(
-        "AAPL,MSFT", "2012-07-02", store=store, session_id=first.session_id, runtime=runtime_with()
+        "AAPL,MSFT", "2012-07-02", store=store, session_id=first.session_id, services=services_with()
     )
     assert second.cycle_id == f"{first.session_id}:c2"
     # what carried over is the stored book, less what its levels closed in the bars between the two dates

@@ -15,12 +15,12 @@ from agent.config import AgentConfig, ConfigError, command_config
 from agent.prompts import BASE_SYSTEM_BEFORE_4
 from agent.protocols import CURRENT, PASS_PROTOCOLS, PROTOCOLS, version
 from database import connect
+from graph.machine.cycle_context import CycleContext, context_of
 from graph.machine.memory import MemoryBank
 from graph.machine.runner import cycle_run_config, run_state_machine
-from graph.machine.runtime import CycleContext, context_of
 from graph.transports.cli.main import main
 from schemas.states import ALLOW_LISTS, MARKET_TOOLS
-from tests.helpers import events_of, mock_store, runtime_with
+from tests.helpers import events_of, mock_store, services_with
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,7 +72,7 @@ def test_the_parsed_configuration_follows_the_environment(counted, monkeypatch):
 
 def test_the_runner_hands_the_cycle_its_context_and_langgraph_only_its_own():
     store = mock_store()
-    rt = runtime_with(token_budget=10_000)
+    rt = services_with(token_budget=10_000)
     cache = rt.llm_cache = store.llm_cache
     rt.memory = MemoryBank(store.memories)
     writer = store.writer(background=False)
@@ -80,7 +80,7 @@ def test_the_runner_hands_the_cycle_its_context_and_langgraph_only_its_own():
         rt, thread_id="t", handler=None, writer=writer, run_name="r", metadata={}, session_id="s"
     )
     assert config["configurable"] == {"thread_id": "t"}
-    assert isinstance(context, CycleContext) and context.runtime is rt and context.audit_writer is writer
+    assert isinstance(context, CycleContext) and context.services is rt and context.audit_writer is writer
     assert context.budget is not None and context.cache is cache and context.recall is not None
     writer.close()
 
@@ -89,10 +89,10 @@ def test_outside_a_run_the_agent_layer_gets_the_current_protocol_and_no_run_budg
     call = OUTSIDE_A_CYCLE
     assert call.protocol is CURRENT and call.protocol.number == 5
     assert (call.tools, call.budget, call.cache, call.recall, call.universe) == (None, None, None, None, ())
-    # a run started without a context (a Studio server's) gets the process default runtime, and no cycle id: no
+    # a run started without a context (a Studio server's) gets the process's default services, and no cycle id: no
     # process budget or cache either
     given = context_of(None, {"configurable": {"thread_id": "t"}})
-    assert given.runtime is not None and given.call().protocol is CURRENT
+    assert given.services is not None and given.call().protocol is CURRENT
     assert (given.budget, given.cache, given.audit_writer) == (None, None, None)
 
 
@@ -119,9 +119,9 @@ def test_nodes_take_langgraphs_runtime():
 
 def test_a_cycle_runs_and_records_its_runtimes_protocol():
     store = mock_store()
-    rt = runtime_with()
+    rt = services_with()
     rt.protocol = 2
-    out = run_state_machine("AAPL", "2012-06-01", store=store, runtime=rt)
+    out = run_state_machine("AAPL", "2012-06-01", store=store, services=rt)
     [manifest] = events_of(store, out, "manifest")
     assert manifest["payload"]["protocols"] == {"passes": 2}
     requests = events_of(store, out, "llm_request")

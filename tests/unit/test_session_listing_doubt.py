@@ -8,14 +8,14 @@ from __future__ import annotations
 from database.events import event_hash
 from graph.machine.runner import run_state_machine
 from graph.transports.cli.main import main
-from tests.helpers import mock_store, runtime_with
+from tests.helpers import mock_store, services_with
 
 KEY = "k" * 32
 
 
 def one_cycle():
     store = mock_store()
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with())
     return store, out.session_id
 
 

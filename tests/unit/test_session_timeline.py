@@ -12,7 +12,7 @@ from graph.machine.runner import run_state_machine
 from graph.services.replay.lookahead import audit_sessions
 from graph.transports.cli.main import main
 from schemas.portfolio import PortfolioSnapshot, Position
-from tests.helpers import mock_store, runtime_with
+from tests.helpers import mock_store, services_with
 
 LATER, EARLIER = "2012-06-01", "2010-01-04"
 
@@ -21,7 +21,7 @@ LATER, EARLIER = "2012-06-01", "2010-01-04"
 def decided():
     """A session whose last cycle decided 2012-06-01."""
     store = mock_store()
-    out = run_state_machine("AAPL", LATER, store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL", LATER, store=store, services=services_with())
     return store, out.session_id
 
 
@@ -29,7 +29,7 @@ def test_an_earlier_cycle_on_a_session_is_refused_naming_both_dates(decided, cap
     store, sid = decided
     before = store.events.count(sid)
     with pytest.raises(InputError) as e:
-        run_state_machine("AAPL", EARLIER, store=store, session_id=sid, runtime=runtime_with())
+        run_state_machine("AAPL", EARLIER, store=store, session_id=sid, services=services_with())
     assert EARLIER in str(e.value) and LATER in str(e.value) and f"cycle {sid}:c1 decided" in str(e.value)
     assert main(["run", "--symbols", "AAPL", "--as-of", EARLIER, "--session", sid, "--db", store.uri]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -39,9 +39,11 @@ def test_an_earlier_cycle_on_a_session_is_refused_naming_both_dates(decided, cap
 
 def test_the_same_date_and_a_later_one_go_on(decided):
     store, sid = decided
-    assert run_state_machine("AAPL", LATER, store=store, session_id=sid, runtime=runtime_with()).cycle_id == f"{sid}:c2"
     assert (
-        run_state_machine("AAPL", "2012-06-05", store=store, session_id=sid, runtime=runtime_with()).cycle_id
+        run_state_machine("AAPL", LATER, store=store, session_id=sid, services=services_with()).cycle_id == f"{sid}:c2"
+    )
+    assert (
+        run_state_machine("AAPL", "2012-06-05", store=store, session_id=sid, services=services_with()).cycle_id
         == f"{sid}:c3"
     )
 
@@ -55,7 +57,7 @@ def test_a_book_dated_later_than_the_last_cycle_is_refused_too(decided):
     )
     store.portfolios.save(sid, book, "outside")
     with pytest.raises(InputError, match="before 2012-06-05.*the book.s as-of"):
-        run_state_machine("AAPL", "2012-06-04", store=store, session_id=sid, runtime=runtime_with())
+        run_state_machine("AAPL", "2012-06-04", store=store, session_id=sid, services=services_with())
 
 
 def test_the_audit_flags_a_cycle_that_started_from_a_later_book(decided, monkeypatch, capsys):
@@ -68,7 +70,7 @@ def test_the_audit_flags_a_cycle_that_started_from_a_later_book(decided, monkeyp
     )
     store.portfolios.save(sid, book, "filled")
     monkeypatch.setattr(runner, "refuse_going_back", lambda *a, **k: None)
-    back = run_state_machine("AAPL", EARLIER, store=store, session_id=sid, runtime=runtime_with())
+    back = run_state_machine("AAPL", EARLIER, store=store, session_id=sid, services=services_with())
     report = audit_sessions(store, [sid])
     leaks = [(leak.cycle_id, leak.kind, leak.symbol, leak.dated) for leak in report.leaks]
     assert (back.cycle_id, "book", None, LATER) in leaks and (back.cycle_id, "book", "AAPL", LATER) in leaks

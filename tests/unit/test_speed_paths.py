@@ -15,7 +15,7 @@ from langchain_core.runnables import RunnableLambda
 from agent.audit_events import AUDIT_EVENT, emit
 from graph.machine.audit import to_plain
 from graph.machine.runner import run_state_machine
-from tests.helpers import runtime_with
+from tests.helpers import services_with
 
 
 class _Kind(str, Enum):  # noqa: UP042 - a str mixin, not a StrEnum: the json module's own path is under test
@@ -303,7 +303,7 @@ def test_split_stores_what_its_definition_stored():
     from database.blobs import INLINE_MAX
 
     store = connect_mock()
-    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, runtime=runtime_with())
+    out = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with())
     real = [e["payload"] for e in store.events.read(out.session_id)]
     edge = []
     for n in range(200, 270):  # around INLINE_MAX, one and two fields, keys and text that JSON escapes

@@ -15,16 +15,16 @@ from agent.config import AgentConfig
 from agent.data.sources import DataFiles, stockbench_files
 from agent.input_window import NEWS_ITEMS, NEWS_LOOKBACK_DAYS, STOCKBENCH, TRADEGRAPH, InputWindow
 from agent.markets import decision_time, get_profile, published_time
+from graph.machine.cycle_context import default_services
 from graph.machine.memory import MemoryBank
 from graph.machine.runner import recall_for
-from graph.machine.runtime import default_runtime
-from graph.services.backtest.loop import episode_runtime as backtest_runtime
+from graph.services.backtest.loop import episode_services as backtest_runtime
 from graph.services.backtest.loop import session_id_of
 from graph.services.backtest.simulation import SimulationExecution
 from graph.services.benchmark.stockbench import run
 from graph.services.benchmark.stockbench.protocol import Protocol
 from graph.services.replay.session import verify_session
-from graph.services.sweep.episode import episode_config, episode_runtime
+from graph.services.sweep.episode import episode_config, episode_services
 from graph.services.sweep.grid import Episode
 from schemas.events import ManifestEvent, parse_event
 from schemas.memory import MemoryRecord
@@ -37,11 +37,11 @@ SYMBOL, DAY = "JPM", "2025-03-05"
 
 
 def _stockbench_runtime(tmp_path, protocol: Protocol):
-    """The runtime a StockBench run's cycles get: its episode's, as run.py's _run_here builds it, then the backtest's."""
+    """The services a StockBench run's cycles get: its episode's, as run.py's _run_here builds it, then the backtest's."""
     plan = run.plan("inputs", protocol, [(None, None)], experiments=tmp_path)
     (ep,) = plan.episodes
     config = episode_config(ep)
-    return backtest_runtime(config, episode_runtime(ep, plan.ctx), _sim(config))
+    return backtest_runtime(config, episode_services(ep, plan.ctx), _sim(config))
 
 
 def _sim(config: EpisodeConfig) -> SimulationExecution:
@@ -55,7 +55,7 @@ def _backtest_runtime():
     config = EpisodeConfig(
         episode_id="plain", tickers=[SYMBOL], initial_cash=100_000, start=DAY, end=DAY, decide_at="open"
     )
-    base = default_runtime(AgentConfig.from_env(), data=DataFiles(**stockbench_files(None).given()))
+    base = default_services(AgentConfig.from_env(), data=DataFiles(**stockbench_files(None).given()))
     return backtest_runtime(config, base, _sim(config))
 
 
@@ -107,8 +107,8 @@ def test_recall_reaches_back_7_days_in_a_stockbench_run_and_to_any_date_otherwis
     as_of = "2025-03-10"
     # 8 days before (out of a 7-day window), 7 days before (its first day), 3 days before, and the day itself
     bank.write(_note(d, n, session) for n, d in enumerate(["2025-03-02", "2025-03-03", "2025-03-07", "2025-03-10"]))
-    runtime = default_runtime(dataclasses.replace(settings, memory="session", memory_top_k=5), memory=bank)
-    recall = recall_for(runtime, session)
+    services = default_services(dataclasses.replace(settings, memory="session", memory_top_k=5), memory=bank)
+    recall = recall_for(services, session)
     applied, hits = recall.search(agent="trader", symbol=SYMBOL, query="stop target LONG", as_of=as_of)
     known = sorted(h.known_at for h in hits)
     if stockbench:

@@ -27,8 +27,8 @@ from agent.fence import FENCE_CLOSE, FENCE_OPEN
 from agent.markets import get_profile
 from agent.offline_model import OfflineChatModel
 from agent.prompts import find_evidence, task_messages
+from graph.machine.cycle_context import default_services
 from graph.machine.runner import run_state_machine
-from graph.machine.runtime import default_runtime
 from tests.fakes.fake_openai import Fault
 from tests.helpers import events_of, filled, mock_store
 from tests.unit.test_stockbench_data import sb  # noqa: F401 - the shipped tree, derived once per module
@@ -156,9 +156,9 @@ class Hostile(OfflineChatModel):
 
 def _cycle(sb, **by_task):
     model = Hostile(model_name="offline-quick", by_task=by_task)
-    rt = default_runtime(AgentConfig(decide_at="open"), data=stockbench_files(), model_factory=lambda c, t: model)
+    rt = default_services(AgentConfig(decide_at="open"), data=stockbench_files(), model_factory=lambda c, t: model)
     store = mock_store()
-    return store, run_state_machine("AAPL,MSFT", DAY, store=store, runtime=rt)
+    return store, run_state_machine("AAPL,MSFT", DAY, store=store, services=rt)
 
 
 def _refusals(store, out, check):
@@ -273,8 +273,8 @@ def test_over_http_the_guard_refuses_then_the_repair_passes(sb, openai_server):
 
     openai_server.faults = [Fault(when="AnalystNote", content=other_symbol)]
     store = mock_store()
-    rt = default_runtime(AgentConfig.from_env(decide_at="open"), data=stockbench_files())
-    out = run_state_machine("AAPL,MSFT", DAY, store=store, runtime=rt)
+    rt = default_services(AgentConfig.from_env(decide_at="open"), data=stockbench_files())
+    out = run_state_machine("AAPL,MSFT", DAY, store=store, services=rt)
     refused = _refusals(store, out, "cross_symbol")
     assert len(refused) == 1 and refused[0]["attempt"] == 1 and re.search(r"names (AAPL|MSFT)", refused[0]["error"])
     assert out.status == "completed" and all(len(p["notes"]) == 4 for p in out.contracts["ANALYZING"]["panels"])

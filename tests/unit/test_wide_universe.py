@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from agent.config import AgentConfig, RiskLimits
+from graph.machine.cycle_context import default_services
 from graph.machine.runner import run_state_machine
-from graph.machine.runtime import default_runtime
 from tests.helpers import mock_store
 from tests.unit.synthetic_prices import write_prices
 
@@ -34,9 +34,9 @@ def test_a_wide_cycle_completes(thirty, n, decide_at):
     symbols = thirty.universe()[:n]
     # limits loose enough that most symbols get a thesis and many an order: every per-symbol list grows
     risk = RiskLimits(max_positions=n, max_notional_pct=3.0, exposure_cap_pct=100.0)
-    rt = default_runtime(AgentConfig(decide_at=decide_at, risk=risk), market=thirty)
+    rt = default_services(AgentConfig(decide_at=decide_at, risk=risk), market=thirty)
     store = mock_store()
-    out = run_state_machine(symbols, DAY, store=store, runtime=rt)
+    out = run_state_machine(symbols, DAY, store=store, services=rt)
     assert out.status == "completed", out.error
     assert [p["symbol"] for p in out.contracts["ANALYZING"]["panels"]] == symbols
     decision = out.contracts["DECIDING"]

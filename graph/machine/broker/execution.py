@@ -30,7 +30,7 @@ from graph.machine.broker.checks import halted, ny_day, presubmit
 from graph.machine.broker.threads import broker_threads
 from graph.machine.broker.waves import waves
 from graph.machine.execution import PaperExecution
-from graph.machine.runtime import run_context
+from graph.machine.cycle_context import run_context
 from schemas.broker import BrokerOrderOutcome
 from schemas.decision import Decision, DecisionResult, Order
 from schemas.events import EventKind, new_event

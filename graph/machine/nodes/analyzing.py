@@ -12,9 +12,9 @@ from agent.audit_events import emit
 from agent.parallel import run_parallel
 from agent.passes import ContractError, TickerGuardError
 from agent.tools import ALLOW_LISTS, TOOLS
+from graph.machine.cycle_context import CycleContext
 from graph.machine.nodes.common import done, fail, state_node
 from graph.machine.nodes.planning import scan_context
-from graph.machine.runtime import CycleContext
 from graph.machine.state import CycleState
 from schemas.analysis import ANALYST_ROLES, QuantReport, SymbolPanel
 from schemas.market import MarketScan
@@ -31,7 +31,7 @@ class QuorumError(RuntimeError):
 def analyzing(
     state: CycleState, config: RunnableConfig, context: CycleContext
 ) -> Command[Literal["DEBATE", "__end__"]]:
-    rt = context.runtime
+    rt = context.services
     scan = MarketScan.model_validate(state["scan"])
     plan = Plan.model_validate(state["plan"])
     call = context.call(scan_context(scan))

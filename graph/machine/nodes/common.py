@@ -16,7 +16,7 @@ from langgraph.types import Command, Send
 from pydantic import BaseModel
 
 from agent.audit_events import emit
-from graph.machine.runtime import CycleContext, context_of
+from graph.machine.cycle_context import CycleContext, context_of
 from graph.machine.state import CONTRACT_KEYS, CycleState
 from schemas.states import STATE_SPECS
 

@@ -12,9 +12,9 @@ from langgraph.types import Command
 
 from agent.debate import run_debate
 from agent.parallel import run_parallel
+from graph.machine.cycle_context import CycleContext
 from graph.machine.nodes.common import done, state_node
 from graph.machine.nodes.planning import scan_context
-from graph.machine.runtime import CycleContext
 from graph.machine.state import CycleState
 from schemas.analysis import QuantReport, SymbolPanel
 from schemas.debate import DebateReport, DebateResult
@@ -23,7 +23,7 @@ from schemas.market import MarketScan
 
 @state_node("DEBATE")
 def debate(state: CycleState, config: RunnableConfig, context: CycleContext) -> Command[Literal["DECIDING", "__end__"]]:
-    rt = context.runtime
+    rt = context.services
     scan = MarketScan.model_validate(state["scan"])
     report = QuantReport.model_validate(state["quant"])
     model = rt.model("quick")

@@ -12,9 +12,9 @@ from langgraph.types import Command
 from agent.features.regime import regime_words
 from agent.parallel import run_parallel
 from agent.trader import orders_for, run_trader, trader_tier
+from graph.machine.cycle_context import CycleContext
 from graph.machine.nodes.common import done, state_node
 from graph.machine.nodes.planning import scan_context
-from graph.machine.runtime import CycleContext
 from graph.machine.state import CycleState
 from schemas.analysis import QuantReport
 from schemas.debate import DebateReport, DebateResult
@@ -26,7 +26,7 @@ from schemas.market import MarketScan
 def deciding(
     state: CycleState, config: RunnableConfig, context: CycleContext
 ) -> Command[Literal["VALIDATING", "__end__"]]:
-    rt = context.runtime
+    rt = context.services
     scan = MarketScan.model_validate(state["scan"])
     report = QuantReport.model_validate(state["quant"])
     debates = DebateReport.model_validate(state["debate"])

@@ -12,9 +12,9 @@ from agent.audit_events import emit
 from agent.tools import invoke_tool
 from database.portfolio import PortfolioConflict
 from graph.machine.broker.checks import cycle_status
+from graph.machine.cycle_context import CycleContext
 from graph.machine.nodes.common import EXECUTED_WITH_ERRORS, done, state_node
 from graph.machine.nodes.planning import scan_context
-from graph.machine.runtime import CycleContext
 from graph.machine.state import CycleState
 from schemas.decision import DecisionResult, PortfolioDecision
 from schemas.execution import ExecutionResult, ExecutionStatus
@@ -32,7 +32,7 @@ def await_approval(state: CycleState, config: RunnableConfig, context: CycleCont
     if not state.get("approval_required"):
         return None
     # a human answers (the cycle pauses), or in a replay the recording (graph/machine/approval.py)
-    answer = context.runtime.approver.answer(
+    answer = context.services.approver.answer(
         {
             "cycle_id": state["cycle_id"],
             "session_id": state["session_id"],
@@ -52,7 +52,7 @@ def await_approval(state: CycleState, config: RunnableConfig, context: CycleCont
 def executing(
     state: CycleState, config: RunnableConfig, context: CycleContext
 ) -> Command[Literal["MEMORIZING", "__end__"]]:
-    rt = context.runtime
+    rt = context.services
     validation = DecisionValidation.model_validate(state["validation"])
     if not validation.passed:  # the router never sends a failed validation here; refuse anyway
         raise ExecutionRefused("EXECUTING reached with a failed validation")

@@ -18,8 +18,8 @@ from agent.parallel import run_parallel
 from agent.passes import structured_pass
 from agent.prompts import task_messages
 from agent.reviewer import review_trade
+from graph.machine.cycle_context import CycleContext
 from graph.machine.nodes.common import EXECUTED_WITH_ERRORS, done, state_node
-from graph.machine.runtime import CycleContext
 from graph.machine.state import CycleState
 from schemas.decision import ExecutedTrade
 from schemas.market import MarketScan
@@ -94,7 +94,7 @@ def memory_records(
 
 @state_node("MEMORIZING")
 def memorizing(state: CycleState, config: RunnableConfig, context: CycleContext) -> Command[Literal["__end__"]]:
-    rt = context.runtime
+    rt = context.services
     call = context.call()
     status = state.get("status") or "completed"
     validation = state.get("validation") or {}

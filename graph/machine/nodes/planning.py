@@ -18,8 +18,8 @@ from agent.passes import structured_pass, tool_pass
 from agent.prompts import task_messages
 from agent.protocols import version
 from agent.tools import TOOLS, ToolContext, portfolio_record, snapshot_row
+from graph.machine.cycle_context import CycleContext
 from graph.machine.nodes.common import done, state_node
-from graph.machine.runtime import CycleContext
 from graph.machine.state import CycleState
 from schemas.market import MarketScan
 from schemas.plan import Plan
@@ -74,7 +74,7 @@ def planning_evidence(scan: MarketScan, settings, *, with_tool_answers: bool) ->
 def planning(
     state: CycleState, config: RunnableConfig, context: CycleContext
 ) -> Command[Literal["ANALYZING", "__end__"]]:
-    rt = context.runtime
+    rt = context.services
     scan = MarketScan.model_validate(state["scan"])
     call = context.call(scan_context(scan))
     protocol = version(rt.protocol)

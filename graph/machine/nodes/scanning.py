@@ -15,8 +15,8 @@ from langgraph.types import Command
 
 from agent.features.bundle import round_value
 from agent.tools import ToolContext, invoke_tool
+from graph.machine.cycle_context import CycleContext
 from graph.machine.nodes.common import done, state_node
-from graph.machine.runtime import CycleContext
 from graph.machine.state import CycleState
 from schemas.market import MarketScan, MarketSnapshot
 from schemas.portfolio import PortfolioSnapshot
@@ -26,7 +26,7 @@ from schemas.portfolio import PortfolioSnapshot
 def scanning(
     state: CycleState, config: RunnableConfig, context: CycleContext
 ) -> Command[Literal["PLANNING", "__end__"]]:
-    rt = context.runtime
+    rt = context.services
     symbols, as_of = list(state["symbols"]), state["as_of"]
     # today's data, or in a replay the recording (graph/machine/market_source.py): the node asks either the same
     rt.source.check_as_of(rt, symbols, as_of)

@@ -9,8 +9,8 @@ from langgraph.types import Command
 
 from agent.audit_events import emit
 from agent.risk import evaluate, risk_input
+from graph.machine.cycle_context import CycleContext
 from graph.machine.nodes.common import done, state_node
-from graph.machine.runtime import CycleContext
 from graph.machine.state import CycleState
 from schemas.decision import PortfolioDecision
 from schemas.market import MarketScan
@@ -20,7 +20,7 @@ from schemas.market import MarketScan
 def validating(
     state: CycleState, config: RunnableConfig, context: CycleContext
 ) -> Command[Literal["EXECUTING", "MEMORIZING", "__end__"]]:
-    rt = context.runtime
+    rt = context.services
     scan = MarketScan.model_validate(state["scan"])
     decision = PortfolioDecision.model_validate(state["decision"])
     validation = evaluate(risk_input(decision, scan.portfolio, scan.prices(), scan.as_of), rt.config.risk)

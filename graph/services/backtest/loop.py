@@ -42,8 +42,8 @@ from agent.pricing import Spend
 from database.connection import Store
 from database.errors import AuditSpooled, StoreUnavailable
 from database.spool import pending_files
+from graph.machine.cycle_context import CycleServices, default_services
 from graph.machine.runner import run_state_machine
-from graph.machine.runtime import CycleRuntime, default_runtime
 from graph.services.backtest.simulation import SimulationExecution
 from graph.services.run_files import open_run_file, read_run_bytes, read_run_text, run_file_exists, write_run_atomic
 from graph.services.telemetry import live as _live_export  # noqa: F401 - each cycle exported when configured
@@ -354,10 +354,13 @@ def session_id_of(run_id: str) -> str:
     return f"bt-{run_id}"
 
 
-def episode_runtime(
-    config: EpisodeConfig, runtime: Optional[CycleRuntime], sim: SimulationExecution, budget: Optional[Spending] = None
-) -> CycleRuntime:
-    base = runtime or default_runtime(AgentConfig.from_env())
+def episode_services(
+    config: EpisodeConfig,
+    services: Optional[CycleServices],
+    sim: SimulationExecution,
+    budget: Optional[Spending] = None,
+) -> CycleServices:
+    base = services or default_services(AgentConfig.from_env())
     settings = dataclasses.replace(
         base.config,
         starting_cash=config.initial_cash,
@@ -423,7 +426,7 @@ def run_backtest(
     store: Store,
     *,
     progress: bool = True,
-    runtime: Optional[CycleRuntime] = None,
+    services: Optional[CycleServices] = None,
     out_dir: str | Path = DEFAULT_EXPERIMENTS,
     run_id: Optional[str] = None,
     max_steps: Optional[int] = None,
@@ -439,7 +442,7 @@ def run_backtest(
     sim = SimulationExecution.for_market(
         config.market, fees_bps=config.fees_bps, slippage_bps=config.slippage_bps, decide_at=config.decide_at
     )
-    rt = episode_runtime(config, runtime, sim, budget)
+    rt = episode_services(config, services, sim, budget)
     validate_config(config, rt.market)
     dates = decision_dates(
         rt.market, config.tickers, config.start, config.end, config.every, config.market, config.decide_at
@@ -481,7 +484,7 @@ def run_backtest(
                 store.portfolios.save(session_id, portfolio, f"{session_id}:pre{idx}")
                 sim.portfolio = portfolio
                 outcome = run_state_machine(
-                    list(case.tickers), date, store=store, session_id=session_id, runtime=rt, case=case.for_agent()
+                    list(case.tickers), date, store=store, session_id=session_id, services=rt, case=case.for_agent()
                 )
                 fault = store_fault(outcome)
                 if fault:

@@ -206,8 +206,8 @@ def _replay_session_id(store: Store, session_id: str) -> str:
 
 def verify_session(store: Store, session_id: str, *, config=None) -> VerifyReport:
     """Re-execute every recorded cycle from the recording alone; never writes into `session_id`."""
+    from graph.machine.cycle_context import default_services
     from graph.machine.manifest import build_manifest
-    from graph.machine.runtime import default_runtime
 
     events = store.events.read(session_id)
     if not events:  # unknown (SessionNotFound), or the whole log deleted with its chain head left
@@ -237,7 +237,7 @@ def verify_session(store: Store, session_id: str, *, config=None) -> VerifyRepor
     session.chain = chain
     cited = _cited_answers(store, typed)
     replay_id = _replay_session_id(store, session_id)
-    today = build_manifest(default_runtime())
+    today = build_manifest(default_services())
     # the link to the source, written first (seq 1) so a replay session always says what it replays
     store.events.append(
         [
@@ -400,6 +400,7 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
     from agent.passes import PASS_PROTOCOL, PASS_PROTOCOLS
     from database.writer import BufferedEventWriter
     from graph.machine.audit import AuditHandler
+    from graph.machine.cycle_context import default_services
     from graph.machine.manifest import (
         PROTOCOLS,
         config_from_manifest,
@@ -408,7 +409,6 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
         recorded_sources,
     )
     from graph.machine.runner import compiled_graph, cycle_run_config
-    from graph.machine.runtime import default_runtime
     from graph.machine.state import CONTRACT_KEYS
     from graph.services.replay.model import (
         RecordedRecall,
@@ -446,7 +446,7 @@ def _verify_cycle(store: Store, session_id: str, replay_id: str, cycle: Cycle, t
         "deep": ReplayChatModel(model_name=deep, responses=responses),
     }
     execution = (cycle.contracts.get("EXECUTING") or {}).get("data")
-    rt = default_runtime(
+    rt = default_services(
         settings,
         execution=ReplayExecution(execution),
         model_factory=lambda _cfg, tier: models[tier],

@@ -70,11 +70,11 @@ def episode_config(ep: Episode):
     )
 
 
-def episode_runtime(ep: Episode, ctx: SweepContext):
-    """The runtime `tradegraph backtest` would build with the episode's settings in the environment."""
+def episode_services(ep: Episode, ctx: SweepContext):
+    """The services `tradegraph backtest` would build with the episode's settings in the environment."""
     from agent.config import AgentConfig
     from agent.data.sources import DataFiles
-    from graph.machine.runtime import default_runtime
+    from graph.machine.cycle_context import default_services
 
     settings = AgentConfig.from_env(
         memory=ep.memory,
@@ -87,7 +87,7 @@ def episode_runtime(ep: Episode, ctx: SweepContext):
         settings = dataclasses.replace(settings, risk=dataclasses.replace(settings.risk, **ep.risk))
     if ctx.no_cache:
         settings = dataclasses.replace(settings, llm_cache=False)
-    return default_runtime(settings, data=DataFiles(**ctx.data) if ctx.data else None)
+    return default_services(settings, data=DataFiles(**ctx.data) if ctx.data else None)
 
 
 def provider_of(settings) -> Any:
@@ -131,7 +131,7 @@ def run_episode(ep_dict: dict[str, Any], ctx: SweepContext, *, call=None) -> dic
             return_document=True,
         )
         attempts = int(doc["attempts"])
-        rt = episode_runtime(ep, ctx)
+        rt = episode_services(ep, ctx)
         budget = None
         if ctx.limits is not None:
             budget = SweepBudget(ctx.limits, ep.episode_id, provider_of(rt.config), call or _ray_get)
@@ -152,7 +152,7 @@ def run_episode(ep_dict: dict[str, Any], ctx: SweepContext, *, call=None) -> dic
                 episode_config(ep),
                 store,
                 progress=False,
-                runtime=rt,
+                services=rt,
                 out_dir=ctx.episodes_dir,
                 run_id=ep.episode_id,
                 on_step=on_step,

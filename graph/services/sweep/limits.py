@@ -3,7 +3,7 @@ budget (tokens, dollars, calls) for the whole sweep.
 
 `SharedLimits` is a plain class, run as ONE Ray actor per sweep (actor methods run one at a time, so it needs no
 lock of its own); each episode's cycles talk to it through `SweepBudget`, which stands where agent/budget.py's
-Budget stands in the runtime, so agent/passes.py checks it before every attempt exactly as it checks a local one.
+Budget stands in the services, so agent/passes.py checks it before every attempt exactly as it checks a local one.
 A refusal crosses the process boundary as data and is raised again in the worker as the same BudgetExceeded
 class, so the cycle fails closed and audits `budget_exceeded` as it does on one machine.
 """

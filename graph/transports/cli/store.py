@@ -91,10 +91,10 @@ def _store_recover(args) -> int:
 def _finish_approvals(store) -> list:
     """Cycles whose approver died after starting their fill, resumed with that approval (graph/machine/runner.py)."""
     from agent.config import command_config
+    from graph.machine.cycle_context import default_services
     from graph.machine.runner import finish_started_approvals
-    from graph.machine.runtime import default_runtime
 
-    return finish_started_approvals(store, lambda: default_runtime(command_config()))
+    return finish_started_approvals(store, lambda: default_services(command_config()))
 
 
 def _store_compact(args) -> int:

@@ -144,7 +144,7 @@ def dry_run(
 ) -> dict[str, Any]:
     """The offline model over the window's first `points` sessions, on a throwaway store and folder."""
     from agent.config import AgentConfig
-    from graph.machine.runtime import default_runtime
+    from graph.machine.cycle_context import default_services
     from graph.services.backtest.loop import run_backtest, session_id_of
     from graph.services.benchmark.stockbench.run import episode_config_of
 
@@ -168,7 +168,7 @@ def dry_run(
                 config,
                 s,
                 progress=False,
-                runtime=default_runtime(settings, data=data_files),
+                services=default_services(settings, data=data_files),
                 out_dir=folder,
                 run_id=run_id,
             )

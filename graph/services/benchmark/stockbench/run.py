@@ -416,13 +416,13 @@ def run(
 def _run_here(plan: BenchmarkPlan, store, progress: Progress, cancel_requested: Callable[[], bool]) -> None:
     """One run after another in this process: Ray is not imported."""
     from graph.services.backtest.loop import run_backtest
-    from graph.services.sweep.episode import episode_config, episode_runtime, provider_of
+    from graph.services.sweep.episode import episode_config, episode_services, provider_of
     from graph.services.sweep.limits import SharedLimits, SweepBudget
 
     shared = SharedLimits(**plan.limits) if any(v for v in plan.limits.values()) else None
     before = 0
     for ep in plan.episodes:
-        rt = episode_runtime(ep, plan.ctx)
+        rt = episode_services(ep, plan.ctx)
         # one budget for the whole benchmark: each run's earlier spending is counted once when it resumes
         budget = SweepBudget(shared, ep.episode_id, provider_of(rt.config), call=lambda x: x) if shared else None
         trades = [0]
@@ -440,7 +440,7 @@ def _run_here(plan: BenchmarkPlan, store, progress: Progress, cancel_requested: 
             episode_config(ep),
             store,
             progress=False,
-            runtime=rt,
+            services=rt,
             out_dir=plan.ctx.episodes_dir,
             run_id=ep.episode_id,
             on_step=on_step,

@@ -87,7 +87,7 @@ class ExecutionBackend(Protocol):
 
 
 @dataclass
-class CycleRuntime:
+class CycleServices:
     config: AgentConfig
     market: MarketData
     news: NewsSource
@@ -108,7 +108,7 @@ class CycleRuntime:
     # where provider answers are cached (agent/cache.py ResponseCache; the store's llm_cache collection); None in
     # a replay, which answers from its recording alone
     llm_cache: Optional[Any] = None
-    # a budget shared by every cycle run with this runtime (agent/budget.py Budget: a backtest's, per run); None:
+    # a budget shared by every cycle run with these services (agent/budget.py Budget: a backtest's, per run); None:
     # each cycle gets its own from the configuration
     budget: Optional[Any] = None
     # corporate actions (agent/dividends.py DividendSource): held positions are credited their cash dividends on
@@ -144,7 +144,7 @@ class AuditWriter(Protocol):
     def flush(self, *, durable: bool = False) -> None: ...
 
 
-_UNSET: Any = object()  # CycleContext() given no runtime
+_UNSET: Any = object()  # CycleContext() given no services
 
 
 @dataclass
@@ -152,12 +152,12 @@ class CycleContext:
     """The graph's `context_schema`: everything a run is given besides its input, built once per cycle by the
     runner (graph/machine/runner.py cycle_run_config, which replay calls too) and handed to each node by LangGraph
     (`runtime: Runtime[CycleContext]`). A LangGraph Studio server, which can only send JSON, hands over nothing:
-    its runs get one on the process default runtime, with the process's budgets and cache (`context_of`)."""
+    its runs get one on the process's default services, with the process's budgets and cache (`context_of`)."""
 
-    # a LangGraph API server (Studio) builds the context from the JSON it was sent, which cannot hold a runtime:
-    # `CycleContext()` then runs on the process default runtime (context_of adds the process's budget and cache);
-    # a context tradegraph builds always names its runtime, and its None budget or cache means none
-    runtime: CycleRuntime = _UNSET
+    # a LangGraph API server (Studio) builds the context from the JSON it was sent, which cannot hold the services:
+    # `CycleContext()` then runs on the process's default services (context_of adds the process's budget and cache);
+    # a context tradegraph builds always names its services, and its None budget or cache means none
+    services: CycleServices = _UNSET
     # the cycle's audit writer: SCANNING's settlements and EXECUTING wait on it (the durability barrier); None
     # for a Studio run, whose events the server's handler writes through
     audit_writer: Optional[AuditWriter] = None
@@ -170,13 +170,13 @@ class CycleContext:
     from_nothing: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.runtime is _UNSET:
-            self.runtime, self.from_nothing = process_runtime(), True
+        if self.services is _UNSET:
+            self.services, self.from_nothing = process_services(), True
 
     def call(self, tools: Optional[ToolContext] = None) -> CallContext:
         """What the agent functions a node calls run with (agent/call_context.py), handed to them as an argument."""
         return CallContext(
-            protocol=version(self.runtime.protocol),
+            protocol=version(self.services.protocol),
             tools=tools,
             cache=self.cache,
             budget=self.budget,
@@ -190,12 +190,12 @@ class CycleContext:
             self.audit_writer.flush(durable=True)
 
 
-def default_runtime(
+def default_services(
     config: Optional[AgentConfig] = None,
     execution: Optional[ExecutionBackend] = None,
     data: Optional[DataFiles] = None,
     **overrides: Any,
-) -> CycleRuntime:
+) -> CycleServices:
     """`data` names a user's own files (read here, once per file version); what it leaves out, and no source
     given in `overrides`, is the bundled sample. A replay hands what it recorded (`recorded_scan` with
     `bundle_source`, `recorded_approval`, `recorded_recall`): installed as the recorded sources."""
@@ -211,7 +211,7 @@ def default_runtime(
         given = overrides.pop(attr, None)
         if given is not None:
             sources[attr] = given
-    return CycleRuntime(
+    return CycleServices(
         config=config or AgentConfig.from_env(),
         market=sources.get("market") or default_market_data(),
         news=sources.get("news") or default_news(),
@@ -223,12 +223,12 @@ def default_runtime(
     )
 
 
-_default: Optional[CycleRuntime] = None
+_default: Optional[CycleServices] = None
 _default_lock = threading.Lock()
 
 
-def set_default_runtime(rt: CycleRuntime) -> None:
-    """The runtime for runs whose config carries none (a LangGraph Studio server's runs)."""
+def set_default_services(rt: CycleServices) -> None:
+    """The services for runs whose config carries none (a LangGraph Studio server's runs)."""
     global _default
     from agent.budget import install_process_budgets
     from agent.cache import install_process_cache
@@ -244,23 +244,23 @@ def set_default_runtime(rt: CycleRuntime) -> None:
 
 def context_of(runtime: Optional[Runtime[CycleContext]], config: Optional[RunnableConfig] = None) -> CycleContext:
     """The context LangGraph hands a node (`runtime.context`: the runner's or a replay's). A run started without
-    one (a LangGraph Studio server, which can only send JSON) gets one on the process default runtime built from
-    the environment, with the process's budget for its cycle and cache (set_default_runtime installs them)."""
+    one (a LangGraph Studio server, which can only send JSON) gets one on the process's default services built from
+    the environment, with the process's budget for its cycle and cache (set_default_services installs them)."""
     context = runtime.context if runtime is not None else None
     cycle_id = ((config or {}).get("configurable") or {}).get("cycle_id")
     if isinstance(context, CycleContext):
         if context.from_nothing:
             return replace(context, budget=process_budget(cycle_id), cache=process_cache(cycle_id))
         return context
-    return CycleContext(process_runtime(), budget=process_budget(cycle_id), cache=process_cache(cycle_id))
+    return CycleContext(process_services(), budget=process_budget(cycle_id), cache=process_cache(cycle_id))
 
 
-def process_runtime() -> CycleRuntime:
-    """The process default runtime (set_default_runtime's, else one built from the environment)."""
+def process_services() -> CycleServices:
+    """The process's default services (set_default_services's, else one built from the environment)."""
     global _default
     with _default_lock:
         if _default is None:
-            _default = default_runtime()
+            _default = default_services()
         return _default
 
 
