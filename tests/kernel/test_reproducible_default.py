@@ -42,7 +42,7 @@ def test_the_same_run_gives_the_same_contracts_before_and_after_an_unrelated_bac
     # known before 2012-06-01, so a recall of every run's notes would find them
     task = kernel.call(
         "start_backtest",
-        {"symbols": ["AAPL", "MSFT"], "start": "2012-02-01", "end": "2012-05-31", "every": 3},
+        {"symbols": ["AAPL", "MSFT"], "start": "2012-05-01", "end": "2012-05-31", "every": 3},
         transport="cli",
     )
     kernel.tasks.join(task.task_id)
