@@ -1,7 +1,7 @@
 """The broker path against the fake Alpaca (tests/fakes/fake_alpaca.py) on the embedded nx-27017 store.
 
 1. Overhead of a 20-symbol cycle: from EXECUTING's call into the broker backend (the approval has resumed the
-   cycle) to the fake (in a process of its own) receiving the last order, minus the time the fake itself spent
+   cycle: the session bound, the cycle's audit log under way, see _as_approved) to the fake (in a process of its own) receiving the last order, minus the time the fake itself spent
    answering the requests made before it (its own latency, `--latency-ms` added to each): the checks, the intents recorded and acknowledged by
    the store (the audit barrier), the SDK's request building and parsing. Target: median <= 50 ms.
 2. `broker reconcile` of a session with 1,000 orders, once with every order already up to date and once with every
@@ -50,6 +50,20 @@ def _fake_process(conn, prices: dict[str, float], latency_s: float) -> None:
     fake.stop()
 
 
+def _as_approved(store, exe) -> None:
+    """The backend as EXECUTING finds it after an approval: the session bound to the broker (the run bound it when
+    it started; choose.py reads that and marks it, `bound`) and the cycle's audit log under way (EXECUTING's audit
+    barrier has just stored its earlier events, so the writer knows the log's head). Without this the measured path
+    held three store round trips an approved cycle does not make there (the binding, the head read, the head's
+    first insert). A backend without `bound` (code before it) binds as it did."""
+    from schemas.events import new_event
+
+    BrokerSessions(store.db).bind("s-broker", "alpaca", "127.0.0.1")
+    exe.bound = {"s-broker"}
+    exe.audit_writer.put(new_event("s-broker", "s-broker:c1", "VALIDATING", "validation", {"ok": True, "check": "x"}))
+    exe.audit_writer.flush(durable=True)
+
+
 def _union(spans: list[tuple[float, float]]) -> float:
     """How long the fake was busy: its answers overlap when requests run at once, so their spans are merged."""
     total, end = 0.0, float("-inf")
@@ -76,6 +90,7 @@ def overhead(uri: str, repeats: int, latency_ms: float) -> list[tuple[float, flo
         try:
             exe = backend(store, fake)
             store.portfolios.commit("s-broker", PortfolioSnapshot(cash=1e9, as_of="2026-11-27"), "s-broker:c0", 0)
+            _as_approved(store, exe)
             d = decision(*[(s, "BUY", 10) for s in SYMBOLS])
             started = time.time()
             result = run(exe, d, prices={s: 10.0 for s in SYMBOLS})
@@ -187,6 +202,7 @@ def trips(uri: str, repeats: int, latency_ms: float) -> None:
             try:
                 exe = backend(store, fake)
                 store.portfolios.commit("s-broker", PortfolioSnapshot(cash=1e9, as_of="2026-11-27"), "s-broker:c0", 0)
+                _as_approved(store, exe)
                 d = decision(*[(s, "BUY", 10) for s in SYMBOLS])
                 phases.commands, phases.took, phases.marks, phases.appended = {}, {}, [], {}
                 phases.enter("before the call")

@@ -48,3 +48,41 @@ def test_a_session_bound_before_is_not_bound_again_by_its_cycle(tmp_path, monkey
     finally:
         fake.stop()
         store.close()
+
+
+def test_a_resumed_attempt_is_not_refused_by_checks_its_own_orders_fail(monkeypatch):
+    """The checks run on every attempt, but this cycle's earlier intents are read only when one refuses: a resumed
+    attempt (a killed approver's intents stored, one of its orders at the broker) whose checks now refuse is not
+    refused half sent; it finds its order by client id and sends only the others."""
+    from agent.brokers.client_ids import client_order_id
+    from database.broker import BrokerOrders
+    from tests.brokers.harness import DEFAULT, backend
+
+    guard_loopback(monkeypatch)
+    fake, store = start_fake(), mock_store()
+    try:
+        exe = backend(store, fake)
+        sid, cycle = "s-broker", "s-broker:c1"
+        legs = [(i, s, side, q, client_order_id(sid, cycle, s, i)) for i, (s, side, q) in enumerate(DEFAULT)]
+        # what the killed attempt left: every intent stored, its first order (the sell) taken by the broker
+        BrokerOrders(store.db).intend_all(
+            [
+                {"_id": c, "session_id": sid, "cycle_id": cycle, "symbol": s, "side": side, "quantity": q, "leg": i}
+                for i, s, side, q, c in legs
+            ]
+        )
+        sell = next(leg for leg in legs if leg[2] == "SELL")
+        fake.handle(
+            "POST", "/v2/orders", {}, {"client_order_id": sell[4], "symbol": sell[1], "qty": "5", "side": "sell"}
+        )
+        fake.market_open = False  # the checks now refuse (market_open), as they did not for the first attempt
+        result = run(exe)
+        assert [e["payload"].get("rule") for e in store.events.read(sid, kind="validation")] == []
+        assert {o.client_order_id: o.status for o in result.result.orders}.keys() == {c for *_, c in legs}
+        assert all(o.status != "not_submitted" for o in result.result.orders), result.result.message
+        assert fake.posts == {c: 1 for *_, c in legs if c != sell[4]}  # the sell found, never sent again
+        acks = {e["payload"]["client_order_id"]: e["payload"] for e in store.events.read(sid, kind="order_ack")}
+        assert acks[sell[4]]["found_existing"] is True
+    finally:
+        fake.stop()
+        store.close()

@@ -29,8 +29,8 @@ from database.connection import Store
 from graph.machine.broker.checks import halted, ny_day, presubmit
 from graph.machine.broker.threads import broker_threads
 from graph.machine.broker.waves import waves
-from graph.machine.execution import PaperExecution
 from graph.machine.cycle_context import run_context
+from graph.machine.execution import PaperExecution
 from schemas.broker import BrokerOrderOutcome
 from schemas.decision import Decision, DecisionResult, Order
 from schemas.events import EventKind, new_event
@@ -106,10 +106,7 @@ class BrokerExecution(PaperExecution):
             for i, o in [x for x in indexed if x[1].side == "SELL"] + [x for x in indexed if x[1].side == "BUY"]
         ]
         outcomes: dict[int, BrokerOrderOutcome] = {}
-        # the store's first answers and every check's (checks.py) asked at once: none depends on another. A cycle
-        # with intents already (an attempt resumed: some of its orders may be at the broker) uses none of the
-        # checks' answers, as before; asking anyway costs it a few GETs and spares every first attempt a round of
-        # store reads before its checks
+        # the binding (unless choose.py found it) and the halt, asked at once; then every check (checks.py)
         pool = self.threads
         sessions = BrokerSessions(self.store.db)
         bound = (
@@ -117,9 +114,12 @@ class BrokerExecution(PaperExecution):
             if session_id in self.bound
             else pool.submit(sessions.bind, session_id, self.broker.name, self.broker.settings.host)
         )
-        known, switch = pool.submit(self.orders.of_cycle, cycle_id), pool.submit(self.switch.state)
+        halt_state = self.switch.state()
+        if bound is not None:
+            bound.result()
+            self.bound.add(session_id)
         day = ny_day()
-        checked = presubmit(
+        refusals = [r for r in [halted(halt_state)] if r] or presubmit(
             self.broker,
             self.mandate,
             [o for _, o, _ in legs],
@@ -128,50 +128,32 @@ class BrokerExecution(PaperExecution):
             lambda: self.orders.count_day(day),
             pool,
         )
-        if bound is not None:
-            bound.result()
-            self.bound.add(session_id)
-        seen_before, halt_state = known.result(), switch.result()
-        if not seen_before:  # nothing of this cycle may have reached the broker: check it all
-            refusals = [r for r in [halted(halt_state)] if r] or checked
-            if refusals:
-                for r in refusals:
-                    audit(
-                        "validation",
-                        {
-                            "schema": "BrokerPrecheck",
-                            "check": r.rule,
-                            "ok": False,
-                            "rule": r.rule,
-                            "limit": r.limit,
-                            "value": r.value,
-                            "symbol": r.symbol,
-                            "error": r.message,
-                        },
-                    )
-                for i, o, cid in legs:  # each order names the checks that concern it, or that another failed
-                    own = "; ".join(r.message for r in refusals if r.symbol in (None, o.symbol))
-                    outcomes[i] = _outcome(
-                        cid, o, None, "not_submitted", own or "nothing submitted: another order failed its checks"
-                    )
-                return _result(outcomes, decision, portfolio, as_of, "nothing submitted", as_of)
-        # the intents, each acknowledged by the store before the first submit: their records (broker_orders) and
-        # their events stored at the same time, then one journaled write behind both (the audit barrier)
-        earlier = {d["_id"] for d in seen_before}
-        for i, o, cid in legs:
-            audit(
-                "order_intent",
-                {
-                    "client_order_id": cid,
-                    "symbol": o.symbol,
-                    "side": o.side,
-                    "quantity": o.quantity,
-                    "leg": i,
-                    "broker": self.broker.name,
-                    "resumed": cid in earlier,
-                },
-            )
-        events_stored, day = pool.submit(writer.flush), ny_day()
+        # a refusal stands unless an earlier attempt of this cycle recorded intents (some of its orders may be at
+        # the broker, and the checks see them: the cycle is resumed, never refused half sent). Read only then: on
+        # the way to the orders, the intents' own insert says what was recorded before
+        if refusals and not self.orders.of_cycle(cycle_id):
+            for r in refusals:
+                audit(
+                    "validation",
+                    {
+                        "schema": "BrokerPrecheck",
+                        "check": r.rule,
+                        "ok": False,
+                        "rule": r.rule,
+                        "limit": r.limit,
+                        "value": r.value,
+                        "symbol": r.symbol,
+                        "error": r.message,
+                    },
+                )
+            for i, o, cid in legs:  # each order names the checks that concern it, or that another failed
+                own = "; ".join(r.message for r in refusals if r.symbol in (None, o.symbol))
+                outcomes[i] = _outcome(
+                    cid, o, None, "not_submitted", own or "nothing submitted: another order failed its checks"
+                )
+            return _result(outcomes, decision, portfolio, as_of, "nothing submitted", as_of)
+        # the intents, each acknowledged by the store before the first submit
+        day = ny_day()
         priors = self.orders.intend_all(
             [
                 {
@@ -187,19 +169,23 @@ class BrokerExecution(PaperExecution):
                 for i, o, cid in legs
             ]
         )
-        events_stored.result()
-        raced = sorted(cid for cid, p in priors.items() if (p is not None) != (cid in earlier))
-        if raced:  # another process recorded intents of this cycle since it was read: its claim should forbid it
-            raise RuntimeError(
-                f"intents of cycle {cycle_id} recorded by another process meanwhile ({', '.join(raced[:3])}): "
-                "nothing submitted; approve again to resume it"
+        for i, o, cid in legs:
+            audit(
+                "order_intent",
+                {
+                    "client_order_id": cid,
+                    "symbol": o.symbol,
+                    "side": o.side,
+                    "quantity": o.quantity,
+                    "leg": i,
+                    "broker": self.broker.name,
+                    "resumed": priors[cid] is not None,
+                },
             )
-        # the first wave's halt read beside the journaled write: both before its submit (waves.py)
-        first_halt = pool.submit(self.switch.state)
         writer.flush(durable=True)
 
         legs_by = {i: cid for i, _, cid in legs}
-        views, states, stop = self._send(legs, priors, audit, outcomes, first_halt.result())
+        views, states, stop = self._send(legs, priors, audit, outcomes)
         # the local records follow the events (a process killed before this finds its orders by client id)
         states.update({legs_by[i]: _state(v) for i, v in views.items()})
         self.orders.set_state(session_id, states)
@@ -217,18 +203,16 @@ class BrokerExecution(PaperExecution):
         priors: dict[str, Any],
         audit: Callable[..., None],
         outcomes: dict[int, BrokerOrderOutcome],
-        first_halt: dict[str, Any],
     ) -> tuple[dict[int, OrderView], dict[str, dict[str, Any]], Optional[str]]:
         """Every order sent, in waves (waves.py): (the orders the broker holds, the states of those it refused or
-        never answered, why the sending stopped early); what was not sent goes into `outcomes`. `first_halt` is
-        the kill switch as read for the first wave, beside the audit barrier."""
+        never answered, why the sending stopped early); what was not sent goes into `outcomes`."""
         views: dict[int, OrderView] = {}
         states: dict[str, dict[str, Any]] = {}
         stop: Optional[str] = None
         pool = self.threads
-        for n, wave in enumerate(waves(legs)):
+        for wave in waves(legs):
             if stop is None:  # a halt raised meanwhile, from any process, stops the waves still to come
-                halt = halted(first_halt if n == 0 else self.switch.state())
+                halt = halted(self.switch.state())
                 stop = halt.message if halt else None
             if stop is not None:
                 for i, o, cid in wave:
