@@ -217,7 +217,17 @@ def main() -> int:
         report["window"] = w = window(args.window_db)
         print(f"\n## {w['what']}: exit {w['exit']} in {w['seconds']} s")
         for row in (w["scorecard"] or {}).get("rows", []):
-            print({k: row.get(k) for k in ("name", "return_pct", "max_drawdown_pct", "failed_points", "llm_calls")})
+            if row["kind"] == "published":
+                continue  # the paper's rows, as published: the scorecard in the report holds them
+
+            def pct(v: float | None) -> str:
+                return "—" if v is None else f"{v * 100:+.3f}%"
+
+            print(
+                f"  {row['name']}: return {pct(row.get('cumulative_return'))}, max drawdown "
+                f"{pct(row.get('max_drawdown'))}, trades {row.get('trades')}, failed points "
+                f"{row.get('failed_points')}, LLM calls {row.get('llm_calls')}, tokens {row.get('tokens')}"
+            )
     path = ROOT / "out" / "bench" / "local_model.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2, default=str))
