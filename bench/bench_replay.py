@@ -1,4 +1,4 @@
-"""Reconstruct speed: load_session on sessions of 1k, 10k, 100k events on the embedded nx-27017 server.
+"""Reconstruct speed: load_session_log on sessions of 1k, 10k, 100k events on the embedded nx-27017 server.
 
 The store is opened the way `tradegraph replay` opens it (connect() on the embedded server's home), so a
 whole-session read takes the default path: straight from the server's SQLite file (EventStore._read_local).
@@ -24,7 +24,7 @@ import uuid
 from database import connect
 from database.embedded import start_server, stop_server
 from graph.machine.runner import run_state_machine
-from graph.services.replay.session import load_session
+from graph.services.replay.session import load_session_log
 
 
 def template() -> list[dict]:
@@ -91,7 +91,7 @@ def main() -> None:
                 s = None
                 gc.collect()
                 t0 = time.perf_counter()
-                s = load_session(store, session)
+                s = load_session_log(store, session)
                 times.append(time.perf_counter() - t0)
             assert s is not None and s.events == n and s.gap_free
             med = statistics.median(times)

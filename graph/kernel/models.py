@@ -370,7 +370,7 @@ class SessionInput(Input):
 
 
 class ReplayOutput(Output):
-    """graph.services.replay.Session.to_dict(): the session rebuilt from state_events alone."""
+    """graph.services.replay.SessionLog.to_dict(): the session rebuilt from state_events alone."""
 
     session_id: str
     events: int
@@ -385,9 +385,9 @@ class ReplayOutput(Output):
     warnings: list[str]
 
     def session(self):
-        """Back into the graph.services.replay.Session it was dumped from (what the CLI's tables and HTML page read):
-        its derived fields (gap_free, warnings, cut_off) are recomputed by the Session itself."""
-        from graph.services.replay.session import Cycle, LlmCall, Session, ToolCall
+        """Back into the graph.services.replay.SessionLog it was dumped from (what the CLI's tables and HTML page read):
+        its derived fields (gap_free, warnings, cut_off) are recomputed by the SessionLog itself."""
+        from graph.services.replay.session import Cycle, LlmCall, SessionLog, ToolCall
 
         cycles = [
             _dataclass(
@@ -398,7 +398,7 @@ class ReplayOutput(Output):
             )
             for c in self.cycles
         ]
-        return _dataclass(Session, self.model_dump(), cycles=cycles, seq_gaps=[tuple(g) for g in self.seq_gaps])
+        return _dataclass(SessionLog, self.model_dump(), cycles=cycles, seq_gaps=[tuple(g) for g in self.seq_gaps])
 
 
 class VerifyOutput(Output):

@@ -1,8 +1,8 @@
-"""A session's audit log read back: `load_session` turns the flat, seq-ordered `state_events` into cycles → states →
+"""A session's audit log read back: `load_session_log` turns the flat, seq-ordered `state_events` into cycles → states →
 contracts, LLM calls (request and response paired by run_id), tool calls (call and result paired by run_id),
 validations, trades and errors, with ONE query and one pass, so it stays linear in the session's size. Integrity
 problems (a seq gap, a cycle that never reached END, a schema version this code does not speak) are reported on the
-Session, never hidden. Replay, telemetry and the session summaries read recordings through this module.
+SessionLog, never hidden. Replay, telemetry and the session summaries read recordings through this module.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ class Cycle:
 
 
 @dataclass
-class Session:
+class SessionLog:
     session_id: str
     events: int
     cycles: list[Cycle]
@@ -181,7 +181,7 @@ class Session:
 
 
 # ---------------------------------------------------------------------------- reconstruct
-def load_session(store: Store, session_id: str, *, check_chain: bool = False) -> Session:
+def load_session_log(store: Store, session_id: str, *, check_chain: bool = False) -> SessionLog:
     """One indexed query for the whole session, then one pass in memory; the hash chain (a second
     read) only when asked."""
     with _gc_paused():
@@ -189,10 +189,10 @@ def load_session(store: Store, session_id: str, *, check_chain: bool = False) ->
         if not events:
             if check_chain and store.events.heads.get(session_id) is not None:
                 # every event deleted: the session is gone from the log, not from its chain head
-                return Session(session_id, 0, [], None, None, [], [], chain=store.events.verify_chain(session_id))
+                return SessionLog(session_id, 0, [], None, None, [], [], chain=store.events.verify_chain(session_id))
             # a deleted session says when, by whom, what it was
             raise SessionNotFound(store.admin_log.unknown_session(session_id))
-        session = build_session(session_id, events)
+        session = build_session_log(session_id, events)
     if check_chain:
         session.chain = store.events.verify_chain(session_id)
     return session
@@ -227,7 +227,7 @@ def read_events(events: list[dict]) -> list[AnyEvent]:
     return [parse_event(e) for e in events]
 
 
-def build_session(session_id: str, events: list[dict]) -> Session:
+def build_session_log(session_id: str, events: list[dict]) -> SessionLog:
     """The session the stored events make: each read through parse_event, then folded (`fold`)."""
     return fold(session_id, read_events(events), _versions(events))
 
@@ -237,7 +237,7 @@ def _versions(events: list[dict]) -> list[int]:
     return sorted({int(e.get("schema_version", SCHEMA_VERSION)) for e in events})
 
 
-def fold(session_id: str, events: Sequence[AnyEvent], schema_versions: list[int]) -> Session:
+def fold(session_id: str, events: Sequence[AnyEvent], schema_versions: list[int]) -> SessionLog:
     """The one fold of the typed log into cycles, states, calls and trades: replay, verify, the summaries, the
     console and the OpenTelemetry spans (graph/services/telemetry/spans.py) all read a session through it."""
     cycles: dict[str, Cycle] = {}
@@ -364,7 +364,7 @@ def fold(session_id: str, events: Sequence[AnyEvent], schema_versions: list[int]
         ]
         c.trades = exits + list((execution.get("result") or {}).get("executed_trades") or [])
         c.status = _status(c)
-    return Session(
+    return SessionLog(
         session_id=session_id,
         events=len(events),
         cycles=list(cycles.values()),
@@ -389,7 +389,7 @@ def last_cycle_facts(session_id: str, events: list[dict]) -> dict[str, Any]:
     folds its session's summary when it closes, so only the kinds a status is read from are parsed (the calls and
     retrievals, most of a cycle's events, say nothing of it)."""
     try:
-        session = build_session(session_id, [e for e in events if e.get("kind") in _STATUS_KINDS])
+        session = build_session_log(session_id, [e for e in events if e.get("kind") in _STATUS_KINDS])
     except EventParseError:  # a listing never vouches for what it cannot read, nor stops the store closing over it
         return {}
     if not session.cycles:  # a "cycle" of operator events only (a broker halt, an idempotency use): no status

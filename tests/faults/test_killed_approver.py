@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from database import connect
-from graph.machine.recording import load_session
+from graph.machine.recording import load_session_log
 from graph.machine.runner import run_state_machine
 from graph.transports.cli.main import main
 from schemas.portfolio import PortfolioSnapshot
@@ -102,7 +102,7 @@ def test_a_killed_approvers_started_fill_is_finished_and_an_opposite_decision_re
         ended = [e["payload"]["status"] for e in events if e["kind"] == "cycle_ended"]
         assert ended == ["completed"]
         assert store.sessions.get(sid)["status"] == "completed"
-        replayed = load_session(store, sid, check_chain=True)
+        replayed = load_session_log(store, sid, check_chain=True)
         assert replayed.cycles[-1].status == "completed" and replayed.chain["ok"], replayed.chain
         assert replayed.cycles[-1].approval == {"approved": True, "by": "alice"}
         # nothing is left to decide: a late rejection is told the cycle is done, by whom

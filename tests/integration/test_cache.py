@@ -7,7 +7,7 @@ import pytest
 from agent.config import AgentConfig
 from graph.machine.cycle_context import default_services
 from graph.machine.runner import run_state_machine
-from graph.services.replay.session import load_session, verify_session
+from graph.services.replay.session import load_session_log, verify_session
 from tests.helpers import events_of, mock_store
 
 pytestmark = pytest.mark.integration
@@ -101,7 +101,7 @@ def test_a_failing_cache_is_a_miss_audited_not_a_failed_cycle(fake):
     assert out.status in ("completed", "rejected") and out.llm_calls == len(fake.requests) > 0
     errors = [e["payload"] for e in events_of(store, out, "error") if e["payload"].get("type") == "llm_cache_error"]
     assert {e["op"] for e in errors} == {"read", "write"} and all(e["fatal"] is False for e in errors)
-    assert load_session(store, out.session_id).cycles[0].status == out.status  # read back as non-fatal too
+    assert load_session_log(store, out.session_id).cycles[0].status == out.status  # read back as non-fatal too
 
 
 def test_verify_answers_from_the_recording_even_with_a_poisoned_cache(fake):

@@ -187,7 +187,7 @@ def test_inserts_are_not_fsynced_per_document_but_the_barrier_is(tmp_path: Path,
 
 def test_a_session_read_from_the_sqlite_file_is_the_servers_answer(tg_home: Path) -> None:
     from graph.machine.runner import run_state_machine
-    from graph.services.replay.session import load_session
+    from graph.services.replay.session import load_session_log
 
     store = connect()  # the embedded path: it knows the server's file
     try:
@@ -202,7 +202,7 @@ def test_a_session_read_from_the_sqlite_file_is_the_servers_answer(tg_home: Path
             type(v) for d in via_server for v in d.values()
         ]
         assert events.verify_chain(session)["ok"]
-        assert load_session(store, session).events == out.events
+        assert load_session_log(store, session).events == out.events
 
         # a gap: both paths skip it the same way
         events.insert_raw({**_event(0, session), "seq": out.events + 3, "prev_hash": None, "hash": None})

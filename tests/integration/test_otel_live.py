@@ -8,7 +8,7 @@ import time
 import pytest
 
 from graph.machine.runner import approve_cycle, run_state_machine
-from graph.services.replay.session import load_session
+from graph.services.replay.session import load_session_log
 from graph.services.telemetry import live
 from graph.services.telemetry.export import send, spans_of
 from tests.fakes.otlp_receiver import OtlpReceiver
@@ -75,7 +75,7 @@ def test_a_dead_collector_neither_fails_nor_holds_the_cycle_and_is_audited(monke
     assert skip["skipped"] is True and f"tradegraph export otel {out.session_id}" in skip["error"]
     # the failure event leaves the cycle's story alone: same status on replay, and no span of its own
     assert store.events.verify_chain(out.session_id)["ok"]
-    assert [c.status for c in load_session(store, out.session_id).cycles] == ["completed", "completed"]
+    assert [c.status for c in load_session_log(store, out.session_id).cycles] == ["completed", "completed"]
     assert len(spans_of(store, out.session_id, out.cycle_id)) == 27  # 8 states, 13 chat, 5 tools, the root
 
 

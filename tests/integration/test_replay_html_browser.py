@@ -14,7 +14,7 @@ from database.connection import connect
 from graph.machine.runner import run_state_machine
 from graph.machine.state import CONTRACT_KEYS
 from graph.services.replay.html import render_html
-from graph.services.replay.session import load_session
+from graph.services.replay.session import load_session_log
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +44,7 @@ def page(tmp_path_factory) -> tuple[Path, str]:
     try:
         first = run_state_machine("AAPL,MSFT", "2012-06-01", store=store)
         run_state_machine("AAPL,MSFT", "2012-06-04", store=store, session_id=first.session_id)
-        html = render_html(load_session(store, first.session_id))
+        html = render_html(load_session_log(store, first.session_id))
     finally:
         store.close()
     path = tmp_path_factory.mktemp("replay") / "session.html"

@@ -17,7 +17,7 @@ import pytest
 from database.connection import connect
 from database.embedded import stop_server
 from graph.machine.state import CONTRACT_KEYS
-from graph.services.replay.session import load_session
+from graph.services.replay.session import load_session_log
 
 pytestmark = pytest.mark.integration
 
@@ -128,7 +128,7 @@ def test_studio_run_is_audited(dev_server, monkeypatch):
         assert entered == STATES, entered
         assert [e["payload"] for e in first if e["kind"] == "transition"][-1]["to"] == "END"
         assert {e["kind"] for e in first} >= {"transition", "contract", "llm_request", "llm_response", "tool_call"}
-        session = load_session(store, session_id)
+        session = load_session_log(store, session_id)
         assert session.gap_free and not session.warnings()
         assert [c.cycle_id for c in session.cycles] == [final["cycle_id"], second["cycle_id"]]
         assert [c.status for c in session.cycles] == [final["status"], second["status"]]

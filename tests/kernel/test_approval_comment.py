@@ -10,7 +10,7 @@ import pytest
 
 from graph.kernel import errors as E
 from graph.kernel.core import Kernel
-from graph.services.replay.session import load_session, verify_session
+from graph.services.replay.session import load_session_log, verify_session
 from graph.transports.cli.main import main
 
 
@@ -36,7 +36,7 @@ def test_a_comment_is_audited_with_the_decision_and_replays_identically(db, caps
         events = k.store.events.read(sid)
         approvals = [e["payload"] for e in events if e["kind"] == "approval_decided"]
         assert approvals == [{"approved": not reject, "by": "carol", "comment": said}]
-        assert load_session(k.store, sid).cycles[-1].approval == {
+        assert load_session_log(k.store, sid).cycles[-1].approval == {
             "approved": not reject,
             "by": "carol",
             "comment": said,

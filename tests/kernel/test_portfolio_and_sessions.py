@@ -10,7 +10,7 @@ import pytest
 
 from graph.kernel import errors as E
 from graph.kernel.core import Kernel
-from graph.services.replay.session import load_session
+from graph.services.replay.session import load_session_log
 from graph.transports.cli.main import main
 
 
@@ -33,7 +33,7 @@ def test_the_book_adds_up_and_matches_the_stored_snapshot(db, capsys):
     try:
         view = k.call("portfolio", {"session_id": s})
         snapshot, version = k.store.portfolios.load_versioned(s)
-        replayed = load_session(k.store, s)
+        replayed = load_session_log(k.store, s)
     finally:
         k.close()
     trades = [t for c in replayed.cycles for t in c.trades]

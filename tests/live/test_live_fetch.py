@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from database.connection import connect
-from graph.machine.recording import load_session
+from graph.machine.recording import load_session_log
 from graph.services.broker.live_data import RETRY_S
 from graph.transports.cli.main import main
 from schemas.events import ValidationEvent, parse_event
@@ -67,7 +67,7 @@ def test_each_day_fetches_its_bars_into_the_loops_folder_and_its_cycle_reads_the
     # two symbols a day, each one chart request over the whole look-back, ending the day before the cycle's day
     assert [s for s, _ in yahoo.charts] == ["AAPL", "MSFT", "AAPL", "MSFT"]
     # each day's cycle read that day's file, as fetched: its manifest names the file and its hash
-    cycles = load_session(connect(env.db), "live-t").cycles
+    cycles = load_session_log(connect(env.db), "live-t").cycles
     assert [(c.manifest["data"]["market"]["source"], c.manifest["data"]["market"]["sha256"]) for c in cycles] == [
         (recs[d]["data"]["file"], recs[d]["data"]["sha256"]) for d in sorted(recs)
     ], [c.manifest["data"] for c in cycles]
@@ -202,7 +202,7 @@ def test_each_day_fetches_the_latest_headlines_at_their_publication_times_and_it
     seen = load_news(news["file"]).headlines("AAPL", "2012-07-02")
     assert [h["id"] for h in seen] == ["n1", "n2"]
     # the day's cycle read that file: its manifest names it and its hash; the fetch is audited with it
-    (cycle,) = load_session(connect(env.db), "live-t").cycles
+    (cycle,) = load_session_log(connect(env.db), "live-t").cycles
     assert cycle.manifest["data"]["news"] == {"source": news["file"], "sha256": news["sha256"]}, cycle.manifest
     assert [a["news"]["sha256"] for a in fetches(env.db)] == [news["sha256"]]
 
@@ -229,5 +229,5 @@ def test_a_news_file_given_is_read_as_it_is_and_no_news_is_fetched(env, yahoo, t
     rec = records(env)["2012-07-03"]
     assert "news" not in rec["data"] and rec["files"] == {"prices": rec["data"]["file"]}, rec
     assert yahoo.news_asked == [] and not (tmp_path / "experiments" / "live-t" / "news-2012-07-03.jsonl").exists()
-    (cycle,) = load_session(connect(env.db), "live-t").cycles
+    (cycle,) = load_session_log(connect(env.db), "live-t").cycles
     assert cycle.manifest["data"]["news"]["source"] == str(mine.resolve()), cycle.manifest["data"]

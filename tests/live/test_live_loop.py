@@ -14,7 +14,7 @@ import pytest
 from agent.data.sources import KINDS
 from database.connection import connect
 from database.live_days import LiveDays
-from graph.machine.recording import load_session
+from graph.machine.recording import load_session_log
 from graph.transports.cli.live import cmd_live
 from graph.transports.cli.main import build_parser, main
 from tests.brokers.harness import guard_loopback, start_fake
@@ -102,7 +102,7 @@ def test_deadline_expires_the_day_with_no_order_and_the_next_trading_day_after_t
     assert "next run at 2012-07-03 09:35 EDT" in out and "expired at 2012-07-03 10:05 EDT" in out
     assert "next run at 2012-07-05 09:35 EDT" in out
     # the expiry is the gate's own rejection, read as the session's fold reads an approval (whatever event holds it)
-    rejections = [c.approval for c in load_session(connect(env.db), "live-t").cycles]
+    rejections = [c.approval for c in load_session_log(connect(env.db), "live-t").cycles]
     assert len(rejections) == 2 and all(
         r and r["approved"] is False and "approval deadline" in r["by"] for r in rejections
     ), rejections

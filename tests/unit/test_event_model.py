@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from graph.machine.recording import build_session, load_session
+from graph.machine.recording import build_session_log, load_session_log
 from graph.machine.runner import approve_cycle, run_state_machine
 from schemas import events as ev
 from schemas.base import CycleStatus, RecordedStatus
@@ -32,7 +32,7 @@ def _assert_ended_as(store, out, status: str) -> list[dict]:
     assert [t.kind for t in typed].count("cycle_ended") == 1
     assert typed[-1].kind == "cycle_ended" and typed[-1].state == "RUNNER"
     assert out.status == status == typed[-1].payload.status
-    cycle = next(c for c in load_session(store, out.session_id).cycles if c.cycle_id == out.cycle_id)
+    cycle = next(c for c in load_session_log(store, out.session_id).cycles if c.cycle_id == out.cycle_id)
     assert cycle.recorded_status == cycle.status == status and not cycle.cut_off
     return events
 
@@ -110,7 +110,7 @@ def test_a_paused_cycle_has_no_cycle_ended_until_it_is_decided():
     paused = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with(), approve=True)
     assert paused.status == "pending_approval"
     assert not [e for e in _cycle_events(store, paused) if e["kind"] == "cycle_ended"]
-    assert load_session(store, paused.session_id).cycles[-1].status == "pending_approval"  # inferred, as before
+    assert load_session_log(store, paused.session_id).cycles[-1].status == "pending_approval"  # inferred, as before
     out = approve_cycle(paused.session_id, store=store, approved=False, by="tester", services=services_with())
     _assert_ended_as(store, out, "rejected")
 
@@ -130,7 +130,7 @@ def test_a_crash_the_runner_catches_ends_failed_after_its_error():
     session_id = first.session_id
     assert [e["kind"] for e in events] == ["manifest", "error", "cycle_ended"]
     assert parse_event(events[-1]).payload.status == "failed"
-    cycle = load_session(store, session_id).cycles[-1]
+    cycle = load_session_log(store, session_id).cycles[-1]
     assert cycle.status == "failed" and not cycle.cut_off  # it ended (badly), it was not cut off
 
 
@@ -156,7 +156,7 @@ def test_a_crash_out_of_the_graph_after_the_fill_ends_executed_with_errors():
     assert [e["kind"] for e in events[-2:]] == ["error", "cycle_ended"]
     assert store.executions.get(events[-1]["cycle_id"]) is not None  # it did fill
     assert parse_event(events[-1]).payload.status == "executed_with_errors"
-    assert load_session(store, session_id).cycles[-1].status == "executed_with_errors"
+    assert load_session_log(store, session_id).cycles[-1].status == "executed_with_errors"
 
 
 def test_a_crash_whose_store_cannot_say_leaves_the_status_to_the_log(monkeypatch):
@@ -184,7 +184,7 @@ def test_a_crash_whose_store_cannot_say_leaves_the_status_to_the_log(monkeypatch
     [session_id] = [s["session_id"] for s in store.events.sessions()]
     events = store.events.read(session_id)
     assert events[-1]["kind"] == "error" and "cycle_ended" not in [e["kind"] for e in events]
-    cycle = load_session(store, session_id).cycles[-1]
+    cycle = load_session_log(store, session_id).cycles[-1]
     # read as the log shows it, a cycle that never reached its end, with the execution it recorded
     assert cycle.status == "cut_off" and cycle.contracts["EXECUTING"]["data"]["status"] != "hold"
 
@@ -195,11 +195,11 @@ def test_replay_reads_the_recorded_status_and_infers_only_without_one():
     events = store.events.read(out.session_id)
     doctored = copy.deepcopy(events)
     doctored[-1]["payload"]["status"] = "rejected"  # what it says wins over what the other events suggest
-    assert build_session(out.session_id, doctored).cycles[0].status == "rejected"
+    assert build_session_log(out.session_id, doctored).cycles[0].status == "rejected"
     before = events[:-1]  # a recording from before cycle_ended: inferred as it always was
-    assert build_session(out.session_id, before).cycles[0].status == "completed"
+    assert build_session_log(out.session_id, before).cycles[0].status == "completed"
     cut = [e for e in events if not (e["kind"] == "transition" and e["payload"]["to"] == "END")][:-1]
-    cycle = build_session(out.session_id, cut).cycles[0]
+    cycle = build_session_log(out.session_id, cut).cycles[0]
     assert cycle.status == "cut_off" and cycle.cut_off
 
 
@@ -442,7 +442,7 @@ def test_the_events_written_after_a_cycle_parse_and_leave_its_status_alone():
     assert [t.kind for t in typed][-4:] == ["cycle_ended", "idempotency", "idempotency", "telemetry"]
     assert [t.payload.use for t in typed if t.kind == "idempotency"] == ["first", "repeat"]
     assert typed[-1].payload.error == "refused" and not typed[-1].payload.ok
-    assert load_session(store, first.session_id).cycles[0].status == first.status == "completed"
+    assert load_session_log(store, first.session_id).cycles[0].status == first.status == "completed"
 
 
 @pytest.mark.parametrize("version", [1, 2])

@@ -18,7 +18,7 @@ from agent.json_chat_model import lean_schema, response_format
 from agent.passes import PASS_PROTOCOL, json_instruction
 from agent.prompts import find_evidence
 from graph.machine.runner import run_state_machine
-from graph.services.replay.session import load_session, verify_session
+from graph.services.replay.session import load_session_log, verify_session
 from schemas.states import ALLOW_LISTS, MARKET_TOOLS, STATE_CONTRACTS, allow_list
 from tests.helpers import events_of, mock_store, services_with
 
@@ -336,7 +336,7 @@ def test_a_new_protocol_recording_verifies_identical(both):
     report = verify_session(store, out.session_id)
     assert report.identical and report.ok and report.cycles[0].config_differences == []
     assert report.cycles[0].notes == []
-    assert load_session(store, report.replay_session_id).cycles[0].llm_calls.__len__() == 42
+    assert load_session_log(store, report.replay_session_id).cycles[0].llm_calls.__len__() == 42
 
 
 # ---------------------------------------------------------------- what is sent, not what validates
@@ -434,7 +434,7 @@ def test_a_cycle_without_a_manifest_replays_under_the_protocol_its_requests_show
 
     store, out = both[protocol]
     bare = _copy(store, out.session_id, None)
-    cycle = load_session(bare, out.session_id).cycles[0]
+    cycle = load_session_log(bare, out.session_id).cycles[0]
     assert cycle.manifest is None and inferred_pass_protocol(cycle.llm_calls) == protocol
     report = verify_session(bare, out.session_id)
     assert report.identical and report.ok, report.first_divergence

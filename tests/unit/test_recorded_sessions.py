@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from graph.machine.recording import load_session
+from graph.machine.recording import load_session_log
 from graph.services.replay.session import verify_session
 from schemas.base import SCHEMA_VERSION
 from schemas.events import EventParseError, parse_event
@@ -62,7 +62,7 @@ def test_a_recorded_session_parses_and_verifies_identical(path):
         (e["seq"], e["prev_hash"], e["hash"]) for e in events
     ]
 
-    session = load_session(store, header["session_id"], check_chain=True)
+    session = load_session_log(store, header["session_id"], check_chain=True)
     assert session.chain["ok"] and session.gap_free and not session.warnings(), session.warnings()
     ended = {t.cycle_id: t.payload.status for t in typed if t.kind == "cycle_ended"}
     for cycle in session.cycles:  # a recorded status is read as recorded; older ones are inferred as before
@@ -168,7 +168,7 @@ def test_verify_reads_a_recording_of_an_older_version_through_the_upcasters(monk
         payload["to"] = payload.pop("target")
         return payload
 
-    session = load_session(store, sid, check_chain=True)
+    session = load_session_log(store, sid, check_chain=True)
     assert session.schema_versions == [1] and not session.schema_mismatch and not session.warnings()
     assert session.cycles[0].states[:2] == ["SCANNING", "PLANNING"] and session.cycles[0].ended
     report = verify_session(store, sid)

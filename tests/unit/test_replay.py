@@ -9,7 +9,7 @@ import pytest
 
 from database.connection import connect
 from graph.machine.runner import run_state_machine
-from graph.services.replay.session import SessionNotFound, first_diff, load_session, verify_session
+from graph.services.replay.session import SessionNotFound, first_diff, load_session_log, verify_session
 from schemas.states import STATES
 
 
@@ -41,7 +41,7 @@ def copy_session(store, source: str, target: str, *, skip_seqs=(), stop_after=No
 
 
 def test_reconstructs_both_cycles_and_all_transitions(mstore, two_cycles):
-    s = load_session(mstore, two_cycles)
+    s = load_session_log(mstore, two_cycles)
     assert len(s.cycles) == 2 and s.gap_free and not s.warnings()
     c1 = s.cycles[0]
     assert [t["to"] for t in c1.transitions] == list(STATES) + ["END"]
@@ -59,15 +59,15 @@ def test_reconstructs_both_cycles_and_all_transitions(mstore, two_cycles):
 
 def test_unknown_session_raises(mstore):
     with pytest.raises(SessionNotFound):
-        load_session(mstore, "no-such-session")
+        load_session_log(mstore, "no-such-session")
 
 
 def test_seq_gap_and_cut_off_are_reported(mstore, two_cycles):
     copy_session(mstore, two_cycles, "gappy", skip_seqs={50})
-    s = load_session(mstore, "gappy")
+    s = load_session_log(mstore, "gappy")
     assert s.seq_gaps == [(50, 50)] and any("seq gap" in w and "50" in w for w in s.warnings())
     copy_session(mstore, two_cycles, "cut", stop_after=60)
-    s = load_session(mstore, "cut")
+    s = load_session_log(mstore, "cut")
     assert len(s.cycles) == 1 and s.cycles[0].cut_off and s.cycles[0].status == "cut_off"
     assert any("cut off" in w for w in s.warnings())
 
@@ -78,9 +78,9 @@ def test_verify_identical_and_never_writes_the_source(mstore, two_cycles):
     assert report.identical, report.first_divergence and report.first_divergence.describe()
     assert [len(c.compared_states) for c in report.cycles] == [8, 8]
     assert mstore.events.read(two_cycles) == before
-    replay = load_session(mstore, report.replay_session_id)
+    replay = load_session_log(mstore, report.replay_session_id)
     assert replay.replay_of == two_cycles and replay.gap_free
-    assert [c.cycle_id for c in replay.cycles] == [c.cycle_id for c in load_session(mstore, two_cycles).cycles]
+    assert [c.cycle_id for c in replay.cycles] == [c.cycle_id for c in load_session_log(mstore, two_cycles).cycles]
     # a second verify gets its own session
     assert verify_session(mstore, two_cycles).replay_session_id.endswith("-2")
 

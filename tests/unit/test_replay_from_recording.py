@@ -10,7 +10,7 @@ from pathlib import Path
 from agent.config import RiskLimits
 from agent.data.market import VENDORED_CSV, load_market_data
 from graph.machine.runner import approve_cycle, run_state_machine
-from graph.services.replay.session import load_session, verify_session
+from graph.services.replay.session import load_session_log, verify_session
 from graph.transports.cli.main import main as cli_main
 from tests.helpers import mock_store, services_with
 
@@ -35,12 +35,12 @@ def test_a_rejected_approval_replays_identical_without_executing():
     assert rejected.status == "rejected" and "EXECUTING" not in rejected.contracts
     report = verify_session(store, paused.session_id)
     assert report.identical, report.first_divergence
-    replayed = load_session(store, report.replay_session_id)
+    replayed = load_session_log(store, report.replay_session_id)
     assert "EXECUTING" not in replayed.cycles[0].contracts
     assert replayed.cycles[0].approval == {"approved": False, "by": "bob"}
     from graph.services.replay.html import render_html  # the decision is shown where it was made
 
-    page = render_html(load_session(store, paused.session_id))
+    page = render_html(load_session_log(store, paused.session_id))
     assert "<span class=bad>rejected</span> by bob" in page
 
 
@@ -133,7 +133,7 @@ def test_a_cycle_that_ran_out_of_token_budget_replays_the_same_failure():
     assert out.status == "failed" and out.error["type"] == "TokenBudgetExceeded"
     report = verify_session(store, out.session_id)
     assert report.identical, report.first_divergence and report.first_divergence.describe()
-    replayed = load_session(store, report.replay_session_id).cycles[0]
+    replayed = load_session_log(store, report.replay_session_id).cycles[0]
     # the refusal (agent/budget.py: which budget, its limit, what was used) then the state's failure, as recorded
     assert [e["type"] for e in replayed.errors] == ["budget_exceeded", "TokenBudgetExceeded"]
 
@@ -163,11 +163,11 @@ def test_a_cycle_still_waiting_for_approval_replays_to_the_same_pause():
     store = mock_store()
     paused = run_state_machine("AAPL,MSFT", "2012-06-01", store=store, services=services_with(), approve=True)
     assert paused.status == "pending_approval"
-    recorded = load_session(store, paused.session_id)
+    recorded = load_session_log(store, paused.session_id)
     assert recorded.cycles[0].status == "pending_approval" and not recorded.warnings()
     report = verify_session(store, paused.session_id)
     assert report.identical, report.first_divergence
-    replayed = load_session(store, report.replay_session_id).cycles[0]
+    replayed = load_session_log(store, report.replay_session_id).cycles[0]
     assert "EXECUTING" not in replayed.states and not replayed.errors
     assert replayed.status == "pending_approval"
 

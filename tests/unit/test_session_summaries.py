@@ -11,7 +11,7 @@ import pytest
 
 from database.sessions import SessionSummaries
 from graph.machine.runner import approve_cycle, run_state_machine
-from graph.services.replay.session import load_session, verify_session
+from graph.services.replay.session import load_session_log, verify_session
 
 FACTS = (
     "session_id",
@@ -35,7 +35,7 @@ FACTS = (
 def from_log(store, session_id: str) -> dict:
     """What the log says of a session, worked out here from the whole session as replay reads it."""
     events = store.events.read(session_id)
-    session = load_session(store, session_id)
+    session = load_session_log(store, session_id)
     last = next(c for c in session.cycles if c.cycle_id == events[-1]["cycle_id"])
     kind = {"s-": "run", "bt": "backtest", "re": "replay"}.get(session_id[:2], "other")
     return {
@@ -157,7 +157,7 @@ def test_a_deleted_session_says_when_by_whom_and_what_its_head_was(store):
     with pytest.raises(UnknownSession, match=f"deleted .* by alice .*seq {head.seq}, hash {head.hash}"):
         r.plan_delete(sid)
     with pytest.raises(Exception, match=f"unknown session '{sid}': deleted .* by alice"):
-        load_session(store, sid, check_chain=True)
+        load_session_log(store, sid, check_chain=True)
     records = store.admin_log.records(sid)
     assert [x["phase"] for x in records] == ["started", "done"] and records[0]["head"]["hash"] == head.hash
     assert store.admin_log.verify()["ok"]

@@ -1,4 +1,4 @@
-"""Verify a session by re-executing it (reading it back is graph/machine/recording.py's `load_session`).
+"""Verify a session by re-executing it (reading it back is graph/machine/recording.py's `load_session_log`).
 
 `verify_session` re-runs each recorded cycle through the real graph from the recording alone: the
 manifest's configuration and inputs (a backtest's Case, approval_required), every LLM answer, feature
@@ -23,12 +23,12 @@ from graph.machine.recording import (  # noqa: F401
     Cycle,
     LlmCall,
     SchemaVersionMismatch,
-    Session,
+    SessionLog,
     ToolCall,
-    build_session,
+    build_session_log,
     fatal_error,
     fold,
-    load_session,
+    load_session_log,
 )
 from schemas.base import SCHEMA_VERSION
 from schemas.events import AnyEvent, EventParseError, LlmResponseEvent, new_event, parse_all, parse_event
@@ -36,12 +36,12 @@ from schemas.states import STATES
 
 __all__ = [
     "SessionNotFound",
-    "Session",
+    "SessionLog",
     "Cycle",
     "LlmCall",
     "ToolCall",
-    "load_session",
-    "build_session",
+    "load_session_log",
+    "build_session_log",
     "read_session",
     "RecordingUnreadable",
     "unreadable_events",
@@ -211,7 +211,7 @@ def verify_session(store: Store, session_id: str, *, config=None) -> VerifyRepor
 
     events = store.events.read(session_id)
     if not events:  # unknown (SessionNotFound), or the whole log deleted with its chain head left
-        session = load_session(store, session_id, check_chain=True)
+        session = load_session_log(store, session_id, check_chain=True)
         return VerifyReport(session_id, "(none: no recorded event)", [], session.warnings(), chain=session.chain)
     versions = sorted({e.get("schema_version", SCHEMA_VERSION) for e in events}, key=str)
     unknown = [v for v in versions if not readable_version(v)]
@@ -293,12 +293,12 @@ class RecordingUnreadable(ValueError):
     """A recording whose events are not events this code knows: the message is parse_event's line for the first."""
 
 
-def read_session(store: Store, session_id: str) -> Session:
-    """load_session with its hash chain, for the tables, JSON and HTML: a recording that cannot be rebuilt because an
+def read_session(store: Store, session_id: str) -> SessionLog:
+    """load_session_log with its hash chain, for the tables, JSON and HTML: a recording that cannot be rebuilt because an
     event is not what its kind says (a doctored usage, a contract that is a string) fails with parse_event's one line
     naming that event, never the reconstruction's own exception."""
     try:
-        return load_session(store, session_id, check_chain=True)
+        return load_session_log(store, session_id, check_chain=True)
     except (ValueError, TypeError, KeyError, AttributeError) as e:
         if isinstance(e, SchemaVersionMismatch):
             raise

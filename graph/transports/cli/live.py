@@ -86,7 +86,7 @@ class KernelActions:
         """The cycle's status; `deciding` while an approver holds its claim. Polled while a cycle waits, so the
         session's whole recording is read only until the cycle is seen paused (it changes only through a claim)."""
         from database.approvals import Decisions
-        from graph.machine.recording import load_session
+        from graph.machine.recording import load_session_log
         from schemas.events import CycleEndedEvent, parse_event
 
         store = self.k.store
@@ -104,7 +104,7 @@ class KernelActions:
             return "pending_approval"
         if not store.events.exists(self.session_id):
             return None
-        found = [c for c in load_session(store, self.session_id).cycles if c.cycle_id == cycle_id]
+        found = [c for c in load_session_log(store, self.session_id).cycles if c.cycle_id == cycle_id]
         if found and found[0].status == "pending_approval":
             self._paused.add(cycle_id)
         return str(found[0].status) if found else None

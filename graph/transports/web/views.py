@@ -1,5 +1,5 @@
 """What each page shows, read through the kernel's capabilities (so the HTTP transport's policies apply as to the
-API) and the replay reconstruction (graph/machine/recording.py build_session): plain dicts for the templates."""
+API) and the replay reconstruction (graph/machine/recording.py build_session_log): plain dicts for the templates."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, Optional
 from agent.pricing import Spend, cost_of, price_of
 from graph.kernel.core import Kernel
 from graph.kernel.errors import BadInput, KernelError, NotFound
-from graph.machine.recording import Cycle, build_session
+from graph.machine.recording import Cycle, build_session_log
 from graph.services.run_files import read_run_text
 from graph.transports.web.charts import Series, equity_and_drawdown
 from schemas.states import STATES
@@ -173,7 +173,7 @@ def _rebuilt(kernel: Kernel, session_id: str, index: int) -> Cycle:
         events += page.events
         if not page.events or len(events) >= page.total:
             break
-    cycles = [c for c in build_session(session_id, events).cycles if c.cycle_id == cycle_id]
+    cycles = [c for c in build_session_log(session_id, events).cycles if c.cycle_id == cycle_id]
     if not cycles:
         raise NotFound(f"session '{session_id}' has no cycle {index}", field="cycle")
     cycles[0].index = index
