@@ -124,7 +124,7 @@ def main() -> int:
     prompts = prompt_figures(events)
     run_row = next(r for r in card["rows"] if r["kind"] == "run")
     base = next(r for r in card["rows"] if r["kind"] == "baseline")
-    points = len(plan.sessions)
+    points = len(plan.days)
     out: dict[str, Any] = {
         "symbols": len(protocol.symbols),
         "sessions": points,

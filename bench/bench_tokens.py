@@ -298,7 +298,7 @@ def stockbench_points(args, count) -> list[dict]:
                 experiments=Path(tmp) / "exp",
                 no_cache=True,
             )
-            end = plan0.sessions[min(args.points, len(plan0.sessions)) - 1]
+            end = plan0.days[min(args.points, len(plan0.days)) - 1]
             plan = driver.plan(
                 "tokens",
                 Protocol(symbols=SYMBOLS[: args.symbols], start=args.start, end=end),

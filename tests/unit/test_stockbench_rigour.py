@@ -23,12 +23,12 @@ def test_the_baseline_row_recomputes_from_its_nav_on_the_shipped_window():
     """The shipped StockBench data's 20 symbols over the paper's window: the row's figures are its NAV's (the issue's
     independent recomputation found +0.408% stated against +0.378% in the NAV)."""
     from agent.data.sources import load_file, stockbench_files
-    from graph.services.benchmark.stockbench.run import opens, sessions_of
+    from graph.services.benchmark.stockbench.run import days_of, opens
 
     proto = Protocol()
     files = stockbench_files(None)
     market = load_file("prices", files.prices)
-    dates = sessions_of(market, proto)
+    dates = days_of(market, proto)
     row = scorecard.baseline_row(dates, opens(market, proto.symbols, dates), proto)
     again = rigour.recomputed(row, proto.initial_cash)
     assert row["cumulative_return"] == pytest.approx(again["cumulative_return"], abs=1e-6)

@@ -140,7 +140,7 @@ def measure(events: list[dict[str, Any]]) -> list[dict[str, dict[str, dict[str, 
 
 
 def dry_run(
-    protocol: Protocol, data_files, sessions: list[str], points: int = DRY_RUN_POINTS, store=None
+    protocol: Protocol, data_files, days: list[str], points: int = DRY_RUN_POINTS, store=None
 ) -> dict[str, Any]:
     """The offline model over the window's first `points` sessions, on a throwaway store and folder."""
     from agent.config import AgentConfig
@@ -148,7 +148,7 @@ def dry_run(
     from graph.services.backtest.loop import run_backtest, session_id_of
     from graph.services.benchmark.stockbench.run import episode_config_of
 
-    points = max(1, min(points, len(sessions)))
+    points = max(1, min(points, len(days)))
     settings = AgentConfig.from_env(
         provider="offline",
         quick_model="offline-quick",
@@ -163,7 +163,7 @@ def dry_run(
     started = time.monotonic()
     try:
         with throwaway_store(store) as s:
-            config = episode_config_of(protocol, run_id, start=sessions[0], end=sessions[points - 1])
+            config = episode_config_of(protocol, run_id, start=days[0], end=days[points - 1])
             result = run_backtest(
                 config,
                 s,
@@ -183,12 +183,12 @@ def dry_run(
     }
 
 
-def _window_totals(cycles: list[dict[str, Any]], sessions: int) -> dict[str, dict[str, dict[str, float]]]:
+def _window_totals(cycles: list[dict[str, Any]], days: int) -> dict[str, dict[str, dict[str, float]]]:
     """tier -> state -> counts over the whole window: every dry-run point as measured, and each session after them
     as the last one (prompts grow over the first points, with the notes recalled and the positions held, and then
     level off; the first point, with neither, is counted once)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
-    rest = max(0, sessions - len(cycles))
+    rest = max(0, days - len(cycles))
     for i, cycle in enumerate(cycles):
         weight = 1 + (rest if i == len(cycles) - 1 else 0)
         for tier, states in cycle.items():
@@ -202,7 +202,7 @@ def _window_totals(cycles: list[dict[str, Any]], sessions: int) -> dict[str, dic
 
 
 def project(
-    dry: dict[str, Any], configurations, sessions: int, symbols: int, output_cap: Optional[int] = None
+    dry: dict[str, Any], configurations, days: int, symbols: int, output_cap: Optional[int] = None
 ) -> dict[str, Any]:
     """The dry run's traffic over the window's sessions, priced per configuration and tier."""
     from agent.output_caps import caps_from_env, parse
@@ -211,7 +211,7 @@ def project(
     # every request carries its state's output cap (agent/output_caps.py): the worst case is each call at it
     caps = {state: output_cap or cap for state, cap in parse(caps_from_env()).items()}
     cap = max(caps.values())
-    window = _window_totals(dry["cycles"], sessions)
+    window = _window_totals(dry["cycles"], days)
     keys = ("calls", "input_tokens", "output_tokens")
     tiers = {tier: {k: sum(b[k] for b in states.values()) for k in keys} for tier, states in window.items()}
     by_state: dict[str, dict[str, float]] = {}
@@ -220,8 +220,8 @@ def project(
             s = by_state.setdefault(state, dict.fromkeys(keys, 0.0))
             for k in keys:
                 s[k] += b[k]
-    per_point: dict[str, Any] = {k: round(sum(t[k] for t in tiers.values()) / sessions, 1) for k in keys}
-    per_point["by_state"] = {s: {k: round(v / sessions, 1) for k, v in b.items()} for s, b in by_state.items()}
+    per_point: dict[str, Any] = {k: round(sum(t[k] for t in tiers.values()) / days, 1) for k in keys}
+    per_point["by_state"] = {s: {k: round(v / days, 1) for k, v in b.items()} for s, b in by_state.items()}
     rows = []
     for c in configurations:
         row: dict[str, Any] = {
@@ -279,13 +279,13 @@ def estimate(
     """The estimate of a benchmark as `plan` would run it (same checks on the data, window and symbols, and as
     many runs of each configuration: --runs, else 3 for a provider's model); the models need not be ready to run
     (no key is needed to price them)."""
-    from graph.services.benchmark.stockbench.run import load_data, resolve_models, runs_of, sessions_of
+    from graph.services.benchmark.stockbench.run import days_of, load_data, resolve_models, runs_of
 
     configurations = resolve_models(models, check_ready=False, temperature=protocol.model_temperature)
     files, market = load_data(data)
-    sessions = sessions_of(market, protocol)
-    dry = dry_run(protocol, files, sessions, points, store)
-    projected = project(dry, configurations, len(sessions), len(protocol.symbols))
+    days = days_of(market, protocol)
+    dry = dry_run(protocol, files, days, points, store)
+    projected = project(dry, configurations, len(days), len(protocol.symbols))
     n = runs_of(configurations, runs)  # plan runs every configuration this many times
     for row in projected["configurations"]:
         row["runs"] = n
@@ -297,7 +297,7 @@ def estimate(
     usd = [r["usd"] for r in projected["configurations"]]
     return {
         "benchmark": "stockbench",
-        "window": {"start": sessions[0], "end": sessions[-1], "sessions": len(sessions)},
+        "window": {"start": days[0], "end": days[-1], "sessions": len(days)},
         "symbols": list(protocol.symbols),
         **projected,
         "total": {**totals, "usd": None if None in usd else round(sum(usd), 4)},
@@ -306,5 +306,5 @@ def estimate(
         "output_assumption": OUTPUT_ASSUMPTION.format(cap=projected["output_cap"]),
         "method": f"a dry run of the first {dry['points']} decision point(s) ({', '.join(dry['dates'])}) with the "
         f"offline model on a throwaway store, no request sent to any provider; each point as measured, "
-        f"the last one for each of the other {max(0, len(sessions) - dry['points'])} sessions",
+        f"the last one for each of the other {max(0, len(days) - dry['points'])} sessions",
     }

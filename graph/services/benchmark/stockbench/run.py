@@ -83,7 +83,7 @@ class BenchmarkPlan:
     protocol: Protocol
     configurations: list[Configuration]
     episodes: list[Episode]
-    sessions: list[str]  # the decision dates every run decides on
+    days: list[str]  # the decision dates every run decides on
     ctx: SweepContext  # the sweep's context: data files, store address, cache switch
     workers: int = 1
     limits: dict[str, Any] = field(default_factory=dict)  # graph.services.sweep.limits.SharedLimits' keyword arguments
@@ -95,7 +95,7 @@ class BenchmarkPlan:
 
     @property
     def total_points(self) -> int:
-        return len(self.sessions) * len(self.episodes)
+        return len(self.days) * len(self.episodes)
 
     def name_of(self, ep: Episode) -> str:
         return self.configurations[ep.index].name
@@ -169,7 +169,7 @@ def load_data(data: Optional[str]):
         raise BenchmarkError(f"data: {e}", field="data") from None
 
 
-def sessions_of(market, protocol: Protocol) -> list[str]:
+def days_of(market, protocol: Protocol) -> list[str]:
     """The protocol's decision dates on this data, refused (naming the value) when it cannot run at all."""
     from agent.data.market import DataError
     from graph.services.backtest.loop import decision_dates, validate_config
@@ -266,7 +266,7 @@ def plan(
         models, temperature=protocol.model_temperature, chosen=protocol.temperature is not None
     )
     files, market = load_data(data)
-    sessions = sessions_of(market, protocol)
+    days = days_of(market, protocol)
     episodes = expand_episodes(benchmark_id, protocol, configurations, runs_of(configurations, runs))
     experiments = str(Path(experiments).expanduser().resolve())
     ctx = SweepContext(
@@ -279,7 +279,7 @@ def plan(
         no_cache=no_cache,
     )
     out = BenchmarkPlan(
-        benchmark_id, protocol, configurations, episodes, sessions, ctx, workers=workers, limits=dict(limits or {})
+        benchmark_id, protocol, configurations, episodes, days, ctx, workers=workers, limits=dict(limits or {})
     )
     identity = {
         "benchmark": "stockbench",
@@ -297,7 +297,7 @@ def plan(
                 "symbols": list(protocol.symbols),
                 "input_window": dataclasses.asdict(protocol.input_window),
             },
-            "sessions": sessions,
+            "sessions": days,
             "episodes": [{**e.as_dict(), "name": out.name_of(e)} for e in episodes],
         },
     )
@@ -405,11 +405,11 @@ def run(
         _run_on_ray(plan, store, progress, cancel_requested)
     else:
         _run_here(plan, store, progress, cancel_requested)
-    short = [ep for ep in plan.episodes if logged_points(plan, ep) < len(plan.sessions)]
+    short = [ep for ep in plan.episodes if logged_points(plan, ep) < len(plan.days)]
     if short:
         raise BenchmarkIncomplete(
             f"run {short[0].episode_id} ({plan.name_of(short[0])}) logged "
-            f"{logged_points(plan, short[0])} of {len(plan.sessions)} decision points"
+            f"{logged_points(plan, short[0])} of {len(plan.days)} decision points"
         )
 
 
@@ -446,7 +446,7 @@ def _run_here(plan: BenchmarkPlan, store, progress: Progress, cancel_requested: 
             on_step=on_step,
             budget=budget,
         )
-        before += len(plan.sessions)
+        before += len(plan.days)
 
 
 def _run_on_ray(plan: BenchmarkPlan, store, progress: Progress, cancel_requested: Callable[[], bool]) -> None:
@@ -526,14 +526,14 @@ def score(plan: BenchmarkPlan, store, *, elapsed_s: Optional[float] = None) -> t
     from graph.services.replay.lookahead import audit_sessions
     from graph.services.sweep.episode import episode_config
 
-    runs, sessions = [], []
+    runs, session_ids = [], []
     for ep in plan.episodes:
         result = logged_result(episode_config(ep), plan.ctx.episodes_dir / ep.episode_id)
         if result is None:  # run() returns once every run logged every point: a run with none is not complete
             raise BenchmarkIncomplete(f"run {ep.episode_id} ({plan.name_of(ep)}) logged no decision point")
         sid = session_id_of(ep.episode_id)
         head = store.events.heads.get(sid)
-        sessions.append(sid)
+        session_ids.append(sid)
         record = scorecard.RunRecord(plan.name_of(ep), result, (sid,), (head.public() if head else None,))
         runs.append(
             {
@@ -543,7 +543,7 @@ def score(plan: BenchmarkPlan, store, *, elapsed_s: Optional[float] = None) -> t
             }
         )
     market = load_file("prices", plan.ctx.data["prices"])
-    baseline = scorecard.baseline_row(plan.sessions, opens(market, plan.protocol.symbols, plan.sessions), plan.protocol)
+    baseline = scorecard.baseline_row(plan.days, opens(market, plan.protocol.symbols, plan.days), plan.protocol)
     from graph.services.benchmark.stockbench import rigour
 
     cash = plan.protocol.initial_cash
@@ -552,7 +552,7 @@ def score(plan: BenchmarkPlan, store, *, elapsed_s: Optional[float] = None) -> t
         c = plan.configurations[ep.index]
         row["vs_buy_and_hold"] = rigour.paired_test(row["nav"], baseline["nav"], cash)
         row["sub_periods"] = rigour.sub_periods(row["nav"], cash)
-        row.update(rigour.may_have_seen([c.quick_resolved, c.deep_resolved], plan.sessions[0]))
+        row.update(rigour.may_have_seen([c.quick_resolved, c.deep_resolved], plan.days[0]))
     # a configuration run more than once: its runs' mean and standard deviation, each run's row beside it
     by_config: dict[int, list[dict[str, Any]]] = {}
     for ep, row in zip(plan.episodes, runs):
@@ -574,8 +574,8 @@ def score(plan: BenchmarkPlan, store, *, elapsed_s: Optional[float] = None) -> t
                     "may_have_seen_window": rows[0].get("may_have_seen_window"),
                 }
             )
-    audit = lookahead_summary(audit_sessions(store, sessions))
-    card = scorecard.build(plan.protocol, plan.sessions, runs, baseline, elapsed_s=elapsed_s, lookahead=audit)
+    audit = lookahead_summary(audit_sessions(store, session_ids))
+    card = scorecard.build(plan.protocol, plan.days, runs, baseline, elapsed_s=elapsed_s, lookahead=audit)
     # a provider's model that takes no temperature (a reasoning model) samples at its own default: said, not hidden
     wanted = plan.protocol.model_temperature
     for index, c in enumerate(plan.configurations):
