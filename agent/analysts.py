@@ -106,26 +106,13 @@ def run_analyst(
     role_pin = {"analyst": {"type": "string", "const": role}}  # same_role, in the schema the call is sent
     model_name = model_name_of(model)
     notes = past_notes(call.recall, config, role, snap)
-    note = structured_pass(
-        model,
-        task_messages(f"analyst:{role}", evidence, notes=notes, protocol=protocol),
-        AnalystNote,
-        max_retries=settings.max_repair_retries,
-        config=config,
-        call=call,
-        method=settings.structured_method,
-        expect_symbol=snap.symbol,
-        check=same_role,
-        cite_evidence=True,
-        pins=role_pin,
-    )
-    note = note.model_copy(update={"model_used": model_name})
-    if note.confidence < settings.self_critique_below:
-        code_sets = set(MODEL_SETS["AnalystNote"]) if version(protocol).lean_prompts else None
-        critique_ev = {**evidence, "note": note.model_dump(mode="json", exclude=code_sets)}
-        revised = structured_pass(
+
+    def ask(task: str, ev: dict) -> AnalystNote:
+        """One structured pass of this analyst: the note, or its critique of the note (the same contract, checks
+        and pins)."""
+        return structured_pass(
             model,
-            task_messages(f"critique:{role}", critique_ev, notes=notes, protocol=protocol),
+            task_messages(f"{task}:{role}", ev, notes=notes, protocol=protocol),
             AnalystNote,
             max_retries=settings.max_repair_retries,
             config=config,
@@ -136,6 +123,11 @@ def run_analyst(
             cite_evidence=True,
             pins=role_pin,
         )
+
+    note = ask("analyst", evidence).model_copy(update={"model_used": model_name})
+    if note.confidence < settings.self_critique_below:
+        code_sets = set(MODEL_SETS["AnalystNote"]) if version(protocol).lean_prompts else None
+        revised = ask("critique", {**evidence, "note": note.model_dump(mode="json", exclude=code_sets)})
         note = revised.model_copy(update={"model_used": model_name, "self_critiqued": True})
     return note
 
