@@ -360,3 +360,16 @@ def test_the_run_page_shows_a_scorecards_spread_significance_and_what_a_model_ma
     assert table.count("may have seen this window") == (3 if seen else 0) and "2 failed point(s)" in table
     assert seen is not False, "the flag has nothing to show: pick a model whose cut-off is on or after the window"
     assert "downturn (Mar-Apr) 2025-03-03..2025-04-30" in html
+
+    # a scorecard is a file in a run folder: its names, departures and periods are text, never markup
+    card["rows"][0]["name"] = HOSTILE
+    card["departures"] = [HOSTILE]
+    card["rows"][0]["sub_periods"] = {HOSTILE: shipped["sub_periods"]["downturn (Mar-Apr)"]}
+    html = (
+        environment()
+        .get_template("run.html")
+        .render(task={"task_id": "t", "kind": "benchmark", "status": "succeeded", "progress": {}}, scorecard=card)
+    )
+    assert (
+        "<script>window" not in html and "<img src=x" not in html and html.count(_escaped(HOSTILE)) == 4
+    )  # the name (its row, its periods), the departure, the period
