@@ -238,6 +238,9 @@ def _build(
 def _connect_mongomock(uri: str) -> Store:
     import mongomock
 
+    from database.mongomock_uniques import install
+
+    install()  # mongomock checks a unique index by scanning the collection on every write (see the module)
     name = uri[len("mongomock://") :].strip("/").split("/")[-1] or DEFAULT_DB
     with _mock_guard:
         if uri not in _mock_clients:
