@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import pytest
 
@@ -138,3 +139,35 @@ def openai_server(monkeypatch: pytest.MonkeyPatch):
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         yield server
+
+
+@dataclass
+class Answer:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def tradegraph(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., Answer]:
+    """tradegraph(*argv, **env): the CLI's main(argv) in this process with env set, its exit code and what it
+    printed. For a step whose own process is not what a test checks (a read-back, a refusal): a process of its own
+    costs ~3 s of imports here. Steps that must be another process (a second writer, a kill, a fresh cache) keep
+    their subprocess."""
+    from graph.transports.cli.main import main
+
+    monkeypatch.setenv("TRADEGRAPH_LLM", "offline")
+
+    def call(*argv: str, **env: str) -> Answer:
+        with monkeypatch.context() as mp:
+            for name, value in env.items():
+                mp.setenv(name, value)
+            capsys.readouterr()
+            try:
+                code = main(list(argv))
+            except SystemExit as e:  # argparse's own refusals and --version
+                code = e.code if isinstance(e.code, int) else 2
+            out = capsys.readouterr()
+        return Answer(code, out.out, out.err)
+
+    return call

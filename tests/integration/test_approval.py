@@ -1,4 +1,5 @@
-"""Human approval across two processes on the embedded store; approving twice never executes twice."""
+"""Human approval across two processes on the embedded store; approving twice never executes twice. The run and
+the decision are processes of their own; the read-backs and the refused second approval run in process."""
 
 import json
 
@@ -9,7 +10,7 @@ from tests.integration.test_cli import tg
 pytestmark = pytest.mark.integration
 
 
-def test_approve_in_another_process_then_nothing_pending(tmp_path):
+def test_approve_in_another_process_then_nothing_pending(tmp_path, tradegraph):
     run = tg(["run", "--symbols", "AAPL,MSFT", "--as-of", "2012-06-01", "--approve", "--json"], tmp_path)
     assert run.returncode == 0, run.stderr
     pending = json.loads(run.stdout)
@@ -21,10 +22,11 @@ def test_approve_in_another_process_then_nothing_pending(tmp_path):
     done = json.loads(ok.stdout)
     assert done["status"] == "completed" and done["contracts"]["EXECUTING"]["status"] == "filled"
 
-    again = tg(["approve", pending["session_id"]], tmp_path)
+    again = tradegraph("approve", pending["session_id"], TRADEGRAPH_HOME=str(tmp_path))
     assert again.returncode == 2 and "no cycle waiting for approval" in again.stderr
 
-    events = [json.loads(line) for line in tg(["events", pending["session_id"]], tmp_path).stdout.splitlines()]
+    read = tradegraph("events", pending["session_id"], TRADEGRAPH_HOME=str(tmp_path))
+    events = [json.loads(line) for line in read.stdout.splitlines()]
     approvals = [e["payload"] for e in events if e["kind"] == "approval_decided"]
     assert approvals == [{"approved": True, "by": "alice"}]
     fills = [e for e in events if e["kind"] == "tool_call" and e["payload"]["name"] == "submit_decision"]
@@ -32,13 +34,13 @@ def test_approve_in_another_process_then_nothing_pending(tmp_path):
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
 
 
-def test_reject_executes_nothing(tmp_path):
+def test_reject_executes_nothing(tmp_path, tradegraph):
     run = tg(["run", "--symbols", "AAPL,MSFT", "--as-of", "2012-06-01", "--approve", "--json"], tmp_path)
     sid = json.loads(run.stdout)["session_id"]
     rej = tg(["approve", sid, "--reject", "--by", "bob", "--json"], tmp_path)
     assert rej.returncode == 0, rej.stderr
     out = json.loads(rej.stdout)
     assert out["status"] == "rejected" and "EXECUTING" not in out["contracts"] and "MEMORIZING" in out["contracts"]
-    events = [json.loads(line) for line in tg(["events", sid], tmp_path).stdout.splitlines()]
+    events = [json.loads(line) for line in tradegraph("events", sid, TRADEGRAPH_HOME=str(tmp_path)).stdout.splitlines()]
     assert not [e for e in events if e["kind"] == "tool_call" and e["payload"]["name"] == "submit_decision"]
     assert [e["payload"]["by"] for e in events if e["kind"] == "approval_decided"] == ["bob"]

@@ -12,43 +12,15 @@ import os
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
 from database.embedded import start_server, stop_server
-from graph.transports.cli.main import main
+from tests.conftest import Answer
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@dataclass
-class Answer:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-@pytest.fixture
-def tradegraph(capsys, monkeypatch):
-    """tradegraph(*argv, **env): main(argv) in this process with env set, its exit code and what it printed."""
-    monkeypatch.setenv("TRADEGRAPH_LLM", "offline")
-
-    def call(*argv: str, **env: str) -> Answer:
-        with monkeypatch.context() as mp:
-            for name, value in env.items():
-                mp.setenv(name, value)
-            capsys.readouterr()
-            try:
-                code = main(list(argv))
-            except SystemExit as e:  # argparse's own refusals and --version
-                code = e.code if isinstance(e.code, int) else 2
-            out = capsys.readouterr()
-        return Answer(code, out.out, out.err)
-
-    return call
 
 
 def one_line(r: Answer | subprocess.CompletedProcess, code: int) -> str:

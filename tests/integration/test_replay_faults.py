@@ -20,15 +20,18 @@ from tests.integration.test_cli import tg
 pytestmark = pytest.mark.integration
 
 
-def _events(sid, home, db=()):
-    return [json.loads(line) for line in tg(["events", sid, *db], home).stdout.splitlines()]
+def _events(tradegraph, sid, home, db=()):
+    """A session's events read back (in process: what is checked is the log, not the reading process)."""
+    return [json.loads(line) for line in tradegraph("events", sid, *db, TRADEGRAPH_HOME=str(home)).stdout.splitlines()]
 
 
-def test_verify_a_rejected_approval_in_another_process(tmp_path):
+def test_verify_a_rejected_approval_in_another_process(tmp_path, tradegraph):
+    """The run, the rejection and the verify are each a process of their own; the read-backs run in process."""
+    home = {"TRADEGRAPH_HOME": str(tmp_path)}
     run = tg(["run", "--symbols", "AAPL,MSFT", "--as-of", "2012-06-01", "--approve", "--json"], tmp_path)
     assert run.returncode == 0, run.stderr
     sid = json.loads(run.stdout)["session_id"]
-    paused = tg(["replay", sid, "--verify"], tmp_path)  # before anyone decided: the replay pauses too
+    paused = tradegraph("replay", sid, "--verify", **home)  # before anyone decided: the replay pauses too
     assert paused.returncode == 0, paused.stdout + paused.stderr
     assert "waiting for human approval" in paused.stdout and "IDENTICAL" in paused.stdout
     rej = tg(["approve", sid, "--reject", "--by", "bob", "--json"], tmp_path)
@@ -37,15 +40,15 @@ def test_verify_a_rejected_approval_in_another_process(tmp_path):
     r = tg(["replay", sid, "--verify"], tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "replay identical to the recording" in r.stdout and "DIVERGED" not in r.stdout
-    replay = _events(f"replay-{sid}-2", tmp_path)
+    replay = _events(tradegraph, f"replay-{sid}-2", tmp_path)
     # the replay followed bob's recorded decision: no transition into EXECUTING, no fill, no error
     assert not [e for e in replay if e["kind"] == "transition" and e["payload"]["to"] == "EXECUTING"]
     assert not [e for e in replay if e["kind"] == "error"]
     assert [e["payload"]["by"] for e in replay if e["kind"] == "approval_decided"] == ["bob"]
-    assert tg(["replay", sid, "--check-chain"], tmp_path).returncode == 0
+    assert tradegraph("replay", sid, "--check-chain", **home).returncode == 0
 
 
-def test_verify_after_the_users_price_file_is_deleted(embedded_uri, tmp_path):
+def test_verify_after_the_users_price_file_is_deleted(embedded_uri, tmp_path, tradegraph):
     rows = gzip.decompress(Path(VENDORED_CSV).read_bytes()).decode().splitlines()
     mine = tmp_path / "my_prices.csv"
     mine.write_text("\n".join([rows[0]] + ["QQQX" + r[4:] for r in rows[1:] if r.startswith("AAPL,")]) + "\n")
@@ -67,7 +70,7 @@ def test_verify_after_the_users_price_file_is_deleted(embedded_uri, tmp_path):
     assert "data source market.source: recorded" in r.stdout and "my_prices.csv" in r.stdout
     executed = [
         e
-        for e in _events(f"replay-{out.session_id}-1", tmp_path, ("--db", db))
+        for e in _events(tradegraph, f"replay-{out.session_id}-1", tmp_path, ("--db", db))
         if e["kind"] == "contract" and e["state"] == "EXECUTING"
     ]
     assert executed[0]["payload"]["data"] == out.contracts["EXECUTING"]
