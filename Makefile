@@ -35,6 +35,10 @@ run: $(VENV)/.installed-run
 # killed and restarted), which the extra worker fills; on 2 cores 723 s with 2 workers, 654 s with 3. The slowest
 # tests are listed at the end so a new slow one is seen. TEST_WORKERS=0 runs it serially
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
+# the suite starts a few hundred Python processes (CLI runs, servers, Ray workers); with PYTHONDONTWRITEBYTECODE set
+# (as some CI images do) none keeps its compiled modules, so on a fresh clone each compiled tradegraph's own again:
+# ~0.9 s of a process's 2.9 s of imports, measured. The tests write them (into the gitignored __pycache__ folders).
+test: export PYTHONDONTWRITEBYTECODE =
 test: lint
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15
 
