@@ -61,7 +61,11 @@ class Decisions:
                     and held.get("state") == "deciding"
                     and not claims.live(held, since=float(held.get("at") or 0), lease_s=LEASE_S)
                 ):
-                    taken = self.col.find_one_and_replace({"_id": cycle_id, "token": held["token"]}, dict(mine))
+                    # only while it is still `deciding`: a holder that settled after our read (settle() stores the
+                    # decision before it lets go of the claim) keeps its decided record, which losers are shown
+                    taken = self.col.find_one_and_replace(
+                        {"_id": cycle_id, "token": held["token"], "state": "deciding"}, dict(mine)
+                    )
                     won = taken is not None
                     if won:
                         return token, None

@@ -88,7 +88,16 @@ class IdempotencyKeys:
                     return Begun("mismatch", held)
                 if held.get("state") == "done":
                     return Begun("repeat", held)
-                return Begun("busy", held, live=claims.live(held, since=float(held.get("created_at") or 0)))
+                if claims.live(held, since=float(held.get("created_at") or 0)):
+                    return Begun("busy", held)
+                # not live: cut off, or it answered after our read (finish() stores the answer before it lets go
+                # of the claim), so the record read again says which
+                again = self.col.find_one({"_id": mine["_id"]})
+                if again is None or again.get("token") != held.get("token"):
+                    continue  # removed or replaced meanwhile: begin again
+                if again.get("state") == "done":
+                    return Begun("repeat", again)
+                return Begun("busy", again, live=False)
             raise RuntimeError(f"idempotency key {key!r}: its record kept changing while reading it")
         finally:
             if not won:
