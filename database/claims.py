@@ -4,6 +4,10 @@ that holder is still at work: the one rule both database/approvals.py and databa
 A claim records its owner (host, pid) and a token. In this process a claim is live while its token is held here
 (a thread is working under it); on this host while its pid is alive; from another host nothing can be seen, so it
 is live until `lease_s` after it was taken (never expires when lease_s is None).
+
+A holder stores its outcome before it lets go of the claim, so a reader that finds a claim not live may hold a copy
+read before that outcome: it reads the document again (database/idempotency.py) or takes the claim over only while
+the document still shows the claimed state (database/approvals.py). tests/unit/test_idempotency_race.py injects it.
 """
 
 from __future__ import annotations
