@@ -43,6 +43,19 @@ class Refusal:
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "message": self.message}
 
+    def failed_check(self, schema: str, check: str) -> dict[str, Any]:
+        """The payload of the `validation` event that records this refusal (VALIDATING's and the pre-submit's)."""
+        return {
+            "schema": schema,
+            "check": check,
+            "ok": False,
+            "rule": self.rule,
+            "limit": self.limit,
+            "value": self.value,
+            "symbol": self.symbol,
+            "error": self.message,
+        }
+
 
 @dataclass(frozen=True)
 class Mandate:

@@ -6,25 +6,18 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from database.embedded import PROJECT_DIR, project_home
 from graph.transports.cli.main import main
+from tests.conftest import Answer
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 ACME = REPO / "docs" / "examples" / "acme.csv"
-
-
-@dataclass
-class Answer:
-    returncode: int
-    stdout: str
-    stderr: str
 
 
 @pytest.fixture

@@ -133,19 +133,7 @@ class BrokerExecution(PaperExecution):
         # the way to the orders, the intents' own insert says what was recorded before
         if refusals and not self.orders.of_cycle(cycle_id):
             for r in refusals:
-                audit(
-                    "validation",
-                    {
-                        "schema": "BrokerPrecheck",
-                        "check": r.rule,
-                        "ok": False,
-                        "rule": r.rule,
-                        "limit": r.limit,
-                        "value": r.value,
-                        "symbol": r.symbol,
-                        "error": r.message,
-                    },
-                )
+                audit("validation", r.failed_check("BrokerPrecheck", r.rule))
             for i, o, cid in legs:  # each order names the checks that concern it, or that another failed
                 own = "; ".join(r.message for r in refusals if r.symbol in (None, o.symbol))
                 outcomes[i] = _outcome(

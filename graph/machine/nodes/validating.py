@@ -38,20 +38,7 @@ def validating(
     if mandate is not None and decision.orders:
         refusals = mandate(decision.as_decision(), scan.prices(), scan.portfolio)
         for r in refusals:
-            emit(
-                "validation",
-                {
-                    "schema": "Mandate",
-                    "check": "mandate",
-                    "ok": False,
-                    "rule": r.rule,
-                    "limit": r.limit,
-                    "value": r.value,
-                    "symbol": r.symbol,
-                    "error": r.message,
-                },
-                config,
-            )
+            emit("validation", r.failed_check("Mandate", "mandate"), config)
         if refusals:
             validation = validation.model_copy(
                 update={"passed": False, "reasons": [*validation.reasons, *(r.message for r in refusals)]}
