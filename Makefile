@@ -9,7 +9,7 @@ TG := $(VENV)/bin/tradegraph
 SYMBOLS ?= AAPL,MSFT
 AS_OF ?= 2012-06-01
 
-.PHONY: run test test-unit lint format bench docs studio schemas clean
+.PHONY: run test test-unit lint ruff format bench docs studio schemas clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,24 +30,31 @@ $(VENV)/.installed-studio: pyproject.toml | $(PY)
 run: $(VENV)/.installed-run
 	$(TG) run --symbols $(SYMBOLS) --as-of $(AS_OF)
 
-# lint first, then the whole suite on one worker more than the machine has cores (pytest-xdist; tests of one
-# xdist_group share a worker): a tenth of the suite's time is waiting (servers starting, Retry-After, processes
-# killed and restarted), which the extra worker fills; on 2 cores 723 s with 2 workers, 654 s with 3. The slowest
-# tests are listed at the end so a new slow one is seen. TEST_WORKERS=0 runs it serially
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
+# the whole suite on two workers per core (pytest-xdist; tests of one xdist_group share a worker): part of the
+# suite's time is waiting (servers starting, Retry-After, processes killed and restarted, Ray's start), which the
+# extra workers fill; pytest on 2 cores, one run each: 723 s with 2 workers, 572-654 s with 3, 549 s with 4 (the
+# machine 1% idle). The slowest tests are listed at the end so a new slow one is seen. TEST_WORKERS=0 runs it serially
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
 # the suite starts a few hundred Python processes (CLI runs, servers, Ray workers); with PYTHONDONTWRITEBYTECODE set
 # (as some CI images do) none keeps its compiled modules, so on a fresh clone each compiled tradegraph's own again:
 # ~0.9 s of a process's 2.9 s of imports, measured. The tests write them (into the gitignored __pycache__ folders).
+# ruff first (2 s; a finding stops here), then mypy beside the suite: mypy is one process on one core for ~35 s with
+# no cache, and the suite's first seconds leave the other core idle. Both must pass; mypy's findings print at the end
 test: export PYTHONDONTWRITEBYTECODE =
-test: lint
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15
+test: ruff
+	@out=$$(mktemp); $(VENV)/bin/mypy > $$out 2>&1 & types=$$!; \
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15; suite=$$?; \
+	wait $$types; typed=$$?; echo "mypy:"; cat $$out; rm -f $$out; \
+	exit $$(( suite != 0 ? suite : typed ))
 
 # ruff's lint rules, its format check and mypy over the product code, as configured in pyproject.toml; any
 # finding fails (`make format` rewrites what the format check refuses)
-lint: $(VENV)/.installed-test
+lint: ruff
+	$(VENV)/bin/mypy
+
+ruff: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy
 
 format: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check --select I --fix .

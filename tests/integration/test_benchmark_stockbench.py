@@ -61,9 +61,9 @@ def opens(symbols: list[str], dates: list[str]) -> dict[str, list[float]]:
     return {s: [float(market.bars(s, d, d)["open"].iloc[0]) for d in dates] for s in symbols}
 
 
-def test_an_offline_benchmark_end_to_end_through_the_cli(embedded_uri, tmp_path):
+def test_an_offline_benchmark_end_to_end_through_the_cli(embedded_uri, tmp_path, stockbench_home):
     db = f"{embedded_uri}/sb_{uuid.uuid4().hex[:10]}"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TRADEGRAPH_HOME": str(tmp_path / "home")}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRADEGRAPH_HOME": str(stockbench_home)}
     args = [
         "benchmark",
         "stockbench",
@@ -134,12 +134,12 @@ def test_an_offline_benchmark_end_to_end_through_the_cli(embedded_uri, tmp_path)
     assert [json.loads(line)["decision_point_idx"] for line in log] == list(range(5))
 
 
-def test_a_benchmark_over_http_is_a_keyed_task_with_its_scorecard_served(embedded_uri, tmp_path):
+def test_a_benchmark_over_http_is_a_keyed_task_with_its_scorecard_served(embedded_uri, tmp_path, stockbench_home):
     db = f"{embedded_uri}/sbh_{uuid.uuid4().hex[:10]}"
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     body = {"symbols": ["AAPL", "MSFT"], "start": "2025-03-03", "end": "2025-03-05", "benchmark_id": "http-sb"}
-    env = server_env(db, tmp_path / "home", TRADEGRAPH_RUNS_DIR=str(tmp_path / "experiments"))
+    env = server_env(db, stockbench_home, TRADEGRAPH_RUNS_DIR=str(tmp_path / "experiments"))
     with serve(["serve", "--port", str(port)], env, tmp_path, f"{base}/store"):
         with httpx.Client(base_url=base, timeout=120) as h:
             key = {"Idempotency-Key": uuid.uuid4().hex}
@@ -310,10 +310,10 @@ TWO_CONFIGS = ["--model", "offline:offline-quick/offline:offline-deep", "--model
 
 
 @pytest.mark.requires("ray")
-def test_several_configurations_on_ray_are_the_runs_one_worker_gives(embedded_uri, tmp_path):
+def test_several_configurations_on_ray_are_the_runs_one_worker_gives(embedded_uri, tmp_path, stockbench_home):
     """--workers 2 hands the same episodes to the sweep's Ray driver; one worker, in a process that never imports
     Ray, runs the same configurations to the same figures."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TRADEGRAPH_HOME": str(tmp_path / "home")}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRADEGRAPH_HOME": str(stockbench_home)}
     common = [
         "benchmark",
         "stockbench",
@@ -405,12 +405,12 @@ def test_one_budget_holds_across_every_run_of_the_benchmark(provider, tmp_path, 
     assert runs[1]["failed_points"] == 2 and code == 1 and "failed" in captured.err
 
 
-def test_ctrl_c_stops_after_the_current_point_and_the_same_id_resumes(embedded_uri, tmp_path):
+def test_ctrl_c_stops_after_the_current_point_and_the_same_id_resumes(embedded_uri, tmp_path, stockbench_home):
     import signal
     import time
 
     db = f"{embedded_uri}/sbc_{uuid.uuid4().hex[:10]}"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TRADEGRAPH_HOME": str(tmp_path / "home")}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRADEGRAPH_HOME": str(stockbench_home)}
     args = [
         sys.executable,
         "-m",
