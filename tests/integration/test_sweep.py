@@ -13,6 +13,8 @@ import uuid
 import pytest
 from pymongo import MongoClient
 
+from graph.services.backtest.loop import SHORT_WINDOW_POINTS
+
 pytestmark = [pytest.mark.integration, pytest.mark.requires("ray")]
 
 CLI = [sys.executable, "-m", "graph.transports.cli"]
@@ -87,6 +89,30 @@ def test_a_sweep_writes_one_row_per_episode_an_aggregate_per_configuration_and_a
     db = MongoClient(swept["db"]).get_default_database()
     for r in rows:
         assert db.state_events.count_documents({"session_id": r["session_id"]}) > 0
+
+
+def test_a_finished_sweep_resumed_shows_its_table_without_starting_ray_and_stars_its_short_windows(swept):
+    """Nothing left to run, so no Ray instance (one would make its folder under RAY_TMPDIR). The table never shows a
+    ratio from a window too short to mean anything without a word: each Sharpe is starred and a warning names the
+    configurations and their fewest decision points (the backtest's own threshold, SHORT_WINDOW_POINTS)."""
+    ray_tmp = swept["tmp"] / "ray"
+    sweep_dir = swept["out"] / "sw1"
+    before = (sweep_dir / "results.jsonl").read_text()
+    r = _run(
+        ["sweep", "--resume", "sw1", "--db", swept["db"], "--out", str(swept["out"]), "--no-progress"],
+        RAY_TMPDIR=str(ray_tmp),
+        COLUMNS="160",
+    )
+    assert r.returncode == 0, r.stderr
+    assert not ray_tmp.exists(), "a Ray instance was started for a sweep with nothing left to run"
+    assert (sweep_dir / "results.jsonl").read_text() == before  # nothing ran again
+    rows = [line for line in r.stdout.splitlines() if "2/2" in line]  # each configuration's row: 2 windows of 2
+    assert len(rows) == 2
+    for row in rows:
+        sharpe = row.split("│")[4].strip()
+        assert sharpe.endswith("*") and sharpe != "—*", row
+    assert f"short windows: 2 configuration(s) completed a window of fewer than {SHORT_WINDOW_POINTS}" in r.stdout
+    assert "base (8)" in r.stdout and "loose (8)" in r.stdout  # 40 sessions every 5: eight decision points
 
 
 def test_an_episode_inside_the_sweep_trades_exactly_as_the_same_backtest_alone(swept):
@@ -185,3 +211,12 @@ def test_a_sweep_budget_holds_across_all_its_workers(embedded_uri, tmp_path):
         "neither episode could spend the limit alone: both drew on the one budget",
         per_episode,
     )
+
+    # resumed with nothing left to run (no Ray started): the same spending, and the failed cycles still fail it
+    again = _run(
+        ["sweep", "--resume", "bud", "--db", db, "--out", str(tmp_path), "--json"], RAY_TMPDIR=str(tmp_path / "ray")
+    )
+    assert again.returncode == 1 and "cycle(s) failed" in again.stderr
+    assert not (tmp_path / "ray").exists()
+    assert json.loads(again.stdout)["summary"]["limits"] == report["summary"]["limits"]
+    assert report["summary"]["limits"]["calls"] == BUDGET

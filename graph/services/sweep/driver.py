@@ -100,10 +100,12 @@ def run_sweep(
     plan: SweepPlan, *, on_progress: Callable[[dict[str, Any]], None], cancel_requested: Callable[[], bool]
 ) -> dict[str, Any]:
     """Run every unfinished episode; returns the summary (episodes by status, failed cycles, files)."""
-    ray = _ray()
     sweep_dir = plan.sweep_dir
     rows = load_rows(sweep_dir)
     pending = [e for e in plan.episodes if (rows.get(e.episode_id) or {}).get("status") != "succeeded"]
+    if not pending:  # a finished sweep resumed or repeated: its rows are the answer, with no Ray instance started
+        return _finished(plan, rows, on_progress)
+    ray = _ray()
     started = start_ray(plan)
     try:
         check_cluster(plan, ray.nodes())
@@ -111,14 +113,7 @@ def run_sweep(
         if any(v for v in plan.limits.values()):
             actor = ray.remote(num_cpus=0)(SharedLimits).remote(**plan.limits)
             for row in rows.values():  # what finished episodes already spent counts against the sweep's budget
-                ray.get(
-                    actor.spent.remote(
-                        row["episode_id"],
-                        int(row.get("llm_tokens") or 0),
-                        float(row.get("llm_usd") or 0.0),
-                        int(row.get("llm_calls") or 0),
-                    )
-                )
+                ray.get(actor.spent.remote(*_spending(row)))
             ctx = dataclasses.replace(ctx, limits=actor)
         actor = ctx.limits
         task = ray.remote(num_cpus=1, max_retries=plan.max_retries, retry_exceptions=False)(run_episode)
@@ -175,6 +170,30 @@ def run_sweep(
         if started:
             ray.shutdown()
     return {**finish(plan, rows, cancelled=cancelling), "limits": limits}
+
+
+def _finished(
+    plan: SweepPlan, rows: dict[str, dict[str, Any]], on_progress: Callable[[dict[str, Any]], None]
+) -> dict[str, Any]:
+    n = len(plan.episodes)
+    on_progress({"done": n, "total": n, "running": 0, "failed": 0, "unit": "episodes", "elapsed_s": 0.0, "eta_s": 0.0})
+    limits = None
+    if any(v for v in plan.limits.values()):  # what the finished episodes spent, as the live actor would report it
+        shared = SharedLimits(**plan.limits)
+        for row in rows.values():
+            shared.spent(*_spending(row))
+        limits = shared.state()
+    return {**finish(plan, rows, cancelled=False), "limits": limits}
+
+
+def _spending(row: dict[str, Any]) -> tuple[str, int, float, int]:
+    """A row's logged spending, as SharedLimits.spent takes it."""
+    return (
+        row["episode_id"],
+        int(row.get("llm_tokens") or 0),
+        float(row.get("llm_usd") or 0.0),
+        int(row.get("llm_calls") or 0),
+    )
 
 
 def _empty_row(ep: Episode) -> dict[str, Any]:
