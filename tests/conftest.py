@@ -6,6 +6,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -31,8 +33,83 @@ def _clean_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
         if not os.environ.get("TRADEGRAPH_HOME"):
             # unset, the store would be a project's .tradegraph found upward or the user's own data directory
             # (database/embedded.py resolve_home): never a test's
-            mp.setenv("TRADEGRAPH_HOME", str(tmp_path_factory.mktemp("tradegraph_home")))
+            home = tmp_path_factory.mktemp("tradegraph_home")
+            mp.setenv("TRADEGRAPH_HOME", str(home))
+            derived = _derived_in_background()
+            if derived is not None:
+                _seed_stockbench(home, derived)
         yield
+
+
+# The shipped StockBench tree's derived cache (agent/data/stockbench/: ~6.5 s of CPU to derive, ~0.3 s to read), made
+# once per run under xdist (`make test`): the controller starts it in the background at configure, and each worker's
+# session home is seeded with it, as is each fresh home a test asks for (`stockbench_home`). Run without xdist, a test
+# that asks for it makes it. The cold load, and what a cache changes, are tested in tests/unit/test_stockbench_data.py.
+_DERIVED_ENV = "TG_TEST_STOCKBENCH_DERIVED"  # not TRADEGRAPH_-prefixed: the scrub above keeps it for the workers
+_DERIVE = """import sys, traceback
+from pathlib import Path
+try:
+    from agent.data.stockbench import load_tree
+    load_tree()
+    Path(sys.argv[1], "done").write_text("ok")
+except BaseException:
+    Path(sys.argv[1], "failed").write_text(traceback.format_exc())
+    raise
+"""
+
+
+def _derive(root: Path) -> subprocess.Popen:
+    """Derive the shipped tree into root/home's cache, in a process of its own (no caller's loaded trees change)."""
+    (root / "home").mkdir(parents=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", _DERIVE, str(root)],
+        env={**os.environ, "TRADEGRAPH_HOME": str(root / "home")},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _derived_file(root: Path, timeout_s: float = 300) -> Path:
+    deadline = time.monotonic() + timeout_s
+    while not (root / "done").exists():
+        if (root / "failed").exists():
+            raise RuntimeError(f"deriving the shipped StockBench tree failed:\n{(root / 'failed').read_text()}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"deriving the shipped StockBench tree took over {timeout_s} s ({root})")
+        time.sleep(0.1)
+    (made,) = (root / "home" / "cache" / "stockbench").glob("*.json")
+    return made
+
+
+def _derived_in_background() -> Path | None:
+    root = os.environ.get(_DERIVED_ENV)
+    return _derived_file(Path(root)) if root else None
+
+
+def _seed_stockbench(home: Path, derived: Path) -> None:
+    (home / "cache" / "stockbench").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(derived, home / "cache" / "stockbench" / derived.name)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return  # a worker, or a run without xdist
+    root = Path(tempfile.mkdtemp(prefix="tg-stockbench-"))
+    os.environ[_DERIVED_ENV] = str(root)  # the workers, started after this, inherit it
+    config.stash[_DERIVING] = (root, _derive(root))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    started = config.stash.get(_DERIVING, None)
+    if started is not None:
+        root, proc = started
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(root, ignore_errors=True)
+        os.environ.pop(_DERIVED_ENV, None)
+
+
+_DERIVING = pytest.StashKey[tuple[Path, subprocess.Popen]]()
 
 
 @pytest.hookimpl(tryfirst=True)  # first: other plugins see the groups and the nodeids they give (_suffix_groups)
@@ -125,18 +202,12 @@ def store(request: pytest.FixtureRequest) -> Iterator[Store]:
 
 @pytest.fixture(scope="session")
 def stockbench_derived(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The shipped StockBench tree's derived cache file, made once per worker in a process of its own (this one's
-    loaded trees stay as they are): a test that starts tradegraph in a fresh home seeds it there (`stockbench_home`),
-    so each process reads it (~0.3 s) instead of deriving the tree again (~6.5 s of CPU). The cold load, and what a
-    cache changes, are tested in tests/unit/test_stockbench_data.py."""
-    home = tmp_path_factory.mktemp("stockbench_cache")
-    subprocess.run(
-        [sys.executable, "-c", "from agent.data.stockbench import load_tree; load_tree()"],
-        env={**os.environ, "TRADEGRAPH_HOME": str(home)},
-        check=True,
-        timeout=300,
-    )
-    (made,) = (home / "cache" / "stockbench").iterdir()
+    """The shipped StockBench tree's derived cache file: the run's own under xdist, else made here."""
+    made = _derived_in_background()
+    if made is None:
+        root = tmp_path_factory.mktemp("stockbench_derived")
+        _derive(root.joinpath("run")).wait()
+        made = _derived_file(root / "run")
     return made
 
 
@@ -144,8 +215,7 @@ def stockbench_derived(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def stockbench_home(tmp_path: Path, stockbench_derived: Path) -> Path:
     """A fresh TRADEGRAPH_HOME (not set: pass it to the process) holding the shipped tree's derived cache."""
     home = tmp_path / "home"
-    (home / "cache" / "stockbench").mkdir(parents=True)
-    shutil.copyfile(stockbench_derived, home / "cache" / "stockbench" / stockbench_derived.name)
+    _seed_stockbench(home, stockbench_derived)
     return home
 
 
