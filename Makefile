@@ -30,11 +30,12 @@ $(VENV)/.installed-studio: pyproject.toml | $(PY)
 run: $(VENV)/.installed-run
 	$(TG) run --symbols $(SYMBOLS) --as-of $(AS_OF)
 
-# the whole suite on two workers per core (pytest-xdist; tests of one xdist_group share a worker): part of the
-# suite's time is waiting (servers starting, Retry-After, processes killed and restarted, Ray's start), which the
-# extra workers fill; pytest on 2 cores, one run each: 723 s with 2 workers, 572-654 s with 3, 549 s with 4 (the
-# machine 1% idle). The slowest tests are listed at the end so a new slow one is seen. TEST_WORKERS=0 runs it serially
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
+# the whole suite on one worker more than the machine has cores (pytest-xdist; tests of one xdist_group share a
+# worker): part of the suite's time is waiting (servers starting, Retry-After, processes killed and restarted), which
+# the extra worker fills. pytest on 2 cores, a run each: 723 s with 2 workers, 572-620 s with 3, 549-620 s with 4;
+# 4 was no faster and left Ray's tests and latency-bound ones starved (a 0.5 s model timeout tripped on an ordinary
+# answer). The slowest tests are listed at the end so a new slow one is seen. TEST_WORKERS=0 runs it serially
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 # the suite starts a few hundred Python processes (CLI runs, servers, Ray workers); with PYTHONDONTWRITEBYTECODE set
 # (as some CI images do) none keeps its compiled modules, so on a fresh clone each compiled tradegraph's own again:
 # ~0.9 s of a process's 2.9 s of imports, measured. The tests write them (into the gitignored __pycache__ folders).

@@ -320,8 +320,10 @@ def test_gemini_states_its_wait_in_the_error_body_and_it_is_honoured(monkeypatch
 
 def test_a_timeout_is_an_audited_attempt_and_is_retried(provider, monkeypatch):
     case, fake = provider
-    monkeypatch.setenv("TRADEGRAPH_LLM_TIMEOUT", "0.5")
-    fake.faults = [Fault(when="Plan", delay_s=1.5)]
+    # 2 s: every other answer of the cycle must land within it, also on a loaded machine (at 0.5 s an ordinary answer
+    # delayed by 4 busy test workers on 2 cores was cut off too, one timeout more than this test injects)
+    monkeypatch.setenv("TRADEGRAPH_LLM_TIMEOUT", "2")
+    fake.faults = [Fault(when="Plan", delay_s=4)]
     store, out, _ = run()
     assert out.status == "completed" and filled(store, out)
     [timed_out] = [s for _, s in audited_attempts(fake, store, out) if s["error"]]
