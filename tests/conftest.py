@@ -77,7 +77,7 @@ def _derived_file(root: Path, timeout_s: float = 300) -> Path:
         if time.monotonic() > deadline:
             raise RuntimeError(f"deriving the shipped StockBench tree took over {timeout_s} s ({root})")
         time.sleep(0.1)
-    (made,) = (root / "home" / "cache" / "stockbench").glob("*.json")
+    (made,) = _cache_of(root / "home").glob("*.json")
     return made
 
 
@@ -86,9 +86,17 @@ def _derived_in_background() -> Path | None:
     return _derived_file(Path(root)) if root else None
 
 
+def _cache_of(home: Path) -> Path:
+    """Where a process with TRADEGRAPH_HOME=home keeps the derived tree (agent/data/stockbench/ cache_dir)."""
+    return home / "cache" / "stockbench"
+
+
 def _seed_stockbench(home: Path, derived: Path) -> None:
-    (home / "cache" / "stockbench").mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(derived, home / "cache" / "stockbench" / derived.name)
+    _cache_of(home).mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(derived, _cache_of(home) / derived.name)
+
+
+_DERIVING = pytest.StashKey[tuple[Path, subprocess.Popen]]()  # the controller's derivation: its folder and process
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -107,9 +115,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         proc.wait()
         shutil.rmtree(root, ignore_errors=True)
         os.environ.pop(_DERIVED_ENV, None)
-
-
-_DERIVING = pytest.StashKey[tuple[Path, subprocess.Popen]]()
 
 
 @pytest.hookimpl(tryfirst=True)  # first: other plugins see the groups and the nodeids they give (_suffix_groups)

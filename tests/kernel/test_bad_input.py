@@ -3,7 +3,7 @@ on the embedded store: no case may get a 5xx, and every refusal has the kernel's
 The only 5xx allowed is a real store outage, shown separately: the server stopped, the API answers 503.
 
 Run with -s to see the figures (cases per status) that docs/benchmarks.md quotes: one test per operation and
-generation mode, so the ~1,400 cases spread over parallel workers."""
+generation mode, so the ~1,500 cases spread over parallel workers."""
 
 from __future__ import annotations
 

@@ -11,8 +11,9 @@ from database.idempotency import IdempotencyKeys
 from tests.helpers import mock_store
 
 
-def _slow_read_once(monkeypatch, keys: IdempotencyKeys, meanwhile) -> None:
-    real = keys.col.find_one
+def _slow_read_once(monkeypatch, col, meanwhile) -> None:
+    """The collection's next find_one returns what it read, after `meanwhile` has run."""
+    real = col.find_one
     pending = [meanwhile]
 
     def find_one(*args, **kwargs):
@@ -21,7 +22,7 @@ def _slow_read_once(monkeypatch, keys: IdempotencyKeys, meanwhile) -> None:
             pending.pop()()  # happens while this read's reply is on its way
         return doc
 
-    monkeypatch.setattr(keys.col, "find_one", find_one)
+    monkeypatch.setattr(col, "find_one", find_one)
 
 
 def test_a_duplicate_whose_read_the_first_answer_overtakes_gets_that_answer(monkeypatch):
@@ -29,7 +30,7 @@ def test_a_duplicate_whose_read_the_first_answer_overtakes_gets_that_answer(monk
     keys = IdempotencyKeys(store.db)
     first = keys.begin("caller:http:anonymous", "k1", "start_backtest", "fp")
     assert first.state == "run"
-    _slow_read_once(monkeypatch, keys, lambda: keys.finish(first.record, "202", '{"task_id": "t"}', None, None))
+    _slow_read_once(monkeypatch, keys.col, lambda: keys.finish(first.record, "202", '{"task_id": "t"}', None, None))
     second = keys.begin("caller:http:anonymous", "k1", "start_backtest", "fp")
     assert second.state == "repeat", (second.state, second.live)
     assert second.record["response"] == '{"task_id": "t"}'
@@ -39,7 +40,7 @@ def test_a_first_that_was_really_cut_off_still_reads_as_cut_off(monkeypatch):
     store = mock_store()
     keys = IdempotencyKeys(store.db)
     first = keys.begin("caller:http:anonymous", "k2", "start_backtest", "fp")
-    _slow_read_once(monkeypatch, keys, lambda: keys.abandon(first.record))  # the store went away mid-run
+    _slow_read_once(monkeypatch, keys.col, lambda: keys.abandon(first.record))  # the store went away mid-run
     second = keys.begin("caller:http:anonymous", "k2", "start_backtest", "fp")
     assert (second.state, second.live) == ("busy", False)
 
@@ -61,17 +62,8 @@ def test_an_approver_whose_read_the_first_decision_overtakes_is_told_who_decided
     approvals = Decisions(store.db)
     token, _ = approvals.claim("s:c1", "s", approved=True, by="alice")
     assert token is not None
-    real = approvals.col.find_one
-    pending = [lambda: approvals.settle("s:c1", token, "completed")]
-
-    def find_one(*args, **kwargs):
-        doc = real(*args, **kwargs)
-        while pending:
-            pending.pop()()
-        return doc
-
-    monkeypatch.setattr(approvals.col, "find_one", find_one)
+    _slow_read_once(monkeypatch, approvals.col, lambda: approvals.settle("s:c1", token, "completed"))
     second, held = approvals.claim("s:c1", "s", approved=False, by="bob")
     assert second is None and held is not None
-    stored = real({"_id": "s:c1"})
+    stored = approvals.col.find_one({"_id": "s:c1"})  # the injected delay is spent: a plain read
     assert (stored["by"], stored["state"], stored["status"]) == ("alice", "decided", "completed")

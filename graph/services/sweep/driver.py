@@ -123,23 +123,7 @@ def run_sweep(
         t0 = time.monotonic()
 
         def progress() -> None:
-            done = sum(1 for r in rows.values() if r["status"] == "succeeded")
-            failed = sum(1 for r in rows.values() if r["status"] == "failed")
-            left = len(queue) + len(in_flight)
-            per = statistics.median(took) if took else None
-            on_progress(
-                {
-                    "done": done,
-                    "total": len(plan.episodes),
-                    "running": len(in_flight),
-                    "failed": failed,
-                    "unit": "episodes",
-                    "elapsed_s": round(time.monotonic() - t0, 1),
-                    "eta_s": round(per * left / max(1, min(plan.workers, left)), 1)
-                    if per and left
-                    else (0.0 if not left else None),
-                }
-            )
+            on_progress(_progress(plan, rows, len(queue), len(in_flight), took, time.monotonic() - t0))
 
         progress()
         while queue or in_flight:
@@ -172,11 +156,29 @@ def run_sweep(
     return {**finish(plan, rows, cancelled=cancelling), "limits": limits}
 
 
+def _progress(
+    plan: SweepPlan, rows: dict[str, dict[str, Any]], queued: int, running: int, took: list[float], elapsed_s: float
+) -> dict[str, Any]:
+    """The sweep's progress: episodes by status, and an estimate of the rest from the median finished episode."""
+    left = queued + running
+    per = statistics.median(took) if took else None
+    return {
+        "done": sum(1 for r in rows.values() if r["status"] == "succeeded"),
+        "total": len(plan.episodes),
+        "running": running,
+        "failed": sum(1 for r in rows.values() if r["status"] == "failed"),
+        "unit": "episodes",
+        "elapsed_s": round(elapsed_s, 1),
+        "eta_s": round(per * left / max(1, min(plan.workers, left)), 1)
+        if per and left
+        else (0.0 if not left else None),
+    }
+
+
 def _finished(
     plan: SweepPlan, rows: dict[str, dict[str, Any]], on_progress: Callable[[dict[str, Any]], None]
 ) -> dict[str, Any]:
-    n = len(plan.episodes)
-    on_progress({"done": n, "total": n, "running": 0, "failed": 0, "unit": "episodes", "elapsed_s": 0.0, "eta_s": 0.0})
+    on_progress(_progress(plan, rows, 0, 0, [], 0.0))
     limits = None
     if any(v for v in plan.limits.values()):  # what the finished episodes spent, as the live actor would report it
         shared = SharedLimits(**plan.limits)
