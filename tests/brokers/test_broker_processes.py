@@ -50,7 +50,16 @@ def env_of(fake, tmp_path) -> dict[str, str]:
 
 
 def cli(fake, tmp_path, *args):
+    """A CLI step as a process of its own: the approvers, and the halt raised while one of them is mid-cycle."""
     return tg(list(args), tmp_path, env_extra=env_of(fake, tmp_path))
+
+
+@pytest.fixture
+def here(fake, tmp_path, tradegraph):
+    """A CLI step whose own process is not what the test checks (the cycle that pauses, the read-backs, the
+    reconcile): main(argv) in this process, against the same store, broker and home."""
+    env = {"TRADEGRAPH_HOME": str(tmp_path), **env_of(fake, tmp_path)}
+    return lambda *args: tradegraph(*args, **env)
 
 
 def popen(fake, tmp_path, *args) -> subprocess.Popen:
@@ -66,13 +75,13 @@ def popen(fake, tmp_path, *args) -> subprocess.Popen:
     )
 
 
-def events(fake, tmp_path, sid):
-    out = cli(fake, tmp_path, "events", sid)
+def events(here, sid):
+    out = here("events", sid)
     return [json.loads(line) for line in out.stdout.splitlines()]
 
 
-def paused(fake, tmp_path) -> str:
-    run = cli(fake, tmp_path, *RUN)
+def paused(here) -> str:
+    run = here(*RUN)
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)
     assert out["status"] == "pending_approval"  # the mandate's default: every broker cycle waits for a person
@@ -85,8 +94,8 @@ def one_per_leg(fake, evs) -> None:
     assert len(fake.orders) == len(cids)
 
 
-def test_approver_killed_between_submit_and_answer_restarted_sends_no_second_order(fake, tmp_path):
-    sid = paused(fake, tmp_path)
+def test_approver_killed_between_submit_and_answer_restarted_sends_no_second_order(fake, tmp_path, here):
+    sid = paused(here)
     proc: dict[str, subprocess.Popen] = {}
     first = threading.Event()
 
@@ -103,7 +112,7 @@ def test_approver_killed_between_submit_and_answer_restarted_sends_no_second_ord
     again = cli(fake, tmp_path, "approve", sid, "--by", "alice", "--json")
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["status"] == "completed"
-    evs = events(fake, tmp_path, sid)
+    evs = events(here, sid)
     one_per_leg(fake, evs)
     acks = [e["payload"] for e in evs if e["kind"] == "order_ack"]
     assert sorted(a["found_existing"] for a in acks) == [False, True]
@@ -112,22 +121,22 @@ def test_approver_killed_between_submit_and_answer_restarted_sends_no_second_ord
         for e in evs
         if e["kind"] == "order_intent" and e["seq"] > min(x["seq"] for x in evs if x["kind"] == "order_intent") + 1
     )
-    rec = cli(fake, tmp_path, "broker", "reconcile", sid, "--json")
+    rec = here("broker", "reconcile", sid, "--json")
     assert rec.returncode == 0, rec.stdout + rec.stderr
     assert json.loads(rec.stdout)["clean"] is True
 
 
-def test_two_processes_approving_place_each_order_once(fake, tmp_path):
-    sid = paused(fake, tmp_path)
+def test_two_processes_approving_place_each_order_once(fake, tmp_path, here):
+    sid = paused(here)
     procs = [popen(fake, tmp_path, "approve", sid, "--by", who) for who in ("alice", "bob")]
     codes = sorted(p.wait(timeout=120) for p in procs)
     assert codes == [0, 2], [p.stderr.read() for p in procs]
-    one_per_leg(fake, events(fake, tmp_path, sid))
-    assert cli(fake, tmp_path, "broker", "reconcile", sid).returncode == 0
+    one_per_leg(fake, events(here, sid))
+    assert here("broker", "reconcile", sid).returncode == 0
 
 
-def test_halt_from_another_process_mid_cycle(fake, tmp_path):
-    sid = paused(fake, tmp_path)
+def test_halt_from_another_process_mid_cycle(fake, tmp_path, here):
+    sid = paused(here)
     halted = threading.Event()
 
     def halt_at_first_post(cid: str) -> None:
@@ -146,15 +155,15 @@ def test_halt_from_another_process_mid_cycle(fake, tmp_path):
     assert [r["status"] for r in rows].count("not_submitted") == 1 and "halted by ops" in str(rows)
     assert len(fake.orders) == 1
     # a cycle approved while halted is refused, audited, and stays paused
-    run = cli(fake, tmp_path, *RUN[:-1], "--session", sid, "--as-of", "2012-06-04", "--json")
+    run = here(*RUN[:-1], "--session", sid, "--as-of", "2012-06-04", "--json")
     assert run.returncode == 0, run.stderr
-    refused = cli(fake, tmp_path, "approve", sid, "--by", "alice")
+    refused = here("approve", sid, "--by", "alice")
     assert refused.returncode == 2 and "halted" in refused.stderr
     assert len(fake.orders) == 1
-    evs = events(fake, tmp_path, sid)
+    evs = events(here, sid)
     assert any(e["payload"].get("check") == "approval_refused_halted" for e in evs)
-    control = events(fake, tmp_path, "broker-control")
+    control = events(here, "broker-control")
     assert [e["payload"]["action"] for e in control] == ["halt"] and control[0]["payload"]["by"] == "ops"
-    assert cli(fake, tmp_path, "broker", "resume", "--by", "ops").returncode == 0
-    rec = cli(fake, tmp_path, "broker", "reconcile", sid, "--json")
+    assert here("broker", "resume", "--by", "ops").returncode == 0
+    rec = here("broker", "reconcile", sid, "--json")
     assert rec.returncode == 0 and json.loads(rec.stdout)["clean"], rec.stdout

@@ -37,11 +37,12 @@ def _lines(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
-def test_sigint_cancels_the_task_and_the_run_resumes(embedded_uri, tmp_path):
+def test_sigint_cancels_the_task_and_the_run_resumes(embedded_uri, tmp_path, tradegraph):
     db = f"{embedded_uri}/bt_sigint_{uuid.uuid4().hex[:8]}"
     out = tmp_path / "exp"
-    # 39 daily points: Ctrl-C lands after the third with dozens to go (each takes ~1 s under a full run's load); the
-    # half year it ran before made the resumed run 120 points long for nothing more to check
+    # 20 daily points: Ctrl-C lands after the third with most of them to go (each takes ~1 s under a full run's
+    # load, and the run stops after the one under way); the half year it ran before made the resumed run 120 points
+    # long for nothing more to check
     argv = [
         sys.executable,
         "-m",
@@ -52,7 +53,7 @@ def test_sigint_cancels_the_task_and_the_run_resumes(embedded_uri, tmp_path):
         "--start",
         "2011-01-03",
         "--end",
-        "2011-02-28",
+        "2011-01-31",
         "--run-id",
         "sig",
         "--json",
@@ -90,7 +91,7 @@ def test_sigint_cancels_the_task_and_the_run_resumes(embedded_uri, tmp_path):
     finally:
         k.close()
 
-    again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    again = tradegraph(*argv[3:])  # the same command, in process: what is under test here is the interrupted one
     assert again.returncode == 0, again.stderr
     total = json.loads(again.stdout)["decision_points"]
     logs = _lines(log)
@@ -100,7 +101,7 @@ def test_sigint_cancels_the_task_and_the_run_resumes(embedded_uri, tmp_path):
 
 
 def test_a_second_sigint_stops_at_once_and_the_resumed_run_equals_an_uninterrupted_one(
-    private_store, tmp_path, uninterrupted
+    private_store, tmp_path, uninterrupted, tradegraph
 ):
     """Ctrl-C, then Ctrl-C again while the decision point under way is still deciding: exit 130 at once, no
     traceback, and the cut point never logged (before: a permanent `failed` point, once `executed_with_errors`
@@ -142,7 +143,7 @@ def test_a_second_sigint_stops_at_once_and_the_resumed_run_equals_an_uninterrupt
     lost = len(spooled - stored_ids(db))
     assert lost == 0, "what the stopped cycle spooled is redelivered"
     assert superseded_cycles(db) == [cut], "the cycle the second Ctrl-C cut is marked superseded, once"
-    verify_as_uninterrupted(store, cut, alone_verdicts)
+    verify_as_uninterrupted(store, tradegraph, cut, alone_verdicts)
     print(
         f"\ndouble SIGINT mid-cycle: injected=1, attempts={attempt}, spooled={len(spooled)}, events_lost={lost}, "
         + ", ".join(f"{k}={v}" for k, v in counts.items())

@@ -268,7 +268,7 @@ def test_the_last_event_deleted_is_named_from_another_process(copy_of):
     )
 
 
-def test_every_event_of_the_last_cycle_deleted_is_named_by_its_first_seq(copy_of, capsys):
+def test_every_event_of_the_last_cycle_deleted_is_named_by_its_first_seq(copy_of, capsys, tradegraph):
     store, uri, sid = copy_of()
     first, n = seqs_of(store, sid, 3)[0], store.events.count(sid)
     store.db["state_events"].delete_many({"session_id": sid, "cycle_id": f"{sid}:c3"})
@@ -276,7 +276,7 @@ def test_every_event_of_the_last_cycle_deleted_is_named_by_its_first_seq(copy_of
     assert code == 1 and out == "" and err.count("\n") == 1
     assert f"broken at seq {first}: the log ends at seq {first - 1}, but its chain head records seq {n}" in err
     # --verify refuses to vouch for it too
-    r = tg(["replay", sid, "--verify", "--db", uri])
+    r = tradegraph("replay", sid, "--verify", "--db", uri)
     assert r.returncode == 1 and f"hash chain broken at seq {first}" in r.stdout and "not verified" in r.stdout
 
 
@@ -385,7 +385,7 @@ def test_export_head_prints_the_signed_head_and_refuses_a_forged_one(copy_of, ca
 
 
 # ---------------------------------------------------------------------------- a keyed session without its head (issue 28)
-def test_with_a_key_an_event_rewritten_rehashed_and_its_head_deleted_never_verifies(copy_of, capsys):
+def test_with_a_key_an_event_rewritten_rehashed_and_its_head_deleted_never_verifies(copy_of, capsys, tradegraph):
     """The attack issue 28 found: edit any event, re-hash to the end, delete the session's chain head. It read as a
     note and exit 0 (`--verify`: "replay identical"); the session's manifests say its heads are signed, so it is
     broken, with the key set and without it."""
@@ -407,7 +407,7 @@ def test_with_a_key_an_event_rewritten_rehashed_and_its_head_deleted_never_verif
             f"(its manifest at seq "
         ) in err and "but it has no chain head: the head was deleted" in err
     for extra in ({"TRADEGRAPH_AUDIT_KEY": KEY}, {}):
-        r = tg(["replay", sid, "--verify", "--db", uri], extra)
+        r = tradegraph("replay", sid, "--verify", "--db", uri, **extra)
         assert r.returncode == 1 and "hash chain broken at seq 1" in r.stdout and "not verified" in r.stdout, r.stdout
 
 

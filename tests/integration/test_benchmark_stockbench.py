@@ -29,7 +29,9 @@ SYMBOLS = ["AAPL", "MSFT", "JPM", "MCD"]
 WINDOW = ["--start", "2025-03-03", "--end", "2025-03-07"]  # 5 sessions
 
 
-def tradegraph(*args: str, env: dict[str, str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+def process(*args: str, env: dict[str, str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`tradegraph` as a process of its own (the run under test); read-backs and resumes run in process through
+    the `tradegraph` fixture (tests/conftest.py)."""
     return subprocess.run(
         [sys.executable, "-m", "graph.transports.cli", *args],
         cwd=cwd,
@@ -61,7 +63,9 @@ def opens(symbols: list[str], dates: list[str]) -> dict[str, list[float]]:
     return {s: [float(market.bars(s, d, d)["open"].iloc[0]) for d in dates] for s in symbols}
 
 
-def test_an_offline_benchmark_end_to_end_through_the_cli(embedded_uri, tmp_path, stockbench_home):
+def test_an_offline_benchmark_end_to_end_through_the_cli(
+    embedded_uri, tmp_path, stockbench_home, tradegraph, monkeypatch
+):
     db = f"{embedded_uri}/sb_{uuid.uuid4().hex[:10]}"
     env = {**os.environ, "PYTHONPATH": str(REPO), "TRADEGRAPH_HOME": str(stockbench_home)}
     args = [
@@ -78,7 +82,7 @@ def test_an_offline_benchmark_end_to_end_through_the_cli(embedded_uri, tmp_path,
         "--out",
         str(tmp_path / "exp"),
     ]
-    done = tradegraph(*args, env=env, cwd=tmp_path)
+    done = process(*args, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     card = json.loads(done.stdout)
 
@@ -111,15 +115,15 @@ def test_an_offline_benchmark_end_to_end_through_the_cli(embedded_uri, tmp_path,
     assert head["session_id"] == "bt-e2e-e000" and head["seq"] > 0
 
     # anyone can check the run's decisions: replayed from the recording, identical
-    verify = tradegraph("replay", "bt-e2e-e000", "--verify", "--db", db, env=env, cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    home = {"TRADEGRAPH_HOME": str(stockbench_home)}
+    verify = tradegraph("replay", "bt-e2e-e000", "--verify", "--db", db, **home)
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert "replay identical to the recording" in verify.stdout
     # every event the benchmark run and its replay stored is one of the audit log's typed events
     assert every_event_parses(db, "bt-e2e-e000", "replay-bt-e2e-e000-1") > 0
     # the look-ahead audit of the benchmark id finds its run's session and nothing dated after a decision
-    audit = tradegraph(
-        "audit", "lookahead", "e2e", "--json", "--db", db, "--out", str(tmp_path / "exp"), env=env, cwd=tmp_path
-    )
+    audit = tradegraph("audit", "lookahead", "e2e", "--json", "--db", db, "--out", str(tmp_path / "exp"), **home)
     assert audit.returncode == 0, audit.stderr
     report = json.loads(audit.stdout)
     assert report["resolved"] == "benchmark" and report["sessions"] == ["bt-e2e-e000"]
@@ -127,7 +131,7 @@ def test_an_offline_benchmark_end_to_end_through_the_cli(embedded_uri, tmp_path,
     assert report["checked"]["news"] > 0 and card["lookahead"]["leaks"] == 0
 
     # the same id again resumes: nothing left to decide, the same figures
-    again = tradegraph(*args, env=env, cwd=tmp_path)
+    again = tradegraph(*args, **home)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["rows"][0]["nav"] == run["nav"]
     log = (folder / "episodes" / "e2e-e000" / "episode_log.jsonl").read_text().splitlines()
@@ -329,7 +333,7 @@ def test_several_configurations_on_ray_are_the_runs_one_worker_gives(embedded_ur
         str(tmp_path / "exp"),
     ]
     ray_db = f"{embedded_uri}/sbr_{uuid.uuid4().hex[:8]}"
-    on_ray = tradegraph(
+    on_ray = process(
         *common, "--workers", "2", "--benchmark-id", "ray", "--db", ray_db, env=env, cwd=tmp_path, timeout=600
     )
     assert on_ray.returncode == 0, on_ray.stderr
@@ -405,7 +409,9 @@ def test_one_budget_holds_across_every_run_of_the_benchmark(provider, tmp_path, 
     assert runs[1]["failed_points"] == 2 and code == 1 and "failed" in captured.err
 
 
-def test_ctrl_c_stops_after_the_current_point_and_the_same_id_resumes(embedded_uri, tmp_path, stockbench_home):
+def test_ctrl_c_stops_after_the_current_point_and_the_same_id_resumes(
+    embedded_uri, tmp_path, stockbench_home, tradegraph, monkeypatch
+):
     import signal
     import time
 
@@ -454,7 +460,8 @@ def test_ctrl_c_stops_after_the_current_point_and_the_same_id_resumes(embedded_u
     stopped = [json.loads(line)["decision_point_idx"] for line in log.read_text().splitlines()]
     assert stopped == list(range(len(stopped))) and 1 <= len(stopped) < 8
     assert not (tmp_path / "exp" / "sigint" / "scorecard.json").exists()
-    again = tradegraph(*args[3:], env=env, cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    again = tradegraph(*args[3:], TRADEGRAPH_HOME=str(stockbench_home))
     assert again.returncode == 0, again.stderr
     assert [json.loads(line)["decision_point_idx"] for line in log.read_text().splitlines()] == list(range(8))
     assert len(json.loads(again.stdout)["rows"][0]["nav"]) == 8

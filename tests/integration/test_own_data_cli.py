@@ -1,7 +1,8 @@
 """The walkthrough of docs/own-data.md in separate processes on the embedded store: a project whose
 tradegraph.toml names the fictional ACME prices runs a cycle and a backtest; from another directory, with no
 toml and no flag, the session continues and both verify identical; a file changed afterwards is reported by its
-hash."""
+hash. The verifies run in this process, from that other directory (what they check is the manifest, not a
+process's start)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def tg(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.Completed
     )
 
 
-def test_the_walkthrough_across_processes(embedded_uri, tmp_path):
+def test_the_walkthrough_across_processes(embedded_uri, tmp_path, tradegraph, monkeypatch):
     db = ["--db", f"{embedded_uri}/own_{uuid.uuid4().hex[:8]}"]
     project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     (project / "data").mkdir(parents=True)
@@ -78,15 +79,17 @@ def test_the_walkthrough_across_processes(embedded_uri, tmp_path):
     more = tg(["run", "--symbols", "ACME", "--as-of", "2024-03-04", "--session", session, "--json", *db], elsewhere)
     assert more.returncode == 0, more.stderr
     assert json.loads(more.stdout)["contracts"]["SCANNING"]["snapshots"][0]["price"] == 82.2
+    monkeypatch.chdir(elsewhere)
+    home = {"TRADEGRAPH_HOME": str(elsewhere / ".tg_home")}
     for sid, cycles in ((session, 2), ("bt-acme", 7)):
-        v = tg(["replay", sid, "--verify", *db], elsewhere)
+        v = tradegraph("replay", sid, "--verify", *db, **home)
         assert v.returncode == 0, v.stdout + v.stderr
         assert v.stdout.count("IDENTICAL") == cycles and "replay identical to the recording" in v.stdout
         assert "data source" not in v.stdout
 
     with acme.open("a") as fh:
         fh.write("ACME,2025-01-02,47.1,47.9,46.5,47.5,1000000\n")
-    v = tg(["replay", session, "--verify", *db], elsewhere)
+    v = tradegraph("replay", session, "--verify", *db, **home)
     assert v.returncode == 0, v.stdout + v.stderr
     assert (
         " ".join(v.stdout.split()).count(

@@ -1,6 +1,7 @@
 """`tradegraph replay --verify` re-executes from the recording alone, in a process that never saw the
 cycle: a rejected approval, a cycle still waiting for one, and a user's price file deleted after the run
-all verify identical on the embedded store; a tampered event fails verify and --check-chain."""
+all verify identical on the embedded store; a tampered event fails verify and --check-chain (in process: the
+chain is read from the store whoever reads it)."""
 
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ def test_verify_after_the_users_price_file_is_deleted(embedded_uri, tmp_path, tr
     assert executed[0]["payload"]["data"] == out.contracts["EXECUTING"]
 
 
-def test_a_tampered_event_fails_verify_and_check_chain(embedded_uri, tmp_path):
+def test_a_tampered_event_fails_verify_and_check_chain(embedded_uri, tradegraph):
     db = f"{embedded_uri}/tamper_{uuid.uuid4().hex[:8]}"
     store = connect(db)
     try:
@@ -87,7 +88,7 @@ def test_a_tampered_event_fails_verify_and_check_chain(embedded_uri, tmp_path):
         )
     finally:
         store.close()
-    chain = tg(["replay", out.session_id, "--check-chain", "--db", db], tmp_path)
+    chain = tradegraph("replay", out.session_id, "--check-chain", "--db", db)
     assert chain.returncode == 1 and chain.stderr.count("\n") == 1 and "broken at seq 5" in chain.stderr
-    r = tg(["replay", out.session_id, "--verify", "--db", db], tmp_path)
+    r = tradegraph("replay", out.session_id, "--verify", "--db", db)
     assert r.returncode == 1 and "hash chain broken at seq 5" in r.stdout and "not verified" in r.stdout
