@@ -19,12 +19,12 @@ import pytest
 from pymongo import MongoClient
 
 from database import connect
+from tests.faults.backtest_runs import LOOSE
 
 pytestmark = [pytest.mark.integration, pytest.mark.requires("ray")]
 
 CLI = [sys.executable, "-m", "graph.transports.cli"]
 ENV = {**os.environ, "TRADEGRAPH_LLM": "offline"}
-LOOSE = "max_notional_pct = 60\nexposure_cap_pct = 100\n"
 
 
 def _lines(path: Path) -> list[dict]:
@@ -55,15 +55,15 @@ def _wait(cond, proc, what: str, timeout_s: float = 300):
 
 
 def test_a_worker_killed_mid_episode_is_retried_and_resumes_with_no_duplicate_and_no_double_fill(
-    embedded_uri, tmp_path
+    embedded_uri, tmp_path, uninterrupted
 ):
     db = f"{embedded_uri}/sweep_kill_{uuid.uuid4().hex[:8]}"
     limits = tmp_path / "loose.toml"
     limits.write_text(LOOSE)
     env = {**ENV, "TRADEGRAPH_RISK_LIMITS": str(limits)}
     window = ["--symbols", "AAPL,MSFT", "--every", "5"]
-    # 10 points, as the backtest faults' window (tests/faults/backtest_runs.py: it trades under these limits); the kill
-    # lands after the third, so the retry resumes a run with most of it to go
+    # the backtest faults' window and limits (tests/faults/backtest_runs.py: 10 points, and it trades under them), so
+    # the run they compare with is this episode's too; the kill lands after the third, with most of it to go
     proc = _start(
         [
             "sweep",
@@ -108,38 +108,13 @@ def test_a_worker_killed_mid_episode_is_retried_and_resumes_with_no_duplicate_an
     steps = _lines(run_dir / "episode_log.jsonl")
     assert [s["decision_point_idx"] for s in steps] == list(range(row["decision_points"]))
 
-    alone = subprocess.run(
-        CLI
-        + [
-            "backtest",
-            *window,
-            "--start",
-            "2011-01-03",
-            "--end",
-            "2011-03-14",
-            "--memory",
-            "session",
-            "--run-id",
-            "alone",
-            "--db",
-            db,
-            "--out",
-            str(tmp_path / "alone"),
-            "--json",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert alone.returncode == 0, alone.stderr
+    # the same config run uninterrupted as a backtest (tests/faults/conftest.py: made once for the fault tests)
+    alone_dir, _ = uninterrupted
     mine = json.loads((run_dir / "trade_history.json").read_text())
     assert mine["trades"], "the loose limits let the episode trade"
-    assert mine == json.loads((tmp_path / "alone" / "alone" / "trade_history.json").read_text()), (
-        "no fill lost or doubled by the kill"
-    )
+    assert mine == json.loads((alone_dir / "trade_history.json").read_text()), "no fill lost or doubled by the kill"
     assert [(s["action"], s["equity"]) for s in steps] == [
-        (s["action"], s["equity"]) for s in _lines(tmp_path / "alone" / "alone" / "episode_log.jsonl")
+        (s["action"], s["equity"]) for s in _lines(alone_dir / "episode_log.jsonl")
     ]
 
     store = connect(db)
@@ -175,7 +150,7 @@ def test_an_interrupted_sweep_resumes_by_its_id_without_rerunning_finished_episo
             "--symbols",
             "IBM",
             "--windows",
-            "2011-01-03..2011-02-14",
+            "2011-01-03..2011-01-31",  # 5 points each: the first finishes while the second runs, the third waits
             "--every",
             "5",
             "--workers",
