@@ -31,9 +31,9 @@ workers = 2
 [windows]
 kind = "rolling"
 start = "2011-01-03"
-end = "2011-04-29"
-length = 40
-step = 40
+end = "2011-03-01"
+length = 20
+step = 20
 
 [[overrides]]
 label = "base"
@@ -91,15 +91,22 @@ def test_a_sweep_writes_one_row_per_episode_an_aggregate_per_configuration_and_a
         assert db.state_events.count_documents({"session_id": r["session_id"]}) > 0
 
 
-def test_a_finished_sweep_resumed_shows_its_table_without_starting_ray_and_stars_its_short_windows(swept):
+def test_a_finished_sweep_resumed_shows_its_table_without_starting_ray_and_stars_its_short_windows(swept, tradegraph):
     """Nothing left to run, so no Ray instance (one would make its folder under RAY_TMPDIR). The table never shows a
     ratio from a window too short to mean anything without a word: each Sharpe is starred and a warning names the
     configurations and their fewest decision points (the backtest's own threshold, SHORT_WINDOW_POINTS)."""
     ray_tmp = swept["tmp"] / "ray"
     sweep_dir = swept["out"] / "sw1"
     before = (sweep_dir / "results.jsonl").read_text()
-    r = _run(
-        ["sweep", "--resume", "sw1", "--db", swept["db"], "--out", str(swept["out"]), "--no-progress"],
+    r = tradegraph(  # in process: a Ray instance started here would make its folder under RAY_TMPDIR too
+        "sweep",
+        "--resume",
+        "sw1",
+        "--db",
+        swept["db"],
+        "--out",
+        str(swept["out"]),
+        "--no-progress",
         RAY_TMPDIR=str(ray_tmp),
         COLUMNS="160",
     )
@@ -112,41 +119,39 @@ def test_a_finished_sweep_resumed_shows_its_table_without_starting_ray_and_stars
         sharpe = row.split("│")[4].strip()
         assert sharpe.endswith("*") and sharpe != "—*", row
     assert f"short windows: 2 configuration(s) completed a window of fewer than {SHORT_WINDOW_POINTS}" in r.stdout
-    assert "base (8)" in r.stdout and "loose (8)" in r.stdout  # 40 sessions every 5: eight decision points
+    assert "base (4)" in r.stdout and "loose (4)" in r.stdout  # 20 sessions every 5: four decision points
 
 
-def test_an_episode_inside_the_sweep_trades_exactly_as_the_same_backtest_alone(swept):
+def test_an_episode_inside_the_sweep_trades_exactly_as_the_same_backtest_alone(swept, tradegraph):
     sweep_dir = swept["out"] / "sw1"
     (ep,) = [
         e
         for e in json.loads((sweep_dir / "grid.json").read_text())["episodes"]
         if e["override"] == "loose" and e["index"] == 3
-    ]
+    ]  # the loose configuration's second window
     limits = swept["tmp"] / "loose.toml"
     limits.write_text("".join(f"{k} = {v}\n" for k, v in LOOSE.items()))
-    alone = _run(
-        [
-            "backtest",
-            "--symbols",
-            ",".join(ep["symbols"]),
-            "--start",
-            ep["start"],
-            "--end",
-            ep["end"],
-            "--every",
-            "5",
-            "--fees-bps",
-            "5",
-            "--memory",
-            "session",
-            "--run-id",
-            "alone",
-            "--db",
-            swept["db"],
-            "--out",
-            str(swept["tmp"] / "alone"),
-            "--json",
-        ],
+    alone = tradegraph(  # in process: the sweep's episodes ran in Ray's workers, this one apart from them
+        "backtest",
+        "--symbols",
+        ",".join(ep["symbols"]),
+        "--start",
+        ep["start"],
+        "--end",
+        ep["end"],
+        "--every",
+        "5",
+        "--fees-bps",
+        "5",
+        "--memory",
+        "session",
+        "--run-id",
+        "alone",
+        "--db",
+        swept["db"],
+        "--out",
+        str(swept["tmp"] / "alone"),
+        "--json",
         TRADEGRAPH_RISK_LIMITS=str(limits),
     )
     assert alone.returncode == 0, alone.stderr
