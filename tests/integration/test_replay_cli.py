@@ -94,8 +94,9 @@ def test_schema_version_mismatch_exits_2(recorded, capsys):
 
 
 @pytest.mark.integration
-def test_cli_end_to_end_on_embedded(embedded_uri, tmp_path):
-    """`tradegraph run` twice, then `tradegraph replay --verify`, as separate processes on a real server."""
+def test_cli_end_to_end_on_embedded(embedded_uri, tmp_path, tradegraph):
+    """`tradegraph run` twice, then `tradegraph replay --verify`, as separate processes on a real server; the HTML
+    page is then written in process."""
     db = f"{embedded_uri}/cli_{uuid.uuid4().hex[:8]}"
     exe = [sys.executable, "-m", "graph.transports.cli.main"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TRADEGRAPH_LLM": "offline"}
@@ -113,5 +114,5 @@ def test_cli_end_to_end_on_embedded(embedded_uri, tmp_path):
     r = tg("replay", sid, "--verify")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "replay identical" in r.stdout
-    r = tg("replay", sid, "--html", str(tmp_path / "p.html"))
+    r = tradegraph("replay", sid, "--html", str(tmp_path / "p.html"), "--db", db)
     assert r.returncode == 0 and (tmp_path / "p.html").stat().st_size > 10_000

@@ -27,9 +27,9 @@ def _events(tradegraph, sid, home, db=()):
 
 
 def test_verify_a_rejected_approval_in_another_process(tmp_path, tradegraph):
-    """The run, the rejection and the verify are each a process of their own; the read-backs run in process."""
+    """The rejection and the verify are each a process of their own; the run and the read-backs run in process."""
     home = {"TRADEGRAPH_HOME": str(tmp_path)}
-    run = tg(["run", "--symbols", "AAPL,MSFT", "--as-of", "2012-06-01", "--approve", "--json"], tmp_path)
+    run = tradegraph("run", "--symbols", "AAPL,MSFT", "--as-of", "2012-06-01", "--approve", "--json", **home)
     assert run.returncode == 0, run.stderr
     sid = json.loads(run.stdout)["session_id"]
     paused = tradegraph("replay", sid, "--verify", **home)  # before anyone decided: the replay pauses too
