@@ -9,7 +9,7 @@ TG := $(VENV)/bin/tradegraph
 SYMBOLS ?= AAPL,MSFT
 AS_OF ?= 2012-06-01
 
-.PHONY: run test test-unit lint ruff format bench docs studio schemas clean
+.PHONY: run test test-unit lint ruff types format bench docs studio schemas clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -39,18 +39,18 @@ TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 # the suite starts a few hundred Python processes (CLI runs, servers, Ray workers); with PYTHONDONTWRITEBYTECODE set
 # (as some CI images do) none keeps its compiled modules, so on a fresh clone each compiled tradegraph's own again:
 # ~0.9 s of a process's 2.9 s of imports, measured. The tests write them (into the gitignored __pycache__ folders).
-# ruff first (2 s; a finding stops here), then mypy beside the suite: mypy is one process on one core for ~35 s with
-# no cache, and the suite's first seconds leave the other core idle. Both must pass; mypy's findings print at the end
+# ruff first (2 s; a finding stops here), then the suite. mypy is not in this loop: `make lint` runs both, and CI
+# (.ci/run) runs `make types` after the tests (mypy with no cache: ~40 s of one core, which beside the suite slowed it
+# by about half that)
 test: export PYTHONDONTWRITEBYTECODE =
 test: ruff
-	@out=$$(mktemp); $(VENV)/bin/mypy > $$out 2>&1 & types=$$!; \
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15; suite=$$?; \
-	wait $$types; typed=$$?; echo "mypy:"; cat $$out; rm -f $$out; \
-	exit $$(( suite != 0 ? suite : typed ))
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15
 
 # ruff's lint rules, its format check and mypy over the product code, as configured in pyproject.toml; any
 # finding fails (`make format` rewrites what the format check refuses)
-lint: ruff
+lint: ruff types
+
+types: $(VENV)/.installed-test
 	$(VENV)/bin/mypy
 
 ruff: $(VENV)/.installed-test
