@@ -157,12 +157,10 @@ def _spread(config: pytest.Config | None, items: list[pytest.Item]) -> None:
 
     if config is None or not getattr(config.option, "loadgroup", False):
         return
-    order = {id(item): i for i, item in enumerate(items)}
 
-    def key(item: pytest.Item) -> tuple[int, str]:
-        if item.get_closest_marker("xdist_group"):
-            return 0, f"{order[id(item)]:08d}"
-        return 1, hashlib.sha1(item.nodeid.encode()).hexdigest()
+    def key(item: pytest.Item) -> tuple[int, str]:  # grouped: one key, so the stable sort keeps their order
+        grouped = item.get_closest_marker("xdist_group") is not None
+        return (0, "") if grouped else (1, hashlib.sha1(item.nodeid.encode()).hexdigest())
 
     items.sort(key=key)
 
