@@ -1,6 +1,6 @@
 """`tradegraph benchmark stockbench` end to end on a short window of the shipped StockBench data: through the CLI as
-a process (files, JSON shape, the baseline equal to equal_weight_buy_and_hold on those opens, the run's session
-verifying with `replay --verify`, the look-ahead audit clean, the same id resuming), over HTTP as a task (keyed,
+a process (files, JSON shape, the baseline equal to equal_weight_buy_and_hold on those opens; then, in process, the
+run's session verifying with `replay --verify`, the look-ahead audit clean, the same id resuming), over HTTP as a task (keyed,
 watched over SSE, artifacts served, the audit), `--estimate` sending no request to a counting provider, a failed
 decision point making the exit 1, and a cancelled benchmark resuming to every point logged once."""
 
