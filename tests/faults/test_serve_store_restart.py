@@ -11,7 +11,6 @@ import os
 import signal
 import time
 
-import httpx
 import pytest
 
 from tests.faults.backtest_runs import (
@@ -23,6 +22,7 @@ from tests.faults.backtest_runs import (
     superseded_cycles,
     verify_as_uninterrupted,
 )
+from tests.kernel import local_http
 from tests.kernel.servers import REPO, free_port, serve
 
 pytestmark = pytest.mark.integration
@@ -41,7 +41,7 @@ def _restart_elsewhere(store: PrivateStore, kill: bool) -> int:
 
 
 def _task(base: str, task_id: str) -> dict:
-    r = httpx.get(f"{base}/tasks/{task_id}", timeout=60)
+    r = local_http.get(f"{base}/tasks/{task_id}", timeout=60)
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -68,13 +68,13 @@ def test_serve_reconnects_to_a_store_back_on_a_new_port_and_its_cut_task_resumes
         tmp_path,
         f"{base}/store",
     ) as server:
-        assert httpx.get(f"{base}/sessions", timeout=60).status_code == 200
+        assert local_http.get(f"{base}/sessions", timeout=60).status_code == 200
         after_restart = []  # the status of the first request after each restart
         for kill in (False, True):  # `store stop` + `store start`; then SIGKILL + `store start`
             _restart_elsewhere(store, kill)
-            after_restart.append(httpx.get(f"{base}/sessions", timeout=60).status_code)
+            after_restart.append(local_http.get(f"{base}/sessions", timeout=60).status_code)
 
-        r = httpx.post(f"{base}/backtests", json=TASK_INPUT, timeout=60)
+        r = local_http.post(f"{base}/backtests", json=TASK_INPUT, timeout=60)
         assert r.status_code in (200, 201, 202), r.text
         task_id = r.json()["task_id"]
         run_dir = tmp_path / "experiments" / RUN_ID
@@ -82,14 +82,14 @@ def test_serve_reconnects_to_a_store_back_on_a_new_port_and_its_cut_task_resumes
         assert cut is not None, "the task ended before a cycle could be cut"
         _restart_elsewhere(store, kill=True)  # while the server is frozen mid-cycle
         os.kill(server.pid, signal.SIGCONT)
-        after_restart.append(httpx.get(f"{base}/tasks/{task_id}", timeout=60).status_code)
+        after_restart.append(local_http.get(f"{base}/tasks/{task_id}", timeout=60).status_code)
         failed_first = sum(s != 200 for s in after_restart)
         assert failed_first == 0, after_restart
 
         ended = _until(base, task_id, ("failed", "interrupted", "succeeded", "cancelled"))
         assert ended["status"] in ("failed", "interrupted") and ended["resumable"], ended
         assert ended["progress"]["done"] < ended["progress"]["total"]
-        assert httpx.post(f"{base}/tasks/{task_id}/resume", timeout=60).status_code in (200, 202)
+        assert local_http.post(f"{base}/tasks/{task_id}/resume", timeout=60).status_code in (200, 202)
         done = _until(base, task_id, ("succeeded", "failed", "cancelled", "interrupted"))
         assert done["status"] == "succeeded", done
         log = next(tmp_path.glob("server-*.log")).read_text()
@@ -116,16 +116,18 @@ def test_keyed_requests_reconnect_too(private_store, tmp_path):
     base = f"http://127.0.0.1:{port}"
     cycle = {"symbols": ["AAPL", "MSFT"], "as_of": "2012-06-01", "memory": "off"}
     with serve(["serve", "--port", str(port)], {**store.env, "PYTHONPATH": str(REPO)}, tmp_path, f"{base}/store"):
-        first = httpx.post(f"{base}/cycles", json=cycle, headers={"Idempotency-Key": "before-restart"}, timeout=120)
+        first = local_http.post(
+            f"{base}/cycles", json=cycle, headers={"Idempotency-Key": "before-restart"}, timeout=120
+        )
         assert first.status_code == 200, first.text
         codes = []
         for kill in (False, True):
             _restart_elsewhere(store, kill)
             key = f"after-restart-{kill}"
-            r = httpx.post(f"{base}/cycles", json=cycle, headers={"Idempotency-Key": key}, timeout=120)
+            r = local_http.post(f"{base}/cycles", json=cycle, headers={"Idempotency-Key": key}, timeout=120)
             codes.append(r.status_code)
             assert r.status_code == 200, r.text
-            again = httpx.post(f"{base}/cycles", json=cycle, headers={"Idempotency-Key": key}, timeout=120)
+            again = local_http.post(f"{base}/cycles", json=cycle, headers={"Idempotency-Key": key}, timeout=120)
             assert again.status_code == 200 and again.json()["session_id"] == r.json()["session_id"], again.text
     FIGURES.update(keyed_first_requests_after_restart=len(codes), keyed_failed=sum(c != 200 for c in codes))
 

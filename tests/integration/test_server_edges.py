@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from database.embedded import pid_alive
+from tests.kernel import local_http
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +63,7 @@ def test_serve_stops_while_a_request_waits_on_a_hung_store_and_stops_the_store_i
         nx_pid = json.loads((home / "server.json").read_text())["pid"]
         os.kill(nx_pid, signal.SIGSTOP)  # the store hangs: a request now waits on its socket
         waiting = threading.Thread(
-            target=lambda: _quietly(lambda: httpx.get(f"{url}/sessions", timeout=60)), daemon=True
+            target=lambda: _quietly(lambda: local_http.get(f"{url}/sessions", timeout=60)), daemon=True
         )
         waiting.start()
         time.sleep(1.0)

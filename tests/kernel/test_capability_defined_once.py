@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from typing import Optional
 
 import anyio
-import httpx
 import pytest
 from pydantic import Field
 
@@ -23,6 +22,7 @@ from graph.kernel.capabilities import Context, Route, capability
 from graph.transports.client import Client
 from graph.transports.http import create_app
 from graph.transports.mcp import create_server
+from tests.kernel import local_http
 from tests.kernel.servers import free_port
 
 NAME = "echo_session"
@@ -104,13 +104,13 @@ def test_a_new_capability_is_on_http_mcp_and_the_client_with_no_other_change(ech
 
     with served(kernel) as base:
         # HTTP: a call, its status, its bad input and its idempotency key, as every capability has them
-        r = httpx.post(f"{base}/sessions/s-1/echo", json={"word": "buy", "times": 2})
+        r = local_http.post(f"{base}/sessions/s-1/echo", json={"word": "buy", "times": 2})
         assert r.status_code == 201 and r.json()["words"] == ["buy", "buy"] and r.json()["transport"] == "http"
-        bad = httpx.post(f"{base}/sessions/s-1/echo", json={"word": "buy", "times": 9})
+        bad = local_http.post(f"{base}/sessions/s-1/echo", json={"word": "buy", "times": 9})
         assert bad.status_code == 422 and bad.json()["error"] == "bad_input" and bad.json()["field"] == "times"
-        assert httpx.post(f"{base}/sessions/s-1/echo").status_code == 422
-        assert httpx.post(f"{base}/sessions/bad id/echo", json={"word": "x"}).status_code == 422
-        assert httpx.post(f"{base}/sessions/s-1/echo", json={"word": "x", "extra": 1}).json()["field"] == "extra"
+        assert local_http.post(f"{base}/sessions/s-1/echo").status_code == 422
+        assert local_http.post(f"{base}/sessions/bad id/echo", json={"word": "x"}).status_code == 422
+        assert local_http.post(f"{base}/sessions/s-1/echo", json={"word": "x", "extra": 1}).json()["field"] == "extra"
 
 
 def test_a_new_capability_is_a_client_method_over_http(echo, kernel):

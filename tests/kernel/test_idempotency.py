@@ -18,6 +18,7 @@ from database.connection import connect
 from graph.kernel import Kernel
 from graph.kernel import errors as E
 from graph.transports.client import Client
+from tests.kernel import local_http
 from tests.kernel.servers import McpToolError, free_port, mcp_stdio, serve, server_env
 
 pytestmark = pytest.mark.integration
@@ -58,12 +59,14 @@ def key_record(db_uri: str, scope: str, key: str) -> dict:
 
 def empty_session(url: str) -> str:
     """A session whose one cycle was rejected: it exists, its book is untouched."""
-    r = httpx.post(
+    r = local_http.post(
         f"{url}/cycles", json={"symbols": SYMBOLS, "as_of": AS_OF, "memory": "off", "approve": True}, timeout=300
     )
     assert r.json().get("status") == "pending_approval", r.text
     session = r.json()["session_id"]
-    assert httpx.post(f"{url}/sessions/{session}/approval", json={"approved": False}, timeout=300).status_code == 200
+    assert (
+        local_http.post(f"{url}/sessions/{session}/approval", json={"approved": False}, timeout=300).status_code == 200
+    )
     return session
 
 
@@ -88,7 +91,7 @@ def test_a_retry_storm_with_one_key_runs_one_cycle_and_fills_once(db_uri, http_u
     assert counts(db_uri, session) == {"cycles": 1, "fills": 0, "uses": []}
     body, key = {"session_id": session, "symbols": SYMBOLS, "as_of": AS_OF, "memory": "off"}, uuid.uuid4().hex
     answers = storm(
-        STORM, lambda: httpx.post(f"{http_url}/cycles", json=body, headers={"Idempotency-Key": key}, timeout=300)
+        STORM, lambda: local_http.post(f"{http_url}/cycles", json=body, headers={"Idempotency-Key": key}, timeout=300)
     )
     assert {r.status_code for r in answers} == {200}, [r.text[:200] for r in answers]
     assert len({r.content for r in answers}) == 1  # byte for byte the first answer
@@ -103,7 +106,7 @@ def test_a_retry_storm_with_one_key_runs_one_cycle_and_fills_once(db_uri, http_u
     assert record["expires_ts"] - record["created_at"] >= 24 * 3600
 
     # the same key with another request: refused, nothing run
-    other = httpx.post(
+    other = local_http.post(
         f"{http_url}/cycles", json={**body, "as_of": "2012-06-04"}, headers={"Idempotency-Key": key}, timeout=300
     )
     assert other.status_code == 422, other.text[:300]
@@ -112,17 +115,17 @@ def test_a_retry_storm_with_one_key_runs_one_cycle_and_fills_once(db_uri, http_u
     assert counts(db_uri, session)["cycles"] == 2
 
     # a retry long after gets the same answer again
-    again = httpx.post(f"{http_url}/cycles", json=body, headers={"Idempotency-Key": key}, timeout=300)
+    again = local_http.post(f"{http_url}/cycles", json=body, headers={"Idempotency-Key": key}, timeout=300)
     assert again.status_code == 200 and again.content == answers[0].content
 
     # no key: each request runs, as before
     for _ in range(2):
-        assert httpx.post(f"{http_url}/cycles", json=body, timeout=300).status_code == 200
+        assert local_http.post(f"{http_url}/cycles", json=body, timeout=300).status_code == 200
     assert counts(db_uri, session)["cycles"] == 4
 
 
 def test_a_malformed_key_is_bad_input(http_url):
-    r = httpx.post(
+    r = local_http.post(
         f"{http_url}/cycles",
         json={"symbols": SYMBOLS, "as_of": AS_OF},
         headers={"Idempotency-Key": "has spaces in it"},
@@ -132,13 +135,13 @@ def test_a_malformed_key_is_bad_input(http_url):
 
 
 def test_retried_approvals_with_one_key_decide_once_and_answer_alike(db_uri, http_url):
-    r = httpx.post(
+    r = local_http.post(
         f"{http_url}/cycles", json={"symbols": SYMBOLS, "as_of": AS_OF, "memory": "off", "approve": True}, timeout=300
     )
     session, key = r.json()["session_id"], uuid.uuid4().hex
 
     def send() -> httpx.Response:
-        return httpx.post(
+        return local_http.post(
             f"{http_url}/sessions/{session}/approval",
             json={"approved": True, "by": "erin"},
             headers={"Idempotency-Key": key},
@@ -152,7 +155,7 @@ def test_retried_approvals_with_one_key_decide_once_and_answer_alike(db_uri, htt
     assert len(approvals) == 1 and counts(db_uri, session)["fills"] <= 1
     # a different approver without the key is still refused: the key dedups retries, not decisions
     assert (
-        httpx.post(
+        local_http.post(
             f"{http_url}/sessions/{session}/approval", json={"approved": True, "by": "frank"}, timeout=300
         ).status_code
         == 409
@@ -164,11 +167,11 @@ def test_keyed_backtests_start_one_task_and_sweeps_repeat_their_answer(http_url,
     key = uuid.uuid4().hex
     body = {"symbols": ["AAPL"], "start": "2012-03-01", "end": "2012-03-09", "every": 5, "memory": "off"}
     answers = storm(
-        4, lambda: httpx.post(f"{http_url}/backtests", json=body, headers={"Idempotency-Key": key}, timeout=300)
+        4, lambda: local_http.post(f"{http_url}/backtests", json=body, headers={"Idempotency-Key": key}, timeout=300)
     )
     assert {r.status_code for r in answers} == {202} and len({r.content for r in answers}) == 1
     task = answers[0].json()["task_id"]
-    tasks = [t for t in httpx.get(f"{http_url}/tasks").json()["tasks"] if t["params"]["start"] == "2012-03-01"]
+    tasks = [t for t in local_http.get(f"{http_url}/tasks").json()["tasks"] if t["params"]["start"] == "2012-03-01"]
     assert [t["task_id"] for t in tasks] == [task]
     deadline = time.monotonic() + 240
     with httpx.Client(base_url=http_url) as poll:
@@ -182,10 +185,12 @@ def test_keyed_backtests_start_one_task_and_sweeps_repeat_their_answer(http_url,
         "ray_address": "auto",
     }
     first, second = (
-        httpx.post(f"{http_url}/sweeps", json=sweep, headers={"Idempotency-Key": key + "-s"}) for _ in range(2)
+        local_http.post(f"{http_url}/sweeps", json=sweep, headers={"Idempotency-Key": key + "-s"}) for _ in range(2)
     )
     assert first.status_code == second.status_code == 403 and first.content == second.content
-    changed = httpx.post(f"{http_url}/sweeps", json={**sweep, "workers": 3}, headers={"Idempotency-Key": key + "-s"})
+    changed = local_http.post(
+        f"{http_url}/sweeps", json={**sweep, "workers": 3}, headers={"Idempotency-Key": key + "-s"}
+    )
     assert changed.status_code == 422 and changed.json()["field"] == "idempotency_key"
 
 
@@ -228,7 +233,7 @@ def test_a_first_run_killed_mid_cycle_is_never_run_again_under_its_key(db_uri, w
     with serve(["serve", "--port", str(port)], env, workdir, f"http://127.0.0.1:{port}/store") as proc:
         sent = threading.Thread(
             target=lambda: _swallow(
-                lambda: httpx.post(
+                lambda: local_http.post(
                     f"http://127.0.0.1:{port}/cycles", json=body, headers={"Idempotency-Key": key}, timeout=300
                 )
             )
@@ -244,7 +249,7 @@ def test_a_first_run_killed_mid_cycle_is_never_run_again_under_its_key(db_uri, w
     record = key_record(db_uri, f"session:{session}", key)
     assert record["state"] == "running"  # killed before it answered
     before = counts(db_uri, session)["cycles"]
-    retry = httpx.post(f"{http_url}/cycles", json=body, headers={"Idempotency-Key": key}, timeout=300)
+    retry = local_http.post(f"{http_url}/cycles", json=body, headers={"Idempotency-Key": key}, timeout=300)
     assert retry.status_code == 409, retry.text[:300]
     assert "cut off before it answered" in retry.json()["message"]
     assert counts(db_uri, session)["cycles"] == before
@@ -280,7 +285,7 @@ def _swallow(fn):
 
 def test_key_records_hold_the_fingerprint_status_and_response(db_uri, http_url):
     key = uuid.uuid4().hex
-    r = httpx.post(
+    r = local_http.post(
         f"{http_url}/cycles",
         json={"symbols": ["IBM"], "as_of": AS_OF, "memory": "off"},
         headers={"Idempotency-Key": key},

@@ -11,11 +11,11 @@ import time
 import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 
 from graph.kernel import Kernel
 from graph.kernel import errors as E
+from tests.kernel import local_http
 from tests.kernel.servers import McpToolError, free_port, mcp_stdio, serve, server_env
 
 BAD = ["..", ".", "", "a/../..", "../escape", "/tmp/tradegraph-absolute"]
@@ -99,18 +99,18 @@ def test_http_refuses_each_id_with_422_and_writes_nothing(embedded_uri, workdir)
                 ("/backtests", {**BACKTEST, "run_id": value}, "run_id"),
                 ("/sweeps", {**SWEEP, "sweep_id": value}, "sweep_id"),
             ):
-                r = httpx.post(base + path, json=body, timeout=60)
+                r = local_http.post(base + path, json=body, timeout=60)
                 assert r.status_code == 422, (path, value, r.text)
                 err = r.json()
                 assert err["error"] == "bad_input" and err["field"] == field, err
                 assert one_line_naming(err["message"], value), err
         # an artifact's name: `..` percent-encoded so the client sends it as it is
         for raw in ("%2E%2E", "%2E"):
-            r = httpx.get(f"{base}/tasks/t-000000000000/artifacts/{raw}")
+            r = local_http.get(f"{base}/tasks/t-000000000000/artifacts/{raw}")
             assert r.status_code == 422 and r.json()["field"] == "name", r.text
         time.sleep(0.5)  # a task started by mistake would have written by now
         assert tree(workdir.parent) == before
-        assert httpx.get(f"{base}/tasks").json()["tasks"] == []  # and no task exists
+        assert local_http.get(f"{base}/tasks").json()["tasks"] == []  # and no task exists
 
 
 # ------------------------------------------------------------------------------------------------ MCP

@@ -11,10 +11,10 @@ import subprocess
 import sys
 import threading
 
-import httpx
 import pytest
 
 from database.connection import connect
+from tests.kernel import local_http
 from tests.kernel.servers import REPO
 
 pytestmark = pytest.mark.integration
@@ -43,7 +43,7 @@ def decisions(db_uri: str, session_id: str) -> tuple[list[dict], list[dict], int
 
 
 def paused_cycle(http_url: str) -> str:
-    r = httpx.post(
+    r = local_http.post(
         f"{http_url}/cycles",
         json={"symbols": ["AAPL", "MSFT"], "as_of": AS_OF, "memory": "off", "approve": True},
         timeout=300,
@@ -75,7 +75,7 @@ def test_two_http_decisions_racing_one_wins_the_other_gets_409_naming_who_and_wh
         names = [f"desk{i}-{attempt}" for i in range(len(decisions_sent))]
         responses = race(
             [
-                lambda ok=ok, by=by, session=session: httpx.post(
+                lambda ok=ok, by=by, session=session: local_http.post(
                     f"{http_url}/sessions/{session}/approval", json={"approved": ok, "by": by}, timeout=300
                 )
                 for ok, by in zip(decisions_sent, names)
@@ -98,9 +98,13 @@ def test_two_http_decisions_racing_one_wins_the_other_gets_409_naming_who_and_wh
 
 def test_a_later_approval_names_the_decision_already_made(db_uri, http_url):
     session = paused_cycle(http_url)
-    first = httpx.post(f"{http_url}/sessions/{session}/approval", json={"approved": True, "by": "alice"}, timeout=300)
+    first = local_http.post(
+        f"{http_url}/sessions/{session}/approval", json={"approved": True, "by": "alice"}, timeout=300
+    )
     assert first.status_code == 200
-    again = httpx.post(f"{http_url}/sessions/{session}/approval", json={"approved": True, "by": "bob"}, timeout=300)
+    again = local_http.post(
+        f"{http_url}/sessions/{session}/approval", json={"approved": True, "by": "bob"}, timeout=300
+    )
     assert again.status_code == 409
     message = again.json()["message"]
     assert "no cycle waiting for approval" in message and "was approved by alice (via http) at" in message

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import uuid
 
-import httpx
 import pytest
 
 from graph.kernel.errors import Forbidden, Unauthorized
 from graph.transports.client import Client
+from tests.kernel import local_http
 from tests.kernel.servers import POLICY_VARS, REPO, McpToolError, free_port, mcp_stdio, serve, server_env
 
 pytestmark = pytest.mark.integration
@@ -45,7 +45,7 @@ def test_http_by_default_runs_to_validating_pauses_and_refuses_approve(db_uri, h
         assert "TRADEGRAPH_ALLOW_EXECUTION=http" in out.execution_disabled
         with pytest.raises(Forbidden, match="TRADEGRAPH_ALLOW_EXECUTION=http"):
             http.approve(out.session_id)
-        raw = httpx.post(f"{http_default}/sessions/{out.session_id}/approval", json={"approved": True})
+        raw = local_http.post(f"{http_default}/sessions/{out.session_id}/approval", json={"approved": True})
         assert raw.status_code == 403 and raw.json()["error"] == "forbidden"
     # nothing filled: the session's portfolio is untouched, the ledger has no entry for the cycle
     with Client.local(uri=db_uri) as local:
@@ -87,12 +87,12 @@ def test_a_configured_token_is_required_on_every_http_path(db_uri, workdir):
     base = f"http://127.0.0.1:{port}"
     with serve(["serve", "--port", str(port)], env, workdir, f"{base}/store", token=token):
         for path in ("/store", "/sessions", "/openapi.json", "/tasks/t-000000000000/events"):
-            missing = httpx.get(base + path)
-            wrong = httpx.get(base + path, headers={"Authorization": "Bearer nope"})
+            missing = local_http.get(base + path)
+            wrong = local_http.get(base + path, headers={"Authorization": "Bearer nope"})
             assert missing.status_code == wrong.status_code == 401, path
             assert missing.headers["www-authenticate"] == "Bearer"
-        assert httpx.post(f"{base}/cycles", json={"symbols": ["AAPL"], "as_of": AS_OF}).status_code == 401
-        assert httpx.get(f"{base}/store", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+        assert local_http.post(f"{base}/cycles", json={"symbols": ["AAPL"], "as_of": AS_OF}).status_code == 401
+        assert local_http.get(f"{base}/store", headers={"Authorization": f"Bearer {token}"}).status_code == 200
         with Client.http(base, token=token) as ok:
             assert ok.store_status().ok
         with Client.http(base) as anonymous, pytest.raises(Unauthorized, match="bearer token"):
@@ -111,8 +111,8 @@ def test_mcp_streamable_http_requires_the_token_too(db_uri, workdir):
     }
     hdrs = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     with serve(["mcp", "--http", str(port)], env, workdir, url, token=token):
-        assert httpx.post(url, json=init, headers=hdrs).status_code == 401
-        ok = httpx.post(url, json=init, headers={**hdrs, "Authorization": f"Bearer {token}"})
+        assert local_http.post(url, json=init, headers=hdrs).status_code == 401
+        ok = local_http.post(url, json=init, headers={**hdrs, "Authorization": f"Bearer {token}"})
         assert ok.status_code == 200 and "tradegraph" in ok.text
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 import uuid
 
-import httpx
 import pytest
 
 from database import connect
@@ -16,6 +15,7 @@ from graph.kernel.core import Kernel
 from graph.machine.runner import run_state_machine
 from graph.services.replay.session import verify_session
 from graph.transports.cli.main import main
+from tests.kernel import local_http
 from tests.kernel.servers import McpToolError, free_port, mcp_stdio, serve, server_env
 
 pytestmark = pytest.mark.integration
@@ -114,15 +114,15 @@ def test_http_and_mcp_delete_and_prune(db, tmp_path):
     base = f"http://127.0.0.1:{port}"
     allowed = server_env(db, tmp_path / "home", TRADEGRAPH_ALLOW_DELETE="http")
     with serve(["serve", "--port", str(port)], allowed, tmp_path, f"{base}/store"):
-        listed = httpx.get(f"{base}/sessions", params={"all": True}).json()["sessions"]
+        listed = local_http.get(f"{base}/sessions", params={"all": True}).json()["sessions"]
         assert {s["session_id"] for s in listed} == {sid, rid, other}
-        assert {s["session_id"] for s in httpx.get(f"{base}/sessions").json()["sessions"]} == {sid, other}
-        r = httpx.delete(f"{base}/sessions/{sid}", params={"force": True, "by": "carol"})
+        assert {s["session_id"] for s in local_http.get(f"{base}/sessions").json()["sessions"]} == {sid, other}
+        r = local_http.delete(f"{base}/sessions/{sid}", params={"force": True, "by": "carol"})
         assert r.status_code == 200, r.text
         assert [d["session_id"] for d in r.json()["sessions"]] == [sid, rid]
-        r = httpx.delete(f"{base}/sessions/{sid}")
+        r = local_http.delete(f"{base}/sessions/{sid}")
         assert r.status_code == 404 and "deleted" in r.json()["message"] and "carol (via http)" in r.json()["message"]
-        r = httpx.post(f"{base}/sessions/prune", json={"older_than": "1w"})
+        r = local_http.post(f"{base}/sessions/prune", json={"older_than": "1w"})
         assert r.status_code == 200 and r.json()["sessions"] == []
     # over MCP without TRADEGRAPH_ALLOW_DELETE: a dry run answers, a deletion is refused naming the setting
     with mcp_stdio(server_env(db, tmp_path / "home"), tmp_path) as mcp:

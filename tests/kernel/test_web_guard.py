@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import uuid
 
-import httpx
 import pytest
 
 from graph.kernel.policy import HostPolicy, PolicyError, allowed_host_names
 from graph.transports.client import Client
 from graph.transports.web_guard import is_own_origin, refusal
+from tests.kernel import local_http
 from tests.kernel.servers import free_port, serve, server_env
 
 AS_OF = "2012-06-01"
@@ -40,13 +40,13 @@ def _paused(base: str) -> str:
 def test_a_rebound_host_is_misdirected(api):
     base, port = api
     for host in (f"evil.example:{port}", "evil.example", f"localhost.evil.example:{port}"):
-        r = httpx.get(f"{base}/sessions", headers={"Host": host})
+        r = local_http.get(f"{base}/sessions", headers={"Host": host})
         assert r.status_code == 421, host
         body = r.json()
         assert body["field"] == "Host" and host in body["message"] and "\n" not in body["message"]
     # the server's own names still answer
     for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST:{port}"):
-        assert httpx.get(f"{base}/sessions", headers={"Host": host}).status_code == 200, host
+        assert local_http.get(f"{base}/sessions", headers={"Host": host}).status_code == 200, host
 
 
 @pytest.mark.integration
@@ -60,19 +60,19 @@ def test_a_cross_origin_approval_is_refused_and_fills_nothing(api):
         {"Origin": "null"},
         {"Sec-Fetch-Site": "cross-site"},
     ):
-        r = httpx.post(url, json={"approved": True}, headers=headers)
+        r = local_http.post(url, json={"approved": True}, headers=headers)
         assert r.status_code == 403, headers
         assert r.json()["error"] == "forbidden" and "cross-origin POST refused" in r.json()["message"]
     # a body-less POST from its own origin states no decision: bad input, not an approval
     own = {"Origin": f"http://127.0.0.1:{port}"}
-    r = httpx.post(url, headers=own)
+    r = local_http.post(url, headers=own)
     assert r.status_code == 422 and r.json()["field"] == "body"
-    r = httpx.post(url, json={}, headers=own)
+    r = local_http.post(url, json={}, headers=own)
     assert r.status_code == 422 and r.json()["field"] == "approved"
     with Client.http(base) as c:
         assert c.read_events(sid, kind="contract").total == 6  # SCANNING..VALIDATING: nothing executed
     # the same approval from the server's own origin goes through
-    r = httpx.post(url, json={"approved": True, "by": "desk"}, headers=own)
+    r = local_http.post(url, json={"approved": True, "by": "desk"}, headers=own)
     assert r.status_code == 200 and r.json()["status"] == "completed", r.text
     assert "EXECUTING" in r.json()["contracts"]
 
@@ -98,9 +98,9 @@ def test_mcp_over_http_has_the_same_guard(embedded_uri, tmp_path):
     }
     hdrs = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     with serve(["mcp", "--http", str(port)], env, tmp_path, url):
-        assert httpx.post(url, json=init, headers={**hdrs, "Host": f"evil.example:{port}"}).status_code == 421
-        assert httpx.post(url, json=init, headers={**hdrs, "Origin": "http://evil.example"}).status_code == 403
-        ok = httpx.post(url, json=init, headers=hdrs)
+        assert local_http.post(url, json=init, headers={**hdrs, "Host": f"evil.example:{port}"}).status_code == 421
+        assert local_http.post(url, json=init, headers={**hdrs, "Origin": "http://evil.example"}).status_code == 403
+        ok = local_http.post(url, json=init, headers=hdrs)
         assert ok.status_code == 200 and "tradegraph" in ok.text
 
 
