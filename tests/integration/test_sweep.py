@@ -4,11 +4,14 @@ holds across all the sweep's workers."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from pymongo import MongoClient
@@ -55,12 +58,46 @@ def _run(argv, **env) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def swept(embedded_uri, tmp_path_factory):
+def ray_here() -> Iterator[None]:
+    """One local Ray instance in this process, which the module's sweeps join: they run in process (`_here`), and a
+    sweep joins a Ray its caller already initialized instead of starting one. One instance and one set of workers
+    (tradegraph imported once) serve both sweeps, where each started a process, an instance and two workers of its
+    own (~15 s of CPU). A sweep starting and stopping an instance of its own is tested where the sweep is a process:
+    tests/faults/test_sweep_faults.py, the StockBench benchmark on Ray and the server's sweep in test_parity.py."""
+    import ray
+
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=True,
+        logging_level="ERROR",
+    )
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def _here(argv: list[str]) -> subprocess.CompletedProcess:
+    """The CLI's main(argv) in this process, offline, answered as `_run` answers."""
+    from graph.transports.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        mp.setenv("TRADEGRAPH_LLM", "offline")
+        code = main(argv)
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture(scope="module")
+def swept(embedded_uri, tmp_path_factory, ray_here):
     tmp = tmp_path_factory.mktemp("sweep")
     db = f"{embedded_uri}/sweep_{uuid.uuid4().hex[:8]}"
     (tmp / "grid.toml").write_text(GRID)
     out = tmp / "exp"
-    done = _run(
+    done = _here(
         ["sweep", "--grid", str(tmp / "grid.toml"), "--sweep-id", "sw1", "--db", db, "--out", str(out), "--json"]
     )
     assert done.returncode == 0, done.stderr
@@ -91,22 +128,15 @@ def test_a_sweep_writes_one_row_per_episode_an_aggregate_per_configuration_and_a
         assert db.state_events.count_documents({"session_id": r["session_id"]}) > 0
 
 
-def test_a_finished_sweep_resumed_shows_its_table_without_starting_ray_and_stars_its_short_windows(swept, tradegraph):
+def test_a_finished_sweep_resumed_shows_its_table_without_starting_ray_and_stars_its_short_windows(swept):
     """Nothing left to run, so no Ray instance (one would make its folder under RAY_TMPDIR). The table never shows a
     ratio from a window too short to mean anything without a word: each Sharpe is starred and a warning names the
     configurations and their fewest decision points (the backtest's own threshold, SHORT_WINDOW_POINTS)."""
     ray_tmp = swept["tmp"] / "ray"
     sweep_dir = swept["out"] / "sw1"
     before = (sweep_dir / "results.jsonl").read_text()
-    r = tradegraph(  # in process: a Ray instance started here would make its folder under RAY_TMPDIR too
-        "sweep",
-        "--resume",
-        "sw1",
-        "--db",
-        swept["db"],
-        "--out",
-        str(swept["out"]),
-        "--no-progress",
+    r = _run(  # a process of its own: in this one Ray is initialized (ray_here), and a sweep would join it
+        ["sweep", "--resume", "sw1", "--db", swept["db"], "--out", str(swept["out"]), "--no-progress"],
         RAY_TMPDIR=str(ray_tmp),
         COLUMNS="160",
     )
@@ -175,9 +205,9 @@ def test_an_episode_inside_the_sweep_trades_exactly_as_the_same_backtest_alone(s
 BUDGET = 75
 
 
-def test_a_sweep_budget_holds_across_all_its_workers(embedded_uri, tmp_path):
+def test_a_sweep_budget_holds_across_all_its_workers(embedded_uri, tmp_path, ray_here):
     db = f"{embedded_uri}/sweep_budget_{uuid.uuid4().hex[:8]}"
-    done = _run(
+    done = _here(
         [
             "sweep",
             "--symbols",
