@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import subprocess
 import uuid
 
 from agent.config import AgentConfig
@@ -46,3 +49,19 @@ def one_line_error(out) -> str:
     message = out.error["message"]
     assert "\n" not in message and "Traceback" not in message
     return message
+
+
+def cli_here(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The CLI's main(argv) in this process, offline, with env set for the call; answered as subprocess.run answers.
+    For a step outside a test (a module or session fixture) whose process is not what is tested: the `tradegraph`
+    fixture does the same inside a test, and a process of its own costs ~2-3 s of imports."""
+    import pytest
+
+    from graph.transports.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        for name, value in {"TRADEGRAPH_LLM": "offline", **(env or {})}.items():
+            mp.setenv(name, value)
+        code = main(list(argv))
+    return subprocess.CompletedProcess(list(argv), code, out.getvalue(), err.getvalue())

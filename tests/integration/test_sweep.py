@@ -4,8 +4,6 @@ holds across all the sweep's workers."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import subprocess
@@ -17,6 +15,7 @@ import pytest
 from pymongo import MongoClient
 
 from graph.services.backtest.loop import SHORT_WINDOW_POINTS
+from tests.helpers import cli_here
 
 pytestmark = [pytest.mark.integration, pytest.mark.requires("ray")]
 
@@ -59,7 +58,7 @@ def _run(argv, **env) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def ray_here() -> Iterator[None]:
-    """One local Ray instance in this process, which the module's sweeps join: they run in process (`_here`), and a
+    """One local Ray instance in this process, which the module's sweeps join: they run in process (cli_here), and a
     sweep joins a Ray its caller already initialized instead of starting one. One instance and one set of workers
     (tradegraph imported once) serve both sweeps, where each started a process, an instance and two workers of its
     own (~15 s of CPU). A sweep starting and stopping an instance of its own is tested where the sweep is a process:
@@ -80,24 +79,13 @@ def ray_here() -> Iterator[None]:
         ray.shutdown()
 
 
-def _here(argv: list[str]) -> subprocess.CompletedProcess:
-    """The CLI's main(argv) in this process, offline, answered as `_run` answers."""
-    from graph.transports.cli.main import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        mp.setenv("TRADEGRAPH_LLM", "offline")
-        code = main(argv)
-    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
-
-
 @pytest.fixture(scope="module")
 def swept(embedded_uri, tmp_path_factory, ray_here):
     tmp = tmp_path_factory.mktemp("sweep")
     db = f"{embedded_uri}/sweep_{uuid.uuid4().hex[:8]}"
     (tmp / "grid.toml").write_text(GRID)
     out = tmp / "exp"
-    done = _here(
+    done = cli_here(
         ["sweep", "--grid", str(tmp / "grid.toml"), "--sweep-id", "sw1", "--db", db, "--out", str(out), "--json"]
     )
     assert done.returncode == 0, done.stderr
@@ -207,7 +195,7 @@ BUDGET = 75
 
 def test_a_sweep_budget_holds_across_all_its_workers(embedded_uri, tmp_path, ray_here):
     db = f"{embedded_uri}/sweep_budget_{uuid.uuid4().hex[:8]}"
-    done = _here(
+    done = cli_here(
         [
             "sweep",
             "--symbols",
