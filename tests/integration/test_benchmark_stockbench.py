@@ -314,9 +314,12 @@ TWO_CONFIGS = ["--model", "offline:offline-quick/offline:offline-deep", "--model
 
 
 @pytest.mark.requires("ray")
-def test_several_configurations_on_ray_are_the_runs_one_worker_gives(embedded_uri, tmp_path, stockbench_home):
-    """--workers 2 hands the same episodes to the sweep's Ray driver; one worker, in a process that never imports
-    Ray, runs the same configurations to the same figures."""
+def test_several_configurations_on_ray_are_the_runs_one_worker_gives(
+    embedded_uri, tmp_path, stockbench_home, tradegraph
+):
+    """--workers 2 hands the same episodes to the sweep's Ray driver (in process: it starts and stops a local
+    instance of its own); one worker, in a process that never imports Ray, runs the same configurations to the same
+    figures."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "TRADEGRAPH_HOME": str(stockbench_home)}
     common = [
         "benchmark",
@@ -333,8 +336,8 @@ def test_several_configurations_on_ray_are_the_runs_one_worker_gives(embedded_ur
         str(tmp_path / "exp"),
     ]
     ray_db = f"{embedded_uri}/sbr_{uuid.uuid4().hex[:8]}"
-    on_ray = process(
-        *common, "--workers", "2", "--benchmark-id", "ray", "--db", ray_db, env=env, cwd=tmp_path, timeout=600
+    on_ray = tradegraph(
+        *common, "--workers", "2", "--benchmark-id", "ray", "--db", ray_db, TRADEGRAPH_HOME=str(stockbench_home)
     )
     assert on_ray.returncode == 0, on_ray.stderr
     ray_rows = [r for r in json.loads(on_ray.stdout)["rows"] if r["kind"] == "run"]
