@@ -137,7 +137,7 @@ def test_a_worker_killed_mid_episode_is_retried_and_resumes_with_no_duplicate_an
         store.close()
 
 
-def test_an_interrupted_sweep_resumes_by_its_id_without_rerunning_finished_episodes(embedded_uri, tmp_path):
+def test_an_interrupted_sweep_resumes_by_its_id_without_rerunning_finished_episodes(embedded_uri, tmp_path, tradegraph):
     db = f"{embedded_uri}/sweep_resume_{uuid.uuid4().hex[:8]}"
     out = tmp_path / "exp"
     proc = _start(
@@ -181,13 +181,8 @@ def test_an_interrupted_sweep_resumes_by_its_id_without_rerunning_finished_episo
         for r in before.values()
         if r["status"] == "succeeded"
     }
-    again = subprocess.run(
-        CLI + ["sweep", "--resume", "r", "--db", db, "--out", str(out), "--json"],
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    # in process: what is checked is what the resume runs, not its process (it starts and stops its own Ray here)
+    again = tradegraph("sweep", "--resume", "r", "--db", db, "--out", str(out), "--json")
     assert again.returncode == 0, again.stderr
     after = {r["episode_id"]: r for r in _lines(out / "r" / "results.jsonl")}
     assert [r["status"] for r in after.values()] == ["succeeded"] * 3
