@@ -10,13 +10,16 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from database import Store, connect
 from database.embedded import start_server, stop_server
+
+if TYPE_CHECKING:
+    from tests.helpers import Answer
 
 # what a developer's shell may set that would change what a test runs against: a live OTLP collector, a real
 # provider, a tradegraph.toml elsewhere, a tuned limit. TRADEGRAPH_HOME stays (where the embedded store lives).
@@ -266,33 +269,13 @@ def openai_server(monkeypatch: pytest.MonkeyPatch):
         yield server
 
 
-@dataclass
-class Answer:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
 @pytest.fixture
-def tradegraph(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., Answer]:
+def tradegraph(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Answer]:
     """tradegraph(*argv, **env): the CLI's main(argv) in this process with env set, its exit code and what it
-    printed. For a step whose own process is not what a test checks (a read-back, a refusal): a process of its own
-    costs ~3 s of imports here. Steps that must be another process (a second writer, a kill, a fresh cache) keep
-    their subprocess."""
-    from graph.transports.cli.main import main
+    printed (tests/helpers.py cli_here). For a step whose own process is not what a test checks (a read-back, a
+    refusal): a process of its own costs ~3 s of imports here. Steps that must be another process (a second writer,
+    a kill, a fresh cache) keep their subprocess."""
+    from tests.helpers import cli_here
 
     monkeypatch.setenv("TRADEGRAPH_LLM", "offline")
-
-    def call(*argv: str, **env: str) -> Answer:
-        with monkeypatch.context() as mp:
-            for name, value in env.items():
-                mp.setenv(name, value)
-            capsys.readouterr()
-            try:
-                code = main(list(argv))
-            except SystemExit as e:  # argparse's own refusals and --version
-                code = e.code if isinstance(e.code, int) else 2
-            out = capsys.readouterr()
-        return Answer(code, out.out, out.err)
-
-    return call
+    return lambda *argv, **env: cli_here(list(argv), env)

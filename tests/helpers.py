@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import io
-import subprocess
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from agent.config import AgentConfig
 from agent.offline_model import OfflineChatModel
@@ -51,10 +52,17 @@ def one_line_error(out) -> str:
     return message
 
 
-def cli_here(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """The CLI's main(argv) in this process, offline, with env set for the call; answered as subprocess.run answers.
-    For a step outside a test (a module or session fixture) whose process is not what is tested: the `tradegraph`
-    fixture does the same inside a test, and a process of its own costs ~2-3 s of imports."""
+@dataclass
+class Answer:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli_here(argv: list[str], env: dict[str, str] | None = None) -> Answer:
+    """The CLI's main(argv) in this process, offline, with env set for the call: its exit code and what it printed.
+    For a step whose own process is not what a test checks (a process of its own costs ~2-3 s of imports); the
+    `tradegraph` fixture calls this, and fixtures call it directly."""
     import pytest
 
     from graph.transports.cli.main import main
@@ -63,5 +71,23 @@ def cli_here(argv: list[str], env: dict[str, str] | None = None) -> subprocess.C
     with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         for name, value in {"TRADEGRAPH_LLM": "offline", **(env or {})}.items():
             mp.setenv(name, value)
-        code = main(list(argv))
-    return subprocess.CompletedProcess(list(argv), code, out.getvalue(), err.getvalue())
+        try:
+            code = main(list(argv))
+        except SystemExit as e:  # argparse's own refusals and --version
+            code = e.code if isinstance(e.code, int) else 2
+    return Answer(code, out.getvalue(), err.getvalue())
+
+
+@contextlib.contextmanager
+def local_ray(workers: int = 2) -> Iterator[None]:
+    """A local Ray instance in this process, started as a sweep starts its own, for the sweeps run here to join
+    (a sweep joins a Ray its caller initialized); stopped after."""
+    import ray
+
+    from graph.services.sweep.driver import start_local_ray
+
+    start_local_ray(workers)
+    try:
+        yield
+    finally:
+        ray.shutdown()

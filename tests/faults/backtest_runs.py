@@ -56,7 +56,7 @@ class PrivateStore:
         }
 
     def settings(self) -> dict[str, str]:
-        """The variables that point a command at this store, for a step run in process (the `tradegraph` fixture)."""
+        """The variables that point a command at this store, for a step run in process (cli_here)."""
         return {k: self.env[k] for k in ("TRADEGRAPH_HOME", "TRADEGRAPH_RISK_LIMITS", "COLUMNS")}
 
     def cli(self, *argv: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -179,14 +179,13 @@ def compare_with_uninterrupted(run_dir: Path, alone_dir: Path) -> dict[str, int]
     return counts
 
 
-def verify_as_uninterrupted(
-    store: PrivateStore, tradegraph, cut: str, alone_verdicts: dict[str, tuple[str, int]]
-) -> None:
+def verify_as_uninterrupted(store: PrivateStore, cut: str, alone_verdicts: dict[str, tuple[str, int]]) -> None:
     """`replay --verify` of the recovered session: exit 0 (chain intact), the superseded cycle identical as far as
     it recorded and said to be superseded, every other cycle with the uninterrupted run's verdict, in order. Run in
-    process (`tradegraph`, the fixture): the recovery under test is the backtest's; a verify is the same in any
-    process."""
-    verify = tradegraph("replay", SESSION, "--verify", **store.settings())
+    process (cli_here): the recovery under test is the backtest's; a verify is the same in any process."""
+    from tests.helpers import cli_here
+
+    verify = cli_here(["replay", SESSION, "--verify"], store.settings())
     assert verify.returncode == 0, verify.stdout + verify.stderr
     mine = verdicts(verify.stdout)
     assert mine.pop(cut)[0] == "IDENTICAL" and "recorded cycle is superseded" in verify.stdout, verify.stdout

@@ -101,7 +101,7 @@ def test_sigint_cancels_the_task_and_the_run_resumes(embedded_uri, tmp_path, tra
 
 
 def test_a_second_sigint_stops_at_once_and_the_resumed_run_equals_an_uninterrupted_one(
-    private_store, tmp_path, uninterrupted, tradegraph
+    private_store, tmp_path, uninterrupted
 ):
     """Ctrl-C, then Ctrl-C again while the decision point under way is still deciding: exit 130 at once, no
     traceback, and the cut point never logged (before: a permanent `failed` point, once `executed_with_errors`
@@ -143,7 +143,7 @@ def test_a_second_sigint_stops_at_once_and_the_resumed_run_equals_an_uninterrupt
     lost = len(spooled - stored_ids(db))
     assert lost == 0, "what the stopped cycle spooled is redelivered"
     assert superseded_cycles(db) == [cut], "the cycle the second Ctrl-C cut is marked superseded, once"
-    verify_as_uninterrupted(store, tradegraph, cut, alone_verdicts)
+    verify_as_uninterrupted(store, cut, alone_verdicts)
     print(
         f"\ndouble SIGINT mid-cycle: injected=1, attempts={attempt}, spooled={len(spooled)}, events_lost={lost}, "
         + ", ".join(f"{k}={v}" for k, v in counts.items())

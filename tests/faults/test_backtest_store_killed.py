@@ -32,7 +32,7 @@ FIGURES: dict[str, int] = {}
 
 
 def test_a_store_killed_mid_backtest_gives_one_line_and_the_resumed_run_equals_an_uninterrupted_one(
-    private_store, tmp_path, uninterrupted, tradegraph
+    private_store, tmp_path, uninterrupted
 ):
     alone_dir, alone_verdicts = uninterrupted
     store, out = private_store, tmp_path / "exp"
@@ -68,7 +68,7 @@ def test_a_store_killed_mid_backtest_gives_one_line_and_the_resumed_run_equals_a
     assert superseded_cycles(db) == [cut], "the cut-off cycle is marked superseded, once"
     marker = db.state_events.find_one({"session_id": SESSION, "payload.type": "cycle_superseded"})["seq"]
     assert marker == max(e["seq"] for e in db.state_events.find({"session_id": SESSION, "cycle_id": cut}))
-    verify_as_uninterrupted(store, tradegraph, cut, alone_verdicts)
+    verify_as_uninterrupted(store, cut, alone_verdicts)
     FIGURES.update(injected=1, spooled=len(spooled), events_lost=lost, **counts)
 
 

@@ -57,7 +57,7 @@ def _until(base: str, task_id: str, statuses: tuple[str, ...], timeout_s: float 
 
 
 def test_serve_reconnects_to_a_store_back_on_a_new_port_and_its_cut_task_resumes_to_the_uninterrupted_run(
-    private_store, tmp_path, uninterrupted, tradegraph
+    private_store, tmp_path, uninterrupted
 ):
     alone_dir, alone_verdicts = uninterrupted
     store, port = private_store, free_port()
@@ -99,7 +99,7 @@ def test_serve_reconnects_to_a_store_back_on_a_new_port_and_its_cut_task_resumes
     db = store.db()
     assert superseded_cycles(db) == [cut]
     assert not store.spooled_ids(), "what the cut cycle spooled is redelivered"
-    verify_as_uninterrupted(store, tradegraph, cut, alone_verdicts)
+    verify_as_uninterrupted(store, cut, alone_verdicts)
     FIGURES.update(
         store_restarts=len(after_restart),
         failed_first_requests=failed_first,

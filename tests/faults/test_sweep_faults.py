@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -20,6 +21,7 @@ from pymongo import MongoClient
 
 from database import connect
 from tests.faults.backtest_runs import LOOSE
+from tests.helpers import local_ray
 
 pytestmark = [pytest.mark.integration, pytest.mark.requires("ray")]
 
@@ -193,16 +195,13 @@ def test_an_interrupted_sweep_resumes_by_its_id_without_rerunning_finished_episo
 
 
 def test_a_cancelled_sweep_task_resumes_through_the_kernel_to_the_same_rows(embedded_uri, tmp_path):
-    import ray
-
     from graph.kernel.core import Kernel
 
     db = f"{embedded_uri}/sweep_task_{uuid.uuid4().hex[:8]}"
     k = Kernel.open(db, experiments_dir=tmp_path)
     # the task and its resume run in this process and join one local instance, as a sweep joins a Ray its caller
     # initialized, instead of starting and stopping one each (a sweep's own instance: the two tests above)
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    try:
+    with local_ray(2), contextlib.closing(k):
         grid = {
             "universes": [["AAPL"], ["MSFT"]],
             "workers": 1,
@@ -226,6 +225,3 @@ def test_a_cancelled_sweep_task_resumes_through_the_kernel_to_the_same_rows(embe
         done = k.call("task_status", {"task_id": task.task_id})
         assert done.status == "succeeded" and done.summary["by_status"] == {"succeeded": 2}, done
         assert done.progress.done == done.progress.total == 2
-    finally:
-        k.close()
-        ray.shutdown()

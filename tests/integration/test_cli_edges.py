@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from database.embedded import start_server, stop_server
-from tests.conftest import Answer
+from tests.helpers import Answer
 
 REPO = Path(__file__).resolve().parents[2]
 

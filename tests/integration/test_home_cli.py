@@ -12,7 +12,7 @@ import pytest
 
 from database.embedded import PROJECT_DIR, project_home
 from graph.transports.cli.main import main
-from tests.conftest import Answer
+from tests.helpers import Answer
 
 pytestmark = pytest.mark.integration
 

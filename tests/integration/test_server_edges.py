@@ -51,15 +51,14 @@ def test_serve_stops_while_a_request_waits_on_a_hung_store_and_stops_the_store_i
     nx_pid = None
     try:
         deadline = time.monotonic() + 60
-        with httpx.Client(timeout=2) as probe:  # one client: httpx.get() builds an SSL context per call
-            while time.monotonic() < deadline:
-                try:
-                    if probe.get(f"{url}/sessions").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.2)
-            else:
-                pytest.fail(f"serve did not answer: {proc.stderr.read() if proc.poll() is not None else ''}")
+        while time.monotonic() < deadline:
+            try:
+                if local_http.get(f"{url}/sessions", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        else:
+            pytest.fail(f"serve did not answer: {proc.stderr.read() if proc.poll() is not None else ''}")
         nx_pid = json.loads((home / "server.json").read_text())["pid"]
         os.kill(nx_pid, signal.SIGSTOP)  # the store hangs: a request now waits on its socket
         waiting = threading.Thread(

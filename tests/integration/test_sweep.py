@@ -15,7 +15,7 @@ import pytest
 from pymongo import MongoClient
 
 from graph.services.backtest.loop import SHORT_WINDOW_POINTS
-from tests.helpers import cli_here
+from tests.helpers import cli_here, local_ray
 
 pytestmark = [pytest.mark.integration, pytest.mark.requires("ray")]
 
@@ -63,20 +63,8 @@ def ray_here() -> Iterator[None]:
     (tradegraph imported once) serve both sweeps, where each started a process, an instance and two workers of its
     own (~15 s of CPU). A sweep starting and stopping an instance of its own is tested where the sweep is a process:
     tests/faults/test_sweep_faults.py, the StockBench benchmark on Ray and the server's sweep in test_parity.py."""
-    import ray
-
-    ray.init(
-        address="local",
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=True,
-        logging_level="ERROR",
-    )
-    try:
+    with local_ray(2):
         yield
-    finally:
-        ray.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,8 @@ from typing import Any, Optional
 
 import httpx
 
+from tests.kernel import local_http
+
 REPO = Path(__file__).resolve().parents[2]
 POLICY_VARS = ("TRADEGRAPH_ALLOW_EXECUTION", "TRADEGRAPH_API_TOKEN")
 
@@ -55,22 +57,18 @@ def serve(
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
         deadline = time.monotonic() + timeout_s
-        # one client for every probe: httpx.get() builds a client, and with it an SSL context from the CA bundle
-        # (~35 ms of CPU), for each call
-        with httpx.Client(headers=headers, timeout=2) as probe:
-            while True:
-                if proc.poll() is not None:
-                    log.seek(0)
-                    tail = log.read().decode(errors="replace")[-2000:]
-                    raise RuntimeError(f"server exited {proc.returncode}: {tail}")
-                try:
-                    if probe.get(ready_url).status_code < 500:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"server not ready at {ready_url} after {timeout_s}s")
-                time.sleep(0.2)
+        while True:
+            if proc.poll() is not None:
+                log.seek(0)
+                raise RuntimeError(f"server exited {proc.returncode}: {log.read().decode(errors='replace')[-2000:]}")
+            try:
+                if local_http.get(ready_url, headers=headers, timeout=2).status_code < 500:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"server not ready at {ready_url} after {timeout_s}s")
+            time.sleep(0.2)
         yield proc
     finally:
         proc.terminate()

@@ -174,10 +174,9 @@ def test_keyed_backtests_start_one_task_and_sweeps_repeat_their_answer(http_url,
     tasks = [t for t in local_http.get(f"{http_url}/tasks").json()["tasks"] if t["params"]["start"] == "2012-03-01"]
     assert [t["task_id"] for t in tasks] == [task]
     deadline = time.monotonic() + 240
-    with httpx.Client(base_url=http_url) as poll:
-        while poll.get(f"/tasks/{task}").json()["status"] in ("queued", "running"):
-            assert time.monotonic() < deadline
-            time.sleep(0.5)
+    while local_http.get(f"{http_url}/tasks/{task}").json()["status"] in ("queued", "running"):
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
     # a sweep's answer (here a refusal: ray_address is not taken over HTTP) is repeated with its status and body
     sweep = {
         "universes": [["AAPL"]],

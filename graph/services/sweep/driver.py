@@ -63,27 +63,36 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_PREFIX) or k in FORWARDED_ENV}
 
 
+# how every instance is joined or started: no dashboard, workers' output kept out of the driver's, Ray's own
+# logging at ERROR
+_RAY_OPTIONS: dict[str, Any] = dict(
+    include_dashboard=False,
+    log_to_driver=False,
+    configure_logging=True,
+    logging_level="ERROR",
+)
+
+
 def start_ray(plan: SweepPlan) -> bool:
     """Join --ray-address, or start a local instance with `workers` CPUs; True if this call started it."""
     ray = _ray()
     if ray.is_initialized():
         return False
-    options: dict[str, Any] = dict(
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=True,
-        logging_level="ERROR",
-    )
     if plan.ray_address:
-        ray.init(address=plan.ray_address, runtime_env={"env_vars": _env()}, **options)
+        ray.init(address=plan.ray_address, runtime_env={"env_vars": _env()}, **_RAY_OPTIONS)
     else:
-        # no runtime_env: a local instance's workers inherit this process's environment, and a job-level one
-        # would leave the workers Ray starts with the instance unused (they lack it) and start as many again,
-        # ~1.5 s of CPU per instance (measured: 2 workers)
-        # "local": a new instance of our own, even when a `ray start` cluster runs on this machine (ray.init()
-        # would join that one, and refuse num_cpus there)
-        ray.init(address="local", num_cpus=plan.workers, **options)
+        start_local_ray(plan.workers)
     return True
+
+
+def start_local_ray(workers: int) -> None:
+    """A new local Ray instance of this process's own with `workers` CPUs, which a sweep run here then joins."""
+    # no runtime_env: a local instance's workers inherit this process's environment, and a job-level one would leave
+    # the workers Ray starts with the instance unused (they lack it) and start as many again, ~1.5 s of CPU per
+    # instance (measured: 2 workers)
+    # "local": a new instance of our own, even when a `ray start` cluster runs on this machine (ray.init() would
+    # join that one, and refuse num_cpus there)
+    _ray().init(address="local", num_cpus=workers, **_RAY_OPTIONS)
 
 
 def check_cluster(plan: SweepPlan, nodes: list[dict[str, Any]]) -> None:
