@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import subprocess
@@ -17,6 +18,11 @@ import pytest
 
 from database import Store, connect
 from database.embedded import start_server, stop_server
+from graph.transports.cli.main import GC_THRESHOLDS
+
+# a worker collects garbage as the CLI does (see GC_THRESHOLDS): with Python's default, the unit tests spent 8 % of
+# their CPU in the cyclic collector; with this, under 3 %, and 10 % less CPU in all (measured)
+gc.set_threshold(*GC_THRESHOLDS)
 
 if TYPE_CHECKING:
     from tests.helpers import Answer
@@ -118,6 +124,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         proc.wait()
         shutil.rmtree(root, ignore_errors=True)
         os.environ.pop(_DERIVED_ENV, None)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # what collection imported and built lives until the worker exits: a full collection need not walk it again
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.hookimpl(tryfirst=True)  # first: other plugins see the groups and the nodeids they give (_suffix_groups)
