@@ -1,4 +1,4 @@
-"""What the CLI's garbage-collector thresholds (graph/transports/cli/main.py GC_THRESHOLDS) save: one offline
+"""What the CLI's garbage-collector thresholds (GC_THRESHOLDS in graph/transports/gc_tuning.py) save: one offline
 cycle (`tradegraph run`) and one short backtest, each a fresh process as a user runs it, with Python's default
 thresholds (700, 10, 10) and with the CLI's, alternated, median of N (after one warm-up run each).
 
@@ -21,8 +21,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-# the CLI in a process of its own; with "default", main() is told to keep Python's thresholds (the constant it
-# sets them from is replaced before it runs); a gc callback times each collection
+# the CLI in a process of its own; with "default", main() keeps Python's thresholds (the constant it sets them from
+# is replaced before it runs); a gc callback times each collection
 DRIVER = """
 import gc, json, os, sys, time
 spent, runs, started = [0.0], [0], [0.0]
@@ -32,9 +32,10 @@ def timed(phase, info):
     else:
         spent[0] += time.process_time() - started[0]; runs[0] += 1
 gc.callbacks.append(timed)
+from graph.transports import gc_tuning
 from graph.transports.cli import main as cli
 if sys.argv[1] == "default":
-    cli.GC_THRESHOLDS = gc.get_threshold()
+    gc_tuning.GC_THRESHOLDS = gc.get_threshold()
 code = cli.main(sys.argv[2:])
 t = os.times()
 print(json.dumps({"code": code, "cpu": t.user + t.system, "gc_s": spent[0], "collections": runs[0]}), file=sys.stderr)

@@ -18,11 +18,11 @@ import pytest
 
 from database import Store, connect
 from database.embedded import start_server, stop_server
-from graph.transports.cli.main import GC_THRESHOLDS
+from graph.transports.gc_tuning import collect_garbage_less_often
 
-# a worker collects garbage as the CLI does (see GC_THRESHOLDS): with Python's default, the unit tests spent 8 % of
+# a worker collects garbage as the CLI does (graph/transports/gc_tuning.py): with Python's default, the unit tests spent 8 % of
 # their CPU in the cyclic collector; with this, under 3 %, and 10 % less CPU in all (measured)
-gc.set_threshold(*GC_THRESHOLDS)
+collect_garbage_less_often()
 
 if TYPE_CHECKING:
     from tests.helpers import Answer

@@ -11,6 +11,7 @@ from typing import NoReturn, Optional
 from graph.kernel.errors import KernelError, exit_code
 from graph.kernel.policy import PolicyError
 from graph.transports.cli.common import add_db_flag
+from graph.transports.gc_tuning import collect_garbage_less_often
 
 EXIT_POLICY = 2  # a refused start: bad input (a policy, a port), never the store's code
 UVICORN_STARTUP_FAILURE = 3  # uvicorn.server's exit code when it can't bind or its startup fails
@@ -202,6 +203,7 @@ def standalone_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    collect_garbage_less_often()
     args = standalone_parser().parse_args(argv)
     return args.fn(args)
 

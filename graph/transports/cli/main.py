@@ -4,7 +4,6 @@ an error becomes a line and an exit code."""
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import signal
 import sys
@@ -42,6 +41,7 @@ from graph.transports.cli.common import (
 )
 from graph.transports.cli.cycle import cycle_exit_code
 from graph.transports.cli.pipe import closed_pipe_tolerated
+from graph.transports.gc_tuning import collect_garbage_less_often
 
 __all__ = [
     "main",
@@ -119,16 +119,8 @@ def _bad_db_flag(args) -> Optional[str]:
     return None
 
 
-# Python's default (a collection every 700 allocations) runs the cyclic collector hundreds of times while a command
-# imports langchain, langgraph and pydantic's models, none of which is garbage: 0.52 s of an offline cycle's 3.0 s of
-# CPU, 0.13 s with these, and the cycle's CPU 18 % less (bench/bench_gc.py, quoted in docs/benchmarks.md). mypy
-# tunes its entry point the same way; garbage cycles still go, 50,000 allocations later (+2 MB at most of a
-# backtest's 260 MB).
-GC_THRESHOLDS = (50_000, 20, 100)
-
-
 def main(argv: Optional[list[str]] = None) -> int:
-    gc.set_threshold(*GC_THRESHOLDS)
+    collect_garbage_less_often()
     # a reader that closed the pipe early changes neither the exit code nor prints a traceback (cli/pipe.py)
     with closed_pipe_tolerated():
         code = _main(argv)
