@@ -8,7 +8,10 @@ Here each unique index keeps a hash map from its key's values to the ids of the 
 is only a list of candidates: each candidate is read back from the collection and matched with mongomock's own
 filter (the original check's query), so a document deleted, rolled back or updated to other values since is not
 counted. It cannot miss one, because every write that can set a key goes through `_ensure_uniques` (insert,
-update, replace, upsert), which files the document under its values once it passes. A key whose values a hash
+update, replace, upsert), which files the document under its values once it passes. mongomock puts a written
+document into the collection before it checks it and takes it out again when the check fails, so a write's put,
+check and rollback run under its collection's lock: a check never counts another writer's document that has not
+passed its own yet (two writers of one key were both refused when one of them built the map). A key whose values a hash
 map cannot stand for with MongoDB's equality (an array, a subdocument, NaN, a path through an array, another
 type), and an index with a partial filter, use mongomock's scan, for that index and collection from then on.
 tests/unit/test_mongomock_uniques.py runs random writes through both and compares every answer.
@@ -16,6 +19,7 @@ tests/unit/test_mongomock_uniques.py runs random writes through both and compare
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from datetime import datetime
@@ -54,7 +58,7 @@ class _Buckets:
     """One collection store's maps: index name -> key values -> ids; None for an index left to the scan."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # held by a whole write (_serialized) and again by its check
         self.maps: dict[tuple[str, str], dict[tuple[Any, ...], set[Any]] | None] = {}
 
 
@@ -146,8 +150,20 @@ def ensure_uniques(coll: Any, new_data: dict[str, Any]) -> None:
                 _scanned(coll, index, new_data)
 
 
+def _serialized(write: Any) -> Any:
+    """A mongomock write method, run under its collection's lock: the document it puts in, its unique check and
+    the rollback when the check fails, as one step for every other writer."""
+
+    @functools.wraps(write)
+    def locked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with _buckets(self._store).lock:
+            return write(self, *args, **kwargs)
+
+    return locked
+
+
 def install() -> None:
-    """Replace mongomock's Collection._ensure_uniques (once per process)."""
+    """Replace mongomock's Collection._ensure_uniques and serialize its writes (once per process)."""
     global _installed
     with _install_lock:
         if not _installed:
@@ -156,4 +172,7 @@ def install() -> None:
             global original
             original = Collection._ensure_uniques
             Collection._ensure_uniques = ensure_uniques  # type: ignore[method-assign]
+            # an upsert's insert runs inside its update: the lock is reentrant
+            Collection._insert = _serialized(Collection._insert)  # type: ignore[method-assign]
+            Collection._update = _serialized(Collection._update)  # type: ignore[method-assign]
             _installed = True

@@ -128,12 +128,15 @@ def test_two_threads_writing_one_key_store_it_once():
 
 
 def _race():
-    coll = mongomock.MongoClient()[f"u_{uuid.uuid4().hex[:8]}"].r
-    coll.create_index([("seq", 1)], unique=True)
+    db = mongomock.MongoClient()[f"u_{uuid.uuid4().hex[:8]}"]
     for round_ in range(200):
+        # a fresh collection each round: its first write builds the map, while the other writer's document is
+        # already in the collection, unchecked (before writes were serialized, both writers were refused then)
+        coll = db[f"r{round_}"]
+        coll.create_index([("seq", 1)], unique=True)
         barrier, outcomes = threading.Barrier(2), []
 
-        def write(n, round_=round_, barrier=barrier, outcomes=outcomes):
+        def write(n, round_=round_, barrier=barrier, outcomes=outcomes, coll=coll):
             barrier.wait()
             try:
                 coll.insert_one({"_id": f"{round_}-{n}", "seq": round_})
