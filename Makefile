@@ -32,7 +32,7 @@ run: $(VENV)/.installed-run
 
 # the whole suite on one worker more than the machine has cores (pytest-xdist; tests of one xdist_group share a
 # worker): part of the suite's time is waiting (servers starting, Retry-After, processes killed and restarted), which
-# the extra worker fills. pytest on 2 cores: 723 s with 2 workers, 465-620 s with 3, 527-620 s with 4;
+# the extra worker fills. pytest on 2 cores: 723 s with 2 workers, 422-620 s with 3, 527-620 s with 4;
 # 4 was no faster and left Ray's tests and latency-bound ones starved (a 0.5 s model timeout tripped on an ordinary
 # answer). The slowest tests are listed at the end so a new slow one is seen. TEST_WORKERS=0 runs it serially
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
