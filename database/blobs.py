@@ -125,10 +125,11 @@ def _inline_field(value: str) -> bool:
     return len(value) + 2 <= FIELD_INLINE_MAX and len(orjson.dumps(value)) <= FIELD_INLINE_MAX
 
 
-def ref_of(payload: Any) -> Optional[str]:
-    """The pack entry a stored payload references, or None (a payload stored whole, or not a dict)."""
-    if isinstance(payload, dict):
-        ref = payload.get(REF)
+def ref_of(stored: Any) -> Optional[str]:
+    """The pack entry a payload, as stored, references, or None (a payload stored whole, or not a dict). The store
+    reads this below the typed contracts: the reference is the store's, not the event's."""
+    if isinstance(stored, dict):
+        ref = stored.get(REF)
         return ref if isinstance(ref, str) else None
     return None
 

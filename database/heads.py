@@ -55,9 +55,11 @@ def signing_mark() -> Optional[dict[str, str]]:
     return {"heads": ALG, "key_id": key_id(key)} if key is not None else None
 
 
-def mark_key_id(payload: Any) -> Optional[str]:
-    """The key id a manifest payload says the session's heads are signed with, or None (unsigned)."""
-    mark = payload.get(MARK) if isinstance(payload, dict) else None
+def mark_key_id(stored: Any) -> Optional[str]:
+    """The key id a manifest's payload, as stored, says the session's heads are signed with, or None (unsigned).
+    The chain check reads what is stored, below the typed contracts: a payload that no longer parses must still be
+    hashed and judged, not refused before the chain is."""
+    mark = stored.get(MARK) if isinstance(stored, dict) else None
     return str(mark.get("key_id")) if isinstance(mark, dict) and mark.get("key_id") else None
 
 
