@@ -13,7 +13,8 @@ document into the collection before it checks it and takes it out again when the
 check and rollback run under its collection's lock: a check never counts another writer's document that has not
 passed its own yet (two writers of one key were both refused when one of them built the map). A key whose values a hash
 map cannot stand for with MongoDB's equality (an array, a subdocument, NaN, a path through an array, another
-type), and an index with a partial filter, use mongomock's scan, for that index and collection from then on.
+type), and an index with a partial filter, use mongomock's scan, for that index and collection from then on. A map
+lives as long as its index: the first write after the index was dropped (or remade on other keys) drops the map.
 tests/unit/test_mongomock_uniques.py runs random writes through both and compares every answer.
 """
 
@@ -145,6 +146,10 @@ def ensure_uniques(coll: Any, new_data: dict[str, Any]) -> None:
     store._remove_expired_documents()  # as the original's scan does: an expired document is gone
     state = _buckets(store)
     with state.lock:  # check and file at once: two writers of one key cannot both pass
+        # a map whose index is gone stops being filed now: dropped, it is dropped too, so an index made again later
+        # starts from the documents as they are then, not from a map that missed the writes in between
+        for slot in [s for s in state.maps if repr((store.indexes.get(s[0]) or {}).get("key")) != s[1]]:
+            del state.maps[slot]
         for name, index in list(store.indexes.items()):
             if index.get("unique") and not _mapped(state, store, name, index, new_data):
                 _scanned(coll, index, new_data)

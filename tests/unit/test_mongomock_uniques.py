@@ -31,6 +31,7 @@ INDEXES = [
     ({"keys": [("j", 1)], "unique": True, "sparse": True}),
     ({"keys": [("p", 1)], "unique": True, "partialFilterExpression": {"p": {"$gt": 0}}}),
 ]
+NAMES = [spec.get("name") or mongomock.helpers.gen_index_name(spec["keys"]) for spec in INDEXES]
 
 
 def _doc(k, j, v, p):
@@ -46,6 +47,9 @@ OPS = st.lists(
         st.tuples(st.just("replace"), st.integers(0, 5), DOCS),
         st.tuples(st.just("upsert"), st.integers(0, 5), DOCS),
         st.tuples(st.just("delete"), st.integers(0, 5), DOCS),
+        # an index dropped, and made again, by its place in INDEXES: the writes in between must count after
+        st.tuples(st.just("drop_index"), st.integers(0, len(INDEXES) - 1), DOCS),
+        st.tuples(st.just("create_index"), st.integers(0, len(INDEXES) - 1), DOCS),
     ),
     max_size=25,
 )
@@ -63,8 +67,16 @@ def _collections(pre_existing: list[dict]):
     return made
 
 
+def _create(coll, spec):
+    return coll.create_index(spec["keys"], **{k: v for k, v in spec.items() if k != "keys"})
+
+
 def _apply(coll, op, i, doc):
-    if op == "insert":
+    if op == "drop_index":
+        coll.drop_index(NAMES[i])
+    elif op == "create_index":
+        _create(coll, INDEXES[i])
+    elif op == "insert":
         coll.insert_one({"_id": i, **doc})
     elif op == "update":
         coll.update_one({"_id": i}, {"$set": doc})
@@ -88,7 +100,7 @@ def test_random_writes_get_the_same_answers_as_mongomocks_scan(ops, pre):
         results = []
         for coll in (scan, maps):
             try:
-                coll.create_index(spec["keys"], **{k: v for k, v in spec.items() if k != "keys"})
+                _create(coll, spec)
                 results.append(None)
             except Exception as e:  # noqa: BLE001
                 results.append(type(e).__name__)
@@ -116,6 +128,25 @@ def test_a_duplicate_is_refused_after_the_first_was_deleted_and_written_again():
     with pytest.raises(DuplicateKeyError):
         coll.insert_one({"_id": 4, "event_id": "e2"})  # the value it was updated to is
     assert sorted(d["_id"] for d in coll.find()) == [2, 3]
+
+
+def test_an_index_dropped_and_made_again_counts_what_was_written_while_it_was_gone():
+    coll = mongomock.MongoClient()[f"u_{uuid.uuid4().hex[:8]}"].d
+    coll.create_index([("k", 1)], unique=True, name="k")
+    coll.insert_one({"_id": 1, "k": 1})  # the index's map is made here
+    coll.drop_index("k")
+    coll.insert_one({"_id": 2, "k": 2})  # no unique index: nothing checks or files it
+    coll.create_index([("k", 1)], unique=True, name="k")
+    with pytest.raises(DuplicateKeyError):  # a map kept across the drop missed _id 2, and let this in
+        coll.insert_one({"_id": 3, "k": 2})
+    coll.drop_index("k")
+    coll.create_index([("k", 1), ("j", 1)], unique=True, name="k")  # the same name on other keys
+    coll.insert_one({"_id": 4, "k": 3, "j": 1})  # filed under the (k, j) index only
+    coll.drop_index("k")
+    coll.create_index([("k", 1)], unique=True, name="k")
+    with pytest.raises(DuplicateKeyError):  # the first map of "k" was made before _id 4
+        coll.insert_one({"_id": 5, "k": 3})
+    assert sorted(d["_id"] for d in coll.find()) == [1, 2, 4]
 
 
 def test_two_threads_writing_one_key_store_it_once():
