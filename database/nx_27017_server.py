@@ -34,8 +34,14 @@ imports only nx_27017 and neosqlite, never tradegraph.
    negation (a missing field matches). This replaces neosqlite's three matchers for these shapes: the find
    cursor's SQL (_build_field_clause), the translator behind count, update, delete and aggregation `$match`
    (build_where_clause), and the Python tier both fall back to (_apply_query). What SQL cannot hold (a key
-   containing `"`, operands of more than 200 nodes) is answered by the Python tier; what neither handles
-   (neosqlite's own `a[0]` paths, a regex, NaN, Decimal128 inside the value) keeps neosqlite's behaviour.
+   containing `"`, a backslash, a control or non-ASCII character: neosqlite stores keys escaped and SQLite
+   matches a path label against the escaped text; operands of more than 200 nodes) is answered by the Python
+   tier; what neither handles (neosqlite's own `a[0]` paths, a regex, NaN, Decimal128 inside the value) keeps
+   neosqlite's behaviour. Known to differ still, neosqlite's doing before any of this runs: its
+   normalize_id_query_for_db rewrites every ObjectId inside the value to its hex string and reads any `id` key
+   of an embedded document as an id (so `{a: [oid, 1]}` finds nothing, `{a: {id: "5"}}` finds `{id: 5}`), and
+   its aggregation `$match` takes `{a: {}}` for "no operators" and matches every document. tradegraph's own
+   queries compare no field with such a value.
 
 Left alone (plain nx-27017): an insert that starts or runs inside a client transaction (its own BEGIN
 IMMEDIATE on the same connection), a connection already inside a transaction, and any other nx-27017
@@ -245,7 +251,16 @@ def _stored_form(value: Any) -> Any:
 def _label(key: str) -> str:
     if '"' in key:  # a quoted JSON-path label has no escape for it
         raise _PythonOnly
+    # neosqlite stores keys as json.dumps writes them (ASCII, escaped), and SQLite compares a path's label with
+    # that escaped text: a key with a non-ASCII character, a backslash or a control character would never match
+    if not key.isascii() or not key.isprintable() or "\\" in key:
+        raise _PythonOnly
     return f'."{key}"'
+
+
+def _index(segment: str) -> bool:
+    """A path segment MongoDB reads as an array index: ASCII digits only ("١" and "²" are digits to str.isdigit)."""
+    return segment.isascii() and segment.isdigit()
 
 
 def _nodes(value: Any) -> int:
@@ -261,12 +276,14 @@ def _at(base: str | None, suffix: str) -> Clause:
     return ("?", [suffix]) if base is None else (f"({base} || ?)", [suffix])
 
 
+# each part in brackets of its own: neosqlite's clauses come bare (its $or is `(c1) OR (c2)`), and one joined
+# with AND unbracketed would bind as `A AND (c1) OR (c2)`
 def _all(*clauses: Clause) -> Clause:
-    return "(" + " AND ".join(c[0] for c in clauses) + ")", [p for c in clauses for p in c[1]]
+    return "(" + " AND ".join(f"({c[0]})" for c in clauses) + ")", [p for c in clauses for p in c[1]]
 
 
 def _any(*clauses: Clause) -> Clause:
-    return "(" + " OR ".join(c[0] for c in clauses) + ")", [p for c in clauses for p in c[1]]
+    return "(" + " OR ".join(f"({c[0]})" for c in clauses) + ")", [p for c in clauses for p in c[1]]
 
 
 def _none(clause: Clause) -> Clause:
@@ -313,7 +330,7 @@ def _matches(base: str | None, suffix: str, segments: list[str], value: Any, tra
         return _any(_equal(base, suffix, value), _some_element(base, suffix, lambda e: _equal(e, "", value)))
     head, rest = segments[0], segments[1:]
     arms = [_matches(base, suffix + _label(head), rest, value, True)]
-    if head.isdigit():  # "a.0": the first element of an array a
+    if _index(head):  # "a.0": the first element of an array a
         arms.append(_matches(base, f"{suffix}[{int(head)}]", rest, value, True))
     if traversable:
         arms.append(_some_element(base, suffix, lambda e: _matches(e, "", segments, value, False)))
@@ -379,7 +396,7 @@ def _leaves(node: Any, segments: list[str], traversable: bool) -> Iterator[Any]:
     if isinstance(node, dict) and head in node:
         yield from _leaves(node[head], rest, True)
     if isinstance(node, list):
-        if head.isdigit() and int(head) < len(node):
+        if _index(head) and int(head) < len(node):
             yield from _leaves(node[int(head)], rest, True)
         if traversable:
             for element in node:
