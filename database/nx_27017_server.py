@@ -15,7 +15,9 @@ imports only nx_27017 and neosqlite, never tradegraph.
    instead of a prefix of them; either way the stored events are a contiguous prefix of the log and the
    client's retry (idempotent by event_id) or its spool has the rest.
 2. No deepcopy of each inserted document (a third of an insert's server time; see _internal_insert).
-3. Replies are converted to BSON types by a faster function with the same output (_fast_reply_converter).
+3. Replies are converted to BSON types by a faster function with the same output (_fast_reply_converter),
+   except that an `id` key holding false, 0.0 or -0.0 keeps its value (nx-27017 made it Int64(0), a change
+   to stored data that a hash chain reads as tampering).
 4. A query that compares a field with an array or an embedded document answers as MongoDB does. neosqlite
    1.17, whose query matching nx-27017 uses, binds such a value itself as an SQLite parameter
    (`json_extract(data, '$.f') = ?` with a list: "Error binding parameter N: type 'list' is not
@@ -132,7 +134,8 @@ def _fast_reply_converter():
     str, int, float, bool, None or bytes, which it returns as is; here those are recognised by their exact
     type first, so a leaf costs one set lookup instead of four isinstance calls. Everything else takes the
     original's own checks, in its order (NeoSQLite ObjectId -> BSON ObjectId, Decimal -> Decimal128,
-    lists and dicts recursively, a dict's `id: 0` -> Int64(0))."""
+    lists and dicts recursively, a dict's `id: 0` -> Int64(0)). One answer differs on purpose: an `id` holding
+    false, 0.0 or -0.0 stays as stored (the original made each Int64(0))."""
     from decimal import Decimal as PyDecimal
 
     from bson import Decimal128
@@ -165,7 +168,10 @@ def _fast_reply_converter():
     def dict_of(doc):
         result = {}
         for key, value in doc.items():
-            if key == "id" and value == 0:
+            # nx-27017's rule is for a cursor's id, an integer the wire needs as int64; its `== 0` also took
+            # false, 0.0 and -0.0 under any `id` key of a stored document, which changed them on a read through
+            # the server (the file read keeps them, and the event's hash was then not the one stored)
+            if key == "id" and type(value) is int and value == 0:
                 result[key] = Int64(0)
             else:
                 result[key] = value_of(value)

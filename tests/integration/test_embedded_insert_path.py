@@ -219,6 +219,29 @@ def test_a_session_read_from_the_sqlite_file_is_the_servers_answer(tg_home: Path
         store.close()
 
 
+def test_an_id_holding_false_or_a_zero_float_reads_the_same_both_ways_and_verifies(tg_home: Path) -> None:
+    """nx-27017's reply converter made any `id: false`, `id: 0.0` or `id: -0.0` an Int64(0): a read through the
+    server then hashed `0` where `false` was stored, and the chain verified on the file read only."""
+    store = connect()
+    try:
+        events: EventStore = store.events
+        payload = {"id": False, "order": {"id": 0.0, "qty": 1}, "fills": [{"id": -0.0}], "cursor": {"id": 0}}
+        events.append([{**_event(1, "Z"), "payload": payload}])
+        local = events._read_local("Z")
+        served = _read_through_server(events, "Z")
+        assert local is not None and local[0]["payload"] == payload
+        assert repr(served[0]["payload"]) == repr(payload)  # False, 0.0 and -0.0 as stored, not Int64(0)
+        assert events.read("Z", kind="llm_request")[0]["payload"]["id"] is False
+        assert events.verify_chain("Z")["ok"]
+        local_file, events.local_file = events.local_file, None
+        try:
+            assert events.verify_chain("Z")["ok"]  # through the server too
+        finally:
+            events.local_file = local_file
+    finally:
+        store.close()
+
+
 def _read_through_server(events: EventStore, session: str) -> list[dict]:
     local, events.local_file = events.local_file, None
     try:
@@ -268,8 +291,25 @@ def test_the_faster_reply_converter_answers_as_nx_27017s_own() -> None:
             for i in range(rnd.randint(0, 5))
         }
 
+    def zero_ids_kept(stored, converted):
+        """The original's answer with what it changed on purpose put back: an `id` holding false, 0.0 or -0.0
+        (the original makes each Int64(0), as it does a cursor's id 0)."""
+        if isinstance(stored, dict):
+            return {
+                k: v if k == "id" and type(v) is not int and v == 0 else zero_ids_kept(v, converted[k])
+                for k, v in stored.items()
+            }
+        if isinstance(stored, list):
+            return [zero_ids_kept(v, c) for v, c in zip(stored, converted)]
+        return converted
+
+    kept = 0
     for _ in range(5000):
         doc = value()
-        want, got = original(doc), fast(doc)
+        want, got = zero_ids_kept(doc, original(doc)), fast(doc)
+        kept += want != original(doc) or repr(want) != repr(original(doc))
         # repr tells Int64(0) from 0 and a BSON ObjectId from NeoSQLite's
         assert repr(got) == repr(want) and type(got) is type(want)
+    assert kept > 100  # the documents with such an id were many, and each kept it
+    assert fast({"id": 0, "o": {"id": False}}) == {"id": Int64(0), "o": {"id": False}}
+    assert type(fast({"id": 0})["id"]) is Int64 and type(fast({"id": 0.0})["id"]) is float
