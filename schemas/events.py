@@ -23,13 +23,17 @@ from schemas.base import SCHEMA_VERSION, Contract, CycleStatus, ExitReason
 # input) loads none of the event classes below
 from schemas.event_kinds import EVENT_KINDS, SPLIT_FROM, EventKind
 
+# no control character in an id: the embedded store's SQLite reads a string up to a NUL, so `a\x00b` was session
+# `a` to its queries (two sessions' events merged, and appends to both raced without end)
+_ID = r"^[^\x00-\x1f\x7f]+$"
+
 
 class Envelope(Contract):
     """What every event carries beside its kind and payload."""
 
-    event_id: str = Field(min_length=1, max_length=200)
-    session_id: str = Field(min_length=1, max_length=200)
-    cycle_id: str = Field(min_length=1, max_length=200)
+    event_id: str = Field(min_length=1, max_length=200, pattern=_ID)
+    session_id: str = Field(min_length=1, max_length=200, pattern=_ID)
+    cycle_id: str = Field(min_length=1, max_length=200, pattern=_ID)
     seq: int = Field(ge=1)
     ts: float = Field(gt=0)
     state: str = Field(max_length=50)

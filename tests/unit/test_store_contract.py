@@ -133,6 +133,18 @@ def test_malformed_event_rejected_before_write(store: Store) -> None:
     assert store.events.append([good])[0]["seq"] == 1
 
 
+@pytest.mark.parametrize("field", ["session_id", "cycle_id", "event_id"])
+def test_an_id_with_a_control_character_is_refused_before_write(store: Store, field: str) -> None:
+    # the embedded store's SQLite reads a string up to a NUL: "S1\x00b" was session "S1" to its queries
+    bad = dict(make_event(n=1), **{field: "S1\x00b"})
+    with pytest.raises(pydantic.ValidationError, match=field):
+        store.events.append([make_event(n=0), bad])
+    with pytest.raises(pydantic.ValidationError, match=field):
+        store.events.append([dict(make_event(n=2), **{field: "S1\tb"})])
+    assert store.events.count("S1") == 0 and store.events.read("S1") == []
+    assert store.events.append([make_event(n=3, session="S1 b\u2028é")])[0]["seq"] == 1  # other characters pass
+
+
 def test_sessions_summary(store: Store) -> None:
     store.events.append([make_event("old", n=0, cycle="a"), make_event("old", n=1, cycle="b", kind="error")])
     store.events.append([make_event("new", n=5), make_event("new", n=6), make_event("new", n=7, kind="contract")])
