@@ -192,7 +192,10 @@ class BlobStore:
             if ref is None:
                 continue
             pack_id, _, entry = ref.partition(":")
-            wanted.setdefault(pack_id, []).append((pos, int(entry) if entry.isdigit() else -1))
+            # ASCII digits only: "²" is a digit to str.isdigit and not to int(), and one edited reference then
+            # raised out of every read and verify of its session instead of being named as a broken event
+            index = int(entry) if entry.isascii() and entry.isdigit() else -1
+            wanted.setdefault(pack_id, []).append((pos, index))
         if not wanted:
             return {}
         compressed = self._read_local(list(wanted), local_file) if local_file is not None else None

@@ -146,6 +146,17 @@ def test_an_edited_swapped_or_deleted_pack_breaks_the_chain_at_the_first_event_u
     assert found["seq"] == seq and f"pack {pack_id[:12]}… is missing" in found["reason"]
 
 
+def test_a_reference_edited_to_a_non_ascii_digit_is_a_broken_event_not_a_crash(store: Store, recorded) -> None:
+    pack_id = _appended_in_batches(store, recorded, "N")[0]
+    seq = first_seq_using(store, "N", pack_id)
+    store.db["state_events"].update_one(
+        {"session_id": "N", "seq": seq}, {"$set": {f"payload.{blobs.REF}": f"{pack_id}:²"}}
+    )
+    report = store.events.verify_chain("N")  # int("²") raised out of here, and out of every read of the session
+    assert not report["ok"] and report["first_broken"]["seq"] == seq
+    assert len(store.events.read("N")) == len(recorded)
+
+
 def test_check_chain_names_the_seq_of_a_tampered_pack(capsys, monkeypatch) -> None:
     from graph.transports.cli.main import main as cli_main
 
