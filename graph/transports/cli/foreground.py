@@ -3,8 +3,12 @@ thread of this process (so HTTP and MCP see it and can cancel it), followed here
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
+import time
 from collections.abc import Callable
+from typing import Any, Optional
 
 
 def wait_for(k, capability: str, inputs: dict, args, *, what: str, resume: Callable) -> tuple:
@@ -15,17 +19,18 @@ def wait_for(k, capability: str, inputs: dict, args, *, what: str, resume: Calla
     from graph.transports.cli.common import CliError
 
     task = k.call(capability, inputs, transport="cli")
+    following = Waited()
     try:
-        view = _follow(k, task, not args.json and not args.no_progress and sys.stderr.isatty())
+        view = following.run(lambda: _follow(k, task, _shows_progress(args), following))
     except KeyboardInterrupt:
+        following.stop = True
         print(
             f"tradegraph: stopping after the current decision point (the {what} resumes with {resume(task)}); "
             f"Ctrl-C again stops at once",
             file=sys.stderr,
         )
         try:
-            k.call("cancel_task", {"task_id": task.task_id}, transport="cli")
-            k.tasks.join(task.task_id)
+            Waited().run(lambda: cancel_and_join(k, task))
         except BaseException:  # a second Ctrl-C, or the store gone while stopping: at once
             _stop_at_once(k, task)
             raise
@@ -50,21 +55,73 @@ def wait_for(k, capability: str, inputs: dict, args, *, what: str, resume: Calla
     return task, view
 
 
+class Waited:
+    """A foreground command's store calls, run on a thread of their own while the main thread only sleeps.
+
+    Python raises a Ctrl-C's KeyboardInterrupt in the main thread between any two of its bytecodes. Inside pymongo,
+    that can be after a pool lock was taken and before the `with` that releases it was entered: the lock is then
+    held by no one for ever, and the next store call (the cancel, the store's own close at exit) waits on it for
+    ever. A backtest stopped with Ctrl-C twice hung so (tests/faults/test_backtest_interrupt.py, py-spy: every
+    thread waiting on one pool's lock). Here the interrupt lands in `time.sleep` or in reading a plain attribute,
+    which hold no lock; the thread is a daemon, so an abandoned one never holds the exit up."""
+
+    _POLL_S = 0.05  # how soon a Ctrl-C is handled, at worst, and how often an idle foreground command wakes
+
+    def __init__(self) -> None:
+        # plain attributes, set by one thread and read by another (atomic under the GIL): no lock to leave held
+        self.done, self.stop = False, False
+        self.value: Any = None
+        self.error: Optional[BaseException] = None
+
+    def run(self, fn: Callable[[], Any]) -> Any:
+        """fn's value, or its exception re-raised here, once it returns; a Ctrl-C raises here at once, fn going
+        on (it reads `stop` where it can end early)."""
+        threading.Thread(target=self._call, args=(fn,), name="cli-foreground", daemon=True).start()
+        while not self.done:
+            time.sleep(self._POLL_S)
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+    def _call(self, fn: Callable[[], Any]) -> None:
+        try:
+            self.value = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread, which raises it
+            self.error = e
+        finally:
+            self.done = True
+
+
+def cancel_and_join(k, task) -> None:
+    """Cancel the task (it stops after its current decision point) and wait for its worker here to end."""
+    k.call("cancel_task", {"task_id": task.task_id}, transport="cli")
+    k.tasks.join(task.task_id)
+
+
+def _shows_progress(args) -> bool:
+    return not args.json and not args.no_progress and sys.stderr.isatty()
+
+
 def _stop_at_once(k, task, wait_s: float = 5.0) -> None:
     """Close the store under the task's thread, so that whatever it waits on ends now, and give it a moment to
     end tidily. The cycle under way then fails on the closed store (its events spooled): the loop logs no such
-    cycle as its point's decision, so the resumed run decides that point again."""
+    cycle as its point's decision, so the resumed run decides that point again. A further Ctrl-C is ignored from
+    here: it could only break the close half-way (cli/main.py does the same once a command is interrupted)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     k.store.close()
     k.tasks.join(task.task_id, timeout_s=wait_s)
 
 
-def _follow(k, task, progress: bool):
-    """The task's views until it ends (the SSE stream's source), drawn as run_backtest's own bar."""
+def _follow(k, task, progress: bool, following: Waited):
+    """The task's views until it ends or the command stops following (the SSE stream's source), drawn as
+    run_backtest's own bar."""
     from graph.services.backtest.loop import _Progress
 
     bar, shown, view = None, 0, task
     try:
         for view in k.watch(task.task_id, poll_s=0.2):
+            if following.stop:
+                break
             p = view.progress
             if bar is None and p.total:
                 bar = _Progress(p.total, p.done, progress)

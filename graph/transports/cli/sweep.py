@@ -15,6 +15,7 @@ from typing import Any
 from rich.markup import escape
 
 from graph.transports.cli.common import EXIT_FAILED, EXIT_OK, CliError, writable_dir
+from graph.transports.cli.foreground import Waited, cancel_and_join
 
 
 def parse_windows(text: str) -> dict[str, Any]:
@@ -178,16 +179,19 @@ def cmd_sweep(args) -> int:
         grid.update(data_inputs(args))
     with kernel(args.db, experiments_dir=args.out) as k:
         task = k.call("start_sweep", grid, transport="cli")
+        following = Waited()  # the store calls off the main thread, where a Ctrl-C lands (cli/foreground.py)
         try:
-            view = _follow(k, task, not args.json and not args.no_progress and sys.stderr.isatty())
+            view = following.run(
+                lambda: _follow(k, task, not args.json and not args.no_progress and sys.stderr.isatty(), following)
+            )
         except KeyboardInterrupt:
+            following.stop = True
             print(
                 f"tradegraph: stopping each running episode after its current decision point; resume with "
                 f"`tradegraph sweep --resume {task.run_id}`",
                 file=sys.stderr,
             )
-            k.call("cancel_task", {"task_id": task.task_id}, transport="cli")
-            k.tasks.join(task.task_id)
+            Waited().run(lambda: cancel_and_join(k, task))
             raise
         k.tasks.join(task.task_id)
         if view.status == "cancelled":
@@ -240,8 +244,8 @@ def cmd_sweep(args) -> int:
     return EXIT_OK
 
 
-def _follow(k, task, progress: bool):
-    """The task's views until it ends, drawn as one bar over episodes."""
+def _follow(k, task, progress: bool, following: Waited):
+    """The task's views until it ends or the command stops following, drawn as one bar over episodes."""
     bar = job = None
     view = task
     if progress:
@@ -261,6 +265,8 @@ def _follow(k, task, progress: bool):
         job = bar.add_task("sweep", total=task.progress.total, sweep=task.run_id, running=0, failed=0, eta="—")
     try:
         for view in k.watch(task.task_id, poll_s=0.5):
+            if following.stop:
+                break
             p = view.progress
             if bar is not None and job is not None:
                 eta = "—" if p.eta_s is None else f"{int(p.eta_s) // 60}:{int(p.eta_s) % 60:02d}"
