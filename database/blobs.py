@@ -33,10 +33,10 @@ from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 from pymongo.write_concern import WriteConcern
 
+from schemas.event_kinds import PACK_REF
+
 COLLECTION = "state_blobs"
-# the payload key naming an event's pack entry (never a key of a payload we write; no `$`, which MongoDB before 5.0
-# refuses in a field name)
-REF = "_pack"
+REF = PACK_REF  # the payload key naming an event's pack entry (schemas/event_kinds.py)
 INLINE_MAX = 256  # bytes of canonical JSON: a payload up to this size stays whole in its event
 # the string fields of a packed payload up to this size stay inline, so a query can still name them (an error's
 # type, a transition's target, a tool's name); numbers, flags, lists and longer texts move

@@ -289,6 +289,14 @@ class EventStore:
         in a pack (database/blobs.py) is rebuilt here, the one place every reader goes through."""
         return self._read(session_id, kind, cycle_id)[0]
 
+    def read_noting_unreadable(
+        self, session_id: str, kind: str | tuple[str, ...] | None = None, cycle_id: str | None = None
+    ) -> tuple[list[dict[str, Any]], dict[int, str]]:
+        """read()'s events, and {seq: why its payload cannot be read} for each that keeps its stored form because
+        its pack is missing or was edited: a reader that lists events as they are says so (`read_events`)."""
+        docs, packed = self._read(session_id, kind, cycle_id)
+        return docs, {int(docs[pos]["seq"]): why for pos, why in packed.items() if why}
+
     def by_event_id(self, event_id: str) -> Optional[dict[str, Any]]:
         """One stored event by its event_id (a unique index), in full (its pack read), or None."""
         doc = self.col.find_one({"event_id": event_id})

@@ -49,3 +49,9 @@ def stored_kinds(kind: str) -> tuple[str, ...]:
 def split_kind(kind: str) -> bool:
     """An event stored under `kind` or read as it may have moved between kinds: filter by the kind as read."""
     return kind in SPLIT_FROM or any(kind in into for into in SPLIT_FROM.values())
+
+
+# the payload key the store puts where it moved a payload into a pack (database/blobs.py): read back in full, a
+# payload no longer holds it; one that still does is a payload whose pack could not be read (deleted or edited).
+# Never a key of a payload we write; no `$`, which MongoDB before 5.0 refuses in a field name.
+PACK_REF = "_pack"

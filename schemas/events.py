@@ -21,7 +21,7 @@ from schemas.base import SCHEMA_VERSION, Contract, CycleStatus, ExitReason
 
 # the kinds live in schemas/event_kinds.py, which builds no model: what only names a kind (the kernel's read_events
 # input) loads none of the event classes below
-from schemas.event_kinds import EVENT_KINDS, SPLIT_FROM, EventKind
+from schemas.event_kinds import EVENT_KINDS, PACK_REF, SPLIT_FROM, EventKind
 
 # no control character in an id: the embedded store's SQLite reads a string up to a NUL, so `a\x00b` was session
 # `a` to its queries (two sessions' events merged, and appends to both raced without end)
@@ -605,6 +605,12 @@ def parse_event(doc: dict[str, Any]) -> AnyEvent:
     if not isinstance(version, int) or not 1 <= version <= SCHEMA_VERSION:
         raise EventParseError(
             f"{_where(doc)}: {kind} event of schema_version {version!r}; this code reads 1..{SCHEMA_VERSION}"
+        )
+    held = doc.get("payload")
+    if isinstance(held, dict) and PACK_REF in held:  # no payload: the store's reference to one it could not read
+        raise EventParseError(
+            f"{_where(doc)}: its {kind} payload cannot be read: the pack holding it ({_short(held[PACK_REF])}) "
+            f"is missing or was edited"
         )
     if version == SCHEMA_VERSION and "_id" not in doc:
         body = doc  # today's event as stored: validated as it is (pydantic copies, never mutates, its input)

@@ -297,12 +297,21 @@ def read_events(ctx: Context, inp: m.ReadEventsInput) -> m.EventsOutput:
 
         # an older log wrote dividends, exits, abstentions and approvals as `validation` events: the kind asked
         # for is the kind as read (the event itself is listed as stored, its hash chain's document)
-        stored = ctx.store.events.read(inp.session_id, kind=stored_kinds(inp.kind), cycle_id=inp.cycle_id)
+        stored, unread = ctx.store.events.read_noting_unreadable(
+            inp.session_id, kind=stored_kinds(inp.kind), cycle_id=inp.cycle_id
+        )
         events = [e for e in stored if read_kind(e) == inp.kind]
     else:
-        events = ctx.store.events.read(inp.session_id, kind=inp.kind, cycle_id=inp.cycle_id)
+        events, unread = ctx.store.events.read_noting_unreadable(inp.session_id, kind=inp.kind, cycle_id=inp.cycle_id)
     page = events[inp.offset : inp.offset + inp.limit]
-    return m.EventsOutput(session_id=inp.session_id, total=len(events), offset=inp.offset, events=_jsonable(page))
+    unreadable = [m.UnreadableEvent(seq=e["seq"], reason=unread[e["seq"]]) for e in page if e["seq"] in unread]
+    return m.EventsOutput(
+        session_id=inp.session_id,
+        total=len(events),
+        offset=inp.offset,
+        events=_jsonable(page),
+        unreadable=unreadable,
+    )
 
 
 def _market_only(files):

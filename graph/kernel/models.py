@@ -358,11 +358,21 @@ class ReadEventsInput(EventsQuery):
     session_id: SessionId
 
 
+class UnreadableEvent(Output):
+    seq: int
+    reason: str = Field(description="why its payload cannot be read (its pack is missing or was edited)")
+
+
 class EventsOutput(Output):
     session_id: str
     total: int = Field(description="events matching the filter, before limit/offset")
     offset: int
     events: list[dict[str, Any]] = Field(description="state_events documents in seq order")
+    unreadable: list[UnreadableEvent] = Field(
+        default_factory=list,
+        description="events of this page listed as stored, not in full: their payload's pack is missing or was "
+        "edited (`replay --verify` checks the whole log)",
+    )
 
 
 class SessionInput(Input):

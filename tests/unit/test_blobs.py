@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 import sqlite3
 import tempfile
 import time
@@ -174,6 +175,46 @@ def test_check_chain_names_the_seq_of_a_tampered_pack(capsys, monkeypatch) -> No
     assert cli_main(["replay", out.session_id, "--check-chain"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"broken at seq {first['seq']}" in err[0]
+
+
+def test_a_deleted_pack_is_named_by_every_reader_that_lists_events_not_passed_off_as_the_log(
+    store: Store, recorded
+) -> None:
+    pack_id = _appended_in_batches(store, recorded, "D")[0]
+    events, unread = store.events.read_noting_unreadable("D")
+    assert len(events) == len(recorded) and unread == {}
+    store.db[blobs.COLLECTION].delete_one({"_id": pack_id})
+    using = {r["seq"] for r in rows(store, "D") if (blobs.ref_of(r["payload"]) or "").startswith(pack_id)}
+    events, unread = store.events.read_noting_unreadable("D")
+    assert len(events) == len(recorded) and set(unread) == using != set()
+    assert all(f"pack {pack_id[:12]}… is missing" in why for why in unread.values())
+
+
+def test_events_and_portfolio_say_a_payload_cannot_be_read(capsys, monkeypatch) -> None:
+    """`tradegraph events` lists such an event as stored (a reference where the payload was) and exits 1 naming
+    it, over HTTP and MCP its page says so; a reader that needs the payload names the missing pack, not a field."""
+    from graph.transports.cli.main import main as cli_main
+
+    uri = f"mongomock://packs_gone_{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("MONGODB_URI", uri)
+    store = connect(uri)
+    sid = run_state_machine("AAPL", "2012-06-01", store=store, services=services_with()).session_id
+    assert cli_main(["events", sid]) == 0
+    listed = capsys.readouterr()
+    assert listed.err == "" and f'"{blobs.REF}"' not in listed.out
+    first = next(r for r in rows(store, sid) if blobs.ref_of(r["payload"]))
+    pack_id = first["payload"][blobs.REF].split(":")[0]
+    using = {r["seq"] for r in rows(store, sid) if (blobs.ref_of(r["payload"]) or "").startswith(pack_id)}
+    store.db[blobs.COLLECTION].delete_one({"_id": pack_id})
+    assert cli_main(["events", sid]) == 1
+    listed = capsys.readouterr()
+    assert len(listed.out.splitlines()) == store.events.count(sid)  # every event still listed
+    err = listed.err.strip().splitlines()
+    assert len(err) == 1 and f"first: seq {first['seq']}: pack" in err[0] and "is missing" in err[0], err
+    assert cli_main(["portfolio", sid]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    named = re.search(r"event seq (\d+) of session", err[0]) if len(err) == 1 else None
+    assert named and int(named[1]) in using and "payload cannot be read" in err[0] and pack_id in err[0], err
 
 
 # ---------------------------------------------------------------------------- idempotence, reserved key

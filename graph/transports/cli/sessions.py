@@ -9,27 +9,40 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import sys
 import time
 from dataclasses import dataclass
 from typing import Literal
 
-from graph.transports.cli.common import EXIT_OK, add_db_flag, kernel_call
+from graph.transports.cli.common import EXIT_FAILED, EXIT_OK, add_db_flag, kernel_call
 
 # events are read a page at a time: a long session never sits in memory twice
 EVENTS_PAGE = 5000
 
 
 def cmd_events(args) -> int:
-    offset = 0
+    offset, unreadable = 0, []
     while True:
         page = kernel_call(
             args.db, "read_events", session_id=args.session_id, kind=args.kind, offset=offset, limit=EVENTS_PAGE
         )
         for ev in page.events:
             print(json.dumps(ev, default=str))
+        unreadable += page.unreadable
         offset += len(page.events)
         if not page.events or offset >= page.total:
-            return EXIT_OK
+            break
+    if not unreadable:
+        return EXIT_OK
+    # listed as stored, the store's reference where the payload was: printed, but never passed off as the log
+    first = unreadable[0]
+    print(
+        f"tradegraph: error: {len(unreadable)} event(s) listed as stored, without their payload, which cannot be "
+        f"read (first: seq {first.seq}: {first.reason}); `tradegraph replay {args.session_id} --verify` checks the "
+        f"whole log",
+        file=sys.stderr,
+    )
+    return EXIT_FAILED
 
 
 # a status the user must act on or worry about stands out; the rest reads plain
