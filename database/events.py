@@ -214,12 +214,17 @@ class EventStore:
                     reached(pending[n - 1])
                 clash, pending = pending[n], pending[n + 1 :]
                 old = self.col.find_one({"event_id": clash["event_id"]}, {"_id": 0})
-                if old is not None:
-                    self.blobs.expand([old])  # compared in full: a pack is only how it is stored
                 if old is None:  # another writer took this seq: re-read the head and go on from there
                     self._heads.pop(session_id, None)
                     pending = [clash] + pending
                     continue
+                unreadable = self.blobs.expand([old]).get(0)  # compared in full: a pack is only how it is stored
+                if unreadable:  # not "different content": what is stored cannot be compared at all
+                    raise DuplicateEventError(
+                        f"event_id {clash['event_id']!r} already stored (session {old['session_id']!r}, seq "
+                        f"{old['seq']}), and its stored payload cannot be read ({unreadable}): whether this copy "
+                        f"is the same cannot be told"
+                    ) from exc
                 if _content(old) != _content(clash):
                     raise DuplicateEventError(
                         f"event_id {clash['event_id']!r} already stored (session {old['session_id']!r}, seq "

@@ -235,6 +235,17 @@ def test_redelivered_events_in_other_batches_are_no_ops_and_changed_ones_are_ref
     assert store.events.read("I")[:40] == first and store.events.verify_chain("I")["ok"]
 
 
+def test_a_redelivery_over_an_event_whose_pack_is_gone_says_so_not_different_content(store: Store, recorded) -> None:
+    events = copies(recorded, "G")
+    store.events.append(events[:40])
+    (pack_id,) = {blobs.ref_of(r["payload"]).split(":")[0] for r in rows(store, "G") if blobs.ref_of(r["payload"])}
+    store.db[blobs.COLLECTION].delete_one({"_id": pack_id})
+    # grouped otherwise (another pack): the stored copies must be read to be compared, and cannot be
+    with pytest.raises(DuplicateEventError, match=f"cannot be read \\(pack {pack_id[:12]}… is missing") as refused:
+        store.events.append(events[20:60])
+    assert "different content" not in str(refused.value)
+
+
 def test_a_payload_using_the_reserved_key_is_refused_before_anything_is_written(store: Store, recorded) -> None:
     events = copies(recorded, "K")[:5]
     events[-1] = {**events[-1], "payload": {blobs.REF: "0" * 64 + ":0", "pad": "x" * 400}}
