@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
+from types import SimpleNamespace
 
 import pytest
 
-from graph.transports.cli.foreground import Waited
+from graph.transports.cli.foreground import Waited, wait_for
 
 
 @pytest.fixture
@@ -61,3 +63,65 @@ def test_the_calls_value_is_returned_and_its_error_raised_where_it_is_waited_for
 
     with pytest.raises(LookupError, match="no such task t-1"):
         Waited().run(fails)
+
+
+def _ctrl_c() -> None:
+    """Ctrl-C, as the terminal sends it: a real SIGINT to the process's main thread."""
+    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+
+def test_stopping_closes_what_the_call_opened_now_from_the_waiting_thread(default_ctrl_c):
+    """A progress bar the follower opened is closed by the main thread as it stops waiting: the process may exit
+    before the follower looks again (a terminal was left with its cursor hidden and a stale bar redrawn)."""
+    closed_by, release = [], threading.Event()
+
+    def follow() -> None:
+        bar = waited.opened(lambda: "bar", lambda _bar: closed_by.append(threading.current_thread()))
+        assert bar == "bar"
+        _ctrl_c()
+        release.wait(10)  # a poll that has not come back yet
+
+    waited = Waited()
+    with pytest.raises(KeyboardInterrupt):
+        waited.run(follow)
+    assert closed_by == []
+    waited.halt()
+    assert closed_by == [threading.main_thread()], "the bar was not closed at once by the thread that stopped"
+    assert waited.opened(lambda: pytest.fail("made after the stop"), lambda _bar: None) is None
+    release.set()
+
+
+class _StartingKernel:
+    """A kernel whose task start is still doing its store work when the Ctrl-C comes."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.tasks = SimpleNamespace(join=lambda task_id, timeout_s=None: self.calls.append(f"join {task_id}"))
+
+    def call(self, name: str, inputs: dict, transport: str):
+        self.calls.append(name)
+        if name == "start_backtest":
+            _ctrl_c()
+            time.sleep(0.3)
+            self.calls.append("started")
+            return SimpleNamespace(task_id="t-1", run_id="k")
+        return None
+
+
+def test_a_ctrl_c_while_the_task_starts_waits_for_the_start_then_cancels_the_task(default_ctrl_c, capsys):
+    k = _StartingKernel()
+    args = SimpleNamespace(json=True, no_progress=True)
+    with pytest.raises(KeyboardInterrupt):
+        wait_for(k, "start_backtest", {}, args, what="backtest", resume=lambda t: f"--run-id {t.run_id}")
+    assert k.calls == ["start_backtest", "started", "cancel_task", "join t-1"], k.calls
+    assert "resumes with --run-id k" in capsys.readouterr().err
+
+
+def test_a_start_that_fails_raises_its_own_error():
+    class Refusing(_StartingKernel):
+        def call(self, name: str, inputs: dict, transport: str):
+            raise LookupError("--prices data/acme2.csv: no such file")
+
+    args = SimpleNamespace(json=True, no_progress=True)
+    with pytest.raises(LookupError, match="no such file"):
+        wait_for(Refusing(), "start_backtest", {}, args, what="backtest", resume=lambda t: "")

@@ -3,6 +3,7 @@ thread of this process (so HTTP and MCP see it and can cancel it), followed here
 
 from __future__ import annotations
 
+import functools
 import signal
 import sys
 import threading
@@ -18,12 +19,14 @@ def wait_for(k, capability: str, inputs: dict, args, *, what: str, resume: Calla
     from graph.kernel.errors import Failed, StoreUnavailable, exit_code, from_line
     from graph.transports.cli.common import CliError
 
-    task = k.call(capability, inputs, transport="cli")
+    task, interrupted = started(k, capability, inputs)
     following = Waited()
     try:
+        if interrupted:
+            raise KeyboardInterrupt
         view = following.run(lambda: _follow(k, task, _shows_progress(args), following))
     except KeyboardInterrupt:
-        following.stop = True
+        following.halt()  # its bar is closed here, now: the process may end before the thread looks again
         print(
             f"tradegraph: stopping after the current decision point (the {what} resumes with {resume(task)}); "
             f"Ctrl-C again stops at once",
@@ -72,16 +75,42 @@ class Waited:
         self.done, self.stop = False, False
         self.value: Any = None
         self.error: Optional[BaseException] = None
+        # what fn opened that the waiting thread closes when it stops waiting (a progress bar); the lock is taken
+        # by the main thread only once it has stopped waiting (halt), never while a first Ctrl-C can land
+        self._opened: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
 
     def run(self, fn: Callable[[], Any]) -> Any:
         """fn's value, or its exception re-raised here, once it returns; a Ctrl-C raises here at once, fn going
         on (it reads `stop` where it can end early)."""
         threading.Thread(target=self._call, args=(fn,), name="cli-foreground", daemon=True).start()
+        return self.outcome()
+
+    def outcome(self) -> Any:
+        """Wait for fn as run() does (again, after a Ctrl-C ended run's wait): its value, or its exception."""
         while not self.done:
             time.sleep(self._POLL_S)
         if self.error is not None:
             raise self.error
         return self.value
+
+    def opened(self, make: Callable[[], Any], close: Callable[[Any], None]) -> Any:
+        """From fn: make something the waiting thread closes if it stops waiting first (halt), and return it; None,
+        made not, once it has stopped."""
+        with self._lock:
+            if self.stop:
+                return None
+            thing = make()
+            self._opened.append(lambda: close(thing))
+            return thing
+
+    def halt(self) -> None:
+        """Stop waiting: fn ends where it next reads `stop`, and what it opened is closed now, from this thread."""
+        with self._lock:
+            self.stop = True
+            opened, self._opened = self._opened, []
+        for close in opened:
+            close()
 
     def _call(self, fn: Callable[[], Any]) -> None:
         try:
@@ -90,6 +119,16 @@ class Waited:
             self.error = e
         finally:
             self.done = True
+
+
+def started(k, capability: str, inputs: dict) -> tuple[Any, bool]:
+    """(the task, whether a Ctrl-C came while it started). The start runs off the main thread and is waited for to
+    its end even then (its error raised): a Ctrl-C never cuts it, and the task it made is stopped like any other."""
+    starting = Waited()
+    try:
+        return starting.run(lambda: k.call(capability, inputs, transport="cli")), False
+    except KeyboardInterrupt:
+        return starting.outcome(), True
 
 
 def cancel_and_join(k, task) -> None:
@@ -124,7 +163,9 @@ def _follow(k, task, progress: bool, following: Waited):
                 break
             p = view.progress
             if bar is None and p.total:
-                bar = _Progress(p.total, p.done, progress)
+                bar = following.opened(functools.partial(_Progress, p.total, p.done, progress), _Progress.close)
+                if bar is None:  # stopped following meanwhile
+                    break
                 shown = p.done
             while bar is not None and shown < p.done:  # the bar advances one decision point at a time
                 bar.update(p.date or "", p.equity or 0.0, p.trades)

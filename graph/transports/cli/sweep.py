@@ -15,7 +15,7 @@ from typing import Any
 from rich.markup import escape
 
 from graph.transports.cli.common import EXIT_FAILED, EXIT_OK, CliError, writable_dir
-from graph.transports.cli.foreground import Waited, cancel_and_join
+from graph.transports.cli.foreground import Waited, cancel_and_join, started
 
 
 def parse_windows(text: str) -> dict[str, Any]:
@@ -178,14 +178,17 @@ def cmd_sweep(args) -> int:
     if not args.resume:
         grid.update(data_inputs(args))
     with kernel(args.db, experiments_dir=args.out) as k:
-        task = k.call("start_sweep", grid, transport="cli")
-        following = Waited()  # the store calls off the main thread, where a Ctrl-C lands (cli/foreground.py)
+        # the store calls off the main thread, where a Ctrl-C lands (cli/foreground.py)
+        task, interrupted = started(k, "start_sweep", grid)
+        following = Waited()
         try:
+            if interrupted:
+                raise KeyboardInterrupt
             view = following.run(
                 lambda: _follow(k, task, not args.json and not args.no_progress and sys.stderr.isatty(), following)
             )
         except KeyboardInterrupt:
-            following.stop = True
+            following.halt()
             print(
                 f"tradegraph: stopping each running episode after its current decision point; resume with "
                 f"`tradegraph sweep --resume {task.run_id}`",
@@ -252,17 +255,22 @@ def _follow(k, task, progress: bool, following: Waited):
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-        bar = Progress(
-            TextColumn("[bold]sweep {task.fields[sweep]}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("running {task.fields[running]}"),
-            TextColumn("failed {task.fields[failed]}"),
-            TextColumn("ETA {task.fields[eta]}"),
-            console=Console(stderr=True),
-        )
-        bar.start()
-        job = bar.add_task("sweep", total=task.progress.total, sweep=task.run_id, running=0, failed=0, eta="—")
+        def started() -> Progress:
+            made = Progress(
+                TextColumn("[bold]sweep {task.fields[sweep]}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("running {task.fields[running]}"),
+                TextColumn("failed {task.fields[failed]}"),
+                TextColumn("ETA {task.fields[eta]}"),
+                console=Console(stderr=True),
+            )
+            made.start()
+            return made
+
+        bar = following.opened(started, Progress.stop)  # closed by the main thread if it stops following first
+        if bar is not None:
+            job = bar.add_task("sweep", total=task.progress.total, sweep=task.run_id, running=0, failed=0, eta="—")
     try:
         for view in k.watch(task.task_id, poll_s=0.5):
             if following.stop:
