@@ -24,7 +24,7 @@ def wait_for(k, capability: str, inputs: dict, args, *, what: str, resume: Calla
     try:
         if interrupted:
             raise KeyboardInterrupt
-        view = following.run(lambda: _follow(k, task, _shows_progress(args), following))
+        view = following.run(lambda: _follow(k, task, shows_progress(args), following))
     except KeyboardInterrupt:
         following.halt()  # its bar is closed here, now: the process may end before the thread looks again
         print(
@@ -137,7 +137,8 @@ def cancel_and_join(k, task) -> None:
     k.tasks.join(task.task_id)
 
 
-def _shows_progress(args) -> bool:
+def shows_progress(args) -> bool:
+    """A foreground command draws its bar on a terminal, unless it prints JSON or was told not to."""
     return not args.json and not args.no_progress and sys.stderr.isatty()
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from rich.markup import escape
 
 from graph.transports.cli.common import EXIT_FAILED, EXIT_OK, CliError, writable_dir
-from graph.transports.cli.foreground import Waited, cancel_and_join, started
+from graph.transports.cli.foreground import Waited, cancel_and_join, shows_progress, started
 
 
 def parse_windows(text: str) -> dict[str, Any]:
@@ -184,9 +184,7 @@ def cmd_sweep(args) -> int:
         try:
             if interrupted:
                 raise KeyboardInterrupt
-            view = following.run(
-                lambda: _follow(k, task, not args.json and not args.no_progress and sys.stderr.isatty(), following)
-            )
+            view = following.run(lambda: _follow(k, task, shows_progress(args), following))
         except KeyboardInterrupt:
             following.halt()
             print(
@@ -255,7 +253,7 @@ def _follow(k, task, progress: bool, following: Waited):
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-        def started() -> Progress:
+        def new_bar() -> Progress:
             made = Progress(
                 TextColumn("[bold]sweep {task.fields[sweep]}"),
                 BarColumn(),
@@ -268,7 +266,7 @@ def _follow(k, task, progress: bool, following: Waited):
             made.start()
             return made
 
-        bar = following.opened(started, Progress.stop)  # closed by the main thread if it stops following first
+        bar = following.opened(new_bar, Progress.stop)  # closed by the main thread if it stops following first
         if bar is not None:
             job = bar.add_task("sweep", total=task.progress.total, sweep=task.run_id, running=0, failed=0, eta="—")
     try:
