@@ -4,6 +4,9 @@ early close moves the reconcile to 13:00; a day already done is not run again.""
 
 from __future__ import annotations
 
+import signal
+import threading
+import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -15,10 +18,12 @@ from agent.data.sources import KINDS
 from database.connection import connect
 from database.live_days import LiveDays
 from graph.machine.recording import load_session_log
-from graph.transports.cli.live import cmd_live
+from graph.transports.cli import live as live_cli  # noqa
+from graph.transports.cli.live import KernelActions, cmd_live
 from graph.transports.cli.main import build_parser, main
 from tests.brokers.harness import guard_loopback, start_fake
 from tests.fakes.fake_alpaca import KEY, SECRET
+from tests.signals import ctrl_c, default_ctrl_c  # noqa: F401 - default_ctrl_c is a fixture
 
 
 class Clock:
@@ -155,3 +160,65 @@ def test_ctrl_c_while_waiting_stops_with_a_line_and_130(env, capsys):
     assert cmd_live(args, now=clock.now, sleep=interrupt) == 130
     out = capsys.readouterr().out
     assert "next run at 2012-07-03 09:35 EDT" in out and "stopped; run it again to resume" in out
+
+
+def test_a_ctrl_c_inside_a_store_call_lets_the_call_end_and_stops_the_loop_at_its_next_pause(
+    env, capsys, monkeypatch, default_ctrl_c
+):
+    """A real SIGINT while the loop is inside a store call (polling its cycle's approval): the call runs to its end
+    with its lock released, and the loop stops where it next pauses; nothing after runs. On the main thread the
+    interrupt was raised inside the call, which pymongo can leave with a pool lock held for ever."""
+    clock = Clock(ny("2012-07-03", "08:00"))
+    lock, finished = threading.Lock(), threading.Event()
+    status = KernelActions.status
+
+    def polling(self, cycle_id):
+        with lock:  # what pymongo holds while it checks a connection out
+            if not finished.is_set():
+                ctrl_c()
+                time.sleep(0.3)  # the call still under way when the interrupt is handled
+                finished.set()
+            return status(self, cycle_id)
+
+    monkeypatch.setattr(KernelActions, "status", polling)
+    assert live(env, clock, "--approve-within", "30m", "--days", "2") == 130
+    out = capsys.readouterr().out
+    assert finished.is_set(), "the Ctrl-C cut the store call"
+    assert lock.acquire(timeout=1), "the store call's lock was left held"
+    lock.release()
+    assert "stopping where the loop next pauses" in out and "stopped; run it again to resume (session live-t)" in out
+    after = out.split("stopping where the loop next pauses")[1]
+    assert "expired" not in after and "next run" not in after, out  # it paused once more, and stopped there
+    assert [r["state"] for r in records(env).values()] == ["running"], records(env)  # the day resumes on restart
+    assert env.orders == []
+
+
+def test_a_second_ctrl_c_closes_the_store_under_a_stuck_loop_and_exits_130(env, capsys, monkeypatch, default_ctrl_c):
+    clock = Clock(ny("2012-07-03", "08:00"))
+    closed, release, under_way = [], threading.Event(), threading.Event()
+    status = KernelActions.status
+
+    def stuck(self, cycle_id):
+        monkeypatch.setattr(
+            self.k.store, "close", lambda: closed.append((threading.current_thread(), under_way.is_set()))
+        )
+        under_way.set()
+        try:
+            ctrl_c()
+            time.sleep(0.2)
+            ctrl_c()
+            release.wait(30)  # a call that hangs, as on a store gone quiet: only the store's close could end it
+            return status(self, cycle_id)
+        finally:
+            under_way.clear()
+
+    monkeypatch.setattr(KernelActions, "status", stuck)
+    monkeypatch.setattr(live_cli, "AT_ONCE_WAIT_S", 0.3)
+    try:
+        assert live(env, clock, "--days", "1") == 130
+        # closed by the second Ctrl-C, under the call still hanging (not by the loop's own exit once it was cut)
+        assert closed == [(threading.main_thread(), True)], closed
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # a third could only break the close half-way
+        assert "stopped; run it again to resume" in capsys.readouterr().out
+    finally:
+        release.set()

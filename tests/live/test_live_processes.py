@@ -1,6 +1,7 @@
 """`tradegraph live` in real processes: two loops started at once under the same --name (one refuses with one line
-and exit 2, before anything runs: one cycle, no order), and a loop SIGKILLed right after it fetched the day's bars
-and before its cycle (started again, it reads the file it fetched: no second fetch, one cycle)."""
+and exit 2, before anything runs: one cycle, no order), a loop SIGKILLed right after it fetched the day's bars
+and before its cycle (started again, it reads the file it fetched: no second fetch, one cycle), and a loop stopped
+with Ctrl-C while its cycle waits for approval (exit 130, its lease given back, nothing sent)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import time
 import pytest
 
 from database.connection import connect
-from database.live_days import LiveDays
+from database.live_days import LiveDays, LoopLeases
 from tests.live.fake_yahoo import FakeYahoo
 from tests.live.test_live_restart import fake, loop  # noqa: F401 - fake is a fixture
 
@@ -86,3 +87,25 @@ def test_killed_after_the_fetch_before_the_cycle_reads_that_file_when_restarted(
         assert yahoo.peers <= {"127.0.0.1"}
     finally:
         yahoo.stop()
+
+
+def test_ctrl_c_while_the_cycle_waits_for_approval_exits_130_and_gives_the_loop_back(fake, tmp_path, procs):  # noqa: F811
+    procs.append(loop(fake, tmp_path, approve_within="6h"))
+    p = procs[0]
+    assert p.stdout is not None
+    seen = []
+    for line in p.stdout:
+        seen.append(line)
+        if "waits for approval" in line:
+            break
+    assert any("waits for approval" in s for s in seen), seen
+    p.send_signal(signal.SIGINT)  # what the terminal sends on Ctrl-C
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, "".join(seen) + out + err
+    assert "stopping where the loop next pauses" in out and "stopped; run it again to resume (session live-k)" in out
+    assert "Traceback" not in err, err
+    store = connect(fake.db_uri)
+    token, holder = LoopLeases(store.db).take("k")  # the lease was given back: a restart is not refused
+    assert token is not None, holder
+    assert [d["state"] for d in LiveDays(store.db).col.find({"loop": "k"})] == ["running"]  # resumed on restart
+    assert store.events.cycle_ids("live-k") == ["live-k:c1"] and fake.orders == []

@@ -7,7 +7,6 @@ so a real SIGINT sent while one is under way ends the wait at once and the call 
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from types import SimpleNamespace
@@ -15,27 +14,16 @@ from types import SimpleNamespace
 import pytest
 
 from graph.transports.cli.foreground import Waited, wait_for
-
-
-@pytest.fixture
-def default_ctrl_c():
-    """Python's own SIGINT handler (a runner may have set another), restored after."""
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, before)
+from tests.signals import ctrl_c, default_ctrl_c  # noqa: F401 - default_ctrl_c is a fixture
 
 
 def test_a_ctrl_c_during_a_store_call_raises_in_the_waiter_and_the_call_runs_to_its_end(default_ctrl_c):
-    assert threading.current_thread() is threading.main_thread(), "a signal's handler runs in the main thread only"
     lock, inside, finish, finished = threading.Lock(), threading.Event(), threading.Event(), threading.Event()
 
     def store_call() -> str:
         with lock:  # what pymongo holds while it checks a connection out
             inside.set()
-            # Ctrl-C, as the terminal sends it: a real SIGINT to the process's main thread, now
-            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+            ctrl_c()
             finish.wait(10)
         finished.set()
         return "answer"
@@ -65,11 +53,6 @@ def test_the_calls_value_is_returned_and_its_error_raised_where_it_is_waited_for
         Waited().run(fails)
 
 
-def _ctrl_c() -> None:
-    """Ctrl-C, as the terminal sends it: a real SIGINT to the process's main thread."""
-    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-
-
 def test_stopping_closes_what_the_call_opened_now_from_the_waiting_thread(default_ctrl_c):
     """A progress bar the follower opened is closed by the main thread as it stops waiting: the process may exit
     before the follower looks again (a terminal was left with its cursor hidden and a stale bar redrawn)."""
@@ -78,7 +61,7 @@ def test_stopping_closes_what_the_call_opened_now_from_the_waiting_thread(defaul
     def follow() -> None:
         bar = waited.opened(lambda: "bar", lambda _bar: closed_by.append(threading.current_thread()))
         assert bar == "bar"
-        _ctrl_c()
+        ctrl_c()
         release.wait(10)  # a poll that has not come back yet
 
     waited = Waited()
@@ -101,7 +84,7 @@ class _StartingKernel:
     def call(self, name: str, inputs: dict, transport: str):
         self.calls.append(name)
         if name == "start_backtest":
-            _ctrl_c()
+            ctrl_c()
             time.sleep(0.3)
             self.calls.append("started")
             return SimpleNamespace(task_id="t-1", run_id="k")

@@ -9,16 +9,20 @@ as it is (no fetch). One process per loop name: the loop's lease (database/live_
 from __future__ import annotations
 
 import re
+import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, Optional
 
 from graph.transports.cli.common import EXIT_FAILED, EXIT_OK, CliError, add_db_flag, kernel
 from graph.transports.cli.data import add_data_flags, data_inputs
+from graph.transports.cli.foreground import Waited
 
+# how long a second Ctrl-C waits for the loop to fail on its closed store before the command exits regardless
+AT_ONCE_WAIT_S = 5.0
 _SPAN = re.compile(r"^(\d+)([smhd])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -211,26 +215,73 @@ def cmd_live(args, now=_now, sleep=time.sleep) -> int:
         days=args.days,
         fetch=day_fetch(args, symbols, session_id),
     )
-    with kernel(args.db) as k, loop_lease(k.store.db, args.name, session_id) as lost:
-        actions = KernelActions(k, session_id, symbols, args.broker, data_inputs(args, continuing=True))
-        actions.open_session()
+    looping, opened = Waited(), []  # opened: the kernel, once open (closed under the loop by a second Ctrl-C)
+    stopped = f"tradegraph live: stopped; run it again to resume (session {session_id})"
+
+    def run_loop() -> int:
+        with kernel(args.db) as k, loop_lease(k.store.db, args.name, session_id) as lost:
+            opened.append(k)
+            actions = KernelActions(k, session_id, symbols, args.broker, data_inputs(args, continuing=True))
+            actions.open_session()
+            try:
+                n = live(
+                    plan,
+                    LiveDays(k.store.db),
+                    actions,
+                    now=now,
+                    sleep=pausing(sleep, looping),
+                    say=lambda s: print(s, flush=True),
+                    held=lambda: not lost.is_set(),
+                )
+            except KeyboardInterrupt:
+                print(stopped, flush=True)
+                return 130
+            except LoopTakenOver as e:
+                raise CliError(f"tradegraph live --name {args.name}: {e}", EXIT_FAILED) from None
+        print(f"tradegraph live: {n} trading day(s) handled (session {session_id})")
+        return EXIT_OK
+
+    # the loop, its store calls and its store's close run on a thread of their own, the main thread only waiting:
+    # a Ctrl-C landing inside pymongo could leave a pool lock held for ever (foreground.py Waited). The first one
+    # stops the loop where it next pauses (the cycle under way ends first, at its approval pause at the latest)
+    try:
+        return looping.run(run_loop)
+    except KeyboardInterrupt:
+        print(
+            "tradegraph live: stopping where the loop next pauses (a cycle under way ends first); "
+            "Ctrl-C again stops at once",
+            flush=True,
+        )
+        looping.halt()
         try:
-            n = live(
-                plan,
-                LiveDays(k.store.db),
-                actions,
-                now=now,
-                sleep=sleep,
-                say=lambda s: print(s, flush=True),
-                held=lambda: not lost.is_set(),
-            )
-        except KeyboardInterrupt:
-            print(f"tradegraph live: stopped; run it again to resume (session {actions.session_id})", flush=True)
+            return looping.outcome()
+        except KeyboardInterrupt:  # a second Ctrl-C: the store closed under the loop, which fails where it is
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a third could only break the close half-way
+            for k in opened:
+                k.store.close()
+            deadline = time.monotonic() + AT_ONCE_WAIT_S
+            while not looping.done and time.monotonic() < deadline:
+                time.sleep(0.05)
+            print(stopped, flush=True)
             return 130
-        except LoopTakenOver as e:
-            raise CliError(f"tradegraph live --name {args.name}: {e}", EXIT_FAILED) from None
-    print(f"tradegraph live: {n} trading day(s) handled (session {actions.session_id})")
-    return EXIT_OK
+
+
+def pausing(sleep: Callable[[float], None], looping: Waited) -> Callable[[float], None]:
+    """The loop's every wait, where a Ctrl-C stops it: between its store calls, never inside one. The wall clock's
+    sleep is woken at once by the stop; a test's clock is called as it is."""
+    wake = threading.Event()
+    looping.opened(lambda: wake, threading.Event.set)  # halt() sets it, from the main thread
+
+    def pause(seconds: float) -> None:
+        if not looping.stop:
+            if sleep is time.sleep:
+                wake.wait(seconds)
+            else:
+                sleep(seconds)
+        if looping.stop:
+            raise KeyboardInterrupt
+
+    return pause
 
 
 def register(sub) -> None:
