@@ -23,3 +23,11 @@ def default_ctrl_c() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+def join_foreground(timeout_s: float = 30.0) -> None:
+    """Wait for the command threads a test left behind (foreground.py Waited) to end: one still running after its
+    test could reach a later test's patches, or send its Ctrl-C when no test is waiting for it."""
+    for t in [t for t in threading.enumerate() if t.name == "cli-foreground"]:
+        t.join(timeout_s)
+        assert not t.is_alive(), "a foreground command's thread outlived its test"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 
 from graph.transports.cli.common import (
     EXIT_EXECUTED_WITH_ERRORS,
@@ -12,9 +13,10 @@ from graph.transports.cli.common import (
     CliError,
     _print_json,
     add_db_flag,
-    kernel_call,
+    kernel,
 )
 from graph.transports.cli.data import add_data_flags, data_inputs
+from graph.transports.cli.foreground import Waited, close_under
 from graph.transports.cli.spending import add_spending_flags, spending_inputs
 
 
@@ -32,7 +34,7 @@ def _cycle_command(args, capability: str, **inputs) -> int:
             check_broker_env(given=getattr(args, "broker", None))
     except (ConfigError, BrokerConfigError) as e:
         raise CliError(str(e)) from None
-    out = kernel_call(args.db, capability, **inputs)
+    out = _stoppable_call(args.db, capability, inputs)
     if args.json:
         _print_json(out.summary())
     else:
@@ -41,6 +43,39 @@ def _cycle_command(args, capability: str, **inputs) -> int:
         print(f"tradegraph: error: {out.audit_error}", file=sys.stderr)
         return EXIT_STORE
     return cycle_exit_code(out.status)
+
+
+def _stoppable_call(db, capability: str, inputs: dict):
+    """The capability, its store calls and its store's close on a thread of their own, the main thread only
+    waiting (foreground.py Waited): a Ctrl-C never lands inside a store call. It stops the cycle as the cycle enters
+    its next state (graph/machine/interrupts.py), the state under way, EXECUTING's orders included, ending first;
+    a cycle that ended meanwhile is reported as it ended. A second Ctrl-C closes the store under it."""
+    from graph.machine import interrupts
+
+    calling, stores, asked = Waited(), [], threading.Event()
+
+    def call():
+        with interrupts.stoppable(asked), kernel(db) as k:
+            stores.append(k.store)
+            return k.call(capability, inputs, transport="cli")
+
+    try:
+        return calling.run(call)
+    except KeyboardInterrupt:
+        if calling.done and calling.error is not None:
+            raise  # the cycle's own, not a Ctrl-C (none was asked for yet)
+        print(
+            "tradegraph: stopping as the cycle enters its next state (the state under way ends first); "
+            "Ctrl-C again stops at once",
+            file=sys.stderr,
+        )
+        asked.set()
+        try:
+            return calling.outcome()
+        except KeyboardInterrupt:
+            if not calling.done:  # a second Ctrl-C
+                close_under(calling, stores)
+            raise
 
 
 def cycle_exit_code(status: str) -> int:

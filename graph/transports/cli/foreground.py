@@ -58,6 +58,10 @@ def wait_for(k, capability: str, inputs: dict, args, *, what: str, resume: Calla
     return task, view
 
 
+# how long a second Ctrl-C gives the work to fail on its closed store before the command exits regardless
+AT_ONCE_WAIT_S = 5.0
+
+
 class Waited:
     """A foreground command's store calls, run on a thread of their own while the main thread only sleeps.
 
@@ -140,6 +144,17 @@ def cancel_and_join(k, task) -> None:
 def shows_progress(args) -> bool:
     """A foreground command draws its bar on a terminal, unless it prints JSON or was told not to."""
     return not args.json and not args.no_progress and sys.stderr.isatty()
+
+
+def close_under(waited: Waited, stores: list) -> None:
+    """A second Ctrl-C: the stores closed under the work, which fails where it is (its events spooled), and given
+    AT_ONCE_WAIT_S to end. A further Ctrl-C is ignored from here: it could only break the close half-way."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for store in stores:
+        store.close()
+    deadline = time.monotonic() + AT_ONCE_WAIT_S
+    while not waited.done and time.monotonic() < deadline:
+        time.sleep(Waited._POLL_S)
 
 
 def _stop_at_once(k, task, wait_s: float = 5.0) -> None:

@@ -9,7 +9,6 @@ as it is (no fetch). One process per loop name: the loop's lease (database/live_
 from __future__ import annotations
 
 import re
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -19,10 +18,8 @@ from typing import Any, Optional
 
 from graph.transports.cli.common import EXIT_FAILED, EXIT_OK, CliError, add_db_flag, kernel
 from graph.transports.cli.data import add_data_flags, data_inputs
-from graph.transports.cli.foreground import Waited
+from graph.transports.cli.foreground import Waited, close_under
 
-# how long a second Ctrl-C waits for the loop to fail on its closed store before the command exits regardless
-AT_ONCE_WAIT_S = 5.0
 _SPAN = re.compile(r"^(\d+)([smhd])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -256,12 +253,7 @@ def cmd_live(args, now=_now, sleep=time.sleep) -> int:
         try:
             return looping.outcome()
         except KeyboardInterrupt:  # a second Ctrl-C: the store closed under the loop, which fails where it is
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a third could only break the close half-way
-            for k in opened:
-                k.store.close()
-            deadline = time.monotonic() + AT_ONCE_WAIT_S
-            while not looping.done and time.monotonic() < deadline:
-                time.sleep(0.05)
+            close_under(looping, [k.store for k in opened])
             print(stopped, flush=True)
             return 130
 

@@ -160,10 +160,10 @@ def _main(argv: Optional[list[str]]) -> int:
         # a path the command was given (an output file or folder) that can't be used: bad input, one line
         print(f"tradegraph: error: {e.filename or ''}: {e.strerror or type(e).__name__}", file=sys.stderr)
         return EXIT_INPUT
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         # stopping already: a further Ctrl-C would only break the exit's clean-up (pymongo's, atexit) with a traceback
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        print("tradegraph: interrupted", file=sys.stderr)
+        print(f"tradegraph: interrupted{f': {e}' if str(e) else ''}", file=sys.stderr)  # where a cycle stopped
         return 130
     except Exception as e:  # a crash is one line and a non-zero exit; the cycle's events hold the details
         from database.errors import StoreUnavailable  # here: importing `database` early slows every command

@@ -1,0 +1,36 @@
+"""A Ctrl-C the CLI received, delivered to its cycle where that is safe: as the cycle enters its next state.
+
+Python raises a Ctrl-C in the main thread between any two bytecodes; inside pymongo that can leave a pool lock held
+for ever, and the next store call (the runner auditing the interrupt, the store's close) then hangs
+(graph/transports/cli/foreground.py). A foreground `run` or `approve` runs its cycle on a thread of its own inside
+`stoppable(asked)`, and its Ctrl-C only sets `asked`; `guarded` (nodes/common.py) raises it as the next state is
+entered. The cycle then ends as an interrupted cycle always has (the runner audits the KeyboardInterrupt as its
+error, the ledger says whether anything executed), and the state under way, EXECUTING's orders included, is never
+cut half-way. A context variable, not a flag of the process: LangGraph runs nodes in its executor's threads with the
+caller's context, and a cycle outside `stoppable` (every other one, a replay's included) is never asked."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Optional
+
+_asked: ContextVar[Optional[threading.Event]] = ContextVar("tradegraph_stop_asked", default=None)
+
+
+@contextmanager
+def stoppable(asked: threading.Event) -> Iterator[None]:
+    """Cycles run inside stop as they enter their next state once `asked` is set."""
+    token = _asked.set(asked)
+    try:
+        yield
+    finally:
+        _asked.reset(token)
+
+
+def raise_if_asked(state: str) -> None:
+    asked = _asked.get()
+    if asked is not None and asked.is_set():
+        raise KeyboardInterrupt(f"stopped by Ctrl-C before {state}")

@@ -1,0 +1,113 @@
+"""Ctrl-C on `tradegraph run` and `approve` (graph/transports/cli/cycle.py, graph/machine/interrupts.py): the cycle
+runs on a thread of its own, so a real SIGINT never lands inside one of its store calls; it stops the cycle as the
+cycle enters its next state, and the state under way, EXECUTING's fill included, ends first. The session's log then
+holds the interrupt as the cycle's error, and how the cycle ended says whether anything executed."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from database.connection import Store, connect
+from graph.machine.execution import PaperExecution
+from graph.machine.memory import MemoryBank
+from graph.machine.recording import load_session_log
+from graph.transports.cli.main import main
+from tests.signals import ctrl_c, default_ctrl_c, join_foreground  # noqa: F401 - default_ctrl_c is a fixture
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRADEGRAPH_HOME", str(tmp_path))
+    monkeypatch.delenv("MONGODB_URI", raising=False)
+    return f"mongomock://localhost/int_{uuid.uuid4().hex[:8]}"
+
+
+def _interrupting(method):
+    """`method` as a store call that a real Ctrl-C reaches while it holds its lock; (wrapper, lock, finished)."""
+    lock, finished = threading.Lock(), threading.Event()
+
+    def call(*args, **kwargs):
+        with lock:  # what pymongo holds while it checks a connection out
+            if not finished.is_set():
+                ctrl_c()
+                time.sleep(0.3)  # the call still under way when the interrupt is handled
+                finished.set()
+            return method(*args, **kwargs)
+
+    return call, lock, finished
+
+
+def _only_session(db: str):
+    store = connect(db)
+    (summary,) = store.sessions.list(10).sessions
+    return store, summary["session_id"]
+
+
+def _states(store, session_id):
+    return [e["payload"]["to"] for e in store.events.read(session_id, kind="transition")]
+
+
+def test_a_ctrl_c_inside_a_store_call_lets_it_end_and_stops_the_cycle_before_its_next_state(
+    db, monkeypatch, capsys, default_ctrl_c
+):
+    call, lock, finished = _interrupting(MemoryBank.search)  # ANALYZING's analysts recall their notes
+    monkeypatch.setattr(MemoryBank, "search", call)
+    assert main(["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--db", db]) == 130
+    err = capsys.readouterr().err
+    assert finished.is_set(), "the Ctrl-C cut the store call"
+    assert lock.acquire(timeout=1), "the store call's lock was left held"
+    lock.release()
+    assert "stopping as the cycle enters its next state" in err
+    assert err.strip().endswith("tradegraph: interrupted: stopped by Ctrl-C before DEBATE"), err
+    store, sid = _only_session(db)
+    assert _states(store, sid)[-1] == "ANALYZING", _states(store, sid)  # nothing after the state under way
+    (cycle,) = load_session_log(store, sid).cycles
+    (error,) = [e["payload"] for e in store.events.read(sid, kind="error")]  # the interrupt, audited as the error
+    assert error["type"] == "KeyboardInterrupt" and error["message"] == "stopped by Ctrl-C before DEBATE", error
+    assert cycle.recorded_status == "failed" and store.executions.get(cycle.cycle_id) is None  # nothing executed
+
+
+def test_a_ctrl_c_during_the_fill_lets_it_land_and_the_cycle_says_it_executed(db, monkeypatch, capsys, default_ctrl_c):
+    call, _, finished = _interrupting(PaperExecution.record)
+    monkeypatch.setattr(PaperExecution, "record", call)
+    assert main(["run", "--symbols", "AAPL,MSFT", "--as-of", "2012-06-01", "--db", db]) == 130
+    assert finished.is_set(), "the Ctrl-C cut the fill"
+    assert "stopped by Ctrl-C before MEMORIZING" in capsys.readouterr().err
+    store, sid = _only_session(db)
+    (cycle,) = load_session_log(store, sid).cycles
+    assert store.executions.get(cycle.cycle_id) is not None  # the fill landed whole
+    assert cycle.recorded_status == "executed_with_errors"  # never read as "nothing executed"
+
+
+def test_a_second_ctrl_c_closes_the_store_under_a_stuck_cycle(db, monkeypatch, capsys, default_ctrl_c):
+    from graph.transports.cli import foreground
+
+    closed, release, under_way = [], threading.Event(), threading.Event()
+    search = MemoryBank.search
+    monkeypatch.setattr(Store, "close", lambda self: closed.append((threading.current_thread(), under_way.is_set())))
+
+    def stuck(self, *args, **kwargs):
+        if release.is_set():  # once only: the abandoned work's later calls go through
+            return search(self, *args, **kwargs)
+        under_way.set()
+        try:
+            ctrl_c()
+            time.sleep(0.2)
+            ctrl_c()
+            release.wait(30)  # a call that hangs, as on a store gone quiet: only the store's close could end it
+            return search(self, *args, **kwargs)
+        finally:
+            under_way.clear()
+
+    monkeypatch.setattr(MemoryBank, "search", stuck)
+    monkeypatch.setattr(foreground, "AT_ONCE_WAIT_S", 0.3)
+    try:
+        assert main(["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--db", db]) == 130
+        assert closed and closed[0] == (threading.main_thread(), True), closed
+    finally:
+        release.set()
+        join_foreground()
