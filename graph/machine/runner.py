@@ -28,6 +28,7 @@ from graph.machine.broker.choose import execution_for, session_broker
 from graph.machine.builder import build_graph
 from graph.machine.cycle_context import CycleContext, CycleServices, default_services
 from graph.machine.errors import ApprovalConflict, InputError, NothingPending, SessionNotFound
+from graph.machine.interrupts import raise_if_asked
 from graph.machine.manifest import build_manifest
 from graph.machine.memory import MemoryBank, MemoryRecall
 from graph.machine.state import CONTRACT_KEYS
@@ -233,6 +234,9 @@ def approve_cycle(
         rt = _with_execution(services or default_services(), store, session_id=session_id)
         # a comment only when one was given: a decision without one is recorded as it always was
         answer = {"approved": approved, "by": resume_by, **({"comment": resume_comment} if resume_comment else {})}
+        # a Ctrl-C that came while the approval was checked: nothing is recorded, the claim is released and the
+        # cycle stays paused (EXECUTING's own check would record it ended while its checkpoint still waits)
+        raise_if_asked("EXECUTING")
         out = _invoke(
             graph,
             Command(resume=answer),
@@ -286,7 +290,8 @@ def _close_claim(
         if status is None and _paused_cycle(graph, store, session_id, only=cycle_id) == cycle_id:
             decisions.release(cycle_id, token)
         else:
-            decisions.settle(cycle_id, token, status or "failed")
+            # a crash after the graph took the decision: executed_with_errors once the ledger holds the fill
+            decisions.settle(cycle_id, token, status or _crash_status(store, cycle_id) or "failed")
     except PyMongoError:
         claims.drop(token)  # never hide the exception the decision itself raised
 

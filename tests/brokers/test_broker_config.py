@@ -42,7 +42,7 @@ def test_paper_host_by_default():
 
 def test_run_exits_2_before_any_model_call(monkeypatch, capsys, tmp_path):
     called = []
-    monkeypatch.setattr("graph.transports.cli.cycle.kernel_call", lambda *a, **k: called.append(a))
+    monkeypatch.setattr("graph.transports.cli.cycle.kernel", lambda *a, **k: called.append(a))
     monkeypatch.setenv("ALPACA_API_KEY", KEY)
     code = main(["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--broker", "alpaca"])
     err = capsys.readouterr().err.strip()

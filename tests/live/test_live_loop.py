@@ -225,3 +225,53 @@ def test_a_second_ctrl_c_closes_the_store_under_a_stuck_loop_and_exits_130(env, 
     finally:
         release.set()
         join_foreground()
+
+
+def test_a_ctrl_c_while_the_loop_starts_on_a_day_already_due_runs_no_cycle(env, capsys, monkeypatch, default_ctrl_c):
+    clock = Clock(ny("2012-07-03", "10:00"))  # after --at 09:35: the day is due at once, with no pause before it
+    opened = KernelActions.open_session
+
+    def open_session(self):
+        ctrl_c()  # while the command starts, its store just opened: no cycle under way yet
+        time.sleep(0.3)
+        return opened(self)
+
+    monkeypatch.setattr(KernelActions, "open_session", open_session)
+    try:
+        assert live(env, clock, "--approve-within", "30m", "--days", "1") == 130
+    finally:
+        join_foreground()
+    out = capsys.readouterr().out
+    assert "stopped; run it again to resume" in out and "running the cycle" not in out, out
+    assert connect(env.db).events.cycle_ids("live-t") == [] and records(env) == {}
+
+
+def test_an_approve_stopped_before_its_resume_leaves_the_cycle_paused_for_the_loop(env, capsys):
+    """`tradegraph approve` whose Ctrl-C came while it checked the approval (its stop asked before the resume):
+    nothing is recorded, its claim is released, and the loop polling the cycle still sees it waiting; the deadline
+    then expires it as any unanswered day (before: the cycle read `failed` while its checkpoint still waited, the
+    loop closed the day, and a later approval would have sent orders for a closed day)."""
+    from graph.machine import interrupts
+    from graph.transports.cli.common import kernel
+
+    clock = Clock(ny("2012-07-03", "09:00"))
+    tried: list[str] = []
+
+    def interrupted_approve(c: Clock) -> None:
+        if tried or not any(r["state"] == "running" and r.get("deadline") for r in records(env).values()):
+            return
+        asked = threading.Event()
+        asked.set()
+        with interrupts.stoppable(asked), kernel(env.db) as k:
+            with pytest.raises(KeyboardInterrupt) as stopped:
+                k.call("approve", {"session_id": "live-t", "approved": True, "by": "alice"}, transport="cli")
+        tried.append(str(stopped.value))
+
+    clock.on_sleep = interrupted_approve
+    assert live(env, clock, "--approve-within", "30m", "--days", "1") == 0
+    assert tried == ["stopped by Ctrl-C before EXECUTING"]
+    rec = records(env)["2012-07-03"]
+    assert rec["state"] == "expired", rec  # still waiting after the interrupted approval, then past its deadline
+    store = connect(env.db)
+    assert store.events.read("live-t", kind="error") == []  # the interrupted approval recorded nothing
+    assert env.orders == []

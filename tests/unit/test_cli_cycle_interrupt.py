@@ -5,6 +5,7 @@ holds the interrupt as the cycle's error, and how the cycle ended says whether a
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -111,3 +112,60 @@ def test_a_second_ctrl_c_closes_the_store_under_a_stuck_cycle(db, monkeypatch, c
     finally:
         release.set()
         join_foreground()
+
+
+def test_a_ctrl_c_while_the_store_opens_starts_no_cycle(db, monkeypatch, capsys, default_ctrl_c):
+    from graph.transports.cli import cycle
+
+    opened = cycle.kernel
+
+    @contextlib.contextmanager
+    def slow_open(*args, **kwargs):
+        with opened(*args, **kwargs) as k:
+            ctrl_c()  # the store just opened, the capability not called yet
+            time.sleep(0.3)
+            yield k
+
+    monkeypatch.setattr(cycle, "kernel", slow_open)
+    assert main(["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--db", db]) == 130
+    assert connect(db).sessions.list(10).sessions == []  # nothing written: no session, no cycle
+
+
+@pytest.mark.parametrize(
+    "argv,code,says",
+    [
+        (["approve", "s-nope"], 2, "s-nope"),  # its error and its exit code, not "interrupted"
+        (["run", "--symbols", "AAPL", "--as-of", "2012-06-01"], 0, "session:"),  # its status, on stdout
+    ],
+)
+def test_a_ctrl_c_just_after_the_call_ended_leaves_its_outcome_standing(
+    db, monkeypatch, capsys, default_ctrl_c, argv, code, says
+):
+    from graph.transports.cli import foreground
+
+    call = foreground.Waited._call
+
+    def then_ctrl_c(self, fn):
+        call(self, fn)  # ended: its value or its error kept
+        ctrl_c()  # before the waiting thread looks again (every 50 ms)
+
+    monkeypatch.setattr(foreground.Waited, "_call", then_ctrl_c)
+    try:
+        assert main([*argv, "--db", db]) == code
+    finally:
+        join_foreground()
+    out = capsys.readouterr()
+    assert says in out.out + out.err and "interrupted" not in out.err, out
+
+
+def test_an_approval_stopped_during_its_fill_settles_its_claim_as_executed(db, monkeypatch, capsys, default_ctrl_c):
+    assert main(["run", "--symbols", "AAPL,MSFT", "--as-of", "2012-06-01", "--approve", "--db", db]) == 0
+    store, sid = _only_session(db)
+    call, _, finished = _interrupting(PaperExecution.record)
+    monkeypatch.setattr(PaperExecution, "record", call)
+    assert main(["approve", sid, "--by", "alice", "--db", db]) == 130
+    assert finished.is_set()
+    capsys.readouterr()
+    assert main(["approve", sid, "--by", "bob", "--db", db]) == 2  # decided: refused, naming how it ended
+    err = capsys.readouterr().err
+    assert "executed_with_errors" in err and "ended failed" not in err, err

@@ -57,13 +57,15 @@ def _stoppable_call(db, capability: str, inputs: dict):
     def call():
         with interrupts.stoppable(asked), kernel(db) as k:
             stores.append(k.store)
+            if asked.is_set():  # a Ctrl-C while the store opened: nothing written, no cycle started
+                raise KeyboardInterrupt
             return k.call(capability, inputs, transport="cli")
 
     try:
         return calling.run(call)
     except KeyboardInterrupt:
-        if calling.done and calling.error is not None:
-            raise  # the cycle's own, not a Ctrl-C (none was asked for yet)
+        if calling.done:  # it ended just as the Ctrl-C came: its own outcome, its error or its status, stands
+            return calling.outcome()
         print(
             "tradegraph: stopping as the cycle enters its next state (the state under way ends first); "
             "Ctrl-C again stops at once",
@@ -73,8 +75,9 @@ def _stoppable_call(db, capability: str, inputs: dict):
         try:
             return calling.outcome()
         except KeyboardInterrupt:
-            if not calling.done:  # a second Ctrl-C
-                close_under(calling, stores)
+            if calling.done:  # the cycle's own stop, or a second Ctrl-C just after it ended: its outcome stands
+                return calling.outcome()
+            close_under(calling, stores)  # a second Ctrl-C
             raise
 
 

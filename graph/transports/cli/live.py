@@ -228,7 +228,7 @@ def cmd_live(args, now=_now, sleep=time.sleep) -> int:
                     now=now,
                     sleep=pausing(sleep, looping),
                     say=lambda s: print(s, flush=True),
-                    held=lambda: not lost.is_set(),
+                    held=lambda: not stopping(looping) and not lost.is_set(),
                 )
             except KeyboardInterrupt:
                 print(stopped, flush=True)
@@ -256,6 +256,14 @@ def cmd_live(args, now=_now, sleep=time.sleep) -> int:
             close_under(looping, [k.store for k in opened])
             print(stopped, flush=True)
             return 130
+
+
+def stopping(looping: Waited) -> bool:
+    """Asked before every claim, fetch, cycle and reconcile (between store calls): a Ctrl-C stops the loop there
+    too, so one that came while it started on a day already due runs no cycle."""
+    if looping.stop:
+        raise KeyboardInterrupt
+    return False
 
 
 def pausing(sleep: Callable[[float], None], looping: Waited) -> Callable[[float], None]:
