@@ -31,6 +31,15 @@ def stoppable(asked: threading.Event) -> Iterator[None]:
 
 
 def raise_if_asked(state: str) -> None:
+    """A KeyboardInterrupt (what the log has always recorded for a Ctrl-C) whose `stopped_before` names the state
+    it stopped before, nothing of which has run."""
     asked = _asked.get()
     if asked is not None and asked.is_set():
-        raise KeyboardInterrupt(f"stopped by Ctrl-C before {state}")
+        stop = KeyboardInterrupt(f"stopped by Ctrl-C before {state}")
+        stop.stopped_before = state  # type: ignore[attr-defined]
+        raise stop
+
+
+def stopped_before(error: BaseException) -> str | None:
+    """The state a Ctrl-C asked here stopped the cycle before, else None."""
+    return getattr(error, "stopped_before", None) if isinstance(error, KeyboardInterrupt) else None

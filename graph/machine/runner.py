@@ -28,7 +28,7 @@ from graph.machine.broker.choose import execution_for, session_broker
 from graph.machine.builder import build_graph
 from graph.machine.cycle_context import CycleContext, CycleServices, default_services
 from graph.machine.errors import ApprovalConflict, InputError, NothingPending, SessionNotFound
-from graph.machine.interrupts import raise_if_asked
+from graph.machine.interrupts import raise_if_asked, stopped_before
 from graph.machine.manifest import build_manifest
 from graph.machine.memory import MemoryBank, MemoryRecall
 from graph.machine.state import CONTRACT_KEYS
@@ -465,6 +465,10 @@ def _run(
     try:
         final = graph.invoke(inputs, config, context=context)
     except BaseException as e:
+        if writer is not None and _stopped_before_resuming(graph, store, inputs, e, cycle_id):
+            # a Ctrl-C before the approval was taken: nothing decided, nothing to record, the cycle still paused
+            _close_quietly(writer)
+            raise
         if writer is not None:
             # the crash itself is audited before it propagates; nothing of the cycle is lost
             try:
@@ -511,6 +515,17 @@ def _run(
 def _ended(session_id: str, cycle_id: str, status: CycleStatus) -> dict:
     """The cycle's last event: the status this call returns (the CLI prints it), so a reader never infers it."""
     return new_event(session_id, cycle_id, "RUNNER", "cycle_ended", {"status": status})
+
+
+def _stopped_before_resuming(graph, store: Store, inputs: Any, error: BaseException, cycle_id: str) -> bool:
+    """A resumed cycle stopped by Ctrl-C (graph/machine/interrupts.py) as it entered EXECUTING, its checkpoint
+    still waiting on the approval and no fill started: the answer was never taken."""
+    if not (isinstance(inputs, Command) and stopped_before(error) == "EXECUTING"):
+        return False
+    try:
+        return _paused_cycle(graph, store, "", only=cycle_id) == cycle_id and _ledger_entry(store, cycle_id) is None
+    except Exception:  # noqa: BLE001 - unknown: audited as the crash it may be
+        return False
 
 
 def _crash_status(store: Store, cycle_id: str) -> Optional[CycleStatus]:

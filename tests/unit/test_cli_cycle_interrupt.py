@@ -169,3 +169,32 @@ def test_an_approval_stopped_during_its_fill_settles_its_claim_as_executed(db, m
     assert main(["approve", sid, "--by", "bob", "--db", db]) == 2  # decided: refused, naming how it ended
     err = capsys.readouterr().err
     assert "executed_with_errors" in err and "ended failed" not in err, err
+
+
+def test_a_ctrl_c_between_the_approvals_check_and_executing_records_nothing_and_leaves_it_paused(
+    db, monkeypatch, capsys
+):
+    """The Ctrl-C asked after approve_cycle's own check, as the resumed cycle starts: EXECUTING's check stops it
+    before the answer is taken. Nothing is recorded (it was: an error and a `failed` end for a cycle still
+    waiting), the claim is released, and the next approval goes through."""
+    from graph.machine import interrupts, runner
+    from graph.transports.cli.common import kernel
+
+    assert main(["run", "--symbols", "AAPL,MSFT", "--as-of", "2012-06-01", "--approve", "--db", db]) == 0
+    store, sid = _only_session(db)
+    before = len(store.events.read(sid))
+    asked, invoke = threading.Event(), runner._invoke
+
+    def asked_as_it_resumes(*args, **kwargs):
+        asked.set()
+        return invoke(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "_invoke", asked_as_it_resumes)
+    with interrupts.stoppable(asked), kernel(db) as k:
+        with pytest.raises(KeyboardInterrupt, match="before EXECUTING"):
+            k.call("approve", {"session_id": sid, "approved": True, "by": "alice"}, transport="cli")
+    monkeypatch.setattr(runner, "_invoke", invoke)
+    assert len(store.events.read(sid)) == before  # not an error, not an end: the cycle still waits
+    assert main(["approve", sid, "--by", "bob", "--json", "--db", db]) == 0
+    (cycle,) = load_session_log(store, sid).cycles
+    assert cycle.recorded_status == "completed" and cycle.approval and cycle.approval["by"] == "bob"
