@@ -30,12 +30,13 @@ def stoppable(asked: threading.Event) -> Iterator[None]:
         _asked.reset(token)
 
 
-def raise_if_asked(state: str) -> None:
+def raise_if_asked(state: str, cycle_id: Optional[str] = None) -> None:
     """A KeyboardInterrupt (what the log has always recorded for a Ctrl-C) whose `stopped_before` names the state
-    it stopped before, nothing of which has run."""
+    it stopped before, nothing of which has run; its message names the cycle, so the one line the CLI prints says
+    which session to look at."""
     asked = _asked.get()
     if asked is not None and asked.is_set():
-        stop = KeyboardInterrupt(f"stopped by Ctrl-C before {state}")
+        stop = KeyboardInterrupt(f"stopped by Ctrl-C before {state}" + (f" in cycle {cycle_id}" if cycle_id else ""))
         stop.stopped_before = state  # type: ignore[attr-defined]
         raise stop
 

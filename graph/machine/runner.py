@@ -236,7 +236,7 @@ def approve_cycle(
         answer = {"approved": approved, "by": resume_by, **({"comment": resume_comment} if resume_comment else {})}
         # a Ctrl-C that came while the approval was checked: nothing is recorded, the claim is released and the
         # cycle stays paused (EXECUTING's own check would record it ended while its checkpoint still waits)
-        raise_if_asked("EXECUTING")
+        raise_if_asked("EXECUTING", cycle_id)
         out = _invoke(
             graph,
             Command(resume=answer),

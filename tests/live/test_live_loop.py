@@ -269,7 +269,7 @@ def test_an_approve_stopped_before_its_resume_leaves_the_cycle_paused_for_the_lo
 
     clock.on_sleep = interrupted_approve
     assert live(env, clock, "--approve-within", "30m", "--days", "1") == 0
-    assert tried == ["stopped by Ctrl-C before EXECUTING"]
+    assert tried == ["stopped by Ctrl-C before EXECUTING in cycle live-t:c1"]
     rec = records(env)["2012-07-03"]
     assert rec["state"] == "expired", rec  # still waiting after the interrupted approval, then past its deadline
     store = connect(env.db)

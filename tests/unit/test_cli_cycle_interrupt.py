@@ -63,12 +63,15 @@ def test_a_ctrl_c_inside_a_store_call_lets_it_end_and_stops_the_cycle_before_its
     assert lock.acquire(timeout=1), "the store call's lock was left held"
     lock.release()
     assert "stopping as the cycle enters its next state" in err
-    assert err.strip().endswith("tradegraph: interrupted: stopped by Ctrl-C before DEBATE"), err
     store, sid = _only_session(db)
+    assert err.strip().endswith(f"tradegraph: interrupted: stopped by Ctrl-C before DEBATE in cycle {sid}:c1"), err
     assert _states(store, sid)[-1] == "ANALYZING", _states(store, sid)  # nothing after the state under way
     (cycle,) = load_session_log(store, sid).cycles
     (error,) = [e["payload"] for e in store.events.read(sid, kind="error")]  # the interrupt, audited as the error
-    assert error["type"] == "KeyboardInterrupt" and error["message"] == "stopped by Ctrl-C before DEBATE", error
+    assert (
+        error["type"] == "KeyboardInterrupt"
+        and error["message"] == f"stopped by Ctrl-C before DEBATE in cycle {sid}:c1"
+    )
     assert cycle.recorded_status == "failed" and store.executions.get(cycle.cycle_id) is None  # nothing executed
 
 

@@ -53,7 +53,8 @@ def guarded(name: str, body: Body, gate: Optional[Gate] = None) -> Callable:
     def node(state: CycleState, config: RunnableConfig, runtime: Optional[Runtime[CycleContext]] = None) -> Command:
         # LangGraph hands `runtime` to a node whose signature names it; a node called by a swapped-in one
         # (transition_checked) is handed LangGraph's config, which carries the same Runtime
-        raise_if_asked(name)  # a Ctrl-C the CLI received stops the cycle here, between states (machine/interrupts.py)
+        # a Ctrl-C the CLI received stops the cycle here, between states (machine/interrupts.py)
+        raise_if_asked(name, (config.get("metadata") or {}).get("cycle_id"))
         context = context_of(runtime or (config.get("configurable") or {}).get(CONFIG_KEY_RUNTIME), config)
         if gate is not None:
             redirect = gate(state, config, context)
