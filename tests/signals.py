@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -31,3 +32,40 @@ def join_foreground(timeout_s: float = 30.0) -> None:
     for t in [t for t in threading.enumerate() if t.name == "cli-foreground"]:
         t.join(timeout_s)
         assert not t.is_alive(), "a foreground command's thread outlived its test"
+
+
+def interrupting(method: Callable) -> tuple[Callable, threading.Lock, threading.Event]:
+    """`method` as a store call a real Ctrl-C reaches while it holds its lock (the first call only); (the call, its
+    lock, set once the call ran to its end)."""
+    lock, finished = threading.Lock(), threading.Event()
+
+    def call(*args, **kwargs):
+        with lock:  # what pymongo holds while it checks a connection out
+            if not finished.is_set():
+                ctrl_c()
+                time.sleep(0.3)  # the call still under way when the interrupt is handled
+                finished.set()
+            return method(*args, **kwargs)
+
+    return call, lock, finished
+
+
+def hanging_through_two(method: Callable) -> tuple[Callable, threading.Event, threading.Event]:
+    """`method` as a store call that hangs, as on a store gone quiet, while two Ctrl-Cs come (the first call only;
+    the abandoned work's later calls go through); (the call, `release` ending the hang, `under_way` while it hangs)."""
+    release, under_way = threading.Event(), threading.Event()
+
+    def call(*args, **kwargs):
+        if release.is_set():
+            return method(*args, **kwargs)
+        under_way.set()
+        try:
+            ctrl_c()
+            time.sleep(0.2)
+            ctrl_c()
+            release.wait(30)  # only the store's close, or the test, ends it
+            return method(*args, **kwargs)
+        finally:
+            under_way.clear()
+
+    return call, release, under_way

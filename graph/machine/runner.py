@@ -465,7 +465,7 @@ def _run(
     try:
         final = graph.invoke(inputs, config, context=context)
     except BaseException as e:
-        if writer is not None and _stopped_before_resuming(graph, store, inputs, e, cycle_id):
+        if writer is not None and _stopped_before_resuming(graph, store, inputs, e, session_id, cycle_id):
             # a Ctrl-C before the approval was taken: nothing decided, nothing to record, the cycle still paused
             _close_quietly(writer)
             raise
@@ -517,13 +517,18 @@ def _ended(session_id: str, cycle_id: str, status: CycleStatus) -> dict:
     return new_event(session_id, cycle_id, "RUNNER", "cycle_ended", {"status": status})
 
 
-def _stopped_before_resuming(graph, store: Store, inputs: Any, error: BaseException, cycle_id: str) -> bool:
+def _stopped_before_resuming(
+    graph, store: Store, inputs: Any, error: BaseException, session_id: str, cycle_id: str
+) -> bool:
     """A resumed cycle stopped by Ctrl-C (graph/machine/interrupts.py) as it entered EXECUTING, its checkpoint
     still waiting on the approval and no fill started: the answer was never taken."""
     if not (isinstance(inputs, Command) and stopped_before(error) == "EXECUTING"):
         return False
     try:
-        return _paused_cycle(graph, store, "", only=cycle_id) == cycle_id and _ledger_entry(store, cycle_id) is None
+        return (
+            _paused_cycle(graph, store, session_id, only=cycle_id) == cycle_id
+            and _ledger_entry(store, cycle_id) is None
+        )
     except Exception:  # noqa: BLE001 - unknown: audited as the crash it may be
         return False
 

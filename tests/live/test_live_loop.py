@@ -15,7 +15,7 @@ from typing import Any, Optional
 import pytest
 
 from agent.data.sources import KINDS
-from database.connection import connect
+from database.connection import Store, connect
 from database.live_days import LiveDays
 from graph.machine.recording import load_session_log
 from graph.transports.cli import foreground
@@ -23,7 +23,13 @@ from graph.transports.cli.live import KernelActions, cmd_live
 from graph.transports.cli.main import build_parser, main
 from tests.brokers.harness import guard_loopback, start_fake
 from tests.fakes.fake_alpaca import KEY, SECRET
-from tests.signals import ctrl_c, default_ctrl_c, join_foreground  # noqa: F401 - default_ctrl_c is a fixture
+from tests.signals import (  # noqa: F401 - default_ctrl_c is a fixture
+    ctrl_c,
+    default_ctrl_c,
+    hanging_through_two,
+    interrupting,
+    join_foreground,
+)
 
 
 class Clock:
@@ -169,17 +175,7 @@ def test_a_ctrl_c_inside_a_store_call_lets_the_call_end_and_stops_the_loop_at_it
     with its lock released, and the loop stops where it next pauses; nothing after runs. On the main thread the
     interrupt was raised inside the call, which pymongo can leave with a pool lock held for ever."""
     clock = Clock(ny("2012-07-03", "08:00"))
-    lock, finished = threading.Lock(), threading.Event()
-    status = KernelActions.status
-
-    def polling(self, cycle_id):
-        with lock:  # what pymongo holds while it checks a connection out
-            if not finished.is_set():
-                ctrl_c()
-                time.sleep(0.3)  # the call still under way when the interrupt is handled
-                finished.set()
-            return status(self, cycle_id)
-
+    polling, lock, finished = interrupting(KernelActions.status)
     monkeypatch.setattr(KernelActions, "status", polling)
     assert live(env, clock, "--approve-within", "30m", "--days", "2") == 130
     out = capsys.readouterr().out
@@ -195,25 +191,9 @@ def test_a_ctrl_c_inside_a_store_call_lets_the_call_end_and_stops_the_loop_at_it
 
 def test_a_second_ctrl_c_closes_the_store_under_a_stuck_loop_and_exits_130(env, capsys, monkeypatch, default_ctrl_c):
     clock = Clock(ny("2012-07-03", "08:00"))
-    closed, release, under_way = [], threading.Event(), threading.Event()
-    status = KernelActions.status
-
-    def stuck(self, cycle_id):
-        if release.is_set():  # once only: the abandoned work's later calls go through
-            return status(self, cycle_id)
-        monkeypatch.setattr(
-            self.k.store, "close", lambda: closed.append((threading.current_thread(), under_way.is_set()))
-        )
-        under_way.set()
-        try:
-            ctrl_c()
-            time.sleep(0.2)
-            ctrl_c()
-            release.wait(30)  # a call that hangs, as on a store gone quiet: only the store's close could end it
-            return status(self, cycle_id)
-        finally:
-            under_way.clear()
-
+    stuck, release, under_way = hanging_through_two(KernelActions.status)
+    closed: list = []
+    monkeypatch.setattr(Store, "close", lambda self: closed.append((threading.current_thread(), under_way.is_set())))
     monkeypatch.setattr(KernelActions, "status", stuck)
     monkeypatch.setattr(foreground, "AT_ONCE_WAIT_S", 0.3)
     try:

@@ -17,7 +17,13 @@ from graph.machine.execution import PaperExecution
 from graph.machine.memory import MemoryBank
 from graph.machine.recording import load_session_log
 from graph.transports.cli.main import main
-from tests.signals import ctrl_c, default_ctrl_c, join_foreground  # noqa: F401 - default_ctrl_c is a fixture
+from tests.signals import (  # noqa: F401 - default_ctrl_c is a fixture
+    ctrl_c,
+    default_ctrl_c,
+    hanging_through_two,
+    interrupting,
+    join_foreground,
+)
 
 
 @pytest.fixture
@@ -25,21 +31,6 @@ def db(tmp_path, monkeypatch):
     monkeypatch.setenv("TRADEGRAPH_HOME", str(tmp_path))
     monkeypatch.delenv("MONGODB_URI", raising=False)
     return f"mongomock://localhost/int_{uuid.uuid4().hex[:8]}"
-
-
-def _interrupting(method):
-    """`method` as a store call that a real Ctrl-C reaches while it holds its lock; (wrapper, lock, finished)."""
-    lock, finished = threading.Lock(), threading.Event()
-
-    def call(*args, **kwargs):
-        with lock:  # what pymongo holds while it checks a connection out
-            if not finished.is_set():
-                ctrl_c()
-                time.sleep(0.3)  # the call still under way when the interrupt is handled
-                finished.set()
-            return method(*args, **kwargs)
-
-    return call, lock, finished
 
 
 def _only_session(db: str):
@@ -55,7 +46,7 @@ def _states(store, session_id):
 def test_a_ctrl_c_inside_a_store_call_lets_it_end_and_stops_the_cycle_before_its_next_state(
     db, monkeypatch, capsys, default_ctrl_c
 ):
-    call, lock, finished = _interrupting(MemoryBank.search)  # ANALYZING's analysts recall their notes
+    call, lock, finished = interrupting(MemoryBank.search)  # ANALYZING's analysts recall their notes
     monkeypatch.setattr(MemoryBank, "search", call)
     assert main(["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--db", db]) == 130
     err = capsys.readouterr().err
@@ -76,7 +67,7 @@ def test_a_ctrl_c_inside_a_store_call_lets_it_end_and_stops_the_cycle_before_its
 
 
 def test_a_ctrl_c_during_the_fill_lets_it_land_and_the_cycle_says_it_executed(db, monkeypatch, capsys, default_ctrl_c):
-    call, _, finished = _interrupting(PaperExecution.record)
+    call, _, finished = interrupting(PaperExecution.record)
     monkeypatch.setattr(PaperExecution, "record", call)
     assert main(["run", "--symbols", "AAPL,MSFT", "--as-of", "2012-06-01", "--db", db]) == 130
     assert finished.is_set(), "the Ctrl-C cut the fill"
@@ -90,23 +81,9 @@ def test_a_ctrl_c_during_the_fill_lets_it_land_and_the_cycle_says_it_executed(db
 def test_a_second_ctrl_c_closes_the_store_under_a_stuck_cycle(db, monkeypatch, capsys, default_ctrl_c):
     from graph.transports.cli import foreground
 
-    closed, release, under_way = [], threading.Event(), threading.Event()
-    search = MemoryBank.search
+    stuck, release, under_way = hanging_through_two(MemoryBank.search)
+    closed: list = []
     monkeypatch.setattr(Store, "close", lambda self: closed.append((threading.current_thread(), under_way.is_set())))
-
-    def stuck(self, *args, **kwargs):
-        if release.is_set():  # once only: the abandoned work's later calls go through
-            return search(self, *args, **kwargs)
-        under_way.set()
-        try:
-            ctrl_c()
-            time.sleep(0.2)
-            ctrl_c()
-            release.wait(30)  # a call that hangs, as on a store gone quiet: only the store's close could end it
-            return search(self, *args, **kwargs)
-        finally:
-            under_way.clear()
-
     monkeypatch.setattr(MemoryBank, "search", stuck)
     monkeypatch.setattr(foreground, "AT_ONCE_WAIT_S", 0.3)
     try:
@@ -164,7 +141,7 @@ def test_a_ctrl_c_just_after_the_call_ended_leaves_its_outcome_standing(
 def test_an_approval_stopped_during_its_fill_settles_its_claim_as_executed(db, monkeypatch, capsys, default_ctrl_c):
     assert main(["run", "--symbols", "AAPL,MSFT", "--as-of", "2012-06-01", "--approve", "--db", db]) == 0
     store, sid = _only_session(db)
-    call, _, finished = _interrupting(PaperExecution.record)
+    call, _, finished = interrupting(PaperExecution.record)
     monkeypatch.setattr(PaperExecution, "record", call)
     assert main(["approve", sid, "--by", "alice", "--db", db]) == 130
     assert finished.is_set()

@@ -157,14 +157,14 @@ def close_under(waited: Waited, stores: list) -> None:
         time.sleep(Waited._POLL_S)
 
 
-def _stop_at_once(k, task, wait_s: float = 5.0) -> None:
+def _stop_at_once(k, task) -> None:
     """Close the store under the task's thread, so that whatever it waits on ends now, and give it a moment to
     end tidily. The cycle under way then fails on the closed store (its events spooled): the loop logs no such
     cycle as its point's decision, so the resumed run decides that point again. A further Ctrl-C is ignored from
     here: it could only break the close half-way (cli/main.py does the same once a command is interrupted)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     k.store.close()
-    k.tasks.join(task.task_id, timeout_s=wait_s)
+    k.tasks.join(task.task_id, timeout_s=AT_ONCE_WAIT_S)
 
 
 def _follow(k, task, progress: bool, following: Waited):

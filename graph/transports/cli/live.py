@@ -278,8 +278,7 @@ def pausing(sleep: Callable[[float], None], looping: Waited) -> Callable[[float]
                 wake.wait(seconds)
             else:
                 sleep(seconds)
-        if looping.stop:
-            raise KeyboardInterrupt
+        stopping(looping)
 
     return pause
 
