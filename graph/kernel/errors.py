@@ -56,6 +56,13 @@ class Failed(KernelError):
     kind = "failed"
 
 
+class ExecutedWithErrors(Failed):
+    """A cycle that crashed after EXECUTING's orders filled (its log ends `executed_with_errors`): never reported as
+    a plain failure, which a caller may answer by running the cycle again."""
+
+    kind = "executed_with_errors"
+
+
 # kind -> (CLI exit code, HTTP status): the same for every capability
 ERROR_TABLE: dict[type[KernelError], tuple[int, int]] = {
     BadInput: (2, 422),
@@ -64,6 +71,7 @@ ERROR_TABLE: dict[type[KernelError], tuple[int, int]] = {
     Forbidden: (2, 403),
     Conflict: (2, 409),
     StoreUnavailable: (3, 503),
+    ExecutedWithErrors: (4, 500),
     Failed: (1, 500),
 }
 
@@ -162,4 +170,9 @@ def translate(exc: BaseException) -> KernelError:
         return Failed(f"store error: {type(exc).__name__}: {text}")
     if isinstance(exc, ConfigError):
         return Failed(f"server configuration: {text}")
-    return Failed(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+    line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    from graph.machine.interrupts import ended_as
+
+    if ended_as(exc) == ExecutedWithErrors.kind:  # the runner's note: the cycle crashed after its orders filled
+        return ExecutedWithErrors(f"{line} (its orders filled before it stopped: {ExecutedWithErrors.kind})")
+    return Failed(line)

@@ -44,3 +44,15 @@ def raise_if_asked(state: str, cycle_id: Optional[str] = None) -> None:
 def stopped_before(error: BaseException) -> str | None:
     """The state a Ctrl-C asked here stopped the cycle before, else None."""
     return getattr(error, "stopped_before", None) if isinstance(error, KeyboardInterrupt) else None
+
+
+def mark_ended(error: BaseException, status: str) -> None:
+    """Note on the error that crashed a cycle out of its graph how the log says the cycle ended, so the caller's exit
+    says it too: an interrupt after EXECUTING's fill is `executed_with_errors`, never a bare Ctrl-C a script might
+    answer by running the cycle again."""
+    error.cycle_ended = status  # type: ignore[attr-defined]
+
+
+def ended_as(error: BaseException) -> str | None:
+    """How the cycle this error crashed ended, as its log records it (`mark_ended`); None when unknown."""
+    return getattr(error, "cycle_ended", None)

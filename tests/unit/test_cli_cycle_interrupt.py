@@ -16,7 +16,7 @@ from database.connection import Store, connect
 from graph.machine.execution import PaperExecution
 from graph.machine.memory import MemoryBank
 from graph.machine.recording import load_session_log
-from graph.transports.cli.main import main
+from graph.transports.cli.main import EXIT_EXECUTED_WITH_ERRORS, main
 from tests.signals import (  # noqa: F401 - default_ctrl_c is a fixture
     ctrl_c,
     default_ctrl_c,
@@ -69,9 +69,11 @@ def test_a_ctrl_c_inside_a_store_call_lets_it_end_and_stops_the_cycle_before_its
 def test_a_ctrl_c_during_the_fill_lets_it_land_and_the_cycle_says_it_executed(db, monkeypatch, capsys, default_ctrl_c):
     call, _, finished = interrupting(PaperExecution.record)
     monkeypatch.setattr(PaperExecution, "record", call)
-    assert main(["run", "--symbols", "AAPL,MSFT", "--as-of", "2012-06-01", "--db", db]) == 130
+    # its orders filled: the exit is executed_with_errors' own, never a bare 130 a script would answer by running it again
+    assert main(["run", "--symbols", "AAPL,MSFT", "--as-of", "2012-06-01", "--db", db]) == EXIT_EXECUTED_WITH_ERRORS
     assert finished.is_set(), "the Ctrl-C cut the fill"
-    assert "stopped by Ctrl-C before MEMORIZING" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "stopped by Ctrl-C before MEMORIZING" in err and "orders filled before it stopped" in err, err
     store, sid = _only_session(db)
     (cycle,) = load_session_log(store, sid).cycles
     assert store.executions.get(cycle.cycle_id) is not None  # the fill landed whole
@@ -143,7 +145,7 @@ def test_an_approval_stopped_during_its_fill_settles_its_claim_as_executed(db, m
     store, sid = _only_session(db)
     call, _, finished = interrupting(PaperExecution.record)
     monkeypatch.setattr(PaperExecution, "record", call)
-    assert main(["approve", sid, "--by", "alice", "--db", db]) == 130
+    assert main(["approve", sid, "--by", "alice", "--db", db]) == EXIT_EXECUTED_WITH_ERRORS
     assert finished.is_set()
     capsys.readouterr()
     assert main(["approve", sid, "--by", "bob", "--db", db]) == 2  # decided: refused, naming how it ended
@@ -178,3 +180,38 @@ def test_a_ctrl_c_between_the_approvals_check_and_executing_records_nothing_and_
     assert main(["approve", sid, "--by", "bob", "--json", "--db", db]) == 0
     (cycle,) = load_session_log(store, sid).cycles
     assert cycle.recorded_status == "completed" and cycle.approval and cycle.approval["by"] == "bob"
+
+
+def _failing_checkpoints(monkeypatch, when):
+    """The approval's checkpoint store failing on a write `when(filled)` says: the crash leaves the graph."""
+    from langgraph.checkpoint.mongodb import MongoDBSaver
+
+    filled, record, put = threading.Event(), PaperExecution.record, MongoDBSaver.put
+
+    def recording(self, *a, **k):
+        out = record(self, *a, **k)
+        filled.set()
+        return out
+
+    def failing(self, *a, **k):
+        if when(filled.is_set()):
+            raise RuntimeError("checkpoint write failed")
+        return put(self, *a, **k)
+
+    monkeypatch.setattr(PaperExecution, "record", recording)
+    monkeypatch.setattr(MongoDBSaver, "put", failing)
+    return filled
+
+
+def test_an_approval_that_crashes_after_its_fill_exits_as_executed_not_as_failed(db, monkeypatch, capsys):
+    # exit 1 ("failed, nothing executed") would let a script approve or run the cycle again
+    assert main(["run", "--symbols", "AAPL,MSFT", "--as-of", "2012-06-01", "--approve", "--db", db]) == 0
+    store, sid = _only_session(db)
+    filled = _failing_checkpoints(monkeypatch, lambda filled: filled)
+    capsys.readouterr()
+    assert main(["approve", sid, "--by", "alice", "--db", db]) == EXIT_EXECUTED_WITH_ERRORS
+    err = capsys.readouterr().err
+    assert filled.is_set() and "checkpoint write failed" in err and "orders filled before it stopped" in err, err
+    assert err.count("\n") == 1, err  # one line
+    (cycle,) = load_session_log(store, sid).cycles
+    assert store.executions.get(cycle.cycle_id) is not None and cycle.recorded_status == "executed_with_errors"

@@ -164,7 +164,7 @@ def _main(argv: Optional[list[str]]) -> int:
         # stopping already: a further Ctrl-C would only break the exit's clean-up (pymongo's, atexit) with a traceback
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         print(f"tradegraph: interrupted{f': {e}' if str(e) else ''}", file=sys.stderr)  # where a cycle stopped
-        return 130
+        return _crashed_cycle_code(e, 130)
     except Exception as e:  # a crash is one line and a non-zero exit; the cycle's events hold the details
         from database.errors import StoreUnavailable  # here: importing `database` early slows every command
 
@@ -175,6 +175,23 @@ def _main(argv: Optional[list[str]]) -> int:
             raise
         print(f"tradegraph: error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
         return EXIT_FAILED
+
+
+def _crashed_cycle_code(error: BaseException, otherwise: int) -> int:
+    """A cycle stopped by Ctrl-C after EXECUTING's orders filled exits as `executed_with_errors` (4), with a line
+    saying so: 130 would let a script run it again as if nothing had executed (a crash's kernel error says it too:
+    graph/kernel/errors.py ExecutedWithErrors)."""
+    from graph.machine.interrupts import ended_as
+
+    ended = ended_as(error)
+    if ended is None:  # no cycle crashed (any other command's error): nothing more to import or say
+        return otherwise
+    from graph.machine.nodes.common import EXECUTED_WITH_ERRORS  # loaded already: a cycle ran
+
+    if ended != EXECUTED_WITH_ERRORS:
+        return otherwise
+    print(f"tradegraph: its orders filled before it stopped: {EXECUTED_WITH_ERRORS}", file=sys.stderr)
+    return EXIT_EXECUTED_WITH_ERRORS
 
 
 if __name__ == "__main__":
