@@ -215,3 +215,17 @@ def test_an_approval_that_crashes_after_its_fill_exits_as_executed_not_as_failed
     assert err.count("\n") == 1, err  # one line
     (cycle,) = load_session_log(store, sid).cycles
     assert store.executions.get(cycle.cycle_id) is not None and cycle.recorded_status == "executed_with_errors"
+
+
+def test_the_kernel_reports_a_crash_after_the_fill_as_executed_with_errors_on_every_transport(db, monkeypatch):
+    from graph.kernel.core import Kernel
+    from graph.kernel.errors import ExecutedWithErrors, exit_code, http_status
+
+    assert main(["run", "--symbols", "AAPL,MSFT", "--as-of", "2012-06-01", "--approve", "--db", db]) == 0
+    store, sid = _only_session(db)
+    _failing_checkpoints(monkeypatch, lambda filled: filled)
+    with pytest.raises(ExecutedWithErrors) as e:
+        Kernel(store).call("approve", {"session_id": sid, "approved": True, "by": "alice"})
+    # HTTP's body and MCP's tool error carry the kind; the CLI's exit is executed_with_errors' own
+    assert e.value.to_dict()["error"] == "executed_with_errors" and "checkpoint write failed" in e.value.message
+    assert (exit_code(e.value), http_status(e.value)) == (4, 500)
