@@ -172,7 +172,8 @@ def translate(exc: BaseException) -> KernelError:
         return Failed(f"server configuration: {text}")
     line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     from graph.machine.interrupts import ended_as
+    from graph.machine.nodes.common import EXECUTED_WITH_ERRORS
 
-    if ended_as(exc) == ExecutedWithErrors.kind:  # the runner's note: the cycle crashed after its orders filled
-        return ExecutedWithErrors(f"{line} (its orders filled before it stopped: {ExecutedWithErrors.kind})")
+    if ended_as(exc) == EXECUTED_WITH_ERRORS:  # the runner's note: the cycle crashed after its orders filled
+        return ExecutedWithErrors(f"{line}; its orders filled: {EXECUTED_WITH_ERRORS}")
     return Failed(line)
