@@ -24,6 +24,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 CHILD = textwrap.dedent("""
     import functools, os, signal, sys, time
+    # Ctrl-C as a terminal's foreground command has it: a test run started in the background by a script (no job
+    # control) starts its children with SIGINT ignored, and Python then leaves it so
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from datetime import timedelta
     import pandas as pd
     from graph.transports.cli import live
