@@ -86,8 +86,14 @@ class FaultyProxy:
             except OSError:
                 _close(client)
                 continue
-            with self._lock:
-                self._conns += [client, server]
+            with self._lock:  # a cut while the upstream connection was made: this one is cut too, not left open
+                refusing = self._refusing
+                if not refusing:
+                    self._conns += [client, server]
+            if refusing:
+                _close(client)
+                _close(server)
+                continue
             threading.Thread(target=self._pump_messages, args=(client, server), daemon=True).start()
             threading.Thread(target=self._pump_bytes, args=(server, client), daemon=True).start()
 
