@@ -69,3 +69,18 @@ def hanging_through_two(method: Callable) -> tuple[Callable, threading.Event, th
             under_way.clear()
 
     return call, release, under_way
+
+
+def stuck_under_two(monkeypatch: pytest.MonkeyPatch, owner: type, name: str) -> tuple[threading.Event, list]:
+    """`owner.name` patched to hang through two Ctrl-Cs (`hanging_through_two`), every store's close recorded as
+    (the thread that closed it, whether the call still hung), and a second Ctrl-C's wait cut to 0.3 s;
+    (`release` ending the hang, the closes)."""
+    from database.connection import Store
+    from graph.transports.cli import foreground
+
+    stuck, release, under_way = hanging_through_two(getattr(owner, name))
+    closed: list = []
+    monkeypatch.setattr(Store, "close", lambda self: closed.append((threading.current_thread(), under_way.is_set())))
+    monkeypatch.setattr(owner, name, stuck)
+    monkeypatch.setattr(foreground, "AT_ONCE_WAIT_S", 0.3)
+    return release, closed

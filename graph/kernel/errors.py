@@ -171,9 +171,7 @@ def translate(exc: BaseException) -> KernelError:
     if isinstance(exc, ConfigError):
         return Failed(f"server configuration: {text}")
     line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    from graph.machine.interrupts import ended_as
-    from graph.machine.nodes.common import EXECUTED_WITH_ERRORS
+    from graph.machine.interrupts import filled_note
 
-    if ended_as(exc) == EXECUTED_WITH_ERRORS:  # the runner's note: the cycle crashed after its orders filled
-        return ExecutedWithErrors(f"{line}; its orders filled: {EXECUTED_WITH_ERRORS}")
-    return Failed(line)
+    # the runner's note: the cycle crashed after its orders filled
+    return ExecutedWithErrors(line + note) if (note := filled_note(exc)) else Failed(line)

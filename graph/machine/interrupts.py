@@ -46,13 +46,14 @@ def stopped_before(error: BaseException) -> str | None:
     return getattr(error, "stopped_before", None) if isinstance(error, KeyboardInterrupt) else None
 
 
-def mark_ended(error: BaseException, status: str) -> None:
-    """Note on the error that crashed a cycle out of its graph how the log says the cycle ended, so the caller's exit
-    says it too: an interrupt after EXECUTING's fill is `executed_with_errors`, never a bare Ctrl-C a script might
-    answer by running the cycle again."""
-    error.cycle_ended = status  # type: ignore[attr-defined]
+def mark_filled(error: BaseException) -> None:
+    """Note on the error that crashed a cycle out of its graph that its orders had filled (its log ends
+    `executed_with_errors`), so the caller's exit says it too, never a bare Ctrl-C or failure a script might answer
+    by running the cycle again."""
+    error.orders_filled = True  # type: ignore[attr-defined]
 
 
-def ended_as(error: BaseException) -> str | None:
-    """How the cycle this error crashed ended, as its log records it (`mark_ended`); None when unknown."""
-    return getattr(error, "cycle_ended", None)
+def filled_note(error: BaseException) -> str:
+    """What the one line reporting this error adds when the cycle it crashed had filled its orders (`mark_filled`),
+    else nothing: the CLI's Ctrl-C line and the kernel's error say it alike."""
+    return "; its orders filled: executed_with_errors" if getattr(error, "orders_filled", False) is True else ""

@@ -28,7 +28,7 @@ from graph.machine.broker.choose import execution_for, session_broker
 from graph.machine.builder import build_graph
 from graph.machine.cycle_context import CycleContext, CycleServices, default_services
 from graph.machine.errors import ApprovalConflict, InputError, NothingPending, SessionNotFound
-from graph.machine.interrupts import mark_ended, raise_if_asked, stopped_before
+from graph.machine.interrupts import mark_filled, raise_if_asked, stopped_before
 from graph.machine.manifest import build_manifest
 from graph.machine.memory import MemoryBank, MemoryRecall
 from graph.machine.state import CONTRACT_KEYS
@@ -478,7 +478,8 @@ def _run(
                 crashed = _crash_status(store, cycle_id)
                 if crashed is not None:  # else the store cannot say whether it filled: readers infer from the log
                     writer.put(_ended(session_id, cycle_id, crashed))
-                    mark_ended(e, crashed)
+                if crashed == "executed_with_errors":
+                    mark_filled(e)
             finally:
                 _close_quietly(writer)
         raise

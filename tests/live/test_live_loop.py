@@ -15,10 +15,9 @@ from typing import Any, Optional
 import pytest
 
 from agent.data.sources import KINDS
-from database.connection import Store, connect
+from database.connection import connect
 from database.live_days import LiveDays
 from graph.machine.recording import load_session_log
-from graph.transports.cli import foreground
 from graph.transports.cli.live import KernelActions, cmd_live
 from graph.transports.cli.main import build_parser, main
 from tests.brokers.harness import guard_loopback, start_fake
@@ -26,9 +25,9 @@ from tests.fakes.fake_alpaca import KEY, SECRET
 from tests.signals import (  # noqa: F401 - default_ctrl_c is a fixture
     ctrl_c,
     default_ctrl_c,
-    hanging_through_two,
     interrupting,
     join_foreground,
+    stuck_under_two,
 )
 
 
@@ -191,11 +190,7 @@ def test_a_ctrl_c_inside_a_store_call_lets_the_call_end_and_stops_the_loop_at_it
 
 def test_a_second_ctrl_c_closes_the_store_under_a_stuck_loop_and_exits_130(env, capsys, monkeypatch, default_ctrl_c):
     clock = Clock(ny("2012-07-03", "08:00"))
-    stuck, release, under_way = hanging_through_two(KernelActions.status)
-    closed: list = []
-    monkeypatch.setattr(Store, "close", lambda self: closed.append((threading.current_thread(), under_way.is_set())))
-    monkeypatch.setattr(KernelActions, "status", stuck)
-    monkeypatch.setattr(foreground, "AT_ONCE_WAIT_S", 0.3)
+    release, closed = stuck_under_two(monkeypatch, KernelActions, "status")
     try:
         assert live(env, clock, "--days", "1") == 130
         # closed by the second Ctrl-C, under the call still hanging (not by the loop's own exit once it was cut)

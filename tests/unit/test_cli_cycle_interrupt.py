@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from database.connection import Store, connect
+from database.connection import connect
 from graph.machine.execution import PaperExecution
 from graph.machine.memory import MemoryBank
 from graph.machine.recording import load_session_log
@@ -20,9 +20,9 @@ from graph.transports.cli.main import EXIT_EXECUTED_WITH_ERRORS, main
 from tests.signals import (  # noqa: F401 - default_ctrl_c is a fixture
     ctrl_c,
     default_ctrl_c,
-    hanging_through_two,
     interrupting,
     join_foreground,
+    stuck_under_two,
 )
 
 
@@ -81,13 +81,7 @@ def test_a_ctrl_c_during_the_fill_lets_it_land_and_the_cycle_says_it_executed(db
 
 
 def test_a_second_ctrl_c_closes_the_store_under_a_stuck_cycle(db, monkeypatch, capsys, default_ctrl_c):
-    from graph.transports.cli import foreground
-
-    stuck, release, under_way = hanging_through_two(MemoryBank.search)
-    closed: list = []
-    monkeypatch.setattr(Store, "close", lambda self: closed.append((threading.current_thread(), under_way.is_set())))
-    monkeypatch.setattr(MemoryBank, "search", stuck)
-    monkeypatch.setattr(foreground, "AT_ONCE_WAIT_S", 0.3)
+    release, closed = stuck_under_two(monkeypatch, MemoryBank, "search")
     try:
         assert main(["run", "--symbols", "AAPL", "--as-of", "2012-06-01", "--db", db]) == 130
         assert closed and closed[0] == (threading.main_thread(), True), closed

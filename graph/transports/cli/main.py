@@ -163,9 +163,13 @@ def _main(argv: Optional[list[str]]) -> int:
     except KeyboardInterrupt as e:
         # stopping already: a further Ctrl-C would only break the exit's clean-up (pymongo's, atexit) with a traceback
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        # where a cycle stopped, and whether its orders had filled by then
-        print(f"tradegraph: interrupted{f': {e}' if str(e) else ''}{_filled_note(e)}", file=sys.stderr)
-        return EXIT_EXECUTED_WITH_ERRORS if _filled_note(e) else 130
+        from graph.machine.interrupts import filled_note
+
+        # where a cycle stopped, and whether its orders had filled by then: then its exit is executed_with_errors'
+        # own (4), for 130 would let a script run it again as if nothing had executed
+        note = filled_note(e)
+        print(f"tradegraph: interrupted{f': {e}' if str(e) else ''}{note}", file=sys.stderr)
+        return EXIT_EXECUTED_WITH_ERRORS if note else 130
     except Exception as e:  # a crash is one line and a non-zero exit; the cycle's events hold the details
         from database.errors import StoreUnavailable  # here: importing `database` early slows every command
 
@@ -176,20 +180,6 @@ def _main(argv: Optional[list[str]]) -> int:
             raise
         print(f"tradegraph: error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
         return EXIT_FAILED
-
-
-def _filled_note(error: BaseException) -> str:
-    """What a Ctrl-C's line adds when the cycle it stopped had filled its orders (its log ends
-    `executed_with_errors`): that cycle's own exit, 4, follows, for 130 would let a script run it again as if nothing
-    had executed. A crash says it through its kernel error (graph/kernel/errors.py ExecutedWithErrors)."""
-    from graph.machine.interrupts import ended_as
-
-    ended = ended_as(error)
-    if ended is None:  # no cycle stopped (a Ctrl-C in any other command): nothing more to import or say
-        return ""
-    from graph.machine.nodes.common import EXECUTED_WITH_ERRORS  # loaded already: a cycle ran
-
-    return f"; its orders filled: {EXECUTED_WITH_ERRORS}" if ended == EXECUTED_WITH_ERRORS else ""
 
 
 if __name__ == "__main__":
